@@ -1,0 +1,35 @@
+"""The `frank` command: tools that work without pytest (model headers, the self-test model)."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+# Subcommand -> module whose main(argv) runs it; imported only when asked for.
+COMMANDS = {
+    "preflight": ("pytest_frank.preflight", "read a GGUF header (path or URL) and model its memory"),
+    "selftest-model": ("pytest_frank.selftest_model", "write the tiny deterministic self-test GGUF"),
+}
+
+
+def usage() -> str:
+    lines = ["usage: frank COMMAND [ARGS...]", "", "commands:"]
+    lines += [f"  {name:<16}{about}" for name, (_, about) in COMMANDS.items()]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help"):
+        print(usage())
+        return 0 if argv else 2
+    name, rest = argv[0], argv[1:]
+    if name not in COMMANDS:
+        print(f"frank: unknown command {name!r}\n\n{usage()}", file=sys.stderr)
+        return 2
+    module = importlib.import_module(COMMANDS[name][0])
+    return module.main(rest)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
