@@ -1,0 +1,24 @@
+"""Engine drivers by name: the one place that knows how engines differ."""
+
+from __future__ import annotations
+
+from pytest_frank.drivers.anthropic import AnthropicDriver
+from pytest_frank.drivers.base import Driver, Readiness
+from pytest_frank.drivers.llamacpp import LlamaCppDriver
+from pytest_frank.drivers.sglang import SglangDriver
+from pytest_frank.drivers.vllm import VllmDriver
+
+DRIVERS: dict[str, type[Driver]] = {
+    "llamacpp": LlamaCppDriver,
+    "vllm": VllmDriver,
+    "sglang": SglangDriver,
+    "anthropic": AnthropicDriver,
+    "openai": Driver,
+}
+
+
+def driver_for(engine: str) -> Driver:
+    return DRIVERS[engine]()
+
+
+__all__ = ["DRIVERS", "Driver", "Readiness", "driver_for"]

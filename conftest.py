@@ -1,0 +1,2 @@
+# The repository root: scripts and examples are not test modules.
+collect_ignore = ["bench", "examples"]

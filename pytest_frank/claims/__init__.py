@@ -1,0 +1,1 @@
+"""One module per claim: `probe(target)` does the network work, `judge(observation)` decides."""

@@ -1,0 +1,226 @@
+"""fleet.yaml: load, expand ${VAR}, merge defaults, validate against the shipped JSON Schema."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from pytest_frank import redact
+
+ENGINES = ("llamacpp", "vllm", "sglang", "anthropic", "openai")
+DEFAULT_READY_TIMEOUT = 120.0
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+class FleetError(Exception):
+    """A fleet file that cannot be used; the message names file, key path and reason."""
+
+
+@dataclass
+class Endpoint:
+    name: str
+    engine: str
+    url: str | None = None
+    alias: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    ready_timeout: float = DEFAULT_READY_TIMEOUT
+    timeout: float | None = None
+    headers: dict[str, str] = field(default_factory=dict, repr=False)
+    description: str = ""
+    launch: dict[str, Any] | None = None
+    expect: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def root(self) -> str:
+        """The server root: fleet.yaml may give the URL with or without /v1."""
+        url = (self.url or "").rstrip("/")
+        return url[: -len("/v1")] if url.endswith("/v1") else url
+
+    @property
+    def api_base(self) -> str:
+        return self.root + "/v1"
+
+    def asks(self, claim: str) -> bool:
+        """Whether fleet.yaml asks this claim of the endpoint."""
+        if claim == "health":
+            return self.expect.get("health", True) is not False
+        if claim == "alias":
+            return bool(self.alias)
+        return bool(self.expect.get(claim))
+
+    def options(self, claim: str) -> dict[str, Any]:
+        """A claim's options: `tools: true` and `tools: {}` both mean the defaults."""
+        value = self.expect.get(claim)
+        return dict(value) if isinstance(value, dict) else {}
+
+
+def load(path: str | os.PathLike, environ: dict[str, str] | None = None) -> dict[str, Endpoint]:
+    path = Path(path)
+    environ = os.environ if environ is None else environ
+    where = str(path)
+    data = _read_yaml(path)
+    data = _expand(data, environ, where, ())
+    _validate(data, where)
+    defaults = data.get("defaults") or {}
+    fleet = {}
+    for name, raw in data["endpoints"].items():
+        merged = _merge(defaults, raw or {})
+        fleet[name] = _endpoint(name, merged, where, path.parent)
+    return fleet
+
+
+def _read_yaml(path: Path) -> Any:
+    import yaml
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise FleetError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise FleetError(f"{path}: cannot be read ({exc})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise FleetError(f"{path}:{at}: not valid YAML: {problem}") from None
+    if data is None:
+        raise FleetError(f"{path}: the file is empty; it needs an `endpoints:` mapping")
+    if not isinstance(data, dict):
+        kind = type(data).__name__
+        raise FleetError(f"{path}: the top level must be a mapping with `endpoints:`, not a {kind}")
+    return data
+
+
+def _expand(value: Any, environ, where: str, keys: tuple) -> Any:
+    if isinstance(value, dict):
+        return {k: _expand(v, environ, where, keys + (k,)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_expand(v, environ, where, keys + (i,)) for i, v in enumerate(value)]
+    if not isinstance(value, str):
+        return value
+
+    def substitute(match: re.Match) -> str:
+        var, fallback = match.group(1), match.group(2)
+        if var in environ:
+            return environ[var]
+        if fallback is not None:
+            return fallback
+        raise FleetError(f"{where}: {_dotted(keys)}: environment variable {var} is not set")
+
+    return _VAR.sub(substitute, value)
+
+
+def _merge(base: dict, over: dict) -> dict:
+    merged = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _endpoint(name: str, raw: dict, where: str, base_dir: Path) -> Endpoint:
+    at = f"{where}: endpoints.{name}"
+    if not raw.get("url") and not raw.get("launch"):
+        raise FleetError(f"{at}: needs a `url` (or a `launch:` block to start a local server)")
+    engine = raw.get("engine") or ("llamacpp" if raw.get("launch") else None)
+    if engine is None:
+        raise FleetError(f"{at}: missing required key `engine` (one of {', '.join(ENGINES)})")
+    launch = dict(raw["launch"]) if raw.get("launch") else None
+    if launch:
+        _resolve_paths(launch, base_dir)
+    redact.register(raw.get("api_key"))
+    return Endpoint(
+        name=name,
+        engine=engine,
+        url=raw.get("url"),
+        alias=raw.get("alias"),
+        api_key=raw.get("api_key") or None,
+        ready_timeout=float(raw.get("ready_timeout", DEFAULT_READY_TIMEOUT)),
+        timeout=raw.get("timeout"),
+        headers=dict(raw.get("headers") or {}),
+        description=raw.get("description", ""),
+        launch=launch,
+        expect=dict(raw.get("expect") or {}),
+    )
+
+
+def _resolve_paths(launch: dict, base_dir: Path) -> None:
+    """Relative file paths in `launch:` are relative to the fleet file, not the cwd."""
+    for key in ("model", "draft_model", "mmproj", "chat_template_file"):
+        value = launch.get(key)
+        if value and not value.startswith("selftest") and not Path(value).is_absolute():
+            launch[key] = str(base_dir / value)
+
+
+@lru_cache(maxsize=1)
+def schema() -> dict:
+    return json.loads(resources.files("pytest_frank").joinpath("fleet.schema.json").read_text())
+
+
+def _validate(data: dict, where: str) -> None:
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(schema())
+    errors = sorted(validator.iter_errors(data), key=lambda e: (len(e.absolute_path), e.path))
+    if errors:
+        lines = [f"{where}: {_dotted(e.absolute_path)}: {_reason(e)}" for e in errors[:5]]
+        more = len(errors) - len(lines)
+        if more > 0:
+            lines.append(f"... and {more} more problem(s)")
+        raise FleetError("\n".join(lines))
+
+
+def _dotted(keys) -> str:
+    parts = [f"[{k}]" if isinstance(k, int) else str(k) for k in keys]
+    return ".".join(parts).replace(".[", "[") or "(top level)"
+
+
+def _reason(error) -> str:
+    kind, value = error.validator, error.instance
+    if error.absolute_path and error.absolute_path[-1] == "api_key":
+        return f"{error.validator} check failed (the value is a secret and is not shown)"
+    if kind == "additionalProperties":
+        known = sorted(error.schema.get("properties", {}))
+        unknown = sorted(set(value) - set(known))
+        hint = f" (known keys: {', '.join(known)})" if known else ""
+        return f"unknown key {', '.join(repr(k) for k in unknown)}{hint}"
+    if kind == "required":
+        return error.message.replace("is a required property", "is required but missing")
+    if kind == "type":
+        return f"expected {_kind(error.validator_value)}, got {_kind(type(value))} {_show(value)}"
+    if kind == "enum":
+        return f"{_show(value)} is not one of {', '.join(map(str, error.validator_value))}"
+    if kind == "propertyNames":
+        return f"endpoint name {_show(value)} may hold only letters, digits and . _ : -"
+    if kind == "pattern" and error.absolute_path and error.absolute_path[-1] == "url":
+        return f"{_show(value)} is not an http(s) URL"
+    if kind == "minProperties":
+        return "must not be empty"
+    if kind == "oneOf":
+        return f"{_show(value)} has the wrong shape"
+    return error.message
+
+
+def _kind(t) -> str:
+    names = {"object": "a mapping", "array": "a list", "string": "a string", "number": "a number",
+             "integer": "an integer", "boolean": "true or false", "null": "nothing",
+             dict: "mapping", list: "list", str: "string", int: "integer", float: "number",
+             bool: "boolean", type(None): "empty value"}
+    if isinstance(t, list):
+        return " or ".join(names.get(x, str(x)) for x in t)
+    return names.get(t, getattr(t, "__name__", str(t)))
+
+
+def _show(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

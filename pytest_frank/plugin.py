@@ -1,0 +1,226 @@
+"""pytest-frank: `pytest --endpoints fleet.yaml` runs the battery once per endpoint."""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from pytest_frank import redact
+from pytest_frank.fleet import FleetError, load
+
+# Claim markers: names are a public interface (`-m tools`), registered for --strict-markers.
+CLAIMS = {
+    "health": "the health route answers ready",
+    "alias": "the intended alias is served by /v1/models",
+    "reasoning": "chat returns content and reasoning",
+    "reasoning_effort": "every client reasoning_effort level maps to one the template accepts",
+    "tools": "tool calls are well formed and validate against their schema",
+    "spec_decode": "speculative decoding is engaged with a sane acceptance rate",
+    "vision": "the model sees the image it is sent",
+    "perf": "time to first token and decode speed meet the fleet's floors",
+    "slots": "the live slot shape matches the intended one",
+    "vram": "GPU memory used matches the model's own header",
+}
+SESSION = pytest.StashKey["FrankSession"]()
+PROBED = pytest.StashKey["object"]()
+PREFETCH_WORKERS = 16
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("frank", "LLM endpoint verification (pytest-frank)")
+    group.addoption("--endpoints", metavar="FLEET_YAML", default=None,
+                    help="fleet file of endpoints to verify (ini: frank_endpoints)")
+    group.addoption("--frank-timeout", metavar="SECONDS", type=float, default=None,
+                    help="per-request timeout (ini: frank_timeout; default 30)")
+    group.addoption("--frank-no-battery", action="store_true", default=False,
+                    help="do not collect the built-in battery, only the tests given")
+    parser.addini("frank_endpoints", "fleet file of endpoints to verify", default=None)
+    parser.addini("frank_timeout", "per-request timeout in seconds", default="30")
+
+
+def pytest_configure(config):
+    for claim, about in CLAIMS.items():
+        config.addinivalue_line("markers", f"{claim}: claim '{about}' (pytest-frank)")
+    fleet_path = config.getoption("endpoints") or config.getini("frank_endpoints")
+    if not fleet_path:
+        return
+    fleet_path = _resolve(config, fleet_path)
+    try:
+        fleet = load(fleet_path)
+    except FleetError as exc:
+        raise pytest.UsageError(f"pytest-frank: bad fleet file\n{redact.scrub(str(exc))}") from None
+    from pytest_frank.session import FrankSession
+
+    config.stash[SESSION] = FrankSession(fleet, _timeout(config))
+    if not config.getoption("frank_no_battery"):
+        _add_battery(config)
+
+
+def _resolve(config, path: str) -> Path:
+    # An ini value is relative to the ini file; a command-line value to the current directory.
+    if config.getoption("endpoints") or config.inipath is None:
+        return Path(path)
+    return Path(config.inipath).parent / path
+
+
+def _timeout(config) -> float:
+    raw = config.getoption("frank_timeout") or config.getini("frank_timeout")
+    try:
+        value = float(raw)
+    except ValueError:
+        raise pytest.UsageError(f"pytest-frank: frank_timeout {raw!r} is not a number") from None
+    if value <= 0:
+        raise pytest.UsageError("pytest-frank: the timeout must be more than 0 seconds")
+    return value
+
+
+def battery_files() -> list[Path]:
+    import pytest_frank.batteries as battery
+
+    return sorted(Path(battery.__file__).parent.glob("test_*.py"))
+
+
+def _add_battery(config) -> None:
+    """Collect the installed battery wherever pytest runs; explicit paths are kept beside it."""
+    files = battery_files()
+    explicit = config.args_source == pytest.Config.ArgsSource.ARGS
+    given = {Path(a.split("::")[0]).name for a in config.args} if explicit else set()
+    extra = [str(f) for f in files if f.name not in given]
+    config.args[:] = (list(config.args) + extra) if explicit else extra
+
+
+def pytest_generate_tests(metafunc):
+    if "endpoint" not in metafunc.fixturenames:
+        return
+    session = metafunc.config.stash.get(SESSION, None)
+    if session is None:
+        return
+    cases = getattr(metafunc.module, "frank_cases", None)
+    if cases is None or "case" not in metafunc.fixturenames:
+        names = list(session.targets)
+        metafunc.parametrize("endpoint", names, ids=names, indirect=True)
+        return
+    # One test per endpoint and case (e.g. per reasoning_effort level): ids read `name-case`.
+    params, ids = [], []
+    for name, target in session.targets.items():
+        for suffix, value in cases(target.endpoint) or [("", None)]:
+            params.append((name, value))
+            ids.append(f"{name}-{suffix}" if suffix else name)
+    metafunc.parametrize(("endpoint", "case"), params, ids=ids, indirect=["endpoint"])
+
+
+@pytest.fixture
+def endpoint(request):
+    """The endpoint under test, as the fleet file describes it, with its probes and evidence."""
+    session = request.config.stash.get(SESSION, None)
+    if session is None:
+        pytest.skip("no fleet given: run with --endpoints fleet.yaml")
+    from pytest_frank.evidence import Probed
+
+    target = session.targets[request.param]
+    probed = Probed(target)
+    request.node.stash[PROBED] = probed
+    claim = claim_of(request.node)
+    if claim and not target.endpoint.asks(claim):
+        pytest.skip(f"fleet.yaml does not ask {claim!r} of {target.name}")
+    if claim != "health":
+        _require_health(probed)
+    return probed
+
+
+def _require_health(probed) -> None:
+    from pytest_frank.claims import health
+
+    state = probed.target.probe(health.probe)
+    if not state.ready:
+        pytest.skip(redact.scrub(f"{probed.name} is not healthy, see test_health[{probed.name}]: "
+                                 f"{state.line()}"))
+
+
+def claim_of(item) -> str | None:
+    for mark in item.iter_markers():
+        if mark.name in CLAIMS:
+            return mark.name
+    return None
+
+
+def endpoint_of(item) -> str | None:
+    callspec = getattr(item, "callspec", None)
+    return callspec.params.get("endpoint") if callspec else None
+
+
+def pytest_collection_modifyitems(config, items):
+    # Health first, then the claims in their listed order: a report reads top-down like a bring-up.
+    if config.stash.get(SESSION, None) is not None:
+        order = {claim: i for i, claim in enumerate(CLAIMS)}
+        items.sort(key=lambda item: order.get(claim_of(item), len(order)))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtestloop(session):
+    frank = session.config.stash.get(SESSION, None)
+    if frank is not None and not session.config.option.collectonly:
+        wanted = {endpoint_of(item) for item in session.items} - {None}
+        frank.prefetch_health(sorted(wanted), PREFETCH_WORKERS)
+    return (yield)
+
+
+def pytest_sessionfinish(session):
+    frank = session.config.stash.get(SESSION, None)
+    if frank is not None:
+        frank.close()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    name = endpoint_of(item)
+    if name and call.when == "setup":  # JUnit XML and the HTML report carry these per test
+        item.user_properties += [("endpoint", name), ("claim", claim_of(item) or "")]
+    report = yield
+    probed = item.stash.get(PROBED, None)
+    if probed is None or call.when != "call":
+        return report
+    text = probed.text()
+    if text and report.failed:
+        report.sections.append(("frank evidence", text))
+    _html_extras(item, report, probed)
+    return report
+
+
+def _html_extras(item, report, probed) -> None:
+    if not item.config.pluginmanager.hasplugin("html"):
+        return
+    import pytest_html
+
+    extras = getattr(report, "extras", [])
+    extras.append(pytest_html.extras.json(json.loads(redact.scrub(json.dumps(probed.records()))),
+                                          name="evidence"))
+    for a in probed.attachments:
+        if a["mime"].startswith("image/"):
+            extras.append(pytest_html.extras.image(a["data"], mime_type=a["mime"], name=a["name"]))
+        else:
+            extras.append(pytest_html.extras.text(redact.scrub(a["data"]), name=a["name"]))
+    report.extras = extras
+
+
+def pytest_report_header(config):
+    frank = config.stash.get(SESSION, None)
+    if frank is not None:
+        return f"frank: {len(frank.targets)} endpoint(s): {', '.join(frank.targets)}"
+    return None
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    frank = config.stash.get(SESSION, None)
+    if frank is None:
+        return
+    from pytest_frank.summary import verdict_table
+
+    table = verdict_table(terminalreporter.stats)
+    if table:
+        terminalreporter.write_sep("=", "frank verdicts")
+        for line in table:
+            terminalreporter.write_line(line)
