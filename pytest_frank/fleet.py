@@ -200,7 +200,7 @@ def _reason(error) -> str:
         return f"expected {_kind(error.validator_value)}, got {_kind(type(value))} {_show(value)}"
     if kind == "enum":
         return f"{_show(value)} is not one of {', '.join(map(str, error.validator_value))}"
-    if kind == "propertyNames":
+    if "propertyNames" in error.schema_path:
         return f"endpoint name {_show(value)} may hold only letters, digits and . _ : -"
     if kind == "pattern" and error.absolute_path and error.absolute_path[-1] == "url":
         return f"{_show(value)} is not an http(s) URL"

@@ -77,19 +77,27 @@ def _timeout(config) -> float:
     return value
 
 
-def battery_files() -> list[Path]:
+def battery_dir() -> Path:
     import pytest_frank.batteries as battery
 
-    return sorted(Path(battery.__file__).parent.glob("test_*.py"))
+    return Path(battery.__file__).parent
 
 
 def _add_battery(config) -> None:
     """Collect the installed battery wherever pytest runs; explicit paths are kept beside it."""
-    files = battery_files()
-    explicit = config.args_source == pytest.Config.ArgsSource.ARGS
-    given = {Path(a.split("::")[0]).name for a in config.args} if explicit else set()
-    extra = [str(f) for f in files if f.name not in given]
-    config.args[:] = (list(config.args) + extra) if explicit else extra
+    battery = battery_dir()
+    if config.args_source != pytest.Config.ArgsSource.ARGS:
+        config.args[:] = [str(battery)]
+        return
+    given = [Path(arg.split("::")[0]) for arg in config.args]
+    if not any(_is_battery(path, battery) for path in given):
+        config.args.append(str(battery))
+
+
+def _is_battery(path: Path, battery: Path) -> bool:
+    # The installed battery, or this checkout's `batteries/` (an editable install points there).
+    resolved = path.resolve()
+    return resolved == battery or battery in resolved.parents or "batteries" in path.parts
 
 
 def pytest_generate_tests(metafunc):

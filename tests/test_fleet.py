@@ -1,0 +1,100 @@
+"""fleet.yaml: loading, ${VAR}, defaults, and a usage error (never a traceback) for bad files."""
+
+import pytest
+
+from pytest_frank.fleet import FleetError, load
+
+GOOD = """
+defaults:
+  engine: vllm
+  ready_timeout: 5
+  expect: {tools: {trials: 3}}
+endpoints:
+  frank-default-large:
+    url: http://127.0.0.1:7770/v1
+    engine: llamacpp
+    alias: frank-default-large
+    api_key: ${FRANK_LARGE_KEY}
+    expect: {reasoning: true}
+  small:
+    url: http://127.0.0.1:52625
+"""
+
+
+def test_good_fleet_loads_with_defaults_and_env(tmp_path):
+    path = tmp_path / "fleet.yaml"
+    path.write_text(GOOD)
+    fleet = load(path, environ={"FRANK_LARGE_KEY": "sk-abc123"})
+    large, small = fleet["frank-default-large"], fleet["small"]
+    assert large.engine == "llamacpp" and small.engine == "vllm"
+    assert large.api_key == "sk-abc123" and "sk-abc123" not in repr(large)
+    assert large.root == "http://127.0.0.1:7770" and large.api_base == "http://127.0.0.1:7770/v1"
+    assert large.expect == {"tools": {"trials": 3}, "reasoning": True}
+    assert large.ready_timeout == 5.0
+    assert large.asks("reasoning") and large.asks("alias") and not small.asks("alias")
+    assert small.options("tools") == {"trials": 3}
+
+
+def test_env_default_syntax(tmp_path):
+    path = tmp_path / "fleet.yaml"
+    path.write_text("endpoints:\n  a: {url: 'http://${HOST:-127.0.0.1}:1', engine: openai}\n")
+    assert load(path, environ={})["a"].url == "http://127.0.0.1:1"
+
+
+BROKEN = {
+    "bad-yaml": ("endpoints:\n  a: [unclosed\n", "not valid YAML"),
+    "empty": ("", "the file is empty"),
+    "not-a-mapping": ("- a\n- b\n", "top level must be a mapping"),
+    "no-endpoints": ("defaults: {engine: vllm}\n", "'endpoints' is required but missing"),
+    "unknown-key": ("endpoints:\n  a: {url: 'http://h:1', engine: vllm, urll: x}\n",
+                    "endpoints.a: unknown key 'urll'"),
+    "wrong-type": ("endpoints:\n  a: {url: 'http://h:1', engine: vllm, ready_timeout: soon}\n",
+                   "endpoints.a.ready_timeout: expected a number, got string 'soon'"),
+    "unknown-engine": ("endpoints:\n  a: {url: 'http://h:1', engine: llama}\n",
+                       "endpoints.a.engine: 'llama' is not one of llamacpp"),
+    "missing-env": ("endpoints:\n  a: {url: 'http://h:1', engine: vllm, api_key: '${NOPE_KEY}'}\n",
+                    "endpoints.a.api_key: environment variable NOPE_KEY is not set"),
+    "no-url": ("endpoints:\n  a: {engine: vllm}\n", "endpoints.a: needs a `url`"),
+    "no-engine": ("endpoints:\n  a: {url: 'http://h:1'}\n", "missing required key `engine`"),
+    "bad-url": ("endpoints:\n  a: {url: 'h:1', engine: vllm}\n", "'h:1' is not an http(s) URL"),
+    "bad-name": ("endpoints:\n  'a b': {url: 'http://h:1', engine: vllm}\n",
+                 "endpoint name 'a b' may hold only"),
+    "unknown-expect": ("endpoints:\n  a: {url: 'http://h:1', engine: vllm, expect: {magic: 1}}\n",
+                       "endpoints.a.expect: unknown key 'magic'"),
+    "no-endpoints-listed": ("endpoints: {}\n", "endpoints: must not be empty"),
+}
+
+
+@pytest.mark.parametrize("name", BROKEN)
+def test_broken_fleet_is_a_usage_error(name, run_fleet):
+    text, reason = BROKEN[name]
+    result = run_fleet(text)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    err = result.stderr.str()
+    assert "pytest-frank: bad fleet file" in err and "fleet.yaml" in err
+    assert reason in err
+    assert "Traceback" not in err + result.stdout.str()
+    assert "collected" not in result.stdout.str()  # nothing ran
+
+
+def test_a_secret_in_a_bad_value_is_not_echoed(run_fleet):
+    result = run_fleet("endpoints:\n  a: {url: 'http://h:1', engine: vllm, api_key: 1234567}\n")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "1234567" not in result.stderr.str() + result.stdout.str()
+    assert "endpoints.a.api_key" in result.stderr.str()
+
+
+def test_ini_key_names_the_fleet_and_option_wins(pytester):
+    pytester.makefile(".yaml", good="endpoints:\n  a: {url: 'http://127.0.0.1:9', engine: vllm}\n")
+    pytester.makefile(".yaml", other="endpoints:\n  b: {url: 'http://127.0.0.1:9', engine: vllm}\n")
+    pytester.makeini("[pytest]\nfrank_endpoints = good.yaml\n")
+    assert "test_health[a]" in pytester.runpytest("--collect-only", "-q").stdout.str()
+    out = pytester.runpytest("--collect-only", "-q", "--endpoints", "other.yaml").stdout.str()
+    assert "test_health[b]" in out and "test_health[a]" not in out
+
+
+def test_without_endpoints_the_plugin_stays_out_of_the_way(pytester):
+    pytester.makepyfile("def test_plain():\n    assert 1 + 1 == 2\n")
+    result = pytester.runpytest("--strict-markers", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    assert "frank:" not in result.stdout.str()

@@ -1,0 +1,138 @@
+"""health and alias against emulated engines (shapes and faults a real tiny llama.cpp can't show)."""
+
+import time
+
+import pytest
+
+from conftest import one_endpoint
+from emulator import Emulator
+
+
+@pytest.mark.parametrize("engine", ["llamacpp", "vllm", "sglang", "anthropic", "openai"])
+def test_every_engine_shape_passes_when_healthy(engine, run_fleet):
+    with Emulator(engine, models=["served-a", "served-b"]) as em:
+        result = run_fleet(one_endpoint(em.url, engine, alias="served-b"))
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*frank verdicts*", "ep  health ok  alias ok"])
+
+
+def test_llamacpp_aliases_list_counts(run_fleet):
+    # llama.cpp names only the alphabetically first alias as `id`; the rest are in `aliases`.
+    with Emulator("llamacpp", models=["zeta", "alpha"]) as em:
+        result = run_fleet(one_endpoint(em.url + "/v1", alias="zeta"))
+    result.assert_outcomes(passed=2)
+
+
+def test_wrong_alias_fails_naming_what_is_served(run_fleet):
+    with Emulator("vllm", models=["qwen3-35b"]) as em:
+        result = run_fleet(one_endpoint(em.url, "vllm", alias="frank-default-small"))
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines([
+        "*alias 'frank-default-small' is not served by http://127.0.0.1:*/v1/models; "
+        "it serves 'qwen3-35b'",
+        "*fix: add it to --served-model-name*",
+    ])
+
+
+def test_loading_model_is_waited_for_until_ready(run_fleet):
+    with Emulator("llamacpp", models=["m"], loading_for=1.0) as em:
+        start = time.monotonic()
+        result = run_fleet(one_endpoint(em.url, alias="m", ready_timeout=10))
+    result.assert_outcomes(passed=2)
+    assert time.monotonic() - start >= 1.0
+    assert sum(r.path == "/health" for r in em.requests) >= 2
+
+
+def test_stuck_loading_fails_after_ready_timeout_with_last_status(run_fleet):
+    with Emulator("llamacpp", models=["m"], loading_for=60) as em:
+        result = run_fleet(one_endpoint(em.url, alias="m", ready_timeout=1))
+    result.assert_outcomes(failed=1, skipped=1)
+    result.stdout.fnmatch_lines([
+        "*is still loading after *s (ready_timeout 1s); last answer: 503 Loading model",
+        "*fix: wait for the model to finish loading, or raise ready_timeout*",
+    ])
+
+
+def test_hanging_socket_fails_at_the_timeout_and_skips_the_rest(run_fleet):
+    with Emulator("vllm", hang=True) as em:
+        start = time.monotonic()
+        result = run_fleet(one_endpoint(em.url, "vllm", alias="m"), "--frank-timeout", "1")
+    assert time.monotonic() - start < 10
+    result.assert_outcomes(failed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*/health: no answer within 1s (the server accepted*",
+                                 "*ep is not healthy, see test_health[[]ep[]]*"])
+
+
+def test_closed_port_fails_fast_with_one_line(run_fleet):
+    fleet = {"endpoints": {f"dead{i}": {"url": f"http://127.0.0.1:{9 + i}", "engine": "llamacpp",
+                                        "alias": "x"} for i in range(5)}}
+    start = time.monotonic()
+    result = run_fleet(fleet)
+    assert time.monotonic() - start < 8
+    result.assert_outcomes(failed=5, skipped=5)
+    result.stdout.fnmatch_lines(["*connection refused (nothing listens on that port*"])
+
+
+def test_unknown_host_is_named_as_dns(run_fleet):
+    result = run_fleet(one_endpoint("http://no-such-host.invalid:8080", "vllm"))
+    result.assert_outcomes(failed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*no-such-host.invalid:8080/health: DNS lookup failed*"])
+
+
+def test_hostile_models_body_is_a_clear_failure(run_fleet):
+    with Emulator("openai") as em:
+        em.route("GET", "/v1/models", lambda r: __import__("emulator").Reply(200, "<html>hi"))
+        result = run_fleet(one_endpoint(em.url, "openai", alias="m"))
+    # A generic OpenAI server's health is its model list: a non-list answer is noticed at once.
+    result.assert_outcomes(failed=1, passed=1)
+    result.stdout.fnmatch_lines(["*/v1/models not a model list (no `data` list*"])
+
+
+def test_api_key_is_sent_and_never_printed(run_fleet):
+    secret = "sk-very-secret-0123456789"
+    with Emulator("anthropic", models=["claude-local"], api_key=secret) as em:
+        ok = run_fleet(one_endpoint(em.url, "anthropic", alias="claude-local",
+                                    api_key="${PROXY_KEY}"), env={"PROXY_KEY": secret})
+        bad = run_fleet(one_endpoint(em.url, "anthropic", alias="nope", api_key="${PROXY_KEY}"),
+                        "-vv", env={"PROXY_KEY": secret})
+    ok.assert_outcomes(passed=2)
+    assert em.requests[-1].headers["x-api-key"] == secret
+    assert em.requests[-1].headers["anthropic-version"] == "2023-06-01"
+    bad.assert_outcomes(passed=1, failed=1)
+    output = bad.stdout.str() + bad.stderr.str()
+    assert secret not in output
+    assert "x-api-key: $API_KEY" in output  # the reproduce line keeps the key in the environment
+
+
+def test_wrong_key_fails_alias_with_the_servers_words(run_fleet):
+    with Emulator("vllm", models=["m"], api_key="right-key-123") as em:
+        result = run_fleet(one_endpoint(em.url, "vllm", alias="m", api_key="wrong-key-456"))
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*/v1/models answered 401: Invalid API Key"])
+    assert "wrong-key-456" not in result.stdout.str()
+
+
+def test_claim_not_asked_is_skipped_with_reason(run_fleet):
+    with Emulator("vllm", models=["m"]) as em:
+        result = run_fleet(one_endpoint(em.url, "vllm"))
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*fleet.yaml does not ask 'alias' of ep"])
+
+
+def test_selection_by_endpoint_name_and_marker(run_fleet):
+    with Emulator("vllm", models=["m"]) as em:
+        fleet = {"endpoints": {n: {"url": em.url, "engine": "vllm", "alias": "m"}
+                               for n in ("frank-default-large", "frank-default-small")}}
+        by_name = run_fleet(fleet, "-k", "frank-default-large", "--strict-markers")
+        by_marker = run_fleet(fleet, "-m", "alias", "--strict-markers")
+    by_name.assert_outcomes(passed=2)
+    by_name.stdout.fnmatch_lines(["PASSED *test_alias.py::test_alias[[]frank-default-large[]]"])
+    by_marker.assert_outcomes(passed=2, deselected=2)
+
+
+def test_junit_xml_carries_endpoint_and_claim(run_fleet, pytester):
+    with Emulator("vllm", models=["m"]) as em:
+        result = run_fleet(one_endpoint(em.url, "vllm", alias="m"), "--junitxml=out.xml")
+    result.assert_outcomes(passed=2)
+    xml = (pytester.path / "out.xml").read_text()
+    assert 'name="endpoint" value="ep"' in xml and 'name="claim" value="alias"' in xml
