@@ -1,0 +1,236 @@
+"""Start and stop a local llama.cpp server in this process, through xllamacpp.
+
+`launch(spec)` takes the fleet.yaml `launch:` block and returns a `LaunchedServer` once
+`/health` answers 200; `stop()` shuts it down and frees its port. xllamacpp runs llama.cpp's own
+C++ HTTP server (`llama-server` code, `build_info` "b0-unknown"), so replies match a native build.
+
+Spec keys (all optional but `model`):
+
+- `model`: "selftest", "selftest:<variant>" (see pytest_frank.selftest_model.VARIANTS) or a GGUF
+  path.
+- `alias`: a name or a list of names (`--alias`). `/v1/models` lists the alphabetically first as
+  `data[0].id` and all of them in `aliases`.
+- `ctx_size` (4096): the TOTAL context (`-c`); `parallel` (1): slots (`-np`). The KV cache is
+  not unified unless `kv_unified` is true, so each slot gets ctx_size / parallel, as with a
+  native `-c 8192 -np 4`.
+- `metrics` (true): `/metrics`; without it that path answers 501.
+- `reasoning_format` ("auto", the llama-server default; xllamacpp's own default is "deepseek"):
+  "none" leaves `<think>...</think>` in content, "deepseek", "deepseek-legacy", "auto".
+- `chat_template_file`: a Jinja template file that replaces the GGUF's.
+- `jinja` (true): false is `--no-jinja`; then a request with `tools` gets HTTP 500
+  {"error": {"code": 500, "message": "tools param requires --jinja flag", "type": "server_error"}}
+  and plain chat returns the raw "<think>Thinking</think>Hello!" as content.
+- `draft_model`: "selftest[:variant]" or a path: `--spec-draft-model` plus `--spec-type
+  draft-simple`. `/slots[0].speculative` is true and `/metrics` counts
+  `llamacpp:spec_decode_num_draft_tokens_total` etc.; responses carry `timings.draft_n` and
+  `timings.draft_n_accepted`. `draft_max` (3) is the longest draft.
+- `draft_without_spec_type` (false): load `draft_model` but give no spec type, the "configured
+  but not engaged" fault: `/slots[0].speculative` false, spec_decode counters stay 0, no draft_n.
+- `mmproj`: a projector GGUF path (`--mmproj`).
+- `host` ("127.0.0.1"), `port` (0 = a free port), `api_key`: a key or a list (`--api-key`).
+- `threads` (2): CPU threads for the model (and the draft), so many servers share a small box.
+- `startup_timeout` (60): seconds to wait for `/health`.
+- `verbosity` (2): llama.cpp log level on stderr: 1 errors, 2 warnings, 3 info (timings and
+  "draft acceptance = ..." lines), 4 debug. The threshold is shared by the whole process, so the
+  last server started sets it for all.
+
+Observed with xllamacpp 2026.10.11549: a missing or broken model file, or a port already in use,
+makes xllamacpp raise RuntimeError("Failed to init server, please check the input params.") with
+the reason only in the llama.cpp log on stderr (e.g. "couldn't bind HTTP server socket"); here
+that becomes a LaunchError naming the model, and files are checked first for a clearer message.
+Stopping is synchronous (~30 ms); afterwards the port refuses connections and can be reused.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import time
+from dataclasses import dataclass, field
+
+KEYS = {
+    "model", "alias", "ctx_size", "parallel", "kv_unified", "metrics", "reasoning_format",
+    "chat_template_file", "jinja", "draft_model", "draft_without_spec_type", "draft_max",
+    "mmproj", "host", "port", "api_key", "threads", "startup_timeout", "verbosity",
+}
+REASONING_FORMATS = {
+    "none": "COMMON_REASONING_FORMAT_NONE",
+    "auto": "COMMON_REASONING_FORMAT_AUTO",
+    "deepseek": "COMMON_REASONING_FORMAT_DEEPSEEK",
+    "deepseek-legacy": "COMMON_REASONING_FORMAT_DEEPSEEK_LEGACY",
+}
+
+
+class LaunchError(RuntimeError):
+    """The server could not be started; the message says why."""
+
+
+@dataclass
+class LaunchedServer:
+    url: str  # "http://127.0.0.1:PORT"
+    model_path: str = ""
+    spec: dict = field(default_factory=dict, repr=False)
+    _server: object = field(default=None, repr=False)
+
+    @property
+    def port(self) -> int:
+        return int(self.url.rsplit(":", 1)[1])
+
+    @property
+    def running(self) -> bool:
+        return self._server is not None
+
+    def stop(self) -> None:
+        """Shut the server down; the xllamacpp destructor joins its threads and closes the port."""
+        server, self._server = self._server, None
+        del server
+
+    def __enter__(self) -> LaunchedServer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def launch(spec: dict) -> LaunchedServer:
+    """Start a server for a fleet.yaml `launch:` block and wait until it is healthy."""
+    spec = dict(spec)
+    unknown = sorted(set(spec) - KEYS)
+    if unknown:
+        raise LaunchError(f"unknown launch key(s) {unknown}; known: {sorted(KEYS)}")
+    if "model" not in spec:
+        raise LaunchError("launch spec needs a 'model' (selftest[:variant] or a GGUF path)")
+    xllamacpp = _import_xllamacpp()
+    model = resolve_model(spec["model"])
+    params = _params(xllamacpp, spec, model)
+    try:
+        server = xllamacpp.Server(params)
+    except RuntimeError as exc:
+        raise LaunchError(
+            f"llama.cpp did not start for model {model} on {spec.get('host', '127.0.0.1')}:"
+            f"{spec.get('port', 0)}: {exc} (the llama.cpp log on stderr has the reason)"
+        ) from exc
+    launched = LaunchedServer(_client_url(server.listening_address), str(model), spec, server)
+    try:
+        _wait_healthy(launched.url, float(spec.get("startup_timeout", 60)))
+    except LaunchError:
+        launched.stop()
+        raise
+    return launched
+
+
+def resolve_model(name) -> pathlib.Path:
+    """A GGUF path for 'selftest', 'selftest:<variant>' or a path, checked to exist."""
+    text = str(name)
+    if text == "selftest" or text.startswith("selftest:"):
+        from pytest_frank import selftest_model
+
+        variant = text.partition(":")[2] or "default"
+        if variant not in selftest_model.VARIANTS:
+            raise LaunchError(f"unknown selftest variant {variant!r}; "
+                              f"choose from {selftest_model.VARIANTS}")
+        return selftest_model.model_path(variant)
+    path = pathlib.Path(text).expanduser()
+    if not path.is_file():
+        raise LaunchError(f"model file not found: {path}")
+    with path.open("rb") as fh:
+        if fh.read(4) != b"GGUF":
+            raise LaunchError(f"not a GGUF file (no GGUF magic): {path}")
+    return path
+
+
+def _import_xllamacpp():
+    try:
+        import xllamacpp
+    except ImportError as exc:
+        raise LaunchError("launching needs xllamacpp: pip install 'pytest-frank[launch]'") from exc
+    return xllamacpp
+
+
+def _params(xllamacpp, spec: dict, model: pathlib.Path):
+    p = xllamacpp.CommonParams()
+    p.model.path = str(model)
+    p.hostnames = [spec.get("host", "127.0.0.1")]
+    p.port = int(spec.get("port", 0))
+    p.n_ctx = int(spec.get("ctx_size", 4096))
+    p.n_parallel = int(spec.get("parallel", 1))
+    p.kv_unified = bool(spec.get("kv_unified", False))
+    p.endpoint_metrics = bool(spec.get("metrics", True))
+    p.endpoint_slots = True
+    p.use_jinja = bool(spec.get("jinja", True))
+    p.sleep_idle_seconds = -1
+    p.verbosity = int(spec.get("verbosity", 2))
+    threads = int(spec.get("threads", 2))
+    p.cpuparams.n_threads = threads
+    p.cpuparams_batch.n_threads = threads
+    p.reasoning_format = _reasoning_format(xllamacpp, spec.get("reasoning_format", "auto"))
+    if spec.get("alias"):
+        alias = spec["alias"]
+        p.model_alias = {alias} if isinstance(alias, str) else {str(a) for a in alias}
+    if spec.get("api_key"):
+        key = spec["api_key"]
+        p.api_keys = [key] if isinstance(key, str) else [str(k) for k in key]
+    if spec.get("chat_template_file"):
+        p.chat_template = _read_text(spec["chat_template_file"], "chat template file")
+    if spec.get("mmproj"):
+        p.mmproj.path = str(_existing(spec["mmproj"], "mmproj file"))
+    _speculative(xllamacpp, p, spec, threads)
+    return p
+
+
+def _speculative(xllamacpp, p, spec: dict, threads: int) -> None:
+    draft = spec.get("draft_model")
+    idle = bool(spec.get("draft_without_spec_type", False))
+    if not draft:
+        if idle:
+            raise LaunchError("draft_without_spec_type needs a draft_model to load")
+        return
+    p.speculative.draft.mparams.path = str(resolve_model(draft))
+    p.speculative.draft.n_max = int(spec.get("draft_max", 3))
+    p.speculative.draft.cpuparams.n_threads = threads
+    p.speculative.draft.cpuparams_batch.n_threads = threads
+    kind = xllamacpp.common_speculative_type
+    # A draft model alone is loaded but never used: the spec type is what engages it.
+    p.speculative.types = [kind.COMMON_SPECULATIVE_TYPE_NONE if idle
+                           else kind.COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE]
+
+
+def _reasoning_format(xllamacpp, name: str):
+    if name not in REASONING_FORMATS:
+        raise LaunchError(f"reasoning_format {name!r} is not one of {sorted(REASONING_FORMATS)}")
+    return getattr(xllamacpp.common_reasoning_format, REASONING_FORMATS[name])
+
+
+def _existing(path, what: str) -> pathlib.Path:
+    path = pathlib.Path(str(path)).expanduser()
+    if not path.is_file():
+        raise LaunchError(f"{what} not found: {path}")
+    return path
+
+
+def _read_text(path, what: str) -> str:
+    return _existing(path, what).read_text(encoding="utf-8")
+
+
+def _client_url(address: str) -> str:
+    """listening_address is "http://HOST:PORT"; a wildcard host is reached through loopback."""
+    url = address if "://" in address else f"http://{address}"
+    for wildcard in ("0.0.0.0", "[::]"):
+        url = url.replace(f"//{wildcard}:", "//127.0.0.1:")
+    return url.rstrip("/")
+
+
+def _wait_healthy(url: str, timeout: float) -> None:
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    last = "no answer"
+    while time.monotonic() < deadline:
+        try:
+            reply = httpx.get(f"{url}/health", timeout=2.0)
+            if reply.status_code == 200:
+                return
+            last = f"HTTP {reply.status_code} {reply.text[:200]}"
+        except httpx.HTTPError as exc:
+            last = repr(exc)
+        time.sleep(0.05)
+    raise LaunchError(f"{url}/health not 200 within {timeout:.0f}s: {last}")

@@ -1,0 +1,427 @@
+"""A tiny deterministic GGUF chat model, so frank can be tested against a real llama.cpp server.
+
+The file (arch `llama`, 2 zero blocks, embedding 64, ~275 tokens, ~370 KB, written in ~0.1 s)
+loads in llama.cpp in a few ms. Its blocks add nothing, so the logits depend only on the last
+token: the embedding and output matrices script a greedy chain, with logit gaps so wide that the
+server's default sampling (temperature 0.8) picks the same tokens as temperature 0. Under a
+grammar (tool_choice "required", response_format) a global ranking takes over: end the turn as
+soon as allowed, else open a tool call; strings read "Paris", integers 1, booleans false, arrays
+and objects close as soon as they may.
+
+Observed with xllamacpp 2026.10.11549 (llama.cpp server code; its template "autoparser" sees the
+Qwen3/Hermes format: per-call "<tool_call>\\n", JSON with "name" and "arguments", reasoning
+<think>...</think>), default sampling, a user message "Hi":
+
+default
+  plain chat: 200, content "Hello!", reasoning_content "Thinking", finish "stop", 6 tokens.
+  chat_template_kwargs {"enable_thinking": false}: content "Hello!", no reasoning_content, 3
+  tokens (the prompt ends "<think>\\n\\n</think>\\n\\n"; "\\n\\n" is one token leading to
+  "Hello"). {"enable_thinking": "false"} (a string): 400 'invalid type for "enable_thinking"
+  (expected boolean, got string)'.
+  reasoning_effort: any value gives 200 as above, except "none", which turns thinking off.
+  reasoning_format "none" (server or request): content "<think>Thinking</think>Hello!".
+  tools + tool_choice "auto" or "none": as plain chat, finish "stop", no tool_calls.
+  tools + tool_choice "required", with get_weather(city: string, days: integer, both required):
+  content "Hello!", reasoning_content "Thinking", tool_calls [{"type": "function", "id": <random>,
+  "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\",\"days\":1}"}}],
+  finish "tool_calls", 49 completion tokens (46 with thinking off): give such requests
+  max_tokens >= 64. A tool with no parameters gets "{}"; the first of several tools is called.
+  response_format json_schema {answer: string, n: integer}: content '{"answer":"Paris","n":1}',
+  finish "stop"; json_object: '{"Paris":"Paris"}'.
+  Streaming gives the same fields as deltas (tool call arguments arrive in fragments).
+  /v1/messages works too: thinking block "Thinking", text "Hello!", stop_reason "end_turn"
+  (tool_choice {"type": "any"}: a tool_use block with input {"city": "Paris", "days": 1}).
+  /props chat_template_caps: supports_tools, supports_tool_calls, supports_parallel_tool_calls,
+  supports_preserve_reasoning true; supports_reasoning_effort false.
+tool_text
+  Writes the tool call as text, in a format the Qwen3/Hermes parser does not know: with tools and
+  tool_choice "auto" (or no tools): 200,
+  content '<function=get_weather>{"city": "Paris"}</function>', reasoning_content "Thinking",
+  NO tool_calls, finish "stop". Under "required" the grammar still forces a real call after that
+  text. (Writing "<tool_call>\\n{...}\\n</tool_call>" as one plain token instead makes the
+  server fail with 500 "got exception: Unexpected empty grammar stack after accepting piece:
+  <tool_call>..." once tools are sent, because the lazy tool grammar triggers on the text;
+  streaming then ends with an SSE error event and no [DONE].)
+effort_strict
+  As default, but its template raises for reasoning_effort "high" or "max": HTTP 400 (not 500:
+  the exception surfaces while llama.cpp builds the output parser for the request),
+  {"error": {"code": 400, "type": "invalid_request_error", "message": "Unable to generate parser
+  for this template. Automatic parser generation failed: \\n------------\\nWhile executing
+  CallExpression at line 2, column 20 in source: ... Error: Jinja Exception: Unexpected reasoning
+  effort high. Supported types are xhigh, medium, and low"}}. "low", "medium", "xhigh",
+  "minimal" and "none" give 200. With "stream": true the same 400 JSON comes back (no SSE), and
+  chat_template_kwargs {"reasoning_effort": "high"} fails the same way. /props reports
+  supports_reasoning_effort true. llama.cpp hands the request's reasoning_effort to the template
+  as the variable `reasoning_effort`.
+no_think
+  No thinking anywhere in the template or the model: content "Hello!", no reasoning_content,
+  finish "stop" (also with enable_thinking false); tool_choice "required" still gives the call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import tempfile
+
+VARIANTS = ("default", "tool_text", "effort_strict", "no_think")
+
+N_EMBD = 64
+N_LAYER = 2
+N_HEAD = 4
+N_FF = 64
+N_CTX_TRAIN = 8192
+
+# Logit gap between adjacent ranks: large enough that sampling at the server's default
+# temperature still picks the top allowed token every time.
+GAP = 40.0
+
+SPECIAL = {
+    "<|endoftext|>": 3,  # CONTROL
+    "<|im_start|>": 3,
+    "<|im_end|>": 3,
+    "<think>": 4,  # USER_DEFINED: rendered as text in the output, like Qwen3's
+    "</think>": 4,
+    "<tool_call>": 4,
+    "</tool_call>": 4,
+}
+WORDS = ("Hello", "Thinking", "Paris")
+# Multi-character JSON pieces, so a tool call takes fewer tokens. None starts with a quote: a
+# string must only ever be opened by a token scripted to go on with "Paris".
+JSON_CHUNKS = ("}}", '{"', ',"', "name", "arguments")
+# Text the tool_text variant writes instead of a real tool call.
+TOOL_TEXT = '<function=get_weather>{"city": "Paris"}</function>'
+
+
+def _byte_chars() -> list[str]:
+    """GPT-2 byte-to-unicode table: byte value -> printable character."""
+    keep = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    table, extra = {}, 0
+    for b in range(256):
+        if b in keep:
+            table[b] = chr(b)
+        else:
+            table[b] = chr(256 + extra)
+            extra += 1
+    return [table[b] for b in range(256)]
+
+
+BYTE_CHARS = _byte_chars()
+
+
+def _encode(text: str) -> str:
+    return "".join(BYTE_CHARS[b] for b in text.encode("utf-8"))
+
+
+class Vocab:
+    """Token list plus lookups by decoded text."""
+
+    def __init__(self) -> None:
+        self.tokens: list[str] = list(BYTE_CHARS)  # id == byte value
+        self.types: list[int] = [1] * 256
+        self.merges: list[str] = []
+        self._add(_encode("\n\n"), 1)  # merge target, so a prompt ending "\n\n" is one token
+        self.merges.append(f"{BYTE_CHARS[10]} {BYTE_CHARS[10]}")
+        for word in WORDS + JSON_CHUNKS + (TOOL_TEXT,):
+            self._add(_encode(word), 1)
+        for text, ttype in SPECIAL.items():
+            self._add(text, ttype)
+        pairs = zip(self.tokens, self.types)
+        self.ids = {self._decode(t, ty): i for i, (t, ty) in enumerate(pairs)}
+
+    def _add(self, token: str, ttype: int) -> None:
+        self.tokens.append(token)
+        self.types.append(ttype)
+
+    @staticmethod
+    def _decode(token: str, ttype: int) -> str:
+        if ttype != 1:
+            return token
+        return bytes(BYTE_CHARS.index(c) for c in token).decode("utf-8", "replace")
+
+    def __getitem__(self, text: str) -> int:
+        return self.ids[text]
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+
+# Next-token preferences, keyed by the last token. Anything not listed falls back to FALLBACK.
+# Shared by every variant: how a tool call and a JSON string are written under a grammar.
+_JSON_SCRIPT = {
+    "<tool_call>": ["\n"],  # the parser's call opener is "<tool_call>\n"
+    # A string gets one word, then closes. Strings admit any text, so the fallback (which
+    # prefers <tool_call>) must never decide right after an opening quote.
+    '"': ["Paris"],
+    '{"': ["Paris"],
+    ',"': ["Paris"],
+    "Paris": ['"'],
+}
+SCRIPTS = {
+    "default": {
+        "\n": ["<think>", "<tool_call>"],
+        "\n\n": ["Hello"],
+        "<think>": ["Thinking"],
+        "Thinking": ["</think>"],
+        "</think>": ["Hello", "<tool_call>"],
+        "Hello": ["!"],
+        "!": ["<|im_end|>"],
+        **_JSON_SCRIPT,
+    },
+    "tool_text": {
+        "\n": ["<think>", "<tool_call>"],
+        "\n\n": [TOOL_TEXT],
+        "<think>": ["Thinking"],
+        "Thinking": ["</think>"],
+        "</think>": [TOOL_TEXT, "<tool_call>"],
+        TOOL_TEXT: ["<|im_end|>"],
+        **_JSON_SCRIPT,
+    },
+    "no_think": {
+        "\n": ["Hello", "<tool_call>"],
+        "\n\n": ["Hello"],
+        "Hello": ["!"],
+        "!": ["<|im_end|>"],
+        **_JSON_SCRIPT,
+    },
+}
+SCRIPTS["effort_strict"] = SCRIPTS["default"]
+
+# Global ranking used under grammars: end the turn when allowed, else start the tool call
+# (tool_choice "required" lets free text precede it); for a free JSON value a string beats an
+# object; close objects and arrays as soon as allowed; a one-digit integer; whitespace last.
+# So every constrained reply is short and finite.
+FALLBACK = (
+    ["<|im_end|>", "<tool_call>", "</tool_call>", "}}", '"', "}", "]", ',"', ",", ":", '{"', "{"]
+    + ["[", "1", "2", "0", "-", ".", "name", "arguments"]
+    + list("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+    + list("3456789_")
+    + [chr(c) for c in range(33, 127)]
+    + [" ", "\n", "\t"]
+)
+
+
+def _ranking(vocab: Vocab) -> list[int]:
+    """Every token id, best first: FALLBACK order, then the rest by id (no two logits tie)."""
+    order: list[int] = []
+    for text in FALLBACK:
+        tid = vocab[text]
+        if tid not in order:
+            order.append(tid)
+    return order + [i for i in range(len(vocab)) if i not in order]
+
+
+def _weights(vocab: Vocab, variant: str):
+    """Token embedding and output matrices that script the greedy chain.
+
+    Each embedding row is a constant 'bias' unit plus one 'state' unit: one state per scripted
+    token, one shared state for every other token. With zero blocks and RMS norm the final hidden
+    state is the embedding times sqrt(N_EMBD / 2), so the logits are linear in these two units.
+    """
+    import numpy as np
+
+    script = {vocab[k]: [vocab[t] for t in v] for k, v in SCRIPTS[variant].items()}
+    states = {tid: 2 + n for n, tid in enumerate(sorted(script))}
+    n_vocab = len(vocab)
+    embd = np.zeros((n_vocab, N_EMBD), dtype=np.float32)
+    embd[:, 0] = 1.0
+    for tid in range(n_vocab):
+        embd[tid, states.get(tid, 1)] = 1.0
+
+    scale = (N_EMBD / 2) ** 0.5
+    base = np.zeros(n_vocab, dtype=np.float64)
+    for rank, tid in enumerate(_ranking(vocab)):
+        base[tid] = -GAP * rank
+    out = np.zeros((n_vocab, N_EMBD), dtype=np.float64)
+    out[:, 0] = base
+    top = GAP * 10
+    for tid, prefs in script.items():
+        for i, nxt in enumerate(prefs):
+            out[nxt, states[tid]] = top - GAP * i - base[nxt]
+    return embd, (out / scale).astype(np.float32)
+
+
+# Qwen3-style ChatML template with Hermes tools. Parts marked THINK are dropped for no_think.
+_TOOLS_BLOCK = """\
+{{- '# Tools\\n\\nYou may call one or more functions to assist with the user query.\\n\\n' }}
+{{- 'You are provided with function signatures within <tools></tools> XML tags:\\n<tools>' }}
+{%- for tool in tools %}{{- '\\n' }}{{- tool | tojson }}{%- endfor %}
+{{- '\\n</tools>\\n\\nFor each function call, return a json object with function name and ' }}
+{{- 'arguments within <tool_call></tool_call> XML tags:\\n<tool_call>\\n' }}
+{{- '{"name": <function-name>, "arguments": <args-json-object>}\\n</tool_call>' }}"""
+
+_TEMPLATE = """\
+{%- if tools %}
+{{- '<|im_start|>system\\n' }}
+{%- if messages[0].role == 'system' %}{{- messages[0].content + '\\n\\n' }}{%- endif %}
+TOOLS_BLOCK
+{{- '<|im_end|>\\n' }}
+{%- elif messages[0].role == 'system' %}
+{{- '<|im_start|>system\\n' + messages[0].content + '<|im_end|>\\n' }}
+{%- endif %}
+{%- for message in messages %}
+{%- if message.role == 'user' or (message.role == 'system' and not loop.first) %}
+{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' }}
+{%- elif message.role == 'assistant' %}
+{{- '<|im_start|>assistant\\n' }}
+THINK_HISTORY
+{%- if message.content is string %}{{- message.content }}{%- endif %}
+{%- if message.tool_calls %}
+{%- for tool_call in message.tool_calls %}
+{%- if tool_call.function is defined %}{%- set tool_call = tool_call.function %}{%- endif %}
+{%- if not loop.first or message.content %}{{- '\\n' }}{%- endif %}
+{{- '<tool_call>\\n{"name": "' + tool_call.name + '", "arguments": ' }}
+{%- if tool_call.arguments is string %}{{- tool_call.arguments }}
+{%- else %}{{- tool_call.arguments | tojson }}{%- endif %}
+{{- '}\\n</tool_call>' }}
+{%- endfor %}
+{%- endif %}
+{{- '<|im_end|>\\n' }}
+{%- elif message.role == 'tool' %}
+{%- if loop.first or messages[loop.index0 - 1].role != 'tool' %}
+{{- '<|im_start|>user' }}
+{%- endif %}
+{{- '\\n<tool_response>\\n' + message.content + '\\n</tool_response>' }}
+{%- if loop.last or messages[loop.index0 + 1].role != 'tool' %}{{- '<|im_end|>\\n' }}{%- endif %}
+{%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+{{- '<|im_start|>assistant\\n' }}
+THINK_OFF
+{%- endif %}
+""".replace("TOOLS_BLOCK", _TOOLS_BLOCK)
+
+_THINK_HISTORY = """\
+{%- if message.reasoning_content is string and message.reasoning_content %}
+{{- '<think>\\n' + message.reasoning_content.strip('\\n') + '\\n</think>\\n\\n' }}
+{%- endif %}"""
+_THINK_OFF = """\
+{%- if enable_thinking is defined and enable_thinking is false %}
+{{- '<think>\\n\\n</think>\\n\\n' }}
+{%- endif %}"""
+# Mirrors a real template that rejects levels it was not trained on.
+_EFFORT_CHECK = """\
+{%- if reasoning_effort is defined and reasoning_effort in ['high', 'max'] %}
+{{- raise_exception('Unexpected reasoning effort ' + reasoning_effort
+    + '. Supported types are xhigh, medium, and low') }}
+{%- endif %}
+"""
+
+
+def chat_template(variant: str = "default") -> str:
+    if variant == "no_think":
+        return _TEMPLATE.replace("THINK_HISTORY\n", "").replace("THINK_OFF\n", "")
+    text = _TEMPLATE.replace("THINK_HISTORY", _THINK_HISTORY).replace("THINK_OFF", _THINK_OFF)
+    return _EFFORT_CHECK + text if variant == "effort_strict" else text
+
+
+def write_model(path, variant: str = "default") -> pathlib.Path:
+    """Write the variant's GGUF to path (same bytes every time) and return the path."""
+    import gguf
+    import numpy as np
+
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown self-test model variant {variant!r}; choose from {VARIANTS}")
+    path = pathlib.Path(path)
+    vocab = Vocab()
+    embd, out = _weights(vocab, variant)
+
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_name(f"frank-selftest-{variant}")
+    w.add_file_type(gguf.LlamaFileType.ALL_F32)
+    w.add_context_length(N_CTX_TRAIN)
+    w.add_embedding_length(N_EMBD)
+    w.add_block_count(N_LAYER)
+    w.add_feed_forward_length(N_FF)
+    w.add_head_count(N_HEAD)
+    w.add_head_count_kv(N_HEAD)
+    w.add_rope_dimension_count(N_EMBD // N_HEAD)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_vocab_size(len(vocab))
+
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("qwen2")
+    w.add_token_list(vocab.tokens)
+    w.add_token_types(vocab.types)
+    w.add_token_merges(vocab.merges)
+    w.add_bos_token_id(vocab["<|endoftext|>"])
+    w.add_eos_token_id(vocab["<|im_end|>"])
+    w.add_eot_token_id(vocab["<|im_end|>"])
+    w.add_pad_token_id(vocab["<|endoftext|>"])
+    w.add_add_bos_token(False)
+    w.add_chat_template(chat_template(variant))
+
+    w.add_tensor("token_embd.weight", embd)
+    w.add_tensor("output_norm.weight", np.ones(N_EMBD, dtype=np.float32))
+    w.add_tensor("output.weight", out)
+    for i in range(N_LAYER):
+        _add_zero_block(w, i)
+
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def _add_zero_block(w, i: int) -> None:
+    """A transformer block that adds nothing to the residual stream."""
+    import numpy as np
+
+    zero = {
+        "attn_q": (N_EMBD, N_EMBD),
+        "attn_k": (N_EMBD, N_EMBD),
+        "attn_v": (N_EMBD, N_EMBD),
+        "attn_output": (N_EMBD, N_EMBD),
+        "ffn_gate": (N_FF, N_EMBD),
+        "ffn_up": (N_FF, N_EMBD),
+        "ffn_down": (N_EMBD, N_FF),
+    }
+    w.add_tensor(f"blk.{i}.attn_norm.weight", np.ones(N_EMBD, dtype=np.float32))
+    w.add_tensor(f"blk.{i}.ffn_norm.weight", np.ones(N_EMBD, dtype=np.float32))
+    for name, shape in zero.items():
+        w.add_tensor(f"blk.{i}.{name}.weight", np.zeros(shape, dtype=np.float32))
+
+
+def default_cache_dir() -> pathlib.Path:
+    user = os.environ.get("USER") or str(os.getuid() if hasattr(os, "getuid") else "user")
+    return pathlib.Path(tempfile.gettempdir()) / f"pytest-frank-models-{user}"
+
+
+def model_path(variant: str = "default", cache_dir=None) -> pathlib.Path:
+    """The variant's GGUF in a cache dir, written on first use.
+
+    The file name carries a digest of the generator's inputs, so a changed generator never
+    serves a stale file. Writes go to a temp name then os.replace, so racing processes are safe.
+    """
+    folder = pathlib.Path(cache_dir) if cache_dir else default_cache_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / f"selftest-{variant}-{_digest(variant)}.gguf"
+    if target.exists():
+        return target
+    fd, tmp = tempfile.mkstemp(dir=folder, suffix=".part")
+    os.close(fd)
+    try:
+        write_model(tmp, variant)
+        os.replace(tmp, target)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return target
+
+
+def _digest(variant: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(pathlib.Path(__file__).read_bytes() + variant.encode()).hexdigest()[:12]
+
+
+def main(argv) -> int:
+    about = __doc__.splitlines()[0]
+    parser = argparse.ArgumentParser(prog="frank selftest-model", description=about)
+    parser.add_argument("path", help="where to write the GGUF")
+    parser.add_argument("--variant", default="default", choices=VARIANTS)
+    args = parser.parse_args(argv)
+    print(write_model(args.path, args.variant))
+    return 0

@@ -1,0 +1,49 @@
+"""Real llama.cpp servers for tests, started in-process with xllamacpp (no download, CPU only).
+
+`llama(**spec)` returns a running `LaunchedServer` for a launch spec (the fleet.yaml `launch:`
+keys, see pytest_frank.launch); `model` defaults to "selftest". Servers are cached by spec for
+the whole session, so tests that ask for the same spec share one, and all stop at session end.
+
+    def test_hello(llama):
+        server = llama(alias="qwen")            # or llama(model="selftest:no_think", ...)
+        httpx.post(f"{server.url}/v1/chat/completions", json=...)
+
+Tests must not stop a shared server; start a private one with pytest_frank.launch.launch.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+
+class ServerPool:
+    """Launched servers keyed by their spec."""
+
+    def __init__(self) -> None:
+        self._servers = {}
+
+    def get(self, **spec):
+        from pytest_frank.launch import launch
+
+        spec.setdefault("model", "selftest")
+        key = json.dumps(spec, sort_keys=True, default=str)
+        server = self._servers.get(key)
+        if server is None or not server.running:
+            server = self._servers[key] = launch(spec)
+        return server
+
+    def close(self) -> None:
+        for server in self._servers.values():
+            server.stop()
+        self._servers.clear()
+
+
+@pytest.fixture(scope="session")
+def llama():
+    """Factory fixture: llama(**spec) -> LaunchedServer, shared per spec for the session."""
+    pytest.importorskip("xllamacpp")
+    pool = ServerPool()
+    yield pool.get
+    pool.close()

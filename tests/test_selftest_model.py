@@ -1,0 +1,317 @@
+"""The self-test model served by a real llama.cpp (xllamacpp, in-process): what each variant and
+each launch key really does. Other tests rely on these behaviours, so they are pinned here."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+import subprocess
+import sys
+
+import httpx
+import jsonschema
+import pytest
+
+pytest.importorskip("xllamacpp")
+
+from pytest_frank import selftest_model  # noqa: E402
+from pytest_frank.launch import LaunchError, launch, resolve_model  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).parent))
+from llama import ServerPool  # noqa: E402
+
+WEATHER = {
+    "type": "object",
+    "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+    "required": ["city", "days"],
+}
+TOOL = {
+    "type": "function",
+    "function": {"name": "get_weather", "description": "Weather forecast", "parameters": WEATHER},
+}
+HI = [{"role": "user", "content": "Hi"}]
+
+
+@pytest.fixture(scope="module")
+def pool():
+    servers = ServerPool()
+    yield servers
+    servers.close()
+
+
+@pytest.fixture(scope="module")
+def default(pool):
+    return pool.get(model="selftest", alias=["selftest", "frank-alt"], parallel=2)
+
+
+def chat(server, **body):
+    body.setdefault("messages", HI)
+    body.setdefault("max_tokens", 64)
+    return httpx.post(f"{server.url}/v1/chat/completions", json=body, timeout=30)
+
+
+def message(reply):
+    assert reply.status_code == 200, reply.text
+    choice = reply.json()["choices"][0]
+    return choice["message"], choice["finish_reason"]
+
+
+def stream(server, **body):
+    """Fold an SSE chat stream into (content, reasoning, tool_calls, finish_reason)."""
+    body.update(stream=True, messages=HI, max_tokens=64)
+    content, reasoning, calls, finish = "", "", {}, None
+    with httpx.stream("POST", f"{server.url}/v1/chat/completions", json=body, timeout=30) as r:
+        lines = [line for line in r.iter_lines() if line.startswith("data: ")]
+    assert lines[-1] == "data: [DONE]"
+    for line in lines[:-1]:
+        choice = json.loads(line[6:])["choices"][0]
+        delta = choice["delta"]
+        content += delta.get("content") or ""
+        reasoning += delta.get("reasoning_content") or ""
+        for call in delta.get("tool_calls") or []:
+            slot = calls.setdefault(call["index"], {"name": "", "arguments": ""})
+            slot["name"] += call.get("function", {}).get("name") or ""
+            slot["arguments"] += call.get("function", {}).get("arguments") or ""
+        finish = choice["finish_reason"] or finish
+    return content, reasoning, list(calls.values()), finish
+
+
+# --- default variant ---------------------------------------------------------------------------
+
+def test_plain_chat_answers_with_reasoning(default):
+    msg, finish = message(chat(default))
+    assert (msg["content"], msg["reasoning_content"], finish) == ("Hello!", "Thinking", "stop")
+
+
+def test_thinking_off_leaves_no_reasoning(default):
+    msg, finish = message(chat(default, chat_template_kwargs={"enable_thinking": False}))
+    assert msg["content"] == "Hello!" and "reasoning_content" not in msg and finish == "stop"
+
+
+def test_enable_thinking_must_be_boolean(default):
+    reply = chat(default, chat_template_kwargs={"enable_thinking": "false"})
+    assert reply.status_code == 400
+    assert "expected boolean" in reply.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("effort", ["low", "medium", "high", "xhigh", "max"])
+def test_any_reasoning_effort_is_accepted(default, effort):
+    msg, _ = message(chat(default, reasoning_effort=effort))
+    assert msg["content"] == "Hello!"
+
+
+def test_tool_choice_required_gives_a_valid_call(default):
+    msg, finish = message(chat(default, tools=[TOOL], tool_choice="required"))
+    assert finish == "tool_calls"
+    (call,) = msg["tool_calls"]
+    assert call["type"] == "function" and call["id"]
+    assert call["function"]["name"] == "get_weather"
+    args = json.loads(call["function"]["arguments"])
+    jsonschema.validate(args, WEATHER)
+    assert args == {"city": "Paris", "days": 1}
+
+
+def test_tool_choice_auto_stops_without_a_call(default):
+    msg, finish = message(chat(default, tools=[TOOL], tool_choice="auto"))
+    assert finish == "stop" and msg["content"] == "Hello!" and not msg.get("tool_calls")
+
+
+def test_tool_history_renders(default):
+    call = {"id": "c1", "type": "function",
+            "function": {"name": "get_weather", "arguments": '{"city": "Paris", "days": 1}'}}
+    history = HI + [
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
+    ]
+    msg, finish = message(chat(default, messages=history, tools=[TOOL]))
+    assert (msg["content"], finish) == ("Hello!", "stop")
+
+
+def test_json_schema_reply_is_valid_and_stops(default):
+    schema = {"type": "object", "properties": {"answer": {"type": "string"}},
+              "required": ["answer"]}
+    fmt = {"type": "json_schema", "json_schema": {"name": "a", "schema": schema}}
+    msg, finish = message(chat(default, response_format=fmt))
+    assert finish == "stop"
+    jsonschema.validate(json.loads(msg["content"]), schema)
+
+
+def test_streaming_gives_the_same_fields(default):
+    assert stream(default) == ("Hello!", "Thinking", [], "stop")
+    content, reasoning, calls, finish = stream(default, tools=[TOOL], tool_choice="required")
+    assert (content, reasoning, finish) == ("Hello!", "Thinking", "tool_calls")
+    assert calls[0]["name"] == "get_weather"
+    jsonschema.validate(json.loads(calls[0]["arguments"]), WEATHER)
+
+
+def test_models_lists_the_aliases(default):
+    card = httpx.get(f"{default.url}/v1/models").json()["data"][0]
+    assert card["id"] == "frank-alt"  # the alphabetically first alias
+    assert sorted(card["aliases"]) == ["frank-alt", "selftest"]
+    assert card["owned_by"] == "llamacpp"
+
+
+def test_props_report_tools_and_slots(default):
+    props = httpx.get(f"{default.url}/props").json()
+    caps = props["chat_template_caps"]
+    assert caps["supports_tools"] and caps["supports_tool_calls"]
+    assert not caps["supports_reasoning_effort"]
+    assert props["total_slots"] == 2
+    assert props["default_generation_settings"]["n_ctx"] == 2048  # 4096 divided by 2 slots
+
+
+def test_metrics_are_served(default):
+    text = httpx.get(f"{default.url}/metrics").text
+    assert "llamacpp:prompt_tokens_total" in text
+
+
+# --- other variants ----------------------------------------------------------------------------
+
+def test_tool_text_leaves_markup_in_content(pool):
+    server = pool.get(model="selftest:tool_text")
+    msg, finish = message(chat(server, tools=[TOOL], tool_choice="auto"))
+    assert msg["content"] == selftest_model.TOOL_TEXT
+    assert "<function=get_weather>" in msg["content"]
+    assert not msg.get("tool_calls") and finish == "stop"
+
+
+@pytest.mark.parametrize("effort", ["high", "max"])
+def test_effort_strict_rejects_high(pool, effort):
+    reply = chat(pool.get(model="selftest:effort_strict"), reasoning_effort=effort)
+    assert reply.status_code == 400
+    error = reply.json()["error"]
+    assert error["type"] == "invalid_request_error"
+    assert f"Unexpected reasoning effort {effort}. Supported types are xhigh" in error["message"]
+    assert "Jinja Exception" in error["message"]
+
+
+@pytest.mark.parametrize("effort", ["low", "medium", "xhigh", "minimal", "none"])
+def test_effort_strict_accepts_other_levels(pool, effort):
+    server = pool.get(model="selftest:effort_strict")
+    msg, _ = message(chat(server, reasoning_effort=effort))
+    assert msg["content"] == "Hello!"
+    assert httpx.get(f"{server.url}/props").json()["chat_template_caps"][
+        "supports_reasoning_effort"]
+
+
+def test_no_think_has_no_reasoning(pool):
+    server = pool.get(model="selftest:no_think")
+    msg, finish = message(chat(server))
+    assert msg["content"] == "Hello!" and "reasoning_content" not in msg and finish == "stop"
+
+
+# --- launch keys -------------------------------------------------------------------------------
+
+def spec_metric(server, name: str) -> float:
+    for line in httpx.get(f"{server.url}/metrics").text.splitlines():
+        if line.startswith(f"llamacpp:{name} "):
+            return float(line.split()[1])
+    raise AssertionError(f"no llamacpp:{name} in /metrics")
+
+
+def test_draft_model_engages_speculation(pool):
+    # This xllamacpp build has the spec_decode counters; replies also carry timings.draft_n.
+    server = pool.get(model="selftest", draft_model="selftest")
+    reply = chat(server)
+    assert message(reply)[0]["content"] == "Hello!"
+    assert reply.json()["timings"]["draft_n"] > 0
+    assert spec_metric(server, "spec_decode_num_draft_tokens_total") > 0
+    assert spec_metric(server, "spec_decode_num_accepted_tokens_total") > 0
+    assert httpx.get(f"{server.url}/slots").json()[0]["speculative"] is True
+
+
+def test_draft_without_spec_type_is_loaded_but_idle(pool):
+    server = pool.get(model="selftest", draft_model="selftest", draft_without_spec_type=True)
+    reply = chat(server)
+    assert "draft_n" not in reply.json()["timings"]
+    assert spec_metric(server, "spec_decode_num_draft_tokens_total") == 0
+    assert httpx.get(f"{server.url}/slots").json()[0]["speculative"] is False
+
+
+def test_jinja_off_rejects_tools(pool):
+    server = pool.get(model="selftest", jinja=False)
+    reply = chat(server, tools=[TOOL])
+    assert reply.status_code == 500
+    assert reply.json()["error"]["message"] == "tools param requires --jinja flag"
+    msg, _ = message(chat(server))
+    assert msg["content"] == "<think>Thinking</think>Hello!"
+
+
+def test_reasoning_format_none_keeps_think_tags(pool):
+    msg, _ = message(chat(pool.get(model="selftest", reasoning_format="none")))
+    assert msg["content"] == "<think>Thinking</think>Hello!" and "reasoning_content" not in msg
+
+
+def test_api_key_and_metrics_off(pool):
+    server = pool.get(model="selftest", api_key="sekret", metrics=False)
+    assert httpx.get(f"{server.url}/health").status_code == 200
+    assert httpx.get(f"{server.url}/v1/models").status_code == 401
+    auth = {"Authorization": "Bearer sekret"}
+    assert httpx.get(f"{server.url}/v1/models", headers=auth).status_code == 200
+    assert httpx.get(f"{server.url}/metrics", headers=auth).status_code == 501
+
+
+def test_chat_template_file_replaces_the_gguf_template(pool, tmp_path):
+    path = tmp_path / "no_think.jinja"
+    path.write_text(selftest_model.chat_template("no_think"))
+    server = pool.get(model="selftest:effort_strict", chat_template_file=str(path))
+    assert chat(server, reasoning_effort="high").status_code == 200
+
+
+def test_stop_frees_the_port():
+    server = launch({"model": "selftest"})
+    port = server.port
+    assert chat(server).status_code == 200
+    server.stop()
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    again = launch({"model": "selftest", "port": port})
+    try:
+        assert again.port == port and chat(again).status_code == 200
+    finally:
+        again.stop()
+
+
+def test_launch_errors_are_clear(tmp_path):
+    with pytest.raises(LaunchError, match="unknown launch key"):
+        launch({"model": "selftest", "ctx": 10})
+    with pytest.raises(LaunchError, match="model file not found"):
+        launch({"model": str(tmp_path / "missing.gguf")})
+    (tmp_path / "junk.gguf").write_bytes(b"junk")
+    with pytest.raises(LaunchError, match="not a GGUF"):
+        launch({"model": str(tmp_path / "junk.gguf")})
+    with pytest.raises(LaunchError, match="unknown selftest variant"):
+        resolve_model("selftest:nope")
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        with pytest.raises(LaunchError, match="did not start"):
+            launch({"model": "selftest", "port": busy.getsockname()[1]})
+
+
+# --- the file itself ---------------------------------------------------------------------------
+
+def test_write_model_is_deterministic(tmp_path):
+    a = selftest_model.write_model(tmp_path / "a.gguf").read_bytes()
+    b = selftest_model.write_model(tmp_path / "b.gguf").read_bytes()
+    assert a == b and a[:4] == b"GGUF"
+    assert selftest_model.write_model(tmp_path / "c.gguf", "no_think").read_bytes() != a
+
+
+def test_model_path_caches(tmp_path):
+    first = selftest_model.model_path("tool_text", cache_dir=tmp_path)
+    assert selftest_model.model_path("tool_text", cache_dir=tmp_path) == first
+    assert [p.name for p in tmp_path.iterdir()] == [first.name]
+
+
+def test_cli_writes_the_model(tmp_path):
+    target = tmp_path / "m.gguf"
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest_frank.cli", "selftest-model", str(target),
+         "--variant", "no_think"],
+        capture_output=True, text=True, check=True,
+    )
+    assert out.stdout.strip() == str(target)
+    expected = selftest_model.write_model(tmp_path / "n.gguf", "no_think")
+    assert target.read_bytes() == expected.read_bytes()
