@@ -16,7 +16,3 @@ def run_fleet(pytester, monkeypatch):
                                   "-p", "no:hypothesispytest", *args)
 
     return run
-
-
-def one_endpoint(url, engine="llamacpp", **extra):
-    return {"endpoints": {"ep": {"url": url, "engine": engine, **extra}}}

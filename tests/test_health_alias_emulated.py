@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from conftest import one_endpoint
+from fleets import one_endpoint
 from emulator import Emulator
 
 
