@@ -16,3 +16,6 @@ def run_fleet(pytester, monkeypatch):
                                   "-p", "no:hypothesispytest", *args)
 
     return run
+
+
+from llama import llama  # noqa: E402,F401  (the real llama.cpp server factory fixture)
