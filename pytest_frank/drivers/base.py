@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pytest_frank import metrics
 from pytest_frank.http import Exchange
 
 
@@ -56,3 +57,85 @@ class Driver:
 
     def alias_fix(self, alias: str) -> str:
         return f"serve it under that name ({self.alias_flag} {alias})"
+
+    # -- slots: how many conversations at once, and the context each one gets ------------------
+    slot_routes: tuple[str, ...] = ("/v1/models",)
+    parallel_flag = "the server's concurrency setting"
+    unify_hint = "give each sequence the whole context"
+
+    def slot_shape(self, payloads: dict) -> tuple[int | None, int | None, str]:
+        """(slot count, context per slot, where it was read); None where the engine doesn't say."""
+        cards = (payloads.get("/v1/models") or {}).get("data") or []
+        lengths = [c.get("max_model_len") for c in cards if isinstance(c, dict)]
+        lengths = [n for n in lengths if isinstance(n, int)]
+        return None, (max(lengths) if lengths else None), "/v1/models max_model_len"
+
+    # -- generation requests (vision, spec_decode, perf): the OpenAI chat shape -----------------
+    chat_path = "/v1/chat/completions"
+    stream_options: dict = {"stream": True, "stream_options": {"include_usage": True}}
+    keep_generating: dict = {}  # request fields that keep a model writing past its natural end
+
+    def chat_request(self, model: str, content, max_tokens: int, extra: dict) -> tuple[str, dict]:
+        return self.chat_path, {"model": model, "max_tokens": max_tokens,
+                                "messages": [{"role": "user", "content": content}], **extra}
+
+    def reply_text(self, payload) -> tuple[str | None, str | None]:
+        """(the answer's text, finish reason) of a chat reply; None where it has none."""
+        try:
+            choice = payload["choices"][0]
+            return choice["message"].get("content"), choice.get("finish_reason")
+        except (KeyError, IndexError, TypeError, AttributeError):
+            return None, None
+
+    def stream_text(self, event) -> str:
+        """Content or reasoning text in one streamed event (role-only chunks carry none)."""
+        try:
+            delta = event["choices"][0]["delta"]
+        except (KeyError, IndexError, TypeError):
+            return ""
+        parts = (delta.get(k) for k in ("content", "reasoning_content", "reasoning"))
+        return "".join(p for p in parts if isinstance(p, str))
+
+    def stream_tokens(self, event) -> int | None:
+        usage = event.get("usage") if isinstance(event, dict) else None
+        return usage.get("completion_tokens") if isinstance(usage, dict) else None
+
+    # -- /metrics and speculative decoding -------------------------------------------------------
+    metrics_path = "/metrics"
+    metrics_off_statuses: tuple[int, ...] = ()  # statuses meaning "metrics are switched off"
+    metrics_fix = "turn on the server's Prometheus /metrics endpoint"
+    # Series to look for, first found wins: a generic server may be any engine behind a proxy.
+    spec_series: tuple = (metrics.LLAMACPP_SPEC, metrics.VLLM_SPEC, metrics.SGLANG_SPEC)
+    spec_engage_fix = "turn speculative decoding on in the server's configuration"
+    spec_low_fix = ("the draft does not fit the served model (a head or draft model from another "
+                    "quant or finetune, another tokenizer), or drafts run too long; check the "
+                    "draft file and lower the draft length")
+    spec_high_fix = ("acceptance this close to 1 means the draft is the model itself: point the "
+                     "draft at a real draft/MTP head, not at the served weights")
+
+    def draft_counts(self, payload) -> tuple[int, int] | None:
+        """(draft tokens, accepted) from one reply's `timings`, where the engine reports them."""
+        timings = payload.get("timings") if isinstance(payload, dict) else None
+        if not isinstance(timings, dict) or "draft_n" not in timings:
+            return None
+        return int(timings["draft_n"]), int(timings.get("draft_n_accepted", 0))
+
+    # -- vision --------------------------------------------------------------------------------
+    image_forms: tuple[str, ...] = ("data_url",)
+    vision_advert_path: str | None = None  # where the engine says whether it can see
+    no_projector_markers: tuple[str, ...] = ("image input is not supported",
+                                             "is not a multimodal model")
+    vision_fix = ("load the model's vision projector (llama.cpp: --mmproj FILE) or serve a "
+                  "multimodal checkpoint")
+
+    def vision_advertised(self, payload) -> bool | None:
+        return None
+
+    def image_part(self, b64: str, mime: str, form: str) -> dict:
+        url = b64 if form == "base64" else f"data:{mime};base64,{b64}"
+        return {"type": "image_url", "image_url": {"url": url}}
+
+    def no_projector(self, ex: Exchange) -> bool:
+        text = (self.error_message(ex) or ex.body or "").lower()
+        return ex.status is not None and ex.status >= 400 and any(
+            m in text for m in self.no_projector_markers)

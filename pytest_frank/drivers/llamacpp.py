@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pytest_frank import metrics
 from pytest_frank.drivers.base import Driver
 
 
@@ -25,3 +26,41 @@ class LlamaCppDriver(Driver):
 
     def alias_fix(self, alias):
         return f"add it to --alias (comma-separated list): --alias {alias}"
+
+    slot_routes = ("/props", "/slots")
+    parallel_flag = "--parallel"
+    unify_hint = "add --kv-unified (every slot then sees the whole --ctx-size)"
+
+    def slot_shape(self, payloads):
+        props, slots = payloads.get("/props") or {}, payloads.get("/slots")
+        count = props.get("total_slots")
+        ctx = (props.get("default_generation_settings") or {}).get("n_ctx")
+        source = "/props total_slots, default_generation_settings.n_ctx"
+        if isinstance(slots, list) and slots:
+            count = count or len(slots)
+            ctx = ctx or max(s.get("n_ctx", 0) for s in slots if isinstance(s, dict))
+            source += "; /slots"
+        return count, ctx, source
+
+    # -- generation, /metrics, speculative decoding, vision --------------------------------------
+    keep_generating = {"ignore_eos": True}
+    metrics_off_statuses = (501,)
+    metrics_fix = "start llama-server with --metrics (and send the API key, if one is set)"
+    spec_series = (metrics.LLAMACPP_SPEC,)
+    spec_engage_fix = ("start llama-server with --spec-type: draft-mtp for an -mtp GGUF (no "
+                       "--spec-draft-model), draft-simple with --spec-draft-model FILE; a draft "
+                       "model without --spec-type is loaded but never used (/slots: speculative "
+                       "false)")
+    spec_low_fix = ("the draft does not fit the model (an MTP head or draft from another quant or "
+                    "finetune); lower --spec-draft-n-max or raise --spec-draft-p-min")
+    spec_high_fix = ("acceptance this close to 1 means the draft is the model itself: never point "
+                     "--spec-draft-model/-md at the -mtp file (it loads the model twice); use "
+                     "--spec-type draft-mtp alone")
+    image_forms = ("data_url", "base64")
+    vision_advert_path = "/props"
+    no_projector_markers = ("image input is not supported",)
+    vision_fix = "start llama-server with --mmproj FILE (the model's vision projector GGUF)"
+
+    def vision_advertised(self, payload):
+        modalities = payload.get("modalities") if isinstance(payload, dict) else None
+        return bool(modalities.get("vision")) if isinstance(modalities, dict) else None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pytest_frank import metrics
 from pytest_frank.drivers.base import Driver
 
 
@@ -12,3 +13,20 @@ class VllmDriver(Driver):
 
     def alias_fix(self, alias):
         return f"add it to --served-model-name (one card per name): --served-model-name {alias}"
+
+    parallel_flag = "--max-num-seqs"
+    unify_hint = "raise --max-model-len"
+
+    # -- generation, /metrics, speculative decoding, vision --------------------------------------
+    keep_generating = {"ignore_eos": True}
+    metrics_fix = "let /metrics through to the vLLM server (it is on by default)"
+    spec_series = (metrics.VLLM_SPEC,)
+    spec_engage_fix = ("pass --speculative-config, e.g. "
+                       "'{\"method\": \"mtp\", \"num_speculative_tokens\": 2}'")
+    spec_low_fix = ("the draft does not fit the model, or num_speculative_tokens is too high for "
+                    "it; lower num_speculative_tokens in --speculative-config")
+    spec_high_fix = ("acceptance this close to 1 means the draft is the model itself: check the "
+                     "draft model in --speculative-config")
+    no_projector_markers = ("is not a multimodal model",)
+    vision_fix = ("serve the model's multimodal checkpoint (with its vision tower; llama.cpp "
+                  "would need --mmproj) and do not set --limit-mm-per-prompt image=0")

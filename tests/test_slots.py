@@ -1,0 +1,60 @@
+"""slots: real llama.cpp slot shapes (/props, /slots) and an emulated vLLM's max_model_len."""
+
+import pytest
+
+from emulator import Emulator
+from fleets import one_endpoint
+
+
+@pytest.fixture
+def run_fleet(run_fleet):
+    """Only the slots claim (health still gates it)."""
+    return lambda fleet, *args, **kw: run_fleet(fleet, "-m", "slots", *args, **kw)
+
+
+def test_true_shape_passes(llama, run_fleet):
+    server = llama(parallel=2, ctx_size=4096)  # not unified: each slot gets 2048
+    result = run_fleet(one_endpoint(server.url, expect={"slots": {"count": 2, "ctx_per_slot": 2048}}))
+    result.assert_outcomes(passed=1)
+
+
+def test_unified_cache_gives_every_slot_the_whole_context(llama, run_fleet):
+    server = llama(parallel=2, ctx_size=4096, kv_unified=True)
+    result = run_fleet(one_endpoint(server.url, expect={"slots": {"count": 2, "ctx_per_slot": 4096}}))
+    result.assert_outcomes(passed=1)
+
+
+def test_parallel_dividing_the_context_is_named(llama, run_fleet):
+    server = llama(parallel=2, ctx_size=4096)
+    result = run_fleet(one_endpoint(server.url, expect={"slots": {"count": 2, "ctx_per_slot": 4096}}))
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*each slot gets 2048 tokens of context, 1/2 of the intended 4096: --parallel 2 divides*",
+        "*fix: add --kv-unified (every slot then sees the whole --ctx-size), or multiply*",
+    ])
+
+
+def test_wrong_slot_count_names_the_flag(llama, run_fleet):
+    server = llama(parallel=2, ctx_size=4096)
+    result = run_fleet(one_endpoint(server.url, expect={"slots": {"count": 4}}))
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*2 slot(s) are served, 4 intended (/props total_slots*",
+                                 "*fix: set --parallel 4"])
+
+
+def test_vllm_max_model_len(run_fleet):
+    """Emulated vLLM: the model card's max_model_len (32768) is the context per sequence."""
+    with Emulator("vllm", models=["m"]) as em:
+        good = run_fleet(one_endpoint(em.url, "vllm", expect={"slots": {"ctx_per_slot": 32768}}))
+        bad = run_fleet(one_endpoint(em.url, "vllm", expect={"slots": {"ctx_per_slot": 131072}}))
+        count = run_fleet(one_endpoint(em.url, "vllm", expect={"slots": {"count": 4}}))
+    good.assert_outcomes(passed=1)
+    bad.assert_outcomes(failed=1)
+    bad.stdout.fnmatch_lines(["*each slot gets 32768 tokens of context, 131072 intended*"])
+    count.stdout.fnmatch_lines(["*does not report its slot count*"])
+
+
+def test_bad_slots_option_is_a_usage_error(run_fleet):
+    result = run_fleet(one_endpoint("http://127.0.0.1:9", expect={"slots": {"cnt": 2}}))
+    assert result.ret == 4
+    result.stderr.fnmatch_lines(["*endpoints.ep.expect.slots: unknown key 'cnt'*"])
