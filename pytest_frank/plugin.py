@@ -192,10 +192,15 @@ def pytest_runtest_makereport(item, call):
     if probed is None or call.when != "call":
         return report
     text = probed.text()
-    if text and report.failed:
+    if text and report.failed and not _echoes(text, report.longreprtext):
         report.sections.append(("frank evidence", text))
     _html_extras(item, report, probed)
     return report
+
+
+def _echoes(evidence: str, message: str) -> bool:
+    # A refused connection's evidence is the failure line itself: showing it twice is noise.
+    return all(line.split(": ", 1)[-1] in message for line in evidence.splitlines())
 
 
 def _html_extras(item, report, probed) -> None:
