@@ -139,3 +139,43 @@ class Driver:
         text = (self.error_message(ex) or ex.body or "").lower()
         return ex.status is not None and ex.status >= 400 and any(
             m in text for m in self.no_projector_markers)
+
+    # -- generation battery: reasoning, reasoning_effort, tools (pytest_frank.chat) -------------
+    api_shape = "openai"  # which official client speaks to it: "openai" or "anthropic"
+    # Where a chat reply carries reasoning, in the order read; fleet.yaml `reasoning.field` wins.
+    reasoning_fields: tuple[str, ...] = ("reasoning_content", "reasoning")
+    honours_named_tool_choice = True  # OpenAI's {"type":"function","function":{"name":...}}
+    reasoning_parser_fix = ("turn on the server's reasoning parser (llama.cpp --reasoning-format "
+                            "deepseek, vLLM/SGLang --reasoning-parser <the model's>)")
+    thinking_missing_fix = ("serve the model with a template that opens a thinking block and a "
+                            "reasoning parser that splits it out")
+    thinking_off_fix = ("the chat template ignores chat_template_kwargs.enable_thinking: serve the "
+                        "model's own template (it honours the switch)")
+    tool_parser_fix = ("turn on the server's tool-call parser for this model's format (vLLM "
+                       "--enable-auto-tool-choice --tool-call-parser <name>; llama.cpp --jinja "
+                       "with the model's own template)")
+    forced_tools_fix = ("something forces tool-call output on every request: drop a server-wide "
+                        "grammar (llama.cpp --grammar-file) or structured-output default and pass "
+                        "grammars per request")
+    # Error answers with a known cause: (text in the server's message, fix).
+    known_errors: tuple[tuple[str, str], ...] = (
+        ("tools param requires --jinja", "start llama-server with --jinja (the chat template "
+         "renders the tools; a wrapper or an old build turned it off)"),
+        ('"auto" tool choice requires --enable-auto-tool-choice',
+         "start vLLM with --enable-auto-tool-choice --tool-call-parser <the model's parser, "
+         "e.g. hermes, qwen3_xml, qwen3_coder>"),
+        ("requires --tool-call-parser", "start vLLM with --tool-call-parser <the model's parser>"),
+        ("invalid tool_choice", "this server accepts only tool_choice auto, none or required"),
+    )
+
+    def thinking_off(self) -> dict:
+        """Request params that switch thinking off (chat template kwargs, as Qwen3 templates read)."""
+        return {"extra_body": {"chat_template_kwargs": {"enable_thinking": False}}}
+
+    def effort(self, value: str) -> dict:
+        """Request params that send a reasoning_effort level."""
+        return {"reasoning_effort": value}
+
+    def known_fix(self, message: str | None) -> str | None:
+        lower = (message or "").lower()
+        return next((fix for needle, fix in self.known_errors if needle.lower() in lower), None)

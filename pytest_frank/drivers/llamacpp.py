@@ -64,3 +64,15 @@ class LlamaCppDriver(Driver):
     def vision_advertised(self, payload):
         modalities = payload.get("modalities") if isinstance(payload, dict) else None
         return bool(modalities.get("vision")) if isinstance(modalities, dict) else None
+
+    # -- generation battery: reasoning, reasoning_effort, tools --------------------------------
+    honours_named_tool_choice = False  # the object form is silently treated as "auto"
+    reasoning_parser_fix = ("start llama-server with --reasoning-format deepseek (or auto); "
+                            "'none' leaves the thinking inside content")
+    thinking_missing_fix = ("serve with --jinja and the model's own template (--chat-template-file) "
+                            "so thinking opens; --reasoning-budget -1 keeps it unlimited")
+    tool_parser_fix = ("llama.cpp reads the tool-call format from the chat template: serve with "
+                       "--jinja and the model's own template (--chat-template-file) so the "
+                       "autoparser recognises the model's tool markup")
+    forced_tools_fix = ("drop --grammar-file from the server command: a global grammar forces "
+                        "tool-call output on plain chat (pass grammars per request)")

@@ -30,3 +30,16 @@ class VllmDriver(Driver):
     no_projector_markers = ("is not a multimodal model",)
     vision_fix = ("serve the model's multimodal checkpoint (with its vision tower; llama.cpp "
                   "would need --mmproj) and do not set --limit-mm-per-prompt image=0")
+
+    # -- generation battery: reasoning, reasoning_effort, tools --------------------------------
+    reasoning_fields = ("reasoning", "reasoning_content")  # renamed in v0.16
+    reasoning_parser_fix = ("start vLLM with --reasoning-parser <the model's parser, e.g. qwen3, "
+                            "deepseek_r1>")
+    thinking_missing_fix = ("start vLLM with --reasoning-parser <the model's parser> and a chat "
+                            "template that opens a thinking block")
+    tool_parser_fix = ("start vLLM with --enable-auto-tool-choice --tool-call-parser <the parser "
+                       "for the model's format: hermes, qwen3_xml, qwen3_coder, ...>; a wrong "
+                       "parser leaves the call in content")
+    forced_tools_fix = ("something forces tool-call output on plain chat: check for a server-wide "
+                        "structured-output default (--guided-decoding-*, generation config) or a "
+                        "template that always emits a tool call")
