@@ -4,13 +4,23 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import gguf_files as gf
 import pytest
 
-import gguf_files as gf
 from pytest_frank.gguf_header import read_header, summarize
 from pytest_frank.memory import (
-    MiB, LayerKV, ModelShape, Settings, context_table, estimate, fits, kv_bytes_per_token,
-    kv_cache_bytes, max_context, recurrent_state_bytes, row_bytes,
+    LayerKV,
+    MiB,
+    ModelShape,
+    Settings,
+    context_table,
+    estimate,
+    fits,
+    kv_bytes_per_token,
+    kv_cache_bytes,
+    max_context,
+    recurrent_state_bytes,
+    row_bytes,
 )
 
 # frank-program-redo.md, "Context Math (frank-default-large, RTX 3090)"
@@ -118,7 +128,8 @@ def test_seed_shaped_header_gives_the_seed_kv(shapes):
 def test_hybrid_counts_only_attention_layers(shapes):
     m = shapes["hybrid"]
     assert len(m.kv_layers) == 2 and m.recurrent_layers == 6
-    assert kv_bytes_per_token(m.kv_layers) == 2 * 2 * 64 * 2 * 2      # layers x heads x dim x KV x f16
+    # layers x heads x dim x (K, V) x f16
+    assert kv_bytes_per_token(m.kv_layers) == 2 * 2 * 64 * 2 * 2
     per_layer = (4 - 1) * (512 + 2 * 4 * 32) * 4 + 32 * 512 * 4
     assert m.recurrent_state_per_layer == per_layer
     est = estimate(m, Settings(ctx_size=8192, n_parallel=4))
@@ -168,7 +179,8 @@ def test_draft_model_and_projector_from_headers(shapes):
     est = estimate(shapes["seed"], replace(SEED, ctx_size=4096), draft=draft, mmproj=mmproj)
     assert est.draft_weights == draft.weights > 0
     assert est.draft_kv == 2 * (2 * 16) * 2 * 2 * 4096                 # 2 layers x 2 heads x 16
-    assert est.projector == mmproj.weights == 2 * 128 * 384 * 2 + 512 * 256 * 2 + 16 * 16 * 3 * 128 * 2
+    assert est.projector == mmproj.weights
+    assert mmproj.weights == 2 * 128 * 384 * 2 + 512 * 256 * 2 + 16 * 16 * 3 * 128 * 2
     assert est.total == sum(getattr(est, p) for p in est.PARTS)
 
 

@@ -10,8 +10,16 @@ import sys
 import pytest
 
 from pytest_frank.vram_sources import (
-    MiB, VRAMSourceError, command_gpus, local_compute_apps, local_gpus, parse_compute_apps,
-    parse_dcgm, parse_gpus, parse_vllm_cache_config, run_command,
+    MiB,
+    VRAMSourceError,
+    command_gpus,
+    local_compute_apps,
+    local_gpus,
+    parse_compute_apps,
+    parse_dcgm,
+    parse_gpus,
+    parse_vllm_cache_config,
+    run_command,
 )
 
 NOHEADER_NOUNITS = """\

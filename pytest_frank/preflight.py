@@ -1,0 +1,237 @@
+"""`frank preflight <path-or-url>`: read a GGUF header (a few MB, never the weights), print what
+sizing a deployment needs, and with --ctx the context-math table."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from pytest_frank.gguf_header import GGUFError, read_header, summarize
+from pytest_frank.memory import (
+    CACHE_TYPES,
+    MiB,
+    ModelShape,
+    Settings,
+    context_table,
+    estimate,
+    fits,
+    fmt_mib,
+    max_context,
+    row_bytes,
+)
+
+
+def human_bytes(n: int | None) -> str:
+    if n is None:
+        return "unknown"
+    for unit, size in (("GiB", 1 << 30), ("MiB", MiB), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{n} B"
+
+
+def _list(value: Any) -> str:
+    if isinstance(value, list):
+        return "per layer " + ",".join(map(str, value))
+    return "-" if value is None else str(value)
+
+
+def describe(s: dict[str, Any]) -> list[tuple[str, str]]:
+    """The architecture summary as (label, text) lines."""
+    size = human_bytes(s["file_size"])
+    lines = [
+        ("source", s["source"]),
+        ("header", (f"{human_bytes(s['header_bytes'])} ({s['header_bytes']} B); read "
+                    f"{human_bytes(s['bytes_read'])} in {s['requests']} request(s) of a "
+                    f"{size} file")),
+        ("architecture", (f"{s['architecture']}" + (f" ({s['name']})" if s["name"] else "")
+                          + f", GGUF v{s['gguf_version']}, {s['n_tensors']} tensors")),
+    ]
+    if s["projector_type"] or s["architecture"] == "clip":
+        lines.append(("projector", (f"{s['projector_type']}, vision encoder "
+                                    f"{s['has_vision_encoder']}, audio encoder "
+                                    f"{s['has_audio_encoder']}")))
+    if s["block_count"]:
+        lines += _llm_lines(s)
+    if s["vocab_size"]:
+        lines.append(("vocabulary", f"{s['vocab_size']} tokens"))
+    by_type = ", ".join(f"{t} {human_bytes(n)}" for t, n in s["weight_bytes_by_type"].items())
+    lines.append(("weights", (f"{human_bytes(s['weight_bytes'])} ({s['weight_bytes']} B): "
+                              f"{by_type or 'none'}")))
+    if s["nextn_weight_bytes"]:
+        lines.append(("nextn weights", human_bytes(s["nextn_weight_bytes"])))
+    return lines
+
+
+def _context_text(s: dict[str, Any]) -> str:
+    text = f"native {s['context_length']}"
+    if s["sliding_window"]:
+        text += f", sliding window {s['sliding_window']} on {len(s['sliding_layers'])} layers"
+    return text
+
+
+def _llm_lines(s: dict[str, Any]) -> list[tuple[str, str]]:
+    kinds = [f"{len(s['attention_layers'])} attention"]
+    if s["recurrent_layers"]:
+        kinds.append(f"{len(s['recurrent_layers'])} recurrent")
+    if s["nextn_layers"]:
+        kinds.append(f"{len(s['nextn_layers'])} NextN (MTP)")
+    interval = s["full_attention_interval"]
+    layout = f"; every {interval}th layer is attention" if interval else ""
+    lines = [
+        ("layers", f"{s['block_count']} blocks: {', '.join(kinds)}{layout}"),
+        ("attention layers", ",".join(map(str, s["attention_layers"])) or "none"),
+        ("heads", (f"{_list(s['head_count'])} query, {_list(s['attention_head_count_kv'])} KV "
+                   f"(file: {_list(s['head_count_kv'])})")),
+        ("head dims", f"key {_list(s['key_length'])}, value {_list(s['value_length'])}"),
+        ("context", _context_text(s)),
+        ("nextn_predict_layers", str(s["nextn_predict_layers"])),
+    ]
+    if s["ssm"]:
+        lines.append(("ssm", ", ".join(f"{k} {v}" for k, v in s["ssm"].items())))
+    if s["kv_lora_rank"]:
+        lines.append(("kv_lora_rank", f"{s['kv_lora_rank']} (MLA)"))
+    return lines
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="frank preflight", description=__doc__)
+    p.add_argument("source", help="GGUF path or http(s) URL (read by ranged GETs)")
+    p.add_argument("--ctx", action="append", default=[], metavar="N[,N...]",
+                   help="total --ctx-size to tabulate; repeat or comma-separate")
+    p.add_argument("--parallel", type=int, default=1, help="--parallel slots (default 1)")
+    p.add_argument("--kv-unified", action="store_true", help="one KV stream shared by all slots")
+    p.add_argument("--cache-type-k", default="f16", choices=CACHE_TYPES)
+    p.add_argument("--cache-type-v", default="f16", choices=CACHE_TYPES)
+    p.add_argument("--gpu-mib", type=float, help="GPU memory in MiB")
+    p.add_argument("--fixed-mib", type=float, default=1024,
+                   help="CUDA context, compute buffers, scratch (default 1024; measure yours)")
+    p.add_argument("--headroom-mib", type=float, default=0, help="free memory to keep")
+    p.add_argument("--draft", help="draft model GGUF (path or URL)")
+    p.add_argument("--mmproj", help="multimodal projector GGUF (path or URL)")
+    mtp = p.add_mutually_exclusive_group()
+    mtp.add_argument("--mtp", dest="mtp", action="store_true", default=None,
+                     help="count the MTP draft context (default: when the file has NextN layers)")
+    mtp.add_argument("--no-mtp", dest="mtp", action="store_false")
+    p.add_argument("--timeout", type=float, default=30, help="per-request HTTP timeout, seconds")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    return p
+
+
+def _contexts(values: list[str]) -> list[int]:
+    out = []
+    for v in values:
+        for part in v.split(","):
+            text = part.strip().lower()
+            digits = text.removesuffix("k")
+            if not digits.isdigit():
+                raise ValueError(f"--ctx {part!r} is not a token count (e.g. 131072 or 128k)")
+            out.append(int(digits) * (1024 if text.endswith("k") else 1))
+    return out
+
+
+def _settings(args: argparse.Namespace, ctx: int) -> Settings:
+    return Settings(
+        ctx_size=ctx, n_parallel=args.parallel, kv_unified=args.kv_unified,
+        cache_type_k=args.cache_type_k, cache_type_v=args.cache_type_v, mtp=args.mtp,
+        gpu_total=None if args.gpu_mib is None else int(args.gpu_mib * MiB),
+        fixed_overhead=int(args.fixed_mib * MiB), headroom=int(args.headroom_mib * MiB))
+
+
+def _kv_lines(model: ModelShape, args: argparse.Namespace) -> list[tuple[str, str]]:
+    k, v = args.cache_type_k, args.cache_type_v
+    layers = model.kv_layers
+    if layers and all(x == layers[0] for x in layers):
+        x = layers[0]
+        kb = row_bytes(k, x.n_head_kv * x.key_length)
+        vb = row_bytes(v, x.n_head_kv * x.value_length)
+        text = (f"{len(layers)} attention layers x {x.n_head_kv} KV heads x {x.key_length} dim: "
+                f"K {k} {kb} B + V {v} {vb} B per layer = {(kb + vb) * len(layers)} B/token")
+    else:
+        per = sum(x.bytes_per_token(k, v) for x in layers)
+        text = f"{len(layers)} attention layers, K {k}, V {v}: {per} B/token"
+    lines = [("KV per token", text)]
+    if model.nextn_layers:
+        per = sum(x.bytes_per_token("f16", "f16") for x in model.nextn_layers)
+        lines.append(("MTP draft KV",
+                      f"{len(model.nextn_layers)} NextN layer(s), f16: {per} B/token"))
+    if model.recurrent_layers:
+        per_seq = model.recurrent_layers * model.recurrent_state_per_layer
+        lines.append(("recurrent state", (f"{model.recurrent_layers} layers x "
+                                          f"{model.recurrent_state_per_layer} B = "
+                                          f"{human_bytes(per_seq)} per sequence (f32)")))
+    return lines
+
+
+def _companion(source: str | None, timeout: float, label: str):
+    if not source:
+        return None, []
+    s = summarize(read_header(source, timeout=timeout))
+    what = s["projector_type"] or s["architecture"]
+    line = (label, (f"{what}, {human_bytes(s['weight_bytes'])} weights, "
+                    f"{len(s['attention_layers'])} attention layers ({s['source']})"))
+    return ModelShape.from_summary(s), [line]
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    summary = summarize(read_header(args.source, timeout=args.timeout))
+    model = ModelShape.from_summary(summary)
+    draft, draft_lines = _companion(args.draft, args.timeout, "draft")
+    mmproj, mmproj_lines = _companion(args.mmproj, args.timeout, "mmproj")
+    lines = describe(summary) + draft_lines + mmproj_lines
+    out: dict[str, Any] = {"summary": summary, "lines": lines, "notes": list(model.notes)}
+    contexts = _contexts(args.ctx)
+    if summary["block_count"]:
+        lines += _kv_lines(model, args)
+    if contexts:
+        settings = _settings(args, contexts[0])
+        table = context_table(model, settings, contexts, draft=draft, mmproj=mmproj)
+        out["table"], out["context_table"] = table.text, table.rows
+        est = estimate(model, settings, draft=draft, mmproj=mmproj)
+        out["notes"] = est.notes
+        if args.gpu_mib is not None:
+            out["verdicts"] = [fits(estimate(model, _settings(args, c), draft=draft,
+                                             mmproj=mmproj)).message for c in contexts]
+    if args.gpu_mib is not None:
+        best = max_context(model, _settings(args, 0), draft=draft, mmproj=mmproj)
+        out["max_context"] = best
+        keep = fmt_mib(args.headroom_mib * MiB)
+        lines.append(("max context", f"{best} tokens leave >= {keep} MiB free"))
+    return out
+
+
+def _print(out: dict[str, Any]) -> None:
+    width = max(len(label) for label, _ in out["lines"])
+    for label, text in out["lines"]:
+        print(f"{label:<{width}}  {text}")
+    if "table" in out:
+        print()
+        print(out["table"])
+    for line in out.get("verdicts", []) + [f"note: {n}" for n in out.get("notes", [])]:
+        print(line)
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as exc:       # argparse already printed usage
+        return int(exc.code or 0)
+    try:
+        if args.parallel < 1:
+            raise ValueError(f"--parallel {args.parallel}: need at least 1 slot")
+        out = run(args)
+    except (GGUFError, ValueError, OSError) as exc:
+        print(f"frank preflight: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        out.pop("lines")
+        print(json.dumps(out, indent=2, default=str))
+    else:
+        _print(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
