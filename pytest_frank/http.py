@@ -104,23 +104,25 @@ def _read_capped(resp) -> tuple[str, bool]:
 
 
 def describe(exc: BaseException, timeout: float | None) -> str:
-    """The cause of a failed request in the words an operator searches for."""
-    import httpx
+    """The cause of a failed request in the words an operator searches for.
 
+    Matched by class name, so httpx and httpx2 (the openai/anthropic clients' fork) read the same.
+    """
+    kinds = {cls.__name__ for cls in type(exc).__mro__}
     text = str(exc) or type(exc).__name__
     lower = text.lower()
-    if isinstance(exc, httpx.ConnectTimeout):
+    if "ConnectTimeout" in kinds:
         return "connection timed out (host unreachable or a firewall drops packets)"
-    if isinstance(exc, httpx.TimeoutException):
+    if "TimeoutException" in kinds:
         return f"no answer within {timeout:g}s (the server accepted the connection but hangs)"
-    if isinstance(exc, httpx.ConnectError):
+    if "ConnectError" in kinds:
         if "refused" in lower:
             return "connection refused (nothing listens on that port: is the server running?)"
         if any(s in lower for s in ("name or service", "nodename", "getaddrinfo", "name resolution")):
             return "DNS lookup failed (unknown host name)"
         return f"cannot connect: {text}"
-    if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError)):
+    if kinds & {"RemoteProtocolError", "ReadError"}:
         return f"the server broke the connection: {text}"
-    if isinstance(exc, httpx.UnsupportedProtocol):
+    if "UnsupportedProtocol" in kinds:
         return f"unsupported URL: {text}"
     return f"{type(exc).__name__}: {text}"
