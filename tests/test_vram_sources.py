@@ -8,11 +8,13 @@ import stat
 import sys
 
 import pytest
+from gguf_files import RangeServer
 
 from pytest_frank.vram_sources import (
     MiB,
     VRAMSourceError,
     command_gpus,
+    fetch_metrics,
     local_compute_apps,
     local_gpus,
     parse_compute_apps,
@@ -204,6 +206,16 @@ def test_vllm_cache_config():
     assert cfg["kv_cache_memory_bytes"] == 12884901888
     assert cfg["num_cpu_blocks"] is None and cfg["enable_prefix_caching"] == "True"
     assert parse_vllm_cache_config(DCGM) is None
+
+
+def test_fetch_metrics_over_http(tmp_path):
+    (tmp_path / "metrics").write_text(DCGM)
+    with RangeServer({"metrics": tmp_path / "metrics"}) as srv:
+        assert parse_dcgm(fetch_metrics(srv.url("metrics")))[0].used == 22652 * MiB
+        with pytest.raises(VRAMSourceError, match=r"GET .*/nope: HTTP 404"):
+            fetch_metrics(srv.url("nope"))
+    with pytest.raises(VRAMSourceError, match="ConnectError"):
+        fetch_metrics("http://127.0.0.1:9/metrics", timeout=2)
 
 
 def test_prometheus_garbage_is_a_clean_error():
