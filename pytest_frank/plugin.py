@@ -37,6 +37,9 @@ def pytest_addoption(parser):
                     help="per-request timeout (ini: frank_timeout; default 30)")
     group.addoption("--frank-no-battery", action="store_true", default=False,
                     help="do not collect the built-in battery, only the tests given")
+    group.addoption("--frank-offline", action="store_true", default=False,
+                    help="the config gate: run only the checks that need no live endpoint "
+                         "(fleet.yaml and model headers), deselect the rest")
     parser.addini("frank_endpoints", "fleet file of endpoints to verify", default=None)
     parser.addini("frank_timeout", "per-request timeout in seconds", default="30")
 
@@ -44,6 +47,7 @@ def pytest_addoption(parser):
 def pytest_configure(config):
     for claim, about in CLAIMS.items():
         config.addinivalue_line("markers", f"{claim}: claim '{about}' (pytest-frank)")
+    config.addinivalue_line("markers", "offline: a pytest-frank check that needs no live endpoint")
     fleet_path = config.getoption("endpoints") or config.getini("frank_endpoints")
     if not fleet_path:
         return
@@ -134,7 +138,7 @@ def endpoint(request):
     claim = claim_of(request.node)
     if claim and not target.endpoint.asks(claim):
         pytest.skip(f"fleet.yaml does not ask {claim!r} of {target.name}")
-    if claim != "health":
+    if claim != "health" and not request.node.get_closest_marker("offline"):
         _require_health(probed)
     return probed
 
@@ -161,16 +165,23 @@ def endpoint_of(item) -> str | None:
 
 
 def pytest_collection_modifyitems(config, items):
+    if config.stash.get(SESSION, None) is None:
+        return
+    if config.getoption("frank_offline"):
+        live = [item for item in items if not item.get_closest_marker("offline")]
+        if live:
+            config.hook.pytest_deselected(items=live)
+            items[:] = [item for item in items if item.get_closest_marker("offline")]
     # Health first, then the claims in their listed order: a report reads top-down like a bring-up.
-    if config.stash.get(SESSION, None) is not None:
-        order = {claim: i for i, claim in enumerate(CLAIMS)}
-        items.sort(key=lambda item: order.get(claim_of(item), len(order)))
+    order = {claim: i for i, claim in enumerate(CLAIMS)}
+    items.sort(key=lambda item: order.get(claim_of(item), len(order)))
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtestloop(session):
     frank = session.config.stash.get(SESSION, None)
-    if frank is not None and not session.config.option.collectonly:
+    live = not (session.config.option.collectonly or session.config.getoption("frank_offline"))
+    if frank is not None and live:
         wanted = {endpoint_of(item) for item in session.items} - {None}
         frank.prefetch_health(sorted(wanted), PREFETCH_WORKERS)
     return (yield)
