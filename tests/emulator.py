@@ -152,6 +152,8 @@ def _handler(em: Emulator):
 
         def _send(self, reply: Reply):
             body = reply.body
+            if hasattr(body, "__next__"):  # a paced stream: write pieces as they come, then close
+                return self._send_paced(reply)
             if isinstance(body, (dict, list)):
                 data, ctype = json.dumps(body).encode(), "application/json"
             else:
@@ -166,6 +168,179 @@ def _handler(em: Emulator):
             self.end_headers()
             self.wfile.write(data)
 
+        def _send_paced(self, reply: Reply):
+            self.send_response(reply.status)
+            for k, v in {"content-type": "text/event-stream", **reply.headers}.items():
+                self.send_header(k, v)
+            self.send_header("connection", "close")  # no length: the end of the body is the close
+            self.end_headers()
+            for piece in reply.body:
+                self.wfile.write(piece.encode() if isinstance(piece, str) else piece)
+                self.wfile.flush()
+
         do_GET = do_POST = _serve
 
     return Handler
+
+
+# -- reply builders any test can reuse: chat JSON, SSE streams, Prometheus text, sent images -----
+
+def chat_json(content="Hello!", *, model="model", finish="stop", **message_extra) -> dict:
+    """An OpenAI chat completion; extra keys go into `message` (e.g. reasoning_content)."""
+    return {"id": "chatcmpl-emu", "object": "chat.completion", "model": model,
+            "choices": [{"index": 0, "finish_reason": finish,
+                         "message": {"role": "assistant", "content": content, **message_extra}}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}
+
+
+def sse(events, done: bool = True, gap: float = 0.0) -> Reply:
+    """A server-sent event stream of JSON events ending in [DONE]; `gap` seconds before each
+    event after the first paces it like a real decode (else it is sent in one piece). An event
+    may be a number: a pause of that many seconds."""
+    lines = [e if isinstance(e, (int, float)) else f"data: {json.dumps(e)}\n\n" for e in events]
+    lines += ["data: [DONE]\n\n"] if done else []
+
+    def paced():
+        for i, line in enumerate(lines):
+            if isinstance(line, (int, float)):
+                time.sleep(line)
+                continue
+            if i and gap:
+                time.sleep(gap)
+            yield line
+
+    if gap or any(isinstance(x, (int, float)) for x in lines):
+        return Reply(200, paced(), {"content-type": "text/event-stream"})
+    return Reply(200, "".join(lines), {"content-type": "text/event-stream"})
+
+
+def chat_chunks(pieces, *, model="model", field="content", usage=True) -> list[dict]:
+    """OpenAI stream chunks: a role-only chunk, one delta per piece, a finish chunk (+ usage)."""
+    def chunk(delta, finish=None):
+        return {"object": "chat.completion.chunk", "model": model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    out = [chunk({"role": "assistant", "content": None})]
+    out += [chunk({field: p}) for p in pieces] + [chunk({}, "length")]
+    if usage:
+        out.append({"object": "chat.completion.chunk", "model": model, "choices": [],
+                    "usage": {"completion_tokens": len(pieces)}})
+    return out
+
+
+def metrics_text(series: dict[str, Any], kinds: dict[str, str] | None = None) -> str:
+    """Prometheus text: {name: value or [(labels, value), ...]}; kinds maps a family to its TYPE."""
+    lines = [f"# TYPE {family} {kind}" for family, kind in (kinds or {}).items()]
+    for name, value in series.items():
+        for labels, v in (value if isinstance(value, list) else [({}, value)]):
+            tag = ",".join(f'{k}="{x}"' for k, x in labels.items())
+            lines.append(f"{name}{{{tag}}} {v}" if tag else f"{name} {v}")
+    return "\n".join(lines) + "\n"
+
+
+def sent_images(body) -> list[bytes]:
+    """The image bytes in a chat request: data: URLs, bare base64, Anthropic base64 blocks."""
+    import base64
+
+    found = []
+    for message in (body or {}).get("messages", []):
+        parts = message.get("content") if isinstance(message.get("content"), list) else []
+        for part in parts:
+            if part.get("type") == "image_url":
+                found.append(base64.b64decode(part["image_url"]["url"].split("base64,")[-1]))
+            elif part.get("type") == "image" and part.get("source", {}).get("type") == "base64":
+                found.append(base64.b64decode(part["source"]["data"]))
+    return found
+
+
+# -- generation replies for reasoning / tools checks: OpenAI chat and Anthropic messages ------
+
+def tool_call(name, arguments, call_id="call_1") -> dict:
+    """An OpenAI tool call; `arguments` is sent as given when a string, else as JSON text."""
+    args = arguments if isinstance(arguments, str) else json.dumps(arguments)
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}
+
+
+def error_json(status: int, message: str, kind: str = "invalid_request_error") -> Reply:
+    return Reply(status, {"error": {"message": message, "type": kind, "code": status}})
+
+
+def chat_stream(completion: dict) -> Reply:
+    """The SSE stream an engine sends for `completion` (a chat_json dict): role, reasoning and
+    content deltas, each tool call as id+name then argument fragments, a finish chunk, [DONE]."""
+    msg, finish = completion["choices"][0]["message"], completion["choices"][0]["finish_reason"]
+
+    def chunk(delta, end=None):
+        return {"object": "chat.completion.chunk", "model": completion.get("model"),
+                "choices": [{"index": 0, "delta": delta, "finish_reason": end}]}
+    out = [chunk({"role": "assistant", "content": None})]
+    for key in ("reasoning_content", "reasoning"):
+        if msg.get(key):
+            out.append(chunk({key: msg[key]}))
+    if msg.get("content"):
+        text = msg["content"]
+        out += [chunk({"content": text[:3]}), chunk({"content": text[3:]})]
+    for i, call in enumerate(msg.get("tool_calls") or []):
+        fn, args = call["function"], call["function"]["arguments"]
+        out.append(chunk({"tool_calls": [{"index": i, "id": call.get("id"), "type": "function",
+                                          "function": {"name": fn["name"], "arguments": ""}}]}))
+        half = len(args) // 2
+        out += [chunk({"tool_calls": [{"index": i, "function": {"arguments": part}}]})
+                for part in (args[:half], args[half:]) if part]
+    out.append(chunk({}, finish))
+    return sse(out)
+
+
+def messages_json(text="Hello!", *, thinking=None, tool_uses=(), stop="end_turn",
+                  model="model") -> dict:
+    """An Anthropic Messages reply: optional thinking block, text, tool_use blocks."""
+    blocks = [{"type": "thinking", "thinking": thinking, "signature": "sig"}] if thinking else []
+    blocks += [{"type": "text", "text": text}] if text else []
+    blocks += [{"type": "tool_use", "id": f"toolu_{i}", "name": name, "input": args}
+               for i, (name, args) in enumerate(tool_uses)]
+    return {"id": "msg_emu", "type": "message", "role": "assistant", "model": model,
+            "content": blocks, "stop_reason": stop, "stop_sequence": None,
+            "usage": {"input_tokens": 10, "output_tokens": 5}}
+
+
+def messages_stream(message: dict) -> Reply:
+    """The Messages SSE events for `message`: start, per block start/deltas/stop, delta, stop."""
+    events = [{"type": "message_start", "message": {**message, "content": [],
+                                                    "stop_reason": None}}]
+    for i, block in enumerate(message["content"]):
+        kind = block["type"]
+        empty = {"text": {"type": "text", "text": ""},
+                 "thinking": {"type": "thinking", "thinking": ""},
+                 "tool_use": {**block, "input": {}}}[kind]
+        events.append({"type": "content_block_start", "index": i, "content_block": empty})
+        if kind == "text":
+            delta = {"type": "text_delta", "text": block["text"]}
+        elif kind == "thinking":
+            delta = {"type": "thinking_delta", "thinking": block["thinking"]}
+        else:
+            delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+        events += [{"type": "content_block_delta", "index": i, "delta": delta},
+                   {"type": "ping"}, {"type": "content_block_stop", "index": i}]
+    events += [{"type": "message_delta", "delta": {"stop_reason": message["stop_reason"]},
+                "usage": {"output_tokens": 5}}, {"type": "message_stop"}]
+    text = "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events)
+    return Reply(200, text, {"content-type": "text/event-stream"})
+
+
+def serve_chat(em: Emulator, answer: Callable[[dict], Any]) -> None:
+    """/v1/chat/completions from `answer(body) -> chat_json dict | Reply`; streams when asked."""
+    def route(req: Request) -> Reply:
+        out = answer(req.body or {})
+        if isinstance(out, Reply):
+            return out
+        return chat_stream(out) if (req.body or {}).get("stream") else Reply(200, out)
+    em.route("POST", "/v1/chat/completions", route)
+
+
+def serve_messages(em: Emulator, answer: Callable[[dict], Any]) -> None:
+    """/v1/messages from `answer(body) -> messages_json dict | Reply`; streams when asked."""
+    def route(req: Request) -> Reply:
+        out = answer(req.body or {})
+        if isinstance(out, Reply):
+            return out
+        return messages_stream(out) if (req.body or {}).get("stream") else Reply(200, out)
+    em.route("POST", "/v1/messages", route)

@@ -112,6 +112,8 @@ class Driver:
                     "draft file and lower the draft length")
     spec_high_fix = ("acceptance this close to 1 means the draft is the model itself: point the "
                      "draft at a real draft/MTP head, not at the served weights")
+    prefix_cache_fix = ("turn on the server's prefix (prompt) cache, and keep the start of the "
+                        "prompt stable between turns (no timestamps in the system prompt)")
 
     def draft_counts(self, payload) -> tuple[int, int] | None:
         """(draft tokens, accepted) from one reply's `timings`, where the engine reports them."""
@@ -157,6 +159,9 @@ class Driver:
     forced_tools_fix = ("something forces tool-call output on every request: drop a server-wide "
                         "grammar (llama.cpp --grammar-file) or structured-output default and pass "
                         "grammars per request")
+    parallel_fix = ("the server cut parallel calls to one: enable parallel tool calls in the "
+                    "template/parser (llama.cpp: a template with supports_parallel_tool_calls; "
+                    "vLLM: a parser that splits several calls), or drop expect.tools.parallel")
     # Error answers with a known cause: (text in the server's message, fix).
     known_errors: tuple[tuple[str, str], ...] = (
         ("tools param requires --jinja", "start llama-server with --jinja (the chat template "

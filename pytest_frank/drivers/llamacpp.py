@@ -60,6 +60,10 @@ class LlamaCppDriver(Driver):
     vision_advert_path = "/props"
     no_projector_markers = ("image input is not supported",)
     vision_fix = "start llama-server with --mmproj FILE (the model's vision projector GGUF)"
+    prefix_cache_fix = ("llama-server reuses a slot's cached prompt by default: check that "
+                        "--cache-ram or --no-cache-prompt do not turn it off, that --parallel "
+                        "slots are not too small to hold the prompt, and that the start of the "
+                        "prompt is stable between turns")
 
     def vision_advertised(self, payload):
         modalities = payload.get("modalities") if isinstance(payload, dict) else None

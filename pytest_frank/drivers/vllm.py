@@ -27,6 +27,8 @@ class VllmDriver(Driver):
                     "it; lower num_speculative_tokens in --speculative-config")
     spec_high_fix = ("acceptance this close to 1 means the draft is the model itself: check the "
                      "draft model in --speculative-config")
+    prefix_cache_fix = ("pass --enable-prefix-caching (vLLM keeps it opt-in for hybrid "
+                        "models such as Qwen3-Next/3.8)")
     no_projector_markers = ("is not a multimodal model",)
     vision_fix = ("serve the model's multimodal checkpoint (with its vision tower; llama.cpp "
                   "would need --mmproj) and do not set --limit-mm-per-prompt image=0")

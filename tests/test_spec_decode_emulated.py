@@ -1,0 +1,165 @@
+"""spec_decode against emulated engines: vLLM and SGLang metric shapes, an old llama.cpp with only
+per-reply timings, collapsed acceptance, speculation not configured."""
+
+from emulator import Emulator, Reply, chat_json, metrics_text
+from fleets import one_endpoint
+
+VLLM_LABELS = [{"model_name": "m", "engine": "0"}, {"model_name": "m", "engine": "1"}]
+
+
+def serve_drafting(em, step, render, timings=False):
+    """Counters that grow by `step` (drafts, tokens, accepted, per_pos) with each generation."""
+    totals = {"drafts": 0, "tokens": 0, "accepted": 0, "per_pos": [0, 0]}
+
+    def chat(req):
+        for key in ("drafts", "tokens", "accepted"):
+            totals[key] += step[key]
+        totals["per_pos"] = [a + b for a, b in zip(totals["per_pos"], step["per_pos"])]
+        reply = chat_json("one\ntwo\nthree", model="m", finish="length")
+        if timings:
+            reply["timings"] = {"predicted_n": 128, "draft_n": step["tokens"],
+                                "draft_n_accepted": step["accepted"]}
+        return Reply(200, reply)
+
+    em.route("POST", "/v1/chat/completions", chat)
+    em.route("GET", "/metrics", lambda r: Reply(200, render(totals)))
+
+
+def vllm_metrics(t):
+    # vLLM splits each counter over engines (labels) and exports `_created` beside `_total`.
+    half = lambda v: [(lab, v / 2) for lab in VLLM_LABELS]  # noqa: E731
+    series = {"vllm:num_requests_running": half(0)}
+    for key, name in (("drafts", "drafts"), ("tokens", "draft_tokens"),
+                      ("accepted", "accepted_tokens")):
+        series[f"vllm:spec_decode_num_{name}_total"] = half(t[key])
+        series[f"vllm:spec_decode_num_{name}_created"] = half(1.7e9)
+    series["vllm:spec_decode_num_accepted_tokens_per_pos_total"] = [
+        ({**VLLM_LABELS[0], "position": str(i)}, v) for i, v in enumerate(t["per_pos"])]
+    kinds = {f"vllm:spec_decode_num_{n}": "counter" for n in ("drafts", "draft_tokens")}
+    return metrics_text(series, kinds)
+
+
+def llamacpp_metrics(t):
+    return metrics_text({"llamacpp:prompt_tokens_total": 21,
+                         "llamacpp:spec_decode_num_drafts_total": t["drafts"],
+                         "llamacpp:spec_decode_num_draft_tokens_total": t["tokens"],
+                         "llamacpp:spec_decode_num_accepted_tokens_total": t["accepted"]})
+
+
+def old_llamacpp_metrics(t):  # a build from before the spec_decode counters
+    return metrics_text({"llamacpp:prompt_tokens_total": 21, "llamacpp:n_decode_total": 40})
+
+
+def test_vllm_counters_summed_over_labels_pass_the_band(run_fleet):
+    step = {"drafts": 40, "tokens": 80, "accepted": 60, "per_pos": [36, 24]}
+    with Emulator("vllm", models=["m"]) as em:
+        serve_drafting(em, step, vllm_metrics)
+        result = run_fleet(one_endpoint(em.url, "vllm", alias="m", expect={
+            "spec_decode": {"min_acceptance": 0.6, "max_acceptance": 0.95}}), "-m", "spec_decode")
+    result.assert_outcomes(passed=1)
+    assert [r.path for r in em.requests if r.path != "/health"] == [
+        "/metrics", "/v1/chat/completions", "/metrics"]
+
+
+def test_vllm_band_failure_reports_mean_length_and_per_position(run_fleet):
+    step = {"drafts": 40, "tokens": 80, "accepted": 60, "per_pos": [36, 24]}
+    with Emulator("vllm", models=["m"]) as em:
+        serve_drafting(em, step, vllm_metrics)
+        result = run_fleet(one_endpoint(em.url, "vllm", alias="m", expect={
+            "spec_decode": {"max_acceptance": 0.7}}), "-m", "spec_decode")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "acceptance 0.75 is above max_acceptance 0.7: acceptance 0.75 (60 of 80 draft tokens "
+        "accepted); mean acceptance length 2.50; per position {0: 0.90, 1: 0.60} "
+        "[[]source: vllm:spec_decode_* counters]",
+        "*fix: acceptance this close to 1 means the draft is the model itself*"])
+
+
+def test_collapsed_acceptance_fails_with_the_measured_rate_and_cross_check(run_fleet):
+    # llama.cpp (Aug 2026 build) at long context: 19 of 100 draft tokens accepted.
+    step = {"drafts": 50, "tokens": 100, "accepted": 19, "per_pos": [0, 0]}
+    with Emulator("llamacpp", models=["m"]) as em:
+        serve_drafting(em, step, llamacpp_metrics, timings=True)
+        result = run_fleet(one_endpoint(em.url, alias="m", expect={
+            "spec_decode": {"min_acceptance": 0.6, "max_acceptance": 0.95}}), "-m", "spec_decode")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "acceptance 0.19 is below min_acceptance 0.6: acceptance 0.19 (19 of 100 draft tokens "
+        "accepted); mean acceptance length 1.38 [[]source: llamacpp:spec_decode_* counters]",
+        "*fix: the draft does not fit the model*--spec-draft-n-max*",
+        "*the delta may include other requests*",
+        "cross-check, this reply's timings: draft_n 100, draft_n_accepted 19 (acceptance 0.19)"])
+
+
+def test_old_llamacpp_falls_back_to_reply_timings_and_says_so(run_fleet):
+    step = {"drafts": 0, "tokens": 90, "accepted": 63, "per_pos": [0, 0]}
+    with Emulator("llamacpp", models=["m"]) as em:
+        serve_drafting(em, step, old_llamacpp_metrics, timings=True)
+        ok = run_fleet(one_endpoint(em.url, alias="m", expect={
+            "spec_decode": {"min_acceptance": 0.6}}), "-m", "spec_decode")
+        strict = run_fleet(one_endpoint(em.url, alias="m", expect={
+            "spec_decode": {"min_acceptance": 0.8}}), "-m", "spec_decode")
+    ok.assert_outcomes(passed=1)
+    strict.assert_outcomes(failed=1)
+    strict.stdout.fnmatch_lines([
+        "acceptance 0.70 is below min_acceptance 0.8: acceptance 0.70 (63 of 90 draft tokens "
+        "accepted) [[]source: the reply's timings.draft_n / draft_n_accepted (this build has no "
+        "spec_decode counters in /metrics)]"])
+
+
+def test_vllm_without_speculative_config_is_not_engaged(run_fleet):
+    with Emulator("vllm", models=["m"]) as em:
+        serve_drafting(em, {"drafts": 0, "tokens": 0, "accepted": 0, "per_pos": [0, 0]},
+                       lambda t: metrics_text({"vllm:num_requests_running": 0}))
+        result = run_fleet(one_endpoint(em.url, "vllm", alias="m", expect={"spec_decode": True}),
+                           "-m", "spec_decode")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "speculative decoding is not engaged: http://127.0.0.1:*/metrics has no "
+        "vllm:spec_decode_num_draft_tokens_total and the reply carries no draft counts*",
+        "*fix: pass --speculative-config*"])
+
+
+def test_drafts_that_are_never_accepted_fail(run_fleet):
+    step = {"drafts": 30, "tokens": 60, "accepted": 0, "per_pos": [0, 0]}
+    with Emulator("vllm", models=["m"]) as em:
+        serve_drafting(em, step, vllm_metrics)
+        result = run_fleet(one_endpoint(em.url, "vllm", alias="m", expect={"spec_decode": True}),
+                           "-m", "spec_decode")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["speculative decoding drafts but nothing is accepted: "
+                                 "acceptance 0.00 (0 of 60 draft tokens accepted)*"])
+
+
+def sglang(em, rate, length):
+    em.route("POST", "/v1/chat/completions", lambda r: Reply(200, chat_json("x", model="m")))
+    em.route("GET", "/metrics", lambda r: Reply(200, metrics_text(
+        {"sglang:spec_accept_rate": [({"model_name": "m"}, rate)],
+         "sglang:spec_accept_length": [({"model_name": "m"}, length)]},
+        {"sglang:spec_accept_rate": "gauge", "sglang:spec_accept_length": "gauge"})))
+
+
+def test_sglang_gauges_pass_and_fail_the_band(run_fleet):
+    band = {"spec_decode": {"min_acceptance": 0.6, "max_acceptance": 0.95}}
+    with Emulator("sglang", models=["m"]) as em:
+        sglang(em, 0.72, 3.2)
+        ok = run_fleet(one_endpoint(em.url, "sglang", alias="m", expect=band), "-m", "spec_decode")
+    with Emulator("sglang", models=["m"]) as em:
+        sglang(em, 0.0, 0.0)
+        idle = run_fleet(one_endpoint(em.url, "sglang", alias="m", expect=band),
+                         "-m", "spec_decode")
+    ok.assert_outcomes(passed=1)
+    idle.assert_outcomes(failed=1)
+    idle.stdout.fnmatch_lines(["speculative decoding is configured but not engaged: acceptance "
+                               "0.00; mean acceptance length 0.00 [[]source: sglang:spec_accept_* "
+                               "gauges]*", "*fix: start SGLang with --speculative-algorithm*"])
+
+
+def test_sglang_without_metrics_names_the_flag(run_fleet):
+    with Emulator("sglang", models=["m"]) as em:  # no /metrics route: SGLang answers 404
+        em.route("POST", "/v1/chat/completions", lambda r: Reply(200, chat_json("x")))
+        result = run_fleet(one_endpoint(em.url, "sglang", alias="m", expect={"spec_decode": True}),
+                           "-m", "spec_decode")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*/metrics answered 404: metrics are switched off*",
+                                 "*fix: start SGLang with --enable-metrics"])
