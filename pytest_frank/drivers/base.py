@@ -70,6 +70,23 @@ class Driver:
         lengths = [n for n in lengths if isinstance(n, int)]
         return None, (max(lengths) if lengths else None), "/v1/models max_model_len"
 
+    # -- vram: the model file the engine loaded, its KV pool, what unexpected memory means ------
+    kv_pool_route: str | None = None  # where the engine describes a preallocated KV pool
+    vram_high_fix = ("the usual causes: a draft that loads the whole model a second time (a "
+                     "draft model pointed at a file that already carries an MTP head), mmap off "
+                     "(weights copied into anonymous memory), or another process on the GPU")
+    vram_low_fix = ("the KV pool is smaller than configured (the server clamped the context or "
+                    "cache to fit), layers run on the CPU, or the cache types are smaller than "
+                    "expect.vram says; read the server's load log for the context it allocated")
+
+    def served_model_path(self, payloads: dict) -> str | None:
+        """The model file the engine reports loading, from the slot routes' payloads."""
+        return None
+
+    def kv_pool(self, metrics_text: str):
+        """A vram.KVPool from the engine's metrics text, where it preallocates one; else None."""
+        return None
+
     # -- generation requests (vision, spec_decode, perf): the OpenAI chat shape -----------------
     chat_path = "/v1/chat/completions"
     stream_options: dict = {"stream": True, "stream_options": {"include_usage": True}}

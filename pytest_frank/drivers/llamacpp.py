@@ -42,6 +42,18 @@ class LlamaCppDriver(Driver):
             source += "; /slots"
         return count, ctx, source
 
+    def served_model_path(self, payloads):
+        path = (payloads.get("/props") or {}).get("model_path")
+        return path if isinstance(path, str) and path else None
+
+    vram_high_fix = ("the usual causes: --model-draft/-md pointed at the -mtp GGUF (the whole "
+                     "model loads twice; use --spec-type draft-mtp alone), mmap off (--no-mmap, "
+                     "or an -ot/-ncmoe override that silently disables it), or another process "
+                     "on the GPU")
+    vram_low_fix = ("the KV pool is smaller than configured: check the load log's n_ctx and "
+                    "n_ctx_slot (a --fit or a lower --ctx-size clamps it), -ngl below all layers "
+                    "(part of the model on the CPU), or --cache-type-k/-v smaller than expect.vram")
+
     # -- generation, /metrics, speculative decoding, vision --------------------------------------
     keep_generating = {"ignore_eos": True}
     metrics_off_statuses = (501,)

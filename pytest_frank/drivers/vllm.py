@@ -33,6 +33,28 @@ class VllmDriver(Driver):
     vision_fix = ("serve the model's multimodal checkpoint (with its vision tower; llama.cpp "
                   "would need --mmproj) and do not set --limit-mm-per-prompt image=0")
 
+    # -- vram: vLLM preallocates gpu_memory_utilization of the GPU; the KV pool fills the rest
+    kv_pool_route = "/metrics"
+    vram_high_fix = ("another process on the GPU, or --gpu-memory-utilization higher than "
+                     "intended (vLLM takes that fraction of the whole GPU at start)")
+    vram_low_fix = ("vLLM took less than gpu_memory_utilization of the GPU: the KV pool was "
+                    "clamped (a co-tenant held memory at start); free the GPU or lower "
+                    "--max-model-len / --max-num-seqs, then restart")
+
+    def kv_pool(self, metrics_text):
+        from pytest_frank.vram import KVPool
+        from pytest_frank.vram_sources import parse_vllm_cache_config
+
+        info = parse_vllm_cache_config(metrics_text)
+        if not info:
+            return None
+        blocks, size = info.get("num_gpu_blocks"), info.get("block_size")
+        tokens = blocks * size if isinstance(blocks, int) and isinstance(size, int) else None
+        frac = info.get("gpu_memory_utilization")
+        return KVPool(tokens, frac if isinstance(frac, float) else None,
+                      f"vllm:cache_config_info num_gpu_blocks {blocks} x block_size {size}, "
+                      f"gpu_memory_utilization {frac}")
+
     # -- generation battery: reasoning, reasoning_effort, tools --------------------------------
     reasoning_fields = ("reasoning", "reasoning_content")  # renamed in v0.16
     reasoning_parser_fix = ("start vLLM with --reasoning-parser <the model's parser, e.g. qwen3, "

@@ -1,0 +1,72 @@
+"""spec_decode, vision and perf against real llama.cpp servers (xllamacpp, the tiny self-test
+model; with itself as draft model it drafts for real, acceptance about 0.8)."""
+
+from fleets import one_endpoint
+
+DRAFTING = {"alias": "m", "draft_model": "selftest"}
+
+
+def test_spec_decode_passes_with_real_counters(llama, run_fleet):
+    server = llama(**DRAFTING)
+    result = run_fleet(one_endpoint(server.url, alias="m", expect={
+        "spec_decode": {"min_acceptance": 0.5, "max_acceptance": 0.99}}), "-m", "spec_decode")
+    result.assert_outcomes(passed=1)
+
+
+def test_band_the_real_acceptance_misses_fails_with_the_measured_rate(llama, run_fleet):
+    server = llama(**DRAFTING)
+    result = run_fleet(one_endpoint(server.url, alias="m", expect={
+        "spec_decode": {"min_acceptance": 0.99}}), "-m", "spec_decode")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "acceptance 0.* is below min_acceptance 0.99: acceptance 0.* (* of * draft tokens "
+        "accepted); mean acceptance length *; per position {0: *} [[]source: "
+        "llamacpp:spec_decode_* counters]",
+        "cross-check, this reply's timings: draft_n *, draft_n_accepted *"])
+
+
+def test_draft_model_without_spec_type_is_not_engaged(llama, run_fleet):
+    server = llama(**DRAFTING, draft_without_spec_type=True)
+    result = run_fleet(one_endpoint(server.url, alias="m", expect={"spec_decode": True}),
+                       "-m", "spec_decode")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "speculative decoding is configured but not engaged: 0 draft tokens over a 128-token "
+        "generation*", "*fix: start llama-server with --spec-type*"])
+
+
+def test_metrics_off_shows_the_501_diagnosis(llama, run_fleet):
+    server = llama(**DRAFTING, metrics=False)
+    result = run_fleet(one_endpoint(server.url, alias="m", expect={"spec_decode": True}),
+                       "-m", "spec_decode")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "http://127.0.0.1:*/metrics answered 501: metrics are switched off, so drafting cannot be "
+        "measured; the reply's own timings show draft_n *, accepted *",
+        "*fix: start llama-server with --metrics*"])
+
+
+def test_vision_on_the_text_only_model_names_mmproj(llama, run_fleet):
+    server = llama(alias="m")
+    result = run_fleet(one_endpoint(server.url, alias="m", expect={"vision": True}),
+                       "-m", "vision")
+    result.assert_outcomes(failed=2)  # data_url and bare base64
+    result.stdout.fnmatch_lines([
+        "http://127.0.0.1:*/v1/chat/completions answered 500: image input is not supported - "
+        "hint: if this is unexpected, you may need to provide the mmproj: no vision projector is "
+        "loaded (http://127.0.0.1:*/props says vision false)",
+        "*fix: start llama-server with --mmproj FILE*"])
+
+
+def test_perf_passes_loose_floors_and_fails_an_impossible_one(llama, run_fleet):
+    server = llama(alias="m", ctx_size=8192)
+    loose = run_fleet(one_endpoint(server.url, alias="m", expect={"perf": {
+        "max_ttft_s": 10, "min_decode_tps": 1, "max_cached_ttft_ratio": 5,
+        "cache_prompt_words": 200}}), "-m", "perf")
+    impossible = run_fleet(one_endpoint(server.url, alias="m", expect={
+        "perf": {"min_decode_tps": 1.0e9, "runs": 2}}), "-m", "perf")
+    loose.assert_outcomes(passed=3)
+    impossible.assert_outcomes(passed=1, failed=1, skipped=1)
+    impossible.stdout.fnmatch_lines([
+        "decode speed *.* tok/s (median of 2, 64 tokens each) is under min_decode_tps 1e+09",
+        "decode: median * tok/s over 2 runs (*); the server's own timings: * tok/s"])

@@ -1,0 +1,100 @@
+"""perf against emulated engines that pace their streams: time to first token counted to the
+first text (not the role-only chunk), decode speed, the prefix-cache effect with and without a
+cache, an Anthropic-shape stream, and a stream that carries no text."""
+
+from emulator import Emulator, Reply, chat_chunks, sse
+from fleets import one_endpoint
+
+
+def paced_chat(em, *, wait=0.0, gap=0.01, pieces=20, field="content"):
+    """A vLLM-like stream: the role chunk at once, `wait` s of prefill, then a piece per `gap`."""
+    def chat(req):
+        chunks = chat_chunks([f"w{i} " for i in range(pieces)], field=field)
+        return sse([chunks[0], wait, *chunks[1:]], gap=gap)
+    em.route("POST", "/v1/chat/completions", chat)
+
+
+def test_ttft_counts_to_the_first_text_not_the_role_chunk(run_fleet):
+    with Emulator("vllm", models=["m"]) as em:
+        paced_chat(em, wait=0.3)
+        result = run_fleet(one_endpoint(em.url, "vllm", alias="m", expect={
+            "perf": {"max_ttft_s": 0.2, "runs": 1}}), "-m", "perf")
+    result.assert_outcomes(passed=1, failed=1, skipped=1)
+    result.stdout.fnmatch_lines(["time to first token 0.3*s (median of 1) is over max_ttft_s 0.2s"])
+    body = next(r.body for r in em.requests if r.path.endswith("/completions"))
+    assert body["stream"] is True and body["ignore_eos"] is True
+
+
+def test_decode_speed_passes_a_loose_floor_and_fails_an_impossible_one(run_fleet):
+    with Emulator("vllm", models=["m"]) as em:
+        paced_chat(em, gap=0.01, field="reasoning")  # reasoning text counts as tokens too
+        loose = run_fleet(one_endpoint(em.url, "vllm", alias="m", expect={
+            "perf": {"min_decode_tps": 5, "max_ttft_s": 5}}), "-m", "perf")
+        impossible = run_fleet(one_endpoint(em.url, "vllm", alias="m", expect={
+            "perf": {"min_decode_tps": 1.0e9}}), "-m", "perf")
+    loose.assert_outcomes(passed=2, skipped=1)
+    impossible.assert_outcomes(passed=1, failed=1, skipped=1)
+    impossible.stdout.fnmatch_lines(["decode speed *.* tok/s (median of 3, 20 tokens each) is "
+                                     "under min_decode_tps 1e+09", "*fix: check that every layer*"])
+    assert sum(r.path.endswith("/completions") for r in em.requests) == 6  # 3 runs per session
+
+
+def prefix_cached(em, cached: bool):
+    """A long prompt's prefill costs 0.2 s, or 0.02 s when the same prompt was seen before."""
+    seen = set()
+
+    def chat(req):
+        prompt = req.body["messages"][0]["content"]
+        wait = 0.02 if cached and prompt in seen else 0.2
+        seen.add(prompt)
+        chunks = chat_chunks(["a", "b"])
+        return sse([chunks[0], wait, *chunks[1:]])
+    em.route("POST", "/v1/chat/completions", chat)
+
+
+def test_prefix_cache_effect_and_its_absence(run_fleet):
+    expect = {"perf": {"max_cached_ttft_ratio": 0.5, "runs": 2}}
+    with Emulator("vllm", models=["m"]) as em:
+        prefix_cached(em, cached=True)
+        ok = run_fleet(one_endpoint(em.url, "vllm", alias="m", expect=expect),
+                       "-m", "perf", "-k", "prefix")
+        prompts = [r.body["messages"][0]["content"] for r in em.requests
+                   if r.path.endswith("/completions")]
+    with Emulator("vllm", models=["m"]) as em:
+        prefix_cached(em, cached=False)
+        bad = run_fleet(one_endpoint(em.url, "vllm", alias="m", expect=expect),
+                        "-m", "perf", "-k", "prefix")
+    ok.assert_outcomes(passed=1)
+    assert len(prompts) == 4 and prompts[0] == prompts[1] != prompts[2] == prompts[3]
+    bad.assert_outcomes(failed=1)
+    bad.stdout.fnmatch_lines(["a repeated 1500-word prompt answers its first token at 1.0* of "
+                              "the cold time (median of 2), over max_cached_ttft_ratio 0.5: the "
+                              "prefix cache does not help", "*fix: pass --enable-prefix-caching*"])
+
+
+def test_anthropic_stream_is_read_by_its_own_events(run_fleet):
+    events = [{"type": "message_start", "message": {"usage": {"output_tokens": 1}}},
+              {"type": "content_block_start", "index": 0, "content_block": {"type": "thinking"}},
+              *[{"type": "content_block_delta", "index": 0,
+                 "delta": {"type": "thinking_delta", "thinking": f"t{i}"}} for i in range(5)],
+              *[{"type": "content_block_delta", "index": 1,
+                 "delta": {"type": "text_delta", "text": f"w{i}"}} for i in range(10)],
+              {"type": "message_delta", "delta": {"stop_reason": "max_tokens"},
+               "usage": {"output_tokens": 15}},
+              {"type": "message_stop"}]
+    with Emulator("anthropic", models=["m"]) as em:
+        em.route("POST", "/v1/messages", lambda r: sse(events, done=False, gap=0.005))
+        result = run_fleet(one_endpoint(em.url, "anthropic", alias="m", expect={
+            "perf": {"min_decode_tps": 1.0e9}}), "-m", "perf")
+    result.assert_outcomes(passed=1, failed=1, skipped=1)
+    result.stdout.fnmatch_lines(["decode speed * tok/s (median of 3, 15 tokens each)*"])
+
+
+def test_stream_without_text_fails(run_fleet):
+    with Emulator("vllm", models=["m"]) as em:
+        em.route("POST", "/v1/chat/completions", lambda r: sse(chat_chunks([])))
+        result = run_fleet(one_endpoint(em.url, "vllm", alias="m", expect={"perf": True}),
+                           "-m", "perf")
+    result.assert_outcomes(failed=2, skipped=1)
+    result.stdout.fnmatch_lines(["the stream from http://127.0.0.1:*/v1/chat/completions "
+                                 "carried no content or reasoning text*"])

@@ -1,0 +1,118 @@
+"""vision against emulated engines: a model that really looks at the image (it decodes what it is
+sent with Pillow), one that answers a constant, one that names every colour, one that rejects
+images (vLLM's text-only 400), and the llama.cpp and Anthropic image forms."""
+
+import io
+
+from PIL import Image
+
+from emulator import Emulator, Reply, chat_json, sent_images
+from fleets import one_endpoint
+
+# The emulated model's own idea of colour names, independent of the check's table.
+NAMES = {"red": (255, 0, 0), "green": (0, 128, 0), "blue": (0, 0, 255), "yellow": (255, 255, 0),
+         "black": (0, 0, 0), "white": (255, 255, 255), "grey": (128, 128, 128)}
+
+
+def colour_of(data: bytes) -> str:
+    pixel = Image.open(io.BytesIO(data)).convert("RGB").resize((1, 1)).getpixel((0, 0))
+    return min(NAMES, key=lambda n: sum((a - b) ** 2 for a, b in zip(NAMES[n], pixel)))
+
+
+def seeing(req):
+    """A working vision model: names the colour of the image it received."""
+    images = sent_images(req.body)
+    return Reply(200, chat_json(f"The image is {colour_of(images[0])}." if images else "No image."))
+
+
+def test_vllm_vision_model_that_sees_passes_with_images_attached(run_fleet):
+    with Emulator("vllm", models=["vl"]) as em:
+        em.route("POST", "/v1/chat/completions", seeing)
+        result = run_fleet(one_endpoint(em.url, "vllm", alias="vl", expect={"vision": True}),
+                           "-m", "vision", "-v")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*test_vision*ep-data_url*PASSED*"])
+    urls = [p["image_url"]["url"] for r in em.requests if r.path.endswith("/completions")
+            for p in r.body["messages"][0]["content"] if p["type"] == "image_url"]
+    assert len(urls) == 2 and all(u.startswith("data:image/png;base64,") for u in urls)
+    assert colour_of(sent_images(em.requests[-1].body)[0]) != colour_of(
+        sent_images(em.requests[-2].body)[0])
+
+
+def test_llamacpp_forms_data_url_and_bare_base64(run_fleet):
+    with Emulator("llamacpp", models=["vl"]) as em:
+        em.route("GET", "/props", lambda r: Reply(200, {"modalities": {"vision": True}}))
+        em.route("POST", "/v1/chat/completions", seeing)
+        result = run_fleet(one_endpoint(em.url, alias="vl", expect={"vision": True}), "-m", "vision")
+    result.assert_outcomes(passed=2)
+    urls = [p["image_url"]["url"] for r in em.requests if r.path.endswith("/completions")
+            for p in r.body["messages"][0]["content"] if p["type"] == "image_url"]
+    assert sum(u.startswith("data:") for u in urls) == 2
+    assert sum(u.startswith("iVBOR") for u in urls) == 2  # bare base64 PNG
+
+
+def test_anthropic_proxy_gets_base64_image_blocks(run_fleet):
+    def messages(req):
+        images = sent_images(req.body)
+        return Reply(200, {"type": "message", "role": "assistant", "stop_reason": "end_turn",
+                           "content": [{"type": "thinking", "thinking": "a flat field"},
+                                       {"type": "text", "text": colour_of(images[0]).upper()}]})
+
+    with Emulator("anthropic", models=["vl"]) as em:
+        em.route("POST", "/v1/messages", messages)
+        result = run_fleet(one_endpoint(em.url, "anthropic", alias="vl", expect={"vision": True}),
+                           "-m", "vision", "-v")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*test_vision*ep-anthropic*PASSED*"])
+    block = em.requests[-1].body["messages"][0]["content"][1]
+    assert block["type"] == "image" and block["source"]["media_type"] == "image/png"
+
+
+def test_constant_answer_fails_as_not_seeing(run_fleet):
+    with Emulator("vllm", models=["vl"]) as em:
+        em.route("POST", "/v1/chat/completions", lambda r: Reply(200, chat_json("It is red.")))
+        result = run_fleet(one_endpoint(em.url, "vllm", alias="vl", expect={"vision": True}),
+                           "-m", "vision")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "the model gives the same answer for a * and a * image (data_url): 'It is red.'; it does "
+        "not see the image"])
+
+
+def test_answer_naming_every_colour_fails(run_fleet):
+    listing = "red, green, blue, yellow, black or white"
+    with Emulator("vllm", models=["vl"]) as em:
+        em.route("POST", "/v1/chat/completions",
+                 lambda r: Reply(200, chat_json(f"{listing} ({len(em.requests)})")))
+        result = run_fleet(one_endpoint(em.url, "vllm", alias="vl", expect={"vision": True}),
+                           "-m", "vision")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["shown a solid * image (data_url), the model answered "
+                                 "'red, green, blue, yellow, black or white (*)' (names red, "
+                                 "green, blue, yellow, black, white)"])
+
+
+def test_text_only_vllm_rejects_images_with_the_projector_diagnosis(run_fleet):
+    refusal = {"object": "error", "type": "BadRequestError", "code": 400,
+               "message": "Qwen3-8B is not a multimodal model"}
+    with Emulator("vllm", models=["vl"]) as em:
+        em.route("POST", "/v1/chat/completions", lambda r: Reply(400, refusal))
+        result = run_fleet(one_endpoint(em.url, "vllm", alias="vl", expect={"vision": True}),
+                           "-m", "vision")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "http://127.0.0.1:*/v1/chat/completions answered 400: Qwen3-8B is not a multimodal model: "
+        "no vision projector is loaded",
+        "*fix: serve the model's multimodal checkpoint*"])
+    assert sum(r.path.endswith("/completions") for r in em.requests) == 1  # no repeat
+
+
+def test_thinking_that_eats_the_budget_is_named(run_fleet):
+    with Emulator("vllm", models=["vl"]) as em:
+        em.route("POST", "/v1/chat/completions", lambda r: Reply(200, chat_json(
+            "", finish="length", reasoning="Let me look at the pixels...")))
+        result = run_fleet(one_endpoint(em.url, "vllm", alias="vl",
+                                        expect={"vision": {"max_tokens": 64}}), "-m", "vision")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*is empty with finish 'length': thinking used all 64 max_tokens",
+                                 "*fix: raise expect.vision.max_tokens in fleet.yaml"])
