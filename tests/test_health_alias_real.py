@@ -44,9 +44,10 @@ def test_key_protected_server(llama, run_fleet):
 
 def test_launch_block_starts_and_stops_a_local_server(run_fleet, pytester):
     result = run_fleet(EXAMPLE.read_text(), "-v")
-    result.assert_outcomes(passed=2)
+    outcomes = result.parseoutcomes()  # other claims in the example add to the count
+    assert outcomes.get("failed", 0) == 0 and outcomes["passed"] >= 2, outcomes
     result.stdout.fnmatch_lines(["*test_health*frank-selftest*PASSED*",
-                                 "frank-selftest  health ok  alias ok"])
+                                 "frank-selftest *health ok  alias ok*"])
 
 
 def test_launch_failure_is_a_health_failure(run_fleet, tmp_path):
