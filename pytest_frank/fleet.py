@@ -138,6 +138,10 @@ def _endpoint(name: str, raw: dict, where: str, base_dir: Path) -> Endpoint:
     launch = dict(raw["launch"]) if raw.get("launch") else None
     if launch:
         _resolve_paths(launch, base_dir)
+    expect = dict(raw.get("expect") or {})
+    if isinstance(expect.get("vram"), dict):
+        expect["vram"] = _resolve_files(dict(expect["vram"]), base_dir,
+                                        ("model", "draft", "mmproj"))
     redact.register(raw.get("api_key"))
     return Endpoint(
         name=name,
@@ -150,7 +154,7 @@ def _endpoint(name: str, raw: dict, where: str, base_dir: Path) -> Endpoint:
         headers=dict(raw.get("headers") or {}),
         description=raw.get("description", ""),
         launch=launch,
-        expect=dict(raw.get("expect") or {}),
+        expect=expect,
     )
 
 
@@ -160,6 +164,17 @@ def _resolve_paths(launch: dict, base_dir: Path) -> None:
         value = launch.get(key)
         if value and not value.startswith("selftest") and not Path(value).is_absolute():
             launch[key] = str(base_dir / value)
+
+
+def _resolve_files(options: dict, base_dir: Path, keys: tuple[str, ...]) -> dict:
+    """Model files named in `expect:` are relative to the fleet file too; URLs stay as they are."""
+    for key in keys:
+        value = options.get(key)
+        if value and "://" not in value and not Path(value).expanduser().is_absolute():
+            options[key] = str(base_dir / value)
+        elif value and value.startswith("~"):
+            options[key] = str(Path(value).expanduser())
+    return options
 
 
 @lru_cache(maxsize=1)

@@ -206,6 +206,9 @@ def pytest_runtest_makereport(item, call):
     if text and report.failed and not _echoes(text, report.longreprtext):
         report.sections.append(("frank evidence", text))
     _html_extras(item, report, probed)
+    if report.passed:  # tables (text/markdown evidence) of passing checks go in the summary
+        report.frank_tables = [(a["name"], a["data"]) for a in probed.attachments
+                               if a["mime"] == "text/markdown"]
     return report
 
 
@@ -243,8 +246,21 @@ def pytest_terminal_summary(terminalreporter, config):
         return
     from pytest_frank.summary import verdict_table
 
+    _tables(terminalreporter)
     table = verdict_table(terminalreporter.stats)
     if table:
         terminalreporter.write_sep("=", "frank verdicts")
         for line in table:
+            terminalreporter.write_line(line)
+
+
+def _tables(terminalreporter) -> None:
+    shown = [(r, t) for r in terminalreporter.stats.get("passed", ())
+             for t in getattr(r, "frank_tables", ())]
+    if not shown:
+        return
+    terminalreporter.write_sep("=", "frank tables")
+    for report, (name, text) in shown:
+        terminalreporter.write_line(f"{report.nodeid.split('::')[-1]}: {name}")
+        for line in redact.scrub(text).splitlines():
             terminalreporter.write_line(line)

@@ -15,6 +15,7 @@ class SlotShape:
     source: str
     problem: str | None = None
     exchanges: list[Exchange] = field(default_factory=list)
+    payloads: dict = field(default_factory=dict)  # route -> JSON, for checks that read more
 
 
 def probe(target) -> SlotShape:
@@ -30,7 +31,7 @@ def probe(target) -> SlotShape:
         reason = last.error or f"answered {last.status}: {said}"
         return SlotShape(None, None, "", f"{last.url} {reason}", exchanges)
     count, ctx, source = target.driver.slot_shape(payloads)
-    return SlotShape(count, ctx, source, None, exchanges)
+    return SlotShape(count, ctx, source, None, exchanges, payloads)
 
 
 def judge(shape: SlotShape, expected: dict, driver) -> None:
