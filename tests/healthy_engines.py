@@ -1,0 +1,47 @@
+"""Healthy emulated engines for the generation checks (reasoning, reasoning_effort, tools):
+an OpenAI-shape engine with reasoning and tool parsers on, an Anthropic Messages proxy."""
+
+from emulator import chat_json, messages_json, tool_call
+from fleets import one_endpoint
+
+SEEDS_MAP = {"minimal": "low", "low": "low", "medium": "medium", "high": "xhigh", "max": "xhigh"}
+ALL = {"reasoning": True, "reasoning_effort": SEEDS_MAP,
+       "tools": {"trials": 2, "parallel": True, "auto_must_call": True, "named": True}}
+ARGS = {"get_weather": {"city": "Paris", "days": 1}, "get_time": {"timezone": "Europe/Paris"}}
+KEY = "sk-emulated-secret-777"
+
+
+def healthy_chat(field="reasoning_content"):
+    """A healthy OpenAI-shape engine with reasoning and tool parsers on (vLLM, SGLang)."""
+    def answer(body):
+        off = (body.get("chat_template_kwargs") or {}).get("enable_thinking") is False
+        extra = {} if off else {field: "Thinking"}
+        choice = body.get("tool_choice")
+        if not body.get("tools") or choice == "none":
+            return chat_json("Hello!", **extra)
+        name = choice["function"]["name"] if isinstance(choice, dict) else "get_weather"
+        calls = [tool_call(name, ARGS[name], "call_1")]
+        if body.get("parallel_tool_calls"):
+            calls.append(tool_call("get_weather", {"city": "London", "days": 1}, "call_2"))
+        return chat_json(None, finish="tool_calls", tool_calls=calls, **extra)
+    return answer
+
+
+def healthy_messages(body):
+    """A healthy Anthropic Messages proxy: thinking blocks, tool_use blocks, stop_reason."""
+    thinking = None if (body.get("thinking") or {}).get("type") == "disabled" else "Thinking"
+    choice = body.get("tool_choice") or {}
+    if not body.get("tools") or choice.get("type") == "none":
+        return messages_json("Hello!", thinking=thinking)
+    name = choice.get("name", "get_weather")
+    uses = [(name, ARGS[name])]
+    if "London" in body["messages"][0]["content"]:
+        uses.append(("get_weather", {"city": "London", "days": 1}))
+    return messages_json("", thinking=thinking, tool_uses=uses, stop="tool_use")
+
+
+def run(run_fleet, em, engine, *args, **expect):
+    fleet = one_endpoint(em.url, engine, alias="model", api_key=KEY, expect=expect)
+    result = run_fleet(fleet, "-p", "no:randomly", *args)
+    assert KEY not in result.stdout.str()  # the key never reaches output or evidence
+    return result

@@ -1,0 +1,117 @@
+"""reasoning, reasoning_effort and tools against real llama.cpp servers (xllamacpp, the tiny
+self-test model): healthy passes on both API shapes, and each fault made real fails with its cause."""
+
+from fleets import one_endpoint
+
+SEEDS_MAP = {"minimal": "low", "low": "low", "medium": "medium", "high": "xhigh", "max": "xhigh"}
+ALL = {"reasoning": True, "reasoning_effort": SEEDS_MAP, "tools": {"trials": 2}}
+
+
+def run(run_fleet, server, *args, engine="llamacpp", **expect):
+    return run_fleet(one_endpoint(server.url, engine, alias="frank-default-large", expect=expect),
+                     "-p", "no:randomly", *args)
+
+
+def test_healthy_server_passes_all_three_claims(llama, run_fleet):
+    server = llama(alias="frank-default-large")
+    result = run(run_fleet, server, "-m", "reasoning or reasoning_effort or tools", **ALL)
+    # 3 reasoning + 5 levels + required, auto, plain, streamed; named (ignored by llama.cpp),
+    # parallel and unmapped are skipped as not asked.
+    result.assert_outcomes(passed=12, skipped=3)
+    result.stdout.fnmatch_lines(["*ep  *reasoning ok  reasoning_effort ok  tools ok*"])
+
+
+def test_healthy_server_through_its_messages_route(llama, run_fleet):
+    # llama.cpp's own /v1/messages, through the anthropic client: thinking blocks, tool_use,
+    # and a named tool_choice that it honours there.
+    server = llama(alias="frank-default-large")
+    result = run(run_fleet, server, "-m", "reasoning or reasoning_effort or tools",
+                 engine="anthropic", **ALL)
+    result.assert_outcomes(passed=13, skipped=2)
+
+
+def test_reasoning_format_none_leaves_think_tags_in_content(llama, run_fleet):
+    server = llama(alias="frank-default-large", reasoning_format="none")
+    result = run(run_fleet, server, "-m", "reasoning", reasoning={"thinking_off": False})
+    result.assert_outcomes(failed=2, skipped=1)
+    result.stdout.fnmatch_lines([
+        "*<think>/</think> inside content ('<think>Thinking</think>Hello!'): the reasoning "
+        "parser is missing or wrong*",
+        "*fix: start llama-server with --reasoning-format deepseek (or auto)*"])
+
+
+def test_model_that_never_thinks_is_reported(llama, run_fleet):
+    server = llama(alias="frank-default-large", model="selftest:no_think")
+    result = run(run_fleet, server, "-m", "reasoning", reasoning=True)
+    result.assert_outcomes(passed=1, failed=2)  # thinking off is fine
+    result.stdout.fnmatch_lines([
+        "*chat answered 'Hello!' with no reasoning (`reasoning_content` / `reasoning` empty or "
+        "absent) although thinking is on by default*"])
+
+
+def test_budget_used_up_by_thinking_names_max_tokens(llama, run_fleet):
+    server = llama(alias="frank-default-large")
+    result = run(run_fleet, server, "-k", "test_reasoning and not off and not effort",
+                 reasoning={"max_tokens": 2})
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines([
+        "*finish_reason 'length' with empty content: thinking used the whole budget of "
+        "max_tokens=2 (all of it reasoning) before any answer*",
+        "*fix: raise it: `expect.reasoning.max_tokens` in fleet.yaml*"])
+
+
+def test_template_rejecting_levels_names_level_status_and_map_entry(llama, run_fleet):
+    server = llama(alias="frank-default-large", model="selftest:effort_strict")
+    raw = {"low": "low", "medium": "medium", "high": "high", "max": "max"}
+    result = run(run_fleet, server, "-m", "reasoning_effort", "-v", reasoning_effort=raw)
+    result.assert_outcomes(passed=2, failed=2, skipped=1)
+    result.stdout.fnmatch_lines([
+        "*test_reasoning_effort?ep-high? FAILED*", "*test_reasoning_effort?ep-max? FAILED*"])
+    result.stdout.fnmatch_lines([
+        "*reasoning_effort 'high' (sent as 'high') answered 400: the chat template rejects it: "
+        "Unexpected reasoning effort high. Supported types are xhigh, medium, and low*",
+        "*fix: map it to a level the template accepts (xhigh, medium, low): `high: xhigh`*"])
+
+
+def test_unmapped_levels_the_template_rejects_are_found(llama, run_fleet):
+    server = llama(alias="frank-default-large", model="selftest:effort_strict")
+    partial = {k: v for k, v in SEEDS_MAP.items() if k != "max"}
+    result = run(run_fleet, server, "-k", "unmapped",
+                 reasoning_effort={"map": partial, "unmapped": True})
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*the template rejects client level(s) max and the fleet's reasoning_effort map leaves "
+        "them out*", "*`max: xhigh`*", "*high: rejected by the template (mapped to 'xhigh')*"])
+
+
+def test_jinja_off_fails_tools_naming_the_flag(llama, run_fleet):
+    server = llama(alias="frank-default-large", jinja=False)
+    result = run(run_fleet, server, "-k", "required", tools=True)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        '*tool_choice "required" answered 500: tools param requires --jinja flag',
+        "*fix: start llama-server with --jinja*"])
+
+
+def test_tool_call_written_as_text_is_a_leak(llama, run_fleet):
+    server = llama(alias="frank-default-large", model="selftest:tool_text")
+    result = run(run_fleet, server, "-m", "tools", tools=True)
+    result.stdout.fnmatch_lines([
+        '*tool_choice "auto": 0/1 trial(s) valid (0%, need 100%); leaked markup: the tool call '
+        "was written as text in content ('<function=get_weather>*') with no structured call",
+        "*fix: llama.cpp reads the tool-call format from the chat template*"])
+    result.stdout.fnmatch_lines(["*plain chat without tools came back as a tool call*",
+                                 "*fix: drop --grammar-file*"])
+    # required: the grammar forces a real call, but the same markup sits in content beside it
+    result.stdout.fnmatch_lines(["*tool markup left in content beside the structured call*"])
+    result.assert_outcomes(failed=4, skipped=2)
+
+
+def test_selftest_example_asks_and_passes_all_three(run_fleet):
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parent.parent / "examples" / "selftest.yaml"
+    result = run_fleet(example.read_text(), "-m", "reasoning or reasoning_effort or tools")
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("failed", 0) == 0 and outcomes["passed"] >= 12, outcomes
+    result.stdout.fnmatch_lines(["frank-selftest *reasoning ok  reasoning_effort ok  tools ok*"])

@@ -1,0 +1,126 @@
+"""reasoning and reasoning_effort (and every claim on healthy shapes) against emulated vLLM,
+SGLang and Anthropic proxies: healthy shapes pass, each field fault fails with its diagnosis."""
+
+import pytest
+
+from emulator import (Emulator, chat_json, error_json, messages_json, serve_chat,
+                      serve_messages, tool_call)
+from fleets import one_endpoint
+from healthy_engines import ALL, ARGS, KEY, healthy_chat, healthy_messages, run
+
+
+@pytest.mark.parametrize("engine,field", [("vllm", "reasoning"), ("sglang", "reasoning_content"),
+                                         ("openai", "reasoning_content")])
+def test_healthy_openai_shapes_pass_everything(engine, field, run_fleet):
+    with Emulator(engine, models=["model"], api_key=KEY) as em:
+        serve_chat(em, healthy_chat(field))
+        result = run(run_fleet, em, engine, "-m", "reasoning or reasoning_effort or tools", **ALL)
+    result.assert_outcomes(passed=3 + 5 + 6, skipped=1)  # unmapped probing not asked
+    result.stdout.fnmatch_lines(["*reasoning ok  reasoning_effort ok  tools ok*"])
+
+
+def test_healthy_anthropic_proxy_passes_everything(run_fleet):
+    # Anthropic blocks and SSE events (ping included), through the anthropic client.
+    with Emulator("anthropic", models=["model"], api_key=KEY) as em:
+        serve_messages(em, healthy_messages)
+        result = run(run_fleet, em, "anthropic", "-m", "reasoning or reasoning_effort or tools",
+                     **ALL)
+        sent = [r.body for r in em.requests if r.path == "/v1/messages"]
+    result.assert_outcomes(passed=14, skipped=1)
+    assert {"type": "disabled"} in [b.get("thinking") for b in sent]
+    assert {"type": "tool", "name": "get_time"} in [b.get("tool_choice") for b in sent]
+    assert any(b.get("output_config") == {"effort": "xhigh"} for b in sent)
+
+
+def test_older_vllm_reasoning_content_is_read_too(run_fleet):
+    # vLLM before v0.16 sent `reasoning_content`; the driver falls back to it.
+    with Emulator("vllm", models=["model"]) as em:
+        serve_chat(em, healthy_chat("reasoning_content"))
+        result = run(run_fleet, em, "vllm", "-m", "reasoning", reasoning=True)
+    result.assert_outcomes(passed=3)
+
+
+def test_reasoning_in_another_field_than_fleet_says(run_fleet):
+    with Emulator("vllm", models=["model"]) as em:
+        serve_chat(em, healthy_chat("reasoning_content"))
+        result = run(run_fleet, em, "vllm", "-k", "test_reasoning and not off and not effort",
+                     reasoning={"field": "reasoning"})
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["*reasoning arrived in `reasoning_content`, not in `reasoning` "
+                                 "where fleet.yaml expects it*"])
+
+
+def test_length_with_empty_content_is_the_thinking_budget(run_fleet):
+    with Emulator("sglang", models=["model"]) as em:
+        serve_chat(em, lambda b: chat_json("", finish="length", reasoning_content="Hmm " * 50))
+        result = run(run_fleet, em, "sglang", "-k", "test_reasoning and not off and not effort",
+                     reasoning={"max_tokens": 300})
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["*finish_reason 'length' with empty content: thinking used the "
+                                 "whole budget of max_tokens=300*", "*fix: raise it*"])
+
+
+def test_reasoning_present_with_thinking_off(run_fleet):
+    # A template that ignores enable_thinking: false still thinks.
+    with Emulator("vllm", models=["model"]) as em:
+        serve_chat(em, lambda b: chat_json("Hello!", reasoning="Thinking"))
+        result = run(run_fleet, em, "vllm", "-k", "reasoning_off", reasoning=True)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*reasoning present although thinking was switched off "
+                                 "(enable_thinking: false)*", "*fix: the chat template ignores*"])
+
+
+def test_proxy_stream_without_thinking_blocks(run_fleet):
+    def answer(body):
+        return messages_json("Hello!", thinking=None if body.get("stream") else "Thinking")
+    with Emulator("anthropic", models=["model"]) as em:
+        serve_messages(em, answer)
+        result = run(run_fleet, em, "anthropic", "-k", "reasoning_streamed", reasoning=True)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*streamed chat answered 'Hello!' with no reasoning (`thinking`*"])
+
+
+def test_vllm_template_400_names_level_and_map_entry(run_fleet):
+    def answer(body):
+        level = body.get("reasoning_effort")
+        if level in ("high", "max"):
+            return error_json(400, f"Unexpected reasoning effort {level}. Supported types are "
+                                   f"xhigh (default), medium, and low")
+        return chat_json("Hello!", reasoning="Thinking")
+    with Emulator("vllm", models=["model"]) as em:
+        serve_chat(em, answer)
+        result = run(run_fleet, em, "vllm", "-m", "reasoning_effort",
+                     reasoning_effort={"map": {"low": "low", "high": "high"}, "unmapped": True})
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines([
+        "*reasoning_effort 'high' (sent as 'high') answered 400: the chat template rejects it: "
+        "Unexpected reasoning effort high. Supported types are xhigh (default), medium, and low",
+        "*`high: xhigh`*"])
+    result.stdout.fnmatch_lines(["*rejects client level(s) max and the fleet's reasoning_effort "
+                                 "map leaves them out*", "*`max: xhigh`*"])
+
+
+@pytest.mark.parametrize("engine,reply,fix", [
+    ("llamacpp", chat_json('<tool_call>{"name": "get_weather"}</tool_call>'), "--grammar-file"),
+    ("vllm", chat_json(None, finish="tool_calls", tool_calls=[tool_call("get_weather", ARGS[
+        "get_weather"])]), "structured-output default"),
+])
+def test_plain_chat_forced_into_a_tool_call(engine, reply, fix, run_fleet):
+    with Emulator(engine, models=["model"]) as em:
+        serve_chat(em, lambda b: reply)
+        result = run(run_fleet, em, engine, "-k", "tools_plain", tools=True)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*plain chat without tools came back as a tool call*",
+                                 f"*fix: *{fix}*"])
+
+
+@pytest.mark.parametrize("expect,bad", [
+    ({"tools": {"trial": 3}}, "unknown key 'trial'"),
+    ({"tools": {"min_pass_rate": 2}}, "min_pass_rate"),
+    ({"reasoning": {"feild": "x"}}, "unknown key 'feild'"),
+    ({"reasoning_effort": {"hihg": "xhigh"}}, "reasoning_effort"),
+])
+def test_option_typos_are_usage_errors(expect, bad, run_fleet):
+    result = run_fleet(one_endpoint("http://127.0.0.1:9", "vllm", expect=expect))
+    assert result.ret == 4
+    result.stderr.fnmatch_lines([f"*{bad}*"])

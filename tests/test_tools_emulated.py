@@ -1,0 +1,125 @@
+"""tools against emulated vLLM, SGLang and Anthropic proxies: each way a tool call breaks a
+strict client fails with its typed reason and the usual fix."""
+
+import pytest
+
+from emulator import (Emulator, chat_json, error_json, messages_json, serve_chat,
+                      serve_messages, tool_call)
+from healthy_engines import ARGS, healthy_chat, run
+
+
+def test_vllm_without_tool_flags_names_them(run_fleet):
+    auto = ('"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be '
+            "set")
+    required = "tool_choice 'required' requires --tool-call-parser to be set"
+
+    def answer(body):
+        if body.get("tools"):
+            return error_json(400, auto if body.get("tool_choice") == "auto" else required)
+        return chat_json("Hello!")
+    with Emulator("vllm", models=["model"]) as em:
+        serve_chat(em, answer)
+        result = run(run_fleet, em, "vllm", "-k", "tools_auto or tools_required", tools=True)
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines([f"*answered 400: {required}*",
+                                 "*fix: start vLLM with --tool-call-parser*"])
+    result.stdout.fnmatch_lines([f"*answered 400: {auto}*",
+                                 "*fix: start vLLM with --enable-auto-tool-choice "
+                                 "--tool-call-parser*"])
+
+
+BAD_CALLS = [
+    (tool_call("get_weather", {"city": "Paris"}), "missing required: get_weather lacks 'days'"),
+    (tool_call("get_weather", {"city": "Paris", "days": "1"}),
+     'wrong type: get_weather.days is "1" (str), the schema says integer'),
+    (tool_call("get_weather", {"city": "Paris", "days": 1, "units": "C"}),
+     "unexpected parameter: get_weather got 'units'"),
+    (tool_call("get_weather", '{"city": "Paris", "days": 1'), "not JSON: get_weather arguments"),
+    (tool_call("weather", {"city": "Paris"}), "wrong name: 'weather' is not an offered tool"),
+    (tool_call("get_weather", ARGS["get_weather"], call_id=None), "no id: the get_weather call"),
+]
+
+
+def test_calls_a_strict_client_cannot_use(run_fleet):
+    # One bad call per trial; each trial's typed reason lands in the evidence.
+    sent = iter(BAD_CALLS)
+    with Emulator("sglang", models=["model"]) as em:
+        serve_chat(em, lambda b: chat_json(None, finish="tool_calls", tool_calls=[next(sent)[0]]))
+        result = run(run_fleet, em, "sglang", "-k", "tools_required",
+                     tools={"trials": len(BAD_CALLS)})
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([f'*tool_choice "required": 0/6 trial(s) valid (0%, need 100%); '
+                                 f"{BAD_CALLS[0][1]}*"])
+    result.stdout.fnmatch_lines([f"*trial {i}: {reason}*"
+                                 for i, (_, reason) in enumerate(BAD_CALLS, 1)])
+
+
+def test_anthropic_tool_use_failing_the_schema(run_fleet):
+    bad = messages_json("", tool_uses=[("get_weather", {"city": 7, "days": 1})], stop="tool_use")
+    with Emulator("anthropic", models=["model"]) as em:
+        serve_messages(em, lambda b: bad)
+        result = run(run_fleet, em, "anthropic", "-k", "tools_required or tools_streamed",
+                     tools=True)
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["*wrong type: get_weather.city is 7 (int), the schema says "
+                                 "string*"])
+
+
+def test_parallel_calls_truncated_to_one(run_fleet):
+    with Emulator("vllm", models=["model"]) as em:
+        serve_chat(em, lambda b: healthy_chat("reasoning")({**b, "parallel_tool_calls": False}))
+        result = run(run_fleet, em, "vllm", "-k", "tools_parallel", tools={"parallel": True})
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*parallel tool calls: 0/1 trial(s) valid (0%, need 100%); "
+                                 "parallel calls truncated: 1 call(s) where 2 were asked for*",
+                                 "*fix: the server cut parallel calls to one*"])
+
+
+def test_markup_in_content_without_a_parser(run_fleet):
+    # vLLM with a wrong --tool-call-parser: the call stays in content, tool_calls empty.
+    leak = chat_json('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n'
+                     "</tool_call>")
+    with Emulator("vllm", models=["model"]) as em:
+        serve_chat(em, lambda b: leak if b.get("tools") else chat_json("Hello!"))
+        result = run(run_fleet, em, "vllm", "-k", "tools_auto", tools=True)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*leaked markup: the tool call was written as text in content*",
+                                 "*fix: start vLLM with --enable-auto-tool-choice "
+                                 "--tool-call-parser*"])
+
+
+def test_named_choice_ignored(run_fleet):
+    with Emulator("vllm", models=["model"]) as em:
+        serve_chat(em, lambda b: healthy_chat("reasoning")({**b, "tool_choice": "required"}))
+        result = run(run_fleet, em, "vllm", "-k", "tools_named", tools=True)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*wrong name: called 'get_weather' but tool_choice named "
+                                 "'get_time'*"])
+
+
+@pytest.mark.parametrize("rate,outcome", [(0.5, "passed"), (0.8, "failed")])
+def test_trials_report_the_rate(rate, outcome, run_fleet):
+    seen = []
+
+    def flaky(body):  # every other call misses a required argument
+        seen.append(1)
+        args = ARGS["get_weather"] if len(seen) % 2 else {"city": "Paris"}
+        return chat_json(None, finish="tool_calls", tool_calls=[tool_call("get_weather", args)])
+    with Emulator("sglang", models=["model"]) as em:
+        serve_chat(em, flaky)
+        result = run(run_fleet, em, "sglang", "-k", "tools_required", "-rA",
+                     tools={"trials": 4, "min_pass_rate": rate})
+    result.assert_outcomes(**{outcome: 1})
+    if outcome == "failed":
+        result.stdout.fnmatch_lines(['*tool_choice "required": 2/4 trial(s) valid (50%, need '
+                                     "80%); missing required: get_weather lacks 'days'"])
+
+
+def test_auto_without_a_call_passes_unless_the_fleet_requires_it(run_fleet):
+    with Emulator("vllm", models=["model"]) as em:
+        serve_chat(em, lambda b: chat_json("Hello!", reasoning="Thinking"))
+        lenient = run(run_fleet, em, "vllm", "-k", "tools_auto", tools=True)
+        strict = run(run_fleet, em, "vllm", "-k", "tools_auto", tools={"auto_must_call": True})
+    lenient.assert_outcomes(passed=1)
+    strict.assert_outcomes(failed=1)
+    strict.stdout.fnmatch_lines(["*no tool call: answered 'Hello!'*"])
