@@ -77,4 +77,6 @@ def test_selftest_example_proves_spec_decode_and_perf(run_fleet):
 
     example = Path(__file__).resolve().parent.parent / "examples" / "selftest.yaml"
     result = run_fleet(example.read_text(), "-m", "spec_decode or perf")
-    result.assert_outcomes(passed=4)  # spec_decode on the draft endpoint; ttft, decode, cache
+    outcomes = result.parseoutcomes()  # spec_decode on the draft endpoint; ttft, decode, cache
+    assert outcomes["passed"] == 4 and "failed" not in outcomes, outcomes
+    result.stdout.fnmatch_lines(["frank-selftest *perf ok*", "frank-selftest-draft *spec_decode ok*"])
