@@ -1,5 +1,12 @@
+import httpcore  # noqa: F401
+import httpx  # noqa: F401
+import httpx2  # noqa: F401
 import pytest
 import yaml
+
+# The HTTP stacks are imported once for the session: pytester's in-process runs drop modules
+# first imported inside them, and httpx caches httpcore's exception classes, so a re-imported
+# httpcore would slip past `except httpx.HTTPError` in later tests.
 
 
 @pytest.fixture
