@@ -4,9 +4,9 @@ SGLang and Anthropic proxies: healthy shapes pass, each field fault fails with i
 import pytest
 
 from emulator import (Emulator, chat_json, error_json, messages_json, serve_chat,
-                      serve_messages, tool_call)
+                      serve_messages)
 from fleets import one_endpoint
-from healthy_engines import ALL, ARGS, KEY, healthy_chat, healthy_messages, run
+from healthy_engines import ALL, KEY, healthy_chat, healthy_messages, run
 
 
 @pytest.mark.parametrize("engine,field", [("vllm", "reasoning"), ("sglang", "reasoning_content"),
@@ -98,20 +98,6 @@ def test_vllm_template_400_names_level_and_map_entry(run_fleet):
         "*`high: xhigh`*"])
     result.stdout.fnmatch_lines(["*rejects client level(s) max and the fleet's reasoning_effort "
                                  "map leaves them out*", "*`max: xhigh`*"])
-
-
-@pytest.mark.parametrize("engine,reply,fix", [
-    ("llamacpp", chat_json('<tool_call>{"name": "get_weather"}</tool_call>'), "--grammar-file"),
-    ("vllm", chat_json(None, finish="tool_calls", tool_calls=[tool_call("get_weather", ARGS[
-        "get_weather"])]), "structured-output default"),
-])
-def test_plain_chat_forced_into_a_tool_call(engine, reply, fix, run_fleet):
-    with Emulator(engine, models=["model"]) as em:
-        serve_chat(em, lambda b: reply)
-        result = run(run_fleet, em, engine, "-k", "tools_plain", tools=True)
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*plain chat without tools came back as a tool call*",
-                                 f"*fix: *{fix}*"])
 
 
 @pytest.mark.parametrize("expect,bad", [

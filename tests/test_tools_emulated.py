@@ -123,3 +123,17 @@ def test_auto_without_a_call_passes_unless_the_fleet_requires_it(run_fleet):
     lenient.assert_outcomes(passed=1)
     strict.assert_outcomes(failed=1)
     strict.stdout.fnmatch_lines(["*no tool call: answered 'Hello!'*"])
+
+
+@pytest.mark.parametrize("engine,reply,fix", [
+    ("llamacpp", chat_json('<tool_call>{"name": "get_weather"}</tool_call>'), "--grammar-file"),
+    ("vllm", chat_json(None, finish="tool_calls", tool_calls=[tool_call("get_weather", ARGS[
+        "get_weather"])]), "structured-output default"),
+])
+def test_plain_chat_forced_into_a_tool_call(engine, reply, fix, run_fleet):
+    with Emulator(engine, models=["model"]) as em:
+        serve_chat(em, lambda b: reply)
+        result = run(run_fleet, em, engine, "-k", "tools_plain", tools=True)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*plain chat without tools came back as a tool call*",
+                                 f"*fix: *{fix}*"])
