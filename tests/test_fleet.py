@@ -2,7 +2,7 @@
 
 import pytest
 
-from pytest_frank.fleet import FleetError, load
+from pytest_frank.fleet import load
 
 GOOD = """
 defaults:

@@ -2,7 +2,7 @@
 first text (not the role-only chunk), decode speed, the prefix-cache effect with and without a
 cache, an Anthropic-shape stream, and a stream that carries no text."""
 
-from emulator import Emulator, Reply, chat_chunks, sse
+from emulator import Emulator, chat_chunks, sse
 from fleets import one_endpoint
 
 
