@@ -81,15 +81,6 @@ class Chat:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def model(self) -> str:
-        ep = self.target.endpoint
-        if ep.alias:
-            return ep.alias
-        from pytest_frank.claims import alias
-
-        served = self.target.probe(alias.probe)
-        return served.ids[0] if served.ids else "default"
-
     def send(self, req: Request) -> Reply:
         before = len(self.exchanges)
         anthropic = self.driver.api_shape == "anthropic"
@@ -107,7 +98,7 @@ class Chat:
     # -- OpenAI chat completions -------------------------------------------------------------
     def _openai(self, req: Request) -> Reply:
         client = self._client()
-        params: dict[str, Any] = {"model": self.model(), "max_tokens": req.max_tokens,
+        params: dict[str, Any] = {"model": self.target.model_name(), "max_tokens": req.max_tokens,
                                   "messages": [{"role": "user", "content": req.prompt}]}
         if req.tools is not None:
             params["tools"] = req.tools
@@ -159,7 +150,7 @@ class Chat:
     # -- Anthropic messages ------------------------------------------------------------------
     def _anthropic(self, req: Request) -> Reply:
         client = self._client()
-        params: dict[str, Any] = {"model": self.model(), "max_tokens": req.max_tokens,
+        params: dict[str, Any] = {"model": self.target.model_name(), "max_tokens": req.max_tokens,
                                   "messages": [{"role": "user", "content": req.prompt}]}
         if req.tools is not None:
             params["tools"] = [_anthropic_tool(t) for t in req.tools]

@@ -14,19 +14,9 @@ from pytest_frank.http import Exchange
 MAX_SSE_LINES = 4000  # evidence keeps the stream's head; a runaway stream must not fill memory
 
 
-def model_name(target) -> str:
-    """The name requests ask for: the fleet's alias, else the first model the server lists."""
-    if target.endpoint.alias:
-        return target.endpoint.alias
-    from pytest_frank.claims import alias
-
-    served = target.probe(alias.probe)
-    return served.ids[0] if served.ids else "default"
-
-
 def request(target, content, max_tokens: int, **extra) -> Exchange:
     """A single user turn; `content` is a string or the driver's list of content parts."""
-    path, body = target.driver.chat_request(model_name(target), content, max_tokens, extra)
+    path, body = target.driver.chat_request(target.model_name(), content, max_tokens, extra)
     return target.post(path, body)
 
 
@@ -51,7 +41,7 @@ class Streamed:
 
 def stream(target, content, max_tokens: int, **extra) -> Streamed:
     driver = target.driver
-    path, body = driver.chat_request(model_name(target), content, max_tokens,
+    path, body = driver.chat_request(target.model_name(), content, max_tokens,
                                      {**extra, **driver.stream_options})
     ex = Exchange("POST", target.url(path), request_json=body)
     out, lines = Streamed(ex), []

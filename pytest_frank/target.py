@@ -1,4 +1,4 @@
-"""One endpoint under test: its fleet entry, its driver, an HTTP client and the probes already run."""
+"""One endpoint under test: its fleet entry, driver, HTTP client and the probes already run."""
 
 from __future__ import annotations
 
@@ -41,6 +41,15 @@ class Target:
 
     def post(self, path: str, body: Any, timeout: float | None = None) -> http.Exchange:
         return self.request("POST", path, json_body=body, timeout=timeout)
+
+    def model_name(self) -> str:
+        """The name requests ask for: the fleet's alias, else the first model the server lists."""
+        if self.endpoint.alias:
+            return self.endpoint.alias
+        from pytest_frank.claims import alias
+
+        served = self.probe(alias.probe)
+        return served.ids[0] if served.ids else "default"
 
     def client(self):
         with self._lock:
