@@ -1,12 +1,18 @@
-import httpcore  # noqa: F401
-import httpx  # noqa: F401
-import httpx2  # noqa: F401
+import importlib
+
 import pytest
 import yaml
+from llama import llama  # noqa: F401  (the real llama.cpp server factory fixture)
 
 # The HTTP stacks are imported once for the session: pytester's in-process runs drop modules
 # first imported inside them, and httpx caches httpcore's exception classes, so a re-imported
-# httpcore would slip past `except httpx.HTTPError` in later tests.
+# httpcore would slip past `except httpx.HTTPError` in later tests. (httpx2 is what newer
+# openai/anthropic clients use.)
+for _stack in ("httpcore", "httpx", "httpx2"):
+    try:
+        importlib.import_module(_stack)
+    except ImportError:
+        pass
 
 
 @pytest.fixture
@@ -20,9 +26,7 @@ def run_fleet(pytester, monkeypatch):
         path.write_text(fleet if isinstance(fleet, str) else yaml.safe_dump(fleet))
         return pytester.runpytest("--endpoints", str(path), "-p", "no:cacheprovider", "-rA",
                                   "-W", "ignore::pytest.PytestAssertRewriteWarning",
+                                  "-o", "asyncio_default_fixture_loop_scope=function",
                                   "-p", "no:hypothesispytest", *args)
 
     return run
-
-
-from llama import llama  # noqa: E402,F401  (the real llama.cpp server factory fixture)
