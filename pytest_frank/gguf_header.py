@@ -8,6 +8,8 @@ problem surfaces as one exception, `GGUFError`, naming the byte offset and the f
 
 from __future__ import annotations
 
+import abc
+
 import os
 import re
 import struct
@@ -116,7 +118,7 @@ class GGUFHeader:
 
 # --------------------------------------------------------------------------- byte sources
 
-class _Source:
+class _Source(abc.ABC):
     """Bytes [0, n) of a file, fetched front to back in growing chunks."""
 
     def __init__(self, name: str, max_header_bytes: int):
@@ -143,11 +145,12 @@ class _Source:
             self.buf += got
         return True
 
+    @abc.abstractmethod
     def _fetch(self, start: int, length: int) -> bytes:
-        raise NotImplementedError
+        """Up to `length` bytes from `start`; b"" at the end of the file."""
 
-    def close(self) -> None:
-        pass
+    def close(self) -> None:  # noqa: B027 -- a source with nothing to release keeps this
+        """Release the file or connection."""
 
 
 class _FileSource(_Source):

@@ -94,7 +94,7 @@ def test_ini_key_names_the_fleet_and_option_wins(pytester):
 
 
 def test_without_endpoints_the_plugin_stays_out_of_the_way(pytester):
-    pytester.makepyfile("def test_plain():\n    assert 1 + 1 == 2\n")
+    pytester.makepyfile("def test_plain():\n    assert sorted([2, 1]) == [1, 2]\n")
     result = pytester.runpytest("--strict-markers", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
     assert "frank:" not in result.stdout.str()
