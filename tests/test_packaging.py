@@ -18,25 +18,36 @@ def test_every_subpackage_is_listed_for_the_wheel():
     assert "pytest_frank.batteries" in listed
 
 
-def test_non_editable_install_runs_the_battery_outside_the_checkout(tmp_path):
-    """`pip install <checkout>` (a wheel, no deps: they are in this venv) then pytest elsewhere."""
+def test_non_editable_install_runs_the_battery_outside_the_checkout(tmp_path, llama):
+    """`pip install <checkout>` (a wheel; deps are in this venv), then pytest in another folder,
+    against a live llama.cpp: the right alias passes, a wrong one fails test_alias only."""
+    server = llama(alias=["frank-default-large", "qwen-large"])
     target, work = tmp_path / "site", tmp_path / "elsewhere"
     work.mkdir()
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-                    "--target", str(target), str(ROOT)], check=True, capture_output=True)
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
+                    "--no-build-isolation", "--target", str(target), str(ROOT)],
+                   check=True, capture_output=True)
     assert (target / "pytest_frank" / "batteries" / "test_health.py").exists()
     (work / "fleet.yaml").write_text(
-        "endpoints:\n  gone: {url: 'http://127.0.0.1:9', engine: llamacpp, alias: m}\n")
+        "endpoints:\n"
+        f"  good: {{url: '{server.url}', engine: llamacpp, alias: qwen-large}}\n"
+        f"  wrong: {{url: '{server.url}/v1', engine: llamacpp, alias: frank-default-small}}\n"
+        "  gone: {url: 'http://127.0.0.1:9', engine: llamacpp, alias: m}\n")
     env = {**os.environ, "PYTHONPATH": str(target)}
     done = subprocess.run([sys.executable, "-m", "pytest", "--endpoints", "fleet.yaml", "-v",
                            "-p", "no:cacheprovider", "-p", "no:hypothesispytest"],
                           cwd=work, env=env, capture_output=True, text=True, timeout=120)
     out = done.stdout
     assert done.returncode == 1, out + done.stderr
-    assert "test_health.py::test_health[gone] FAILED" in out
-    assert "test_alias.py::test_alias[gone] SKIPPED" in out
-    assert "connection refused" in out
     assert str(target) in _battery_location(work, env)
+    for passed in ("test_health[good]", "test_alias[good]", "test_health[wrong]"):
+        assert f"test_health.py::{passed} PASSED" in out or f"test_alias.py::{passed} PASSED" in out
+    assert "test_alias.py::test_alias[wrong] FAILED" in out
+    assert ("alias 'frank-default-small' is not served by" in out
+            and "it serves 'frank-default-large', 'qwen-large'" in out)
+    assert "test_health.py::test_health[gone] FAILED" in out and "connection refused" in out
+    assert "test_alias.py::test_alias[gone] SKIPPED" in out
+    assert " 3 failed" not in out and "2 failed" in out
 
 
 def _battery_location(cwd, env) -> str:
