@@ -198,7 +198,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         best = max_context(model, _settings(args, 0), draft=draft, mmproj=mmproj)
         out["max_context"] = best
         keep = fmt_mib(args.headroom_mib * MiB)
-        lines.append(("max context", f"{best} tokens leave >= {keep} MiB free"))
+        said = (f"{best} tokens leave >= {keep} MiB free" if best else
+                f"none: even 1024 tokens leave less than {keep} MiB free")
+        lines.append(("max context", said))
     return out
 
 
