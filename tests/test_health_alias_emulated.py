@@ -1,5 +1,7 @@
 """health and alias against emulated engines (shapes and faults a real tiny llama.cpp can't show)."""
 
+import base64
+import re
 import time
 
 import pytest
@@ -143,3 +145,17 @@ def test_junit_xml_carries_endpoint_and_claim(run_fleet, pytester):
     result.assert_outcomes(passed=2)
     xml = (pytester.path / "out.xml").read_text()
     assert 'name="endpoint" value="ep"' in xml and 'name="claim" value="alias"' in xml
+
+
+def test_html_report_carries_evidence_without_the_key(run_fleet, pytester):
+    secret = "sk-html-secret-778899"
+    with Emulator("vllm", models=["m"], api_key=secret) as em:
+        result = run_fleet(one_endpoint(em.url, "vllm", alias="other", api_key=secret),
+                           "--html=report.html", "--self-contained-html")
+    result.assert_outcomes(passed=1, failed=1)
+    html = (pytester.path / "report.html").read_text()
+    # Self-contained extras are inlined as base64 data URLs: read them as the wiki would.
+    data_urls = r"data:application/json;(?:charset=utf-8;)?base64,([A-Za-z0-9+/=]+)"
+    inlined = [base64.b64decode(b).decode("utf-8", "replace") for b in re.findall(data_urls, html)]
+    assert any('"request": "GET http://127.0.0.1' in text for text in inlined), inlined
+    assert secret not in html + "".join(inlined)
