@@ -7,7 +7,7 @@ import time
 import pytest
 
 from fleets import one_endpoint
-from emulator import Emulator
+from emulator import Emulator, Reply
 
 @pytest.fixture
 def run_fleet(run_fleet):
@@ -88,7 +88,7 @@ def test_unknown_host_is_named_as_dns(run_fleet):
 
 def test_hostile_models_body_is_a_clear_failure(run_fleet):
     with Emulator("openai") as em:
-        em.route("GET", "/v1/models", lambda r: __import__("emulator").Reply(200, "<html>hi"))
+        em.route("GET", "/v1/models", lambda r: Reply(200, "<html>hi"))
         result = run_fleet(one_endpoint(em.url, "openai", alias="m"))
     # A generic OpenAI server's health is its model list: a non-list answer is noticed at once.
     result.assert_outcomes(failed=1, passed=1)
@@ -159,3 +159,12 @@ def test_html_report_carries_evidence_without_the_key(run_fleet, pytester):
     inlined = [base64.b64decode(b).decode("utf-8", "replace") for b in re.findall(data_urls, html)]
     assert any('"request": "GET http://127.0.0.1' in text for text in inlined), inlined
     assert secret not in html + "".join(inlined)
+
+
+def test_endless_models_body_is_cut_and_named(run_fleet):
+    """A hostile /v1/models answering megabytes of junk: read up to the cap, then judged."""
+    with Emulator("vllm") as em:
+        em.route("GET", "/v1/models", lambda r: Reply(200, "x" * (6 * 1024 * 1024)))
+        result = run_fleet(one_endpoint(em.url, "vllm", alias="m"))
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*/v1/models not a model list (no `data` list of model cards): xxx*"])
