@@ -174,13 +174,22 @@ def pytest_collection_modifyitems(config, items):
     # Health first, then the claims in their listed order: a report reads top-down like a bring-up.
     order = {claim: i for i, claim in enumerate(CLAIMS)}
     items.sort(key=lambda item: order.get(claim_of(item), len(order)))
+    if config.pluginmanager.hasplugin("xdist"):
+        # `-n N --dist loadgroup` runs endpoints side by side, each endpoint's checks on one
+        # worker, so its probes still run once and its requests never race each other.
+        for item in items:
+            name = endpoint_of(item)
+            if name:
+                item.add_marker(pytest.mark.xdist_group(name))
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtestloop(session):
     frank = session.config.stash.get(SESSION, None)
     live = not (session.config.option.collectonly or session.config.getoption("frank_offline"))
-    if frank is not None and live:
+    # An xdist worker does not know which endpoints it will get: it probes each one on first use.
+    worker = hasattr(session.config, "workerinput")
+    if frank is not None and live and not worker:
         wanted = {endpoint_of(item) for item in session.items} - {None}
         frank.prefetch_health(sorted(wanted), PREFETCH_WORKERS)
     return (yield)

@@ -168,3 +168,28 @@ def test_endless_models_body_is_cut_and_named(run_fleet):
         result = run_fleet(one_endpoint(em.url, "vllm", alias="m"))
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*/v1/models not a model list (no `data` list of model cards): xxx*"])
+
+
+def test_xdist_groups_run_endpoints_side_by_side(run_fleet):
+    """Emulated slow vLLMs: with `-n 2 --dist loadgroup` the two endpoints are probed at once."""
+    pytest.importorskip("xdist")
+    spans = {}
+
+    def slow_models(name):
+        def answer(r):
+            begin = time.monotonic()
+            time.sleep(1.0)
+            spans[name] = (begin, time.monotonic())
+            return Reply(200, {"object": "list", "data": [{"id": "m", "object": "model"}]})
+        return answer
+
+    with Emulator("vllm") as a, Emulator("vllm") as b:
+        a.route("GET", "/v1/models", slow_models("one"))
+        b.route("GET", "/v1/models", slow_models("two"))
+        fleet = {"endpoints": {"one": {"url": a.url, "engine": "vllm", "alias": "m"},
+                               "two": {"url": b.url, "engine": "vllm", "alias": "m"}}}
+        result = run_fleet(fleet, "-n", "2", "--dist", "loadgroup")
+    result.assert_outcomes(passed=4)
+    assert "one  health ok  alias ok" in result.stdout.str()  # verdicts gathered from workers
+    (a0, a1), (b0, b1) = spans["one"], spans["two"]
+    assert a0 < b1 and b0 < a1, spans  # the two alias probes overlapped in time
