@@ -343,15 +343,20 @@ def _recording_client(sink: list, target):
             start = time.monotonic()
             try:
                 resp = self.inner.handle_request(request)
-                data = resp.read()
+                data, ex.truncated = http.read_capped(resp.iter_raw())
+                if ex.truncated:  # a hostile or runaway answer: stop reading, say so
+                    resp.close()
+                    raise httpx2.ReadError(f"the answer ran past {http.MAX_BODY} bytes",
+                                           request=request)
             except Exception as exc:
                 ex.error = http.describe(exc, target.timeout)
                 ex.elapsed = time.monotonic() - start
                 sink.append(ex)
                 raise
+            resp = httpx2.Response(resp.status_code, headers=resp.headers, content=data,
+                                   request=request, extensions=resp.extensions)
             ex.status, ex.headers = resp.status_code, dict(resp.headers)
-            ex.body = data[: http.MAX_BODY].decode("utf-8", "replace")
-            ex.truncated = len(data) > http.MAX_BODY
+            ex.body = resp.read().decode("utf-8", "replace")
             ex.elapsed = time.monotonic() - start
             sink.append(ex)
             return resp

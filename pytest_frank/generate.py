@@ -45,15 +45,21 @@ def stream(target, content, max_tokens: int, **extra) -> Streamed:
                                      {**extra, **driver.stream_options})
     ex = Exchange("POST", target.url(path), request_json=body)
     out, lines = Streamed(ex), []
+    # A token costs an event and a blank line; a stream far past that never ends by itself.
+    budget = 4 * max_tokens + 64
     start = time.monotonic()
     try:
         with target.client().stream("POST", ex.url, headers=target.headers(), json=body,
                                     timeout=target.timeout) as resp:
             ex.status = resp.status_code
-            for line in resp.iter_lines():
+            for n, line in enumerate(resp.iter_lines()):
                 if len(lines) < MAX_SSE_LINES:
                     lines.append(line)
                 if _take(driver, line, out, time.monotonic() - start):
+                    break
+                if n > budget:
+                    ex.error = (f"the stream ran past {budget} lines for {max_tokens} "
+                                "max_tokens without ending")
                     break
     except Exception as exc:  # a broken stream is evidence, not a crash
         ex.error = http.describe(exc, target.timeout)

@@ -86,21 +86,23 @@ def send(http, method: str, url: str, *, headers=None, json_body=None, timeout=N
         with http.stream(method, url, headers=headers, json=json_body, timeout=timeout) as resp:
             ex.status = resp.status_code
             ex.headers = dict(resp.headers)
-            ex.body, ex.truncated = _read_capped(resp)
+            data, ex.truncated = read_capped(resp.iter_bytes())
+            ex.body = data.decode("utf-8", "replace")
     except Exception as exc:  # every transport failure becomes one line of evidence
         ex.error = describe(exc, timeout or http.timeout.read)
     ex.elapsed = time.monotonic() - start
     return ex
 
 
-def _read_capped(resp) -> tuple[str, bool]:
-    chunks, size = [], 0
-    for chunk in resp.iter_bytes():
-        chunks.append(chunk)
+def read_capped(chunks) -> tuple[bytes, bool]:
+    """The body up to MAX_BODY, and whether there was more (left unread)."""
+    parts, size = [], 0
+    for chunk in chunks:
+        parts.append(chunk)
         size += len(chunk)
         if size > MAX_BODY:
-            return b"".join(chunks)[:MAX_BODY].decode("utf-8", "replace"), True
-    return b"".join(chunks).decode("utf-8", "replace"), False
+            return b"".join(parts)[:MAX_BODY], True
+    return b"".join(parts), False
 
 
 def describe(exc: BaseException, timeout: float | None) -> str:

@@ -98,3 +98,13 @@ def test_stream_without_text_fails(run_fleet):
     result.assert_outcomes(failed=2, skipped=1)
     result.stdout.fnmatch_lines(["the stream from http://127.0.0.1:*/v1/chat/completions "
                                  "carried no content or reasoning text*"])
+
+
+def test_runaway_stream_is_cut_with_one_line(run_fleet):
+    # A broken server that keeps streaming long past max_tokens: the probe stops reading.
+    with Emulator("vllm", models=["m"]) as em:
+        paced_chat(em, gap=0.0, pieces=2000)
+        result = run_fleet(one_endpoint(em.url, "vllm", alias="m", expect={
+            "perf": {"max_tokens": 16, "runs": 1}}), "-m", "perf")
+    result.assert_outcomes(failed=2, skipped=1)
+    result.stdout.fnmatch_lines(["*the stream ran past 128 lines for 16 max_tokens without ending*"])

@@ -110,3 +110,16 @@ def test_option_typos_are_usage_errors(expect, bad, run_fleet):
     result = run_fleet(one_endpoint("http://127.0.0.1:9", "vllm", expect=expect))
     assert result.ret == 4
     result.stderr.fnmatch_lines([f"*{bad}*"])
+
+
+def test_runaway_chat_answer_is_cut_with_one_line(run_fleet):
+    # A hostile or broken OpenAI-shape server answering megabytes of junk: the client stops
+    # reading at the cap and the check says so instead of parsing forever.
+    from emulator import Reply
+
+    with Emulator("openai", models=["model"]) as em:
+        em.route("POST", "/v1/chat/completions", lambda r: Reply(200, "x" * (6 * 1024 * 1024)))
+        result = run_fleet(one_endpoint(em.url, "openai", expect={"reasoning": True}),
+                           "-m", "reasoning")
+    result.assert_outcomes(failed=3)
+    result.stdout.fnmatch_lines(["*the answer ran past 4194304 bytes*"])
