@@ -1,11 +1,6 @@
 """alias: the name clients ask for is served by /v1/models."""
 
-import pytest
-
+from pytest_frank.checks import battery_test
 from pytest_frank.claims import alias
 
-
-@pytest.mark.alias
-def test_alias(endpoint):
-    wanted = endpoint.config.alias
-    alias.judge(endpoint.probe(alias.probe), wanted, endpoint.driver.alias_fix(wanted))
+test_alias = battery_test(alias.ALIAS)

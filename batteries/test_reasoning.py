@@ -1,29 +1,8 @@
 """reasoning: content and separate reasoning, plain and streamed; off means off."""
 
-import pytest
-
+from pytest_frank.checks import battery_test
 from pytest_frank.claims import reasoning
-from pytest_frank.verdict import skip
 
-
-@pytest.mark.reasoning
-def test_reasoning(endpoint):
-    field = endpoint.config.options("reasoning").get("field")
-    reasoning.judge(endpoint.probe(reasoning.probe), endpoint.driver, field)
-
-
-@pytest.mark.reasoning
-def test_reasoning_streamed(endpoint):
-    opts = endpoint.config.options("reasoning")
-    if opts.get("stream") is False:
-        skip("expect.reasoning.stream is false")
-    streamed = endpoint.probe(reasoning.probe_streamed)
-    reasoning.judge(streamed, endpoint.driver, opts.get("field"))
-    reasoning.judge_same_fields(streamed, endpoint.target.probe(reasoning.probe))
-
-
-@pytest.mark.reasoning
-def test_reasoning_off(endpoint):
-    if endpoint.config.options("reasoning").get("thinking_off") is False:
-        skip("expect.reasoning.thinking_off is false")
-    reasoning.judge_off(endpoint.probe(reasoning.probe_off), endpoint.driver)
+test_reasoning = battery_test(reasoning.REASONING)
+test_reasoning_streamed = battery_test(reasoning.STREAMED)
+test_reasoning_off = battery_test(reasoning.OFF)

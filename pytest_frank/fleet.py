@@ -35,6 +35,8 @@ class Endpoint:
     description: str = ""
     launch: dict[str, Any] | None = None
     expect: dict[str, Any] = field(default_factory=dict)
+    concurrency: int = 1  # requests in flight at once on this endpoint
+    _options: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def root(self) -> str:
@@ -47,17 +49,20 @@ class Endpoint:
         return self.root + "/v1"
 
     def asks(self, claim: str) -> bool:
-        """Whether fleet.yaml asks this claim of the endpoint."""
+        """Whether fleet.yaml asks this claim: its key is present (`false` turns it off)."""
         if claim == "health":
             return self.expect.get("health", True) is not False
         if claim == "alias":
             return bool(self.alias)
-        return bool(self.expect.get(claim))
+        return claim in self.expect and self.expect[claim] not in (False, None)
 
-    def options(self, claim: str) -> dict[str, Any]:
-        """A claim's options: `tools: true` and `tools: {}` both mean the defaults."""
-        value = self.expect.get(claim)
-        return dict(value) if isinstance(value, dict) else {}
+    def options(self, claim: str) -> Any:
+        """The claim's typed options (pytest_frank.claims.<claim>.Options), built once."""
+        if claim not in self._options:
+            from pytest_frank.claims import options_type
+
+            self._options[claim] = options_type(claim).from_fleet(self.expect.get(claim))
+        return self._options[claim]
 
 
 def load(path: str | os.PathLike, environ: dict[str, str] | None = None) -> dict[str, Endpoint]:
@@ -155,6 +160,7 @@ def _endpoint(name: str, raw: dict, where: str, base_dir: Path) -> Endpoint:
         description=raw.get("description", ""),
         launch=launch,
         expect=expect,
+        concurrency=int(raw.get("concurrency", 1)),
     )
 
 

@@ -9,6 +9,7 @@ problem surfaces as one exception, `GGUFError`, naming the byte offset and the f
 from __future__ import annotations
 
 import abc
+import math
 
 import os
 import re
@@ -22,6 +23,10 @@ import httpx
 MiB = 1 << 20
 FIRST_READ = 64 * 1024          # enough for most small headers in one round trip
 MAX_READ = 16 * MiB             # cap on a single grown read
+# A long string array's remaining bytes are estimated from its head, with slack: later tokens
+# run longer, and a vocabulary is followed by per-token arrays (scores, types) that the
+# overshoot reads anyway.
+ARRAY_SLACK = 1.15
 MAX_HEADER_BYTES = 512 * MiB    # no real header comes near this; a hostile count would
 MAX_DIMS = 4                    # GGML_MAX_DIMS
 MAX_NESTING = 16                # arrays of arrays; deeper is a crafted file, not a model
@@ -134,16 +139,33 @@ class _Source(abc.ABC):
         while len(self.buf) < end:
             if self.size is not None and len(self.buf) >= self.size:
                 return False
-            want = max(end - len(self.buf), self._chunk)
+            short = end - len(self.buf)
+            if short > self._chunk:  # a known big read (an array): that, and a little past it
+                want = short + FIRST_READ
+            else:
+                want, self._chunk = self._chunk, min(self._chunk * 2, MAX_READ)
             if self.size is not None:
                 want = min(want, self.size - len(self.buf))
-            self._chunk = min(self._chunk * 2, MAX_READ)
             got = self._fetch(len(self.buf), want)
             if not got:
                 self.size = len(self.buf)   # the stream ended: now we know the size
                 return False
             self.buf += got
         return True
+
+    def ensure_hint(self, end: int) -> None:
+        """Fetch up to `end` in one request where the file and header limit allow: the caller
+        knows roughly how much it will read, so growing step by step would cost more requests
+        and overshoot further."""
+        end = max(end, len(self.buf) + FIRST_READ)
+        if self.size is not None:
+            end = min(end, self.size)
+        end = min(end, self.max_header_bytes)
+        if end > len(self.buf):
+            got = self._fetch(len(self.buf), end - len(self.buf))
+            if not got:
+                self.size = len(self.buf)
+            self.buf += got
 
     @abc.abstractmethod
     def _fetch(self, start: int, length: int) -> bytes:
@@ -378,7 +400,7 @@ class _Parser:
 
     def strings(self, count: int, what: str) -> list[str]:
         """string() in a loop, minus the per-call overhead: vocabularies hold 262k of them."""
-        out, buf, unpack = [], self.src.buf, struct.unpack_from
+        out, buf, unpack, start = [], self.src.buf, struct.unpack_from, self.pos
         for i in range(count):
             pos = self.pos
             if pos + 8 <= len(buf):
@@ -387,7 +409,9 @@ class _Parser:
                     out.append(buf[pos + 8:end].decode("utf-8", errors="replace"))
                     self.pos = end
                     continue
-            out.append(self.string(f"{what}[{i}]"))   # at the buffer's edge: the careful path
+            if i:  # at the buffer's edge: ask for the rest at once, sized by the strings so far
+                self.src.ensure_hint(pos + math.ceil((pos - start) / i * (count - i) * ARRAY_SLACK))
+            out.append(self.string(f"{what}[{i}]"))   # the careful path
         return out
 
     # -- sections

@@ -1,17 +1,31 @@
-"""One HTTP exchange with an endpoint, kept as evidence: what was sent, what came back, how long."""
+"""The one HTTP stack every byte from an endpoint comes through.
+
+httpx2 (the stack the openai and anthropic clients run on) with one transport, `Recorder`, under
+raw requests and the official clients alike. For each request it waits its turn at the endpoint's
+`Gate`, keeps an `Exchange` as evidence, reads the answer through a cap on decoded bytes and a
+wall-clock deadline, and hands streams on as they arrive so token clocks stay true.
+"""
 
 from __future__ import annotations
 
+import contextvars
 import json
 import shlex
+import threading
 import time
+import zlib
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
+
+import httpx2
 
 from pytest_frank import redact
 
-MAX_BODY = 4 * 1024 * 1024  # a hostile endpoint must not make us read forever
+MAX_BODY = 4 * 1024 * 1024  # decoded bytes: a hostile endpoint must not make us read forever
 CONNECT_TIMEOUT = 5.0
+DEADLINE_FACTOR = 4  # a whole answer may take this many read timeouts (a slow stream), no more
+KEY_HEADERS = ("authorization", "x-api-key")
 
 
 @dataclass
@@ -22,7 +36,8 @@ class Exchange:
     status: int | None = None
     body: str = ""
     elapsed: float = 0.0
-    error: str | None = None  # one line: why no answer came back
+    started: float = 0.0  # time.monotonic() when the request went out
+    error: str | None = None  # one line: why no (whole) answer came back
     truncated: bool = False
     headers: dict[str, str] = field(default_factory=dict)
     auth_header: str | None = None  # the header that carried a key, shown as $API_KEY in curl
@@ -35,7 +50,7 @@ class Exchange:
         """The body as JSON, or None when it is not JSON."""
         try:
             return json.loads(self.body)
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
 
     def snippet(self, limit: int = 300) -> str:
@@ -43,9 +58,11 @@ class Exchange:
         return redact.scrub(text if len(text) <= limit else text[:limit] + "...")
 
     def summary(self) -> str:
-        if self.error:
+        if self.error and self.status is None:
             return f"{self.method} {self.url}: {self.error}"
-        return f"{self.method} {self.url} -> {self.status} in {self.elapsed:.2f}s: {self.snippet(200)}"
+        cut = f" [{self.error}]" if self.error else ""
+        return (f"{self.method} {self.url} -> {self.status} in {self.elapsed:.2f}s: "
+                f"{self.snippet(200)}{cut}")
 
     def curl(self) -> str:
         """A command that reproduces the request; the key stays in an environment variable."""
@@ -70,61 +87,222 @@ class Exchange:
         }
 
 
-def client(timeout: float):
-    """An httpx client with a short connect timeout: a dead host should fail fast."""
-    import httpx
-
-    return httpx.Client(timeout=httpx.Timeout(timeout, connect=min(CONNECT_TIMEOUT, timeout)))
+# -- where exchanges go: the probe (or test) running in this thread ------------------------------
+_SINK: contextvars.ContextVar[list[Exchange] | None] = contextvars.ContextVar("frank_sink",
+                                                                              default=None)
 
 
-def send(http, method: str, url: str, *, headers=None, json_body=None, timeout=None) -> Exchange:
-    ex = Exchange(method, url, request_json=json_body)
-    keyed = [h for h in ("authorization", "x-api-key") if h in {k.lower() for k in headers or {}}]
-    ex.auth_header = keyed[0] if keyed else None
-    start = time.monotonic()
+@contextmanager
+def recording(propagate: bool = True) -> Iterator[list[Exchange]]:
+    """Collect the exchanges made inside the block; with `propagate` they also reach any
+    enclosing recording (a probe's own exchanges do not: they are its observation's)."""
+    mine: list[Exchange] = []
+    outer = _SINK.get()
+    token = _SINK.set(mine)
     try:
-        with http.stream(method, url, headers=headers, json=json_body, timeout=timeout) as resp:
-            ex.status = resp.status_code
-            ex.headers = dict(resp.headers)
-            data, ex.truncated = read_capped(resp.iter_bytes())
-            ex.body = data.decode("utf-8", "replace")
-    except Exception as exc:  # every transport failure becomes one line of evidence
-        ex.error = describe(exc, timeout or http.timeout.read)
-    ex.elapsed = time.monotonic() - start
-    return ex
+        yield mine
+    finally:
+        _SINK.reset(token)
+        if outer is not None and propagate:
+            outer.extend(mine)
 
 
-def read_capped(chunks) -> tuple[bytes, bool]:
-    """The body up to MAX_BODY, and whether there was more (left unread)."""
-    parts, size = [], 0
-    for chunk in chunks:
-        parts.append(chunk)
-        size += len(chunk)
-        if size > MAX_BODY:
-            return b"".join(parts)[:MAX_BODY], True
-    return b"".join(parts), False
+def _record(ex: Exchange) -> None:
+    sink = _SINK.get()
+    if sink is not None:
+        sink.append(ex)
+
+
+# -- how many requests one endpoint has in flight ------------------------------------------------
+class Gate:
+    """At most `limit` requests in flight on one endpoint; `exclusive()` holds it alone, for
+    probes that read server-wide counters. Counts the peak, so a benchmark can prove the limit."""
+
+    def __init__(self, limit: int = 1):
+        self.limit = max(1, limit)
+        self.peak = 0
+        self._in_flight = 0
+        self._owner: int | None = None
+        self._cond = threading.Condition()
+
+    def enter(self) -> None:
+        me = threading.get_ident()
+        with self._cond:
+            self._cond.wait_for(lambda: self._owner == me or (
+                self._owner is None and self._in_flight < self.limit))
+            self._in_flight += 1
+            self.peak = max(self.peak, self._in_flight)
+
+    def leave(self) -> None:
+        with self._cond:
+            self._in_flight -= 1
+            self._cond.notify_all()
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        me = threading.get_ident()
+        if self._owner == me:  # already held by this thread (a probe inside a probe)
+            yield
+            return
+        with self._cond:
+            self._cond.wait_for(lambda: self._owner is None)
+            self._owner = me
+            self._cond.wait_for(lambda: self._in_flight == 0)
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._owner = None
+                self._cond.notify_all()
+
+
+# -- the transport ---------------------------------------------------------------------------------
+class Refused(Exception):
+    """An answer this reader will not decode (stacked or unknown content encodings)."""
+
+
+def client(timeout: float, gate: Gate | None = None, auth_shown: bool = True) -> httpx2.Client:
+    """An httpx2 client whose every request goes through `Recorder`; redirects are not followed
+    (a key must never travel to a host the fleet did not name)."""
+    return httpx2.Client(transport=Recorder(gate or Gate(), timeout, auth_shown),
+                         timeout=httpx2.Timeout(timeout, connect=min(CONNECT_TIMEOUT, timeout)),
+                         follow_redirects=False)
+
+
+class Recorder(httpx2.BaseTransport):
+    def __init__(self, gate: Gate, timeout: float, auth_shown: bool = True):
+        self.inner = httpx2.HTTPTransport()
+        self.gate, self.timeout, self.auth_shown = gate, timeout, auth_shown
+
+    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+        # Plain bytes only: a compressed answer could not be capped by what it decodes to.
+        request.headers["accept-encoding"] = "identity"
+        ex = Exchange(request.method, str(request.url), request_json=_json(request.read()))
+        keyed = [h for h in KEY_HEADERS if h in request.headers]
+        ex.auth_header = keyed[0] if keyed and self.auth_shown else None
+        _record(ex)
+        self.gate.enter()
+        start, resp = time.monotonic(), None
+        ex.started = start
+        try:
+            resp = self.inner.handle_request(request)
+            ex.status, ex.headers = resp.status_code, dict(resp.headers)
+            decode = _decoder(resp.headers.get("content-encoding", ""))
+        except Exception as exc:  # every transport failure becomes one line of evidence
+            ex.error = describe(exc, self.timeout)
+            ex.elapsed = time.monotonic() - start
+            self.gate.leave()
+            if resp is not None:
+                resp.close()
+            if isinstance(exc, Refused):
+                raise httpx2.DecodingError(ex.error, request=request) from None
+            raise
+        body = _Body(resp, ex, decode, start, self.timeout, self.gate.leave)
+        headers = [(k, v) for k, v in resp.headers.multi_items()
+                   if k.lower() not in ("content-encoding", "content-length")]
+        return httpx2.Response(resp.status_code, headers=headers, stream=body, request=request,
+                               extensions=resp.extensions)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class _Body(httpx2.SyncByteStream):
+    """The answer's bytes, decoded, capped, deadline-bound, and kept in the exchange."""
+
+    def __init__(self, resp, ex: Exchange, decode, start: float, timeout: float, release):
+        self.resp, self.ex, self.decode, self.start = resp, ex, decode, start
+        self.deadline = start + DEADLINE_FACTOR * timeout
+        self.kept = bytearray()
+        self._release = release
+
+    def __iter__(self) -> Iterator[bytes]:
+        try:
+            for raw in self.resp.stream:
+                try:
+                    chunk = self.decode(raw, MAX_BODY - len(self.kept) + 1)
+                except zlib.error as exc:
+                    self._fail(f"the answer's compressed body is corrupt ({exc})")
+                self.kept += chunk
+                if len(self.kept) > MAX_BODY:
+                    self.ex.truncated = True
+                    self._fail(f"the answer ran past {MAX_BODY} bytes; read no further")
+                if time.monotonic() > self.deadline:
+                    self._fail(f"the answer did not finish within {self.deadline - self.start:g}s "
+                               f"({len(self.kept)} bytes came)")
+                yield chunk
+        except httpx2.HTTPError as exc:
+            self.ex.error = self.ex.error or describe(exc, self.deadline - self.start)
+            raise
+        finally:
+            self.close()
+
+    def _fail(self, why: str) -> None:
+        self.ex.error = why
+        raise httpx2.ReadError(why)
+
+    def close(self) -> None:
+        if self._release is None:
+            return
+        release, self._release = self._release, None
+        self.ex.body = bytes(self.kept[:MAX_BODY]).decode("utf-8", "replace")
+        self.ex.elapsed = time.monotonic() - self.start
+        try:
+            self.resp.close()
+        finally:
+            release()
+
+
+def _decoder(encoding: str):
+    """A bounded decoder for the answer's content encoding: identity, or one gzip / deflate."""
+    codings = [c.strip().lower() for c in encoding.split(",") if c.strip()]
+    codings = [c for c in codings if c != "identity"]
+    if not codings:
+        return lambda raw, _limit: raw
+    if len(codings) > 1 or codings[0] not in ("gzip", "x-gzip", "deflate"):
+        raise Refused(f"refused an answer with content-encoding {encoding!r} (asked for identity; "
+                      "only a single gzip or deflate layer is decoded, and within the cap)")
+    wbits = 16 + zlib.MAX_WBITS if "gzip" in codings[0] else zlib.MAX_WBITS
+    inflate = zlib.decompressobj(wbits)
+    return lambda raw, limit: inflate.decompress(raw, max(1, limit))
+
+
+def send(http, method: str, url: str, *, headers=None, json_body=None) -> Exchange:
+    """One request through a `client()`; the exchange, with the answer read in full (capped)."""
+    with recording() as seen:
+        try:
+            with http.stream(method, url, headers=headers, json=json_body) as resp:
+                resp.read()
+        except httpx2.HTTPError:
+            pass  # the exchange says what went wrong
+    return seen[-1]
 
 
 def describe(exc: BaseException, timeout: float | None) -> str:
-    """The cause of a failed request in the words an operator searches for.
-
-    Matched by class name, so httpx and httpx2 (the openai/anthropic clients' fork) read the same.
-    """
-    kinds = {cls.__name__ for cls in type(exc).__mro__}
-    text = str(exc) or type(exc).__name__
+    """The cause of a failed request in the words an operator searches for."""
+    text = " ".join((str(exc) or type(exc).__name__).split())
     lower = text.lower()
-    if "ConnectTimeout" in kinds:
+    if isinstance(exc, Refused):
+        return str(exc)
+    if isinstance(exc, httpx2.ConnectTimeout):
         return "connection timed out (host unreachable or a firewall drops packets)"
-    if "TimeoutException" in kinds:
+    if isinstance(exc, httpx2.TimeoutException):
         return f"no answer within {timeout:g}s (the server accepted the connection but hangs)"
-    if "ConnectError" in kinds:
+    if isinstance(exc, httpx2.ConnectError):
         if "refused" in lower:
             return "connection refused (nothing listens on that port: is the server running?)"
         if any(s in lower for s in ("name or service", "nodename", "getaddrinfo", "name resolution")):
             return "DNS lookup failed (unknown host name)"
         return f"cannot connect: {text}"
-    if kinds & {"RemoteProtocolError", "ReadError"}:
+    if isinstance(exc, (httpx2.RemoteProtocolError, httpx2.ReadError)):
         return f"the server broke the connection: {text}"
-    if "UnsupportedProtocol" in kinds:
+    if isinstance(exc, httpx2.UnsupportedProtocol):
         return f"unsupported URL: {text}"
     return f"{type(exc).__name__}: {text}"
+
+
+def _json(raw: bytes):
+    try:
+        return json.loads(raw) if raw else None
+    except (ValueError, RecursionError):
+        return None

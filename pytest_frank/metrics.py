@@ -51,11 +51,8 @@ def parse(text: str) -> list[Sample]:
 
 def scrape(target, path: str) -> Scrape:
     ex = target.get(path)
-    if ex.error:
-        return Scrape(ex, problem=ex.error)
-    if ex.status != 200:
-        reason = target.driver.error_message(ex) or ex.snippet(160) or "(empty body)"
-        return Scrape(ex, problem=f"answered {ex.status}: {reason}")
+    if not ex.ok:
+        return Scrape(ex, problem=target.driver.reason(ex))
     try:
         return Scrape(ex, parse(ex.body))
     except (ValueError, TypeError) as exc:

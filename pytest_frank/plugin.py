@@ -8,24 +8,11 @@ from pathlib import Path
 import pytest
 
 from pytest_frank import redact
+from pytest_frank.claims import CLAIMS
 from pytest_frank.fleet import FleetError, load
 
-# Claim markers: names are a public interface (`-m tools`), registered for --strict-markers.
-CLAIMS = {
-    "health": "the health route answers ready",
-    "alias": "the intended alias is served by /v1/models",
-    "reasoning": "chat returns content and reasoning",
-    "reasoning_effort": "every client reasoning_effort level maps to one the template accepts",
-    "tools": "tool calls are well formed and validate against their schema",
-    "spec_decode": "speculative decoding is engaged with a sane acceptance rate",
-    "vision": "the model sees the image it is sent",
-    "perf": "time to first token and decode speed meet the fleet's floors",
-    "slots": "the live slot shape matches the intended one",
-    "vram": "GPU memory used matches the model's own header",
-}
 SESSION = pytest.StashKey["FrankSession"]()
 PROBED = pytest.StashKey["object"]()
-PREFETCH_WORKERS = 16
 
 
 def pytest_addoption(parser):
@@ -57,7 +44,8 @@ def pytest_configure(config):
         raise pytest.UsageError(f"pytest-frank: bad fleet file\n{redact.scrub(str(exc))}") from None
     from pytest_frank.session import FrankSession
 
-    config.stash[SESSION] = FrankSession(fleet, _timeout(config))
+    config.stash[SESSION] = FrankSession(fleet, _timeout(config),
+                                         offline=config.getoption("frank_offline"))
     if not config.getoption("frank_no_battery"):
         _add_battery(config)
 
@@ -109,18 +97,44 @@ def pytest_generate_tests(metafunc):
     session = metafunc.config.stash.get(SESSION, None)
     if session is None:
         return
-    cases = getattr(metafunc.module, "frank_cases", None)
-    if cases is None or "case" not in metafunc.fixturenames:
-        names = list(session.targets)
-        metafunc.parametrize("endpoint", names, ids=names, indirect=True)
-        return
-    # One test per endpoint and case (e.g. per reasoning_effort level): ids read `name-case`.
-    params, ids = [], []
+    grouped = metafunc.config.pluginmanager.hasplugin("xdist")
+    cases = _cases_of(metafunc)
+    params = []
     for name, target in session.targets.items():
-        for suffix, value in cases(target.endpoint) or [("", None)]:
-            params.append((name, value))
-            ids.append(f"{name}-{suffix}" if suffix else name)
-    metafunc.parametrize(("endpoint", "case"), params, ids=ids, indirect=["endpoint"])
+        # The group mark is on the parameter from the start: xdist's loadgroup reads it when
+        # the worker collects, so one endpoint's checks all run in one process.
+        marks = [pytest.mark.xdist_group(name)] if grouped else []
+        if cases is None:
+            params.append(pytest.param(name, marks=marks, id=name))
+            continue
+        for suffix, value in cases(target):
+            params.append(pytest.param(name, value, marks=marks,
+                                       id=f"{name}-{suffix}" if suffix else name))
+    if cases is None:
+        metafunc.parametrize("endpoint", params, indirect=True)
+    else:
+        metafunc.parametrize(("endpoint", "case"), params, indirect=["endpoint"])
+
+
+def _cases_of(metafunc):
+    """One test per case (a reasoning_effort level, an image form): ids read `name-case`.
+    Returns target -> [(id suffix, case value)], or None for a check without cases."""
+    if "case" not in metafunc.fixturenames:
+        return None
+    check = getattr(metafunc.function, "frank_check", None)
+    if check is not None and check.cases is not None:
+        def battery_cases(target):
+            if not target.endpoint.asks(check.claim):
+                return [(None, None)]  # one test, skipped as not asked
+            found = check.cases(target.endpoint.options(check.claim), target.driver)
+            return [(c, c) for c in found] or [(None, None)]
+        return battery_cases
+    custom = getattr(metafunc.module, "frank_cases", None)
+    if custom is None:
+        return None
+    from pytest_frank.endpoint import EndpointUnderTest
+
+    return lambda target: list(custom(EndpointUnderTest(target)) or []) or [(None, None)]
 
 
 @pytest.fixture
@@ -129,25 +143,24 @@ def endpoint(request):
     session = request.config.stash.get(SESSION, None)
     if session is None:
         pytest.skip("no fleet given: run with --endpoints fleet.yaml")
-    from pytest_frank.evidence import Probed
+    from pytest_frank.endpoint import EndpointUnderTest
 
     target = session.targets[request.param]
-    probed = Probed(target)
-    request.node.stash[PROBED] = probed
+    handle = EndpointUnderTest(target)
+    request.node.stash[PROBED] = handle
     claim = claim_of(request.node)
     if claim and not target.endpoint.asks(claim):
         pytest.skip(f"fleet.yaml does not ask {claim!r} of {target.name}")
     if claim != "health" and not request.node.get_closest_marker("offline"):
-        _require_health(probed)
-    return probed
+        session.probe_all([target.name])  # in an xdist worker: this endpoint, on first use
+        _require_health(session, target.name)
+    return handle
 
 
-def _require_health(probed) -> None:
-    from pytest_frank.claims import health
-
-    state = probed.target.probe(health.probe)
+def _require_health(session, name: str) -> None:
+    state = session.health(name)
     if not state.ready:
-        pytest.skip(redact.scrub(f"{probed.name} is not healthy, see test_health[{probed.name}]: "
+        pytest.skip(redact.scrub(f"{name} is not healthy, see test_health[{name}]: "
                                  f"{state.line()}"))
 
 
@@ -174,24 +187,38 @@ def pytest_collection_modifyitems(config, items):
     # Health first, then the claims in their listed order: a report reads top-down like a bring-up.
     order = {claim: i for i, claim in enumerate(CLAIMS)}
     items.sort(key=lambda item: order.get(claim_of(item), len(order)))
-    if config.pluginmanager.hasplugin("xdist"):
-        # `-n N --dist loadgroup` runs endpoints side by side, each endpoint's checks on one
-        # worker, so its probes still run once and its requests never race each other.
-        for item in items:
-            name = endpoint_of(item)
-            if name:
-                item.add_marker(pytest.mark.xdist_group(name))
+
+
+def pytest_collection_finish(session):
+    """After -k/-m selection: the probes the selected checks need, per endpoint."""
+    frank = session.config.stash.get(SESSION, None)
+    if frank is None:
+        return
+    from pytest_frank.checks import check_of
+
+    for item in session.items:
+        name, check = endpoint_of(item), check_of(item)
+        if name is None:
+            continue
+        work = frank.plan.setdefault(name, [])
+        target = frank.targets[name]
+        if check is None or check.offline or not target.endpoint.asks(check.claim):
+            continue
+        if check.not_applying(target.endpoint, target.driver):
+            continue
+        job = (check.probe, item.callspec.params.get("case"))
+        if job not in work:
+            work.append(job)
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtestloop(session):
     frank = session.config.stash.get(SESSION, None)
     live = not (session.config.option.collectonly or session.config.getoption("frank_offline"))
-    # An xdist worker does not know which endpoints it will get: it probes each one on first use.
+    # An xdist worker does not know which endpoints it will get: it probes each on first use.
     worker = hasattr(session.config, "workerinput")
     if frank is not None and live and not worker:
-        wanted = {endpoint_of(item) for item in session.items} - {None}
-        frank.prefetch_health(sorted(wanted), PREFETCH_WORKERS)
+        frank.probe_all(sorted(frank.plan))
     return (yield)
 
 

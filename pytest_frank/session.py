@@ -1,28 +1,60 @@
-"""The fleet for one pytest session: a Target per endpoint, probed concurrently up front."""
+"""The fleet for one pytest session: a Target per endpoint, and the probe phase that runs the
+selected checks' probes for every endpoint at once before any check judges."""
 
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 from pytest_frank.fleet import Endpoint
-from pytest_frank.target import Target
+from pytest_frank.target import Probe, Target
+
+if TYPE_CHECKING:
+    from pytest_frank.claims.health import Health
+
+Work = list[tuple[Probe, "str | None"]]  # the probes (and cases) one endpoint's checks need
 
 
 class FrankSession:
-    def __init__(self, fleet: dict[str, Endpoint], timeout: float):
+    def __init__(self, fleet: dict[str, Endpoint], timeout: float, offline: bool = False):
         self.targets = {name: Target(ep, timeout) for name, ep in fleet.items()}
+        for target in self.targets.values():
+            target.offline = offline
+        self.plan: dict[str, Work] = {}
+        self._probed: set[str] = set()
 
-    def prefetch_health(self, names: list[str], workers: int) -> None:
-        """Probe every selected endpoint's health at once, so fifty dead hosts cost one timeout."""
+    def health(self, name: str) -> Health:
         from pytest_frank.claims import health
 
+        target = self.targets[name]
+        seen = target.need(health.probe)
+        if getattr(seen, "state", None) is not None:
+            return seen
+        # the probe itself broke on what the endpoint sent: that endpoint is down, no more
+        return health.Health(state="down", detail=seen.failure or "no health answer",
+                             url=target.url(target.driver.health_path))
+
+    def probe_all(self, names: list[str]) -> None:
+        """Probe the named endpoints side by side; each one's probes share its gate."""
+        names = [n for n in names if n not in self._probed]
+        self._probed.update(names)
         # Launches first, one after another: local servers share the machine's cores.
         for name in names:
             self.targets[name].start()
         if not names:
             return
-        with ThreadPoolExecutor(max_workers=min(workers, len(names))) as pool:
-            list(pool.map(lambda n: self.targets[n].probe(health.probe), names))
+        with ThreadPoolExecutor(max_workers=len(names)) as pool:
+            list(pool.map(self._probe_endpoint, names))
+
+    def _probe_endpoint(self, name: str) -> None:
+        target = self.targets[name]
+        if not self.health(name).ready:
+            return  # its checks are skipped as blocked; nothing more to ask of it
+        work = self.plan.get(name, [])
+        if not work:
+            return
+        with ThreadPoolExecutor(max_workers=min(target.gate.limit, len(work))) as pool:
+            list(pool.map(lambda job: target.need(*job), work))
 
     def close(self) -> None:
         for target in self.targets.values():

@@ -1,16 +1,23 @@
-"""One endpoint under test: its fleet entry, driver, HTTP client and the probes already run."""
+"""One endpoint under verification: its fleet entry, driver, HTTP client, gate, local server and
+the observations of the probes already run (each probe runs once per session)."""
 
 from __future__ import annotations
 
 import threading
 from concurrent.futures import Future
-from typing import Any, Callable
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, Callable
 
 from pytest_frank import http
 from pytest_frank.drivers import driver_for
 from pytest_frank.fleet import Endpoint
+from pytest_frank.observation import Observation
+
+if TYPE_CHECKING:
+    from pytest_frank.chat import Reply, Request
 
 DEFAULT_TIMEOUT = 30.0
+Probe = Callable[..., Observation]  # probe(target) or, for a cased check, probe(target, case)
 
 
 class Target:
@@ -19,28 +26,53 @@ class Target:
         self.name = endpoint.name
         self.driver = driver_for(endpoint.engine)
         self.timeout = float(endpoint.timeout or timeout)
+        self.gate = http.Gate(endpoint.concurrency)
+        self.offline = False  # the config gate: probes read fleet.yaml and files, no endpoint
         self.launch_error: str | None = None
         self._server = None
         self._http = None
-        self._lock = threading.Lock()
-        self._probes: dict[str, Future] = {}
+        self._sdk = None
+        self._lock = threading.RLock()
+        self._observed: dict[tuple[str, str | None], Future] = {}
 
-    # -- network --------------------------------------------------------------------------
+    # -- requests: every one goes through the endpoint's gate and is recorded ----------------
     def url(self, path: str) -> str:
         return self.endpoint.root + path
 
     def headers(self) -> dict[str, str]:
         return {**self.endpoint.headers, **self.driver.auth_headers(self.endpoint.api_key)}
 
-    def request(self, method: str, path: str, json_body=None, timeout: float | None = None):
-        return http.send(self.client(), method, self.url(path), headers=self.headers(),
-                         json_body=json_body, timeout=timeout or self.timeout)
+    def get(self, path: str) -> http.Exchange:
+        return http.send(self.client(), "GET", self.url(path), headers=self.headers())
 
-    def get(self, path: str, timeout: float | None = None) -> http.Exchange:
-        return self.request("GET", path, timeout=timeout)
+    def post(self, path: str, body: Any) -> http.Exchange:
+        return http.send(self.client(), "POST", self.url(path), headers=self.headers(),
+                         json_body=body)
 
-    def post(self, path: str, body: Any, timeout: float | None = None) -> http.Exchange:
-        return self.request("POST", path, json_body=body, timeout=timeout)
+    def chat(self, req: Request) -> Reply:
+        """One generation through the official client for the endpoint's API shape."""
+        from pytest_frank import chat
+
+        return chat.send(self, req)
+
+    def exclusive(self) -> AbstractContextManager[None]:
+        """Nothing else in flight on this endpoint inside the block (server-wide counters).
+        Run any probe the block needs (`model_name()`) first: one waiting outside would wait
+        for the block to end."""
+        return self.gate.exclusive()
+
+    def client(self):
+        with self._lock:
+            if self._http is None:
+                self._http = http.client(self.timeout, self.gate, bool(self.endpoint.api_key))
+            return self._http
+
+    def sdk(self):
+        """The openai or anthropic client, on the same recorded HTTP client."""
+        with self._lock:
+            if self._sdk is None:
+                self._sdk = self.driver.sdk_client(self.endpoint, self.client(), self.timeout)
+            return self._sdk
 
     def model_name(self) -> str:
         """The name requests ask for: the fleet's alias, else the first model the server lists."""
@@ -48,43 +80,49 @@ class Target:
             return self.endpoint.alias
         from pytest_frank.claims import alias
 
-        served = self.probe(alias.probe)
+        served = self.need(alias.served)
         return served.ids[0] if served.ids else "default"
 
-    def client(self):
+    # -- probes: each runs once per session, its observation shared by every check -----------
+    def need(self, probe: Probe, case: str | None = None) -> Observation:
+        key = (f"{probe.__module__}.{probe.__qualname__}", case)
         with self._lock:
-            if self._http is None:
-                self._http = http.client(self.timeout)
-            return self._http
-
-    # -- probes: each runs once per session, its result shared by every check ---------------
-    def probe(self, fn: Callable[["Target"], Any]) -> Any:
-        key = f"{fn.__module__}.{fn.__qualname__}"
-        with self._lock:
-            future = self._probes.get(key)
+            future = self._observed.get(key)
             owner = future is None
             if owner:
-                future = self._probes[key] = Future()
+                future = self._observed[key] = Future()
         if owner:
-            try:
-                future.set_result(fn(self))
-            except BaseException as exc:
-                future.set_exception(exc)
+            future.set_result(self._run(probe, case))
         return future.result()
+
+    def _run(self, probe: Probe, case: str | None) -> Observation:
+        with http.recording(propagate=False) as seen:
+            try:
+                obs = probe(self) if case is None else probe(self, case)
+            except Exception as exc:  # an endpoint's oddity is its own failure, not a crash
+                obs = Observation(failure=f"{probe.__name__} could not read what {self.name} "
+                                          f"sent: {type(exc).__name__}: {exc}")
+        obs.exchanges = seen + [ex for ex in obs.exchanges if ex not in seen]
+        return obs
 
     # -- a local server started for the session (fleet.yaml `launch:`) ------------------------
     def start(self) -> None:
         spec = self.endpoint.launch
-        if not spec or self._server is not None or self.launch_error:
-            return
-        from pytest_frank.launch import LaunchError, launch
+        with self._lock:
+            if not spec or self._server is not None or self.launch_error:
+                return
+            from pytest_frank.launch import LaunchError, launch
 
-        try:
-            self._server = launch(spec)
-        except LaunchError as exc:
-            self.launch_error = str(exc)
-            return
-        self.endpoint.url = self._server.url
+            try:
+                self._server = launch(spec)
+            except LaunchError as exc:
+                self.launch_error = str(exc)
+                return
+            self.endpoint.url = self._server.url
+
+    @property
+    def launched(self) -> bool:
+        return self._server is not None
 
     def close(self) -> None:
         if self._http is not None:

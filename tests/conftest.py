@@ -1,4 +1,5 @@
 import importlib
+import pkgutil
 
 import pytest
 import yaml
@@ -8,11 +9,20 @@ from llama import llama  # noqa: F401  (the real llama.cpp server factory fixtur
 # first imported inside them, and httpx caches httpcore's exception classes, so a re-imported
 # httpcore would slip past `except httpx.HTTPError` in later tests. (httpx2 is what newer
 # openai/anthropic clients use.)
-for _stack in ("httpcore", "httpx", "httpx2"):
+for _stack in ("httpcore", "httpx", "httpcore2", "httpx2"):
     try:
         importlib.import_module(_stack)
     except ImportError:
         pass
+
+# The plugin's own modules too, for the same reason: a module first imported inside an in-process
+# run is dropped after it, while the package keeps the old copy as an attribute, so the next run
+# would mix two copies of one module (and of its state, such as the HTTP recorder's sink).
+import pytest_frank  # noqa: E402
+
+for _module in pkgutil.walk_packages(pytest_frank.__path__, "pytest_frank."):
+    if not _module.name.startswith("pytest_frank.batteries"):
+        importlib.import_module(_module.name)
 
 
 @pytest.fixture

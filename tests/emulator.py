@@ -67,11 +67,14 @@ class Emulator:
     """`with Emulator("vllm", models=["m"]) as em:` serves on `em.url` until the block ends."""
 
     def __init__(self, engine: str = "llamacpp", models=("model",), *, api_key: str | None = None,
-                 loading_for: float = 0.0, hang: bool = False):
+                 loading_for: float = 0.0, hang: bool = False, latency: float = 0.0):
         self.engine = engine
+        self.latency = latency  # seconds before each POST is answered: a generation's cost
+        self.in_flight = self.peak_in_flight = 0  # requests being answered now, and at most
         self.models = list(models)
         self.api_key = api_key
-        self.loading_until = time.monotonic() + loading_for if loading_for else 0.0
+        self.loading_for = loading_for  # answers 503 "Loading model" so long from the first request
+        self.loading_until: float | None = None
         self.hang = hang
         self.requests: list[Request] = []
         self.routes: dict[tuple[str, str], Callable[[Request], Reply]] = {}
@@ -80,6 +83,7 @@ class Emulator:
             self.route("GET", "/health", lambda r: health)
         self.route("GET", "/v1/models", lambda r: Reply(200, models_body(self)))
         self._stop = threading.Event()
+        self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
@@ -114,6 +118,8 @@ class Emulator:
         if self.hang:
             self._stop.wait(HANG_LIMIT)
             return None
+        if self.loading_until is None:
+            self.loading_until = time.monotonic() + self.loading_for
         if time.monotonic() < self.loading_until:
             return LOADING
         if self.api_key and not self._authorized(req) and req.path != "/health":
@@ -146,10 +152,18 @@ def _handler(em: Emulator):
             headers = {k.lower(): v for k, v in self.headers.items()}
             req = Request(self.command, self.path, headers, body)
             em.requests.append(req)
-            reply = em.answer(req)
-            if reply is None:
-                return
-            self._send(reply)
+            with em._lock:
+                em.in_flight += 1
+                em.peak_in_flight = max(em.peak_in_flight, em.in_flight)
+            try:
+                if em.latency and req.method == "POST":
+                    time.sleep(em.latency)
+                reply = em.answer(req)
+                if reply is not None:
+                    self._send(reply)
+            finally:
+                with em._lock:
+                    em.in_flight -= 1
 
         def _send(self, reply: Reply):
             body = reply.body
@@ -194,11 +208,15 @@ def chat_json(content="Hello!", *, model="model", finish="stop", **message_extra
             "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}
 
 
-def sse(events, done: bool = True, gap: float = 0.0) -> Reply:
+def sse(events, done: bool = True, gap: float = 0.0, named: bool = False) -> Reply:
     """A server-sent event stream of JSON events ending in [DONE]; `gap` seconds before each
     event after the first paces it like a real decode (else it is sent in one piece). An event
-    may be a number: a pause of that many seconds."""
-    lines = [e if isinstance(e, (int, float)) else f"data: {json.dumps(e)}\n\n" for e in events]
+    may be a number: a pause of that many seconds. `named` adds the `event: <type>` line the
+    Anthropic Messages API sends before each event."""
+    def line(e):
+        name = f"event: {e['type']}\n" if named else ""
+        return f"{name}data: {json.dumps(e)}\n\n"
+    lines = [e if isinstance(e, (int, float)) else line(e) for e in events]
     lines += ["data: [DONE]\n\n"] if done else []
 
     def paced():

@@ -32,7 +32,7 @@ def test_good_fleet_loads_with_defaults_and_env(tmp_path):
     assert large.expect == {"tools": {"trials": 3}, "reasoning": True}
     assert large.ready_timeout == 5.0
     assert large.asks("reasoning") and large.asks("alias") and not small.asks("alias")
-    assert small.options("tools") == {"trials": 3}
+    assert small.options("tools").trials == 3 and small.options("tools").min_pass_rate == 1.0
 
 
 def test_env_default_syntax(tmp_path):

@@ -83,7 +83,7 @@ def test_anthropic_stream_is_read_by_its_own_events(run_fleet):
                "usage": {"output_tokens": 15}},
               {"type": "message_stop"}]
     with Emulator("anthropic", models=["m"]) as em:
-        em.route("POST", "/v1/messages", lambda r: sse(events, done=False, gap=0.005))
+        em.route("POST", "/v1/messages", lambda r: sse(events, done=False, gap=0.005, named=True))
         result = run_fleet(one_endpoint(em.url, "anthropic", alias="m", expect={
             "perf": {"min_decode_tps": 1.0e9}}), "-m", "perf")
     result.assert_outcomes(passed=1, failed=1, skipped=1)
@@ -107,4 +107,4 @@ def test_runaway_stream_is_cut_with_one_line(run_fleet):
         result = run_fleet(one_endpoint(em.url, "vllm", alias="m", expect={
             "perf": {"max_tokens": 16, "runs": 1}}), "-m", "perf")
     result.assert_outcomes(failed=2, skipped=1)
-    result.stdout.fnmatch_lines(["*the stream ran past 128 lines for 16 max_tokens without ending*"])
+    result.stdout.fnmatch_lines(["*the stream ran past 128 events for 16 max_tokens without ending*"])

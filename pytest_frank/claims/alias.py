@@ -2,38 +2,38 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from pytest_frank.http import Exchange
+from pytest_frank.checks import Check, Context
+from pytest_frank.observation import Observation
 from pytest_frank.verdict import fail
 
 
-@dataclass
-class Served:
+@dataclass(kw_only=True)
+class Served(Observation):
     url: str
-    ids: list[str] | None
-    problem: str | None
-    exchanges: list[Exchange] = field(default_factory=list)
+    ids: list[str]
 
 
-def probe(target) -> Served:
+def served(target) -> Served:
     ex = target.get(target.driver.models_path)
-    url = ex.url
-    if ex.error:
-        return Served(url, None, ex.error, [ex])
-    if ex.status != 200:
-        reason = target.driver.error_message(ex) or ex.snippet(200)
-        return Served(url, None, f"answered {ex.status}: {reason}", [ex])
+    if not ex.ok:
+        return Served(url=ex.url, ids=[], failure=f"{ex.url} {target.driver.reason(ex)}")
     try:
         ids = target.driver.served_ids(ex.json())
     except (ValueError, KeyError, TypeError) as exc:
-        return Served(url, None, f"not a model list ({exc}): {ex.snippet(200)}", [ex])
-    return Served(url, ids, None, [ex])
+        return Served(url=ex.url, ids=[],
+                      failure=f"{ex.url} not a model list ({exc}): {ex.snippet(200)}")
+    return Served(url=ex.url, ids=ids)
 
 
-def judge(served: Served, alias: str, fix: str) -> None:
-    if served.problem:
-        fail(f"{served.url} {served.problem}")
-    if alias not in served.ids:
+def judge(served: Served, ctx: Context) -> None:
+    """The fleet's alias is among the served model names."""
+    wanted = ctx.endpoint.alias
+    if wanted not in served.ids:
         listed = ", ".join(repr(i) for i in served.ids) or "no models at all"
-        fail(f"alias {alias!r} is not served by {served.url}; it serves {listed}", fix)
+        fail(f"alias {wanted!r} is not served by {served.url}; it serves {listed}",
+             ctx.driver.alias_fix(wanted))
+
+
+ALIAS = Check("test_alias", "alias", served, judge)

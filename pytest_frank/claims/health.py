@@ -3,21 +3,21 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from pytest_frank.http import Exchange
+from pytest_frank.checks import Check, Context
+from pytest_frank.observation import Observation
 from pytest_frank.verdict import fail
 
 POLL_FIRST, POLL_MAX = 0.25, 2.0
 
 
-@dataclass
-class Health:
+@dataclass(kw_only=True)
+class Health(Observation):
     state: str  # ready | loading | down
     detail: str
     url: str
     waited: float = 0.0
-    exchanges: list[Exchange] = field(default_factory=list)
 
     @property
     def ready(self) -> bool:
@@ -31,23 +31,28 @@ def probe(target) -> Health:
     target.start()
     url = target.url(target.driver.health_path)
     if target.launch_error:
-        return Health("down", f"the local server could not be launched: {target.launch_error}", url)
+        return Health(state="down", url=url,
+                      detail=f"the local server could not be launched: {target.launch_error}")
     deadline = time.monotonic() + target.endpoint.ready_timeout
-    start, pause, seen = time.monotonic(), POLL_FIRST, []
+    start, pause = time.monotonic(), POLL_FIRST
     while True:
         ex = target.get(target.driver.health_path)
-        seen = (seen + [ex])[-3:]
         state = target.driver.readiness(ex)
         if state.state != "loading" or time.monotonic() + pause > deadline:
-            return Health(state.state, state.detail, url, time.monotonic() - start, seen)
+            return Health(state=state.state, detail=state.detail, url=url,
+                          waited=time.monotonic() - start)
         time.sleep(pause)
         pause = min(pause * 2, POLL_MAX)
 
 
-def judge(health: Health, ready_timeout: float) -> None:
+def judge(health: Health, ctx: Context) -> None:
+    """The health route answers ready."""
     if health.state == "loading":
         fail(f"{health.url} is still loading after {health.waited:.0f}s "
-             f"(ready_timeout {ready_timeout:g}s); last answer: {health.detail}",
+             f"(ready_timeout {ctx.endpoint.ready_timeout:g}s); last answer: {health.detail}",
              "wait for the model to finish loading, or raise ready_timeout in fleet.yaml")
     if health.state == "down":
-        fail(f"{health.line()}")
+        fail(health.line())
+
+
+HEALTH = Check("test_health", "health", probe, judge)

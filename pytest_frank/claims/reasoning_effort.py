@@ -6,88 +6,89 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
-from pytest_frank.chat import Chat, Reply, Request
+from pytest_frank.chat import Reply, Request
+from pytest_frank.checks import Check, Context
+from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.replies import one_line, require_answer, require_budget
-from pytest_frank.http import Exchange
+from pytest_frank.observation import Observation
 from pytest_frank.verdict import fail
 
 PROMPT = "Say hello in one short sentence."
-DEFAULT_MAX_TOKENS = 512
 LEVELS = ("minimal", "low", "medium", "high", "xhigh", "max")  # client levels, least to most
 _SUPPORTED = re.compile(r"supported (?:types|values|levels) (?:are|is)\s*:?\s*([^.\n]+)", re.I)
 _TEMPLATE_MSG = re.compile(r"(?:exception|error):\s*", re.I)
 
 
-def options(endpoint) -> dict:
-    """The long form `{map: {...}, unmapped: bool, max_tokens: n}` or the bare level map."""
-    value = endpoint.expect.get("reasoning_effort") or {}
-    return dict(value) if isinstance(value.get("map"), dict) else {"map": dict(value)}
+@dataclass(frozen=True)
+class Options(ClaimOptions):
+    map: dict[str, str] = field(default_factory=dict)  # client level -> the value sent
+    unmapped: bool = False
+    max_tokens: int = 512
+
+    @classmethod
+    def from_fleet(cls, value: Any) -> Options:
+        """The long form `{map: {...}, unmapped: bool, max_tokens: n}` or the bare level map."""
+        value = value if isinstance(value, dict) else {}
+        return cls(**value) if isinstance(value.get("map"), dict) else cls(map=dict(value))
 
 
-def level_map(endpoint) -> dict[str, str]:
-    return options(endpoint)["map"]
-
-
-@dataclass
-class Efforts:
+@dataclass(kw_only=True)
+class Efforts(Observation):
     replies: dict[str, Reply]  # level -> the answer to it (sent mapped, or raw when unmapped)
     sent: dict[str, str]  # level -> the value sent
     max_tokens: int
-    exchanges: list[Exchange] = field(default_factory=list)
 
 
 def _ask(target, sent: dict[str, str]) -> Efforts:
-    max_tokens = int(options(target.endpoint).get("max_tokens", DEFAULT_MAX_TOKENS))
-    replies = {}
-    with Chat(target) as chat:
-        for level, value in sent.items():
-            replies[level] = chat.send(Request(PROMPT, max_tokens,
-                                               extra=target.driver.effort(value)))
-    return Efforts(replies, sent, max_tokens, list(chat.exchanges))
+    max_tokens = target.endpoint.options("reasoning_effort").max_tokens
+    replies = {level: target.chat(Request(PROMPT, max_tokens, extra=target.driver.effort(value)))
+               for level, value in sent.items()}
+    return Efforts(replies=replies, sent=sent, max_tokens=max_tokens)
 
 
-def probe(target) -> Efforts:
-    """Every mapped level, sent as its mapped value."""
-    return _ask(target, level_map(target.endpoint))
+def level(target, case: str) -> Efforts:
+    """One client level, sent as the value the fleet maps it to."""
+    return _ask(target, {case: target.endpoint.options("reasoning_effort").map[case]})
 
 
-def probe_unmapped(target) -> Efforts:
+def unmapped(target) -> Efforts:
     """Every client level sent as is: what a client without the map would send."""
-    return _ask(target, {level: level for level in LEVELS})
+    return _ask(target, {lv: lv for lv in LEVELS})
 
 
-def judge_level(efforts: Efforts, level: str, driver) -> None:
-    reply, value = efforts.replies[level], efforts.sent[level]
-    doing = f"reasoning_effort {level!r} (sent as {value!r})"
+def judge_level(efforts: Efforts, ctx: Context) -> None:
+    """The level, sent as mapped, is accepted by the template and answered with content."""
+    lv = ctx.case
+    reply, value = efforts.replies[lv], efforts.sent[lv]
+    doing = f"reasoning_effort {lv!r} (sent as {value!r})"
     if reply.error and reply.status is not None and reply.status >= 400:
         said = template_message(reply.error)
         if said:
-            accepted = supported(reply.error)
             fail(f"{doing} answered {reply.status}: the chat template rejects it: {said}",
-                 map_fix([level], accepted))
-    require_answer(reply, driver, doing)
+                 map_fix([lv], supported(reply.error)))
+    require_answer(reply, ctx.driver, doing)
     require_budget(reply, efforts.max_tokens, "expect.reasoning_effort.max_tokens")
     if not reply.content.strip():
         fail(f"{doing} answered 200 with empty content (finish_reason {reply.finish!r})")
 
 
-def judge_unmapped(efforts: Efforts, mapping: dict[str, str], note) -> None:
+def judge_unmapped(efforts: Efforts, ctx: Context) -> None:
     """Note what the template does with each raw level; fail when one it rejects is unmapped."""
-    notes, missing, accepted = [], [], None
-    for level, reply in efforts.replies.items():
+    mapping = ctx.options.map
+    missing, accepted = [], None
+    for lv, reply in efforts.replies.items():
         said = template_message(reply.error) if reply.error else None
         if not said:
-            notes.append(f"{level}: accepted as is" if reply.ok else
-                         f"{level}: {reply.status}: {one_line(reply.error, 120)}")
+            ctx.note(f"{lv}: accepted as is" if reply.ok else
+                     f"{lv}: {reply.status}: {one_line(reply.error, 120)}")
             continue
         accepted = accepted or supported(reply.error)
-        mapped = f" (mapped to {mapping[level]!r})" if level in mapping else ""
-        notes.append(f"{level}: rejected by the template{mapped}: {said}")
-        if level not in mapping:
-            missing.append(level)
-    for line in notes:
-        note(line)
+        mapped = f" (mapped to {mapping[lv]!r})" if lv in mapping else ""
+        ctx.note(f"{lv}: rejected by the template{mapped}: {said}")
+        if lv not in mapping:
+            missing.append(lv)
     if missing:
         fail(f"the template rejects client level(s) {', '.join(missing)} and the fleet's "
              f"reasoning_effort map leaves them out; a client sending them gets an error",
@@ -133,3 +134,10 @@ def map_fix(levels: list[str], accepted: list[str]) -> str:
                 f"`{', '.join(entries)}` in the client's effort map and expect.reasoning_effort")
     return ("map it to a level the template accepts (see its message) in the client's effort map "
             "and expect.reasoning_effort")
+
+
+LEVEL = Check("test_reasoning_effort", "reasoning_effort", level, judge_level,
+              cases=lambda opts, driver: list(opts.map))
+UNMAPPED = Check("test_reasoning_effort_unmapped", "reasoning_effort", unmapped, judge_unmapped,
+                 applies=lambda opts, driver: (None if opts.unmapped else
+                                               "expect.reasoning_effort.unmapped is not set"))

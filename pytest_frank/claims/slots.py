@@ -4,40 +4,42 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pytest_frank.http import Exchange
+from pytest_frank.checks import Check, Context
+from pytest_frank.claims import Options as ClaimOptions
+from pytest_frank.observation import Observation
 from pytest_frank.verdict import fail
 
 
-@dataclass
-class SlotShape:
-    count: int | None
-    ctx_per_slot: int | None
-    source: str
-    problem: str | None = None
-    exchanges: list[Exchange] = field(default_factory=list)
+@dataclass(frozen=True)
+class Options(ClaimOptions):
+    count: int | None = None
+    ctx_per_slot: int | None = None
+
+
+@dataclass(kw_only=True)
+class SlotShape(Observation):
+    count: int | None = None
+    ctx_per_slot: int | None = None
+    source: str = ""
     payloads: dict = field(default_factory=dict)  # route -> JSON, for checks that read more
 
 
-def probe(target) -> SlotShape:
-    payloads, exchanges = {}, []
+def shape(target) -> SlotShape:
+    payloads, last = {}, None
     for route in target.driver.slot_routes:
-        ex = target.get(route)
-        exchanges.append(ex)
-        if ex.ok:
-            payloads[route] = ex.json()
+        last = target.get(route)
+        if last.ok:
+            payloads[route] = last.json()
     if not payloads:
-        last = exchanges[-1]
-        said = target.driver.error_message(last) or last.snippet(120)
-        reason = last.error or f"answered {last.status}: {said}"
-        return SlotShape(None, None, "", f"{last.url} {reason}", exchanges)
+        return SlotShape(failure=f"the slot shape could not be read: {last.url} "
+                                 f"{target.driver.reason(last)}")
     count, ctx, source = target.driver.slot_shape(payloads)
-    return SlotShape(count, ctx, source, None, exchanges, payloads)
+    return SlotShape(count=count, ctx_per_slot=ctx, source=source, payloads=payloads)
 
 
-def judge(shape: SlotShape, expected: dict, driver) -> None:
-    if shape.problem:
-        fail(f"the slot shape could not be read: {shape.problem}")
-    want_count, want_ctx = expected.get("count"), expected.get("ctx_per_slot")
+def judge(shape: SlotShape, ctx: Context) -> None:
+    """The live slot count and context per slot are the fleet's."""
+    want_count, want_ctx, driver = ctx.options.count, ctx.options.ctx_per_slot, ctx.driver
     if want_count is not None:
         if shape.count is None:
             fail(f"the endpoint does not report its slot count ({shape.source}); "
@@ -61,3 +63,6 @@ def _judge_ctx(shape: SlotShape, want: int, count: int | None, driver) -> None:
              f"{driver.unify_hint}, or multiply the context size by {count}")
     fail(f"each slot gets {got} tokens of context, {want} intended ({shape.source})",
          "set the context size so each slot gets the intended context")
+
+
+SLOTS = Check("test_slots", "slots", shape, judge)

@@ -9,21 +9,29 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pytest_frank import generate, metrics
-from pytest_frank.http import Exchange
+from pytest_frank import metrics
+from pytest_frank.chat import Reply, Request
+from pytest_frank.checks import Check, Context
+from pytest_frank.claims import Options as ClaimOptions
+from pytest_frank.observation import Observation
 from pytest_frank.verdict import fail
 
-MAX_TOKENS = 128  # enough drafting steps for a stable rate, cheap on any endpoint
 PROMPT = "Count from 1 to 300 in words, one number per line, and nothing else."
 
 
-@dataclass
-class Observation:
+@dataclass(frozen=True)
+class Options(ClaimOptions):
+    min_acceptance: float | None = None
+    max_acceptance: float | None = None
+    max_tokens: int = 128  # enough drafting steps for a stable rate, cheap on any endpoint
+
+
+@dataclass(kw_only=True)
+class Drafting(Observation):
     before: metrics.Scrape
-    reply: Exchange | None = None
+    reply: Reply | None = None
     after: metrics.Scrape | None = None
-    max_tokens: int = MAX_TOKENS
-    exchanges: list[Exchange] = field(default_factory=list)
+    max_tokens: int
 
 
 @dataclass
@@ -48,23 +56,24 @@ class Measured:
         return "; ".join(parts) + f" [source: {self.source}]"
 
 
-def probe(target) -> Observation:
-    max_tokens = int(target.endpoint.options("spec_decode").get("max_tokens", MAX_TOKENS))
-    path = target.driver.metrics_path
-    obs = Observation(metrics.scrape(target, path), max_tokens=max_tokens)
-    obs.exchanges.append(obs.before.exchange)
-    obs.reply = generate.request(target, PROMPT, max_tokens, **target.driver.keep_generating)
-    obs.exchanges.append(obs.reply)
-    if obs.before.ok:
-        obs.after = metrics.scrape(target, path)
-        obs.exchanges.append(obs.after.exchange)
+def drafting(target) -> Drafting:
+    """Scrape, generate, scrape, with nothing else in flight: the counters are server-wide."""
+    max_tokens, path = target.endpoint.options("spec_decode").max_tokens, target.driver.metrics_path
+    target.model_name()  # any probe it needs runs before the endpoint is held
+    with target.exclusive():
+        obs = Drafting(before=metrics.scrape(target, path), max_tokens=max_tokens)
+        obs.reply = target.chat(Request(PROMPT, max_tokens, extra=target.driver.keep_generating))
+        if obs.before.ok:
+            obs.after = metrics.scrape(target, path)
     return obs
 
 
-def judge(obs: Observation, driver, options: dict, note=lambda text: None) -> Measured:
+def judge(obs: Drafting, ctx: Context) -> None:
+    """Drafts are made and accepted, at an acceptance inside the fleet's band."""
+    driver, note = ctx.driver, ctx.note
     _require_metrics(obs, driver)
     _require_reply(obs.reply, driver)
-    timings = driver.draft_counts(obs.reply.json())
+    timings = driver.draft_counts(obs.reply.engine)
     measured = measure(obs, driver, timings)
     note(f"{measured.line()}; the generation asked for {obs.max_tokens} tokens")
     if measured.source.endswith("counters"):
@@ -73,11 +82,10 @@ def judge(obs: Observation, driver, options: dict, note=lambda text: None) -> Me
         note(f"cross-check, this reply's timings: draft_n {timings[0]}, draft_n_accepted "
              f"{timings[1]} (acceptance {_fmt(_ratio(timings[1], timings[0]))})")
     _judge_engaged(measured, obs, driver)
-    _judge_band(measured, options, driver)
-    return measured
+    _judge_band(measured, ctx.options, driver)
 
 
-def measure(obs: Observation, driver, timings) -> Measured:
+def measure(obs: Drafting, driver, timings) -> Measured:
     after, before = obs.after, obs.before
     names = after.names()
     for series in driver.spec_series:
@@ -108,12 +116,12 @@ def _from_counters(series, before, after) -> Measured:
     return m
 
 
-def _require_metrics(obs: Observation, driver) -> None:
+def _require_metrics(obs: Drafting, driver) -> None:
     scrape = obs.before if not obs.before.ok else obs.after
     if scrape is None or scrape.ok:
         return
     ex = scrape.exchange
-    drafted = driver.draft_counts(obs.reply.json()) if obs.reply and obs.reply.ok else None
+    drafted = driver.draft_counts(obs.reply.engine) if obs.reply and obs.reply.ok else None
     seen = (f"; the reply's own timings show draft_n {drafted[0]}, accepted {drafted[1]}"
             if drafted else "")
     if ex.status in driver.metrics_off_statuses:
@@ -122,15 +130,15 @@ def _require_metrics(obs: Observation, driver) -> None:
     fail(f"{ex.url} {scrape.problem}{seen}", driver.metrics_fix)
 
 
-def _require_reply(reply: Exchange, driver) -> None:
-    if reply.error:
-        fail(f"the generation request to {reply.url} failed: {reply.error}")
-    if not reply.ok:
-        fail(f"the generation request to {reply.url} answered {reply.status}: "
-             f"{driver.error_message(reply) or reply.snippet(200)}")
+def _require_reply(reply: Reply, driver) -> None:
+    if reply.ok:
+        return
+    url = reply.exchange.url if reply.exchange else "the endpoint"
+    said = reply.error if reply.status is None else f"answered {reply.status}: {reply.error}"
+    fail(f"the generation request to {url} failed: {said}", driver.known_fix(reply.error))
 
 
-def _judge_engaged(m: Measured, obs: Observation, driver) -> None:
+def _judge_engaged(m: Measured, obs: Drafting, driver) -> None:
     if m.draft_tokens is None:  # gauges
         if not m.rate or not m.mean_length:
             fail(f"speculative decoding is configured but not engaged: {m.line()} after a "
@@ -144,8 +152,8 @@ def _judge_engaged(m: Measured, obs: Observation, driver) -> None:
              driver.spec_low_fix)
 
 
-def _judge_band(m: Measured, options: dict, driver) -> None:
-    low, high = options.get("min_acceptance"), options.get("max_acceptance")
+def _judge_band(m: Measured, options: Options, driver) -> None:
+    low, high = options.min_acceptance, options.max_acceptance
     if low is not None and m.rate < low:
         fail(f"acceptance {m.rate:.2f} is below min_acceptance {low:g}: {m.line()}",
              driver.spec_low_fix)
@@ -160,3 +168,6 @@ def _ratio(num, den) -> float | None:
 
 def _fmt(value) -> str:
     return "n/a" if value is None else f"{value:.2f}"
+
+
+SPEC_DECODE = Check("test_spec_decode", "spec_decode", drafting, judge)

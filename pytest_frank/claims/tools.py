@@ -7,14 +7,15 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from pytest_frank.chat import Chat, Reply, Request
+from pytest_frank.chat import Reply, Request
+from pytest_frank.checks import Check, Context
+from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.replies import one_line, require_answer, require_budget
-from pytest_frank.http import Exchange
+from pytest_frank.observation import Observation
 from pytest_frank.verdict import fail
 
-DEFAULT_MAX_TOKENS = 512
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "Weather forecast for a city.",
     "parameters": {"type": "object", "additionalProperties": False, "required": ["city", "days"],
@@ -41,56 +42,59 @@ MARKUP = re.compile(r"<tool_call>|</tool_call>|<function[=\s(>]|<tools>|<\|tool_
                     r"\[TOOL_CALLS\]|<｜tool▁calls|<\|python_tag\|>")
 
 
-@dataclass
-class Trials:
+@dataclass(frozen=True)
+class Options(ClaimOptions):
+    trials: int = 1
+    min_pass_rate: float = 1.0
+    max_tokens: int = 512
+    auto_must_call: bool = False
+    named: bool | None = None  # None: probe a named choice where the driver honours it
+    parallel: bool = False
+    stream: bool = True
+
+
+@dataclass(kw_only=True)
+class Trials(Observation):
     kind: str  # required | auto | named | parallel | plain | streamed
     replies: list[Reply]
     max_tokens: int
-    exchanges: list[Exchange] = field(default_factory=list)
-
-
-def settings(endpoint) -> dict:
-    opts = endpoint.options("tools")
-    return {"trials": int(opts.get("trials", 1)), "min_pass_rate": float(opts.get("min_pass_rate", 1.0)),
-            "max_tokens": int(opts.get("max_tokens", DEFAULT_MAX_TOKENS)),
-            "auto_must_call": bool(opts.get("auto_must_call", False)),
-            "named": opts.get("named"), "parallel": bool(opts.get("parallel", False)),
-            "stream": opts.get("stream", True) is not False}
+    plain: Trials | None = None  # beside the streamed trial: the non-streamed one
 
 
 def _run(target, kind: str, choice, trials: int | None = None, stream=False, parallel=None):
-    s = settings(target.endpoint)
+    opts = target.endpoint.options("tools")
     tools = None if kind == "plain" else TOOLS
     prompt = PROMPTS["required" if kind == "streamed" else kind]
-    with Chat(target) as chat:
-        replies = [chat.send(Request(prompt, s["max_tokens"], tools=tools, tool_choice=choice,
-                                     parallel=parallel, stream=stream))
-                   for _ in range(trials or s["trials"])]
-    return Trials(kind, replies, s["max_tokens"], list(chat.exchanges))
+    replies = [target.chat(Request(prompt, opts.max_tokens, tools=tools, tool_choice=choice,
+                                   parallel=parallel, stream=stream))
+               for _ in range(trials or opts.trials)]
+    return Trials(kind=kind, replies=replies, max_tokens=opts.max_tokens)
 
 
-def probe_required(target) -> Trials:
+def required(target) -> Trials:
     return _run(target, "required", "required")
 
 
-def probe_auto(target) -> Trials:
+def auto(target) -> Trials:
     return _run(target, "auto", "auto")
 
 
-def probe_named(target) -> Trials:
+def named(target) -> Trials:
     return _run(target, "named", NAMED)
 
 
-def probe_parallel(target) -> Trials:
+def parallel(target) -> Trials:
     return _run(target, "parallel", "required", parallel=True)
 
 
-def probe_plain(target) -> Trials:
+def plain(target) -> Trials:
     return _run(target, "plain", None, trials=1)
 
 
-def probe_streamed(target) -> Trials:
-    return _run(target, "streamed", "required", trials=1, stream=True)
+def streamed(target) -> Trials:
+    trials = _run(target, "streamed", "required", trials=1, stream=True)
+    trials.plain = target.need(required)
+    return trials
 
 
 # -- judging one call like a strict client -----------------------------------------------------
@@ -156,41 +160,43 @@ def call_reply_problems(reply: Reply, expected_name=None, min_calls: int = 1) ->
 
 
 # -- judging the probes --------------------------------------------------------------------------
-def judge_calls(trials: Trials, driver, min_pass_rate: float, note, expected_name=None,
-                min_calls: int = 1) -> None:
+def judge_calls(trials: Trials, ctx: Context, expected_name=None, min_calls: int = 1) -> None:
     """Every trial must call usable tools; k trials pass when the valid share reaches the rate."""
-    doing = _doing(trials)
-    for reply in trials.replies:
-        require_answer(reply, driver, doing)
-        require_budget(reply, trials.max_tokens, "expect.tools.max_tokens")
+    _require_answers(trials, ctx)
     found = [call_reply_problems(r, expected_name, min_calls) for r in trials.replies]
-    _judge_rate(trials, found, min_pass_rate, note, driver)
+    _judge_rate(trials, found, ctx)
 
 
-def judge_auto(trials: Trials, driver, min_pass_rate: float, must_call: bool, note) -> None:
+def judge_named(trials: Trials, ctx: Context) -> None:
+    """tool_choice naming a tool: every trial calls that tool, usably."""
+    judge_calls(trials, ctx, expected_name=NAMED)
+
+
+def judge_parallel(trials: Trials, ctx: Context) -> None:
+    """Parallel calls asked for at once: every trial makes at least two usable calls."""
+    judge_calls(trials, ctx, min_calls=2)
+
+
+def judge_auto(trials: Trials, ctx: Context) -> None:
     """tool_choice auto: the model may answer in text. Calls it makes must be usable, markup must
     not leak; not calling fails only when the fleet says the model must (auto_must_call)."""
-    doing = _doing(trials)
-    for reply in trials.replies:
-        require_answer(reply, driver, doing)
-        require_budget(reply, trials.max_tokens, "expect.tools.max_tokens")
+    _require_answers(trials, ctx)
     called = sum(bool(r.calls) for r in trials.replies)
-    note(f"tool_choice auto: called a tool in {called}/{len(trials.replies)} trial(s) "
-         f"(trigger rate {called / len(trials.replies):.0%})")
+    ctx.note(f"tool_choice auto: called a tool in {called}/{len(trials.replies)} trial(s) "
+             f"(trigger rate {called / len(trials.replies):.0%})")
     found = []
     for reply in trials.replies:
         problems = call_reply_problems(reply)
-        if not reply.calls and problems[0].startswith("no tool call") and not must_call:
+        if not reply.calls and problems[0].startswith("no tool call") and not ctx.options.auto_must_call:
             problems = []
         found.append(problems)
-    _judge_rate(trials, found, min_pass_rate, note, driver)
+    _judge_rate(trials, found, ctx)
 
 
-def judge_plain(trials: Trials, driver) -> None:
+def judge_plain(trials: Trials, ctx: Context) -> None:
     """Without tools the answer is text: a forced call means a global grammar or template."""
-    reply = trials.replies[0]
-    require_answer(reply, driver, "plain chat without tools")
-    require_budget(reply, trials.max_tokens, "expect.tools.max_tokens")
+    reply, driver = trials.replies[0], ctx.driver
+    _require_answers(trials, ctx, "plain chat without tools")
     if reply.calls or reply.tool_finish or MARKUP.search(reply.content):
         shown = (f"{len(reply.calls)} tool call(s)" if reply.calls
                  else one_line(reply.content, 100) or f"finish_reason {reply.finish!r}")
@@ -200,11 +206,12 @@ def judge_plain(trials: Trials, driver) -> None:
         fail(f"plain chat without tools answered empty content (finish_reason {reply.finish!r})")
 
 
-def judge_streamed(streamed: Trials, plain: Trials, driver, note) -> None:
+def judge_streamed(streamed: Trials, ctx: Context) -> None:
     """The reassembled stream is a usable call, the same tools as the non-streamed answer."""
-    judge_calls(streamed, driver, 1.0, note)
-    s, p = streamed.replies[0], plain.replies[0]
-    if not p.ok or not p.calls:
+    _require_answers(streamed, ctx)
+    _judge_rate(streamed, [call_reply_problems(r) for r in streamed.replies], ctx, 1.0)
+    s, p = streamed.replies[0], streamed.plain.replies[0] if streamed.plain else None
+    if p is None or not p.ok or not p.calls:
         return
     names_s, names_p = [c.name for c in s.calls], [c.name for c in p.calls]
     if names_s != names_p:
@@ -213,11 +220,20 @@ def judge_streamed(streamed: Trials, plain: Trials, driver, note) -> None:
              "(or the proxy's SSE translation)")
     for a, b in zip(s.calls, p.calls):
         if _parsed(a.arguments) != _parsed(b.arguments):
-            note(f"{a.name}: streamed arguments {_parsed(a.arguments)} vs non-streamed "
-                 f"{_parsed(b.arguments)} (both valid; sampling may differ)")
+            ctx.note(f"{a.name}: streamed arguments {_parsed(a.arguments)} vs non-streamed "
+                     f"{_parsed(b.arguments)} (both valid; sampling may differ)")
 
 
-def _judge_rate(trials: Trials, found: list[list[str]], min_pass_rate: float, note, driver):
+def _require_answers(trials: Trials, ctx: Context, doing: str | None = None) -> None:
+    for reply in trials.replies:
+        require_answer(reply, ctx.driver, doing or _doing(trials))
+        require_budget(reply, trials.max_tokens, "expect.tools.max_tokens")
+
+
+def _judge_rate(trials: Trials, found: list[list[str]], ctx: Context,
+                min_pass_rate: float | None = None) -> None:
+    min_pass_rate = ctx.options.min_pass_rate if min_pass_rate is None else min_pass_rate
+    note, driver = ctx.note, ctx.driver
     k, passed = len(found), sum(not p for p in found)
     rate = passed / k
     note(f"{trials.kind}: {passed}/{k} trial(s) valid ({rate:.0%}, need {min_pass_rate:.0%})")
@@ -255,3 +271,22 @@ def _parsed(args):
         except ValueError:
             return args
     return args
+
+
+def _named_applies(opts: Options, driver) -> str | None:
+    if opts.named if opts.named is not None else driver.honours_named_tool_choice:
+        return None
+    return (f"{driver.label} treats a named tool_choice as auto "
+            f"(set expect.tools.named: true to probe it anyway)")
+
+
+REQUIRED = Check("test_tools_required", "tools", required, judge_calls)
+AUTO = Check("test_tools_auto", "tools", auto, judge_auto)
+NAMED_CHOICE = Check("test_tools_named", "tools", named, judge_named, applies=_named_applies)
+PARALLEL = Check("test_tools_parallel", "tools", parallel, judge_parallel,
+                 applies=lambda opts, driver: None if opts.parallel else (
+                     "expect.tools.parallel is not set (the endpoint does not claim parallel "
+                     "calls)"))
+PLAIN = Check("test_tools_plain_chat", "tools", plain, judge_plain)
+STREAMED = Check("test_tools_streamed", "tools", streamed, judge_streamed,
+                 applies=lambda opts, driver: None if opts.stream else "expect.tools.stream is false")

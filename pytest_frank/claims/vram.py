@@ -4,12 +4,15 @@ tolerance of that (live: nvidia-smi, a command, or a Prometheus exporter)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
+from pytest_frank.checks import Check, Context
+from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims import slots
-from pytest_frank.http import Exchange
-from pytest_frank.verdict import fail, skip
+from pytest_frank.observation import Observation
+from pytest_frank.verdict import fail
 from pytest_frank.vram import (
     KVPool,
     Measured,
@@ -24,6 +27,33 @@ from pytest_frank.vram import (
 TABLE = "context math"
 
 
+@dataclass(frozen=True)
+class Options(ClaimOptions):
+    model: str | None = None
+    draft: str | None = None
+    mmproj: str | None = None
+    mtp: bool | None = None
+    ctx_size: int | None = None
+    parallel: int | None = None
+    kv_unified: bool | None = None
+    cache_type_k: str | None = None
+    cache_type_v: str | None = None
+    gpu_mib: float | None = None
+    fixed_mib: float | None = None
+    headroom_mib: float | None = None
+    tolerance: float | None = None
+    tolerance_mib: float | None = None
+    contexts: list[int] | None = None
+    source: str | None = None
+    gpu: int | None = None
+    command: Any = None
+    metrics_url: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The keys fleet.yaml set, as the memory model (pytest_frank.vram) reads them."""
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
 def _mib(n: float) -> str:
     from pytest_frank.memory import fmt_mib
     return fmt_mib(n)
@@ -31,55 +61,60 @@ def _mib(n: float) -> str:
 
 # --------------------------------------------------------------------------- what should be used
 
-def served_model(endpoint, shape) -> tuple[str | None, str]:
+@dataclass(kw_only=True)
+class Fit(Observation):
+    modelled: Modelled | None = None
+
+
+def _model(target, *, strict: bool, gpu_total: int | None = None) -> Fit:
+    """Model the endpoint's memory from expect.vram and, live, the slot shape and the model path
+    the engine reports. Too little to model is inconclusive (a failure when strict)."""
+    opts = target.endpoint.options("vram")
+    shape, why = None, ""
+    if not target.offline and not (opts.model and opts.ctx_size):
+        shape = target.need(slots.shape)
+        shape = shape if shape.seen else None
+    model = opts.model
+    if not model:
+        model, why = _served_model(target, shape)
+    try:
+        plan = make_plan(opts.as_dict(), model, gpu_total,
+                         count=shape.count if shape else None,
+                         ctx_per_slot=shape.ctx_per_slot if shape else None)
+    except PlanError as exc:
+        if strict:
+            return Fit(failure=f"{exc}{why}",
+                       fix="set it in expect.vram (model: the served GGUF's path or URL)")
+        later = "; the live test_vram reads what the engine reports" if target.offline else ""
+        return Fit(inconclusive=f"{exc}{why}{later}")
+    from pytest_frank.gguf_header import GGUFError
+
+    try:
+        return Fit(modelled=model_memory(plan, timeout=target.timeout))
+    except GGUFError as exc:
+        return Fit(failure=f"the GGUF header of {getattr(exc, 'frank_source', plan.model)} cannot "
+                           f"be read: {exc}",
+                   fix="point expect.vram at the complete file (a partial download or another "
+                       "format reads like this)")
+    except ValueError as exc:
+        return Fit(failure=f"the memory model refuses this config: {exc}")
+
+
+def _served_model(target, shape) -> tuple[str | None, str]:
     """(the model file the engine reports loading when this machine can read it, why not)."""
-    path = endpoint.driver.served_model_path(shape.payloads) if shape else None
+    path = target.driver.served_model_path(shape.payloads) if shape else None
     if path and Path(path).is_file():
         return path, ""
     return None, f"; the engine reports model_path {path}, not readable here" if path else ""
 
 
-def modelled(endpoint, *, live: bool, strict: bool = False,
-             gpu_total: int | None = None) -> Modelled:
-    """Model the endpoint's memory from expect.vram (and, live, the slot shape and the model
-    path the engine reports). Skips (fails when strict) when there is too little to model;
-    fails on a bad header."""
-    opts = endpoint.config.options("vram")
-    shape, why = None, ""
-    if live and not (opts.get("model") and opts.get("ctx_size")):
-        shape = endpoint.probe(slots.probe)
-        shape = None if shape.problem else shape
-    model = opts.get("model")
-    if not model:
-        model, why = served_model(endpoint, shape)
-    try:
-        plan = make_plan(opts, model, gpu_total, count=shape.count if shape else None,
-                         ctx_per_slot=shape.ctx_per_slot if shape else None)
-    except PlanError as exc:
-        if strict:
-            fail(f"{exc}{why}", "set it in expect.vram (model: the served GGUF's path or URL)")
-        skip(f"{exc}{why}" + ("" if live else "; the live test_vram reads what the engine reports"))
-    from pytest_frank.gguf_header import GGUFError
-
-    try:
-        result, problem = model_memory(plan, timeout=endpoint.target.timeout), None
-    except GGUFError as exc:
-        problem = (f"the GGUF header of {getattr(exc, 'frank_source', plan.model)} cannot be "
-                   f"read: {exc}", "point expect.vram at the complete file (a partial download "
-                   "or another format reads like this)")
-    except ValueError as exc:
-        problem = (f"the memory model refuses this config: {exc}", None)
-    if problem:     # failing outside the except block keeps the chained traceback out
-        fail(*problem)
-    endpoint.attach(TABLE, "text/markdown", result.table)
-    endpoint.note(f"modelled: {_mib(result.estimate.total)} MiB = {result.estimate.breakdown()} "
-                  f"(ctx_size, parallel from {plan.settings_from})")
-    for note in result.estimate.notes:
-        endpoint.note(f"note: {note}")
-    return result
+def fit(target) -> Fit:
+    return _model(target, strict=False)
 
 
-def judge_fit(result: Modelled) -> None:
+def judge_fit(obs: Fit, ctx: Context) -> None:
+    """The modelled memory fits the GPU with the headroom asked."""
+    result = _show_model(obs.modelled, ctx)
     v = result.verdict
     if v is None or v.ok:
         return
@@ -91,26 +126,44 @@ def judge_fit(result: Modelled) -> None:
     fail(f"{v.message}\n{result.table}", fix)
 
 
+def _show_model(result: Modelled, ctx: Context) -> Modelled:
+    ctx.attach(TABLE, "text/markdown", result.table)
+    ctx.note(f"modelled: {_mib(result.estimate.total)} MiB = {result.estimate.breakdown()} "
+             f"(ctx_size, parallel from {result.plan.settings_from})")
+    for note in result.estimate.notes:
+        ctx.note(f"note: {note}")
+    return result
+
+
 # --------------------------------------------------------------------------- what is used
 
-@dataclass
-class Live:
+@dataclass(kw_only=True)
+class Live(Observation):
     measured: Measured
-    pool: KVPool | None
-    exchanges: list[Exchange] = field(default_factory=list)
+    pool: KVPool | None = None
+    shape: slots.SlotShape | None = None
+    expected: Fit | None = None  # the model, when the pool alone does not say what is expected
 
 
-def probe(target) -> Live:
-    """The GPU memory source, and the KV pool the engine describes (vLLM /metrics)."""
+def live(target) -> Live:
+    """The GPU memory source, the KV pool the engine describes (vLLM /metrics), the slot shape,
+    and what the model says should be used."""
     opts = target.endpoint.options("vram")
-    measured = measure(opts, timeout=target.timeout)
-    pool, exchanges = _pool(target.driver, measured.metrics_text), []
+    measured = measure(opts.as_dict(), timeout=target.timeout)
+    if measured.unavailable:
+        return Live(measured=measured, inconclusive=measured.unavailable)
+    if measured.problem:
+        return Live(measured=measured, failure=f"GPU memory could not be read: {measured.problem}")
+    pool = _pool(target.driver, measured.metrics_text)
     route = target.driver.kv_pool_route
     if pool is None and route:
         ex = target.get(route)
-        exchanges.append(ex)
         pool = _pool(target.driver, ex.body) if ex.ok else None
-    return Live(measured, pool, exchanges)
+    shape = target.need(slots.shape)
+    obs = Live(measured=measured, pool=pool, shape=shape if shape.seen else None)
+    if not (pool and pool.fraction and measured.total and not opts.model):
+        obs.expected = _model(target, strict=True, gpu_total=measured.total)
+    return obs
 
 
 def _pool(driver, text: str) -> KVPool | None:
@@ -122,27 +175,25 @@ def _pool(driver, text: str) -> KVPool | None:
         return None
 
 
-def judge_live(endpoint, live: Live) -> None:
-    m, driver = live.measured, endpoint.driver
-    if m.unavailable:
-        skip(m.unavailable)
-    if m.problem:
-        fail(f"GPU memory could not be read: {m.problem}")
-    shape = endpoint.probe(slots.probe)
-    if live.pool:
-        endpoint.note(f"KV pool: {live.pool.detail}")
-        _judge_pool(live.pool, shape, driver)
-    expected, what, weights = _expected(endpoint, live, m.total)
+def judge_live(obs: Live, ctx: Context) -> None:
+    """The GPU memory the endpoint uses is within tolerance of what its model needs."""
+    m, driver = obs.measured, ctx.driver
+    if obs.pool:
+        ctx.note(f"KV pool: {obs.pool.detail}")
+        _judge_pool(obs.pool, obs.shape, driver)
+    if obs.expected is not None and obs.expected.failure:
+        fail(obs.expected.failure, obs.expected.fix)
+    expected, what, weights = _expected(obs, ctx)
     if m.used is None:
-        if live.pool:
+        if obs.pool:
             return      # the pool was the only reading, and it holds the context
         fail(f"{m.where} gives no memory-used reading (no DCGM_FI_DEV_FB_USED)")
-    allowed = tolerance_bytes(endpoint.config.options("vram"), expected)
+    allowed = tolerance_bytes(ctx.options.as_dict(), expected)
     diff = m.used - expected
     said = (f"{m.where} uses {_mib(m.used)} MiB, {_mib(abs(diff))} MiB "
             f"{'more' if diff > 0 else 'less'} than the {_mib(expected)} MiB modelled ({what}; "
             f"tolerance {_mib(allowed)} MiB)")
-    endpoint.note(said)
+    ctx.note(said)
     if diff > allowed:
         twice = ""
         if weights and abs(diff - weights) <= allowed:
@@ -153,14 +204,12 @@ def judge_live(endpoint, live: Live) -> None:
         fail(said, driver.vram_low_fix)
 
 
-def _expected(endpoint, live: Live, gpu_total: int | None) -> tuple[int, str, int]:
+def _expected(obs: Live, ctx: Context) -> tuple[int, str, int]:
     """(bytes the endpoint should use, how that was reached, the model's weights if known)."""
-    opts = endpoint.config.options("vram")
-    if live.pool and live.pool.fraction and gpu_total and not opts.get("model"):
-        # an engine that preallocates takes its fraction of the GPU whatever the model is
-        return (int(live.pool.fraction * gpu_total),
-                f"{live.pool.fraction:g} of the {_mib(gpu_total)} MiB GPU", 0)
-    result = modelled(endpoint, live=True, strict=True, gpu_total=gpu_total)
+    if obs.expected is None:  # an engine that preallocates takes its fraction of the GPU
+        pool, total = obs.pool, obs.measured.total
+        return int(pool.fraction * total), f"{pool.fraction:g} of the {_mib(total)} MiB GPU", 0
+    result = _show_model(obs.expected.modelled, ctx)
     return result.estimate.total, result.estimate.breakdown(), result.estimate.weights
 
 
@@ -173,8 +222,12 @@ def _apps(m: Measured) -> str:
 
 
 def _judge_pool(pool: KVPool, shape, driver) -> None:
-    need = shape.ctx_per_slot if shape and not shape.problem else None
+    need = shape.ctx_per_slot if shape else None
     if pool.tokens is None or need is None or pool.tokens >= need:
         return
     fail(f"the KV pool holds {pool.tokens} tokens, less than one {need}-token sequence "
          f"({pool.detail}): the pool was clamped", driver.vram_low_fix)
+
+
+FITS = Check("test_vram_fits", "vram", fit, judge_fit, offline=True)
+VRAM = Check("test_vram", "vram", live, judge_live)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pytest_frank.drivers.base import Driver
+from pytest_frank.drivers.base import NO_KEY, Driver
 
 ANTHROPIC_VERSION = "2023-06-01"
 
@@ -23,33 +23,22 @@ class AnthropicDriver(Driver):
         return f"map the model name {alias!r} in the proxy's model list"
 
     # -- generation: the Messages shape (vision as base64 image blocks) ---------------------------
-    chat_path = "/v1/messages"
-    stream_options = {"stream": True}
     image_forms = ("anthropic",)
 
     def image_part(self, b64, mime, form):
         return {"type": "image", "source": {"type": "base64", "media_type": mime, "data": b64}}
 
-    def reply_text(self, payload):
-        blocks = payload.get("content") if isinstance(payload, dict) else None
-        if not isinstance(blocks, list):
-            return None, None
-        text = "".join(b.get("text", "") for b in blocks
-                       if isinstance(b, dict) and b.get("type") == "text")
-        return text, payload.get("stop_reason")
+    def sdk_client(self, endpoint, http_client, timeout):
+        import anthropic
 
-    def stream_text(self, event):
-        if not isinstance(event, dict) or event.get("type") != "content_block_delta":
-            return ""
-        delta = event.get("delta")
-        if not isinstance(delta, dict):
-            return ""
-        text = delta.get("text") or delta.get("thinking") or ""
-        return text if isinstance(text, str) else ""
+        return anthropic.Anthropic(base_url=endpoint.root, api_key=endpoint.api_key or NO_KEY,
+                                   http_client=http_client, max_retries=0, timeout=timeout,
+                                   default_headers=dict(endpoint.headers) or None)
 
-    def stream_tokens(self, event):
-        usage = event.get("usage") if isinstance(event, dict) else None
-        return usage.get("output_tokens") if isinstance(usage, dict) else None
+    def converse(self, sdk, model, req, clock):
+        from pytest_frank.drivers import anthropic_messages
+
+        return anthropic_messages.converse(sdk, model, req, clock)
 
     # -- generation battery: reasoning, reasoning_effort, tools --------------------------------
     api_shape = "anthropic"

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from pytest_frank import metrics
 from pytest_frank.http import Exchange
 
+NO_KEY = "frank-no-key"  # the SDKs insist on a key; a server without one ignores it
+
 
 @dataclass
 class Readiness:
@@ -28,12 +30,20 @@ class Driver:
 
     def readiness(self, ex: Exchange) -> Readiness:
         if ex.error:
-            return Readiness("down", ex.error)
+            return Readiness("down", self.reason(ex))
         if ex.status == 200:
             return Readiness("ready", f"{ex.status} {ex.snippet(80)}".strip())
         if self.is_loading(ex):
             return Readiness("loading", f"{ex.status} {self.error_message(ex) or ex.snippet(120)}")
-        return Readiness("down", f"answered {ex.status}: {self.error_message(ex) or ex.snippet(200)}")
+        return Readiness("down", self.reason(ex))
+
+    def reason(self, ex: Exchange) -> str:
+        """One line: why an exchange is not the answer wanted (no answer, or an error status)."""
+        if ex.error and ex.status is None:
+            return ex.error
+        said = self.error_message(ex) or ex.snippet(200) or "(empty body)"
+        cut = f" [{ex.error}]" if ex.error else ""
+        return f"answered {ex.status}: {said}{cut}"
 
     def is_loading(self, ex: Exchange) -> bool:
         return False
@@ -53,7 +63,8 @@ class Driver:
         err = body.get("error", body.get("detail"))
         if isinstance(err, dict):
             err = err.get("message")
-        return str(err) if err else body.get("message")
+        text = err or body.get("message")
+        return " ".join(str(text).split()) if text else None
 
     def alias_fix(self, alias: str) -> str:
         return f"serve it under that name ({self.alias_flag} {alias})"
@@ -87,35 +98,26 @@ class Driver:
         """A vram.KVPool from the engine's metrics text, where it preallocates one; else None."""
         return None
 
-    # -- generation requests (vision, spec_decode, perf): the OpenAI chat shape -----------------
-    chat_path = "/v1/chat/completions"
-    stream_options: dict = {"stream": True, "stream_options": {"include_usage": True}}
-    keep_generating: dict = {}  # request fields that keep a model writing past its natural end
+    # -- generation: the official client and wire format of the API shape ---------------------
+    api_shape = "openai"  # which official client speaks to it: "openai" or "anthropic"
+    keep_generating: dict = {}  # request params that keep a model writing past its natural end
+    engine_keys: tuple[str, ...] = ("timings",)  # reply fields past the API (llama.cpp's timings)
 
-    def chat_request(self, model: str, content, max_tokens: int, extra: dict) -> tuple[str, dict]:
-        return self.chat_path, {"model": model, "max_tokens": max_tokens,
-                                "messages": [{"role": "user", "content": content}], **extra}
+    def sdk_client(self, endpoint, http_client, timeout: float):
+        import openai
 
-    def reply_text(self, payload) -> tuple[str | None, str | None]:
-        """(the answer's text, finish reason) of a chat reply; None where it has none."""
-        try:
-            choice = payload["choices"][0]
-            return choice["message"].get("content"), choice.get("finish_reason")
-        except (KeyError, IndexError, TypeError, AttributeError):
-            return None, None
+        return openai.OpenAI(base_url=endpoint.api_base, api_key=endpoint.api_key or NO_KEY,
+                             http_client=http_client, max_retries=0, timeout=timeout,
+                             default_headers=dict(endpoint.headers) or None)
 
-    def stream_text(self, event) -> str:
-        """Content or reasoning text in one streamed event (role-only chunks carry none)."""
-        try:
-            delta = event["choices"][0]["delta"]
-        except (KeyError, IndexError, TypeError):
-            return ""
-        parts = (delta.get(k) for k in ("content", "reasoning_content", "reasoning"))
-        return "".join(p for p in parts if isinstance(p, str))
+    def converse(self, sdk, model: str, req, clock):
+        """One request on the wire; returns a chat.Reply (errors raise, as the SDK raises)."""
+        from pytest_frank.drivers import openai_chat
 
-    def stream_tokens(self, event) -> int | None:
-        usage = event.get("usage") if isinstance(event, dict) else None
-        return usage.get("completion_tokens") if isinstance(usage, dict) else None
+        return openai_chat.converse(self, sdk, model, req, clock)
+
+    def engine_fields(self, extra: dict) -> dict:
+        return {k: v for k, v in extra.items() if k in self.engine_keys and isinstance(v, dict)}
 
     # -- /metrics and speculative decoding -------------------------------------------------------
     metrics_path = "/metrics"
@@ -132,12 +134,15 @@ class Driver:
     prefix_cache_fix = ("turn on the server's prefix (prompt) cache, and keep the start of the "
                         "prompt stable between turns (no timestamps in the system prompt)")
 
-    def draft_counts(self, payload) -> tuple[int, int] | None:
-        """(draft tokens, accepted) from one reply's `timings`, where the engine reports them."""
-        timings = payload.get("timings") if isinstance(payload, dict) else None
-        if not isinstance(timings, dict) or "draft_n" not in timings:
+    def draft_counts(self, engine: dict) -> tuple[int, int] | None:
+        """(draft tokens, accepted) from one reply's engine fields (`timings`), where reported."""
+        timings = engine.get("timings") if isinstance(engine, dict) else None
+        if not isinstance(timings, dict):
             return None
-        return int(timings["draft_n"]), int(timings.get("draft_n_accepted", 0))
+        drafted, accepted = timings.get("draft_n"), timings.get("draft_n_accepted", 0)
+        if not isinstance(drafted, int) or not isinstance(accepted, int):
+            return None
+        return drafted, accepted
 
     # -- vision --------------------------------------------------------------------------------
     image_forms: tuple[str, ...] = ("data_url",)
@@ -154,13 +159,13 @@ class Driver:
         url = b64 if form == "base64" else f"data:{mime};base64,{b64}"
         return {"type": "image_url", "image_url": {"url": url}}
 
-    def no_projector(self, ex: Exchange) -> bool:
-        text = (self.error_message(ex) or ex.body or "").lower()
-        return ex.status is not None and ex.status >= 400 and any(
+    def no_projector(self, reply) -> bool:
+        """An error answer to an image that says the model has no vision at all."""
+        text = (reply.error or "").lower()
+        return reply.status is not None and reply.status >= 400 and any(
             m in text for m in self.no_projector_markers)
 
     # -- generation battery: reasoning, reasoning_effort, tools (pytest_frank.chat) -------------
-    api_shape = "openai"  # which official client speaks to it: "openai" or "anthropic"
     # Where a chat reply carries reasoning, in the order read; fleet.yaml `reasoning.field` wins.
     reasoning_fields: tuple[str, ...] = ("reasoning_content", "reasoning")
     honours_named_tool_choice = True  # OpenAI's {"type":"function","function":{"name":...}}

@@ -55,7 +55,7 @@ class LlamaCppDriver(Driver):
                     "(part of the model on the CPU), or --cache-type-k/-v smaller than expect.vram")
 
     # -- generation, /metrics, speculative decoding, vision --------------------------------------
-    keep_generating = {"ignore_eos": True}
+    keep_generating = {"extra_body": {"ignore_eos": True}}
     metrics_off_statuses = (501,)
     metrics_fix = "start llama-server with --metrics (and send the API key, if one is set)"
     spec_series = (metrics.LLAMACPP_SPEC,)

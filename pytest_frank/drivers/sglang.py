@@ -15,7 +15,7 @@ class SglangDriver(Driver):
         return f"serve it under that name: --served-model-name {alias}"
 
     # -- generation, /metrics, speculative decoding ----------------------------------------------
-    keep_generating = {"ignore_eos": True}
+    keep_generating = {"extra_body": {"ignore_eos": True}}
     metrics_off_statuses = (404,)
     metrics_fix = "start SGLang with --enable-metrics"
     spec_series = (metrics.SGLANG_SPEC,)

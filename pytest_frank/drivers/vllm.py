@@ -18,7 +18,7 @@ class VllmDriver(Driver):
     unify_hint = "raise --max-model-len"
 
     # -- generation, /metrics, speculative decoding, vision --------------------------------------
-    keep_generating = {"ignore_eos": True}
+    keep_generating = {"extra_body": {"ignore_eos": True}}
     metrics_fix = "let /metrics through to the vLLM server (it is on by default)"
     spec_series = (metrics.VLLM_SPEC,)
     spec_engage_fix = ("pass --speculative-config, e.g. "

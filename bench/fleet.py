@@ -1,0 +1,121 @@
+"""The probe phase at fleet scale: emulated vLLM endpoints whose generations take a fixed latency,
+the whole battery, one plain pytest process (no xdist).
+
+For fleets of 1, 8 and 32 endpoints it prints the wall time of the run against the single
+endpoint's, the overhead over the critical path (the longest serial chain of requests on one
+endpoint: its generations times the latency, divided by `concurrency`), and the peak number of
+requests each endpoint had in flight (counted by the emulator) against its `concurrency`.
+Targets: 8 endpoints within 1.3x the wall of one, 32 within 1.6x, overhead within 15%, peak never
+above `concurrency`. Run: python bench/fleet.py [--latency S] [--sizes 1 8 32] [--concurrency N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from emulator import Emulator, Reply, chat_json, metrics_text, serve_chat, tool_call  # noqa: E402
+
+EXPECT = {
+    "reasoning": True,
+    "reasoning_effort": {"low": "low", "high": "high"},
+    "tools": {"trials": 1},
+    "spec_decode": {"min_acceptance": 0.5},
+    "perf": {"runs": 2, "max_ttft_s": 30},
+    "slots": {"ctx_per_slot": 32768},
+}
+TARGETS = {8: 1.3, 32: 1.6}
+ARGS = {"get_weather": {"city": "Paris", "days": 1}, "get_time": {"timezone": "Europe/Paris"}}
+
+
+def healthy(em: Emulator) -> None:
+    """A healthy vLLM: reasoning, tool calls, and spec_decode counters that grow per reply."""
+    drafted = {"n": 0}
+
+    def answer(body):
+        drafted["n"] += 1
+        off = (body.get("chat_template_kwargs") or {}).get("enable_thinking") is False
+        extra = {} if off else {"reasoning": "Thinking"}
+        choice = body.get("tool_choice")
+        if not body.get("tools") or choice == "none":
+            return chat_json("Hello!", model="m", **extra)
+        name = choice["function"]["name"] if isinstance(choice, dict) else "get_weather"
+        return chat_json(None, model="m", finish="tool_calls",
+                         tool_calls=[tool_call(name, ARGS[name])], **extra)
+
+    def metrics(_req):
+        n = drafted["n"]
+        return Reply(200, metrics_text({"vllm:spec_decode_num_drafts_total": 10 * n,
+                                        "vllm:spec_decode_num_draft_tokens_total": 30 * n,
+                                        "vllm:spec_decode_num_accepted_tokens_total": 24 * n}))
+
+    serve_chat(em, answer)
+    em.route("GET", "/metrics", metrics)
+
+
+def run(size: int, latency: float, concurrency: int) -> dict:
+    ems = [Emulator("vllm", models=["m"], latency=latency).start() for _ in range(size)]
+    try:
+        for em in ems:
+            healthy(em)
+        fleet = {"endpoints": {f"ep-{i:02d}": {"url": em.url, "engine": "vllm", "alias": "m",
+                                               "concurrency": concurrency, "expect": EXPECT}
+                               for i, em in enumerate(ems)}}
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "fleet.yaml"
+            path.write_text(yaml.safe_dump(fleet))
+            start = time.monotonic()
+            out = subprocess.run([sys.executable, "-m", "pytest", "--endpoints", str(path), "-q",
+                                  "-p", "no:randomly", "-p", "no:cacheprovider",
+                                  "-o", "asyncio_default_fixture_loop_scope=function"],
+                                 cwd=tmp, capture_output=True, text=True)
+            wall = time.monotonic() - start
+        tail = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else out.stderr[-500:]
+        if out.returncode != 0:
+            raise SystemExit(f"the battery did not pass on a healthy fleet of {size}:\n"
+                             f"{out.stdout[-3000:]}")
+        session = float(re.search(r"in ([\d.]+)s", tail).group(1))
+        posts = max(sum(r.method == "POST" for r in em.requests) for em in ems)
+        return {"size": size, "wall": wall, "session": session, "tail": tail,
+                "critical": posts * latency / concurrency, "posts": posts,
+                "peak": max(em.peak_in_flight for em in ems)}
+    finally:
+        for em in ems:
+            em.stop()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--latency", type=float, default=0.4)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1, 8, 32])
+    parser.add_argument("--concurrency", type=int, default=1)
+    args = parser.parse_args()
+    rows = [run(size, args.latency, args.concurrency) for size in args.sizes]
+    one = rows[0]["session"]
+    print(f"latency {args.latency}s per generation, concurrency {args.concurrency}")
+    print(f"{'endpoints':>9} {'session s':>9} {'x one':>6} {'target':>6} {'critical s':>10} "
+          f"{'overhead':>8} {'peak/conc':>9}  result")
+    ok = True
+    for r in rows:
+        ratio, overhead = r["session"] / one, r["session"] / r["critical"] - 1
+        target = TARGETS.get(r["size"])
+        good = ((target is None or ratio <= target) and overhead <= 0.15
+                and r["peak"] <= args.concurrency)
+        ok &= good
+        print(f"{r['size']:>9} {r['session']:>9.2f} {ratio:>6.2f} "
+              f"{'-' if target is None else f'{target:.1f}':>6} {r['critical']:>10.2f} "
+              f"{overhead:>8.0%} {r['peak']:>4}/{args.concurrency:<4}  {r['tail']}")
+    print("all targets met" if ok else "TARGETS MISSED")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

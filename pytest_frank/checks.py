@@ -1,0 +1,71 @@
+"""The one judge contract. A claim module declares each check as a `Check`: the probe that
+gathers its observation (network and file work, run ahead for the whole fleet) and the judge that
+reads it: `judge(observation, ctx)`, which fails through `pytest_frank.verdict`. The battery turns
+each `Check` into a test with `battery_test`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+import pytest
+
+if TYPE_CHECKING:
+    from pytest_frank.drivers import Driver
+    from pytest_frank.fleet import Endpoint
+    from pytest_frank.observation import Observation
+    from pytest_frank.target import Probe
+
+Note = Callable[[str], None]
+
+
+@dataclass
+class Context:
+    """What a judge may consult besides the observation: no network, no files."""
+
+    endpoint: Endpoint
+    driver: Driver
+    options: Any  # the claim's typed options (pytest_frank.claims.<claim>.Options)
+    case: str | None = None  # the level, form, ... of a cased check
+    note: Note = field(default=lambda text: None)
+    attach: Callable[[str, str, str], None] = field(default=lambda name, mime, data: None)
+
+
+Judge = Callable[["Observation", Context], None]
+
+
+@dataclass(frozen=True)
+class Check:
+    """One verdict on one claim. `test` is the test's public name; `cases` splits it into one
+    test per case; `applies` gives the reason a part of a claim is not asked (then it is skipped
+    and its probe never runs)."""
+
+    test: str
+    claim: str
+    probe: Probe
+    judge: Judge
+    offline: bool = False
+    cases: Callable[[Any, Driver], list[str]] | None = None
+    applies: Callable[[Any, Driver], str | None] | None = None
+
+    def not_applying(self, endpoint: Endpoint, driver: Driver) -> str | None:
+        return self.applies(endpoint.options(self.claim), driver) if self.applies else None
+
+
+def battery_test(check: Check) -> Callable[..., None]:
+    """A pytest test function for `check`, marked with its claim (and `offline`)."""
+    if check.cases:
+        def test(endpoint, case) -> None:
+            endpoint.verify(check, case)
+    else:
+        def test(endpoint) -> None:
+            endpoint.verify(check)
+    test.__name__ = test.__qualname__ = check.test
+    test.__doc__ = check.judge.__doc__
+    test.frank_check = check  # type: ignore[attr-defined]
+    test = getattr(pytest.mark, check.claim)(test)
+    return pytest.mark.offline(test) if check.offline else test
+
+
+def check_of(item) -> Check | None:
+    return getattr(getattr(item, "obj", None), "frank_check", None)

@@ -1,0 +1,86 @@
+"""The `endpoint` fixture: one endpoint as one test sees it, collecting that test's evidence.
+
+    def test_models_list_is_short(endpoint):
+        ex = endpoint.get("/v1/models")          # recorded as this test's evidence
+        assert ex.status == 200, ex.summary()
+
+`endpoint.probe(fn)` shares a probe's observation across the session (and shows its exchanges);
+`endpoint.verify(check)` is what every battery test does: probe, then judge.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pytest_frank import http, redact
+from pytest_frank.checks import Check, Context
+from pytest_frank.verdict import fail, skip
+
+if TYPE_CHECKING:
+    from pytest_frank.observation import Observation
+    from pytest_frank.target import Probe, Target
+
+
+class EndpointUnderTest:
+    def __init__(self, target: Target):
+        self._target = target
+        self.name = target.name
+        self.config = target.endpoint
+        self.driver = target.driver
+        self.exchanges: list[http.Exchange] = []
+        self.notes: list[str] = []
+        self.attachments: list[dict[str, Any]] = []  # {"name", "mime", "data" (base64 or text)}
+
+    # -- requests and probes --------------------------------------------------------------------
+    def get(self, path: str) -> http.Exchange:
+        return self._show(self._target.get(path))
+
+    def post(self, path: str, body: Any) -> http.Exchange:
+        return self._show(self._target.post(path, body))
+
+    def probe(self, fn: Probe, case: str | None = None) -> Observation:
+        """`fn(target)`'s observation, run once per session; its exchanges become evidence."""
+        obs = self._target.need(fn, case)
+        for ex in obs.exchanges:
+            self._show(ex)
+        return obs
+
+    def options(self, claim: str) -> Any:
+        return self.config.options(claim)
+
+    def verify(self, check: Check, case: str | None = None) -> None:
+        """Probe, then judge: fail with the observation's failure, else with the judge's."""
+        why_not = check.not_applying(self.config, self.driver)
+        if why_not:
+            skip(why_not)
+        obs = self.probe(check.probe, case)
+        if obs.failure:
+            fail(obs.failure, obs.fix)
+        if obs.inconclusive:
+            skip(f"inconclusive: {obs.inconclusive}")
+        check.judge(obs, Context(self.config, self.driver, self.options(check.claim), case,
+                                 self.note, self.attach))
+
+    # -- evidence -------------------------------------------------------------------------------
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+
+    def attach(self, name: str, mime: str, data: str) -> None:
+        self.attachments.append({"name": name, "mime": mime, "data": data})
+
+    def _show(self, ex: http.Exchange) -> http.Exchange:
+        if ex not in self.exchanges:
+            self.exchanges.append(ex)
+        return ex
+
+    def text(self) -> str:
+        lines = [ex.summary() for ex in self.exchanges]
+        last = next((ex for ex in reversed(self.exchanges) if ex.status is not None), None)
+        if last is not None:
+            lines.append(f"reproduce: {last.curl()}")
+        lines += self.notes
+        return redact.scrub("\n".join(lines))
+
+    def records(self) -> dict[str, Any]:
+        return {"endpoint": self.name, "engine": self.config.engine,
+                "exchanges": [ex.record() for ex in self.exchanges], "notes": list(self.notes)}

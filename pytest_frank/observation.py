@@ -1,0 +1,24 @@
+"""What a probe saw of one endpoint: the one shape every claim's observation extends."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pytest_frank.http import Exchange
+
+
+@dataclass(kw_only=True)
+class Observation:
+    """A probe's result. `failure` is set when the probe could not see what its claim is about
+    (the endpoint refused, answered an error, sent something unreadable); the check then fails
+    with it, and `fix` where one is known, before any judging. `inconclusive` says why there is
+    nothing to judge here (no GPU reading on this machine): the check is skipped with it."""
+
+    exchanges: list[Exchange] = field(default_factory=list)
+    failure: str | None = None
+    fix: str | None = None
+    inconclusive: str | None = None
+
+    @property
+    def seen(self) -> bool:
+        return self.failure is None

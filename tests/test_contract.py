@@ -1,0 +1,64 @@
+"""One list per concept: the schema's claim, engine and launch-key lists equal the code's, each
+claim's typed options take exactly the keys the schema allows, and every battery test is one
+declared check."""
+
+import importlib
+import pkgutil
+
+import pytest
+
+import pytest_frank.batteries as battery
+from pytest_frank import launch
+from pytest_frank.checks import Check
+from pytest_frank.claims import CLAIMS, options_type
+from pytest_frank.drivers import DRIVERS
+from pytest_frank.fleet import ENGINES, schema
+
+
+def _defs():
+    return schema()["$defs"]
+
+
+def test_schema_claims_are_the_code_claims():
+    expect = set(_defs()["expect"]["properties"])
+    assert expect | {"alias"} == set(CLAIMS)  # alias is asked by the top-level `alias:` key
+
+
+def test_schema_engines_are_the_drivers():
+    assert _defs()["endpoint"]["properties"]["engine"]["enum"] == list(DRIVERS) == list(ENGINES)
+
+
+def test_schema_launch_keys_are_the_launcher_keys():
+    assert set(_defs()["launch"]["properties"]) == launch.KEYS
+
+
+@pytest.mark.parametrize("claim", sorted(set(CLAIMS) - {"health", "alias", "reasoning_effort"}))
+def test_claim_options_take_the_schema_keys(claim):
+    allowed = set(_defs()["expect"]["properties"][claim].get("properties", {}))
+    assert options_type(claim).keys() == allowed
+
+
+def test_reasoning_effort_options_take_both_forms():
+    long_form = _defs()["expect"]["properties"]["reasoning_effort"]["oneOf"][1]["properties"]
+    opts = options_type("reasoning_effort")
+    assert opts.keys() == set(long_form)
+    assert opts.from_fleet({"low": "low"}).map == {"low": "low"}
+    assert opts.from_fleet({"map": {"high": "xhigh"}, "unmapped": True}).unmapped is True
+
+
+def _battery_tests():
+    for info in pkgutil.iter_modules(battery.__path__):
+        module = importlib.import_module(f"{battery.__name__}.{info.name}")
+        for name, obj in vars(module).items():
+            if name.startswith("test_"):
+                yield module, name, obj
+
+
+def test_every_battery_test_is_a_declared_check_named_for_itself():
+    seen = list(_battery_tests())
+    assert len(seen) >= 20
+    for module, name, obj in seen:
+        check = getattr(obj, "frank_check", None)
+        assert isinstance(check, Check), f"{module.__name__}.{name} is not a battery_test(Check)"
+        assert check.test == name and check.claim in CLAIMS
+        assert module.__name__.endswith(f"test_{check.claim}")

@@ -1,0 +1,200 @@
+"""The pure judges, table-driven: observations built by hand, no endpoint. The end-to-end suites
+prove the same judges against real and emulated engines; these pin each diagnosis line."""
+
+import pytest
+
+from pytest_frank import metrics
+from pytest_frank.chat import Call, Reply
+from pytest_frank.checks import Context
+from pytest_frank.claims import perf, reasoning, reasoning_effort, slots, spec_decode, tools
+from pytest_frank.drivers import driver_for
+from pytest_frank.fleet import Endpoint, _reason
+from pytest_frank.http import Exchange
+from pytest_frank.summary import verdict_table
+
+Failed = pytest.fail.Exception
+
+
+def ctx(claim, engine="llamacpp", expect=None, case=None, notes=None):
+    ep = Endpoint("ep", engine, url="http://127.0.0.1:1", expect={claim: expect or True})
+    return Context(ep, driver_for(engine), ep.options(claim), case,
+                   (notes if notes is not None else []).append)
+
+
+# -- tools: a call as a strict client sees it ------------------------------------------------------
+@pytest.mark.parametrize("call, expected, reason", [
+    (Call("get_weather", '{"city": "Paris", "days": 1}', "c1"), None, None),
+    (Call("get_wether", "{}", "c1"), None, "wrong name: 'get_wether' is not an offered tool"),
+    (Call("get_weather", '{"city": "Paris", "days": 1}', "c1"), "get_time",
+     "wrong name: called 'get_weather' but tool_choice named 'get_time'"),
+    (Call("get_weather", "{city: Paris}", "c1"), None, "not JSON: get_weather arguments"),
+    (Call("get_weather", "[1]", "c1"), None, "not JSON: get_weather arguments are a JSON list"),
+    (Call("get_weather", '{"city": "Paris"}', "c1"), None, "missing required: get_weather lacks 'days'"),
+    (Call("get_weather", '{"city": "Paris", "days": 1, "unit": "C"}', "c1"), None,
+     "unexpected parameter: get_weather got 'unit'"),
+    (Call("get_weather", '{"city": "Paris", "days": "1"}', "c1"), None,
+     'wrong type: get_weather.days is "1" (str), the schema says integer'),
+    (Call("get_weather", '{"city": "Paris", "days": 0}', "c1"), None, "invalid value: get_weather.days"),
+    (Call("get_weather", {"city": "Paris", "days": 2}, None), None,
+     "no id: the get_weather call has no id"),
+])
+def test_call_problems(call, expected, reason):
+    problems = tools.call_problems(call, expected)
+    assert (problems[0].startswith(reason) if reason else problems == []), problems
+
+
+@pytest.mark.parametrize("reply, reason", [
+    (Reply(content="<tool_call>{\"name\": \"get_weather\"}</tool_call>", finish="stop"),
+     "leaked markup: the tool call was written as text"),
+    (Reply(content="It is sunny.", finish="stop"), "no tool call: answered 'It is sunny.'"),
+    (Reply(calls=[Call("get_weather", '{"city": "Paris", "days": 1}', "c")], finish="stop"),
+     "finish_reason 'stop', not tool_calls"),
+])
+def test_call_reply_problems(reply, reason):
+    assert tools.call_reply_problems(reply)[-1].startswith(reason)
+
+
+def test_judge_calls_reports_the_rate_and_the_parser_fix():
+    bad = Reply(status=200, content="<tool_call>x</tool_call>", finish="stop")
+    trials = tools.Trials(kind="required", replies=[bad], max_tokens=64)
+    with pytest.raises(Failed, match=r'tool_choice "required": 0/1 trial\(s\) valid \(0%, need '
+                                     r'100%\); leaked markup.*\n  fix: llama.cpp reads the tool-call'):
+        tools.judge_calls(trials, ctx("tools"))
+
+
+# -- reasoning_effort: what a template says it accepts, and the nearest level -------------------------
+@pytest.mark.parametrize("message, accepted", [
+    ("Jinja Exception: Unexpected reasoning effort high. Supported types are xhigh (default), "
+     "medium, and low.", ["xhigh", "medium", "low"]),
+    ("supported values are: low|medium", ["low", "medium"]),
+    ("something else broke", []),
+])
+def test_supported_levels(message, accepted):
+    assert reasoning_effort.supported(message) == accepted
+
+
+@pytest.mark.parametrize("level, accepted, suggested", [
+    ("high", ["xhigh", "medium", "low"], "xhigh"),
+    ("minimal", ["xhigh", "medium", "low"], "low"),
+    ("max", ["medium", "low"], "medium"),
+    ("high", [], None),
+    ("high", ["turbo"], "turbo"),
+])
+def test_suggest_the_nearest_accepted_level(level, accepted, suggested):
+    assert reasoning_effort.suggest(level, accepted) == suggested
+
+
+def test_template_message_is_the_templates_own_words():
+    error = ("Error rendering prompt\nError: Jinja Exception: Unexpected reasoning effort high")
+    assert reasoning_effort.template_message(error) == "Unexpected reasoning effort high"
+    assert reasoning_effort.template_message("model not found") is None
+
+
+# -- reasoning ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("reply, reason", [
+    (Reply(status=200, content="<think>hm</think>Hi", finish="stop"), "<think>/</think> inside content"),
+    (Reply(status=200, content="", reasoning="long thought", finish="length"),
+     "thinking used the whole budget of max_tokens=512 (all of it reasoning)"),
+    (Reply(status=200, content="Hi", finish="stop"), "chat answered 'Hi' with no reasoning"),
+    (Reply(status=500, error="boom"), "chat answered 500: boom"),
+])
+def test_reasoning_judge(reply, reason):
+    with pytest.raises(Failed, match=None) as failed:
+        reasoning.judge(reasoning.Thought(mode="on", reply=reply, max_tokens=512), ctx("reasoning"))
+    assert reason in str(failed.value)
+
+
+def test_reasoning_passes_with_content_and_reasoning():
+    ok = Reply(status=200, content="Hi", reasoning="Thinking", reasoning_field="reasoning_content")
+    reasoning.judge(reasoning.Thought(mode="on", reply=ok, max_tokens=512), ctx("reasoning"))
+
+
+# -- slots ----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("shape, expect, reason", [
+    ((2, 4096), {"count": 2, "ctx_per_slot": 4096}, None),
+    ((1, 4096), {"count": 2}, "1 slot(s) are served, 2 intended"),
+    ((4, 2048), {"count": 4, "ctx_per_slot": 8192},
+     "each slot gets 2048 tokens of context, 1/4 of the intended 8192"),
+    ((2, 1000), {"ctx_per_slot": 4096}, "each slot gets 1000 tokens of context, 4096 intended"),
+    ((None, 4096), {"count": 2}, "does not report its slot count"),
+])
+def test_slots_judge(shape, expect, reason):
+    obs = slots.SlotShape(count=shape[0], ctx_per_slot=shape[1], source="/props")
+    if reason is None:
+        slots.judge(obs, ctx("slots", expect=expect))
+        return
+    with pytest.raises(Failed) as failed:
+        slots.judge(obs, ctx("slots", expect=expect))
+    assert reason in str(failed.value)
+
+
+# -- spec_decode: counter deltas ------------------------------------------------------------------------
+def _scrape(drafts, tokens, accepted):
+    names = {"drafts": drafts, "draft_tokens": tokens, "accepted_tokens": accepted}
+    samples = [metrics.Sample(f"vllm:spec_decode_num_{k}_total", {}, v) for k, v in names.items()]
+    return metrics.Scrape(Exchange("GET", "http://h/metrics", status=200), samples)
+
+
+@pytest.mark.parametrize("after, band, reason", [
+    ((10, 30, 24), {"min_acceptance": 0.5}, None),
+    ((10, 30, 3), {"min_acceptance": 0.5}, "acceptance 0.10 is below min_acceptance 0.5"),
+    ((10, 30, 30), {"max_acceptance": 0.99}, "acceptance 1.00 is above max_acceptance 0.99"),
+    ((0, 0, 0), {}, "configured but not engaged: 0 draft tokens"),
+    ((10, 30, 0), {}, "drafts but nothing is accepted"),
+])
+def test_spec_decode_judge(after, band, reason):
+    obs = spec_decode.Drafting(before=_scrape(0, 0, 0), after=_scrape(*after), max_tokens=128,
+                               reply=Reply(status=200, content="one"))
+    check = ctx("spec_decode", "vllm", band)
+    if reason is None:
+        spec_decode.judge(obs, check)
+        return
+    with pytest.raises(Failed) as failed:
+        spec_decode.judge(obs, check)
+    assert reason in str(failed.value)
+
+
+# -- perf -----------------------------------------------------------------------------------------------
+def _run(first, last, tokens):
+    return Reply(status=200, first_token_s=first, last_token_s=last, tokens=tokens)
+
+
+def test_perf_medians_and_floors():
+    runs = perf.Runs(runs=[_run(0.1, 1.1, 11), _run(0.3, 1.3, 11), _run(0.2, 2.2, 11)], max_tokens=64)
+    notes = []
+    perf.judge_ttft(runs, ctx("perf", expect={"max_ttft_s": 1}, notes=notes))
+    perf.judge_decode(runs, ctx("perf", expect={"min_decode_tps": 5}, notes=notes))
+    assert notes[0].startswith("time to first token: median 0.200s over 3 runs")
+    assert notes[1].startswith("decode: median 10.0 tok/s")
+    with pytest.raises(Failed, match="time to first token 0.200s .* over max_ttft_s 0.1s"):
+        perf.judge_ttft(runs, ctx("perf", expect={"max_ttft_s": 0.1}))
+    with pytest.raises(Failed, match="decode speed 10.0 tok/s .* under min_decode_tps 50"):
+        perf.judge_decode(runs, ctx("perf", expect={"min_decode_tps": 50}))
+
+
+# -- the closing table and fleet.yaml reasons -----------------------------------------------------------
+class _Report:
+    def __init__(self, when, name, claim):
+        self.when, self.user_properties = when, [("endpoint", name), ("claim", claim)]
+
+
+def test_verdict_table_keeps_the_worst_outcome_per_claim():
+    stats = {"passed": [_Report("call", "a", "tools"), _Report("call", "b", "tools")],
+             "failed": [_Report("call", "a", "tools")],
+             "skipped": [_Report("setup", "b", "vram")]}
+    lines = verdict_table(stats)
+    assert lines == ["a  tools FAIL", "b  tools ok  vram skip"]
+
+
+def test_fleet_reasons_read_like_a_colleague(tmp_path):
+    import jsonschema
+
+    from pytest_frank.fleet import schema
+
+    validator = jsonschema.Draft202012Validator(schema())
+    bad = {"endpoints": {"x": {"url": "ftp://h", "engine": "tgi", "api_key": 5, "colour": 1}}}
+    reasons = sorted(_reason(e) for e in validator.iter_errors(bad))
+    assert "'tgi' is not one of llamacpp, vllm, sglang, anthropic, openai" in reasons
+    assert any(r.startswith("unknown key 'colour' (known keys: alias, api_key") for r in reasons)
+    assert "'ftp://h' is not an http(s) URL" in reasons
+    assert "type check failed (the value is a secret and is not shown)" in reasons
