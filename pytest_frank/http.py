@@ -169,9 +169,15 @@ def client(timeout: float, gate: Gate | None = None, auth_shown: bool = True) ->
                          follow_redirects=False)
 
 
+def _fresh_connections() -> httpx2.HTTPTransport:
+    # A connection per request: a kept-alive one the server has since closed (llama.cpp's
+    # server closes idle and much-used ones) would fail a request that never reached it.
+    return httpx2.HTTPTransport(limits=httpx2.Limits(max_keepalive_connections=0))
+
+
 class Recorder(httpx2.BaseTransport):
     def __init__(self, gate: Gate, timeout: float, auth_shown: bool = True):
-        self.inner = httpx2.HTTPTransport()
+        self.inner = _fresh_connections()
         self.gate, self.timeout, self.auth_shown = gate, timeout, auth_shown
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:

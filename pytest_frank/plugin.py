@@ -176,9 +176,11 @@ def endpoint_of(item) -> str | None:
     return callspec.params.get("endpoint") if callspec else None
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
     if config.stash.get(SESSION, None) is None:
         return
+    _group_for_xdist(config, items)
     if config.getoption("frank_offline"):
         live = [item for item in items if not item.get_closest_marker("offline")]
         if live:
@@ -187,6 +189,23 @@ def pytest_collection_modifyitems(config, items):
     # Health first, then the claims in their listed order: a report reads top-down like a bring-up.
     order = {claim: i for i, claim in enumerate(CLAIMS)}
     items.sort(key=lambda item: order.get(claim_of(item), len(order)))
+
+
+def _group_for_xdist(config, items) -> None:
+    """pytest-xdist's loadgroup schedules by an `@group` suffix on each node id, which its worker
+    sets through an attribute pytest 9.2 no longer reads; add the endpoint's group where missing."""
+    if not (hasattr(config, "workerinput") and getattr(config.option, "loadgroup", False)):
+        return
+    for item in items:
+        name = endpoint_of(item)
+        if name and "@" not in item.nodeid:
+            grouped = f"{item.nodeid}@{name}"
+            if hasattr(item, "_id"):
+                from _pytest.nodeid import coerce_node_id
+
+                item._id = coerce_node_id(grouped)
+            else:
+                item._nodeid = grouped
 
 
 def pytest_collection_finish(session):
