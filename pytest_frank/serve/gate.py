@@ -113,7 +113,7 @@ def _files(p: Parsed, endpoint) -> list[Finding]:
             continue
         if role not in p.table.gguf and not v.text.startswith(("/", ".", "~")):
             continue  # a hub id or an inline template, not a path
-        flag, path = p.table.flags[role].name, _local(p, v.text)
+        flag, path = v.flag.text, _local(p, v.text)
         if not path.is_file():
             found.append(Finding(str(v.where), f"{flag} {v.text}: no such file; the server "
                                  "exits at start and Restart=on-failure turns that into a "

@@ -45,6 +45,7 @@ class Scope:
 
     values: Values = field(default_factory=dict)
     sites: dict[str, Site] = field(default_factory=dict)
+    elements: dict[str, list[Site]] = field(default_factory=dict)  # per item of an array
     unresolved: list[str] = field(default_factory=list)
 
     def assign(self, name: str, value: str | list[str], site: Site, append: bool = False) -> None:
@@ -55,6 +56,8 @@ class Scope:
             value = old + value
         self.values[name] = value
         self.sites[name] = site
+        if not isinstance(value, list):
+            self.elements.pop(name, None)
 
 
 def _groups(tokens, label: str):
@@ -89,7 +92,9 @@ def run(text: str, label: str, scope: Scope, depth: int = 0) -> list[Located] | 
         if array:
             head, items = array
             name, append, _ = _ASSIGN.match(head.text).groups()
+            sites = [_site(i, label, scope) for i in items]
             scope.assign(name, [i.text for i in items], Site(label, head.line), bool(append))
+            scope.elements[name] = (scope.elements.get(name, []) if append else []) + sites
             continue
         found = _one(cmd, label, scope, depth)
         last = found or last
@@ -99,6 +104,10 @@ def run(text: str, label: str, scope: Scope, depth: int = 0) -> list[Located] | 
 
 def _one(cmd: list[Token], label: str, scope: Scope, depth: int) -> list[Located] | None:
     words = list(cmd)
+    if words[0].text == "for" and len(words) > 2 and words[2].text == "in":
+        items = [w.text for w in words[3:]]  # the loop variable is set for the body
+        scope.assign(words[1].text, items[-1] if items else "", Site(label, words[0].line))
+        return None
     if words[0].text in DECLARES:
         words = [w for w in words[1:] if not w.text.startswith("-")]
         for w in words:
@@ -124,9 +133,12 @@ def _one(cmd: list[Token], label: str, scope: Scope, depth: int) -> list[Located
 def _site(w: Token, label: str, scope: Scope) -> Site:
     """A word made of exactly one variable points at where that variable was set."""
     if len(set(w.vars)) == 1 and w.vars[0] in scope.sites:
-        value = scope.values.get(w.vars[0])
-        if value == w.text or (isinstance(value, list) and w.text in value):
-            return scope.sites[w.vars[0]]
+        name = w.vars[0]
+        value = scope.values.get(name)
+        if isinstance(value, list) and w.text in value and name in scope.elements:
+            return scope.elements[name][value.index(w.text)]
+        if value == w.text:
+            return scope.sites[name]
     return Site(label, w.line)
 
 
