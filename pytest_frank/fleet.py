@@ -260,6 +260,9 @@ def _reason(error) -> str:
         return f"{_show(value)} is not an http(s) URL"
     if kind == "minProperties":
         return "must not be empty"
+    if kind == "anyOf" and all("required" in alt for alt in error.validator_value):
+        keys = [k for alt in error.validator_value for k in alt["required"]]
+        return f"needs one of {', '.join(keys)}"
     if kind == "oneOf":
         return f"{_show(value)} has the wrong shape"
     return error.message

@@ -236,3 +236,16 @@ def test_unit_policy(box, tmp_path, edit, expected):
     assert expected in found.what and found.where.startswith(str(unit))
     ep.expect = {}
     assert findings(read({"unit": str(unit)}), ep, driver_for("llamacpp")) == []
+
+
+def test_the_examples_gate_clean_but_for_weights_not_on_this_machine():
+    from pathlib import Path
+
+    from pytest_frank import fleet
+
+    examples = Path(__file__).parent.parent / "examples" / "serve" / "fleet.yaml"
+    for name, ep in fleet.load(examples).items():
+        driver = driver_for(ep.engine)
+        cmd = read(ep.serve, is_server=lambda argv: driver.serve_flags.start(argv) is not None)
+        found = findings(cmd, ep, driver)
+        assert found and all("no such file" in f.what for f in found), (name, found)
