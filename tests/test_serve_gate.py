@@ -246,6 +246,6 @@ def test_the_examples_gate_clean_but_for_weights_not_on_this_machine():
     examples = Path(__file__).parent.parent / "examples" / "serve" / "fleet.yaml"
     for name, ep in fleet.load(examples).items():
         driver = driver_for(ep.engine)
-        cmd = read(ep.serve, is_server=lambda argv: driver.serve_flags.start(argv) is not None)
+        cmd = read(ep.serve, is_server=lambda argv, d=driver: d.serve_flags.start(argv) is not None)
         found = findings(cmd, ep, driver)
         assert found and all("no such file" in f.what for f in found), (name, found)
