@@ -36,6 +36,7 @@ class Endpoint:
     launch: dict[str, Any] | None = None
     expect: dict[str, Any] = field(default_factory=dict)
     concurrency: int = 1  # requests in flight at once on this endpoint
+    serve: dict[str, str] | None = None  # how it is started: unit/env/script paths, or command
     _options: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -54,6 +55,8 @@ class Endpoint:
             return self.expect.get("health", True) is not False
         if claim == "alias":
             return bool(self.alias)
+        if claim == "serve":
+            return bool(self.serve) and self.expect.get("serve", True) is not False
         return claim in self.expect and self.expect[claim] not in (False, None)
 
     def options(self, claim: str) -> Any:
@@ -147,6 +150,10 @@ def _endpoint(name: str, raw: dict, where: str, base_dir: Path) -> Endpoint:
     if isinstance(expect.get("vram"), dict):
         expect["vram"] = _resolve_files(dict(expect["vram"]), base_dir,
                                         ("model", "draft", "mmproj"))
+    serve = _serve(raw.get("serve"), at, base_dir)
+    if isinstance(expect.get("reasoning_effort"), dict) and "from" in expect["reasoning_effort"]:
+        expect["reasoning_effort"] = _effort_from(dict(expect["reasoning_effort"]), raw, at,
+                                                  base_dir)
     redact.register(raw.get("api_key"))
     return Endpoint(
         name=name,
@@ -161,7 +168,41 @@ def _endpoint(name: str, raw: dict, where: str, base_dir: Path) -> Endpoint:
         launch=launch,
         expect=expect,
         concurrency=int(raw.get("concurrency", 1)),
+        serve=serve,
     )
+
+
+def _serve(raw: dict | None, at: str, base_dir: Path) -> dict[str, str] | None:
+    """serve: files are relative to the fleet file and must exist; `command` stays as written."""
+    if not raw:
+        return None
+    serve = dict(raw)
+    for key in ("unit", "env", "script"):
+        if serve.get(key):
+            path = Path(serve[key]).expanduser()
+            path = path if path.is_absolute() else base_dir / path
+            if not path.is_file():
+                raise FleetError(f"{at}.serve.{key}: {path}: no such file")
+            serve[key] = str(path)
+    return serve
+
+
+def _effort_from(opts: dict, raw: dict, at: str, base_dir: Path) -> dict:
+    """reasoning_effort.from: the client's own map (pi's models.json) becomes `map`."""
+    from pytest_frank.serve.effort import EffortMapError, read_effort_map
+
+    path = Path(opts["from"]).expanduser()
+    path = path if path.is_absolute() else base_dir / path
+    model = opts.get("model") or raw.get("alias")
+    if not model:
+        raise FleetError(f"{at}.expect.reasoning_effort: `from` needs the model's id in the "
+                         "client config: set reasoning_effort.model or the endpoint's alias")
+    try:
+        opts["map"] = read_effort_map(path, model, raw.get("url"), opts.get("provider"))
+    except EffortMapError as exc:
+        raise FleetError(f"{at}.expect.reasoning_effort.from: {exc}") from None
+    opts["from"] = str(path)
+    return opts
 
 
 def _resolve_paths(launch: dict, base_dir: Path) -> None:
@@ -227,6 +268,9 @@ def _reason(error) -> str:
         return f"{_show(value)} is not an http(s) URL"
     if kind == "minProperties":
         return "must not be empty"
+    if kind == "anyOf" and all("required" in alt for alt in error.validator_value):
+        keys = [k for alt in error.validator_value for k in alt["required"]]
+        return f"needs one of {', '.join(keys)}"
     if kind == "oneOf":
         return f"{_show(value)} has the wrong shape"
     return error.message

@@ -38,10 +38,11 @@ def test_claim_options_take_the_schema_keys(claim):
     assert options_type(claim).keys() == allowed
 
 
-def test_reasoning_effort_options_take_both_forms():
-    long_form = _defs()["expect"]["properties"]["reasoning_effort"]["oneOf"][1]["properties"]
+def test_reasoning_effort_options_take_every_form():
+    forms = _defs()["expect"]["properties"]["reasoning_effort"]["oneOf"]
     opts = options_type("reasoning_effort")
-    assert opts.keys() == set(long_form)
+    assert opts.keys() - {"source"} == set(forms[1]["properties"])
+    assert set(forms[2]["properties"]) - set(opts.FROM_KEYS) < opts.keys()
     assert opts.from_fleet({"low": "low"}).map == {"low": "low"}
     assert opts.from_fleet({"map": {"high": "xhigh"}, "unmapped": True}).unmapped is True
 

@@ -19,6 +19,7 @@ CLAIMS = {
     "perf": "time to first token and decode speed meet the fleet's floors",
     "slots": "the live slot shape matches the intended one",
     "vram": "GPU memory used matches the model's own header",
+    "serve": "the serve config (unit, env, script) holds what the claims need, and is what runs",
 }
 
 

@@ -26,12 +26,21 @@ class Options(ClaimOptions):
     map: dict[str, str] = field(default_factory=dict)  # client level -> the value sent
     unmapped: bool = False
     max_tokens: int = 512
+    source: str | None = None  # the client config the map was read from (`from:`)
+
+    FROM_KEYS = ("from", "model", "provider")  # fleet.py reads the client's map into `map`
 
     @classmethod
     def from_fleet(cls, value: Any) -> Options:
-        """The long form `{map: {...}, unmapped: bool, max_tokens: n}` or the bare level map."""
-        value = value if isinstance(value, dict) else {}
-        return cls(**value) if isinstance(value.get("map"), dict) else cls(map=dict(value))
+        """The long form `{map: {...}, unmapped: bool, max_tokens: n}` (or `from:` a client's
+        config, already read into `map` by the fleet loader) or the bare level map."""
+        value = dict(value) if isinstance(value, dict) else {}
+        if not isinstance(value.get("map"), dict):
+            return cls(map=value)
+        source = value.get("from")
+        for key in cls.FROM_KEYS:
+            value.pop(key, None)
+        return cls(**value, source=source)
 
 
 @dataclass(kw_only=True)

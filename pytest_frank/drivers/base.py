@@ -206,3 +206,10 @@ class Driver:
     def known_fix(self, message: str | None) -> str | None:
         lower = (message or "").lower()
         return next((fix for needle, fix in self.known_errors if needle.lower() in lower), None)
+
+    # -- the serve command line (pytest_frank.serve): None where the engine is not started here
+    serve_flags = None  # a serve.flags.ServeFlags
+
+    def speculative_live(self, payloads: dict) -> bool | None:
+        """Whether the running server drafts, from its slot routes; None where it doesn't say."""
+        return None

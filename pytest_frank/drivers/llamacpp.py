@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pytest_frank import metrics
 from pytest_frank.drivers.base import Driver
+from pytest_frank.serve.flags import Flag, Need, ServeFlags
 
 
 class LlamaCppDriver(Driver):
@@ -92,3 +93,66 @@ class LlamaCppDriver(Driver):
                        "autoparser recognises the model's tool markup")
     forced_tools_fix = ("drop --grammar-file from the server command: a global grammar forces "
                         "tool-call output on plain chat (pass grammars per request)")
+
+    # -- the serve command line: llama-server and ik_llama.cpp's, same spellings ----------------
+    serve_flags = ServeFlags(
+        programs=(("llama-server",),),
+        example="llama-server",
+        flags={
+            "model": Flag(("--model", "-m")),
+            "ctx": Flag(("--ctx-size", "-c")),
+            "parallel": Flag(("--parallel", "-np")),
+            "kv_unified": Flag(("--kv-unified", "-kvu"), "none", ("-no-kvu", "--no-kv-unified")),
+            "alias": Flag(("--alias", "-a")),
+            "port": Flag(("--port",)),
+            "host": Flag(("--host",)),
+            "jinja": Flag(("--jinja",), "none", ("--no-jinja",)),
+            "reasoning_format": Flag(("--reasoning-format",)),
+            "metrics": Flag(("--metrics",), "none"),
+            "mmproj": Flag(("--mmproj", "-mm"), off=("--no-mmproj",)),
+            "draft": Flag(("--model-draft", "--spec-draft-model", "--draft-model", "-md")),
+            "spec_type": Flag(("--spec-type",)),
+            "cache_k": Flag(("--cache-type-k", "-ctk")),
+            "cache_v": Flag(("--cache-type-v", "-ctv")),
+            "chat_template_file": Flag(("--chat-template-file",)),
+            "chat_template": Flag(("--chat-template",)),
+            "grammar_file": Flag(("--grammar-file",)),
+            "cache_prompt": Flag(("--cache-prompt",), "none", ("--no-cache-prompt",)),
+            "api_key": Flag(("--api-key",)),
+            "gpu_layers": Flag(("--gpu-layers", "--n-gpu-layers", "-ngl")),
+            "threads": Flag(("--threads", "-t")),
+            "draft_max": Flag(("--spec-draft-n-max", "--draft-max", "--draft", "--draft-n")),
+        },
+        defaults={"port": "8080", "host": "127.0.0.1", "cache_k": "f16", "cache_v": "f16"},
+        needs={
+            "tools": (Need("jinja", "tools need the chat template to render them (without "
+                           "--jinja: HTTP 500 'tools param requires --jinja flag')",
+                           "add --jinja (pin it even where the build defaults it on)"),),
+            "reasoning": (Need("reasoning_format", "thinking stays inside content unless a "
+                               "reasoning format splits it out", "add --reasoning-format "
+                               "deepseek", bad=("none",)),),
+            "reasoning_effort": (Need("jinja", "the chat template reads reasoning_effort only "
+                                      "with --jinja", "add --jinja"),),
+            "spec_decode": (
+                Need("spec_type", "a draft model without --spec-type is loaded but never used",
+                     "add --spec-type draft-mtp (an -mtp GGUF) or draft-simple with "
+                     "--spec-draft-model FILE", bad=("none",)),
+                Need("metrics", "the acceptance counters live on /metrics, which is off "
+                     "without --metrics", "add --metrics"),
+            ),
+            "vision": (Need("mmproj", "images need the vision projector",
+                            "add --mmproj FILE (the model's projector GGUF)"),),
+        },
+        files=("model", "mmproj", "draft", "chat_template_file", "grammar_file"),
+        gguf=("model", "mmproj", "draft"),
+        alias_separator=",",
+        slots_split_ctx=True,
+        quantized_kv_build="GGML_CUDA_FA_ALL_QUANTS",
+        mtp_spec_values=("draft-mtp", "mtp"),
+        native_binary=True,
+    )
+
+    def speculative_live(self, payloads):
+        slots = payloads.get("/slots")
+        flags = [s.get("speculative") for s in slots or [] if isinstance(s, dict)]
+        return any(flags) if flags and all(isinstance(f, bool) for f in flags) else None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pytest_frank import metrics
 from pytest_frank.drivers.base import Driver
+from pytest_frank.serve.flags import Flag, Need, ServeFlags
 
 
 class SglangDriver(Driver):
@@ -30,3 +31,40 @@ class SglangDriver(Driver):
                             "deepseek-r1>")
     tool_parser_fix = ("start SGLang with --tool-call-parser <the parser for the model's format, "
                        "e.g. qwen25, qwen3_coder>; a wrong parser leaves the call in content")
+
+    # -- the serve command line: python -m sglang.launch_server ---------------------------------
+    serve_flags = ServeFlags(
+        programs=(("-m", "sglang.launch_server"), ("sglang", "serve")),
+        example="python -m sglang.launch_server",
+        flags={
+            "model": Flag(("--model-path", "--model")),
+            "alias": Flag(("--served-model-name",)),
+            "ctx": Flag(("--context-length",)),
+            "parallel": Flag(("--max-running-requests",)),
+            "port": Flag(("--port",)),
+            "host": Flag(("--host",)),
+            "tool_parser": Flag(("--tool-call-parser",)),
+            "reasoning_parser": Flag(("--reasoning-parser",)),
+            "spec_algorithm": Flag(("--speculative-algorithm",)),
+            "metrics": Flag(("--enable-metrics",), "none"),
+            "radix_cache_off": Flag(("--disable-radix-cache",), "none"),
+            "chat_template": Flag(("--chat-template",)),
+            "cache_k": Flag(("--kv-cache-dtype",)),
+            "api_key": Flag(("--api-key",)),
+        },
+        defaults={"port": "30000", "host": "127.0.0.1"},
+        needs={
+            "tools": (Need("tool_parser", "without a parser the call stays in content",
+                           "add --tool-call-parser <the model's parser, e.g. qwen25, "
+                           "qwen3_coder>"),),
+            "reasoning": (Need("reasoning_parser", "without a reasoning parser the thinking "
+                               "stays inside content", "add --reasoning-parser <the model's "
+                               "parser, e.g. qwen3, deepseek-r1>"),),
+            "spec_decode": (
+                Need("spec_algorithm", "SGLang drafts only with a speculative algorithm",
+                     "add --speculative-algorithm EAGLE (or EAGLE3, NEXTN)"),
+                Need("metrics", "the acceptance gauges live on /metrics, off without "
+                     "--enable-metrics", "add --enable-metrics"),
+            ),
+        },
+    )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pytest_frank import metrics
 from pytest_frank.drivers.base import Driver
+from pytest_frank.serve.flags import Flag, Need, ServeFlags
 
 
 class VllmDriver(Driver):
@@ -67,3 +68,48 @@ class VllmDriver(Driver):
     forced_tools_fix = ("something forces tool-call output on plain chat: check for a server-wide "
                         "structured-output default (--guided-decoding-*, generation config) or a "
                         "template that always emits a tool call")
+
+    # -- the serve command line: `vllm serve MODEL` or the api_server module ---------------------
+    serve_flags = ServeFlags(
+        programs=(("vllm", "serve"), ("-m", "vllm.entrypoints.openai.api_server")),
+        example="vllm serve",
+        positional="model",
+        flags={
+            "model": Flag(("--model",)),
+            "alias": Flag(("--served-model-name",), "many"),
+            "ctx": Flag(("--max-model-len",)),
+            "parallel": Flag(("--max-num-seqs",)),
+            "port": Flag(("--port",)),
+            "host": Flag(("--host",)),
+            "auto_tool_choice": Flag(("--enable-auto-tool-choice",), "none"),
+            "tool_parser": Flag(("--tool-call-parser",)),
+            "reasoning_parser": Flag(("--reasoning-parser",)),
+            "spec_config": Flag(("--speculative-config",)),
+            "prefix_cache": Flag(("--enable-prefix-caching",), "none",
+                                 ("--no-enable-prefix-caching",)),
+            "chat_template": Flag(("--chat-template",)),
+            "cache_k": Flag(("--kv-cache-dtype",)),
+            "api_key": Flag(("--api-key",)),
+            "gpu_memory": Flag(("--gpu-memory-utilization",)),
+            "tensor_parallel": Flag(("-tp", "--tensor-parallel-size")),
+            "mm_limit": Flag(("--limit-mm-per-prompt",)),
+        },
+        defaults={"port": "8000", "host": "0.0.0.0"},
+        needs={
+            "tools": (
+                Need("auto_tool_choice", "clients send tool_choice \"auto\", which vLLM "
+                     "answers with HTTP 400 unless auto tool choice is on",
+                     "add --enable-auto-tool-choice"),
+                Need("tool_parser", "without a parser the call stays in content",
+                     "add --tool-call-parser <the model's parser: hermes, qwen3_xml, "
+                     "qwen3_coder, ...>"),
+            ),
+            "reasoning": (Need("reasoning_parser", "without a reasoning parser the thinking "
+                               "stays inside content", "add --reasoning-parser <the model's "
+                               "parser, e.g. qwen3, deepseek_r1>"),),
+            "spec_decode": (Need("spec_config", "vLLM drafts only with a speculative config",
+                                 "add --speculative-config '{\"method\": \"mtp\", "
+                                 "\"num_speculative_tokens\": 2}' (or ngram, draft_model)"),),
+        },
+        files=("chat_template",),
+    )
