@@ -65,8 +65,10 @@ flat
   " there", "!", " How can I help?". Over 200 seeded requests 28% of the answers were one word
   ("Hello", "Hi"), 6.8 completion tokens on average, every one with reasoning and content and
   finish "stop". Under "required": get_weather 79 and get_time 21 of 100, arguments Paris or
-  London, days 1 or 2, always valid. As its own draft model it drafts only where the next token
-  is near certain (llama.cpp's draft p_min), so drafts are few and mostly accepted.
+  London, days 1 or 2, always valid. As its own draft model (draft_max 3), 128 tokens with
+  ignore_eos: acceptance 0.66 greedy (past the natural end the draft proposes the end token the
+  target may not take), 0.43-0.56 sampled. Of its own accord, greedy, it writes 6 tokens and 3
+  of its 6 draft tokens are accepted: the draft runs past the end token and those are dropped.
 """
 
 from __future__ import annotations
