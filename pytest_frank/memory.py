@@ -324,7 +324,33 @@ def _render(rows: list[dict]) -> str:
         cells = [fmt_ctx(r["context"]), fmt_mib(r["kv_mib"] * MiB)]
         if draft_col:
             cells.append(fmt_mib(r["draft_kv_mib"] * MiB))
-        free = r["free_after_load_mib"]
-        cells.append("-" if free is None else f"{fmt_mib(free * MiB)} ({free / 1024:.2f} GiB)")
+        cells.append(_free_cell(r["free_after_load_mib"]))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def _free_cell(free_mib: float | None) -> str:
+    if free_mib is None:
+        return "-"
+    if free_mib < 0:  # a shortfall reads as one, not as "-1.9 (-0.00 GiB)"
+        return f"{fmt_mib(-free_mib * MiB)} MiB short"
+    return f"{fmt_mib(free_mib * MiB)} ({free_mib / 1024:.2f} GiB)"
+
+
+def per_sequence_context(settings: Settings) -> int:
+    """The context each sequence (slot) gets: llama.cpp's n_ctx_seq."""
+    return settings.ctx_size if settings.kv_unified else settings.ctx_size // settings.n_parallel
+
+
+def trained_context_warning(settings: Settings, trained: int | None) -> str | None:
+    """llama.cpp's "possible training context overflow", said before the server starts."""
+    per_seq = per_sequence_context(settings)
+    if not trained or per_seq <= trained:
+        return None
+    ctx = fmt_ctx(settings.ctx_size)
+    who = (f"ctx {ctx} gives each sequence {per_seq} tokens" if settings.kv_unified
+           or settings.n_parallel == 1 else
+           f"ctx {ctx} over {settings.n_parallel} slots gives each slot {per_seq} tokens")
+    return (f"{who}, more than the {trained} the model was trained on (context_length in its "
+            f"GGUF header): answers past {trained} tokens degrade unless RoPE scaling extends "
+            f"the context (e.g. --rope-scaling yarn --yarn-orig-ctx {trained})")

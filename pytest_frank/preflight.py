@@ -1,5 +1,9 @@
 """`frank preflight <path-or-url>`: read a GGUF header (a few MB, never the weights), print what
-sizing a deployment needs, and with --ctx the context-math table."""
+sizing a deployment needs, and with --ctx the context-math table.
+
+Exit status: 0 when something fits (or no --gpu-mib was given to judge), 1 when nothing fits
+(no context asked with --ctx, or without --ctx not even 1024 tokens), 2 for a usage error or a
+header that cannot be read."""
 
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ from pytest_frank.memory import (
     fmt_mib,
     max_context,
     row_bytes,
+    trained_context_warning,
 )
 
 
@@ -126,9 +131,14 @@ def _contexts(values: list[str]) -> list[int]:
         for part in v.split(","):
             text = part.strip().lower()
             digits = text.removesuffix("k")
-            if not digits.isdigit():
+            if not digits.removeprefix("-").isdigit():
                 raise ValueError(f"--ctx {part!r} is not a token count (e.g. 131072 or 128k)")
-            out.append(int(digits) * (1024 if text.endswith("k") else 1))
+            n = int(digits) * (1024 if text.endswith("k") else 1)
+            if n <= 0:
+                raise ValueError(f"--ctx {part.strip()!r}: a context holds at least 1 token "
+                                 "(llama-server reads -c 0 as the model's trained context: "
+                                 "pass that number)")
+            out.append(n)
     return out
 
 
@@ -191,17 +201,32 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         out["table"], out["context_table"] = table.text, table.rows
         est = estimate(model, settings, draft=draft, mmproj=mmproj)
         out["notes"] = est.notes
+        out["warnings"] = [w for c in contexts if (w := trained_context_warning(
+            _settings(args, c), summary["context_length"]))]
         if args.gpu_mib is not None:
-            out["verdicts"] = [fits(estimate(model, _settings(args, c), draft=draft,
-                                             mmproj=mmproj)).message for c in contexts]
+            verdicts = [fits(estimate(model, _settings(args, c), draft=draft, mmproj=mmproj))
+                        for c in contexts]
+            out["verdicts"] = [v.message for v in verdicts]
+            out["fits"] = any(verdicts)
     if args.gpu_mib is not None:
         best = max_context(model, _settings(args, 0), draft=draft, mmproj=mmproj)
         out["max_context"] = best
+        out.setdefault("fits", best > 0)
         keep = fmt_mib(args.headroom_mib * MiB)
-        said = (f"{best} tokens leave >= {keep} MiB free" if best else
-                f"none: even 1024 tokens leave less than {keep} MiB free")
+        short = (f"leave less than {keep} MiB free" if args.headroom_mib else "do not fit")
+        said = f"{best} tokens leave >= {keep} MiB free" if best else f"none: even 1024 tokens {short}"
         lines.append(("max context", said))
     return out
+
+
+def _nothing_fits(args: argparse.Namespace, contexts: list[int]) -> str:
+    gpu = f"a {fmt_mib(args.gpu_mib * MiB)} MiB GPU"
+    if args.headroom_mib:
+        gpu += f" with {fmt_mib(args.headroom_mib * MiB)} MiB kept free"
+    if contexts:
+        asked = ", ".join(map(str, contexts))
+        return f"nothing fits: none of the contexts asked ({asked}) fits {gpu}"
+    return f"nothing fits: not even 1024 tokens of context fit {gpu}"
 
 
 def _print(out: dict[str, Any]) -> None:
@@ -211,7 +236,8 @@ def _print(out: dict[str, Any]) -> None:
     if "table" in out:
         print()
         print(out["table"])
-    for line in out.get("verdicts", []) + [f"note: {n}" for n in out.get("notes", [])]:
+    for line in (out.get("verdicts", []) + [f"warning: {w}" for w in out.get("warnings", [])]
+                 + [f"note: {n}" for n in out.get("notes", [])]):
         print(line)
 
 
@@ -232,6 +258,9 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(out, indent=2, default=str))
     else:
         _print(out)
+    if out.get("fits") is False:
+        print(_nothing_fits(args, _contexts(args.ctx)), file=sys.stderr)
+        return 1
     return 0
 
 

@@ -56,6 +56,19 @@ effort_strict
 no_think
   No thinking anywhere in the template or the model: content "Hello!", no reasoning_content,
   finish "stop" (also with enable_thinking false); tool_choice "required" still gives the call.
+flat
+  Not peaked, so it shows what sampling does to the battery. Greedy (temperature 0) it answers
+  like default: reasoning "Thinking", content "Hello!", and under tool_choice "required"
+  get_weather {"city": "Paris", "days": 1}, the same plain and streamed. At the server's default
+  sampling (temperature 0.8, top_p 0.95, min_p 0.05) each reply is a fresh draw: reasoning
+  "Thinking" or "Hmm", sometimes followed by " more"; content "Hello" or "Hi", then maybe
+  " there", "!", " How can I help?". Over 200 seeded requests 28% of the answers were one word
+  ("Hello", "Hi"), 6.8 completion tokens on average, every one with reasoning and content and
+  finish "stop". Under "required": get_weather 79 and get_time 21 of 100, arguments Paris or
+  London, days 1 or 2, always valid. As its own draft model (draft_max 3), 128 tokens with
+  ignore_eos: acceptance 0.66 greedy (past the natural end the draft proposes the end token the
+  target may not take), 0.43-0.56 sampled. Of its own accord, greedy, it writes 6 tokens and 3
+  of its 6 draft tokens are accepted: the draft runs past the end token and those are dropped.
 """
 
 from __future__ import annotations
@@ -65,7 +78,7 @@ import os
 import pathlib
 import tempfile
 
-VARIANTS = ("default", "tool_text", "effort_strict", "no_think")
+VARIANTS = ("default", "tool_text", "effort_strict", "no_think", "flat")
 
 N_EMBD = 64
 N_LAYER = 2
@@ -92,6 +105,9 @@ WORDS = ("Hello", "Thinking", "Paris")
 JSON_CHUNKS = ("}}", '{"', ',"', "name", "arguments")
 # Text the tool_text variant writes instead of a real tool call.
 TOOL_TEXT = '<function=get_weather>{"city": "Paris"}</function>'
+# Words only the flat variant writes, appended after the specials so every other variant's
+# file stays byte for byte what it was.
+FLAT_WORDS = ("Hi", "Hmm", " more", " there", " How can I help", "London")
 
 
 def _byte_chars() -> list[str]:
@@ -117,7 +133,7 @@ def _encode(text: str) -> str:
 class Vocab:
     """Token list plus lookups by decoded text."""
 
-    def __init__(self) -> None:
+    def __init__(self, extra: tuple[str, ...] = ()) -> None:
         self.tokens: list[str] = list(BYTE_CHARS)  # id == byte value
         self.types: list[int] = [1] * 256
         self.merges: list[str] = []
@@ -127,6 +143,8 @@ class Vocab:
             self._add(_encode(word), 1)
         for text, ttype in SPECIAL.items():
             self._add(text, ttype)
+        for word in extra:
+            self._add(_encode(word), 1)
         pairs = zip(self.tokens, self.types)
         self.ids = {self._decode(t, ty): i for i, (t, ty) in enumerate(pairs)}
 
@@ -187,6 +205,33 @@ SCRIPTS = {
     },
 }
 SCRIPTS["effort_strict"] = SCRIPTS["default"]
+# Not peaked: a mapping gives each next token a logit offset (natural-log units at temperature
+# 1), so at the server's default temperature 0.8 the reply varies between requests; greedy
+# picks the offset-0 token, which writes what the default variant writes. The end token has
+# real probability after every word of the answer, so about a third of the answers are one
+# word. Thinking always opens and content always gets a word: the reply stays healthy.
+SCRIPTS["flat"] = {
+    "\n": ["<think>", "<tool_call>"],
+    "\n\n": {"Hello": 0.0, "Hi": -0.4},
+    "<think>": {"Thinking": 0.0, "Hmm": -0.4},
+    "Thinking": {"</think>": 0.0, " more": -0.6},
+    "Hmm": {"</think>": 0.0, " more": -0.4},
+    " more": {"</think>": 0.0, " more": -1.0},
+    "</think>": {"Hello": 0.0, "Hi": -0.4, "<tool_call>": -GAP},
+    "Hello": {"!": 0.0, "<|im_end|>": -0.5, " there": -0.9},
+    "Hi": {"!": 0.0, "<|im_end|>": -0.3, " there": -1.0},
+    " there": {"!": 0.0, "<|im_end|>": -0.5},
+    "!": {"<|im_end|>": 0.0, " How can I help": -0.5},
+    " How can I help": ["?"],
+    "?": ["<|im_end|>"],
+    **_JSON_SCRIPT,
+    # Under a grammar: strings read Paris or London, integers 1 or 2, and a tool's name
+    # "get_" goes on as get_weather or, less often, get_time.
+    '"': {"Paris": 0.0, "London": -0.7},
+    "London": ['"'],
+    ":": {"1": 0.0, "2": -0.5},
+    "_": {"w": 0.0, "t": -1.0},
+}
 
 # Global ranking used under grammars: end the turn when allowed, else start the tool call
 # (tool_choice "required" lets free text precede it); for a free JSON value a string beats an
@@ -212,6 +257,13 @@ def _ranking(vocab: Vocab) -> list[int]:
     return order + [i for i in range(len(vocab)) if i not in order]
 
 
+def _offsets(vocab: Vocab, prefs) -> dict[int, float]:
+    """Next-token logit offsets: a list ranks GAP apart (peaked), a mapping gives them."""
+    if isinstance(prefs, dict):
+        return {vocab[t]: offset for t, offset in prefs.items()}
+    return {vocab[t]: -GAP * i for i, t in enumerate(prefs)}
+
+
 def _weights(vocab: Vocab, variant: str):
     """Token embedding and output matrices that script the greedy chain.
 
@@ -221,7 +273,7 @@ def _weights(vocab: Vocab, variant: str):
     """
     import numpy as np
 
-    script = {vocab[k]: [vocab[t] for t in v] for k, v in SCRIPTS[variant].items()}
+    script = {vocab[k]: _offsets(vocab, v) for k, v in SCRIPTS[variant].items()}
     states = {tid: 2 + n for n, tid in enumerate(sorted(script))}
     n_vocab = len(vocab)
     embd = np.zeros((n_vocab, N_EMBD), dtype=np.float32)
@@ -237,8 +289,8 @@ def _weights(vocab: Vocab, variant: str):
     out[:, 0] = base
     top = GAP * 10
     for tid, prefs in script.items():
-        for i, nxt in enumerate(prefs):
-            out[nxt, states[tid]] = top - GAP * i - base[nxt]
+        for nxt, offset in prefs.items():
+            out[nxt, states[tid]] = top + offset - base[nxt]
     return embd, (out / scale).astype(np.float32)
 
 
@@ -324,7 +376,7 @@ def write_model(path, variant: str = "default") -> pathlib.Path:
     if variant not in VARIANTS:
         raise ValueError(f"unknown self-test model variant {variant!r}; choose from {VARIANTS}")
     path = pathlib.Path(path)
-    vocab = Vocab()
+    vocab = Vocab(FLAT_WORDS if variant == "flat" else ())
     embd, out = _weights(vocab, variant)
 
     w = gguf.GGUFWriter(str(path), "llama")
