@@ -34,7 +34,7 @@ from pathlib import Path
 HIDDEN = 64
 HEADS = 2  # head size 32: vLLM's CPU attention accepts 32, 64, 80, ... only
 LAYERS = 2
-MAX_LEN = 512
+MAX_LEN = 4096  # tool prompts are long: the tokenizer spells most text byte by byte
 
 SPECIAL = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 # Plain-text added tokens: vLLM's hermes tool parser and qwen3 reasoning parser look these up.
@@ -142,7 +142,8 @@ TEMPLATE = """\
 {%- if tools %}
 {{- '<|im_start|>system\\n' }}
 {%- if messages[0].role == 'system' %}{{- messages[0].content + '\\n\\n' }}{%- endif %}
-{{- '# Tools\\n\\nYou are provided with function signatures within <tools></tools> XML tags:\\n<tools>' }}
+{{- '# Tools\\n\\nYou are provided with function signatures within <tools></tools> XML ' }}
+{{- 'tags:\\n<tools>' }}
 {%- for tool in tools %}{{- '\\n' }}{{- tool | tojson }}{%- endfor %}
 {{- '\\n</tools>\\n\\nFor each function call, return a json object with function name and ' }}
 {{- 'arguments within <tool_call></tool_call> XML tags.<|im_end|>\\n' }}
@@ -151,7 +152,8 @@ TEMPLATE = """\
 {%- endif %}
 {%- for message in messages %}
 {%- if message.role == 'user' or (message.role == 'system' and not loop.first) %}
-{%- set text = message.content if message.content is string else (message.content | map(attribute='text') | select | join('')) %}
+{%- set text = message.content if message.content is string
+    else message.content | map(attribute='text') | select | join('') %}
 {{- '<|im_start|>' + message.role + '\\n' + text + '<|im_end|>\\n' }}
 {%- elif message.role == 'assistant' %}
 {{- '<|im_start|>assistant\\n' }}

@@ -30,6 +30,7 @@ START_TIMEOUT_S = 300
 MIN_FREE_BYTES = 4 * 2**30
 MODEL_SCRIPT = Path(__file__).with_name("vllm_model.py")
 NAME = "tiny"
+MAX_MODEL_LEN = 4096
 
 
 @dataclass
@@ -56,7 +57,7 @@ class Server:
 
 def _flags(folder: Path, models: dict, names=(NAME,), reasoning_parser=None, tool_parser=None,
            api_key=None, speculative=None, prefix_caching=None, max_num_seqs=None) -> list[str]:
-    flags = [str(folder), "--served-model-name", *names, "--max-model-len", "512",
+    flags = [str(folder), "--served-model-name", *names, "--max-model-len", str(MAX_MODEL_LEN),
              "--dtype", "float32", "--enforce-eager"]
     if reasoning_parser:
         flags += ["--reasoning-parser", reasoning_parser]
