@@ -79,6 +79,13 @@ def _flags(folder: Path, models: dict, names=(NAME,), reasoning_parser=None, too
     return flags
 
 
+def _die_with_parent() -> None:
+    # A test run killed outright never reaches the fixture's teardown; the server goes with it.
+    import ctypes
+
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -121,7 +128,8 @@ class ServerPool:
         started = time.monotonic()
         with open(log, "w") as out:
             proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                    start_new_session=True, cwd=self.workdir)
+                                    start_new_session=True, cwd=self.workdir,
+                                    preexec_fn=_die_with_parent)
         server = Server(f"http://127.0.0.1:{port}", names[0], proc, log, 0.0)
         try:
             _wait_healthy(server)
