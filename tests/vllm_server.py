@@ -1,0 +1,210 @@
+"""Real vLLM servers for tests: `vllm(**config)` returns a running server, shared per config.
+
+    def test_hello(vllm):
+        server = vllm(reasoning_parser="qwen3")     # server.url, server.model ("tiny")
+
+The vLLM environment comes from tests/vllm_env.py (built on first use, about 5 minutes, then
+cached); the model folders from tests/vllm_model.py. Each server takes 30-60 s to start and about
+3 GB of memory, so configs are few, shared for the session, and at most MAX_LIVE run at once (the
+least recently used one stops first). Outside CI a machine that cannot build or start vLLM skips
+these tests with the reason; with CI=true that is an error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+import vllm_env
+
+MAX_LIVE = 2
+START_TIMEOUT_S = 300
+MIN_FREE_BYTES = 4 * 2**30
+MODEL_SCRIPT = Path(__file__).with_name("vllm_model.py")
+NAME = "tiny"
+MAX_MODEL_LEN = 4096
+
+
+@dataclass
+class Server:
+    url: str
+    model: str
+    proc: subprocess.Popen
+    log: Path
+    start_s: float
+
+    @property
+    def running(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self) -> None:
+        if self.running:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+
+
+def _flags(folder: Path, models: dict, names=(NAME,), reasoning_parser=None, tool_parser=None,
+           api_key=None, speculative=None, prefix_caching=None, max_num_seqs=None) -> list[str]:
+    flags = [str(folder), "--served-model-name", *names, "--max-model-len", str(MAX_MODEL_LEN),
+             "--dtype", "float32", "--enforce-eager"]
+    if reasoning_parser:
+        flags += ["--reasoning-parser", reasoning_parser]
+    if tool_parser:
+        flags += ["--enable-auto-tool-choice", "--tool-call-parser", tool_parser]
+    if api_key:
+        flags += ["--api-key", api_key]
+    if speculative == "ngram":
+        flags += ["--speculative-config", json.dumps({
+            "method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3,
+            "prompt_lookup_min": 1})]
+    elif speculative:  # a model variant drafts for the served one
+        flags += ["--speculative-config", json.dumps({
+            "method": "draft_model", "model": str(models[speculative]), "num_speculative_tokens": 3})]
+    if prefix_caching is not None:
+        flags.append("--enable-prefix-caching" if prefix_caching else "--no-enable-prefix-caching")
+    if max_num_seqs:
+        flags += ["--max-num-seqs", str(max_num_seqs)]
+    return flags
+
+
+def _die_with_parent() -> None:
+    # A test run killed outright never reaches the fixture's teardown; the server goes with it.
+    import ctypes
+
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ServerPool:
+    def __init__(self, env: vllm_env.VllmEnv, workdir: Path) -> None:
+        self.env, self.workdir = env, workdir
+        self.models: dict[str, Path] = {}
+        self.live: dict[str, Server] = {}  # insertion order = least recently used first
+        self.starts: dict[str, float] = {}
+
+    def model(self, variant: str) -> Path:
+        if variant not in self.models:
+            folder = self.workdir / f"model-{variant}"
+            _run([str(self.env.python), str(MODEL_SCRIPT), str(folder), "--variant", variant])
+            self.models[variant] = folder
+        return self.models[variant]
+
+    def get(self, variant: str = "sharp", **config) -> Server:
+        key = json.dumps({"variant": variant, **config}, sort_keys=True)
+        server = self.live.pop(key, None)
+        if server is None or not server.running:
+            while len(self.live) >= MAX_LIVE:
+                self.live.pop(next(iter(self.live))).stop()
+            if config.get("speculative") not in (None, "ngram"):
+                self.model(config["speculative"])
+            server = self._start(key, self.model(variant), config)
+        self.live[key] = server
+        return server
+
+    def _start(self, key: str, folder: Path, config: dict) -> Server:
+        port = _free_port()
+        names = config.get("names", (NAME,))
+        argv = [str(self.env.vllm), "serve", *_flags(folder, self.models, **config),
+                "--host", "127.0.0.1", "--port", str(port)]
+        log = self.workdir / f"server-{len(self.starts)}.log"
+        env = {**os.environ, **vllm_env.RUN_ENV, "VLLM_CPU_KVCACHE_SPACE": "1"}
+        started = time.monotonic()
+        with open(log, "w") as out:
+            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                    start_new_session=True, cwd=self.workdir,
+                                    preexec_fn=_die_with_parent)
+        server = Server(f"http://127.0.0.1:{port}", names[0], proc, log, 0.0)
+        try:
+            _wait_healthy(server)
+        except BaseException:
+            server.stop()
+            raise
+        server.start_s = time.monotonic() - started
+        self.starts[key] = round(server.start_s, 1)
+        return server
+
+    def close(self) -> None:
+        for server in self.live.values():
+            server.stop()
+        self.live.clear()
+
+
+def _wait_healthy(server: Server) -> None:
+    # vLLM opens its port only once the engine is ready: until then, connection refused.
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if not server.running:
+            raise RuntimeError(f"vllm serve exited with {server.proc.returncode}:\n{_tail(server.log)}")
+        try:
+            if httpx.get(server.url + "/health", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    raise RuntimeError(f"vllm serve not healthy after {START_TIMEOUT_S} s:\n{_tail(server.log)}")
+
+
+def _tail(log: Path, lines: int = 25) -> str:
+    return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+
+
+def _run(argv: list[str]) -> None:
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    if done.returncode:
+        raise RuntimeError(f"{' '.join(argv)} failed:\n{done.stderr[-2000:]}")
+
+
+def _unavailable() -> str | None:
+    reason = vllm_env._platform_ok()
+    if reason:
+        return reason
+    try:
+        meminfo = Path("/proc/meminfo").read_text()
+        free = int(meminfo.split("MemAvailable:")[1].split()[0]) * 1024
+    except (OSError, IndexError, ValueError):
+        return None
+    if free < MIN_FREE_BYTES:
+        return f"{free / 2**30:.1f} GiB of memory available; a vLLM server needs about 3"
+    return None
+
+
+def _environment() -> vllm_env.VllmEnv:
+    """The vLLM environment; outside CI, a machine that cannot have it skips with the reason."""
+    in_ci = os.environ.get("CI", "").lower() == "true"
+    reason = _unavailable()
+    if reason and not in_ci:
+        pytest.skip(f"real vLLM unavailable: {reason}")
+    try:
+        return vllm_env.ensure()
+    except vllm_env.BuildError as exc:
+        if in_ci:
+            raise
+        pytest.skip(f"real vLLM unavailable: the environment could not be built: {exc}")
+
+
+@pytest.fixture(scope="session")
+def vllm(tmp_path_factory):
+    """Factory fixture: vllm(variant="sharp", **config) -> Server, shared per config."""
+    env = _environment()
+    pool = ServerPool(env, tmp_path_factory.mktemp("vllm"))
+    yield pool.get
+    pool.close()
+    record = {"build_s": env.build_s, "disk_bytes": env.disk_bytes, "start_s": pool.starts}
+    (vllm_env.cache_root() / "vllm-last-run.json").write_text(json.dumps(record, indent=1))
