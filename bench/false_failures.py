@@ -9,8 +9,9 @@ the total ("0 of 20 runs had a false failure" is the target).
 
     python bench/false_failures.py [--runs 20] [--sampling '{"temperature": 0.8}'] [-k EXPR]
 
---sampling adds a `sampling:` mapping to each endpoint, for code whose fleet.yaml has that key;
-without it the probes send what the code sends by default.
+The probes are greedy and seeded unless fleet.yaml says otherwise, so by default each endpoint
+gets `sampling: {temperature: null, seed: null}`: the probes send no sampling and the server's
+own (temperature 0.8) decides, the roughest subject. --sampling replaces that mapping.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from pathlib import Path
 import yaml
 
 MODEL = "selftest:flat"
+SERVER_SAMPLING = {"temperature": None, "seed": None}  # send none: the server's default decides
 NOT_ASKED = "fleet.yaml does not ask"
 # examples/selftest.yaml's expectations, on the flat model: every claim the self-test can show.
 EXPECT = {
@@ -54,9 +56,8 @@ def fleet(sampling: dict | None) -> dict:
                         "metrics": True},
              "expect": {"spec_decode": {"min_acceptance": 0.5, "max_acceptance": 0.99}}}
     endpoints = {"frank-flat": flat, "frank-flat-draft": draft}
-    if sampling is not None:
-        for ep in endpoints.values():
-            ep["sampling"] = sampling
+    for ep in endpoints.values():
+        ep["sampling"] = SERVER_SAMPLING if sampling is None else sampling
     return {"endpoints": endpoints}
 
 

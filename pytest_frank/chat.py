@@ -10,7 +10,7 @@ recorded by pytest_frank.http. Both shapes come back as one `Reply`, with a cloc
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from pytest_frank import http
@@ -98,6 +98,7 @@ class Reply:
 def send(target: Target, req: Request) -> Reply:
     """Ask the endpoint once; a refused, broken or cut answer is a Reply with `error`."""
     driver, model = target.driver, target.model_name()
+    req = replace(req, extra=combine(driver.sampling(target.endpoint.sampling), req.extra))
     with http.recording() as seen:
         try:
             reply = driver.converse(target.sdk(), model, req, time.monotonic)

@@ -15,6 +15,9 @@ from pytest_frank import redact
 
 ENGINES = ("llamacpp", "vllm", "sglang", "anthropic", "openai")
 DEFAULT_READY_TIMEOUT = 120.0
+# Generation probes are greedy and seeded unless fleet.yaml says otherwise: two answers then
+# differ only when the endpoint does, never because the server sampled twice.
+DEFAULT_SAMPLING = {"temperature": 0.0, "seed": 1234}
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
@@ -36,6 +39,7 @@ class Endpoint:
     launch: dict[str, Any] | None = None
     expect: dict[str, Any] = field(default_factory=dict)
     concurrency: int = 1  # requests in flight at once on this endpoint
+    sampling: dict[str, Any] = field(default_factory=lambda: dict(DEFAULT_SAMPLING))
     serve: dict[str, str] | None = None  # how it is started: unit/env/script paths, or command
     _options: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -48,6 +52,11 @@ class Endpoint:
     @property
     def api_base(self) -> str:
         return self.root + "/v1"
+
+    @property
+    def greedy(self) -> bool:
+        """Whether two answers to one request must be the same (temperature 0)."""
+        return self.sampling.get("temperature") == 0
 
     def asks(self, claim: str) -> bool:
         """Whether fleet.yaml asks this claim: its key is present (`false` turns it off)."""
@@ -168,6 +177,7 @@ def _endpoint(name: str, raw: dict, where: str, base_dir: Path) -> Endpoint:
         launch=launch,
         expect=expect,
         concurrency=int(raw.get("concurrency", 1)),
+        sampling={**DEFAULT_SAMPLING, **(raw.get("sampling") or {})},
         serve=serve,
     )
 

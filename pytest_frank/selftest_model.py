@@ -69,6 +69,10 @@ flat
   ignore_eos: acceptance 0.66 greedy (past the natural end the draft proposes the end token the
   target may not take), 0.43-0.56 sampled. Of its own accord, greedy, it writes 6 tokens and 3
   of its 6 draft tokens are accepted: the draft runs past the end token and those are dropped.
+chatty
+  As default, but the answer never ends by itself: reasoning "Thinking", then content
+  "Hello!Hello!..." until max_tokens (finish "length"). As its own draft model it drafts for the
+  whole answer, so spec_decode has hundreds of draft tokens to measure without ignore_eos.
 """
 
 from __future__ import annotations
@@ -78,7 +82,7 @@ import os
 import pathlib
 import tempfile
 
-VARIANTS = ("default", "tool_text", "effort_strict", "no_think", "flat")
+VARIANTS = ("default", "tool_text", "effort_strict", "no_think", "flat", "chatty")
 
 N_EMBD = 64
 N_LAYER = 2
@@ -205,6 +209,9 @@ SCRIPTS = {
     },
 }
 SCRIPTS["effort_strict"] = SCRIPTS["default"]
+# Never done talking: "Hello!" again and again until max_tokens, of its own accord (no
+# ignore_eos), so a draft of itself has a long answer to draft.
+SCRIPTS["chatty"] = {**SCRIPTS["default"], "!": ["Hello"]}
 # Not peaked: a mapping gives each next token a logit offset (natural-log units at temperature
 # 1), so at the server's default temperature 0.8 the reply varies between requests; greedy
 # picks the offset-0 token, which writes what the default variant writes. The end token has

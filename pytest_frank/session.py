@@ -7,6 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from pytest_frank.fleet import Endpoint
+from pytest_frank.http import Gate
 from pytest_frank.target import Probe, Target
 
 if TYPE_CHECKING:
@@ -18,8 +19,14 @@ Work = list[tuple[Probe, "str | None"]]  # the probes (and cases) one endpoint's
 class FrankSession:
     def __init__(self, fleet: dict[str, Endpoint], timeout: float, offline: bool = False):
         self.targets = {name: Target(ep, timeout) for name, ep in fleet.items()}
+        gates: dict[str, Gate] = {}
         for target in self.targets.values():
             target.offline = offline
+            if target.endpoint.url and not target.endpoint.launch:
+                # Names for one server share its gate: its counters and slots are one.
+                gate = gates.setdefault(target.endpoint.root, target.gate)
+                gate.limit = min(gate.limit, target.gate.limit)
+                target.gate = gate
         self.plan: dict[str, Work] = {}
         self._probed: set[str] = set()
 

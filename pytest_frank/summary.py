@@ -13,8 +13,8 @@ def verdict_table(stats: dict) -> list[str]:
             name, claim = props.get("endpoint"), props.get("claim")
             if not name or not claim or getattr(report, "when", None) not in ("setup", "call"):
                 continue
-            if report.when == "setup" and outcome == "passed":
-                continue  # the call phase decides
+            if outcome not in _RANK or (report.when == "setup" and outcome == "passed"):
+                continue  # the call phase decides (a passed setup is filed under "")
             _worst(verdicts.setdefault(name, {}), claim, outcome)
     if not verdicts:
         return []

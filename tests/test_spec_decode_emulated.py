@@ -58,7 +58,8 @@ def test_vllm_counters_summed_over_labels_pass_the_band(run_fleet):
             "spec_decode": {"min_acceptance": 0.6, "max_acceptance": 0.95}}), "-m", "spec_decode")
     result.assert_outcomes(passed=1)
     assert [r.path for r in em.requests if r.path != "/health"] == [
-        "/metrics", "/v1/chat/completions", "/metrics"]
+        "/v1/models", "/metrics", "/v1/chat/completions", "/metrics"]  # 80 >= 64 drafted: once
+    assert "ignore_eos" not in em.requests[-2].body  # the model writes of its own accord
 
 
 def test_vllm_band_failure_reports_mean_length_and_per_position(run_fleet):
@@ -116,7 +117,7 @@ def test_vllm_without_speculative_config_is_not_engaged(run_fleet):
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
         "speculative decoding is not engaged: http://127.0.0.1:*/metrics has no "
-        "vllm:spec_decode_num_draft_tokens_total and the reply carries no draft counts*",
+        "vllm:spec_decode_num_draft_tokens_total and the replies carry no draft counts*",
         "*fix: pass --speculative-config*"])
 
 
@@ -128,7 +129,7 @@ def test_drafts_that_are_never_accepted_fail(run_fleet):
                            "-m", "spec_decode")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["speculative decoding drafts but nothing is accepted: "
-                                 "acceptance 0.00 (0 of 60 draft tokens accepted)*"])
+                                 "acceptance 0.00 (0 of 120 draft tokens accepted)*"])  # 2 asks
 
 
 def sglang(em, rate, length):
@@ -163,3 +164,16 @@ def test_sglang_without_metrics_names_the_flag(run_fleet):
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*/metrics answered 404: metrics are switched off*",
                                  "*fix: start SGLang with --enable-metrics"])
+
+
+def test_too_few_draft_tokens_is_inconclusive_not_a_rate(run_fleet):
+    """A model that answers briefly: four generations draft 4 tokens each, under the minimum."""
+    step = {"drafts": 2, "tokens": 4, "accepted": 1, "per_pos": [1, 0]}
+    with Emulator("vllm", models=["m"]) as em:
+        serve_drafting(em, step, vllm_metrics)
+        result = run_fleet(one_endpoint(em.url, "vllm", alias="m", expect={
+            "spec_decode": {"min_acceptance": 0.6}}), "-m", "spec_decode")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*inconclusive (16 draft tokens, fewer than min_draft_tokens 64, "
+                                 "over 4 generation(s) of up to 128 tokens*"])
+    assert sum(r.path == "/v1/chat/completions" for r in em.requests) == 4

@@ -3,9 +3,9 @@ selftest:flat at their default sampling (temperature 0.8). Every check asked mus
 time: a verdict that depends on the draw is a false failure.
 
 "Several times" is one pytest run over a fleet that lists the same server under several names:
-each name gets its own probes, so each is a fresh sample. The checks known to fail falsely on
-the current probes are strict xfails naming the defect; a fix makes them pass, and strict turns
-that into a failure here until the mark is removed."""
+each name gets its own probes, so each is a fresh sample. The fleet says
+`sampling: {temperature: null, seed: null}`: the probes send no sampling, so the server's own
+decides (the battery is greedy and seeded by default, which would hide what sampling does)."""
 
 from __future__ import annotations
 
@@ -33,14 +33,16 @@ EXPECT = {
 # A perfect draft (the model itself) and the example's floor.
 SPEC = {"spec_decode": {"min_acceptance": 0.5}}
 # Per copy: health, alias, 3 perf, 3 reasoning, 5 mapped reasoning_effort levels, required,
-# auto, plain chat, slots, vram_fits. Skipped as not asked or not shown here: the unmapped
-# efforts, named and parallel tools (llama.cpp treats a named choice as auto), the live vram
-# reading (no nvidia-smi), spec_decode and vision.
-PASSING_PER_COPY = 18
+# auto, plain chat, streamed tools, slots, vram_fits. Skipped as not asked or not shown here: the
+# unmapped efforts, named and parallel tools (llama.cpp treats a named choice as auto), the live
+# vram reading (no nvidia-smi), spec_decode and vision.
+PASSING_PER_COPY = 19
+SERVER_SAMPLING = {"temperature": None, "seed": None}
 
 
 def fleet(url: str, copies: int, expect: dict) -> dict:
-    one = {"url": url, "engine": "llamacpp", "alias": "frank-flat", "expect": expect}
+    one = {"url": url, "engine": "llamacpp", "alias": "frank-flat", "expect": expect,
+           "sampling": SERVER_SAMPLING}
     return {"endpoints": {f"flat-{i}": dict(one) for i in range(1, copies + 1)}}
 
 
@@ -55,28 +57,25 @@ def drafting(llama):
 
 
 def test_every_asked_check_passes_on_every_draw(flat, run_fleet):
-    result = run_fleet(fleet(flat.url, COPIES, EXPECT), "-p", "no:randomly",
-                       "-k", "not test_tools_streamed")
+    result = run_fleet(fleet(flat.url, COPIES, EXPECT), "-p", "no:randomly")
     outcomes = result.parseoutcomes()
     assert "failed" not in outcomes and "error" not in outcomes, result.stdout.str()[-4000:]
     assert outcomes["passed"] == PASSING_PER_COPY * COPIES, outcomes
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "test_tools_streamed compares two samples: the probes send no temperature or seed, so at "
-    "the server's 0.8 the streamed and the non-streamed answer may call different tools "
-    "(get_time vs get_weather) and the check reports a broken streaming parser"))
 def test_streamed_tool_calls_pass_on_every_draw(flat, run_fleet):
+    """Sampled, the streamed and the plain answer may call different tools: both valid is a
+    pass, the difference a note."""
     result = run_fleet(fleet(flat.url, DRAWS, {"tools": True}), "-p", "no:randomly",
                        "-k", "test_tools_streamed")
     result.assert_outcomes(passed=DRAWS)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "spec_decode generates with ignore_eos at the server's sampling: past the model's natural "
-    "end the draft proposes the end token that the target may not take, and the target's "
-    "temperature-0.8 draws disagree with the draft's greedy proposals, so a perfect draft "
-    "measures 0.43-0.56 and drops under min_acceptance 0.5 in about one draw in three"))
-def test_spec_decode_of_a_perfect_draft_passes_on_every_draw(drafting, run_fleet):
+def test_a_perfect_draft_never_fails(drafting, run_fleet):
+    """The model as its own draft answers in a few tokens: too few drafted to judge a rate, so
+    spec_decode says inconclusive (a skip with the count), never a failure."""
     result = run_fleet(fleet(drafting.url, DRAWS, SPEC), "-p", "no:randomly", "-m", "spec_decode")
-    result.assert_outcomes(passed=DRAWS)
+    outcomes = result.parseoutcomes()
+    assert "failed" not in outcomes and outcomes.get("skipped", 0) + outcomes.get("passed", 0) \
+        == DRAWS, outcomes
+    result.stdout.fnmatch_lines(["*inconclusive (* draft tokens, fewer than min_draft_tokens 64*"])

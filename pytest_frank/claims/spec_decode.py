@@ -8,13 +8,19 @@ without the counters, the reply's own `timings`). Series names live in the drive
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from pytest_frank import metrics
 from pytest_frank.chat import Reply, Request
 from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.observation import Observation
-from pytest_frank.verdict import fail
+from pytest_frank.claims import slots
+from pytest_frank.verdict import fail, skip
+
+if TYPE_CHECKING:
+    from pytest_frank.drivers import Driver
+    from pytest_frank.target import Target
 
 PROMPT = "Count from 1 to 300 in words, one number per line, and nothing else."
 
@@ -23,15 +29,24 @@ PROMPT = "Count from 1 to 300 in words, one number per line, and nothing else."
 class Options(ClaimOptions):
     min_acceptance: float | None = None
     max_acceptance: float | None = None
-    max_tokens: int = 128  # enough drafting steps for a stable rate, cheap on any endpoint
+    max_tokens: int = 128  # per generation: enough drafting steps, cheap on any endpoint
+    min_draft_tokens: int = 64  # fewer than this and a rate is noise: inconclusive
+
+
+ASKS = 4  # generations at most, to gather min_draft_tokens from a model that answers briefly
 
 
 @dataclass(kw_only=True)
 class Drafting(Observation):
     before: metrics.Scrape
-    reply: Reply | None = None
+    replies: list[Reply] = field(default_factory=list)
     after: metrics.Scrape | None = None
     max_tokens: int
+    configured: bool | None = None  # what the engine says of its own drafting (/slots, ...)
+
+    @property
+    def reply(self) -> Reply | None:
+        return self.replies[-1] if self.replies else None
 
 
 @dataclass
@@ -56,33 +71,66 @@ class Measured:
         return "; ".join(parts) + f" [source: {self.source}]"
 
 
-def drafting(target) -> Drafting:
-    """Scrape, generate, scrape, with nothing else in flight: the counters are server-wide."""
-    max_tokens, path = target.endpoint.options("spec_decode").max_tokens, target.driver.metrics_path
+def drafting(target: Target) -> Drafting:
+    """Scrape, generate, scrape, with nothing else in flight (the counters are server-wide),
+    and generate again while fewer than min_draft_tokens were drafted. The model writes of its
+    own accord: forcing it past its end (ignore_eos) would make a perfect draft look broken, as
+    the draft keeps proposing the end token the target may not take."""
+    opts, driver = target.endpoint.options("spec_decode"), target.driver
     target.model_name()  # any probe it needs runs before the endpoint is held
+    shape = target.need(slots.shape)
     with target.exclusive():
-        obs = Drafting(before=metrics.scrape(target, path), max_tokens=max_tokens)
-        obs.reply = target.chat(Request(PROMPT, max_tokens, extra=target.driver.keep_generating))
-        if obs.before.ok:
-            obs.after = metrics.scrape(target, path)
+        obs = Drafting(before=metrics.scrape(target, driver.metrics_path),
+                       max_tokens=opts.max_tokens,
+                       configured=driver.speculative_live(shape.payloads) if shape.seen else None)
+        for _ in range(ASKS):
+            obs.replies.append(target.chat(Request(PROMPT, opts.max_tokens)))
+            if obs.before.ok:
+                obs.after = metrics.scrape(target, driver.metrics_path)
+            drafted = _drafted(obs, driver)
+            if not obs.reply.ok or drafted is None or drafted >= opts.min_draft_tokens:
+                break
     return obs
+
+
+def _drafted(obs: Drafting, driver: Driver) -> float | None:
+    """Draft tokens so far, from the counters or the replies' own timings; None if unknown."""
+    if obs.after is not None and obs.after.ok:
+        for series in driver.spec_series:
+            if series.counters and series.draft_tokens in obs.after.names():
+                return metrics.delta(obs.before, obs.after, series.draft_tokens)
+    counts = [driver.draft_counts(r.engine) for r in obs.replies]
+    return sum(c[0] for c in counts if c) if any(counts) else None
 
 
 def judge(obs: Drafting, ctx: Context) -> None:
     """Drafts are made and accepted, at an acceptance inside the fleet's band."""
     driver, note = ctx.driver, ctx.note
     _require_metrics(obs, driver)
-    _require_reply(obs.reply, driver)
-    timings = driver.draft_counts(obs.reply.engine)
+    for reply in obs.replies:
+        _require_reply(reply, driver)
+    timings = _timings(obs, driver)
     measured = measure(obs, driver, timings)
-    note(f"{measured.line()}; the generation asked for {obs.max_tokens} tokens")
+    asked = (f"{len(obs.replies)} generation(s) of up to {obs.max_tokens} tokens, "
+             f"{sum(r.generated for r in obs.replies)} written")
+    note(f"{measured.line()}; {asked}")
     if measured.source.endswith("counters"):
         note("counters are server-wide: on a shared endpoint the delta may include other requests")
     if timings is not None and measured.source.endswith("counters"):
         note(f"cross-check, this reply's timings: draft_n {timings[0]}, draft_n_accepted "
              f"{timings[1]} (acceptance {_fmt(_ratio(timings[1], timings[0]))})")
     _judge_engaged(measured, obs, driver)
+    least = ctx.options.min_draft_tokens
+    if measured.draft_tokens is not None and measured.draft_tokens < least:
+        skip(f"inconclusive ({measured.draft_tokens:g} draft tokens, fewer than "
+             f"min_draft_tokens {least}, over {asked}): {measured.line()}")
     _judge_band(measured, ctx.options, driver)
+
+
+def _timings(obs: Drafting, driver: Driver) -> tuple[int, int] | None:
+    """The replies' own draft counts, summed; None where the engine reports none."""
+    counts = [c for c in (driver.draft_counts(r.engine) for r in obs.replies) if c]
+    return (sum(c[0] for c in counts), sum(c[1] for c in counts)) if counts else None
 
 
 def measure(obs: Drafting, driver, timings) -> Measured:
@@ -99,9 +147,15 @@ def measure(obs: Drafting, driver, timings) -> Measured:
                         "spec_decode counters in /metrics)", timings[0], timings[1],
                         rate=_ratio(timings[1], timings[0]))
     wanted = ", ".join(s.draft_tokens or s.rate_gauge for s in driver.spec_series)
-    fail(f"speculative decoding is not engaged: {after.exchange.url} has no {wanted} and the "
-         f"reply carries no draft counts (not configured, or configured but not engaged)",
-         driver.spec_engage_fix)
+    seen = f"{after.exchange.url} has no {wanted} and the replies carry no draft counts"
+    if obs.configured is False:
+        fail(f"speculative decoding is not configured: {seen}, and "
+             f"{driver.speculative_source} says it is off", driver.spec_engage_fix)
+    if obs.configured:
+        fail(f"speculative decoding is configured ({driver.speculative_source}) but not "
+             f"engaged: {seen}", driver.spec_engage_fix)
+    fail(f"speculative decoding is not engaged: {seen} (not configured, or configured but not "
+         f"engaged)", driver.spec_engage_fix)
 
 
 def _from_counters(series, before, after) -> Measured:
@@ -145,8 +199,12 @@ def _judge_engaged(m: Measured, obs: Drafting, driver) -> None:
                  f"{obs.max_tokens}-token generation", driver.spec_engage_fix)
         return
     if not m.draft_tokens or m.drafts == 0:
-        fail(f"speculative decoding is configured but not engaged: 0 draft tokens over a "
-             f"{obs.max_tokens}-token generation [source: {m.source}]", driver.spec_engage_fix)
+        if obs.configured is False:
+            fail(f"speculative decoding is not configured ({driver.speculative_source} says it is "
+                 f"off): 0 draft tokens over {len(obs.replies)} generation(s) [source: "
+                 f"{m.source}]", driver.spec_engage_fix)
+        fail(f"speculative decoding is configured but not engaged: 0 draft tokens over "
+             f"{len(obs.replies)} generation(s) [source: {m.source}]", driver.spec_engage_fix)
     if not m.accepted:
         fail(f"speculative decoding drafts but nothing is accepted: {m.line()}",
              driver.spec_low_fix)

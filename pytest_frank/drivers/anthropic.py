@@ -35,6 +35,11 @@ class AnthropicDriver(Driver):
                                    http_client=http_client, max_retries=0, timeout=timeout,
                                    default_headers=dict(endpoint.headers) or None)
 
+    def sampling(self, sampling):
+        # The Messages API has no seed: temperature 0 is as close to repeatable as it goes.
+        return {k: v for k, v in sampling.items() if k in ("temperature", "top_p", "top_k")
+                and v is not None}
+
     def converse(self, sdk, model, req, clock):
         from pytest_frank.drivers import anthropic_messages
 

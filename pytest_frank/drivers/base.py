@@ -116,6 +116,14 @@ class Driver:
 
         return openai_chat.converse(self, sdk, model, req, clock)
 
+    def sampling(self, sampling: dict) -> dict:
+        """Request params for fleet.yaml's sampling (a None seed sends none)."""
+        out = {k: v for k, v in sampling.items() if k in ("temperature", "top_p", "seed")
+               and v is not None}
+        if sampling.get("top_k") is not None:
+            out["extra_body"] = {"top_k": sampling["top_k"]}
+        return out
+
     def engine_fields(self, extra: dict) -> dict:
         return {k: v for k, v in extra.items() if k in self.engine_keys and isinstance(v, dict)}
 
@@ -209,6 +217,8 @@ class Driver:
 
     # -- the serve command line (pytest_frank.serve): None where the engine is not started here
     serve_flags = None  # a serve.flags.ServeFlags
+
+    speculative_source = "the server"  # where speculative_live reads it, for messages
 
     def speculative_live(self, payloads: dict) -> bool | None:
         """Whether the running server drafts, from its slot routes; None where it doesn't say."""

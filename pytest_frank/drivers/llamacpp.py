@@ -152,6 +152,8 @@ class LlamaCppDriver(Driver):
         native_binary=True,
     )
 
+    speculative_source = "/slots speculative"
+
     def speculative_live(self, payloads):
         slots = payloads.get("/slots")
         flags = [s.get("speculative") for s in slots or [] if isinstance(s, dict)]
