@@ -137,7 +137,8 @@ def _scrape(drafts, tokens, accepted):
 
 @pytest.mark.parametrize("after, band, reason", [
     ((10, 80, 64), {"min_acceptance": 0.5}, None),
-    ((10, 30, 24), {"min_acceptance": 0.5}, "inconclusive (30 draft tokens, fewer than min_draft_tokens 64"),
+    ((10, 30, 24), {"min_acceptance": 0.5},
+     "inconclusive (30 draft tokens, fewer than min_draft_tokens 64"),
     ((10, 80, 8), {"min_acceptance": 0.5}, "acceptance 0.10 is below min_acceptance 0.5"),
     ((10, 80, 80), {"max_acceptance": 0.99}, "acceptance 1.00 is above max_acceptance 0.99"),
     ((0, 0, 0), {}, "configured but not engaged: 0 draft tokens"),
