@@ -28,8 +28,9 @@ def healthy_chat(field="reasoning_content"):
 
 
 def healthy_messages(body):
-    """A healthy Anthropic Messages proxy: thinking blocks, tool_use blocks, stop_reason."""
-    thinking = None if (body.get("thinking") or {}).get("type") == "disabled" else "Thinking"
+    """A healthy Anthropic Messages proxy: thinking blocks when the request asks for thinking
+    (as the Messages API does), tool_use blocks, stop_reason."""
+    thinking = "Thinking" if (body.get("thinking") or {}).get("type") == "enabled" else None
     choice = body.get("tool_choice") or {}
     if not body.get("tools") or choice.get("type") == "none":
         return messages_json("Hello!", thinking=thinking)

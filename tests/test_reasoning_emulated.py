@@ -28,6 +28,8 @@ def test_healthy_anthropic_proxy_passes_everything(run_fleet):
         sent = [r.body for r in em.requests if r.path == "/v1/messages"]
     result.assert_outcomes(passed=14, skipped=1)
     assert {"type": "disabled"} in [b.get("thinking") for b in sent]
+    asked = [b for b in sent if (b.get("thinking") or {}).get("type") == "enabled"]
+    assert len(asked) == 2 and asked[0]["thinking"]["budget_tokens"] < asked[0]["max_tokens"]
     assert {"type": "tool", "name": "get_time"} in [b.get("tool_choice") for b in sent]
     assert any(b.get("output_config") == {"effort": "xhigh"} for b in sent)
 
@@ -68,6 +70,17 @@ def test_reasoning_present_with_thinking_off(run_fleet):
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*reasoning present although thinking was switched off "
                                  "(enable_thinking: false)*", "*fix: the chat template ignores*"])
+
+
+def test_proxy_that_drops_thinking_although_asked(run_fleet):
+    with Emulator("anthropic", models=["model"]) as em:
+        serve_messages(em, lambda body: messages_json("Hello!"))
+        result = run(run_fleet, em, "anthropic", "-k", "test_reasoning and not streamed and not "
+                     "off and not effort", reasoning=True)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["chat answered 'Hello!' with no reasoning (`thinking` empty or "
+                                 "absent) although the request asked for thinking (thinking.type "
+                                 "enabled): the proxy dropped the reasoning"])
 
 
 def test_proxy_stream_without_thinking_blocks(run_fleet):

@@ -34,7 +34,8 @@ class Thought(Observation):
 
 def _ask(target, mode: str) -> Thought:
     opts = target.endpoint.options("reasoning")
-    extra = target.driver.thinking_off() if mode == "off" else {}
+    driver = target.driver
+    extra = driver.thinking_off() if mode == "off" else driver.thinking_on(opts.max_tokens)
     reply = target.chat(Request(PROMPT, opts.max_tokens, stream=mode == "streamed", extra=extra,
                                 reasoning_field=opts.field))
     return Thought(mode=mode, reply=reply, max_tokens=opts.max_tokens)
@@ -66,7 +67,7 @@ def judge(thought: Thought, ctx: Context) -> None:
     if not r.reasoning.strip():
         where = expected or " / ".join(f"`{f}`" for f in driver.reasoning_fields)
         fail(f"{how} answered {one_line(r.content, 80)!r} with no reasoning ({where} empty or "
-             f"absent) although thinking is on by default", driver.thinking_missing_fix)
+             f"absent) {driver.no_reasoning_said}", driver.thinking_missing_fix)
 
 
 def judge_streamed(thought: Thought, ctx: Context) -> None:

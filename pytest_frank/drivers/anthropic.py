@@ -36,9 +36,11 @@ class AnthropicDriver(Driver):
                                    default_headers=dict(endpoint.headers) or None)
 
     def sampling(self, sampling):
-        # The Messages API has no seed: temperature 0 is as close to repeatable as it goes.
-        return {k: v for k, v in sampling.items() if k in ("temperature", "top_p", "top_k")
+        # The Messages API has no seed (temperature 0 is as repeatable as it goes), and the
+        # client no longer takes sampling arguments: they travel in the body.
+        body = {k: v for k, v in sampling.items() if k in ("temperature", "top_p", "top_k")
                 and v is not None}
+        return {"extra_body": body} if body else {}
 
     def converse(self, sdk, model, req, clock):
         from pytest_frank.drivers import anthropic_messages
@@ -54,6 +56,14 @@ class AnthropicDriver(Driver):
     tool_parser_fix = ("the proxy passes tool calls through only when the upstream parses them: "
                        "turn on the upstream's tool-call parser (llama.cpp --jinja with the "
                        "model's template, vLLM --tool-call-parser)")
+
+    no_reasoning_said = ("although the request asked for thinking (thinking.type enabled): the "
+                         "proxy dropped the reasoning")
+
+    def thinking_on(self, max_tokens):
+        # As Claude Code asks when thinking is on: the Messages API sends thinking blocks only
+        # then. The budget stays under max_tokens (the API requires it; 1024 at least upstream).
+        return {"thinking": {"type": "enabled", "budget_tokens": max(1, max_tokens - 1)}}
 
     def thinking_off(self):
         # The Messages API switch, and the template kwarg a llama.cpp upstream actually reads.

@@ -203,6 +203,12 @@ class Driver:
         ("invalid tool_choice", "this server accepts only tool_choice auto, none or required"),
     )
 
+    no_reasoning_said = "although thinking is on by default"  # after "answered X with no reasoning"
+
+    def thinking_on(self, max_tokens: int) -> dict:
+        """Request params that ask for thinking, where the API wants it asked (not here)."""
+        return {}
+
     def thinking_off(self) -> dict:
         """Request params that switch thinking off (chat template kwargs, as Qwen3 templates read)."""
         return {"extra_body": {"chat_template_kwargs": {"enable_thinking": False}}}
