@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import pytest
+
 from pytest_frank import http, redact
 from pytest_frank.checks import Check, Context
 from pytest_frank.verdict import fail, skip
@@ -54,12 +56,30 @@ class EndpointUnderTest:
         if why_not:
             skip(why_not)
         obs = self.probe(check.probe, case)
-        if obs.failure:
-            fail(obs.failure, obs.fix)
-        if obs.inconclusive:
-            skip(f"inconclusive: {obs.inconclusive}")
-        check.judge(obs, Context(self.config, self.driver, self.options(check.claim), case,
-                                 self.note, self.attach))
+        try:
+            if obs.failure:
+                fail(obs.failure, obs.fix)
+            if obs.inconclusive:
+                skip(f"inconclusive: {obs.inconclusive}")
+            check.judge(obs, Context(self.config, self.driver, self.options(check.claim), case,
+                                     self.note, self.attach))
+        except pytest.fail.Exception as failed:
+            pytest.fail(self._diagnosis(failed.msg, check), pytrace=False)
+
+    def _diagnosis(self, message: str, check: Check) -> str:
+        """A failure line as the operator should read it: the engine first where fleet.yaml
+        names the wrong one, and fleet.yaml keys instead of flags for a launched endpoint."""
+        from pytest_frank import fingerprint
+
+        if check.claim != "health" and not self._target.offline:  # nothing to ask offline
+            wrong = fingerprint.contradiction(self.probe(fingerprint.engine), self._target)
+            if wrong:
+                message = f"{wrong}\n{message}"
+        if self.config.launch:
+            from pytest_frank.launch import in_fleet_terms
+
+            message = in_fleet_terms(message)
+        return message
 
     # -- evidence -------------------------------------------------------------------------------
     def note(self, text: str) -> None:

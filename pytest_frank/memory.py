@@ -72,6 +72,7 @@ class ModelShape:
     sliding_window: int | None = None
     name: str = ""
     notes: tuple[str, ...] = ()
+    trained_ctx: int | None = None              # context_length in the header
 
     @classmethod
     def uniform(cls, *, attention_layers: int, n_head_kv: int, head_dim: int,
@@ -98,7 +99,8 @@ class ModelShape:
             recurrent_state_per_layer=recurrent_state_bytes(**ssm) if known else 0,
             sliding_window=summary.get("sliding_window"),
             name=summary.get("name") or summary.get("architecture") or "",
-            notes=tuple(_summary_notes(summary, n_rec, known)))
+            notes=tuple(_summary_notes(summary, n_rec, known)),
+            trained_ctx=summary.get("context_length"))
 
     @classmethod
     def from_gguf(cls, source: str | os.PathLike, **read_kwargs: Any) -> ModelShape:

@@ -21,6 +21,9 @@ def pytest_addoption(parser):
                     help="fleet file of endpoints to verify (ini: frank_endpoints)")
     group.addoption("--frank-timeout", metavar="SECONDS", type=float, default=None,
                     help="per-request timeout (ini: frank_timeout; default 30)")
+    group.addoption("--frank-endpoint", metavar="NAME", action="append", default=[],
+                    help="verify only this endpoint (its exact name; repeat for more): unlike "
+                         "-k NAME it does not also pick NAME-draft")
     group.addoption("--frank-no-battery", action="store_true", default=False,
                     help="do not collect the built-in battery, only the tests given")
     group.addoption("--frank-offline", action="store_true", default=False,
@@ -181,6 +184,7 @@ def pytest_collection_modifyitems(config, items):
     if config.stash.get(SESSION, None) is None:
         return
     _group_for_xdist(config, items)
+    _only_endpoints(config, items)
     if config.getoption("frank_offline"):
         live = [item for item in items if not item.get_closest_marker("offline")]
         if live:
@@ -189,6 +193,21 @@ def pytest_collection_modifyitems(config, items):
     # Health first, then the claims in their listed order: a report reads top-down like a bring-up.
     order = {claim: i for i, claim in enumerate(CLAIMS)}
     items.sort(key=lambda item: order.get(claim_of(item), len(order)))
+
+
+def _only_endpoints(config: pytest.Config, items: list[pytest.Item]) -> None:
+    wanted = config.getoption("frank_endpoint")
+    if not wanted:
+        return
+    known = config.stash[SESSION].targets
+    unknown = [name for name in wanted if name not in known]
+    if unknown:
+        raise pytest.UsageError(f"pytest-frank: --frank-endpoint {', '.join(unknown)}: no such "
+                                f"endpoint in the fleet (it has {', '.join(known)})")
+    dropped = [item for item in items if endpoint_of(item) not in (None, *wanted)]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = [item for item in items if item not in dropped]
 
 
 def _group_for_xdist(config, items) -> None:

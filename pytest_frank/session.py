@@ -58,6 +58,10 @@ class FrankSession:
         if not self.health(name).ready:
             return  # its checks are skipped as blocked; nothing more to ask of it
         work = self.plan.get(name, [])
+        if work and target.driver.owned_by:  # which engine it is, for any failure's first line
+            from pytest_frank import fingerprint
+
+            work = [*work, (fingerprint.engine, None)]
         if not work:
             return
         with ThreadPoolExecutor(max_workers=min(target.gate.limit, len(work))) as pool:

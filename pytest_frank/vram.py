@@ -33,6 +33,7 @@ class Modelled:
     table: str
     verdict: Any = None                 # memory.Verdict; None without a GPU size
     max_context: int | None = None      # the largest ctx_size keeping the headroom, when short
+    trained_ctx: int | None = None      # the model's context_length
 
 
 def _mib(opts: dict, key: str, default: float | None = None) -> int | None:
@@ -105,10 +106,10 @@ def model_memory(plan: Plan, timeout: float = 30) -> Modelled:
     est = estimate(model, plan.settings, **parts)
     table = context_table(model, plan.settings, plan.contexts, **parts)
     if plan.settings.gpu_total is None:
-        return Modelled(plan, est, table.text)
+        return Modelled(plan, est, table.text, trained_ctx=model.trained_ctx)
     verdict = fits(est)
     best = None if verdict.ok else max_context(model, plan.settings, **parts)
-    return Modelled(plan, est, table.text, verdict, best)
+    return Modelled(plan, est, table.text, verdict, best, model.trained_ctx)
 
 
 def tolerance_bytes(opts: dict, modelled: int) -> int:

@@ -98,3 +98,15 @@ def test_without_endpoints_the_plugin_stays_out_of_the_way(pytester):
     result = pytester.runpytest("--strict-markers", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
     assert "frank:" not in result.stdout.str()
+
+
+def test_frank_endpoint_selects_by_exact_name(run_fleet):
+    fleet = {"endpoints": {"big": {"url": "http://127.0.0.1:9", "engine": "vllm"},
+                           "big-draft": {"url": "http://127.0.0.1:9", "engine": "vllm"}}}
+    result = run_fleet(fleet, "--frank-endpoint", "big", "--collect-only", "-q")
+    ids = [line for line in result.stdout.lines if "::" in line]
+    assert ids and all(line.endswith("[big]") for line in ids), ids
+    unknown = run_fleet(fleet, "--frank-endpoint", "bigg")
+    assert unknown.ret == 4
+    unknown.stderr.fnmatch_lines(["*--frank-endpoint bigg: no such endpoint in the fleet (it has "
+                                  "big, big-draft)"])

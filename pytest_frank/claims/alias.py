@@ -18,7 +18,8 @@ class Served(Observation):
 def served(target) -> Served:
     ex = target.get(target.driver.models_path)
     if not ex.ok:
-        return Served(url=ex.url, ids=[], failure=f"{ex.url} {target.driver.reason(ex)}")
+        return Served(url=ex.url, ids=[], failure=f"{ex.url} {target.driver.reason(ex)}",
+                      fix=target.driver.known_fix(target.driver.error_message(ex), ex.status))
     try:
         ids = target.driver.served_ids(ex.json())
     except (ValueError, KeyError, TypeError) as exc:
@@ -33,7 +34,7 @@ def judge(served: Served, ctx: Context) -> None:
     if wanted not in served.ids:
         listed = ", ".join(repr(i) for i in served.ids) or "no models at all"
         fail(f"alias {wanted!r} is not served by {served.url}; it serves {listed}",
-             ctx.driver.alias_fix(wanted))
+             ctx.driver.alias_fix(wanted, served.ids))
 
 
 ALIAS = Check("test_alias", "alias", served, judge)

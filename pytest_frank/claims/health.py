@@ -38,10 +38,12 @@ def probe(target) -> Health:
     while True:
         ex = target.get(target.driver.health_path)
         state = target.driver.readiness(ex)
-        if state.state != "loading" or time.monotonic() + pause > deadline:
+        left = deadline - time.monotonic()
+        if state.state != "loading" or left <= 0:
+            fix = target.driver.known_fix(target.driver.error_message(ex), ex.status)
             return Health(state=state.state, detail=state.detail, url=url,
-                          waited=time.monotonic() - start)
-        time.sleep(pause)
+                          waited=time.monotonic() - start, fix=fix if state.state == "down" else None)
+        time.sleep(min(pause, left))  # the last poll lands on the deadline, not before it
         pause = min(pause * 2, POLL_MAX)
 
 
@@ -52,7 +54,7 @@ def judge(health: Health, ctx: Context) -> None:
              f"(ready_timeout {ctx.endpoint.ready_timeout:g}s); last answer: {health.detail}",
              "wait for the model to finish loading, or raise ready_timeout in fleet.yaml")
     if health.state == "down":
-        fail(health.line())
+        fail(health.line(), health.fix)
 
 
 HEALTH = Check("test_health", "health", probe, judge)

@@ -18,7 +18,8 @@ def require_answer(reply, driver, doing: str) -> None:
         return
     if reply.status is None:
         fail(f"{doing}: {reply.error}")
-    fail(f"{doing} answered {reply.status}: {one_line(reply.error)}", driver.known_fix(reply.error))
+    fail(f"{doing} answered {reply.status}: {one_line(reply.error)}",
+         driver.known_fix(reply.error, reply.status))
 
 
 def require_budget(reply, max_tokens: int, option: str) -> None:

@@ -32,7 +32,9 @@ def shape(target) -> SlotShape:
             payloads[route] = last.json()
     if not payloads:
         return SlotShape(failure=f"the slot shape could not be read: {last.url} "
-                                 f"{target.driver.reason(last)}")
+                                 f"{target.driver.reason(last)}",
+                         fix=target.driver.known_fix(target.driver.error_message(last),
+                                                     last.status))
     count, ctx, source = target.driver.slot_shape(payloads)
     return SlotShape(count=count, ctx_per_slot=ctx, source=source, payloads=payloads)
 
@@ -46,7 +48,7 @@ def judge(shape: SlotShape, ctx: Context) -> None:
                  f"remove `count` from expect.slots for it")
         if shape.count != want_count:
             fail(f"{shape.count} slot(s) are served, {want_count} intended ({shape.source})",
-                 f"set {driver.parallel_flag} {want_count}")
+                 driver.slots_fix(want_count, ctx.options.ctx_per_slot or shape.ctx_per_slot))
     if want_ctx is not None:
         _judge_ctx(shape, want_ctx, want_count or shape.count, driver)
 

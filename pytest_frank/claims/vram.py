@@ -4,6 +4,7 @@ tolerance of that (live: nvidia-smi, a command, or a Prometheus exporter)."""
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -69,16 +70,16 @@ class Fit(Observation):
 def _model(target, *, strict: bool, gpu_total: int | None = None) -> Fit:
     """Model the endpoint's memory from expect.vram and, live, the slot shape and the model path
     the engine reports. Too little to model is inconclusive (a failure when strict)."""
-    opts = target.endpoint.options("vram")
+    settings = {**_launched(target), **target.endpoint.options("vram").as_dict()}
     shape, why = None, ""
-    if not target.offline and not (opts.model and opts.ctx_size):
+    if not target.offline and not (settings.get("model") and settings.get("ctx_size")):
         shape = target.need(slots.shape)
         shape = shape if shape.seen else None
-    model = opts.model
+    model = settings.get("model")
     if not model:
         model, why = _served_model(target, shape)
     try:
-        plan = make_plan(opts.as_dict(), model, gpu_total,
+        plan = make_plan(settings, model, gpu_total,
                          count=shape.count if shape else None,
                          ctx_per_slot=shape.ctx_per_slot if shape else None)
     except PlanError as exc:
@@ -100,6 +101,22 @@ def _model(target, *, strict: bool, gpu_total: int | None = None) -> Fit:
         return Fit(failure=f"the memory model refuses this config: {exc}")
 
 
+def _launched(target) -> dict[str, Any]:
+    """What a `launch:` block says of the model and its context (expect.vram wins)."""
+    spec = target.endpoint.launch
+    if not spec:
+        return {}
+    from pytest_frank.launch import DEFAULT_CTX_SIZE, LaunchError, resolve_model
+
+    try:
+        model = str(resolve_model(spec["model"]))
+    except LaunchError:
+        model = None  # the plan then says no model is named
+    settings = {"model": model, "ctx_size": spec.get("ctx_size", DEFAULT_CTX_SIZE),
+                "parallel": spec.get("parallel", 1), "kv_unified": spec.get("kv_unified", False)}
+    return {k: v for k, v in settings.items() if v is not None}
+
+
 def _served_model(target, shape) -> tuple[str | None, str]:
     """(the model file the engine reports loading when this machine can read it, why not)."""
     path = target.driver.served_model_path(shape.payloads) if shape else None
@@ -115,6 +132,12 @@ def fit(target) -> Fit:
 def judge_fit(obs: Fit, ctx: Context) -> None:
     """The modelled memory fits the GPU with the headroom asked."""
     result = _show_model(obs.modelled, ctx)
+    from pytest_frank.memory import trained_context_warning
+
+    overflow = trained_context_warning(result.plan.settings, result.trained_ctx)
+    if overflow:  # the same warning as frank preflight's: it fits, but past what was trained
+        ctx.note(f"warning: {overflow}")
+        warnings.warn(overflow, UserWarning, stacklevel=1)
     v = result.verdict
     if v is None or v.ok:
         return

@@ -19,7 +19,7 @@ class AnthropicDriver(Driver):
             headers["x-api-key"] = api_key
         return headers
 
-    def alias_fix(self, alias):
+    def alias_fix(self, alias, served):
         return f"map the model name {alias!r} in the proxy's model list"
 
     # -- generation: the Messages shape (vision as base64 image blocks) ---------------------------

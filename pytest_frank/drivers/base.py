@@ -8,6 +8,13 @@ from pytest_frank import metrics
 from pytest_frank.http import Exchange
 
 NO_KEY = "frank-no-key"  # the SDKs insist on a key; a server without one ignores it
+STATUS_FIXES = {
+    401: "the server wants a key: set `api_key` for this endpoint in fleet.yaml (e.g. "
+         "api_key: ${ENDPOINT_KEY}), or check the one set there",
+    403: "the server refused the key: check `api_key` for this endpoint in fleet.yaml",
+    404: "nothing of the engine's answers on that path: check `url` in fleet.yaml (host, port, "
+         "and whether a proxy expects a path before /v1) and `engine`",
+}
 
 
 @dataclass
@@ -21,6 +28,10 @@ class Driver:
 
     name = "openai"
     label = "OpenAI-compatible server"
+    # How the engine gives itself away (pytest_frank.fingerprint): /v1/models owned_by and its
+    # /metrics prefix. None for shapes any engine may wear (a generic server, a proxy).
+    owned_by: str | None = None
+    metrics_prefix: str | None = None
     health_path = "/v1/models"  # a generic server has no health route; a model list is the proof
     models_path = "/v1/models"
     alias_flag = "the server's model name setting"
@@ -66,13 +77,18 @@ class Driver:
         text = err or body.get("message")
         return " ".join(str(text).split()) if text else None
 
-    def alias_fix(self, alias: str) -> str:
+    def alias_fix(self, alias: str, served: list[str]) -> str:
+        """Serve `alias` beside the names served now (clients may use those too)."""
         return f"serve it under that name ({self.alias_flag} {alias})"
 
     # -- slots: how many conversations at once, and the context each one gets ------------------
     slot_routes: tuple[str, ...] = ("/v1/models",)
     parallel_flag = "the server's concurrency setting"
     unify_hint = "give each sequence the whole context"
+
+    def slots_fix(self, count: int, per_slot: int | None) -> str:
+        """How to serve `count` conversations at once, each keeping `per_slot` of context."""
+        return f"set {self.parallel_flag} {count}"
 
     def slot_shape(self, payloads: dict) -> tuple[int | None, int | None, str]:
         """(slot count, context per slot, where it was read); None where the engine doesn't say."""
@@ -217,9 +233,11 @@ class Driver:
         """Request params that send a reasoning_effort level."""
         return {"reasoning_effort": value}
 
-    def known_fix(self, message: str | None) -> str | None:
+    def known_fix(self, message: str | None, status: int | None = None) -> str | None:
+        """The usual fix for an error answer: by the server's words, else by its status."""
         lower = (message or "").lower()
-        return next((fix for needle, fix in self.known_errors if needle.lower() in lower), None)
+        found = next((fix for needle, fix in self.known_errors if needle.lower() in lower), None)
+        return found or STATUS_FIXES.get(status)
 
     # -- the serve command line (pytest_frank.serve): None where the engine is not started here
     serve_flags = None  # a serve.flags.ServeFlags

@@ -10,6 +10,8 @@ from pytest_frank.serve.flags import Flag, Need, ServeFlags
 class LlamaCppDriver(Driver):
     name = "llamacpp"
     label = "llama.cpp server"
+    owned_by = "llamacpp"
+    metrics_prefix = "llamacpp:"
     health_path = "/health"
     alias_flag = "llama-server --alias"
 
@@ -25,12 +27,20 @@ class LlamaCppDriver(Driver):
                 ids += [a for a in aliases if isinstance(a, str) and a not in ids]
         return ids
 
-    def alias_fix(self, alias):
-        return f"add it to --alias (comma-separated list): --alias {alias}"
+    def alias_fix(self, alias, served):
+        names = ",".join(dict.fromkeys([*served, alias]))
+        return f"add it to --alias, keeping the names served now: --alias {names}"
 
     slot_routes = ("/props", "/slots")
     parallel_flag = "--parallel"
     unify_hint = "add --kv-unified (every slot then sees the whole --ctx-size)"
+
+    def slots_fix(self, count, per_slot):
+        if not per_slot:
+            return f"--parallel {count}"
+        # --ctx-size is the total, divided among the slots (unless --kv-unified).
+        return (f"--parallel {count} --ctx-size {count * per_slot} (each of the {count} slots "
+                f"keeps {per_slot} tokens; or --parallel {count} --kv-unified)")
 
     def slot_shape(self, payloads):
         props, slots = payloads.get("/props") or {}, payloads.get("/slots")

@@ -10,9 +10,11 @@ from pytest_frank.serve.flags import Flag, Need, ServeFlags
 class SglangDriver(Driver):
     name = "sglang"
     label = "SGLang server"
+    owned_by = "sglang"
+    metrics_prefix = "sglang:"
     health_path = "/health"
 
-    def alias_fix(self, alias):
+    def alias_fix(self, alias, served):
         return f"serve it under that name: --served-model-name {alias}"
 
     # -- generation, /metrics, speculative decoding ----------------------------------------------

@@ -10,10 +10,14 @@ from pytest_frank.serve.flags import Flag, Need, ServeFlags
 class VllmDriver(Driver):
     name = "vllm"
     label = "vLLM server"
+    owned_by = "vllm"
+    metrics_prefix = "vllm:"
     health_path = "/health"  # 200 with an empty body when the engine lives
 
-    def alias_fix(self, alias):
-        return f"add it to --served-model-name (one card per name): --served-model-name {alias}"
+    def alias_fix(self, alias, served):
+        names = " ".join(dict.fromkeys([*served, alias]))
+        return ("add it to --served-model-name, keeping the names served now: "
+                f"--served-model-name {names}")
 
     parallel_flag = "--max-num-seqs"
     unify_hint = "raise --max-model-len"

@@ -1,0 +1,49 @@
+"""Which engine an endpoint really is, from what it says of itself (/v1/models owned_by, its
+/metrics prefix), so a failure on a mislabelled endpoint says that first: advice for the
+engine fleet.yaml names cannot apply to another one."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pytest_frank.observation import Observation
+
+if TYPE_CHECKING:
+    from pytest_frank.target import Target
+
+
+@dataclass(kw_only=True)
+class Seen(Observation):
+    engine: str | None = None  # a driver name, where the endpoint gives itself away
+    sign: str = ""  # what gave it away, for the message
+
+
+def engine(target: Target) -> Seen:
+    from pytest_frank.drivers import DRIVERS
+
+    known = [d for d in DRIVERS.values() if d.owned_by]
+    models = target.get(target.driver.models_path)
+    cards = (models.json() or {}).get("data") if models.ok else None
+    owners = {c.get("owned_by") for c in cards if isinstance(c, dict)} if isinstance(cards, list) \
+        else set()
+    for driver in known:
+        if driver.owned_by in owners:
+            return Seen(engine=driver.name, sign=f"/v1/models owned_by {driver.owned_by!r}")
+    scraped = target.get(target.driver.metrics_path)
+    for driver in known:
+        if scraped.ok and f"\n{driver.metrics_prefix}" in f"\n{scraped.body}":
+            return Seen(engine=driver.name, sign=f"/metrics series {driver.metrics_prefix}*")
+    return Seen()
+
+
+def contradiction(seen: Seen, target: Target) -> str | None:
+    """"this answers like X; fleet.yaml says Y", where fleet.yaml names another engine."""
+    from pytest_frank.drivers import DRIVERS
+
+    said = target.driver
+    if not seen.engine or not said.owned_by or seen.engine == said.name:
+        return None
+    like = DRIVERS[seen.engine].label
+    return (f"this answers like a {like} ({seen.sign}); fleet.yaml says engine: {said.name}, so "
+            f"the diagnosis below assumes the wrong engine: set engine: {seen.engine} first")

@@ -1,0 +1,89 @@
+"""Diagnoses an ops engineer can act on: the engine fleet.yaml names is wrong, a key is missing,
+the URL points at another server, the slot advice keeps each slot's context, the alias advice
+keeps the names served, a launched endpoint's advice names fleet.yaml keys, a loading server is
+waited for as long as configured. Real llama.cpp where it shows the fault, the emulator else."""
+
+import pytest
+
+from emulator import Emulator, Reply
+from fleets import one_endpoint
+
+
+@pytest.fixture(scope="module")
+def two_slots(llama):
+    return llama(alias=["frank-a", "frank-b"], ctx_size=8192, parallel=2, metrics=True)
+
+
+def test_a_llamacpp_called_vllm_says_so_first(two_slots, run_fleet):
+    result = run_fleet(one_endpoint(two_slots.url, "vllm", alias="frank-a",
+                                    expect={"slots": {"count": 2}}), "-m", "slots")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "this answers like a llama.cpp server (/v1/models owned_by 'llamacpp'); fleet.yaml says "
+        "engine: vllm, so the diagnosis below assumes the wrong engine: set engine: llamacpp first",
+        "the endpoint does not report its slot count*"])
+
+
+def test_the_right_engine_gets_no_such_line(two_slots, run_fleet):
+    result = run_fleet(one_endpoint(two_slots.url, "llamacpp", alias="frank-a",
+                                    expect={"slots": {"count": 4}}), "-m", "slots")
+    result.assert_outcomes(failed=1)
+    assert "this answers like" not in result.stdout.str()
+
+
+def test_slot_advice_keeps_each_slots_context(two_slots, run_fleet):
+    result = run_fleet(one_endpoint(two_slots.url, alias="frank-a", expect={
+        "slots": {"count": 4, "ctx_per_slot": 4096}}), "-m", "slots")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "2 slot(s) are served, 4 intended*",
+        "  fix: --parallel 4 --ctx-size 16384 (each of the 4 slots keeps 4096 tokens; or "
+        "--parallel 4 --kv-unified)"])
+
+
+def test_alias_advice_keeps_the_names_served(two_slots, run_fleet):
+    result = run_fleet(one_endpoint(two_slots.url, alias="frank-c"), "-m", "alias")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["  fix: add it to --alias, keeping the names served now: "
+                                 "--alias frank-a,frank-b,frank-c"])
+
+
+def test_a_launched_endpoint_is_advised_in_fleet_keys(run_fleet):
+    pytest.importorskip("xllamacpp")
+    fleet = {"endpoints": {"ep": {"engine": "llamacpp", "alias": "frank-a", "ready_timeout": 30,
+                                  "launch": {"model": "selftest", "alias": "frank-a",
+                                             "ctx_size": 8192, "parallel": 2},
+                                  "expect": {"slots": {"count": 4, "ctx_per_slot": 4096}}}}}
+    result = run_fleet(fleet, "-m", "slots")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "  fix: launch.parallel: 4 launch.ctx_size: 16384 (each of the 4 slots keeps 4096 "
+        "tokens; or launch.parallel: 4 launch.kv_unified: true)"])
+
+
+def test_a_missing_key_names_api_key(llama, run_fleet):
+    keyed = llama(alias="frank-k", api_key="sk-test-key-123")
+    result = run_fleet(one_endpoint(keyed.url, alias="frank-k"), "-m", "alias")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*/v1/models answered 401: Invalid API Key",
+                                 "  fix: the server wants a key: set `api_key` for this endpoint "
+                                 "in fleet.yaml*"])
+
+
+def test_a_plain_web_server_is_named_as_the_wrong_url(run_fleet):
+    page = "<!DOCTYPE HTML><html><body>Not Found</body></html>"
+    with Emulator("vllm") as em:
+        em.route("GET", "/health", lambda r: Reply(404, page, {"content-type": "text/html"}))
+        result = run_fleet(one_endpoint(em.url, "vllm", alias="m"), "-m", "health")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*/health: answered 404: <!DOCTYPE HTML>*",
+                                 "  fix: nothing of the engine's answers on that path: check `url` "
+                                 "in fleet.yaml (host, port, and whether a proxy expects a path "
+                                 "before /v1) and `engine`"])
+
+
+def test_loading_is_waited_for_as_long_as_configured(run_fleet):
+    with Emulator("llamacpp", models=["m"], loading_for=60) as em:
+        result = run_fleet(one_endpoint(em.url, alias="m", ready_timeout=3), "-m", "health")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*is still loading after 3s (ready_timeout 3s)*"])
