@@ -64,7 +64,10 @@ class EndpointUnderTest:
             check.judge(obs, Context(self.config, self.driver, self.options(check.claim), case,
                                      self.note, self.attach))
         except pytest.fail.Exception as failed:
-            pytest.fail(self._diagnosis(failed.msg, check), pytrace=False)
+            message = self._diagnosis(failed.msg, check)
+        else:
+            return
+        pytest.fail(message, pytrace=False)  # outside the except: no chained traceback
 
     def _diagnosis(self, message: str, check: Check) -> str:
         """A failure line as the operator should read it: the engine first where fleet.yaml
