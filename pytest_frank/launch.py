@@ -43,10 +43,14 @@ Stopping is synchronous (~30 ms); afterwards the port refuses connections and ca
 
 from __future__ import annotations
 
+import contextlib
+import os
 import pathlib
 import re
+import tempfile
 import time
 from dataclasses import dataclass, field
+from typing import Iterator
 
 KEYS = {
     "model", "alias", "ctx_size", "parallel", "kv_unified", "metrics", "reasoning_format",
@@ -126,13 +130,17 @@ def launch(spec: dict) -> LaunchedServer:
     xllamacpp = _import_xllamacpp()
     model = resolve_model(spec["model"])
     params = _params(xllamacpp, spec, model)
-    try:
-        server = xllamacpp.Server(params)
-    except RuntimeError as exc:
+    with _stderr_kept() as log:
+        try:
+            server = xllamacpp.Server(params)
+            failed = None
+        except RuntimeError as exc:
+            failed = exc
+    if failed is not None:
+        said = _reason_in("".join(log))
         raise LaunchError(
             f"llama.cpp did not start for model {model} on {spec.get('host', '127.0.0.1')}:"
-            f"{spec.get('port', 0)}: {exc} (the llama.cpp log on stderr has the reason)"
-        ) from exc
+            f"{spec.get('port', 0)}: {said or failed}")
     launched = LaunchedServer(_client_url(server.listening_address), str(model), spec, server)
     try:
         _wait_healthy(launched.url, float(spec.get("startup_timeout", 60)))
@@ -140,6 +148,33 @@ def launch(spec: dict) -> LaunchedServer:
         launched.stop()
         raise
     return launched
+
+
+@contextlib.contextmanager
+def _stderr_kept() -> Iterator[list[str]]:
+    """llama.cpp writes why it cannot start to file descriptor 2, not to the exception: keep a
+    copy while it starts (the text lands in the yielded list; the console still gets it)."""
+    kept: list[str] = []
+    with tempfile.TemporaryFile() as log:
+        saved = os.dup(2)
+        os.dup2(log.fileno(), 2)
+        try:
+            yield kept
+        finally:
+            os.dup2(saved, 2)
+            log.seek(0)
+            text = log.read()[-65536:]
+            os.write(saved, text)
+            os.close(saved)
+            kept.append(text.decode("utf-8", "replace"))
+
+
+def _reason_in(log: str) -> str | None:
+    """llama.cpp's own words for a failed start: its error lines, the last few."""
+    lines = [line.strip() for line in log.splitlines() if line.strip()]
+    errors = [line for line in lines if re.search(r"\bE\b|error|failed|couldn't|cannot", line, re.I)]
+    picked = (errors or lines)[-3:]
+    return "; ".join(re.sub(r"^[\d.]+ [EWID] ", "", line) for line in picked) or None
 
 
 def resolve_model(name) -> pathlib.Path:

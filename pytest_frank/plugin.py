@@ -53,6 +53,7 @@ def pytest_configure(config):
         _add_battery(config)
 
 
+
 def _resolve(config, path: str) -> Path:
     # An ini value is relative to the ini file; a command-line value to the current directory.
     if config.getoption("endpoints") or config.inipath is None:

@@ -53,6 +53,7 @@ class FrankSession:
         with ThreadPoolExecutor(max_workers=len(names)) as pool:
             list(pool.map(self._probe_endpoint, names))
 
+
     def _probe_endpoint(self, name: str) -> None:
         target = self.targets[name]
         if not self.health(name).ready:

@@ -99,6 +99,15 @@ class Emulator:
     def loading(self, forever: bool = True) -> None:
         self.loading_until = float("inf") if forever else 0.0
 
+    def arrive(self) -> None:
+        with self._lock:
+            self.in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+
+    def leave(self) -> None:
+        with self._lock:
+            self.in_flight -= 1
+
     def start(self) -> "Emulator":
         self._thread.start()
         return self
@@ -152,9 +161,8 @@ def _handler(em: Emulator):
             headers = {k.lower(): v for k, v in self.headers.items()}
             req = Request(self.command, self.path, headers, body)
             em.requests.append(req)
-            with em._lock:
-                em.in_flight += 1
-                em.peak_in_flight = max(em.peak_in_flight, em.in_flight)
+            em.arrive()
+            self.working = True
             try:
                 if em.latency and req.method == "POST":
                     time.sleep(em.latency)
@@ -162,8 +170,14 @@ def _handler(em: Emulator):
                 if reply is not None:
                     self._send(reply)
             finally:
-                with em._lock:
-                    em.in_flight -= 1
+                self.done()
+
+        def done(self):
+            # Counted as answered just before its last bytes go out: the client can only send
+            # its next request after reading them, so a request never overlaps its successor.
+            if self.working:
+                self.working = False
+                em.leave()
 
         def _send(self, reply: Reply):
             body = reply.body
@@ -181,6 +195,7 @@ def _handler(em: Emulator):
                     self.send_header(k, v)
             self.send_header("content-length", str(len(data)))
             self.end_headers()
+            self.done()
             self.wfile.write(data)
 
         def _send_paced(self, reply: Reply):
@@ -194,6 +209,7 @@ def _handler(em: Emulator):
                 self.wfile.flush()
 
         do_GET = do_POST = _serve
+        working = False
 
     return Handler
 

@@ -87,3 +87,20 @@ def test_loading_is_waited_for_as_long_as_configured(run_fleet):
         result = run_fleet(one_endpoint(em.url, alias="m", ready_timeout=3), "-m", "health")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*is still loading after 3s (ready_timeout 3s)*"])
+
+
+def test_a_launch_that_fails_quotes_llamacpps_reason(run_fleet):
+    pytest.importorskip("xllamacpp")
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        fleet = {"endpoints": {"ep": {"engine": "llamacpp", "ready_timeout": 5,
+                                      "launch": {"model": "selftest", "port": port}}}}
+        result = run_fleet(fleet, "-m", "health")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([f"*the local server could not be launched: llama.cpp did not "
+                                 f"start for model * on 127.0.0.1:{port}: *couldn't bind HTTP "
+                                 f"server socket*"])
