@@ -110,3 +110,12 @@ def test_frank_endpoint_selects_by_exact_name(run_fleet):
     assert unknown.ret == 4
     unknown.stderr.fnmatch_lines(["*--frank-endpoint bigg: no such endpoint in the fleet (it has "
                                   "big, big-draft)"])
+
+
+def test_a_present_claim_key_asks_the_claim_and_false_turns_it_off(tmp_path):
+    path = tmp_path / "fleet.yaml"
+    path.write_text("endpoints:\n  a: {url: 'http://h:1', engine: vllm, expect: {reasoning: {}, "
+                    "tools: false, perf: true}}\n")
+    a = load(path)["a"]
+    assert a.asks("reasoning") and a.asks("perf") and not a.asks("tools")
+    assert a.options("reasoning").max_tokens == 512  # the defaults
