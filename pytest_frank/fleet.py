@@ -15,9 +15,12 @@ from pytest_frank import redact
 
 ENGINES = ("llamacpp", "vllm", "sglang", "anthropic", "openai")
 DEFAULT_READY_TIMEOUT = 120.0
+MAX_FILE = 1024 * 1024  # bytes of fleet.yaml
+MAX_VALUES = 100_000  # scalars, lists and mappings once aliases are expanded
 # Generation probes are greedy and seeded unless fleet.yaml says otherwise: two answers then
 # differ only when the endpoint does, never because the server sampled twice.
 DEFAULT_SAMPLING = {"temperature": 0.0, "seed": 1234}
+_FROM_ENV: set[str] = set()  # values ${VAR} brought in: a usage error never echoes them
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
@@ -96,13 +99,18 @@ def _read_yaml(path: Path) -> Any:
     import yaml
 
     try:
+        if path.stat().st_size > MAX_FILE:
+            raise FleetError(f"{path}: {path.stat().st_size} bytes; a fleet file is at most "
+                             f"{MAX_FILE // 1024} KiB")
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise FleetError(f"{path}: no such file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise FleetError(f"{path}: cannot be read ({exc})") from None
     try:
-        data = yaml.safe_load(text)
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        _bounded(node, path)
+        data = yaml.SafeLoader(text).construct_document(node) if node is not None else None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -116,6 +124,24 @@ def _read_yaml(path: Path) -> Any:
     return data
 
 
+def _bounded(node, path: Path) -> None:
+    """Refuse a document whose aliases expand past MAX_VALUES values (a few hundred bytes of
+    nested anchors can stand for billions), before anything walks the expansion."""
+    import yaml
+
+    seen, stack = 0, [node] if node is not None else []
+    while stack:
+        seen += 1
+        if seen > MAX_VALUES:
+            raise FleetError(f"{path}: its anchors and aliases expand past {MAX_VALUES} values; "
+                             "a fleet file needs far fewer (write the values out)")
+        current = stack.pop()
+        if isinstance(current, yaml.SequenceNode):
+            stack.extend(current.value)
+        elif isinstance(current, yaml.MappingNode):
+            stack.extend(v for pair in current.value for v in pair)
+
+
 def _expand(value: Any, environ, where: str, keys: tuple) -> Any:
     if isinstance(value, dict):
         return {k: _expand(v, environ, where, keys + (k,)) for k, v in value.items()}
@@ -127,6 +153,7 @@ def _expand(value: Any, environ, where: str, keys: tuple) -> Any:
     def substitute(match: re.Match) -> str:
         var, fallback = match.group(1), match.group(2)
         if var in environ:
+            _FROM_ENV.add(environ[var])
             return environ[var]
         if fallback is not None:
             return fallback
@@ -164,6 +191,10 @@ def _endpoint(name: str, raw: dict, where: str, base_dir: Path) -> Endpoint:
         expect["reasoning_effort"] = _effort_from(dict(expect["reasoning_effort"]), raw, at,
                                                   base_dir)
     redact.register(raw.get("api_key"))
+    redact.register_url(raw.get("url"))
+    for header, value in (raw.get("headers") or {}).items():
+        if redact.SECRET_HEADER.search(header):
+            redact.register(value)
     return Endpoint(
         name=name,
         engine=engine,
@@ -298,4 +329,6 @@ def _kind(t) -> str:
 
 def _show(value) -> str:
     text = repr(value)
+    if any(len(env) >= 4 and env in text for env in _FROM_ENV):
+        return "(a value from the environment, not shown)"  # it may be a key: never echo it
     return text if len(text) <= 60 else text[:57] + "..."

@@ -54,8 +54,8 @@ class Exchange:
             return None
 
     def snippet(self, limit: int = 300) -> str:
-        text = " ".join(self.body.split())
-        return redact.scrub(text if len(text) <= limit else text[:limit] + "...")
+        text = " ".join(redact.scrub(self.body).split())  # masked before the cut
+        return redact.inert(text if len(text) <= limit else text[:limit] + "...", limit + 3)
 
     def summary(self) -> str:
         if self.error and self.status is None:

@@ -119,3 +119,21 @@ def test_a_present_claim_key_asks_the_claim_and_false_turns_it_off(tmp_path):
     a = load(path)["a"]
     assert a.asks("reasoning") and a.asks("perf") and not a.asks("tools")
     assert a.options("reasoning").max_tokens == 512  # the defaults
+
+
+def test_a_bad_value_from_the_environment_is_not_echoed(run_fleet):
+    result = run_fleet("endpoints:\n  a: {url: 'http://h:1', engine: vllm, "
+                       "ready_timeout: '${FRANK_SECRET_VALUE}'}\n",
+                       env={"FRANK_SECRET_VALUE": "sk-live-0123456789abcdef"})
+    assert result.ret == 4
+    result.stderr.fnmatch_lines(["*endpoints.a.ready_timeout: expected a number, got string "
+                                 "(a value from the environment, not shown)"])
+    assert "0123456789" not in result.stderr.str() + result.stdout.str()
+
+
+def test_nested_anchors_are_refused_before_they_expand(run_fleet, tmp_path):
+    levels = "".join(f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]\n" for i in range(1, 9))
+    result = run_fleet("l0: &l0 [x, x, x, x, x, x, x, x, x]\n" + levels +
+                       "endpoints: {a: {url: 'http://h:1', engine: vllm}}\n")
+    assert result.ret == 4
+    result.stderr.fnmatch_lines(["*its anchors and aliases expand past 100000 values*"])

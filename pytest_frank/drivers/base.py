@@ -14,6 +14,8 @@ STATUS_FIXES = {
     403: "the server refused the key: check `api_key` for this endpoint in fleet.yaml",
     404: "nothing of the engine's answers on that path: check `url` in fleet.yaml (host, port, "
          "and whether a proxy expects a path before /v1) and `engine`",
+    **dict.fromkeys((301, 302, 303, 307, 308), "set `url` in fleet.yaml to where the redirect "
+                    "points, if that host is the endpoint"),
 }
 
 
@@ -52,6 +54,10 @@ class Driver:
         """One line: why an exchange is not the answer wanted (no answer, or an error status)."""
         if ex.error and ex.status is None:
             return ex.error
+        if ex.status is not None and 300 <= ex.status < 400:
+            where = ex.headers.get("location", "nowhere (no Location header)")
+            return (f"answered {ex.status}, a redirect to {where}: not followed (a key must "
+                    "not travel to a host fleet.yaml does not name)")
         said = self.error_message(ex) or ex.snippet(200) or "(empty body)"
         cut = f" [{ex.error}]" if ex.error else ""
         return f"answered {ex.status}: {said}{cut}"

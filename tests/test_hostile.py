@@ -1,0 +1,105 @@
+"""Endpoints that send what nobody should: escape sequences, megabyte error pages, echoed keys,
+redirects, compression bombs. Emulated (no engine sends these on purpose): each fault ends in one
+inert line for that endpoint, and no secret reaches the output."""
+
+import gzip
+import re
+
+from emulator import Emulator, Reply, serve_chat
+from fleets import one_endpoint
+from healthy_engines import ALL, healthy_chat
+
+SECRET = "sk-hostile-0123456789abcdefghij"
+RAW_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def _output(result) -> str:
+    return result.stdout.str() + result.stderr.str()
+
+
+def test_escape_sequences_from_an_endpoint_reach_no_terminal(run_fleet):
+    nasty = "\x1b[2J\x1b]0;owned\x07\x1b]52;c;ZWNobyBoaQ==\x07\x1b]8;;http://x\x07link\x00"
+    with Emulator("vllm") as em:
+        em.route("GET", "/health", lambda r: Reply(500, {"error": {"message": nasty}}))
+        result = run_fleet(one_endpoint(em.url, "vllm", alias="m"), "-m", "health or alias")
+    result.assert_outcomes(failed=1, skipped=1)
+    out = _output(result)
+    assert not RAW_CONTROL.search(out), repr(out[-500:])
+    assert "\\x1b]0;owned\\x07" in out  # shown, escaped
+
+
+def test_a_megabyte_error_page_is_cut_and_not_copied_into_every_skip(run_fleet):
+    page = "E" * (3 * 1024 * 1024)
+    with Emulator("vllm") as em:
+        em.route("GET", "/health", lambda r: Reply(503, page))
+        result = run_fleet(one_endpoint(em.url, "vllm", alias="m", expect=ALL), "-rs")
+    out = _output(result)
+    assert len(out) < 200_000, len(out)
+    result.stdout.fnmatch_lines(["*ep is not healthy, see test_health[[]ep[]]: *"])
+
+
+def test_an_echoed_key_is_masked_before_any_cut(run_fleet):
+    echo = "x" * 290 + SECRET  # a cut at 300 characters would leave the key's first ten
+    with Emulator("vllm", models=["m"]) as em:
+        em.route("GET", "/v1/models", lambda r: Reply(500, {"error": {"message": echo}}))
+        result = run_fleet(one_endpoint(em.url, "vllm", alias="m", api_key=SECRET), "-m", "alias")
+    result.assert_outcomes(failed=1)
+    out = _output(result)
+    assert not any(SECRET[i:i + 8] in out for i in range(len(SECRET) - 8)), "a part of the key"
+
+
+def test_credentials_in_the_url_are_secrets(run_fleet):
+    with Emulator("vllm", models=["m"]) as em:
+        url = em.url.replace("http://", "http://ops:pa55w0rd-url-secret@")
+        result = run_fleet(one_endpoint(url, "vllm", alias="nope"), "-m", "alias")
+    result.assert_outcomes(failed=1)
+    assert "pa55w0rd-url-secret" not in _output(result)
+
+
+def test_a_redirect_names_its_location_and_is_not_followed(run_fleet):
+    with Emulator("vllm", models=["m"]) as em, Emulator("vllm", models=["m"]) as elsewhere:
+        em.route("GET", "/v1/models", lambda r: Reply(307, "", {"location": elsewhere.url}))
+        result = run_fleet(one_endpoint(em.url, "vllm", alias="m", api_key=SECRET), "-m", "alias")
+        reached = [r for r in elsewhere.requests if r.path != "/health"]
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([f"*/v1/models answered 307, a redirect to {elsewhere.url}: not "
+                                 "followed (a key must not travel to a host fleet.yaml does not "
+                                 "name)", "  fix: set `url` in fleet.yaml to where the redirect*"])
+    assert reached == []  # the key never went to the other port
+
+
+def test_stacked_compression_is_refused_in_one_line(run_fleet):
+    bomb = gzip.compress(gzip.compress(b"{" + b" " * (50 * 1024 * 1024)))
+    with Emulator("vllm", models=["m"]) as em:
+        em.route("GET", "/v1/models",
+                 lambda r: Reply(200, bomb, {"content-encoding": "gzip, gzip",
+                                             "content-type": "application/json"}))
+        result = run_fleet(one_endpoint(em.url, "vllm", alias="m"), "-m", "alias")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*refused an answer with content-encoding 'gzip, gzip'*"])
+
+
+def test_one_gzip_layer_is_decoded_within_the_cap(run_fleet):
+    bomb = gzip.compress(b" " * (64 * 1024 * 1024))  # 64 MiB of spaces in about 64 KiB
+    with Emulator("vllm", models=["m"]) as em:
+        em.route("GET", "/v1/models",
+                 lambda r: Reply(200, bomb, {"content-encoding": "gzip",
+                                             "content-type": "application/json"}))
+        result = run_fleet(one_endpoint(em.url, "vllm", alias="m"), "-m", "alias")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*the answer ran past 4194304 bytes; read no further*"])
+
+
+READS = {("GET", "/health"), ("GET", "/v1/models"), ("GET", "/metrics"), ("GET", "/props"),
+         ("GET", "/slots"), ("POST", "/v1/chat/completions"), ("POST", "/v1/messages")}
+
+
+def test_the_battery_only_reads_and_generates(run_fleet):
+    """No slot save or erase, no POST /props, no model load or unload, no file writes."""
+    with Emulator("vllm", models=["model"]) as em:
+        serve_chat(em, healthy_chat("reasoning"))
+        run_fleet(one_endpoint(em.url, "vllm", alias="model",
+                               expect={**ALL, "slots": {"count": 1}, "spec_decode": True,
+                                       "perf": {"runs": 1}, "vision": True}))
+        sent = {(r.method, r.path.split("?")[0]) for r in em.requests}
+    assert sent and sent <= READS, sent - READS
