@@ -88,8 +88,8 @@ def drafting(target: Target) -> Drafting:
             if obs.before.ok:
                 obs.after = metrics.scrape(target, driver.metrics_path)
             drafted = _drafted(obs, driver)
-            if not obs.reply.ok or drafted is None or drafted >= opts.min_draft_tokens:
-                break
+            if not obs.reply.ok or not drafted or drafted >= opts.min_draft_tokens:
+                break  # failed, not drafting at all (asking again changes nothing), or enough
     return obs
 
 
@@ -149,8 +149,8 @@ def measure(obs: Drafting, driver, timings) -> Measured:
     wanted = ", ".join(s.draft_tokens or s.rate_gauge for s in driver.spec_series)
     seen = f"{after.exchange.url} has no {wanted} and the replies carry no draft counts"
     if obs.configured is False:
-        fail(f"speculative decoding is not configured: {seen}, and "
-             f"{driver.speculative_source} says it is off", driver.spec_engage_fix)
+        fail(f"speculative decoding is off: {driver.speculative_source} is false and {seen}",
+             driver.spec_engage_fix)
     if obs.configured:
         fail(f"speculative decoding is configured ({driver.speculative_source}) but not "
              f"engaged: {seen}", driver.spec_engage_fix)
@@ -200,9 +200,9 @@ def _judge_engaged(m: Measured, obs: Drafting, driver) -> None:
         return
     if not m.draft_tokens or m.drafts == 0:
         if obs.configured is False:
-            fail(f"speculative decoding is not configured ({driver.speculative_source} says it is "
-                 f"off): 0 draft tokens over {len(obs.replies)} generation(s) [source: "
-                 f"{m.source}]", driver.spec_engage_fix)
+            fail(f"speculative decoding is off: {driver.speculative_source} is false, 0 draft "
+                 f"tokens over {len(obs.replies)} generation(s) [source: {m.source}]",
+                 driver.spec_engage_fix)
         fail(f"speculative decoding is configured but not engaged: 0 draft tokens over "
              f"{len(obs.replies)} generation(s) [source: {m.source}]", driver.spec_engage_fix)
     if not m.accepted:
