@@ -103,3 +103,40 @@ def test_the_battery_only_reads_and_generates(run_fleet):
                                        "perf": {"runs": 1}, "vision": True}))
         sent = {(r.method, r.path.split("?")[0]) for r in em.requests}
     assert sent and sent <= READS, sent - READS
+
+
+def test_a_drip_is_cut_by_the_wall_clock_deadline(run_fleet):
+    """One byte a second never trips a per-read timeout; the deadline on the whole answer does."""
+    import time
+
+    with Emulator("vllm") as em:
+        em.route("GET", "/health", lambda r: Reply(200, _paced(" " * 120, 0.1)))
+        start = time.monotonic()
+        result = run_fleet(one_endpoint(em.url, "vllm", alias="m"), "--frank-timeout", "1",
+                           "-m", "health")
+        took = time.monotonic() - start
+    result.assert_outcomes(failed=1)
+    assert took < 10, took
+    result.stdout.fnmatch_lines(["*/health: answered 200, then the answer did not finish within "
+                                 "4s (* bytes came)"])
+
+
+def _paced(text, gap):
+    import time
+
+    def pieces():
+        for ch in text:
+            time.sleep(gap)
+            yield ch
+    return pieces()
+
+
+def test_json_nested_past_any_parser_is_one_line(run_fleet):
+    deep = "[" * 100_000 + "]" * 100_000
+    with Emulator("vllm", models=["m"]) as em, Emulator("vllm", models=["m"]) as healthy:
+        em.route("GET", "/health", lambda r: Reply(500, deep, {"content-type": "application/json"}))
+        fleet = {"endpoints": {"deep": {"url": em.url, "engine": "vllm", "alias": "m"},
+                               "fine": {"url": healthy.url, "engine": "vllm", "alias": "m"}}}
+        result = run_fleet(fleet, "-m", "health or alias")
+    result.assert_outcomes(failed=1, skipped=1, passed=2)  # the other endpoint keeps its verdict
+    assert "INTERNALERROR" not in result.stdout.str() and "RecursionError" not in result.stdout.str()

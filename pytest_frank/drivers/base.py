@@ -58,9 +58,11 @@ class Driver:
             where = ex.headers.get("location", "nowhere (no Location header)")
             return (f"answered {ex.status}, a redirect to {where}: not followed (a key must "
                     "not travel to a host fleet.yaml does not name)")
-        said = self.error_message(ex) or ex.snippet(200) or "(empty body)"
-        cut = f" [{ex.error}]" if ex.error else ""
-        return f"answered {ex.status}: {said}{cut}"
+        said = self.error_message(ex) or ex.snippet(200).strip()
+        if ex.error:  # an answer that began and was cut: say both, the cut last
+            return f"answered {ex.status}: {said} [{ex.error}]" if said else \
+                f"answered {ex.status}, then {ex.error}"
+        return f"answered {ex.status}: {said or '(empty body)'}"
 
     def is_loading(self, ex: Exchange) -> bool:
         return False
