@@ -42,6 +42,7 @@ class Endpoint:
     launch: dict[str, Any] | None = None
     expect: dict[str, Any] = field(default_factory=dict)
     concurrency: int = 1  # requests in flight at once on this endpoint
+    deadline: float | None = None  # seconds for all of this endpoint's probes; None: derived
     sampling: dict[str, Any] = field(default_factory=lambda: dict(DEFAULT_SAMPLING))
     serve: dict[str, str] | None = None  # how it is started: unit/env/script paths, or command
     _options: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -208,6 +209,7 @@ def _endpoint(name: str, raw: dict, where: str, base_dir: Path) -> Endpoint:
         launch=launch,
         expect=expect,
         concurrency=int(raw.get("concurrency", 1)),
+        deadline=raw.get("deadline"),
         sampling={**DEFAULT_SAMPLING, **(raw.get("sampling") or {})},
         serve=serve,
     )

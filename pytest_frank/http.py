@@ -157,14 +157,33 @@ class Gate:
 
 
 # -- the transport ---------------------------------------------------------------------------------
+class Deadline:
+    """The wall-clock moment past which an endpoint gets no more requests and no more time to
+    answer: the earliest of its own deadline and the run's, each named for the message."""
+
+    def __init__(self) -> None:
+        self.at: float | None = None
+        self.label = ""
+
+    def bound(self, seconds: float, label: str) -> None:
+        at = time.monotonic() + seconds
+        if self.at is None or at < self.at:
+            self.at, self.label = at, label
+
+    def left(self) -> float | None:
+        return None if self.at is None else self.at - time.monotonic()
+
+
 class Refused(Exception):
     """An answer this reader will not decode (stacked or unknown content encodings)."""
 
 
-def client(timeout: float, gate: Gate | None = None, auth_shown: bool = True) -> httpx2.Client:
+def client(timeout: float, gate: Gate | None = None, auth_shown: bool = True,
+           deadline: Deadline | None = None) -> httpx2.Client:
     """An httpx2 client whose every request goes through `Recorder`; redirects are not followed
     (a key must never travel to a host the fleet did not name)."""
-    return httpx2.Client(transport=Recorder(gate or Gate(), timeout, auth_shown),
+    recorder = Recorder(gate or Gate(), timeout, auth_shown, deadline or Deadline())
+    return httpx2.Client(transport=recorder,
                          timeout=httpx2.Timeout(timeout, connect=min(CONNECT_TIMEOUT, timeout)),
                          follow_redirects=False)
 
@@ -176,9 +195,11 @@ def _fresh_connections() -> httpx2.HTTPTransport:
 
 
 class Recorder(httpx2.BaseTransport):
-    def __init__(self, gate: Gate, timeout: float, auth_shown: bool = True):
+    def __init__(self, gate: Gate, timeout: float, auth_shown: bool = True,
+                 deadline: Deadline | None = None):
         self.inner = _fresh_connections()
         self.gate, self.timeout, self.auth_shown = gate, timeout, auth_shown
+        self.deadline = deadline or Deadline()
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         # Plain bytes only: a compressed answer could not be capped by what it decodes to.
@@ -187,6 +208,10 @@ class Recorder(httpx2.BaseTransport):
         keyed = [h for h in KEY_HEADERS if h in request.headers]
         ex.auth_header = keyed[0] if keyed and self.auth_shown else None
         _record(ex)
+        left = self.deadline.left()
+        if left is not None and left <= 0:
+            ex.error = f"not sent: {self.deadline.label} ran out"
+            raise httpx2.ConnectTimeout(ex.error, request=request)
         self.gate.enter()
         start, resp = time.monotonic(), None
         ex.started = start
@@ -203,7 +228,7 @@ class Recorder(httpx2.BaseTransport):
             if isinstance(exc, Refused):
                 raise httpx2.DecodingError(ex.error, request=request) from None
             raise
-        body = _Body(resp, ex, decode, start, self.timeout, self.gate.leave)
+        body = _Body(resp, ex, decode, start, self.timeout, self.gate.leave, self.deadline)
         headers = [(k, v) for k, v in resp.headers.multi_items()
                    if k.lower() not in ("content-encoding", "content-length")]
         return httpx2.Response(resp.status_code, headers=headers, stream=body, request=request,
@@ -216,9 +241,12 @@ class Recorder(httpx2.BaseTransport):
 class _Body(httpx2.SyncByteStream):
     """The answer's bytes, decoded, capped, deadline-bound, and kept in the exchange."""
 
-    def __init__(self, resp, ex: Exchange, decode, start: float, timeout: float, release):
+    def __init__(self, resp, ex: Exchange, decode, start: float, timeout: float, release,
+                 bound: Deadline):
         self.resp, self.ex, self.decode, self.start = resp, ex, decode, start
-        self.deadline = start + DEADLINE_FACTOR * timeout
+        self.deadline, self.why = start + DEADLINE_FACTOR * timeout, None
+        if bound.at is not None and bound.at < self.deadline:
+            self.deadline, self.why = bound.at, bound.label
         self.kept = bytearray()
         self._release = release
 
@@ -234,8 +262,9 @@ class _Body(httpx2.SyncByteStream):
                     self.ex.truncated = True
                     self._fail(f"the answer ran past {MAX_BODY} bytes; read no further")
                 if time.monotonic() > self.deadline:
-                    self._fail(f"the answer did not finish within {self.deadline - self.start:g}s "
-                               f"({len(self.kept)} bytes came)")
+                    self._fail(f"{self.why} ran out during the answer ({len(self.kept)} bytes "
+                               "came)" if self.why else f"the answer did not finish within "
+                               f"{self.deadline - self.start:g}s ({len(self.kept)} bytes came)")
                 yield chunk
         except httpx2.HTTPError as exc:
             self.ex.error = self.ex.error or describe(exc, self.deadline - self.start)
@@ -288,8 +317,8 @@ def describe(exc: BaseException, timeout: float | None) -> str:
     """The cause of a failed request in the words an operator searches for."""
     text = " ".join((str(exc) or type(exc).__name__).split())
     lower = text.lower()
-    if isinstance(exc, Refused):
-        return str(exc)
+    if isinstance(exc, Refused) or text.startswith("not sent: "):
+        return text
     if isinstance(exc, httpx2.ConnectTimeout):
         return "connection timed out (host unreachable or a firewall drops packets)"
     if isinstance(exc, httpx2.TimeoutException):

@@ -21,6 +21,9 @@ def pytest_addoption(parser):
                     help="fleet file of endpoints to verify (ini: frank_endpoints)")
     group.addoption("--frank-timeout", metavar="SECONDS", type=float, default=None,
                     help="per-request timeout (ini: frank_timeout; default 30)")
+    group.addoption("--frank-deadline", metavar="SECONDS", type=float, default=None,
+                    help="no endpoint gets a request, or time to answer one, past this many "
+                         "seconds from the start of the run")
     group.addoption("--frank-endpoint", metavar="NAME", action="append", default=[],
                     help="verify only this endpoint (its exact name; repeat for more): unlike "
                          "-k NAME it does not also pick NAME-draft")
@@ -51,6 +54,11 @@ def pytest_configure(config):
                                          offline=config.getoption("frank_offline"))
     if not config.getoption("frank_no_battery"):
         _add_battery(config)
+    run_deadline = config.getoption("frank_deadline")
+    if run_deadline is not None:
+        if run_deadline <= 0:
+            raise pytest.UsageError("pytest-frank: --frank-deadline must be more than 0 seconds")
+        config.stash[SESSION].bound_run(run_deadline)
 
 
 

@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from pytest_frank.fleet import Endpoint
-from pytest_frank.http import Gate
+from pytest_frank.http import DEADLINE_FACTOR, Gate
 from pytest_frank.target import Probe, Target
 
 if TYPE_CHECKING:
@@ -48,11 +48,26 @@ class FrankSession:
         # Launches first, one after another: local servers share the machine's cores.
         for name in names:
             self.targets[name].start()
+            self._bound(name)
         if not names:
             return
         with ThreadPoolExecutor(max_workers=len(names)) as pool:
             list(pool.map(self._probe_endpoint, names))
 
+
+    def _bound(self, name: str) -> None:
+        """The endpoint's own deadline: fleet.yaml's, else enough for each probe it runs to
+        take its longest answer, after waiting for the model to load."""
+        target = self.targets[name]
+        seconds = target.endpoint.deadline or (
+            target.endpoint.ready_timeout
+            + DEADLINE_FACTOR * target.timeout * (len(self.plan.get(name, ())) + 2))
+        target.deadline.bound(seconds, f"the endpoint's deadline ({seconds:g}s, fleet.yaml "
+                                       f"deadline)")
+
+    def bound_run(self, seconds: float) -> None:
+        for target in self.targets.values():
+            target.deadline.bound(seconds, f"the run's deadline (--frank-deadline {seconds:g}s)")
 
     def _probe_endpoint(self, name: str) -> None:
         target = self.targets[name]

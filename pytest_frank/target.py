@@ -27,6 +27,7 @@ class Target:
         self.driver = driver_for(endpoint.engine)
         self.timeout = float(endpoint.timeout or timeout)
         self.gate = http.Gate(endpoint.concurrency)
+        self.deadline = http.Deadline()
         self.offline = False  # the config gate: probes read fleet.yaml and files, no endpoint
         self.launch_error: str | None = None
         self._server = None
@@ -64,7 +65,8 @@ class Target:
     def client(self):
         with self._lock:
             if self._http is None:
-                self._http = http.client(self.timeout, self.gate, bool(self.endpoint.api_key))
+                self._http = http.client(self.timeout, self.gate, bool(self.endpoint.api_key),
+                                         self.deadline)
             return self._http
 
     def sdk(self):

@@ -140,3 +140,38 @@ def test_json_nested_past_any_parser_is_one_line(run_fleet):
         result = run_fleet(fleet, "-m", "health or alias")
     result.assert_outcomes(failed=1, skipped=1, passed=2)  # the other endpoint keeps its verdict
     assert "INTERNALERROR" not in result.stdout.str() and "RecursionError" not in result.stdout.str()
+
+
+def _slow_healthy(em):
+    serve_chat(em, healthy_chat("reasoning"))
+
+
+def test_an_endpoints_deadline_cuts_it_off_and_spares_the_others(run_fleet):
+    with Emulator("vllm", models=["model"], latency=1.0) as slow, \
+            Emulator("vllm", models=["model"]) as quick:
+        _slow_healthy(slow)
+        _slow_healthy(quick)
+        fleet = {"endpoints": {
+            "slow": {"url": slow.url, "engine": "vllm", "alias": "model", "deadline": 1.5,
+                     "expect": {"reasoning": True}},
+            "quick": {"url": quick.url, "engine": "vllm", "alias": "model",
+                      "expect": {"reasoning": True}}}}
+        result = run_fleet(fleet, "-m", "reasoning")
+    result.stdout.fnmatch_lines(["*not sent: the endpoint's deadline (1.5s, fleet.yaml deadline) "
+                                 "ran out*"])
+    table = result.stdout.str()
+    assert "quick  reasoning ok" in table and "slow   reasoning FAIL" in table
+
+
+def test_the_runs_deadline_bounds_every_endpoint(run_fleet):
+    import time
+
+    with Emulator("vllm", models=["model"], latency=1.0) as slow:
+        _slow_healthy(slow)
+        start = time.monotonic()
+        result = run_fleet(one_endpoint(slow.url, "vllm", alias="model",
+                                        expect={"reasoning": True, "tools": True}),
+                           "--frank-deadline", "2", "-m", "reasoning or tools")
+        took = time.monotonic() - start
+    assert took < 8, took
+    result.stdout.fnmatch_lines(["*not sent: the run's deadline (--frank-deadline 2s) ran out*"])
