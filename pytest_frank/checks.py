@@ -47,6 +47,9 @@ class Check:
     offline: bool = False
     cases: Callable[[Any, Driver], list[str]] | None = None
     applies: Callable[[Any, Driver], str | None] | None = None
+    # For a `launch:` endpoint, advice in server flags reads as fleet.yaml keys; a check whose
+    # advice is about another file (a serve script) keeps the flags.
+    fleet_terms: bool = True
 
     def not_applying(self, endpoint: Endpoint, driver: Driver) -> str | None:
         return self.applies(endpoint.options(self.claim), driver) if self.applies else None

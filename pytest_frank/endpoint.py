@@ -78,7 +78,7 @@ class EndpointUnderTest:
             wrong = fingerprint.contradiction(self.probe(fingerprint.engine), self._target)
             if wrong:
                 message = f"{wrong}\n{message}"
-        if self.config.launch:
+        if self.config.launch and check.fleet_terms:
             from pytest_frank.launch import in_fleet_terms
 
             message = in_fleet_terms(message)

@@ -39,7 +39,8 @@ def test_wrong_slot_count_names_the_flag(llama, run_fleet):
     result = run_fleet(one_endpoint(server.url, expect={"slots": {"count": 4}}))
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*2 slot(s) are served, 4 intended (/props total_slots*",
-                                 "*fix: set --parallel 4"])
+                                 "*fix: --parallel 4 --ctx-size 8192 (each of the 4 slots keeps "
+                                 "2048 tokens; or --parallel 4 --kv-unified)"])
 
 
 def test_vllm_max_model_len(run_fleet):

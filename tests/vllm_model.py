@@ -1,7 +1,7 @@
 """Tiny Hugging Face model folders with scripted answers, for real vLLM servers in the tests.
 
 Run with the vLLM environment's python (it needs numpy and safetensors, nothing else):
-`python tests/vllm_model.py FOLDER [--variant sharp|flat]`. Writing one takes well under a second.
+`python tests/vllm_model.py FOLDER [--variant sharp|flat|chatty]`. Writing one takes well under a second.
 
 Like the self-test GGUF (pytest_frank/selftest_model.py), the model is a bigram table: a Llama
 with zero blocks, so the logits depend only on the last token. The embedding gives each scripted
@@ -66,7 +66,10 @@ RANKING = (
     + list("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ3456789_")
     + [chr(c) for c in range(33, 127)] + [" ", "\n", "\t"]
 )
-GAPS = {"sharp": (400.0, 40.0), "flat": (6.0, 0.01)}  # (scripted logit, step between ranks)
+GAPS = {"sharp": (400.0, 40.0), "flat": (6.0, 0.01), "chatty": (400.0, 40.0)}  # (scripted logit,
+# step between ranks). chatty is sharp but never done: "Hello!" again until max_tokens, so a
+# drafter has a long answer of the model's own accord to draft.
+SCRIPTS = {"sharp": SCRIPT, "flat": SCRIPT, "chatty": {**SCRIPT, "!": ["Hello"]}}
 
 
 def _byte_chars() -> list[str]:
@@ -109,7 +112,7 @@ def weights(vocab: Vocab, variant: str) -> dict:
     import numpy as np
 
     top, gap = GAPS[variant]
-    script = {vocab[k]: [vocab[t] for t in v] for k, v in SCRIPT.items()}
+    script = {vocab[k]: [vocab[t] for t in v] for k, v in SCRIPTS[variant].items()}
     unit = {tid: 2 + n for n, tid in enumerate(sorted(script))}  # 0: bias, 1: every other token
     n = len(vocab)
     embed = np.zeros((n, HIDDEN), dtype=np.float32)

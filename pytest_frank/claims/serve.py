@@ -99,5 +99,5 @@ def _judge(found: list[Finding], ctx: Context) -> None:
     fail(f"{lines}{last.where}: {last.what}", last.fix)
 
 
-CONFIG = Check("test_serve_config", "serve", config, judge_config, offline=True)
-DRIFT = Check("test_serve_drift", "serve", drift, judge_drift)
+CONFIG = Check("test_serve_config", "serve", config, judge_config, offline=True, fleet_terms=False)
+DRIFT = Check("test_serve_drift", "serve", drift, judge_drift, fleet_terms=False)

@@ -7,6 +7,7 @@ without the counters, the reply's own `timings`). Series names live in the drive
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -34,6 +35,7 @@ class Options(ClaimOptions):
 
 
 ASKS = 4  # generations at most, to gather min_draft_tokens from a model that answers briefly
+COUNTER_LAG = 1.0  # seconds to wait once for counters that trail the reply
 
 
 @dataclass(kw_only=True)
@@ -88,6 +90,11 @@ def drafting(target: Target) -> Drafting:
             if obs.before.ok:
                 obs.after = metrics.scrape(target, driver.metrics_path)
             drafted = _drafted(obs, driver)
+            if drafted == 0 and obs.reply.ok and obs.before.ok:
+                # Counters may trail the reply (vLLM publishes them from its engine loop).
+                time.sleep(COUNTER_LAG)
+                obs.after = metrics.scrape(target, driver.metrics_path)
+                drafted = _drafted(obs, driver)
             if not obs.reply.ok or not drafted or drafted >= opts.min_draft_tokens:
                 break  # failed, not drafting at all (asking again changes nothing), or enough
     return obs
