@@ -175,3 +175,24 @@ def test_the_runs_deadline_bounds_every_endpoint(run_fleet):
         took = time.monotonic() - start
     assert took < 8, took
     result.stdout.fnmatch_lines(["*not sent: the run's deadline (--frank-deadline 2s) ran out*"])
+
+
+def test_a_wrong_shape_says_where_in_one_line(run_fleet):
+    with Emulator("llamacpp", models=["m"]) as em:
+        em.route("GET", "/props", lambda r: Reply(200, {"total_slots": 1,
+                                                        "default_generation_settings": []}))
+        em.route("GET", "/slots", lambda r: Reply(200, [{"n_ctx": "lots"}]))
+        result = run_fleet(one_endpoint(em.url, alias="m", expect={"slots": {"count": 1}}),
+                           "-m", "slots")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["the slot shape could not be read: GET /props: "
+                                 "default_generation_settings is [], expected an object"])
+
+
+def test_a_models_list_of_numbers_is_named(run_fleet):
+    with Emulator("vllm", models=["m"]) as em:
+        em.route("GET", "/v1/models", lambda r: Reply(200, {"data": [1, 2]}))
+        result = run_fleet(one_endpoint(em.url, "vllm", alias="m"), "-m", "alias")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*/v1/models not a model list: GET /v1/models: data[[]0[]] is 1, "
+                                 "expected an object"])

@@ -20,6 +20,12 @@ def served(target) -> Served:
     if not ex.ok:
         return Served(url=ex.url, ids=[], failure=f"{ex.url} {target.driver.reason(ex)}",
                       fix=target.driver.known_fix(target.driver.error_message(ex), ex.status))
+    if ex.json() is None:
+        return Served(url=ex.url, ids=[],
+                      failure=f"{ex.url} not a model list (not JSON): {ex.snippet(200)}")
+    wrong = target.driver.shape_problem(target.driver.models_path, ex.json())
+    if wrong:
+        return Served(url=ex.url, ids=[], failure=f"{ex.url} not a model list: {wrong}")
     try:
         ids = target.driver.served_ids(ex.json())
     except (ValueError, KeyError, TypeError) as exc:

@@ -29,6 +29,9 @@ def shape(target) -> SlotShape:
     for route in target.driver.slot_routes:
         last = target.get(route)
         if last.ok:
+            wrong = target.driver.shape_problem(route, last.json())
+            if wrong:
+                return SlotShape(failure=f"the slot shape could not be read: {wrong}")
             payloads[route] = last.json()
     if not payloads:
         return SlotShape(failure=f"the slot shape could not be read: {last.url} "

@@ -7,6 +7,15 @@ from dataclasses import dataclass
 from pytest_frank import metrics
 from pytest_frank.http import Exchange
 
+_KINDS = {"object": "an object", "array": "a list", "integer": "an integer", "string": "a string",
+          "boolean": "true or false", "number": "a number"}
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 NO_KEY = "frank-no-key"  # the SDKs insist on a key; a server without one ignores it
 STATUS_FIXES = {
     401: "the server wants a key: set `api_key` for this endpoint in fleet.yaml (e.g. "
@@ -63,6 +72,34 @@ class Driver:
             return f"answered {ex.status}: {said} [{ex.error}]" if said else \
                 f"answered {ex.status}, then {ex.error}"
         return f"answered {ex.status}: {said or '(empty body)'}"
+
+    # JSON shapes of the routes the driver reads, checked before use: an endpoint that sends a
+    # list, a number or "lots" where an object or integer belongs gets one line that says where.
+    shapes: dict[str, dict] = {
+        "/v1/models": {"type": "object", "required": ["data"], "properties": {"data": {
+            "type": "array", "items": {"type": "object", "properties": {
+                "id": {"type": "string"}, "max_model_len": {"type": "integer"}}}}}},
+    }
+
+    def shape_problem(self, route: str, payload) -> str | None:
+        """Why a route's JSON is not the shape this driver reads; None when it is."""
+        schema = self.shapes.get(route)
+        if schema is None:
+            return None
+        if payload is None:
+            return f"GET {route}: not JSON"
+        import jsonschema
+
+        error = next(iter(sorted(jsonschema.Draft202012Validator(schema).iter_errors(payload),
+                                 key=lambda e: list(e.absolute_path))), None)
+        if error is None:
+            return None
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
+        where = where.lstrip(".") or "the body"
+        if error.validator == "type":
+            return (f"GET {route}: {where} is {_short(error.instance)}, expected "
+                    f"{_KINDS.get(error.validator_value, error.validator_value)}")
+        return f"GET {route}: {where}: {error.message[:200]}"
 
     def is_loading(self, ex: Exchange) -> bool:
         return False

@@ -31,6 +31,16 @@ class LlamaCppDriver(Driver):
         names = ",".join(dict.fromkeys([*served, alias]))
         return f"add it to --alias, keeping the names served now: --alias {names}"
 
+    shapes = {
+        **Driver.shapes,
+        "/props": {"type": "object", "properties": {
+            "total_slots": {"type": "integer"}, "model_path": {"type": "string"},
+            "modalities": {"type": "object"},
+            "default_generation_settings": {"type": "object",
+                                            "properties": {"n_ctx": {"type": "integer"}}}}},
+        "/slots": {"type": "array", "items": {"type": "object", "properties": {
+            "n_ctx": {"type": "integer"}, "speculative": {"type": "boolean"}}}},
+    }
     slot_routes = ("/props", "/slots")
     parallel_flag = "--parallel"
     unify_hint = "add --kv-unified (every slot then sees the whole --ctx-size)"
