@@ -1,0 +1,154 @@
+"""Hostile endpoints: for each fault a loopback server can commit, one pytest run of the battery
+against it beside a healthy endpoint, with an api_key planted as a secret.
+
+Prints, per case: the run's wall time against its deadline (+2 s allowed), the peak RSS of the
+pytest process, its exit code, whether the healthy endpoint kept its verdict, and whether a
+Python traceback, an INTERNALERROR, a raw control character or any 8-character run of the
+secret reached the terminal, the JUnit XML or the HTML report. Targets: within deadline + 2 s,
+under 300 MiB, exit 1, the healthy endpoint passing, and none of the four anywhere.
+Run: python bench/hostile.py
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests"))
+from emulator import Emulator, Reply, chat_json, serve_chat  # noqa: E402
+
+SECRET = "sk-planted-0123456789abcdefghijklmnop"
+TIMEOUT = 2.0  # --frank-timeout: a whole answer gets 4x that on the wall clock
+CONTROL = re.compile("[\x00-\x08\x0b-\x1a\x1c-\x1f\x7f]|\x1b[\\]P_^X]")  # not pytest's own colours
+
+
+def _bomb(mib: int, layers: int = 1) -> bytes:
+    """`mib` MiB of spaces, gzipped `layers` times, without holding them uncompressed."""
+    import zlib
+
+    packer = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    data = b"".join(packer.compress(b" " * (1024 * 1024)) for _ in range(mib)) + packer.flush()
+    for _ in range(layers - 1):
+        again = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+        data = again.compress(data) + again.flush()
+    return data
+
+
+def _paced(pieces, gap):
+    def run():
+        for piece in pieces:
+            time.sleep(gap)
+            yield piece
+    return run()
+
+
+def _route(path, reply, method="GET"):
+    return lambda em: em.route(method, path, lambda r: reply() if callable(reply) else reply)
+
+
+CASES = {
+    "gzip, gzip bomb": _route("/v1/models", Reply(200, _bomb(1024, 2),
+                                                 {"content-encoding": "gzip, gzip"})),
+    "gzip bomb (1 GiB)": _route("/v1/models", Reply(200, _bomb(1024),
+                                                    {"content-encoding": "gzip"})),
+    "drip, 1 byte/0.2s": _route("/health", lambda: Reply(200, _paced(" " * 600, 0.2))),
+    "hang": None,  # the emulator's own hang switch
+    "JSON nested 100000 deep": _route("/health", Reply(500, "[" * 100000 + "]" * 100000)),
+    "ANSI, OSC 0/52/8, NUL": _route("/health", Reply(500, {"error": {"message": (
+        "\x1b[2J\x1b]0;owned\x07\x1b]52;c;ZWNobw==\x07\x1b]8;;http://x\x07l\x00")}})),
+    "3 MiB error page": _route("/health", Reply(503, "E" * (3 * 1024 * 1024))),
+    "echoed key": _route("/v1/models", Reply(500, {"error": {"message": "x" * 290 + SECRET}})),
+    "500 MB line, no newline": _route("/v1/chat/completions", lambda: Reply(
+        200, _paced([b"data: " + b"x" * (1024 * 1024)] * 500, 0), {
+            "content-type": "text/event-stream"}), "POST"),
+    "keep-alive comments forever": _route("/v1/chat/completions", lambda: Reply(
+        200, _paced([": ping\n\n"] * 100000, 0.5), {"content-type": "text/event-stream"}),
+        "POST"),
+    "redirect elsewhere": _route("/v1/models", Reply(307, "", {"location": "http://127.0.0.1:9/"})),
+    "wrong shapes": _route("/v1/models", Reply(200, {"data": [{"id": 5}, "lots", None]})),
+}
+EXPECT = {"reasoning": True, "tools": {"trials": 1}, "perf": {"runs": 1}, "slots": {"count": 1}}
+
+
+def healthy(em: Emulator) -> None:
+    serve_chat(em, lambda body: chat_json(
+        None if body.get("tools") else "Hello!", reasoning="Thinking",
+        finish="tool_calls" if body.get("tools") else "stop",
+        tool_calls=[{"id": "c1", "type": "function", "function": {
+            "name": "get_weather", "arguments": '{"city": "Paris", "days": 1}'}}]
+        if body.get("tools") else None))
+
+
+def run_case(name: str, setup) -> dict:
+    with Emulator("vllm", models=["m"], hang=setup is None) as bad, \
+            Emulator("vllm", models=["m"]) as good, tempfile.TemporaryDirectory() as tmp:
+        healthy(bad)
+        healthy(good)
+        if setup is not None:
+            setup(bad)
+        folder = Path(tmp)
+        fleet = {"endpoints": {
+            "hostile": {"url": bad.url, "engine": "vllm", "alias": "m", "api_key": SECRET,
+                        "expect": EXPECT},
+            "healthy": {"url": good.url, "engine": "vllm", "alias": "m", "expect": EXPECT}}}
+        (folder / "fleet.yaml").write_text(yaml.safe_dump(fleet))
+        cmd = [sys.executable, str(HERE / "rss_of.py"), sys.executable, "-m", "pytest",
+               "--endpoints", "fleet.yaml", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
+               "--frank-timeout", str(TIMEOUT), "--junitxml=junit.xml", "--html=report.html",
+               "--self-contained-html", "-o", "asyncio_default_fixture_loop_scope=function"]
+        start = time.monotonic()
+        done = subprocess.run(cmd, cwd=folder, capture_output=True, text=True, timeout=600)
+        wall = time.monotonic() - start
+        rss_mib = int(done.stderr.strip().splitlines()[-1]) / 1024
+        outputs = {"terminal": done.stdout, "junit": _read(folder / "junit.xml"),
+                   "html": _read(folder / "report.html")}
+        found = {kind: sorted(k for k, text in outputs.items() if _has(kind, text))
+                 for kind in ("traceback", "INTERNALERROR", "control", "secret")}
+        kept = "healthy" in done.stdout and not re.search(r"FAILED \S*\[healthy\]", done.stdout)
+        return {"case": name, "wall": wall, "rss": rss_mib, "exit": done.returncode,
+                "kept": kept, **found}
+
+
+def _read(path: Path) -> str:
+    return path.read_text(errors="replace") if path.exists() else ""
+
+
+def _has(kind: str, text: str) -> bool:
+    if kind == "traceback":
+        return "Traceback (most recent call last)" in text
+    if kind == "INTERNALERROR":
+        return "INTERNALERROR" in text
+    if kind == "control":
+        return bool(CONTROL.search(text))
+    return any(SECRET[i:i + 8] in text for i in range(len(SECRET) - 7))
+
+
+def main() -> int:
+    # The deadline a case must end within: the whole answer's 4 x timeout per request, over the
+    # endpoint's probes, is the worst; the run itself takes a few seconds to start.
+    deadline = 4 * TIMEOUT + 10
+    rows = [run_case(name, setup) for name, setup in CASES.items()]
+    print(f"timeout {TIMEOUT:g}s; a case should end within {deadline:g}s + 2s")
+    print(f"{'case':<28} {'wall s':>7} {'RSS MiB':>8} {'exit':>4} {'healthy ok':>10}  leaks")
+    ok = True
+    for r in rows:
+        leaks = [f"{k} in {', '.join(r[k])}" for k in ("traceback", "INTERNALERROR", "control",
+                                                       "secret") if r[k]]
+        good = (r["wall"] <= deadline + 2 and r["rss"] < 300 and r["exit"] == 1 and r["kept"]
+                and not leaks)
+        ok &= good
+        print(f"{r['case']:<28} {r['wall']:>7.1f} {r['rss']:>8.0f} {r['exit']:>4} "
+              f"{'yes' if r['kept'] else 'NO':>10}  {'; '.join(leaks) or 'none'}")
+    print("all targets met" if ok else "TARGETS MISSED")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
