@@ -1,7 +1,8 @@
 """Hostile endpoints: for each fault a loopback server can commit, one pytest run of the battery
 against it beside a healthy endpoint, with an api_key planted as a secret.
 
-Prints, per case: the run's wall time against its deadline (+2 s allowed), the peak RSS of the
+Prints, per case: the run's wall time against its deadline (the hostile endpoint's fleet.yaml
+`deadline` plus the process's start, +2 s allowed), the peak RSS of the
 pytest process, its exit code, whether the healthy endpoint kept its verdict, and whether a
 Python traceback, an INTERNALERROR, a raw control character or any 8-character run of the
 secret reached the terminal, the JUnit XML or the HTML report. Targets: within deadline + 2 s,
@@ -22,7 +23,8 @@ import yaml
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
-from emulator import Emulator, Reply, chat_json, serve_chat  # noqa: E402
+from emulator import Emulator, Reply, serve_chat  # noqa: E402
+from healthy_engines import healthy_chat  # noqa: E402
 
 SECRET = "sk-planted-0123456789abcdefghijklmnop"
 TIMEOUT = 2.0  # --frank-timeout: a whole answer gets 4x that on the wall clock
@@ -74,16 +76,14 @@ CASES = {
     "redirect elsewhere": _route("/v1/models", Reply(307, "", {"location": "http://127.0.0.1:9/"})),
     "wrong shapes": _route("/v1/models", Reply(200, {"data": [{"id": 5}, "lots", None]})),
 }
-EXPECT = {"reasoning": True, "tools": {"trials": 1}, "perf": {"runs": 1}, "slots": {"count": 1}}
+EXPECT = {"reasoning": True, "tools": {"trials": 1}, "perf": {"runs": 1},
+          "slots": {"ctx_per_slot": 32768}}
+DEADLINE = 15.0  # the hostile endpoint's fleet.yaml deadline
+STARTUP = 5.0  # the pytest process's own start, collection and report
 
 
 def healthy(em: Emulator) -> None:
-    serve_chat(em, lambda body: chat_json(
-        None if body.get("tools") else "Hello!", reasoning="Thinking",
-        finish="tool_calls" if body.get("tools") else "stop",
-        tool_calls=[{"id": "c1", "type": "function", "function": {
-            "name": "get_weather", "arguments": '{"city": "Paris", "days": 1}'}}]
-        if body.get("tools") else None))
+    serve_chat(em, healthy_chat("reasoning"))
 
 
 def run_case(name: str, setup) -> dict:
@@ -96,7 +96,7 @@ def run_case(name: str, setup) -> dict:
         folder = Path(tmp)
         fleet = {"endpoints": {
             "hostile": {"url": bad.url, "engine": "vllm", "alias": "m", "api_key": SECRET,
-                        "expect": EXPECT},
+                        "deadline": DEADLINE, "expect": EXPECT},
             "healthy": {"url": good.url, "engine": "vllm", "alias": "m", "expect": EXPECT}}}
         (folder / "fleet.yaml").write_text(yaml.safe_dump(fleet))
         cmd = [sys.executable, str(HERE / "rss_of.py"), sys.executable, "-m", "pytest",
@@ -131,9 +131,8 @@ def _has(kind: str, text: str) -> bool:
 
 
 def main() -> int:
-    # The deadline a case must end within: the whole answer's 4 x timeout per request, over the
-    # endpoint's probes, is the worst; the run itself takes a few seconds to start.
-    deadline = 4 * TIMEOUT + 10
+    # A case must end within the hostile endpoint's deadline, plus the process's own start.
+    deadline = DEADLINE + STARTUP
     rows = [run_case(name, setup) for name, setup in CASES.items()]
     print(f"timeout {TIMEOUT:g}s; a case should end within {deadline:g}s + 2s")
     print(f"{'case':<28} {'wall s':>7} {'RSS MiB':>8} {'exit':>4} {'healthy ok':>10}  leaks")

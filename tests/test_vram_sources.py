@@ -214,8 +214,15 @@ def test_fetch_metrics_over_http(tmp_path):
         assert parse_dcgm(fetch_metrics(srv.url("metrics")))[0].used == 22652 * MiB
         with pytest.raises(VRAMSourceError, match=r"GET .*/nope: HTTP 404"):
             fetch_metrics(srv.url("nope"))
-    with pytest.raises(VRAMSourceError, match="ConnectError"):
+    with pytest.raises(VRAMSourceError, match="connection refused"):
         fetch_metrics("http://127.0.0.1:9/metrics", timeout=2)
+
+
+def test_fetch_metrics_reads_no_more_than_the_cap(tmp_path):
+    (tmp_path / "metrics").write_text("# junk\n" * (1024 * 1024))  # 7 MiB of comments
+    with RangeServer({"metrics": tmp_path / "metrics"}) as srv, \
+            pytest.raises(VRAMSourceError, match="ran past 4194304 bytes"):
+        fetch_metrics(srv.url("metrics"))
 
 
 def test_prometheus_garbage_is_a_clean_error():
