@@ -23,7 +23,7 @@ import yaml
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
-from emulator import Emulator, Reply, serve_chat  # noqa: E402
+from emulator import Emulator, Reply, paced, serve_chat  # noqa: E402
 from healthy_engines import healthy_chat  # noqa: E402
 
 SECRET = "sk-planted-0123456789abcdefghijklmnop"
@@ -43,14 +43,6 @@ def _bomb(mib: int, layers: int = 1) -> bytes:
     return data
 
 
-def _paced(pieces, gap):
-    def run():
-        for piece in pieces:
-            time.sleep(gap)
-            yield piece
-    return run()
-
-
 def _route(path, reply, method="GET"):
     return lambda em: em.route(method, path, lambda r: reply() if callable(reply) else reply)
 
@@ -60,7 +52,7 @@ CASES = {
                                                  {"content-encoding": "gzip, gzip"})),
     "gzip bomb (1 GiB)": _route("/v1/models", Reply(200, _bomb(1024),
                                                     {"content-encoding": "gzip"})),
-    "drip, 1 byte/0.2s": _route("/health", lambda: Reply(200, _paced(" " * 600, 0.2))),
+    "drip, 1 byte/0.2s": _route("/health", lambda: Reply(200, paced(" " * 600, 0.2))),
     "hang": None,  # the emulator's own hang switch
     "JSON nested 100000 deep": _route("/health", Reply(500, "[" * 100000 + "]" * 100000)),
     "ANSI, OSC 0/52/8, NUL": _route("/health", Reply(500, {"error": {"message": (
@@ -68,10 +60,10 @@ CASES = {
     "3 MiB error page": _route("/health", Reply(503, "E" * (3 * 1024 * 1024))),
     "echoed key": _route("/v1/models", Reply(500, {"error": {"message": "x" * 290 + SECRET}})),
     "500 MB line, no newline": _route("/v1/chat/completions", lambda: Reply(
-        200, _paced([b"data: " + b"x" * (1024 * 1024)] * 500, 0), {
+        200, paced([b"data: " + b"x" * (1024 * 1024)] * 500, 0), {
             "content-type": "text/event-stream"}), "POST"),
     "keep-alive comments forever": _route("/v1/chat/completions", lambda: Reply(
-        200, _paced([": ping\n\n"] * 100000, 0.5), {"content-type": "text/event-stream"}),
+        200, paced([": ping\n\n"] * 100000, 0.5), {"content-type": "text/event-stream"}),
         "POST"),
     "redirect elsewhere": _route("/v1/models", Reply(307, "", {"location": "http://127.0.0.1:9/"})),
     "wrong shapes": _route("/v1/models", Reply(200, {"data": [{"id": 5}, "lots", None]})),

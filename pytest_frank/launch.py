@@ -279,17 +279,15 @@ def _client_url(address: str) -> str:
 
 
 def _wait_healthy(url: str, timeout: float) -> None:
-    import httpx
+    from pytest_frank import http
 
     deadline = time.monotonic() + timeout
     last = "no answer"
-    while time.monotonic() < deadline:
-        try:
-            reply = httpx.get(f"{url}/health", timeout=2.0)
-            if reply.status_code == 200:
+    with http.client(2.0) as client:
+        while time.monotonic() < deadline:
+            ex = http.send(client, "GET", f"{url}/health")
+            if ex.ok:
                 return
-            last = f"HTTP {reply.status_code} {reply.text[:200]}"
-        except httpx.HTTPError as exc:
-            last = repr(exc)
-        time.sleep(0.05)
+            last = ex.error or f"HTTP {ex.status} {ex.snippet(200)}"
+            time.sleep(0.05)
     raise LaunchError(f"{url}/health not 200 within {timeout:.0f}s: {last}")

@@ -122,10 +122,6 @@ class Target:
                 return
             self.endpoint.url = self._server.url
 
-    @property
-    def launched(self) -> bool:
-        return self._server is not None
-
     def close(self) -> None:
         if self._http is not None:
             self._http.close()

@@ -224,6 +224,13 @@ def chat_json(content="Hello!", *, model="model", finish="stop", **message_extra
             "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}
 
 
+def paced(pieces, gap: float):
+    """A body written piece by piece, `gap` seconds before each: a drip, a slow stream."""
+    for piece in pieces:
+        time.sleep(gap)
+        yield piece
+
+
 def sse(events, done: bool = True, gap: float = 0.0, named: bool = False) -> Reply:
     """A server-sent event stream of JSON events ending in [DONE]; `gap` seconds before each
     event after the first paces it like a real decode (else it is sent in one piece). An event

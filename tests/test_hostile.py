@@ -5,7 +5,7 @@ inert line for that endpoint, and no secret reaches the output."""
 import gzip
 import re
 
-from emulator import Emulator, Reply, serve_chat
+from emulator import Emulator, Reply, paced, serve_chat
 from fleets import one_endpoint
 from healthy_engines import ALL, healthy_chat
 
@@ -110,7 +110,7 @@ def test_a_drip_is_cut_by_the_wall_clock_deadline(run_fleet):
     import time
 
     with Emulator("vllm") as em:
-        em.route("GET", "/health", lambda r: Reply(200, _paced(" " * 120, 0.1)))
+        em.route("GET", "/health", lambda r: Reply(200, paced(" " * 120, 0.1)))
         start = time.monotonic()
         result = run_fleet(one_endpoint(em.url, "vllm", alias="m"), "--frank-timeout", "1",
                            "-m", "health")
@@ -119,16 +119,6 @@ def test_a_drip_is_cut_by_the_wall_clock_deadline(run_fleet):
     assert took < 10, took
     result.stdout.fnmatch_lines(["*/health: answered 200, then the answer did not finish within "
                                  "4s (* bytes came)"])
-
-
-def _paced(text, gap):
-    import time
-
-    def pieces():
-        for ch in text:
-            time.sleep(gap)
-            yield ch
-    return pieces()
 
 
 def test_json_nested_past_any_parser_is_one_line(run_fleet):
