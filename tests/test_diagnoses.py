@@ -104,3 +104,22 @@ def test_a_launch_that_fails_quotes_llamacpps_reason(run_fleet):
     result.stdout.fnmatch_lines([f"*the local server could not be launched: llama.cpp did not "
                                  f"start for model * on 127.0.0.1:{port}: *couldn't bind HTTP "
                                  f"server socket*"])
+
+
+def test_vram_with_nothing_measured_is_a_skip_with_the_reason(run_fleet):
+    with Emulator("vllm", models=["m"]) as em:
+        result = run_fleet(one_endpoint(em.url, "vllm", alias="m", expect={"vram": True}),
+                           "-m", "vram", "-rs")
+    result.assert_outcomes(skipped=2)
+    result.stdout.fnmatch_lines(["*ep  vram skip*"])
+    assert "vram ok" not in result.stdout.str()
+
+
+def test_the_offline_gate_reads_a_launch_block(run_fleet):
+    fleet = {"endpoints": {"ep": {"engine": "llamacpp",
+                                  "launch": {"model": "selftest", "ctx_size": 65536},
+                                  "expect": {"vram": {"gpu_mib": 1024, "fixed_mib": 64}}}}}
+    result = run_fleet(fleet, "--frank-offline", "-m", "vram", "-W", "default")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*ctx 65536 (64K) gives each sequence 65536 tokens, more than the "
+                                 "8192 the model was trained on*"])
