@@ -2,7 +2,6 @@
 
 import pytest
 
-from emulator import Emulator
 from fleets import one_endpoint
 
 
@@ -41,18 +40,6 @@ def test_wrong_slot_count_names_the_flag(llama, run_fleet):
     result.stdout.fnmatch_lines(["*2 slot(s) are served, 4 intended (/props total_slots*",
                                  "*fix: --parallel 4 --ctx-size 8192 (each of the 4 slots keeps "
                                  "2048 tokens; or --parallel 4 --kv-unified)"])
-
-
-def test_vllm_max_model_len(run_fleet):
-    """Emulated vLLM: the model card's max_model_len (32768) is the context per sequence."""
-    with Emulator("vllm", models=["m"]) as em:
-        good = run_fleet(one_endpoint(em.url, "vllm", expect={"slots": {"ctx_per_slot": 32768}}))
-        bad = run_fleet(one_endpoint(em.url, "vllm", expect={"slots": {"ctx_per_slot": 131072}}))
-        count = run_fleet(one_endpoint(em.url, "vllm", expect={"slots": {"count": 4}}))
-    good.assert_outcomes(passed=1)
-    bad.assert_outcomes(failed=1)
-    bad.stdout.fnmatch_lines(["*each slot gets 32768 tokens of context, 131072 intended*"])
-    count.stdout.fnmatch_lines(["*does not report its slot count*"])
 
 
 def test_bad_slots_option_is_a_usage_error(run_fleet):

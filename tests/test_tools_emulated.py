@@ -3,29 +3,9 @@ strict client fails with its typed reason and the usual fix."""
 
 import pytest
 
-from emulator import (Emulator, chat_json, error_json, messages_json, serve_chat,
+from emulator import (Emulator, chat_json, messages_json, serve_chat,
                       serve_messages, tool_call)
 from healthy_engines import ARGS, healthy_chat, run
-
-
-def test_vllm_without_tool_flags_names_them(run_fleet):
-    auto = ('"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be '
-            "set")
-    required = "tool_choice 'required' requires --tool-call-parser to be set"
-
-    def answer(body):
-        if body.get("tools"):
-            return error_json(400, auto if body.get("tool_choice") == "auto" else required)
-        return chat_json("Hello!")
-    with Emulator("vllm", models=["model"]) as em:
-        serve_chat(em, answer)
-        result = run(run_fleet, em, "vllm", "-k", "tools_auto or tools_required", tools=True)
-    result.assert_outcomes(failed=2)
-    result.stdout.fnmatch_lines([f"*answered 400: {required}*",
-                                 "*fix: start vLLM with --tool-call-parser*"])
-    result.stdout.fnmatch_lines([f"*answered 400: {auto}*",
-                                 "*fix: start vLLM with --enable-auto-tool-choice "
-                                 "--tool-call-parser*"])
 
 
 BAD_CALLS = [
