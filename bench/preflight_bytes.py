@@ -17,7 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import gguf_files as gf
-import httpx
+import httpx2
 
 from pytest_frank.gguf_header import read_header
 
@@ -35,7 +35,7 @@ def build(d: Path) -> dict[str, Path]:
 
 def measure(files: dict[str, Path], honour_range: bool) -> list[tuple]:
     rows = []
-    with gf.RangeServer(files, honour_range=honour_range) as srv, httpx.Client() as client:
+    with gf.RangeServer(files, honour_range=honour_range) as srv, httpx2.Client() as client:
         for name in files:
             t = time.perf_counter()
             h = read_header(srv.url(name), client=client)

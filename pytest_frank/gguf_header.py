@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import gguf
-import httpx
+import httpx2
+
+from pytest_frank import http
 
 MiB = 1 << 20
 FIRST_READ = 64 * 1024          # enough for most small headers in one round trip
@@ -199,13 +201,16 @@ _CONTENT_RANGE = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+|\*)")
 class _HttpSource(_Source):
     """Ranged GETs; a server that ignores Range is read as one stream and dropped early."""
 
-    def __init__(self, url: str, client: httpx.Client | None, timeout: float,
+    def __init__(self, url: str, client: httpx2.Client | None, timeout: float,
                  max_header_bytes: int):
         super().__init__(url, max_header_bytes)
         self._own = client is None
-        self._client = client or httpx.Client(timeout=timeout, follow_redirects=True)
+        # The one capped reader every answer from the network goes through; a header read may
+        # take up to max_header_bytes plus one grown read.
+        self._client = client or http.client(timeout, max_body=max_header_bytes + MAX_READ,
+                                             follow_redirects=True)
         self._timeout = timeout
-        self._stream: httpx.Response | None = None
+        self._stream: httpx2.Response | None = None
         self._chunks = None
         self._pending = b""
         try:
@@ -214,14 +219,14 @@ class _HttpSource(_Source):
             self.close()
             raise
 
-    def _get(self, start: int, length: int) -> httpx.Response:
+    def _get(self, start: int, length: int) -> httpx2.Response:
         headers = {"Range": f"bytes={start}-{start + length - 1}", "Accept-Encoding": "identity"}
         self.requests += 1
         try:
             req = self._client.build_request("GET", self.name, headers=headers,
                                              timeout=self._timeout)
             return self._client.send(req, stream=True, follow_redirects=True)
-        except httpx.HTTPError as exc:
+        except httpx2.HTTPError as exc:
             raise GGUFSourceError(f"GET {self.name}: {type(exc).__name__}: {exc}") from None
 
     def _first(self) -> bytes:
@@ -244,7 +249,7 @@ class _HttpSource(_Source):
             raise GGUFSourceError(f"GET {self.name}: HTTP 416, the server says the file is empty")
         raise GGUFSourceError(f"GET {self.name}: HTTP {resp.status_code} {resp.reason_phrase}")
 
-    def _total_from_range(self, resp: httpx.Response, start: int) -> int | None:
+    def _total_from_range(self, resp: httpx2.Response, start: int) -> int | None:
         m = _CONTENT_RANGE.match(resp.headers.get("content-range", ""))
         if not m or int(m.group(1)) != start:
             resp.close()
@@ -253,7 +258,7 @@ class _HttpSource(_Source):
                 f"{resp.headers.get('content-range')!r}, expected bytes from {start}")
         return None if m.group(3) == "*" else int(m.group(3))
 
-    def _read_body(self, resp: httpx.Response, limit: int) -> bytes:
+    def _read_body(self, resp: httpx2.Response, limit: int) -> bytes:
         # Never trust the server to send only what was asked for.
         out = bytearray()
         try:
@@ -261,7 +266,7 @@ class _HttpSource(_Source):
                 out += chunk[: limit - len(out)]
                 if len(out) >= limit:
                     break
-        except httpx.HTTPError as exc:
+        except httpx2.HTTPError as exc:
             raise GGUFSourceError(f"GET {self.name}: {type(exc).__name__}: {exc}") from None
         finally:
             resp.close()
@@ -273,7 +278,7 @@ class _HttpSource(_Source):
         while len(out) < length:
             try:
                 chunk = next(self._chunks, b"")
-            except httpx.HTTPError as exc:
+            except httpx2.HTTPError as exc:
                 raise GGUFSourceError(f"GET {self.name}: {type(exc).__name__}: {exc}") from None
             if not chunk:
                 break
@@ -515,7 +520,7 @@ def _check_data_bounds(header: GGUFHeader) -> None:
             f"byte {end} but the file has {header.file_size}: truncated download?")
 
 
-def read_header(source: str | os.PathLike, *, client: httpx.Client | None = None,
+def read_header(source: str | os.PathLike, *, client: httpx2.Client | None = None,
                 timeout: float = 30, max_header_bytes: int = MAX_HEADER_BYTES) -> GGUFHeader:
     """Parse the metadata and tensor table of a GGUF at a local path or http(s) URL.
 

@@ -179,13 +179,15 @@ class Refused(Exception):
 
 
 def client(timeout: float, gate: Gate | None = None, auth_shown: bool = True,
-           deadline: Deadline | None = None) -> httpx2.Client:
-    """An httpx2 client whose every request goes through `Recorder`; redirects are not followed
-    (a key must never travel to a host the fleet did not name)."""
-    recorder = Recorder(gate or Gate(), timeout, auth_shown, deadline or Deadline())
+           deadline: Deadline | None = None, *, max_body: int = MAX_BODY,
+           follow_redirects: bool = False) -> httpx2.Client:
+    """An httpx2 client whose every request goes through `Recorder`. Redirects are not followed
+    for endpoints (a key must never travel to a host the fleet did not name); a model file's
+    URL, which carries no key, may follow them to its CDN."""
+    recorder = Recorder(gate or Gate(), timeout, auth_shown, deadline or Deadline(), max_body)
     return httpx2.Client(transport=recorder,
                          timeout=httpx2.Timeout(timeout, connect=min(CONNECT_TIMEOUT, timeout)),
-                         follow_redirects=False)
+                         follow_redirects=follow_redirects)
 
 
 def _fresh_connections() -> httpx2.HTTPTransport:
@@ -196,10 +198,10 @@ def _fresh_connections() -> httpx2.HTTPTransport:
 
 class Recorder(httpx2.BaseTransport):
     def __init__(self, gate: Gate, timeout: float, auth_shown: bool = True,
-                 deadline: Deadline | None = None):
+                 deadline: Deadline | None = None, max_body: int = MAX_BODY):
         self.inner = _fresh_connections()
         self.gate, self.timeout, self.auth_shown = gate, timeout, auth_shown
-        self.deadline = deadline or Deadline()
+        self.deadline, self.max_body = deadline or Deadline(), max_body
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         # Plain bytes only: a compressed answer could not be capped by what it decodes to.
@@ -228,9 +230,12 @@ class Recorder(httpx2.BaseTransport):
             if isinstance(exc, Refused):
                 raise httpx2.DecodingError(ex.error, request=request) from None
             raise
-        body = _Body(resp, ex, decode, start, self.timeout, self.gate.leave, self.deadline)
-        headers = [(k, v) for k, v in resp.headers.multi_items()
-                   if k.lower() not in ("content-encoding", "content-length")]
+        body = _Body(resp, ex, decode, start, self.timeout, self.gate.leave, self.deadline,
+                     self.max_body)
+        # A decoded body no longer has the length or encoding the server sent; a plain one does.
+        encoded = resp.headers.get("content-encoding", "identity").strip().lower() != "identity"
+        dropped = ("content-encoding", "content-length") if encoded else ()
+        headers = [(k, v) for k, v in resp.headers.multi_items() if k.lower() not in dropped]
         return httpx2.Response(resp.status_code, headers=headers, stream=body, request=request,
                                extensions=resp.extensions)
 
@@ -242,8 +247,9 @@ class _Body(httpx2.SyncByteStream):
     """The answer's bytes, decoded, capped, deadline-bound, and kept in the exchange."""
 
     def __init__(self, resp, ex: Exchange, decode, start: float, timeout: float, release,
-                 bound: Deadline):
+                 bound: Deadline, max_body: int = MAX_BODY):
         self.resp, self.ex, self.decode, self.start = resp, ex, decode, start
+        self.max_body = max_body
         self.deadline, self.why = start + DEADLINE_FACTOR * timeout, None
         if bound.at is not None and bound.at < self.deadline:
             self.deadline, self.why = bound.at, bound.label
@@ -254,13 +260,13 @@ class _Body(httpx2.SyncByteStream):
         try:
             for raw in self.resp.stream:
                 try:
-                    chunk = self.decode(raw, MAX_BODY - len(self.kept) + 1)
+                    chunk = self.decode(raw, self.max_body - len(self.kept) + 1)
                 except zlib.error as exc:
                     self._fail(f"the answer's compressed body is corrupt ({exc})")
                 self.kept += chunk
-                if len(self.kept) > MAX_BODY:
+                if len(self.kept) > self.max_body:
                     self.ex.truncated = True
-                    self._fail(f"the answer ran past {MAX_BODY} bytes; read no further")
+                    self._fail(f"the answer ran past {self.max_body} bytes; read no further")
                 if time.monotonic() > self.deadline:
                     self._fail(f"{self.why} ran out during the answer ({len(self.kept)} bytes "
                                "came)" if self.why else f"the answer did not finish within "
@@ -280,6 +286,7 @@ class _Body(httpx2.SyncByteStream):
         if self._release is None:
             return
         release, self._release = self._release, None
+        # Evidence keeps the head of a body; a model file's bytes are not text worth keeping.
         self.ex.body = bytes(self.kept[:MAX_BODY]).decode("utf-8", "replace")
         self.ex.elapsed = time.monotonic() - self.start
         try:

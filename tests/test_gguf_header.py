@@ -10,7 +10,7 @@ from pathlib import Path
 
 import gguf
 import gguf_files as gf
-import httpx
+import httpx2
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -237,7 +237,7 @@ def test_url_without_length_still_parses(files):
 
 
 def test_url_with_shared_client(server):
-    with httpx.Client() as client:
+    with httpx2.Client() as client:
         a = read_header(server.url("llama"), client=client)
         b = read_header(server.url("clip"), client=client)
         assert not client.is_closed
@@ -450,7 +450,7 @@ def test_fuzz_local_files_only_raise_gguf_error(seeds, tmp_path):
 
 def test_fuzz_over_http_only_raises_gguf_error(seeds, tmp_path):
     files: dict[str, Path] = {}
-    with gf.RangeServer(files) as srv, httpx.Client() as client:
+    with gf.RangeServer(files) as srv, httpx2.Client() as client:
         @settings(max_examples=100, deadline=None, database=None,
                   suppress_health_check=[HealthCheck.function_scoped_fixture])
         @given(data=mutations(seeds))
