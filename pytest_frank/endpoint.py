@@ -75,7 +75,9 @@ class EndpointUnderTest:
         from pytest_frank import fingerprint
 
         if check.claim != "health" and not self._target.offline:  # nothing to ask offline
-            wrong = fingerprint.contradiction(self.probe(fingerprint.engine), self._target)
+            # Read without showing: the evidence and its curl line stay the failing request's.
+            seen = self._target.need(fingerprint.engine)
+            wrong = fingerprint.contradiction(seen, self._target)
             if wrong:
                 message = f"{wrong}\n{message}"
         if self.config.launch and check.fleet_terms:

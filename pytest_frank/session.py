@@ -54,7 +54,6 @@ class FrankSession:
         with ThreadPoolExecutor(max_workers=len(names)) as pool:
             list(pool.map(self._probe_endpoint, names))
 
-
     def _bound(self, name: str) -> None:
         """The endpoint's own deadline: fleet.yaml's, else enough for each probe it runs to
         take its longest answer, after waiting for the model to load."""
