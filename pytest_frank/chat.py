@@ -70,6 +70,15 @@ class Reply:
         return self.error is None
 
     @property
+    def url(self) -> str:
+        return self.exchange.url if self.exchange else "the endpoint"
+
+    @property
+    def said(self) -> str:
+        """One line: why this reply is not an answer (no answer, or an error status)."""
+        return self.error if self.status is None else f"answered {self.status}: {self.error}"
+
+    @property
     def tool_finish(self) -> bool:
         """finish says "a tool call ends this turn"."""
         return self.finish in ("tool_calls", "tool_use")

@@ -99,7 +99,7 @@ def judge_decode(runs: Runs, ctx: Context) -> None:
     rates = [r.decode_rate() for r in runs.runs]
     if any(rate is None for rate in rates):
         short = next(r for r, rate in zip(runs.runs, rates) if rate is None)
-        fail(f"only {short.generated} token(s) streamed from {_url(short)}: no decode "
+        fail(f"only {short.generated} token(s) streamed from {short.url}: no decode "
              f"rate can be measured (asked for {runs.max_tokens})")
     rate = statistics.median(rates)
     server = [(r.engine.get("timings") or {}).get("predicted_per_second") for r in runs.runs]
@@ -133,16 +133,11 @@ def judge_cache(cache: CacheRuns, ctx: Context) -> None:
 def _first_tokens(runs: list[Reply]) -> list[float]:
     for run in runs:
         if not run.ok:
-            said = run.error if run.status is None else f"answered {run.status}: {run.error}"
-            fail(f"the streamed request to {_url(run)} failed: {said}")
+            fail(f"the streamed request to {run.url} failed: {run.said}")
         if run.first_token_s is None:
             body = run.exchange.snippet(200) if run.exchange else ""
-            fail(f"the stream from {_url(run)} carried no content or reasoning text: {body}")
+            fail(f"the stream from {run.url} carried no content or reasoning text: {body}")
     return [run.first_token_s for run in runs]
-
-
-def _url(reply: Reply) -> str:
-    return reply.exchange.url if reply.exchange else "the endpoint"
 
 
 def _list(values) -> str:

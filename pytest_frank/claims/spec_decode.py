@@ -194,9 +194,8 @@ def _require_metrics(obs: Drafting, driver) -> None:
 def _require_reply(reply: Reply, driver) -> None:
     if reply.ok:
         return
-    url = reply.exchange.url if reply.exchange else "the endpoint"
-    said = reply.error if reply.status is None else f"answered {reply.status}: {reply.error}"
-    fail(f"the generation request to {url} failed: {said}", driver.known_fix(reply.error, reply.status))
+    fail(f"the generation request to {reply.url} failed: {reply.said}",
+         driver.known_fix(reply.error, reply.status))
 
 
 def _judge_engaged(m: Measured, obs: Drafting, driver) -> None:

@@ -114,7 +114,7 @@ def judge(obs: Seen, ctx: Context) -> None:
 
 def _answer(s: Shown, obs: Seen, driver) -> str:
     r, form = s.reply, obs.form
-    url = r.exchange.url if r.exchange else "the endpoint"
+    url = r.url
     if r.status is None and r.error:
         fail(f"the image request ({form}) to {url} failed: {r.error}")
     if driver.no_projector(r):
