@@ -29,6 +29,8 @@ class Context:
     case: str | None = None  # the level, form, ... of a cased check
     note: Note = field(default=lambda text: None)
     attach: Callable[[str, str, str], None] = field(default=lambda name, mime, data: None)
+    # figure(name, value, unit): a measured number that a later run's baseline compares
+    figure: Callable[[str, float, str], None] = field(default=lambda name, value, unit: None)
 
 
 Judge = Callable[["Observation", Context], None]

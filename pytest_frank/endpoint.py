@@ -32,6 +32,8 @@ class EndpointUnderTest:
         self.exchanges: list[http.Exchange] = []
         self.notes: list[str] = []
         self.attachments: list[dict[str, Any]] = []  # {"name", "mime", "data" (base64 or text)}
+        self.figures: dict[str, dict[str, Any]] = {}  # name -> {"value", "unit"}: for baselines
+        self.verdict: str | None = None  # "not asked" or "inconclusive" where a skip means that
 
     # -- requests and probes --------------------------------------------------------------------
     def get(self, path: str) -> http.Exchange:
@@ -54,6 +56,7 @@ class EndpointUnderTest:
         """Probe, then judge: fail with the observation's failure, else with the judge's."""
         why_not = check.not_applying(self.config, self.driver)
         if why_not:
+            self.verdict = "not asked"
             skip(why_not)
         obs = self.probe(check.probe, case)
         try:
@@ -62,7 +65,11 @@ class EndpointUnderTest:
             if obs.inconclusive:
                 skip(f"inconclusive: {obs.inconclusive}")
             check.judge(obs, Context(self.config, self.driver, self.options(check.claim), case,
-                                     self.note, self.attach))
+                                     self.note, self.attach, self.figure))
+        except pytest.skip.Exception as skipped:
+            if str(skipped.msg).startswith("inconclusive"):
+                self.verdict = "inconclusive"
+            raise
         except pytest.fail.Exception as failed:
             message = self._diagnosis(failed.msg, check)
         else:
@@ -93,6 +100,10 @@ class EndpointUnderTest:
     def attach(self, name: str, mime: str, data: str) -> None:
         self.attachments.append({"name": name, "mime": mime, "data": data})
 
+    def figure(self, name: str, value: float, unit: str = "") -> None:
+        """A measured number a later run is compared with (`--frank-baseline`)."""
+        self.figures[name] = {"value": round(float(value), 4), "unit": unit}
+
     def _show(self, ex: http.Exchange) -> http.Exchange:
         if ex not in self.exchanges:
             self.exchanges.append(ex)
@@ -105,6 +116,14 @@ class EndpointUnderTest:
             lines.append(f"reproduce: {last.curl()}")
         lines += self.notes
         return redact.inert("\n".join(lines), 20 * redact.MAX_MESSAGE)
+
+    def evidence(self) -> dict[str, Any]:
+        """What the reports show of this test, as plain data (it crosses xdist's wire)."""
+        last = next((ex for ex in reversed(self.exchanges) if ex.status is not None), None)
+        return {"notes": [redact.inert(n) for n in self.notes], "figures": dict(self.figures),
+                "attachments": [dict(a) for a in self.attachments],
+                "exchanges": [ex.record() for ex in self.exchanges],
+                "curl": last.curl() if last is not None else None, "verdict": self.verdict}
 
     def records(self) -> dict[str, Any]:
         return {"endpoint": self.name, "engine": self.config.engine,

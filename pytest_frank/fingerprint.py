@@ -4,7 +4,7 @@ engine fleet.yaml names cannot apply to another one."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pytest_frank.observation import Observation
@@ -35,6 +35,27 @@ def engine(target: Target) -> Seen:
         if scraped.ok and f"\n{driver.metrics_prefix}" in f"\n{scraped.body}":
             return Seen(engine=driver.name, sign=f"/metrics series {driver.metrics_prefix}*")
     return Seen()
+
+
+@dataclass(kw_only=True)
+class Identity(Observation):
+    """What the reports' header says of an endpoint: its build and the models it serves."""
+
+    build: str | None = None
+    models: list[str] = field(default_factory=list)
+
+
+def identity(target: Target) -> Identity:
+    from pytest_frank.claims import alias
+
+    found = Identity(models=target.need(alias.served).ids[:8])  # a proxy may list hundreds
+    route = target.driver.build_route
+    if route:
+        said = target.get(route[0])
+        body = said.json() if said.ok else None
+        value = body.get(route[1]) if isinstance(body, dict) else None
+        found.build = str(value)[:120] if isinstance(value, (str, int, float)) else None
+    return found
 
 
 def contradiction(seen: Seen, target: Target) -> str | None:

@@ -45,6 +45,7 @@ class Endpoint:
     deadline: float | None = None  # seconds for all of this endpoint's probes; None: derived
     sampling: dict[str, Any] = field(default_factory=lambda: dict(DEFAULT_SAMPLING))
     serve: dict[str, str] | None = None  # how it is started: unit/env/script paths, or command
+    regression: dict[str, float] | None = None  # --frank-baseline tolerances
     _options: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -212,6 +213,7 @@ def _endpoint(name: str, raw: dict, where: str, base_dir: Path) -> Endpoint:
         deadline=raw.get("deadline"),
         sampling={**DEFAULT_SAMPLING, **(raw.get("sampling") or {})},
         serve=serve,
+        regression=raw.get("regression"),
     )
 
 

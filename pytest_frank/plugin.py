@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ from pytest_frank.fleet import FleetError, load
 
 SESSION = pytest.StashKey["FrankSession"]()
 PROBED = pytest.StashKey["object"]()
+UNASKED = "(asked of no endpoint)"
 
 
 def pytest_addoption(parser):
@@ -32,6 +32,15 @@ def pytest_addoption(parser):
     group.addoption("--frank-offline", action="store_true", default=False,
                     help="the config gate: run only the checks that need no live endpoint "
                          "(fleet.yaml and model headers), deselect the rest")
+    group.addoption("--frank-report", metavar="PATH.md", default=None,
+                    help="write the fleet's verdicts as a Markdown page (written when checks fail)")
+    group.addoption("--frank-json", metavar="PATH", default=None,
+                    help="write the run's verdicts, figures and evidence as JSON (secrets "
+                         "redacted): the --frank-baseline of a later run")
+    group.addoption("--frank-baseline", metavar="PREV.json", default=None,
+                    help="compare with a previous run's --frank-json and report what regressed")
+    group.addoption("--frank-fail-on-regression", action="store_true", default=False,
+                    help="a regression against --frank-baseline fails the run")
     parser.addini("frank_endpoints", "fleet file of endpoints to verify", default=None)
     parser.addini("frank_timeout", "per-request timeout in seconds", default="30")
 
@@ -52,6 +61,7 @@ def pytest_configure(config):
 
     config.stash[SESSION] = FrankSession(fleet, _timeout(config),
                                          offline=config.getoption("frank_offline"))
+    _register_reports(config, fleet_path)
     if not config.getoption("frank_no_battery"):
         _add_battery(config)
     run_deadline = config.getoption("frank_deadline")
@@ -60,6 +70,23 @@ def pytest_configure(config):
             raise pytest.UsageError("pytest-frank: --frank-deadline must be more than 0 seconds")
         config.stash[SESSION].bound_run(run_deadline)
 
+
+
+def _register_reports(config, fleet_path: Path) -> None:
+    from pytest_frank.reporting import Reports
+    from pytest_frank.results import BaselineError, load
+
+    baseline = config.getoption("frank_baseline")
+    if config.getoption("frank_fail_on_regression") and not baseline:
+        raise pytest.UsageError("pytest-frank: --frank-fail-on-regression needs --frank-baseline "
+                                "PREV.json (a previous run's --frank-json)")
+    try:
+        previous = load(Path(baseline)) if baseline else None
+    except BaselineError as exc:
+        raise pytest.UsageError(f"pytest-frank: bad --frank-baseline\n{redact.inert(str(exc))}") \
+            from None
+    config.pluginmanager.register(Reports(config, config.stash[SESSION], fleet_path, previous),
+                                  "frank-reports")
 
 
 def _resolve(config, path: str) -> Path:
@@ -111,8 +138,11 @@ def pytest_generate_tests(metafunc):
         return
     grouped = metafunc.config.pluginmanager.hasplugin("xdist")
     cases = _cases_of(metafunc)
+    claim = claim_of(metafunc.definition)
     params = []
     for name, target in session.targets.items():
+        if claim and not target.endpoint.asks(claim):
+            continue  # a claim fleet.yaml does not ask of this endpoint is no test of it
         # The group mark is on the parameter from the start: xdist's loadgroup reads it when
         # the worker collects, so one endpoint's checks all run in one process.
         marks = [pytest.mark.xdist_group(name)] if grouped else []
@@ -122,10 +152,21 @@ def pytest_generate_tests(metafunc):
         for suffix, value in cases(target):
             params.append(pytest.param(name, value, marks=marks,
                                        id=f"{name}-{suffix}" if suffix else name))
+    if not params:  # asked of no endpoint: not collected at all
+        params = [pytest.param(UNASKED, *([None] if cases else []), id="unasked")]
+        # (pytest makes an empty parameter set a skipped test; the placeholder is dropped below)
     if cases is None:
         metafunc.parametrize("endpoint", params, indirect=True)
     else:
         metafunc.parametrize(("endpoint", "case"), params, indirect=["endpoint"])
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector):
+    report = yield
+    if report.result:
+        report.result = [node for node in report.result if endpoint_of(node) != UNASKED]
+    return report
 
 
 def _cases_of(metafunc):
@@ -136,8 +177,6 @@ def _cases_of(metafunc):
     check = getattr(metafunc.function, "frank_check", None)
     if check is not None and check.cases is not None:
         def battery_cases(target):
-            if not target.endpoint.asks(check.claim):
-                return [(None, None)]  # one test, skipped as not asked
             found = check.cases(target.endpoint.options(check.claim), target.driver)
             return [(c, c) for c in found] or [(None, None)]
         return battery_cases
@@ -165,7 +204,9 @@ def endpoint(request):
         pytest.skip(f"fleet.yaml does not ask {claim!r} of {target.name}")
     if claim != "health" and not request.node.get_closest_marker("offline"):
         session.probe_all([target.name])  # in an xdist worker: this endpoint, on first use
+        handle.verdict = "blocked"  # until health says otherwise
         _require_health(session, target.name)
+        handle.verdict = None
     return handle
 
 
@@ -284,16 +325,52 @@ def pytest_runtest_makereport(item, call):
         item.user_properties += [("endpoint", name), ("claim", claim_of(item) or "")]
     report = yield
     probed = item.stash.get(PROBED, None)
-    if probed is None or call.when != "call":
+    if name is None or name == UNASKED or (call.when == "setup" and report.passed):
         return report
-    text = probed.text()
-    if text and report.failed and not _echoes(text, report.longreprtext):
-        report.sections.append(("frank evidence", text))
-    _html_extras(item, report, probed)
-    if report.passed:  # tables (text/markdown evidence) of passing checks go in the summary
-        report.frank_tables = [(a["name"], a["data"]) for a in probed.attachments
-                               if a["mime"] == "text/markdown"]
+    evidence = probed.evidence() if probed is not None else {"verdict": None}
+    report.frank = _row(item, call, report, name, evidence)
+    if report.skipped and isinstance(report.longrepr, tuple):
+        # The test's name, not the frame that raised: a site-packages path says nothing.
+        report.longrepr = (item.name, None, f"Skipped: {report.frank['line']}")
+    if call.when == "call" and probed is not None:
+        text = probed.text()
+        if text and report.failed and not _echoes(text, report.longreprtext):
+            report.sections.append(("frank evidence", text))
+    if call.when != "teardown":
+        _html_extras(item, report)
     return report
+
+
+def _row(item, call, report, name: str, evidence: dict) -> dict:
+    """The report's row as plain data (pytest_frank.results.Row), so it crosses xdist's wire."""
+    from pytest_frank.reporting import verdict_of
+
+    why = _why(call)
+    line, _, fix = why.partition("\n  fix: ")
+    hint = evidence.pop("verdict", None)
+    row = {"key": f"{Path(str(item.path)).stem}::{item.name}", "endpoint": name,
+           "claim": claim_of(item) or "custom", "verdict": verdict_of(report, hint),
+           "line": redact.inert(line), "fix": redact.inert(fix) if fix else None, **evidence}
+    if item.name.startswith("test_health[") and call.when == "call" and report.passed:
+        row["identity"] = _identity(item.config.stash[SESSION].targets[name])
+    return row
+
+
+def _why(call) -> str:
+    exc = call.excinfo
+    if exc is None:
+        return ""
+    if isinstance(exc.value, (pytest.fail.Exception, pytest.skip.Exception)):
+        return str(exc.value.msg)
+    return exc.exconly()
+
+
+def _identity(target) -> dict:
+    from pytest_frank import fingerprint
+
+    seen = target.need(fingerprint.identity)
+    return {"build": getattr(seen, "build", None), "models": getattr(seen, "models", []),
+            "url": target.endpoint.url}
 
 
 def _echoes(evidence: str, message: str) -> bool:
@@ -301,21 +378,17 @@ def _echoes(evidence: str, message: str) -> bool:
     return all(line.split(": ", 1)[-1] in message for line in evidence.splitlines())
 
 
-def _html_extras(item, report, probed) -> None:
+def _html_extras(item, report) -> None:
+    """The row as the page shows it, inline: no data: links, images in place."""
     if not item.config.pluginmanager.hasplugin("html"):
         return
     import pytest_html
 
-    extras = getattr(report, "extras", [])
-    extras.append(pytest_html.extras.json(json.loads(redact.scrub(json.dumps(probed.records()))),
-                                          name="evidence"))
-    for a in probed.attachments:
-        if a["mime"].startswith("image/"):
-            extras.append(pytest_html.extras.image(a["data"], mime_type=a["mime"], name=a["name"]))
-        else:
-            extras.append(pytest_html.extras.text(redact.inert(a["data"], 20 * redact.MAX_MESSAGE),
-                                                  name=a["name"]))
-    report.extras = extras
+    from pytest_frank.page import row_html
+    from pytest_frank.results import Row
+
+    row = Row(**{k: v for k, v in report.frank.items() if k != "identity"})
+    report.extras = [*getattr(report, "extras", []), pytest_html.extras.html(row_html(row))]
 
 
 def pytest_report_header(config):
@@ -323,29 +396,3 @@ def pytest_report_header(config):
     if frank is not None:
         return f"frank: {len(frank.targets)} endpoint(s): {', '.join(frank.targets)}"
     return None
-
-
-def pytest_terminal_summary(terminalreporter, config):
-    frank = config.stash.get(SESSION, None)
-    if frank is None:
-        return
-    from pytest_frank.summary import verdict_table
-
-    _tables(terminalreporter)
-    table = verdict_table(terminalreporter.stats)
-    if table:
-        terminalreporter.write_sep("=", "frank verdicts")
-        for line in table:
-            terminalreporter.write_line(line)
-
-
-def _tables(terminalreporter) -> None:
-    shown = [(r, t) for r in terminalreporter.stats.get("passed", ())
-             for t in getattr(r, "frank_tables", ())]
-    if not shown:
-        return
-    terminalreporter.write_sep("=", "frank tables")
-    for report, (name, text) in shown:
-        terminalreporter.write_line(f"{report.nodeid.split('::')[-1]}: {name}")
-        for line in redact.inert(text, 20 * redact.MAX_MESSAGE).splitlines():
-            terminalreporter.write_line(line)

@@ -72,11 +72,13 @@ class FrankSession:
         target = self.targets[name]
         if not self.health(name).ready:
             return  # its checks are skipped as blocked; nothing more to ask of it
+        from pytest_frank import fingerprint
+
         work = self.plan.get(name, [])
         if work and target.driver.owned_by:  # which engine it is, for any failure's first line
-            from pytest_frank import fingerprint
-
             work = [*work, (fingerprint.engine, None)]
+        if work:  # which build serves what, for the reports' header
+            work = [*work, (fingerprint.identity, None)]
         if not work:
             return
         with ThreadPoolExecutor(max_workers=min(target.gate.limit, len(work))) as pool:

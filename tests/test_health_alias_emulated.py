@@ -82,7 +82,7 @@ def test_closed_port_fails_fast_with_one_line(run_fleet):
 
 def test_unknown_host_is_named_as_dns(run_fleet):
     result = run_fleet(one_endpoint("http://no-such-host.invalid:8080", "vllm"))
-    result.assert_outcomes(failed=1, skipped=1)
+    result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*no-such-host.invalid:8080/health: DNS lookup failed*"])
 
 
@@ -119,11 +119,16 @@ def test_wrong_key_fails_alias_with_the_servers_words(run_fleet):
     assert "wrong-key-456" not in result.stdout.str()
 
 
-def test_claim_not_asked_is_skipped_with_reason(run_fleet):
+def test_claim_not_asked_is_not_collected(run_fleet):
     with Emulator("vllm", models=["m"]) as em:
-        result = run_fleet(one_endpoint(em.url, "vllm"))
-    result.assert_outcomes(passed=1, skipped=1)
-    result.stdout.fnmatch_lines(["*fleet.yaml does not ask 'alias' of ep"])
+        fleet = {"endpoints": {"plain": {"url": em.url, "engine": "vllm"},
+                               "named": {"url": em.url, "engine": "vllm", "alias": "m"}}}
+        result = run_fleet(fleet)
+        listed = run_fleet(fleet, "--collect-only", "-q")
+    result.assert_outcomes(passed=3)  # health twice, alias once: no skip row for "plain"
+    assert "test_alias[plain]" not in result.stdout.str()
+    assert sorted(line.split("::")[-1] for line in listed.stdout.lines if "::" in line) == [
+        "test_alias[named]", "test_health[named]", "test_health[plain]"]
 
 
 def test_selection_by_endpoint_name_and_marker(run_fleet):

@@ -10,7 +10,8 @@ from pytest_frank.claims import perf, reasoning, reasoning_effort, slots, spec_d
 from pytest_frank.drivers import driver_for
 from pytest_frank.fleet import Endpoint, _reason
 from pytest_frank.http import Exchange
-from pytest_frank.summary import verdict_table
+from pytest_frank.reporting import verdict_lines
+from pytest_frank.results import EndpointInfo, Row, Run
 
 Failed = pytest.fail.Exception
 
@@ -176,18 +177,19 @@ def test_perf_medians_and_floors():
 
 
 # -- the closing table and fleet.yaml reasons -----------------------------------------------------------
-class _Report:
-    def __init__(self, when, name, claim):
-        self.when, self.user_properties = when, [("endpoint", name), ("claim", claim)]
+def _row(endpoint, claim, verdict, test="t"):
+    return Row(key=f"m::{test}[{endpoint}]", endpoint=endpoint, claim=claim, verdict=verdict)
 
 
-def test_verdict_table_keeps_the_worst_outcome_per_claim():
-    stats = {"passed": [_Report("call", "a", "tools"), _Report("call", "b", "tools")],
-             "failed": [_Report("call", "a", "tools")],
-             "skipped": [_Report("setup", "b", "vram"), _Report("call", "b", "spec_decode")],
-             "": [_Report("setup", "b", "spec_decode")]}  # pytest files a passed setup under ""
-    lines = verdict_table(stats)
-    assert lines == ["a  tools FAIL", "b  tools ok  vram skip  spec_decode skip"]
+def test_verdict_lines_keep_the_worst_verdict_per_claim_in_battery_order():
+    run = Run(fleet="f.yaml", sha256="0", version="0",
+              endpoints={n: EndpointInfo(n, "vllm") for n in ("a", "b", "c")},
+              rows=[_row("a", "tools", "pass", "t1"), _row("a", "tools", "FAIL", "t2"),
+                    _row("b", "tools", "pass"), _row("b", "vram", "skipped"),
+                    _row("b", "spec_decode", "inconclusive"), _row("b", "health", "pass"),
+                    _row("a", "tools", "not asked", "t3")])
+    assert verdict_lines(run) == ["a  tools FAIL",
+                                  "b  health ok  tools ok  spec_decode inconclusive  vram skip"]
 
 
 def test_fleet_reasons_read_like_a_colleague(tmp_path):

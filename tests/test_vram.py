@@ -56,7 +56,7 @@ def py_command(line: str) -> list[str]:
 def test_offline_gate_passes_the_seed_config_without_an_endpoint(seed_files, run_fleet):
     result = run_fleet(one_endpoint(DEAD, expect={"vram": seed_vram(seed_files)}),
                        "--frank-offline")
-    result.assert_outcomes(passed=1, skipped=1)   # test_health and test_vram need a server
+    result.assert_outcomes(passed=1)  # only the offline check; unasked claims are not collected
     result.stdout.fnmatch_lines([
         "*frank tables*",
         "test_vram_fits[[]ep[]]: context math",
@@ -71,7 +71,7 @@ def test_offline_gate_passes_the_seed_config_without_an_endpoint(seed_files, run
 def test_offline_gate_fails_short_headroom_naming_the_numbers(seed_files, run_fleet):
     vram = seed_vram(seed_files, ctx_size=147456)
     result = run_fleet(one_endpoint(DEAD, expect={"vram": vram}), "--frank-offline")
-    result.assert_outcomes(failed=1, skipped=1)  # test_serve_config: no serve: here
+    result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
         "*fits, but ctx 147456 (144K) leaves 653 MiB free, less than the 1024 MiB headroom "
         "asked (371 MiB short); it needs 23923 MiB (weights 14982 + kv 7056 + draft weights 861 "
@@ -85,7 +85,7 @@ def test_offline_gate_fails_short_headroom_naming_the_numbers(seed_files, run_fl
 def test_offline_gate_does_not_fit(seed_files, run_fleet):
     vram = seed_vram(seed_files, ctx_size=262144, contexts=[262144])
     result = run_fleet(one_endpoint(DEAD, expect={"vram": vram}), "--frank-offline")
-    result.assert_outcomes(failed=1, skipped=1)  # test_serve_config: no serve: here
+    result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*does not fit: ctx 262144 (256K) needs*4835 MiB short*"])
 
 
@@ -94,7 +94,7 @@ def test_offline_gate_reads_headers_over_http(seed_files, run_fleet):
         vram = seed_vram(seed_files, model=srv.url("model"), draft=srv.url("draft"))
         result = run_fleet(one_endpoint(DEAD, expect={"vram": vram}), "--frank-offline")
         sent, requests = srv.bytes_sent, srv.requests
-    result.assert_outcomes(passed=1, skipped=1)  # test_serve_config: no serve: here
+    result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["| 131072 (128K) | 6272 | 1437 (1.40 GiB) |"])
     # two headers of a 15.7 GB and an 0.9 GB file: a few ranged reads, never the weights
     assert requests <= 6 and sent < 2 * MiB
@@ -106,7 +106,7 @@ def test_offline_gate_broken_header_names_the_offset(seed_files, tmp_path, run_f
         broken.write_bytes(f.read(300))
     vram = seed_vram(seed_files, model=str(broken))
     result = run_fleet(one_endpoint(DEAD, expect={"vram": vram}), "--frank-offline")
-    result.assert_outcomes(failed=1, skipped=1)  # test_serve_config: no serve: here
+    result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([f"*the GGUF header of {broken} cannot be read: at offset *: "
                                  "*runs past the end of the file (size 300)",
                                  "*fix: point expect.vram at the complete file*"])
@@ -116,11 +116,11 @@ def test_offline_gate_broken_header_names_the_offset(seed_files, tmp_path, run_f
 def test_offline_gate_relative_model_path_and_missing_settings(run_fleet, pytester):
     seed_model(pytester.path / "m.gguf")
     no_ctx = run_fleet(one_endpoint(DEAD, expect={"vram": {"model": "m.gguf"}}), "--frank-offline")
-    no_ctx.assert_outcomes(skipped=2)  # test_serve_config: no serve: here
+    no_ctx.assert_outcomes(skipped=1)
     no_ctx.stdout.fnmatch_lines(["*no `ctx_size` and no live slot shape says it*"])
     no_gpu = run_fleet(one_endpoint(DEAD, expect={"vram": {"model": "m.gguf", "ctx_size": 8192}}),
                        "--frank-offline")
-    no_gpu.assert_outcomes(passed=1, skipped=1)   # the header reads; no GPU size to fit
+    no_gpu.assert_outcomes(passed=1)   # the header reads; no GPU size to fit
     no_gpu.stdout.fnmatch_lines(["| 8192 (8K) | 512 | - |"])
 
 

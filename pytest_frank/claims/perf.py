@@ -84,6 +84,7 @@ def _long_prompt(words: int) -> str:
 def judge_ttft(runs: Runs, ctx: Context) -> None:
     """The median time to first token is within max_ttft_s."""
     ttft = statistics.median(_first_tokens(runs.runs))
+    ctx.figure("ttft_s", ttft, "s")
     ctx.note(f"time to first token: median {ttft:.3f}s over {len(runs.runs)} runs "
              f"({_list(r.first_token_s for r in runs.runs)})")
     floor = ctx.options.max_ttft_s
@@ -102,6 +103,7 @@ def judge_decode(runs: Runs, ctx: Context) -> None:
         fail(f"only {short.generated} token(s) streamed from {short.url}: no decode "
              f"rate can be measured (asked for {runs.max_tokens})")
     rate = statistics.median(rates)
+    ctx.figure("tok_s", rate, "tok/s")
     server = [(r.engine.get("timings") or {}).get("predicted_per_second") for r in runs.runs]
     seen = f"; the server's own timings: {_list(server)} tok/s" if any(server) else ""
     ctx.note(f"decode: median {rate:.1f} tok/s over {len(rates)} runs ({_list(rates)}){seen}")
@@ -120,6 +122,7 @@ def judge_cache(cache: CacheRuns, ctx: Context) -> None:
     warm = [w for _, w in cache.pairs]
     ratios = [w / c for c, w in zip(_first_tokens(cold), _first_tokens(warm))]
     ratio = statistics.median(ratios)
+    ctx.figure("cached_ttft_ratio", ratio, "")
     ctx.note(f"prefix cache: a {cache.words}-word prompt, first token cold "
              f"{_list(c.first_token_s for c in cold)}s, repeated "
              f"{_list(w.first_token_s for w in warm)}s; median ratio {ratio:.2f}")

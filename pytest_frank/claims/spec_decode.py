@@ -121,6 +121,8 @@ def judge(obs: Drafting, ctx: Context) -> None:
     asked = (f"{len(obs.replies)} generation(s) of up to {obs.max_tokens} tokens, "
              f"{sum(r.generated for r in obs.replies)} written")
     note(f"{measured.line()}; {asked}")
+    if measured.rate is not None:
+        ctx.figure("acceptance", measured.rate, "")
     if measured.source.endswith("counters"):
         note("counters are server-wide: on a shared endpoint the delta may include other requests")
     if timings is not None and measured.source.endswith("counters"):

@@ -151,6 +151,7 @@ def judge_fit(obs: Fit, ctx: Context) -> None:
 
 def _show_model(result: Modelled, ctx: Context) -> Modelled:
     ctx.attach(TABLE, "text/markdown", result.table)
+    ctx.figure("vram_modelled_mib", result.estimate.total / 2**20, "MiB")
     ctx.note(f"modelled: {_mib(result.estimate.total)} MiB = {result.estimate.breakdown()} "
              f"(ctx_size, parallel from {result.plan.settings_from})")
     for note in result.estimate.notes:
@@ -217,6 +218,7 @@ def judge_live(obs: Live, ctx: Context) -> None:
             f"{'more' if diff > 0 else 'less'} than the {_mib(expected)} MiB modelled ({what}; "
             f"tolerance {_mib(allowed)} MiB)")
     ctx.note(said)
+    ctx.figure("vram_used_mib", m.used / 2**20, "MiB")
     if diff > allowed:
         twice = ""
         if weights and abs(diff - weights) <= allowed:

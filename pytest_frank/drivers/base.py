@@ -46,6 +46,8 @@ class Driver:
     health_path = "/v1/models"  # a generic server has no health route; a model list is the proof
     models_path = "/v1/models"
     alias_flag = "the server's model name setting"
+    # Where the engine says which build it is, and the key that holds it (the reports' header).
+    build_route: tuple[str, str] | None = None
 
     def auth_headers(self, api_key: str | None) -> dict[str, str]:
         return {"Authorization": f"Bearer {api_key}"} if api_key else {}

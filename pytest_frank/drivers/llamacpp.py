@@ -14,6 +14,7 @@ class LlamaCppDriver(Driver):
     metrics_prefix = "llamacpp:"
     health_path = "/health"
     alias_flag = "llama-server --alias"
+    build_route = ("/props", "build_info")  # "b<number>-<commit>"
 
     def is_loading(self, ex):
         # While the model loads, every route answers 503 "Loading model".

@@ -13,6 +13,7 @@ class SglangDriver(Driver):
     owned_by = "sglang"
     metrics_prefix = "sglang:"
     health_path = "/health"
+    build_route = ("/get_server_info", "version")
 
     def alias_fix(self, alias, served):
         return f"serve it under that name: --served-model-name {alias}"

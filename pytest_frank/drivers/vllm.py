@@ -13,6 +13,7 @@ class VllmDriver(Driver):
     owned_by = "vllm"
     metrics_prefix = "vllm:"
     health_path = "/health"  # 200 with an empty body when the engine lives
+    build_route = ("/version", "version")
 
     def alias_fix(self, alias, served):
         names = " ".join(dict.fromkeys([*served, alias]))

@@ -1,0 +1,69 @@
+"""What got worse since a previous run (`--frank-baseline PREV.json`): a check that passed and
+now does not, and measured figures past their tolerance (fleet.yaml `regression:`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_frank.results import RANK, Run
+
+# (figure, how it is named, higher is better, the tolerance key)
+FIGURES = (
+    ("acceptance", "draft acceptance", True, "acceptance_drop"),
+    ("ttft_s", "time to first token", False, "ttft_rise"),
+    ("tok_s", "decode speed", True, "tok_s_drop"),
+)
+
+
+@dataclass(frozen=True)
+class Tolerances:
+    acceptance_drop: float = 0.05  # absolute: 0.80 -> 0.74 is a regression
+    ttft_rise: float = 0.25  # relative: 25% slower to the first token
+    tok_s_drop: float = 0.20  # relative: 20% fewer tokens a second
+
+    @classmethod
+    def from_fleet(cls, raw: dict[str, Any] | None) -> Tolerances:
+        return cls(**(raw or {}))
+
+
+def compare(before: Run, now: Run, tolerances: dict[str, Tolerances]) -> list[dict[str, str]]:
+    """One entry per regression: {"test", "endpoint", "what"}."""
+    earlier = {row.key: row for row in before.rows}
+    found = []
+    for row in now.rows:
+        old = earlier.get(row.key)
+        if old is None:
+            continue  # new, or not run before: nothing to compare with
+        tol = tolerances.get(row.endpoint, Tolerances())
+        for what in [_verdict(old.verdict, row.verdict, row.line),
+                     *(_figure(f, old.figures, row.figures, tol) for f in FIGURES)]:
+            if what:
+                found.append({"test": row.test, "endpoint": row.endpoint, "what": what})
+    return found
+
+
+def _verdict(before: str, now: str, line: str) -> str | None:
+    if before != "pass" or RANK[now] <= RANK["inconclusive"]:
+        return None  # only a pass that now fails, errs or is blocked counts
+    why = line.splitlines()[0] if line else ""
+    return f"passed before, {now} now" + (f": {why}" if why else "")
+
+
+def _figure(spec: tuple, before: dict, now: dict, tol: Tolerances) -> str | None:
+    name, label, higher_better, key = spec
+    if name not in before or name not in now:
+        return None
+    old, new = before[name]["value"], now[name]["value"]
+    unit = now[name].get("unit") or ""
+    allowed = getattr(tol, key)
+    worse = (old - new) if higher_better else (new - old)
+    if name == "acceptance":
+        if worse > allowed:
+            return f"{label} {old:.2f} -> {new:.2f} (down {worse:.2f}, tolerance {allowed:g})"
+        return None
+    if old <= 0 or worse / old <= allowed:
+        return None
+    change = "down" if higher_better else "up"
+    return (f"{label} {old:g} -> {new:g} {unit} ({change} {worse / old:.0%}, tolerance "
+            f"{allowed:.0%})").replace("  ", " ")

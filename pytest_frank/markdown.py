@@ -1,0 +1,91 @@
+"""The fleet's verdict as Markdown (`--frank-report PATH.md`), for wikis that take Markdown: the
+matrix as a table, each endpoint's figures, failures with their fix and curl in code blocks.
+What an endpoint sent is text: Markdown and HTML in it are escaped, code blocks fenced past it."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from pytest_frank import redact
+from pytest_frank.results import EndpointInfo, Row, Run
+
+_SPECIAL = re.compile(r"([\\`*_{}\[\]#+!|~])")  # mid-line, "-" and "." start nothing
+
+
+def render(run: Run) -> str:
+    lines = [f"# pytest-frank verdicts: {_md(run.fleet)}", "",
+             f"fleet file `{_code(run.fleet)}` (sha256 `{run.sha256}`), pytest-frank "
+             f"{_md(run.version)}: " + (", ".join(f"{n} {v}" for v, n in run.counts().items())
+                                          or "no checks ran"), ""]
+    lines += _table(["endpoint", "engine", "build", "serves", "url"],
+                    [[i.name, i.engine, i.build or "-", ", ".join(i.models) or "-", i.url or "-"]
+                     for i in run.endpoints.values()])
+    claims = run.claims()
+    lines += ["", "## Verdicts", ""]
+    lines += _table(["endpoint", *claims], [[name, *(cells.get(c, "not asked") for c in claims)]
+                                            for name, cells in run.matrix().items()])
+    if run.regressions:
+        lines += ["", "## Regressions since the baseline", ""]
+        lines += [f"- `{_code(r['test'])}`: {_md(r['what'])}" for r in run.regressions]
+    for info in run.endpoints.values():
+        lines += ["", *_endpoint(run, info)]
+    return "\n".join(lines) + "\n"
+
+
+def _endpoint(run: Run, info: EndpointInfo) -> list[str]:
+    lines = [f"## {_md(info.name)}", ""]
+    for row in run.rows_of(info.name):
+        lines += _row(row)
+    if info.launch_log:
+        lines += ["launched server's log (tail):", "", *_block(info.launch_log[-4000:]), ""]
+    return lines
+
+
+def _row(row: Row) -> list[str]:
+    head = f"- **{row.verdict}** `{_code(row.test)}`"
+    if row.verdict not in ("FAIL", "error"):
+        detail = [row.line] if row.line else []
+        return [head + "".join(f"; {_md(x)}" for x in detail + row.notes)]
+    lines = [head, "", *_block(row.line)]
+    if row.fix:
+        lines += ["", f"  fix: {_md(row.fix)}"]
+    lines += [f"  - {_md(n)}" for n in row.notes]
+    if row.curl:
+        lines += ["", "  reproduce:", "", *_block(row.curl, "sh")]
+    for ex in row.exchanges[-2:]:  # the failing request and the one before it
+        lines += ["", f"  {_md(str(ex.get('request', '')))} -> "
+                  f"{_md(str(ex.get('status') or ex.get('error') or 'no answer'))}"]
+        if ex.get("sent") is not None:
+            lines += ["", "  sent:", "", *_block(json.dumps(ex["sent"], indent=1), "json")]
+        if ex.get("body"):
+            lines += ["", "  came back:", "", *_block(str(ex["body"]))]
+    for a in row.attachments:
+        if not str(a.get("mime", "")).startswith("image/"):
+            lines += ["", f"  {_md(str(a.get('name', '')))}:", "", *_block(str(a.get("data")))]
+    return lines + [""]
+
+
+def _table(head: list[str], rows: list[list[str]]) -> list[str]:
+    out = ["| " + " | ".join(_md(h) for h in head) + " |", "|" + "---|" * len(head)]
+    return out + ["| " + " | ".join(_md(str(c)) for c in row) + " |" for row in rows]
+
+
+def _block(text: str, lang: str = "") -> list[str]:
+    """A fenced block no line of `text` can close: the fence is longer than any run of backticks
+    in it, and the lines are indented under the list item."""
+    text = redact.inert(text, 20 * redact.MAX_MESSAGE)
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [f"  {fence}{lang}", *(f"  {line}" for line in text.splitlines()), f"  {fence}"]
+
+
+def _md(text: str) -> str:
+    """Inline text: no Markdown, no HTML, one line."""
+    text = redact.inert(str(text)).replace("\n", " ")
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _SPECIAL.sub(r"\\\1", text)
+
+
+def _code(text: str) -> str:
+    return redact.inert(str(text)).replace("`", "'").replace("\n", " ")

@@ -1,0 +1,136 @@
+"""The fleet's verdict as static HTML: the block at the top of the pytest-html page, readable
+with JavaScript off (many wikis strip scripts). Everything an endpoint sent is escaped text."""
+
+from __future__ import annotations
+
+import json
+from html import escape
+from typing import Any
+
+from pytest_frank import redact
+from pytest_frank.results import EndpointInfo, Row, Run
+
+LONG = 20 * redact.MAX_MESSAGE  # a context table or a launch log may be long; not unbounded
+STYLE = """
+.frank table{border-collapse:collapse;margin:.5em 0}
+.frank th,.frank td{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top}
+.frank pre{white-space:pre-wrap;word-break:break-all;background:#f6f6f6;padding:4px;margin:2px 0}
+.frank .v-pass{background:#dff0d8}.frank .v-FAIL,.frank .v-error{background:#f2dede}
+.frank .v-blocked,.frank .v-inconclusive{background:#fcf8e3}
+.frank .v-skipped,.frank .v-not-asked{color:#777}
+.frank .row{border-left:4px solid #ccc;padding:2px 8px;margin:6px 0}
+.frank .row.v-pass{border-color:#3c763d}.frank .row.v-FAIL,.frank .row.v-error{border-color:#a94442}
+.frank .fix{font-weight:bold}
+"""
+
+
+def render(run: Run) -> str:
+    parts = [f'<section class="frank" id="frank"><style>{STYLE}</style>',
+             _header(run), _endpoints(run), _matrix(run), _regressions(run)]
+    parts += [_endpoint(run, info) for info in run.endpoints.values()]
+    return "\n".join(p for p in parts if p) + "</section>"
+
+
+def row_html(row: Row) -> str:
+    """One test as the page shows it: verdict line, figures, fix, curl, evidence folded."""
+    parts = [f'<div class="row {_cls(row.verdict)}" id="{escape(row.anchor)}">',
+             f"<b>{escape(row.verdict)}</b> <code>{_t(row.test)}</code>"]
+    if row.line:
+        parts.append(f"<pre>{_t(row.line)}</pre>")
+    if row.notes:
+        parts.append("<ul>" + "".join(f"<li>{_t(n)}</li>" for n in row.notes) + "</ul>")
+    for a in row.attachments:
+        parts.append(_attachment(a))
+    if row.fix:
+        parts.append(f'<p class="fix">fix: {_t(row.fix)}</p>')
+    if row.curl and row.verdict in ("FAIL", "error"):
+        parts.append(f"<p>reproduce:</p><pre>{_t(row.curl)}</pre>")
+    if row.exchanges:
+        parts.append(f"<details><summary>evidence: {len(row.exchanges)} exchange(s)</summary>"
+                     + "".join(_exchange(ex) for ex in row.exchanges) + "</details>")
+    return "".join(parts) + "</div>"
+
+
+def _header(run: Run) -> str:
+    counts = ", ".join(f"{n} {v}" for v, n in run.counts().items()) or "no checks ran"
+    return (f"<h2>pytest-frank verdicts</h2><p>fleet file <code>{_t(run.fleet)}</code> "
+            f"(sha256 <code>{escape(run.sha256)}</code>), pytest-frank {escape(run.version)}: "
+            f"{escape(counts)}</p>")
+
+
+def _endpoints(run: Run) -> str:
+    head = "<tr><th>endpoint</th><th>engine</th><th>build</th><th>serves</th><th>url</th></tr>"
+    rows = "".join(
+        f"<tr><td>{_t(i.name)}</td><td>{_t(i.engine)}</td><td>{_t(i.build or '-')}</td>"
+        f"<td>{_t(', '.join(i.models) or '-')}</td><td><code>{_t(i.url or '-')}</code></td></tr>"
+        for i in run.endpoints.values())
+    return f'<table class="endpoints">{head}{rows}</table>'
+
+
+def _matrix(run: Run) -> str:
+    claims, cells = run.claims(), run.matrix()
+    head = "<tr><th>endpoint</th>" + "".join(f"<th>{_t(c)}</th>" for c in claims) + "</tr>"
+    body = []
+    for name, verdicts in cells.items():
+        tds = []
+        for claim in claims:
+            verdict = verdicts.get(claim, "not asked")
+            first = _first_row(run, name, claim, verdict)
+            text = escape(verdict)
+            if first is not None:
+                text = f'<a href="#{escape(first.anchor)}">{text}</a>'
+            tds.append(f'<td class="{_cls(verdict)}">{text}</td>')
+        body.append(f"<tr><th>{_t(name)}</th>{''.join(tds)}</tr>")
+    return f'<table class="matrix">{head}{"".join(body)}</table>'
+
+
+def _first_row(run: Run, endpoint: str, claim: str, verdict: str) -> Row | None:
+    rows = [r for r in run.rows if r.endpoint == endpoint and r.claim == claim]
+    return next((r for r in rows if r.verdict == verdict), rows[0] if rows else None)
+
+
+def _regressions(run: Run) -> str:
+    if not run.regressions:
+        return ""
+    items = "".join(f"<li><code>{_t(r['test'])}</code>: {_t(r['what'])}</li>"
+                    for r in run.regressions)
+    return f'<h2 class="regressions">Regressions since the baseline</h2><ul>{items}</ul>'
+
+
+def _endpoint(run: Run, info: EndpointInfo) -> str:
+    rows = run.rows_of(info.name)
+    parts = [f"<h2>{_t(info.name)}</h2>"] + [row_html(r) for r in rows]
+    if info.launch_log:
+        parts.append("<details><summary>launched server's log</summary>"
+                     f"<pre>{_t(info.launch_log, LONG)}</pre></details>")
+    return "".join(parts)
+
+
+def _attachment(a: dict[str, Any]) -> str:
+    name = _t(a.get("name", ""))
+    mime = str(a.get("mime", ""))
+    if mime in ("image/png", "image/jpeg", "image/gif", "image/webp"):
+        # Inline, not a link: a data: link opens blank in Chromium, an inline image shows.
+        data = "".join(c for c in str(a.get("data", "")) if c.isalnum() or c in "+/=")
+        return f'<figure><img alt="{name}" src="data:{mime};base64,{data}"><figcaption>{name}' \
+               f"</figcaption></figure>"
+    return f"<p>{name}:</p><pre>{_t(str(a.get('data', '')), LONG)}</pre>"
+
+
+def _exchange(ex: dict[str, Any]) -> str:
+    status = ex.get("status") if ex.get("status") is not None else ex.get("error") or "no answer"
+    parts = [f"<p><code>{_t(str(ex.get('request', '')))}</code> &rarr; {_t(str(status))} "
+             f"({_t(str(ex.get('elapsed_s', '')))}s)</p>"]
+    if ex.get("sent") is not None:
+        parts.append(f"<p>sent:</p><pre>{_t(json.dumps(ex['sent'], indent=1))}</pre>")
+    if ex.get("body"):
+        parts.append(f"<p>came back:</p><pre>{_t(str(ex['body']))}</pre>")
+    return "".join(parts)
+
+
+def _cls(verdict: str) -> str:
+    return "v-" + verdict.replace(" ", "-")
+
+
+def _t(text: str, limit: int = redact.MAX_MESSAGE) -> str:
+    return escape(redact.inert(str(text), limit))

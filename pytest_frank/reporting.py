@@ -1,0 +1,157 @@
+"""The run's reports: rows gathered from every test report (under xdist too: a row is plain
+data on the report), then the terminal table, the pytest-html page, `--frank-report` Markdown,
+`--frank-json` evidence and the `--frank-baseline` comparison, all from one `Run`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from pytest_frank import redact
+from pytest_frank.results import EndpointInfo, Row, Run, fleet_digest
+
+if TYPE_CHECKING:
+    from pytest_frank.session import FrankSession
+
+SHORT = {"pass": "ok", "FAIL": "FAIL", "error": "ERROR", "skipped": "skip"}
+
+
+class Reports:
+    def __init__(self, config: pytest.Config, frank: FrankSession, fleet_path: Path,
+                 baseline: Run | None):
+        self.config = config
+        self.frank = frank
+        self.fleet_path = fleet_path
+        self.baseline = baseline
+        self.rows: dict[str, Row] = {}
+        self.identities: dict[str, dict] = {}
+        self._run: Run | None = None
+
+    # -- gathering ---------------------------------------------------------------------------
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        data = getattr(report, "frank", None)
+        if data is None:
+            return
+        if "identity" in data:
+            self.identities[data["endpoint"]] = data.pop("identity")
+        if report.when == "teardown":
+            row = self.rows.get(data["key"])
+            if row is not None and report.failed:
+                row.verdict, row.line = "error", row.line or data["line"]
+            return
+        self.rows[data["key"]] = Row(**data)
+
+    def run(self) -> Run:
+        """The finished run (built once, after the last test)."""
+        if self._run is None:
+            from pytest_frank import __version__
+
+            run = Run(fleet=str(self.fleet_path), sha256=fleet_digest(self.fleet_path),
+                      version=__version__, endpoints=self._endpoints(),
+                      rows=list(self.rows.values()))
+            if self.baseline is not None:
+                from pytest_frank.baseline import Tolerances, compare
+
+                tolerances = {name: Tolerances.from_fleet(t.endpoint.regression)
+                              for name, t in self.frank.targets.items()}
+                run.regressions = compare(self.baseline, run, tolerances)
+            self._run = run
+        return self._run
+
+    def _endpoints(self) -> dict[str, EndpointInfo]:
+        found = {}
+        for name, target in self.frank.targets.items():
+            seen = self.identities.get(name, {})
+            found[name] = EndpointInfo(
+                name=name, engine=target.endpoint.engine,
+                url=redact.scrub(seen.get("url") or target.endpoint.url or "(launched)"),
+                build=seen.get("build"), models=seen.get("models") or [],
+                launch_log=seen.get("launch_log"))
+        return found
+
+    # -- writing -----------------------------------------------------------------------------
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if hasattr(self.config, "workerinput") or self.config.option.collectonly:
+            return  # the controller writes, once
+        run = self.run()
+        for option, write in (("frank_json", run.to_json), ("frank_report", self._markdown)):
+            path = self.config.getoption(option)
+            if path:
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
+                Path(path).write_text(write(), encoding="utf-8")
+        if run.regressions and self.config.getoption("frank_fail_on_regression") \
+                and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def _markdown(self) -> str:
+        from pytest_frank.markdown import render
+
+        return render(self.run())
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        run = self.run()
+        tables = [(r, a) for r in run.rows if r.verdict == "pass" for a in r.attachments
+                  if a["mime"] == "text/markdown"]
+        if tables:
+            terminalreporter.write_sep("=", "frank tables")
+            for row, a in tables:
+                terminalreporter.write_line(f"{row.test}: {a['name']}")
+                for line in redact.inert(a["data"], 20 * redact.MAX_MESSAGE).splitlines():
+                    terminalreporter.write_line(line)
+        lines = verdict_lines(run)
+        if lines:
+            terminalreporter.write_sep("=", "frank verdicts")
+            for line in lines:
+                terminalreporter.write_line(line)
+        if run.regressions:
+            terminalreporter.write_sep("=", "frank regressions since the baseline")
+            for r in run.regressions:
+                terminalreporter.write_line(redact.inert(f"{r['test']}: {r['what']}"))
+
+    # -- pytest-html (optional: `-p no:html` leaves these hooks without a caller) -------------
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_html_report_title(self, report) -> None:
+        report.title = f"pytest-frank: {self.fleet_path.name}"
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_html_results_summary(self, prefix, summary, postfix, session) -> None:
+        from pytest_frank.page import render
+
+        prefix.append(render(self.run()))
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_html_results_table_row(self, report, cells) -> None:
+        data = getattr(report, "frank", None)
+        if data is not None:  # the test's name, not a path that depends on where pytest ran
+            from html import escape
+
+            cells[1] = f'<td class="col-testId">{escape(data["key"])}</td>'
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_html_results_table_html(self, report, data) -> None:
+        if report.skipped and getattr(report, "frank", None) is not None:
+            from html import escape
+
+            data[:] = [escape(report.frank["line"])]  # one line, not a (path, line, reason)
+
+
+def verdict_of(report: pytest.TestReport, hint: str | None) -> str:
+    """A test's verdict: `hint` is what a skip means ("blocked", "inconclusive", "not asked")."""
+    if report.when != "call":
+        return "error" if report.failed else hint or "skipped"
+    if report.passed:
+        return "pass"
+    return "FAIL" if report.failed else hint or "skipped"
+
+
+def verdict_lines(run: Run) -> list[str]:
+    """The closing table: one line per endpoint, one verdict per claim it was asked."""
+    cells = {name: claims for name, claims in run.matrix().items() if claims}
+    if not cells:
+        return []
+    width = max(len(n) for n in cells)
+    return [f"{name:<{width}}  " + "  ".join(f"{c} {SHORT.get(v, v)}" for c, v in claims.items())
+            for name, claims in cells.items()]

@@ -1,0 +1,124 @@
+"""One run's results as plain data: a row per test, the endpoints' identities, the matrix of
+verdicts. The terminal table, the HTML page, the Markdown page and the JSON file all read this;
+`--frank-baseline` compares two of them."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_frank import redact
+
+FORMAT = "pytest-frank/1"
+# Worst first wins a cell: a claim is as good as its worst test.
+RANK = {"not asked": 0, "skipped": 1, "pass": 2, "inconclusive": 3, "blocked": 4, "FAIL": 5,
+        "error": 6}
+
+
+@dataclass
+class Row:
+    """One test's verdict and what it measured."""
+
+    key: str  # "<module>::<test name>": stable across folders and runs, the baseline's key
+    endpoint: str
+    claim: str
+    verdict: str  # a RANK key
+    line: str = ""  # why: the failure or skip reason, one diagnosis
+    fix: str | None = None
+    curl: str | None = None
+    notes: list[str] = field(default_factory=list)
+    figures: dict[str, dict[str, Any]] = field(default_factory=dict)
+    attachments: list[dict[str, Any]] = field(default_factory=list)
+    exchanges: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def test(self) -> str:
+        return self.key.split("::")[-1]
+
+    @property
+    def anchor(self) -> str:
+        return "frank-" + "".join(c if c.isalnum() else "-" for c in self.test)
+
+
+@dataclass
+class EndpointInfo:
+    name: str
+    engine: str
+    url: str = ""
+    build: str | None = None
+    models: list[str] = field(default_factory=list)
+    launch_log: str | None = None
+
+
+@dataclass
+class Run:
+    fleet: str
+    sha256: str
+    version: str
+    endpoints: dict[str, EndpointInfo] = field(default_factory=dict)
+    rows: list[Row] = field(default_factory=list)
+    regressions: list[dict[str, str]] = field(default_factory=list)  # {"test", "endpoint", "what"}
+
+    def matrix(self) -> dict[str, dict[str, str]]:
+        """endpoint -> claim -> verdict, endpoints in fleet order, claims in battery order."""
+        from pytest_frank.claims import CLAIMS
+
+        cells: dict[str, dict[str, str]] = {name: {} for name in self.endpoints}
+        for row in self.rows:
+            claims = cells.setdefault(row.endpoint, {})
+            if RANK[row.verdict] >= RANK[claims.get(row.claim, "not asked")]:
+                claims[row.claim] = row.verdict
+        order = {claim: i for i, claim in enumerate(CLAIMS)}
+        return {name: dict(sorted(c.items(), key=lambda kv: order.get(kv[0], len(order))))
+                for name, c in cells.items()}
+
+    def claims(self) -> list[str]:
+        seen = dict.fromkeys(c for cells in self.matrix().values() for c in cells)
+        return list(seen)
+
+    def rows_of(self, endpoint: str) -> list[Row]:
+        return [row for row in self.rows if row.endpoint == endpoint]
+
+    def counts(self) -> dict[str, int]:
+        found: dict[str, int] = {}
+        for row in self.rows:
+            found[row.verdict] = found.get(row.verdict, 0) + 1
+        return dict(sorted(found.items(), key=lambda kv: -RANK[kv[0]]))
+
+    def to_json(self) -> str:
+        data = {"format": FORMAT, **asdict(self)}
+        # Every string once more through the redactor: a key echoed in a body stays masked.
+        return redact.scrub(json.dumps(data, indent=1, ensure_ascii=False))
+
+
+def fleet_digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+class BaselineError(Exception):
+    """A baseline file that cannot be read; the message names the file and the reason."""
+
+
+def load(path: Path) -> Run:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise BaselineError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise BaselineError(f"{path}: not a pytest-frank JSON file ({exc})") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise BaselineError(f"{path}: not a pytest-frank JSON file (no \"format\": "
+                            f"\"{FORMAT}\"; write one with --frank-json)")
+    try:
+        endpoints = {n: EndpointInfo(**e) for n, e in data.get("endpoints", {}).items()}
+        rows = [Row(**r) for r in data.get("rows", [])]
+    except TypeError as exc:
+        raise BaselineError(f"{path}: a row or endpoint has unexpected fields ({exc})") from None
+    odd = next((r.verdict for r in rows if r.verdict not in RANK), None)
+    if odd is not None:
+        raise BaselineError(f"{path}: unknown verdict {odd!r} (known: {', '.join(RANK)})")
+    return Run(fleet=data.get("fleet", ""), sha256=data.get("sha256", ""),
+               version=data.get("version", ""), endpoints=endpoints, rows=rows)

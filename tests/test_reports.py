@@ -1,0 +1,175 @@
+"""The reports (emulated endpoints: the failures here are faults no real engine here shows on
+demand): the pytest-html page's static block, `--frank-report` Markdown, `--frank-json`, and
+`--frank-baseline` regressions. The real-engine page in a browser is tests/test_browser.py."""
+
+import json
+import re
+
+import pytest
+
+from emulator import Emulator, chat_chunks, chat_json, serve_chat, sse
+from healthy_engines import KEY, healthy_chat
+
+INJECTED = "<script>document.title='pwned'</script><img src=x onerror=alert(1)>"
+
+
+def two_endpoints(good: Emulator, bad: Emulator) -> dict:
+    expect = {"reasoning": True}
+    return {"endpoints": {
+        "good": {"url": good.url, "engine": "vllm", "alias": "model", "api_key": KEY,
+                 "expect": expect},
+        "bad": {"url": bad.url, "engine": "vllm", "alias": "model", "api_key": KEY,
+                "expect": expect}}}
+
+
+def no_reasoning(body):
+    """A server without its reasoning parser: the thinking arrives inside the content, and
+    the content is hostile markup."""
+    return chat_json(f"<think>Thinking</think>{INJECTED}")
+
+
+def _reports(run_fleet, pytester, fleet, *args):
+    result = run_fleet(fleet, "--html=report.html", "--self-contained-html",
+                       "--frank-report=wiki/report.md", "--frank-json=run.json", *args)
+    files = {name: (pytester.path / name).read_text()
+             for name in ("report.html", "wiki/report.md", "run.json")}
+    for text in files.values():
+        assert KEY not in text  # the key never reaches a report, whole or in part
+        assert KEY[:12] not in text
+    return result, files
+
+
+def test_one_run_writes_the_matrix_figures_and_the_failure_everywhere(run_fleet, pytester):
+    with Emulator("vllm", models=["model"], api_key=KEY) as good, \
+            Emulator("vllm", models=["model"], api_key=KEY) as bad:
+        serve_chat(good, healthy_chat("reasoning"))
+        serve_chat(bad, no_reasoning)
+        result, files = _reports(run_fleet, pytester, two_endpoints(good, bad))
+    result.assert_outcomes(passed=7, failed=3)
+    md, page, data = files["wiki/report.md"], files["report.html"], json.loads(files["run.json"])
+
+    # Markdown: the matrix as a table, the failure with its fix and curl in a code block
+    assert "| good | pass | pass | pass |" in md and "| bad | pass | pass | FAIL |" in md
+    assert "fix: start vLLM with --reasoning-parser &lt;the model" in md
+    assert re.search(r"  ```sh\n  curl -sS -X POST http://127.0.0.1:\d+/v1/chat/completions .*"
+                     r"Bearer \$API_KEY", md)
+
+    # the page: titled for the fleet, the static block with hash, matrix, fix; markup inert
+    assert "<title id=\"head-title\">pytest-frank: fleet.yaml</title>" in page
+    assert data["sha256"] in page and 'class="matrix"' in page
+    assert '<td class="v-FAIL"><a href="#frank-test-reasoning-bad-">FAIL</a></td>' in page
+    assert "fix: start vLLM with --reasoning-parser &amp;lt;the model" in page or \
+        "fix: start vLLM with --reasoning-parser &lt;the model" in page
+    assert "<script>document.title" not in page and "<img src=x" not in page
+
+    # JSON: verdicts, figures and exchanges per row, in fleet order
+    assert data["format"] == "pytest-frank/1" and list(data["endpoints"]) == ["bad", "good"]
+    failing = [r for r in data["rows"] if r["verdict"] == "FAIL"]
+    assert {r["key"] for r in failing} == {"test_reasoning::test_reasoning[bad]",
+                                           "test_reasoning::test_reasoning_streamed[bad]",
+                                           "test_reasoning::test_reasoning_off[bad]"}
+    assert all(r["fix"] and r["curl"] and r["exchanges"] for r in failing)
+    assert failing[0]["exchanges"][-1]["sent"]["model"] == "model"
+
+
+def test_markdown_is_written_when_checks_fail_and_escapes_what_the_model_said(run_fleet,
+                                                                             pytester):
+    with Emulator("vllm", models=["model"], api_key=KEY) as good, \
+            Emulator("vllm", models=["model"], api_key=KEY) as bad:
+        serve_chat(good, healthy_chat("reasoning"))
+        serve_chat(bad, no_reasoning)
+        result, files = _reports(run_fleet, pytester, two_endpoints(good, bad))
+    assert result.ret == 1
+    md = files["wiki/report.md"]
+    for line in md.splitlines():
+        if not line.startswith("  "):  # outside the indented code blocks
+            assert "<script" not in line and "<img" not in line, line
+
+
+def test_a_blocked_endpoint_reads_as_blocked_in_one_line(run_fleet, pytester):
+    with Emulator("vllm", models=["model"]) as dead:
+        dead.loading()
+        result = run_fleet({"endpoints": {"down": {
+            "url": dead.url, "engine": "vllm", "alias": "model", "ready_timeout": 0.5,
+            "expect": {"reasoning": True}}}}, "--html=report.html", "--frank-report=r.md")
+    result.assert_outcomes(failed=1, skipped=4)
+    md = (pytester.path / "r.md").read_text()
+    assert "| down | FAIL | blocked | blocked |" in md
+    assert "- **blocked** `test_alias[down]`; down is not healthy, see test\\_health\\[down\\]" in md
+    page = (pytester.path / "report.html").read_text()
+    assert "site-packages" not in re.sub(r"(?s)<table id=\"environment\">.*?</table>", "", page) \
+        .split('id="frank"')[1].split("</section>")[0]
+
+
+# ----------------------------------------------------------------------- baselines
+
+def paced(em: Emulator, gap: float) -> None:
+    """A stream whose first text comes after `gap` seconds: time to first token is `gap`."""
+    def chat(req):
+        chunks = chat_chunks([f"w{i} " for i in range(8)])
+        return sse([chunks[0], gap, *chunks[1:]], gap=0.002)
+    em.route("POST", "/v1/chat/completions", chat)
+
+
+def test_a_second_run_reports_what_regressed_against_the_first(run_fleet, pytester):
+    perf = {"perf": {"runs": 1, "max_ttft_s": 5}}
+    with Emulator("vllm", models=["model"]) as em:
+        fleet = {"endpoints": {"ep": {"url": em.url, "engine": "vllm", "alias": "model",
+                                      "expect": perf}}}
+        paced(em, 0.05)
+        first = run_fleet(fleet, "--frank-json=first.json", "-m", "alias or perf")
+        first.assert_outcomes(passed=3, skipped=1)  # the prefix cache is not asked
+        em.models = ["other"]  # the alias check now fails
+        paced(em, 0.4)  # and the first token comes 8x later
+        second = run_fleet(fleet, "--frank-baseline=first.json", "--frank-report=r.md",
+                           "--html=report.html", "-m", "alias or perf")
+        gated = run_fleet(fleet, "--frank-baseline=first.json", "--frank-fail-on-regression",
+                          "-m", "perf")
+    second.stdout.fnmatch_lines([
+        "*frank regressions since the baseline*",
+        "test_alias[[]ep[]]: passed before, FAIL now: *",
+        "test_perf_ttft[[]ep[]]: time to first token 0.0* -> 0.4* s (up *%, tolerance 25%)"])
+    second.stdout.fnmatch_lines(["SKIPPED [[]1[]] test_perf_prefix_cache[[]ep[]]: no expect.perf*"])
+    assert second.ret == 1  # the alias failure itself; the regressions only report
+    assert "## Regressions since the baseline" in (pytester.path / "r.md").read_text()
+    assert "Regressions since the baseline" in (pytester.path / "report.html").read_text()
+    gated.assert_outcomes(passed=2, skipped=1)
+    assert gated.ret == 1  # every check passed, but TTFT regressed and the flag was given
+
+
+def test_figures_within_tolerance_are_no_regression(run_fleet, pytester):
+    perf = {"perf": {"runs": 1, "max_ttft_s": 5}}
+    with Emulator("vllm", models=["model"]) as em:
+        fleet = {"defaults": {"regression": {"ttft_rise": 20.0}},
+                 "endpoints": {"ep": {"url": em.url, "engine": "vllm", "expect": perf}}}
+        paced(em, 0.05)
+        run_fleet(fleet, "--frank-json=first.json", "-m", "perf")
+        paced(em, 0.4)
+        again = run_fleet(fleet, "--frank-baseline=first.json", "--frank-fail-on-regression",
+                          "-m", "perf")
+    assert again.ret == 0
+    assert "regressions" not in again.stdout.str()
+
+
+@pytest.mark.parametrize("content,reason", [
+    (None, "no such file"),
+    ("{not json", "not a pytest-frank JSON file"),
+    ('{"rows": []}', 'no "format"'),
+    ('{"format": "pytest-frank/1", "rows": [{"key": "a::b", "endpoint": "e", "claim": "c", '
+     '"verdict": "great"}]}', "unknown verdict 'great'"),
+])
+def test_a_bad_baseline_is_a_usage_error_naming_the_file(run_fleet, pytester, content, reason):
+    if content is not None:
+        (pytester.path / "prev.json").write_text(content)
+    result = run_fleet({"endpoints": {"ep": {"url": "http://127.0.0.1:9", "engine": "vllm"}}},
+                       "--frank-baseline=prev.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*prev.json: *{reason}*"])
+    assert "Traceback" not in result.stderr.str()
+
+
+def test_fail_on_regression_needs_a_baseline(run_fleet):
+    result = run_fleet({"endpoints": {"ep": {"url": "http://127.0.0.1:9", "engine": "vllm"}}},
+                       "--frank-fail-on-regression")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--frank-fail-on-regression needs --frank-baseline*"])
