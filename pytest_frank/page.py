@@ -12,6 +12,7 @@ from pytest_frank.results import EndpointInfo, Row, Run
 
 LONG = 20 * redact.MAX_MESSAGE  # a context table or a launch log may be long; not unbounded
 STYLE = """
+.frank,.frank td,.frank th,.frank pre{color:#222}
 .frank table{border-collapse:collapse;margin:.5em 0}
 .frank th,.frank td{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top}
 .frank pre{white-space:pre-wrap;word-break:break-all;background:#f6f6f6;padding:4px;margin:2px 0}
