@@ -5,7 +5,8 @@ Prints, per case: the run's wall time against its deadline (the hostile endpoint
 `deadline` plus the process's start, +2 s allowed), the peak RSS of the
 pytest process, its exit code, whether the healthy endpoint kept its verdict, and whether a
 Python traceback, an INTERNALERROR, a raw control character or any 8-character run of the
-secret reached the terminal, the JUnit XML or the HTML report. Targets: within deadline + 2 s,
+secret reached the terminal, the JUnit XML, the HTML report, the Markdown report or the JSON
+evidence file. Targets: within deadline + 2 s,
 under 300 MiB, exit 1, the healthy endpoint passing, and none of the four anywhere.
 Run: python bench/hostile.py
 """
@@ -94,13 +95,15 @@ def run_case(name: str, setup) -> dict:
         cmd = [sys.executable, str(HERE / "rss_of.py"), sys.executable, "-m", "pytest",
                "--endpoints", "fleet.yaml", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
                "--frank-timeout", str(TIMEOUT), "--junitxml=junit.xml", "--html=report.html",
-               "--self-contained-html", "-o", "asyncio_default_fixture_loop_scope=function"]
+               "--self-contained-html", "--frank-report=report.md", "--frank-json=run.json",
+               "-o", "asyncio_default_fixture_loop_scope=function"]
         start = time.monotonic()
         done = subprocess.run(cmd, cwd=folder, capture_output=True, text=True, timeout=600)
         wall = time.monotonic() - start
         rss_mib = int(done.stderr.strip().splitlines()[-1]) / 1024
         outputs = {"terminal": done.stdout, "junit": _read(folder / "junit.xml"),
-                   "html": _read(folder / "report.html")}
+                   "html": _read(folder / "report.html"),
+                   "markdown": _read(folder / "report.md"), "json": _read(folder / "run.json")}
         found = {kind: sorted(k for k, text in outputs.items() if _has(kind, text))
                  for kind in ("traceback", "INTERNALERROR", "control", "secret")}
         kept = "healthy" in done.stdout and not re.search(r"FAILED \S*\[healthy\]", done.stdout)

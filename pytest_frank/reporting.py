@@ -29,12 +29,28 @@ class Reports:
         self.identities: dict[str, dict] = {}
         self._run: Run | None = None
 
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        """The fleet in pytest-html's environment table too (pytest-metadata's, drawn by script)."""
+        try:
+            from pytest_metadata.plugin import metadata_key
+        except ImportError:
+            return
+        from pytest_frank import __version__
+
+        meta = self.config.stash.get(metadata_key, None)
+        if meta is not None:
+            meta["pytest-frank"] = __version__
+            meta["Fleet file"] = f"{self.fleet_path} (sha256 {fleet_digest(self.fleet_path)})"
+            meta["Endpoints"] = ", ".join(f"{n} ({t.endpoint.engine})"
+                                          for n, t in self.frank.targets.items())
+
     # -- gathering ---------------------------------------------------------------------------
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         data = getattr(report, "frank", None)
-        if data is None:
-            return
+        if data is None or hasattr(self.config, "workerinput"):
+            return  # an xdist worker sends its reports on; the controller gathers them
+        data = dict(data)
         if "identity" in data:
             self.identities[data["endpoint"]] = data.pop("identity")
         if report.when == "teardown":

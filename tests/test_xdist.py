@@ -1,6 +1,7 @@
 """`-n 2 --dist loadgroup`: every check of one endpoint runs in one worker, and a `launch:`
 server starts only in the worker that verifies its endpoint (real llama.cpp servers)."""
 
+import json
 import re
 from collections import defaultdict
 
@@ -36,8 +37,8 @@ def test_each_endpoint_runs_in_one_worker_with_one_server(run_fleet, pytester):
     pytest.importorskip("xllamacpp")
     pytester.makeconftest(LAUNCH_LOG)
     fleet = {"endpoints": {"one": _launched("one"), "two": _launched("two")}}
-    result = run_fleet(fleet, "-n", "2", "--dist", "loadgroup", "-v")
-    outcomes = result.parseoutcomes()  # the claims not asked are skipped
+    result = run_fleet(fleet, "-n", "2", "--dist", "loadgroup", "-v", "--frank-json=run.json")
+    outcomes = result.parseoutcomes()
     assert outcomes["passed"] == 12 and "failed" not in outcomes, outcomes
     workers = defaultdict(set)
     for line in result.stdout.lines:
@@ -49,3 +50,8 @@ def test_each_endpoint_runs_in_one_worker_with_one_server(run_fleet, pytester):
     starts = dict(zip(launches[1::2], launches[0::2]))
     assert sorted(launches[1::2]) == ["one", "two"], launches  # one server per endpoint
     assert {name: {gw} for name, gw in starts.items()} == dict(workers)  # where it is verified
+    # the controller's reports hold the workers' rows and each launched server's identity
+    run = json.loads((pytester.path / "run.json").read_text())
+    assert sum(row["verdict"] == "pass" for row in run["rows"]) == 12
+    assert [(e["build"], e["url"][:17]) for e in run["endpoints"].values()] == [
+        ("b0-unknown", "http://127.0.0.1:")] * 2
