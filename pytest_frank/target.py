@@ -65,8 +65,7 @@ class Target:
     def client(self):
         with self._lock:
             if self._http is None:
-                self._http = http.client(self.timeout, self.gate, bool(self.endpoint.api_key),
-                                         self.deadline)
+                self._http = http.client(self.timeout, self.gate, self.deadline)
             return self._http
 
     def sdk(self):
