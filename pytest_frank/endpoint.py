@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from pytest_frank.observation import Observation
     from pytest_frank.target import Probe, Target
 
+LAUNCH_LOG = "llama.cpp log"  # the attachment's name in a launched endpoint's test_health
+
 
 class EndpointUnderTest:
     def __init__(self, target: Target):
@@ -56,6 +58,8 @@ class EndpointUnderTest:
         if why_not:
             skip(why_not)
         obs = self.probe(check.probe, case)
+        if check.claim == "health":  # once per endpoint: a launched server's log, in this row
+            self._attach_launch_log()
         try:
             if obs.failure:
                 fail(obs.failure, obs.fix)
@@ -92,6 +96,11 @@ class EndpointUnderTest:
 
     def attach(self, name: str, mime: str, data: str) -> None:
         self.attachments.append({"name": name, "mime": mime, "data": data})
+
+    def _attach_launch_log(self) -> None:
+        text = self._target.launch_log()
+        if text:
+            self.attach(LAUNCH_LOG, "text/plain", text)
 
     def _show(self, ex: http.Exchange) -> http.Exchange:
         if ex not in self.exchanges:
