@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from pytest_frank.observation import Observation
     from pytest_frank.target import Probe, Target
 
+LAUNCH_LOG = "llama.cpp log"  # the attachment's name in a launched endpoint's test_health
+
 
 class EndpointUnderTest:
     def __init__(self, target: Target):
@@ -59,6 +61,8 @@ class EndpointUnderTest:
             self.verdict = "not asked"
             skip(why_not)
         obs = self.probe(check.probe, case)
+        if check.claim == "health":  # once per endpoint: a launched server's log, in this row
+            self._attach_launch_log()
         try:
             if obs.failure:
                 fail(obs.failure, obs.fix)
@@ -103,6 +107,11 @@ class EndpointUnderTest:
     def figure(self, name: str, value: float, unit: str = "") -> None:
         """A measured number a later run is compared with (`--frank-baseline`)."""
         self.figures[name] = {"value": round(float(value), 4), "unit": unit}
+
+    def _attach_launch_log(self) -> None:
+        text = self._target.launch_log()
+        if text:
+            self.attach(LAUNCH_LOG, "text/plain", text)
 
     def _show(self, ex: http.Exchange) -> http.Exchange:
         if ex not in self.exchanges:

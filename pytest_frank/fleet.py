@@ -156,6 +156,8 @@ def _expand(value: Any, environ, where: str, keys: tuple) -> Any:
         var, fallback = match.group(1), match.group(2)
         if var in environ:
             _FROM_ENV.add(environ[var])
+            if keys[-2:-1] == ("headers",):  # a curl line names it, as fleet.yaml does
+                redact.register_variable(environ[var], var)
             return environ[var]
         if fallback is not None:
             return fallback
@@ -193,6 +195,7 @@ def _endpoint(name: str, raw: dict, where: str, base_dir: Path) -> Endpoint:
         expect["reasoning_effort"] = _effort_from(dict(expect["reasoning_effort"]), raw, at,
                                                   base_dir)
     redact.register(raw.get("api_key"))
+    redact.register_variable(raw.get("api_key"), "API_KEY")
     redact.register_url(raw.get("url"))
     for header, value in (raw.get("headers") or {}).items():
         if redact.SECRET_HEADER.search(header):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextvars
 import json
+import re
 import shlex
 import threading
 import time
@@ -26,6 +27,14 @@ MAX_BODY = 4 * 1024 * 1024  # decoded bytes: a hostile endpoint must not make us
 CONNECT_TIMEOUT = 5.0
 DEADLINE_FACTOR = 4  # a whole answer may take this many read timeouts (a slow stream), no more
 KEY_HEADERS = ("authorization", "x-api-key")
+NO_KEY = "frank-no-key"  # the SDKs insist on a key; a server without one ignores it
+# Sent but left out of a curl line: curl writes Host and Content-Length itself (from the URL and
+# -d); Connection is the transport's; Accept-Encoding is this reader's "identity", and curl asks
+# for no encoding either; User-Agent names httpx or the SDK's version, which a server seldom
+# answers differently, and curl's own is the truth about the reproduction; the SDKs'
+# x-stainless-* describe their client (OS, runtime, retry count).
+NOT_REPRODUCED = re.compile(r"host|content-length|connection|accept-encoding|user-agent|"
+                            r"x-stainless-.*", re.I)
 
 
 @dataclass
@@ -40,7 +49,8 @@ class Exchange:
     error: str | None = None  # one line: why no (whole) answer came back
     truncated: bool = False
     headers: dict[str, str] = field(default_factory=dict)
-    auth_header: str | None = None  # the header that carried a key, shown as $API_KEY in curl
+    # The headers sent, as curl -H words with secrets as $VARIABLEs (never the values).
+    curl_headers: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -65,16 +75,14 @@ class Exchange:
                 f"{self.snippet(200)}{cut}")
 
     def curl(self) -> str:
-        """A command that reproduces the request; the key stays in an environment variable."""
-        parts = ["curl", "-sS", "-X", self.method, self.url]
+        """A command that sends the request again, every header as sent (through a proxy too);
+        secrets stay in environment variables: the key in $API_KEY (see `curl_headers`)."""
+        words = ["curl", "-sS", "-X", shlex.quote(self.method), shlex.quote(self.url)]
+        for header in self.curl_headers:
+            words += ["-H", header]
         if self.request_json is not None:
-            parts += ["-H", "Content-Type: application/json", "-d", json.dumps(self.request_json)]
-        line = redact.scrub(" ".join(shlex.quote(p) for p in parts))
-        if self.auth_header == "authorization":
-            line += ' -H "Authorization: Bearer $API_KEY"'
-        elif self.auth_header:
-            line += f' -H "{self.auth_header}: $API_KEY"'
-        return line
+            words += ["-d", shlex.quote(json.dumps(self.request_json))]
+        return redact.scrub(" ".join(words))
 
     def record(self) -> dict:
         return {
@@ -178,13 +186,12 @@ class Refused(Exception):
     """An answer this reader will not decode (stacked or unknown content encodings)."""
 
 
-def client(timeout: float, gate: Gate | None = None, auth_shown: bool = True,
-           deadline: Deadline | None = None, *, max_body: int = MAX_BODY,
-           follow_redirects: bool = False) -> httpx2.Client:
+def client(timeout: float, gate: Gate | None = None, deadline: Deadline | None = None, *,
+           max_body: int = MAX_BODY, follow_redirects: bool = False) -> httpx2.Client:
     """An httpx2 client whose every request goes through `Recorder`. Redirects are not followed
     for endpoints (a key must never travel to a host the fleet did not name); a model file's
     URL, which carries no key, may follow them to its CDN."""
-    recorder = Recorder(gate or Gate(), timeout, auth_shown, deadline or Deadline(), max_body)
+    recorder = Recorder(gate or Gate(), timeout, deadline or Deadline(), max_body)
     return httpx2.Client(transport=recorder,
                          timeout=httpx2.Timeout(timeout, connect=min(CONNECT_TIMEOUT, timeout)),
                          follow_redirects=follow_redirects)
@@ -197,18 +204,17 @@ def _fresh_connections() -> httpx2.HTTPTransport:
 
 
 class Recorder(httpx2.BaseTransport):
-    def __init__(self, gate: Gate, timeout: float, auth_shown: bool = True,
-                 deadline: Deadline | None = None, max_body: int = MAX_BODY):
+    def __init__(self, gate: Gate, timeout: float, deadline: Deadline | None = None,
+                 max_body: int = MAX_BODY):
         self.inner = _fresh_connections()
-        self.gate, self.timeout, self.auth_shown = gate, timeout, auth_shown
+        self.gate, self.timeout = gate, timeout
         self.deadline, self.max_body = deadline or Deadline(), max_body
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         # Plain bytes only: a compressed answer could not be capped by what it decodes to.
         request.headers["accept-encoding"] = "identity"
         ex = Exchange(request.method, str(request.url), request_json=_json(request.read()))
-        keyed = [h for h in KEY_HEADERS if h in request.headers]
-        ex.auth_header = keyed[0] if keyed and self.auth_shown else None
+        ex.curl_headers = _curl_headers(request.headers)
         _record(ex)
         left = self.deadline.left()
         if left is not None and left <= 0:
@@ -307,6 +313,39 @@ def _decoder(encoding: str):
     wbits = 16 + zlib.MAX_WBITS if "gzip" in codings[0] else zlib.MAX_WBITS
     inflate = zlib.decompressobj(wbits)
     return lambda raw, limit: inflate.decompress(raw, max(1, limit))
+
+
+def _curl_headers(headers: httpx2.Headers) -> list[str]:
+    sent = [(k.decode(headers.encoding), v.decode(headers.encoding)) for k, v in headers.raw]
+    return [word for word in (_curl_header(k, v) for k, v in sent) if word]
+
+
+def _curl_header(name: str, value: str) -> str | None:
+    """One sent header as a curl -H word, its secrets as $VARIABLEs; None for noise."""
+    if NOT_REPRODUCED.fullmatch(name) or (name.lower() == "accept" and value == "*/*"):
+        return None  # (*/* is what curl sends by itself)
+    if name.lower() in KEY_HEADERS and value.endswith(NO_KEY):
+        return None  # the SDK's stand-in for an endpoint that takes no key
+    parts = redact.named_parts(value)
+    if redact.SECRET_HEADER.search(name) and not any(named for _, named in parts):
+        # A credential fleet.yaml wrote out (or a key too short to name): its own variable.
+        parts = [(re.sub(r"\W", "_", name).upper(), True)]
+    return _shell_word([(f"{name}: ", False), *parts])
+
+
+def _shell_word(parts: list[tuple[str, bool]]) -> str:
+    """Literal text and variable names (True) as one shell word that expands the variables:
+    all in double quotes where the literal text needs no escaping there (the readable form),
+    else each literal single-quoted beside its "$VAR"."""
+    if not any(named for _, named in parts):
+        return shlex.quote("".join(text for text, _ in parts))
+    if any(re.search(r'["\\$`!]', text) for text, named in parts if not named):
+        return "".join(f'"${text}"' if named else shlex.quote(text) for text, named in parts)
+    word = ""
+    for i, (text, named) in enumerate(parts):
+        after = parts[i + 1][0][:1] if i + 1 < len(parts) and not parts[i + 1][1] else ""
+        word += (f"${{{text}}}" if re.match(r"\w", after) else f"${text}") if named else text
+    return f'"{word}"'
 
 
 def send(http, method: str, url: str, *, headers=None, json_body=None) -> Exchange:

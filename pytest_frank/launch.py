@@ -30,27 +30,29 @@ Spec keys (all optional but `model`):
 - `host` ("127.0.0.1"), `port` (0 = a free port), `api_key`: a key or a list (`--api-key`).
 - `threads` (2): CPU threads for the model (and the draft), so many servers share a small box.
 - `startup_timeout` (60): seconds to wait for `/health`.
-- `verbosity` (2): llama.cpp log level on stderr: 1 errors, 2 warnings, 3 info (timings and
+- `verbosity` (2): llama.cpp log level: 1 errors, 2 warnings, 3 info (timings and
   "draft acceptance = ..." lines), 4 debug. The threshold is shared by the whole process, so the
   last server started sets it for all.
 
+llama.cpp's log goes to a file, not to stderr, while a launched server runs (see
+pytest_frank.llama_log): `LaunchedServer.log_tail()` is the end of this server's part of it.
+
 Observed with xllamacpp 2026.10.11549: a missing or broken model file, or a port already in use,
 makes xllamacpp raise RuntimeError("Failed to init server, please check the input params.") with
-the reason only in the llama.cpp log on stderr (e.g. "couldn't bind HTTP server socket"); here
-that becomes a LaunchError naming the model, and files are checked first for a clearer message.
-Stopping is synchronous (~30 ms); afterwards the port refuses connections and can be reused.
+the reason only in llama.cpp's log (e.g. "couldn't bind HTTP server socket"); here that becomes
+a LaunchError naming the model and quoting the log, and files are checked first for a clearer
+message. Stopping is synchronous (~30 ms); afterwards the port refuses connections and can be
+reused.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 import pathlib
 import re
-import tempfile
 import time
 from dataclasses import dataclass, field
-from typing import Iterator
+
+from pytest_frank import llama_log
 
 KEYS = {
     "model", "alias", "ctx_size", "parallel", "kv_unified", "metrics", "reasoning_format",
@@ -91,6 +93,8 @@ def in_fleet_terms(text: str) -> str:
 class LaunchError(RuntimeError):
     """The server could not be started; the message says why."""
 
+    log: llama_log.ServerLog | None = None  # llama.cpp's log of the attempt
+
 
 @dataclass
 class LaunchedServer:
@@ -98,6 +102,7 @@ class LaunchedServer:
     model_path: str = ""
     spec: dict = field(default_factory=dict, repr=False)
     _server: object = field(default=None, repr=False)
+    log: llama_log.ServerLog | None = field(default=None, repr=False)  # None: it is on stderr
 
     @property
     def port(self) -> int:
@@ -107,10 +112,21 @@ class LaunchedServer:
     def running(self) -> bool:
         return self._server is not None
 
+    @property
+    def log_path(self) -> str | None:
+        """The file llama.cpp logs to (one per process, shared by servers launched together)."""
+        return self.log.path if self.log else None
+
+    def log_tail(self, limit: int = llama_log.TAIL) -> str | None:
+        """The end of this server's llama.cpp log, masked and inert, ready for a report."""
+        return self.log.tail(limit) if self.log else None
+
     def stop(self) -> None:
         """Shut the server down; the xllamacpp destructor joins its threads and closes the port."""
         server, self._server = self._server, None
         del server
+        if self.log is not None:
+            self.log.close()
 
     def __enter__(self) -> LaunchedServer:
         return self
@@ -130,43 +146,37 @@ def launch(spec: dict) -> LaunchedServer:
     xllamacpp = _import_xllamacpp()
     model = resolve_model(spec["model"])
     params = _params(xllamacpp, spec, model)
-    with _stderr_kept() as log:
-        try:
-            server = xllamacpp.Server(params)
-            failed = None
-        except RuntimeError as exc:
-            failed = exc
-    if failed is not None:
-        said = _reason_in("".join(log))
-        raise LaunchError(
-            f"llama.cpp did not start for model {model} on {spec.get('host', '127.0.0.1')}:"
-            f"{spec.get('port', 0)}: {said or failed}")
-    launched = LaunchedServer(_client_url(server.listening_address), str(model), spec, server)
+    log = llama_log.begin()
+    try:
+        server = xllamacpp.Server(params)
+    except RuntimeError as exc:
+        raise _not_started(exc, log, model, spec) from None
+    except BaseException:
+        if log is not None:
+            log.close()
+        raise
+    launched = LaunchedServer(_client_url(server.listening_address), str(model), spec, server,
+                              log)
     try:
         _wait_healthy(launched.url, float(spec.get("startup_timeout", 60)))
-    except LaunchError:
+    except LaunchError as exc:
         launched.stop()
+        exc.log = log
         raise
     return launched
 
 
-@contextlib.contextmanager
-def _stderr_kept() -> Iterator[list[str]]:
-    """llama.cpp writes why it cannot start to file descriptor 2, not to the exception: keep a
-    copy while it starts (the text lands in the yielded list; the console still gets it)."""
-    kept: list[str] = []
-    with tempfile.TemporaryFile() as log:
-        saved = os.dup(2)
-        os.dup2(log.fileno(), 2)
-        try:
-            yield kept
-        finally:
-            os.dup2(saved, 2)
-            log.seek(0)
-            text = log.read()[-65536:]
-            os.write(saved, text)
-            os.close(saved)
-            kept.append(text.decode("utf-8", "replace"))
+def _not_started(exc: RuntimeError, log: llama_log.ServerLog | None, model, spec) -> LaunchError:
+    """xllamacpp's exception says only that the server failed; llama.cpp's log says why."""
+    if log is None:
+        why = f"{exc} (llama.cpp's log on stderr says why)"
+    else:
+        log.close()
+        why = _reason_in(log.text()) or str(exc)
+    error = LaunchError(f"llama.cpp did not start for model {model} on "
+                        f"{spec.get('host', '127.0.0.1')}:{spec.get('port', 0)}: {why}")
+    error.log = log
+    return error
 
 
 def _reason_in(log: str) -> str | None:

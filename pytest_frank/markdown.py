@@ -8,6 +8,7 @@ import json
 import re
 
 from pytest_frank import redact
+from pytest_frank.endpoint import LAUNCH_LOG
 from pytest_frank.results import EndpointInfo, Row, Run
 
 _SPECIAL = re.compile(r"([\\`*_{}\[\]#+!|~])")  # mid-line, "-" and "." start nothing
@@ -38,15 +39,18 @@ def _endpoint(run: Run, info: EndpointInfo) -> list[str]:
     for row in run.rows_of(info.name):
         lines += _row(row)
     if info.launch_log:
-        lines += ["launched server's log (tail):", "", *_block(info.launch_log[-4000:]), ""]
+        lines += [f"{LAUNCH_LOG} (launched server, its tail):", "",
+                  *_block(info.launch_log[-4000:]), ""]
     return lines
 
 
 def _row(row: Row) -> list[str]:
     head = f"- **{row.verdict}** `{_code(row.test)}`"
+    tables = [_table_text(a) for a in row.attachments if a.get("mime") == "text/markdown"]
     if row.verdict not in ("FAIL", "error"):
         detail = [row.line] if row.line else []
-        return [head + "".join(f"; {_md(x)}" for x in detail + row.notes)]
+        return [head + "".join(f"; {_md(x)}" for x in detail + row.notes),
+                *(line for t in tables for line in ["", *t, ""])]
     lines = [head, "", *_block(row.line)]
     if row.fix:
         lines += ["", f"  fix: {_md(row.fix)}"]
@@ -60,10 +64,16 @@ def _row(row: Row) -> list[str]:
             lines += ["", "  sent:", "", *_block(json.dumps(ex["sent"], indent=1), "json")]
         if ex.get("body"):
             lines += ["", "  came back:", "", *_block(str(ex["body"]))]
-    for a in row.attachments:
-        if not str(a.get("mime", "")).startswith("image/"):
-            lines += ["", f"  {_md(str(a.get('name', '')))}:", "", *_block(str(a.get("data")))]
+    for t in tables:
+        lines += ["", *t]
     return lines + [""]
+
+
+def _table_text(a: dict) -> list[str]:
+    """A check's own Markdown table (the context math): kept a table, its cells still inert."""
+    text = redact.inert(str(a.get("data", "")), 20 * redact.MAX_MESSAGE)
+    return ["  " + line.replace("<", "&lt;").replace(">", "&gt;") for line in text.splitlines()
+            if line.startswith("|")]
 
 
 def _table(head: list[str], rows: list[list[str]]) -> list[str]:

@@ -8,6 +8,7 @@ from html import escape
 from typing import Any
 
 from pytest_frank import redact
+from pytest_frank.endpoint import LAUNCH_LOG
 from pytest_frank.results import EndpointInfo, Row, Run
 
 LONG = 20 * redact.MAX_MESSAGE  # a context table or a launch log may be long; not unbounded
@@ -41,7 +42,8 @@ def row_html(row: Row) -> str:
     if row.notes:
         parts.append("<ul>" + "".join(f"<li>{_t(n)}</li>" for n in row.notes) + "</ul>")
     for a in row.attachments:
-        parts.append(_attachment(a))
+        if a.get("name") != LAUNCH_LOG:  # shown once, at the end of the endpoint's section
+            parts.append(_attachment(a))
     if row.fix:
         parts.append(f'<p class="fix">fix: {_t(row.fix)}</p>')
     if row.curl and row.verdict in ("FAIL", "error"):
@@ -102,7 +104,7 @@ def _endpoint(run: Run, info: EndpointInfo) -> str:
     rows = run.rows_of(info.name)
     parts = [f"<h2>{_t(info.name)}</h2>"] + [row_html(r) for r in rows]
     if info.launch_log:
-        parts.append("<details><summary>launched server's log</summary>"
+        parts.append(f"<details><summary>{LAUNCH_LOG} (launched server)</summary>"
                      f"<pre>{_t(info.launch_log, LONG)}</pre></details>")
     return "".join(parts)
 

@@ -62,6 +62,9 @@ def pytest_configure(config):
     config.stash[SESSION] = FrankSession(fleet, _timeout(config),
                                          offline=config.getoption("frank_offline"))
     _register_reports(config, fleet_path)
+    from pytest_frank.junit import StableClassnames
+
+    config.pluginmanager.register(StableClassnames(config, battery_dir()), "frank-junit")
     if not config.getoption("frank_no_battery"):
         _add_battery(config)
     run_deadline = config.getoption("frank_deadline")

@@ -8,6 +8,7 @@ import re
 from urllib.parse import urlsplit
 
 _SECRETS: set[str] = set()
+_NAMED: dict[str, str] = {}  # value -> the environment variable a reproduce line names instead
 MASK = "***"
 MAX_MESSAGE = 4000  # one failure, skip or evidence note: a 3 MiB error body is not copied whole
 # C0 controls but tab and newline, DEL, C1 controls, and the bidi overrides that reorder text.
@@ -33,6 +34,26 @@ def register_url(url: str | None) -> None:
         register(f"{parts.username}:{parts.password}")
     elif parts.username:
         register(parts.username)
+
+
+def register_variable(value: str | None, name: str) -> None:
+    """A value a curl line shows as `$NAME` (the api key as $API_KEY, a header's `${VAR}` as
+    $VAR): the line then works wherever the variable is set, and never holds the value."""
+    if value and len(value) >= 4:  # a shorter one would be found inside ordinary words
+        _NAMED[value] = name
+
+
+def named_parts(text: str) -> list[tuple[str, bool]]:
+    """`text` as literal pieces (False) and the variable names of registered values (True)."""
+    if not _NAMED:
+        return [(text, False)]
+    known = re.compile("|".join(map(re.escape, sorted(_NAMED, key=len, reverse=True))))
+    parts, at = [], 0
+    for match in known.finditer(text):
+        parts += [(text[at:match.start()], False), (_NAMED[match.group(0)], True)]
+        at = match.end()
+    parts.append((text[at:], False))
+    return [(piece, named) for piece, named in parts if piece]
 
 
 def scrub(text: str) -> str:

@@ -85,8 +85,14 @@ class Reports:
                 name=name, engine=target.endpoint.engine,
                 url=redact.scrub(seen.get("url") or target.endpoint.url or "(launched)"),
                 build=seen.get("build"), models=seen.get("models") or [],
-                launch_log=seen.get("launch_log"))
+                launch_log=self._launch_log(name))
         return found
+
+    def _launch_log(self, name: str) -> str | None:
+        from pytest_frank.endpoint import LAUNCH_LOG
+
+        return next((a["data"] for row in self.rows.values() if row.endpoint == name
+                     for a in row.attachments if a["name"] == LAUNCH_LOG), None)
 
     # -- writing -----------------------------------------------------------------------------
     def pytest_sessionfinish(self, session: pytest.Session) -> None:

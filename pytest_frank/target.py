@@ -31,6 +31,7 @@ class Target:
         self.offline = False  # the config gate: probes read fleet.yaml and files, no endpoint
         self.launch_error: str | None = None
         self._server = None
+        self._launch_log = None  # llama_log.ServerLog of a launched server, kept after it stops
         self._http = None
         self._sdk = None
         self._lock = threading.RLock()
@@ -65,8 +66,7 @@ class Target:
     def client(self):
         with self._lock:
             if self._http is None:
-                self._http = http.client(self.timeout, self.gate, bool(self.endpoint.api_key),
-                                         self.deadline)
+                self._http = http.client(self.timeout, self.gate, self.deadline)
             return self._http
 
     def sdk(self):
@@ -118,9 +118,15 @@ class Target:
             try:
                 self._server = launch(spec)
             except LaunchError as exc:
-                self.launch_error = str(exc)
+                self.launch_error, self._launch_log = str(exc), exc.log
                 return
-            self.endpoint.url = self._server.url
+            self.endpoint.url, self._launch_log = self._server.url, self._server.log
+
+    def launch_log(self) -> str | None:
+        """The end of llama.cpp's log for a `launch:` endpoint (its start, its warnings, why it
+        failed), masked and inert for a report; None when nothing was launched here or the log
+        stayed on stderr. Still there after the server stopped."""
+        return self._launch_log.tail() if self._launch_log is not None else None
 
     def close(self) -> None:
         if self._http is not None:

@@ -91,7 +91,8 @@ def test_one_gzip_layer_is_decoded_within_the_cap(run_fleet):
 
 
 READS = {("GET", "/health"), ("GET", "/v1/models"), ("GET", "/metrics"), ("GET", "/props"),
-         ("GET", "/slots"), ("POST", "/v1/chat/completions"), ("POST", "/v1/messages")}
+         ("GET", "/slots"), ("GET", "/version"), ("GET", "/get_server_info"),
+         ("POST", "/v1/chat/completions"), ("POST", "/v1/messages")}
 
 
 def test_the_battery_only_reads_and_generates(run_fleet):
@@ -186,3 +187,40 @@ def test_a_models_list_of_numbers_is_named(run_fleet):
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*/v1/models not a model list: GET /v1/models: data[[]0[]] is 1, "
                                  "expected an object"])
+
+
+def test_curl_lines_carry_every_header_sent_and_no_secret(run_fleet):
+    """Through a proxy the fleet's headers matter: the reproduce lines, raw and through the
+    SDK, send them all, each secret as the variable it came from or one named for its header."""
+    token, cookie = "pt-from-the-environment-987", "sid=written-in-fleet-yaml"
+    headers = {"X-Proxy-Token": "${PROXY_TOKEN}", "X-Route": "blue", "Cookie": cookie}
+    with Emulator("vllm", models=["m"]) as em:
+        serve_chat(em, lambda body: Reply(500, {"error": {"message": "upstream gone"}}))
+        result = run_fleet(one_endpoint(em.url, "vllm", alias="nope", api_key=SECRET,
+                                        headers=headers, expect={"reasoning": True}),
+                           "-m", "alias or reasoning", env={"PROXY_TOKEN": token})
+        sent = next(r.headers for r in em.requests if r.path == "/v1/chat/completions")
+    assert (sent["x-proxy-token"], sent["cookie"], sent["x-route"]) == (token, cookie, "blue")
+    out = _output(result)
+    assert token not in out and cookie not in out and SECRET not in out
+    raw = [line for line in out.splitlines() if "reproduce: curl -sS -X GET" in line]
+    sdk = [line for line in out.splitlines() if "reproduce: curl -sS -X POST" in line]
+    assert raw and sdk
+    assert ('-H "Cookie: $COOKIE" -H "X-Proxy-Token: $PROXY_TOKEN" -H \'X-Route: blue\' '
+            '-H "Authorization: Bearer $API_KEY"') in raw[0]
+    for part in ('-H "authorization: Bearer $API_KEY"', "-H 'content-type: application/json'",
+                 '-H "x-proxy-token: $PROXY_TOKEN"', "-H 'x-route: blue'", " -d '{"):
+        assert part in sdk[0], sdk[0]
+    for noise in ("x-stainless", "user-agent", "host:", "content-length", "accept-encoding"):
+        assert noise not in sdk[0].lower(), sdk[0]
+
+
+def test_a_keyless_endpoint_has_no_key_in_its_curl_line(run_fleet):
+    with Emulator("vllm", models=["m"]) as em:
+        serve_chat(em, lambda body: Reply(500, {"error": {"message": "upstream gone"}}))
+        result = run_fleet(one_endpoint(em.url, "vllm", alias="m", expect={"reasoning": True}),
+                           "-m", "reasoning")
+        sent = next(r.headers for r in em.requests if r.path == "/v1/chat/completions")
+    assert sent["authorization"] == "Bearer frank-no-key"  # the SDK insists on one
+    line = next(line for line in _output(result).splitlines() if "reproduce: curl" in line)
+    assert "authorization" not in line.lower() and "API_KEY" not in line, line

@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 import tomllib
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,7 +36,8 @@ def test_non_editable_install_runs_the_battery_outside_the_checkout(tmp_path, ll
         "  gone: {url: 'http://127.0.0.1:9', engine: llamacpp, alias: m}\n")
     env = {**os.environ, "PYTHONPATH": str(target)}
     done = subprocess.run([sys.executable, "-m", "pytest", "--endpoints", "fleet.yaml", "-v",
-                           "-p", "no:cacheprovider", "-p", "no:hypothesispytest"],
+                           "-p", "no:cacheprovider", "-p", "no:hypothesispytest",
+                           "--junitxml", "out.xml"],
                           cwd=work, env=env, capture_output=True, text=True, timeout=120)
     out = done.stdout
     assert done.returncode == 1, out + done.stderr
@@ -48,6 +50,16 @@ def test_non_editable_install_runs_the_battery_outside_the_checkout(tmp_path, ll
     assert "test_health.py::test_health[gone] FAILED" in out and "connection refused" in out
     assert "test_alias.py::test_alias[gone] SKIPPED" in out
     assert " 3 failed" not in out and "2 failed" in out
+    # From a project whose rootdir holds the install, pytest's path-made classname would differ.
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    subprocess.run([sys.executable, "-m", "pytest", "--endpoints", "elsewhere/fleet.yaml", "-q",
+                    "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-m", "health",
+                    "--junitxml", "out.xml"],
+                   cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    for run in (work, tmp_path):
+        health = [c for c in ET.parse(run / "out.xml").iter("testcase")
+                  if c.get("name") == "test_health[good]"]
+        assert [c.get("classname") for c in health] == ["pytest_frank.batteries.test_health"]
 
 
 def _battery_location(cwd, env) -> str:

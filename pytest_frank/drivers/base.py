@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pytest_frank import metrics
-from pytest_frank.http import Exchange
+from pytest_frank.http import NO_KEY, Exchange
 
 _KINDS = {"object": "an object", "array": "a list", "integer": "an integer", "string": "a string",
           "boolean": "true or false", "number": "a number"}
@@ -16,7 +16,6 @@ def _short(value) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-NO_KEY = "frank-no-key"  # the SDKs insist on a key; a server without one ignores it
 STATUS_FIXES = {
     401: "the server wants a key: set `api_key` for this endpoint in fleet.yaml (e.g. "
          "api_key: ${ENDPOINT_KEY}), or check the one set there",

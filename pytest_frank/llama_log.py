@@ -1,0 +1,169 @@
+"""llama.cpp's log, kept out of the tests' captured output: one file per process, and each
+launched server's part of it readable on its own, for its endpoint's report.
+
+llama.cpp runs in this process (xllamacpp) and logs from its own thread, at any moment, to C's
+`stderr` stream, which is file descriptor 2; pytest points fd 2 at the running test's capture, so
+a line like "W slot operator(): ... n_past was set to 63" landed in whichever test ran. xllamacpp
+offers no log callback or log file (its CommonParams has no log_file, and llama.cpp's
+common_log_set_file only adds a copy beside the console), and pytest points fd 2 anew for every
+test, so redirecting the descriptor would not hold. The C stream can be redirected: while a
+launched server lives, the C library's `stderr` pointer names this process's log file, and fd 2
+(Python's sys.stderr, pytest's capture, faulthandler) is left alone.
+
+The trade-off: the stream belongs to the whole process. Other C code writing to `stderr` while a
+server runs (rare; Python itself only for a fatal error) lands in the log too, and llama.cpp has
+one logger per process, so servers launched side by side share the file and their later lines
+interleave; each server's part starts where its launch began, and says when it was shared.
+Where the C library's `stderr` is not a plain variable (not glibc, not macOS) nothing is
+redirected: the log stays on stderr, as before, and `begin()` returns None.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import os
+import platform
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass
+
+from pytest_frank import redact
+
+TAIL = 32 * 1024  # characters of a server's log a report shows: its end, where a failure is
+_IONBF = 2  # setvbuf: unbuffered, so the file holds each line as soon as it is written
+
+_lock = threading.Lock()
+_live: list[ServerLog] = []
+_opened: tuple[str, int] | None = None  # this process's log: its path and C FILE*, kept open
+_saved: int | None = None  # the C library's own stderr while the log stands in for it
+
+
+@dataclass(eq=False)
+class ServerLog:
+    """One launched server's part of the process's llama.cpp log: from its launch to its stop."""
+
+    path: str
+    start: int
+    end: int | None = None  # set when the server stops
+    shared: bool = False  # another launched server wrote to the log while this one ran
+
+    def text(self) -> str:
+        """The whole part as written (for the reason of a failed start)."""
+        return _read(self.path, self.start, self._end())
+
+    def tail(self, limit: int = TAIL) -> str:
+        """The end of the part, at most `limit` characters, secrets masked, control characters
+        escaped: ready for a report."""
+        end = self._end()
+        start = max(self.start, end - limit)
+        text = _read(self.path, start, end)
+        if start > self.start:  # a cut line is no evidence: start at the next whole one
+            text = f"[{start - self.start} earlier bytes not shown]\n" + text.partition("\n")[2]
+        if self.shared:
+            text = ("[one llama.cpp log per process: lines of the servers launched beside this "
+                    "one are mixed in]\n" + text)
+        return redact.inert(text, limit + 200)
+
+    def close(self) -> None:
+        """The server stopped (or never started): its part ends with what llama.cpp still held;
+        the last one out hands `stderr` back."""
+        with _lock:
+            if self not in _live:
+                return
+            _drain()
+            _live.remove(self)
+            if not _live:
+                _restore()
+            self.end = os.path.getsize(self.path)
+
+    def _end(self) -> int:
+        return self.end if self.end is not None else os.path.getsize(self.path)
+
+
+def begin() -> ServerLog | None:
+    """llama.cpp's lines from now on go to the log; the caller's server owns them until it
+    closes its part. None where the C library's stderr cannot be redirected."""
+    with _lock:
+        slot = _stderr_slot()
+        if slot is None:
+            return None
+        path, stream = _open()
+        if not _live:
+            global _saved
+            _saved, slot.value = slot.value, stream
+        log = ServerLog(path, os.path.getsize(path), shared=bool(_live))
+        for other in _live:
+            other.shared = True
+        _live.append(log)
+        return log
+
+
+def _stderr_slot() -> ctypes.c_void_p | None:
+    """The C library's `stderr` pointer, where it is a plain variable: glibc's `stderr`, macOS's
+    `__stderrp` (musl's is a constant, Windows has none)."""
+    if sys.platform == "darwin":
+        name = "__stderrp"
+    elif sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc":
+        name = "stderr"
+    else:
+        return None
+    try:
+        return ctypes.c_void_p.in_dll(ctypes.CDLL(None), name)
+    except (OSError, ValueError):
+        return None
+
+
+def _open() -> tuple[str, int]:
+    """The process's log file as a C stream, opened once and never closed: llama.cpp's logger
+    thread may still hold the pointer after `stderr` is handed back."""
+    global _opened
+    if _opened is None:
+        fd, path = tempfile.mkstemp(prefix="frank-llama-", suffix=".log")
+        os.close(fd)
+        libc = ctypes.CDLL(None)
+        libc.fopen.restype, libc.fopen.argtypes = ctypes.c_void_p, [ctypes.c_char_p] * 2
+        libc.setvbuf.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t]
+        stream = libc.fopen(os.fsencode(path), b"a")
+        if not stream:
+            raise OSError(ctypes.get_errno(), f"cannot open {path} for llama.cpp's log")
+        libc.setvbuf(stream, None, _IONBF, 0)
+        atexit.register(_remove, path)
+        _opened = (path, stream)
+    return _opened
+
+
+def _restore() -> None:
+    slot = _stderr_slot()
+    if slot is not None and _saved is not None:
+        slot.value = _saved
+
+
+def _drain() -> None:
+    """Let llama.cpp's logger thread write out what it holds (common_log_flush, which restarts
+    the thread; a line another server logs in that instant is dropped, a small price for the
+    lines that say why a server stopped or never started)."""
+    try:
+        import xllamacpp.xllamacpp as native
+
+        lib = ctypes.CDLL(native.__file__)
+        main = lib._Z15common_log_mainv  # common_log_main()
+        flush = lib._Z16common_log_flushP10common_log  # common_log_flush(common_log *)
+    except (ImportError, OSError, AttributeError):
+        return  # another build: its lines arrive a moment later, still in the file
+    main.restype, flush.argtypes = ctypes.c_void_p, [ctypes.c_void_p]
+    flush(main())
+
+
+def _read(path: str, start: int, end: int) -> str:
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        return fh.read(max(0, end - start)).decode("utf-8", "replace")
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
