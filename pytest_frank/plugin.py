@@ -139,22 +139,17 @@ def pytest_generate_tests(metafunc):
     session = metafunc.config.stash.get(SESSION, None)
     if session is None:
         return
-    grouped = metafunc.config.pluginmanager.hasplugin("xdist")
     cases = _cases_of(metafunc)
     claim = claim_of(metafunc.definition)
     params = []
     for name, target in session.targets.items():
         if claim and not target.endpoint.asks(claim):
             continue  # a claim fleet.yaml does not ask of this endpoint is no test of it
-        # The group mark is on the parameter from the start: xdist's loadgroup reads it when
-        # the worker collects, so one endpoint's checks all run in one process.
-        marks = [pytest.mark.xdist_group(name)] if grouped else []
         if cases is None:
-            params.append(pytest.param(name, marks=marks, id=name))
+            params.append(pytest.param(name, id=name))
             continue
         for suffix, value in cases(target):
-            params.append(pytest.param(name, value, marks=marks,
-                                       id=f"{name}-{suffix}" if suffix else name))
+            params.append(pytest.param(name, value, id=f"{name}-{suffix}" if suffix else name))
     if not params:  # asked of no endpoint: not collected at all
         params = [pytest.param(UNASKED, *([None] if cases else []), id="unasked")]
         # (pytest makes an empty parameter set a skipped test; the placeholder is dropped below)
@@ -238,7 +233,6 @@ def endpoint_of(item) -> str | None:
 def pytest_collection_modifyitems(config, items):
     if config.stash.get(SESSION, None) is None:
         return
-    _group_for_xdist(config, items)
     _only_endpoints(config, items)
     if config.getoption("frank_offline"):
         live = [item for item in items if not item.get_closest_marker("offline")]
@@ -265,21 +259,17 @@ def _only_endpoints(config: pytest.Config, items: list[pytest.Item]) -> None:
         items[:] = [item for item in items if item not in dropped]
 
 
-def _group_for_xdist(config, items) -> None:
-    """pytest-xdist's loadgroup schedules by an `@group` suffix on each node id, which its worker
-    sets through an attribute pytest 9.2 no longer reads; add the endpoint's group where missing."""
-    if not (hasattr(config, "workerinput") and getattr(config.option, "loadgroup", False)):
-        return
-    for item in items:
-        name = endpoint_of(item)
-        if name and "@" not in item.nodeid:
-            grouped = f"{item.nodeid}@{name}"
-            if hasattr(item, "_id"):
-                from _pytest.nodeid import coerce_node_id
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadgroup` keeps each endpoint's checks in one worker: one process probes it and
+    starts its `launch:` server. Scheduled by the endpoint in the test id, not by xdist's
+    `@group` suffix on node ids, which pytest 9.2's node ids do not carry cleanly."""
+    frank = config.stash.get(SESSION, None)
+    if frank is None or config.getvalue("dist") != "loadgroup":
+        return None
+    from pytest_frank.xdist_scheduling import ByEndpoint
 
-                item._id = coerce_node_id(grouped)
-            else:
-                item._nodeid = grouped
+    return ByEndpoint(config, log, list(frank.targets))
 
 
 def pytest_collection_finish(session):

@@ -204,3 +204,17 @@ def test_fleet_reasons_read_like_a_colleague(tmp_path):
     assert any(r.startswith("unknown key 'colour' (known keys: alias, api_key") for r in reasons)
     assert "'ftp://h' is not an http(s) URL" in reasons
     assert "type check failed (the value is a secret and is not shown)" in reasons
+
+
+@pytest.mark.parametrize("nodeid,endpoint", [
+    ("t.py::test_alias[big]", "big"),
+    ("t.py::test_alias[big-draft]", "big-draft"),
+    ("t.py::test_reasoning_effort[big-high]", "big"),
+    ("t.py::test_reasoning_effort[big-draft-high]", "big-draft"),
+    ("t.py::test_own", None),
+    ("t.py::test_x[other]", None),
+])
+def test_xdist_schedules_by_the_endpoint_in_the_test_id(nodeid, endpoint):
+    from pytest_frank.xdist_scheduling import endpoint_in
+
+    assert endpoint_in(nodeid, ["big-draft", "big"]) == endpoint
