@@ -49,7 +49,9 @@ def row_html(row: Row) -> str:
     if row.curl and row.verdict in ("FAIL", "error"):
         parts.append(f"<p>reproduce:</p><pre>{_t(row.curl)}</pre>")
     if row.exchanges:
-        parts.append(f"<details><summary>evidence: {len(row.exchanges)} exchange(s)</summary>"
+        # A failure's exchanges are open: what was sent and what came back, without a click.
+        opened = " open" if row.verdict in ("FAIL", "error") else ""
+        parts.append(f"<details{opened}><summary>evidence: {len(row.exchanges)} exchange(s)</summary>"
                      + "".join(_exchange(ex) for ex in row.exchanges) + "</details>")
     return "".join(parts) + "</div>"
 

@@ -27,19 +27,20 @@ class Shown(HTMLParser):
 
     def __init__(self, dom: str):
         super().__init__()
-        self.depth, self.parts, self.imgs = 0, [], []
+        self.depth, self.parts, self.imgs, self.opened = 0, [], [], []
         self.feed(dom)
         self.text = " ".join(" ".join(self.parts).split())
 
     def handle_starttag(self, tag, attrs):
-        if tag in self.HIDDEN:
-            self.depth += 1
+        if tag in self.HIDDEN:  # an open <details> shows, and still counts for its end tag
+            self.depth += 0 if tag == "details" and "open" in dict(attrs) else 1
+            self.opened.append(tag == "details" and "open" in dict(attrs))
         if tag == "img":
             self.imgs.append(dict(attrs).get("src", ""))
 
     def handle_endtag(self, tag):
         if tag in self.HIDDEN:
-            self.depth -= 1
+            self.depth -= 0 if self.opened.pop() else 1
 
     def handle_data(self, data):
         if self.depth == 0:
@@ -84,6 +85,7 @@ def test_the_page_shows_matrix_figures_and_the_fix_without_a_click(page, scripts
     # the broken one: why, how to fix, how to reproduce, what came back
     assert "inside content" in shown and "fix: start vLLM with --reasoning-parser" in shown
     assert "reproduce: curl -sS -X POST http://127.0.0.1:" in shown
+    assert 'sent: { "model": "m", "messages": [' in shown and "came back: {" in shown
     # the model's markup stayed text: no element from it, no script ran
     assert "pwned" not in dom.split("<title", 1)[1].split("</title>", 1)[0]
     assert "x" not in Shown(dom).imgs

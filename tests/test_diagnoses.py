@@ -111,7 +111,7 @@ def test_vram_with_nothing_measured_is_a_skip_with_the_reason(run_fleet):
         result = run_fleet(one_endpoint(em.url, "vllm", alias="m", expect={"vram": True}),
                            "-m", "vram", "-rs")
     result.assert_outcomes(skipped=2)
-    result.stdout.fnmatch_lines(["*ep  vram skip*"])
+    result.stdout.fnmatch_lines(["*ep  vram inconclusive*"])
     assert "vram ok" not in result.stdout.str()
 
 

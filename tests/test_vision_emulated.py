@@ -64,7 +64,8 @@ def test_anthropic_proxy_gets_base64_image_blocks(run_fleet):
                            "-m", "vision", "-v")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*test_vision*ep-anthropic*PASSED*"])
-    block = em.requests[-1].body["messages"][0]["content"][1]
+    sent = [r.body for r in em.requests if r.path == "/v1/messages"]
+    block = sent[-1]["messages"][0]["content"][1]
     assert block["type"] == "image" and block["source"]["media_type"] == "image/png"
 
 
