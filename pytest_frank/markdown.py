@@ -39,7 +39,7 @@ def _endpoint(run: Run, info: EndpointInfo) -> list[str]:
     for row in run.rows_of(info.name):
         lines += _row(row)
     if info.launch_log:
-        lines += [f"{LAUNCH_LOG} (launched server, its tail):", "",
+        lines += ["", f"{LAUNCH_LOG} (launched server, its tail):", "",
                   *_block(info.launch_log[-4000:]), ""]
     return lines
 

@@ -37,7 +37,7 @@ def test_non_editable_install_runs_the_battery_outside_the_checkout(tmp_path, ll
     env = {**os.environ, "PYTHONPATH": str(target)}
     done = subprocess.run([sys.executable, "-m", "pytest", "--endpoints", "fleet.yaml", "-v",
                            "-p", "no:cacheprovider", "-p", "no:hypothesispytest",
-                           "--junitxml", "out.xml"],
+                           "--junitxml", "out.xml", "--frank-report", "wiki.md"],
                           cwd=work, env=env, capture_output=True, text=True, timeout=120)
     out = done.stdout
     assert done.returncode == 1, out + done.stderr
@@ -50,6 +50,8 @@ def test_non_editable_install_runs_the_battery_outside_the_checkout(tmp_path, ll
     assert "test_health.py::test_health[gone] FAILED" in out and "connection refused" in out
     assert "test_alias.py::test_alias[gone] SKIPPED" in out
     assert " 3 failed" not in out and "2 failed" in out
+    matrix = (work / "wiki.md").read_text()
+    assert "| good | pass | pass |" in matrix and "| gone | FAIL | blocked |" in matrix
     # From a project whose rootdir holds the install, pytest's path-made classname would differ.
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     subprocess.run([sys.executable, "-m", "pytest", "--endpoints", "elsewhere/fleet.yaml", "-q",
