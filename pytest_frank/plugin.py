@@ -286,9 +286,10 @@ def pytest_runtest_makereport(item, call):
     probed = item.stash.get(PROBED, None)
     if probed is None or call.when != "call":
         return report
-    text = probed.text()
-    if text and report.failed and not _echoes(text, report.longreprtext):
-        report.sections.append(("frank evidence", text))
+    if report.failed:  # evidence is shown for failures only: a pass does not build it
+        text = probed.text()
+        if text and not _echoes(text, report.longreprtext):
+            report.sections.append(("frank evidence", text))
     _html_extras(item, report, probed)
     if report.passed:  # tables (text/markdown evidence) of passing checks go in the summary
         report.frank_tables = [(a["name"], a["data"]) for a in probed.attachments
@@ -302,7 +303,10 @@ def _echoes(evidence: str, message: str) -> bool:
 
 
 def _html_extras(item, report, probed) -> None:
-    if not item.config.pluginmanager.hasplugin("html"):
+    # Only pytest-html reads extras, and only when it writes a report: without --html, building
+    # them (a JSON round trip through the redactor) is work per test for nobody.
+    config = item.config
+    if not (config.pluginmanager.hasplugin("html") and config.getoption("htmlpath", None)):
         return
     import pytest_html
 
