@@ -59,7 +59,15 @@ def pytest_configure(config):
         if run_deadline <= 0:
             raise pytest.UsageError("pytest-frank: --frank-deadline must be more than 0 seconds")
         config.stash[SESSION].bound_run(run_deadline)
+    if _probes_here(config):
+        config.stash[SESSION].warm()
 
+
+def _probes_here(config) -> bool:
+    """Whether this process will run probes: not for --collect-only or the config gate, nor in
+    an xdist controller (its workers probe)."""
+    controller = getattr(config.option, "dist", "no") != "no" and not hasattr(config, "workerinput")
+    return not (config.option.collectonly or config.getoption("frank_offline") or controller)
 
 
 def _resolve(config, path: str) -> Path:
@@ -275,6 +283,12 @@ def pytest_sessionfinish(session):
     frank = session.config.stash.get(SESSION, None)
     if frank is not None:
         frank.close()
+
+
+def pytest_unconfigure(config):
+    frank = config.stash.get(SESSION, None)
+    if frank is not None:
+        frank.warmed()  # a run that never probed (--markers, a collection error) ends here too
 
 
 @pytest.hookimpl(wrapper=True)

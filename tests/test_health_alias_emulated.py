@@ -2,6 +2,7 @@
 
 import base64
 import re
+import threading
 import time
 
 import pytest
@@ -159,6 +160,22 @@ def test_html_report_carries_evidence_without_the_key(run_fleet, pytester):
     inlined = [base64.b64decode(b).decode("utf-8", "replace") for b in re.findall(data_urls, html)]
     assert any('"request": "GET http://127.0.0.1' in text for text in inlined), inlined
     assert secret not in html + "".join(inlined)
+
+
+def test_the_sdks_are_imported_ahead_only_where_probes_run(run_fleet, monkeypatch):
+    """The fleet's SDKs are imported in a thread from configure on; --collect-only does not start
+    it, and a run ends with it ended (an in-process run's modules are unloaded after it)."""
+    from pytest_frank.session import FrankSession
+
+    started, warm = [], FrankSession.warm
+    monkeypatch.setattr(FrankSession, "warm", lambda self: started.append(1) or warm(self))
+    with Emulator("vllm", models=["m"]) as em:
+        fleet = one_endpoint(em.url, "vllm", alias="m")
+        run_fleet(fleet, "--collect-only")
+        assert not started
+        run_fleet(fleet).assert_outcomes(passed=2)
+    assert started == [1]
+    assert not [t for t in threading.enumerate() if t.name == "frank-warm"]
 
 
 def test_endless_models_body_is_cut_and_named(run_fleet):
