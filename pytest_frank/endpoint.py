@@ -126,13 +126,15 @@ class EndpointUnderTest:
         lines += self.notes
         return redact.inert("\n".join(lines), 20 * redact.MAX_MESSAGE)
 
-    def evidence(self) -> dict[str, Any]:
-        """What the reports show of this test, as plain data (it crosses xdist's wire)."""
+    def evidence(self, exchanges: bool = True) -> dict[str, Any]:
+        """What the reports show of this test, as plain data (it crosses xdist's wire); without
+        `exchanges`, only what the terminal shows (verdict, notes, figures, tables)."""
         last = next((ex for ex in reversed(self.exchanges) if ex.status is not None), None)
         return {"notes": [redact.inert(n) for n in self.notes], "figures": dict(self.figures),
                 "attachments": [dict(a) for a in self.attachments],
-                "exchanges": [ex.record() for ex in self.exchanges],
-                "curl": last.curl() if last is not None else None, "verdict": self.verdict}
+                "exchanges": [ex.record() for ex in self.exchanges] if exchanges else [],
+                "curl": last.curl() if last is not None and exchanges else None,
+                "verdict": self.verdict}
 
     def records(self) -> dict[str, Any]:
         return {"endpoint": self.name, "engine": self.config.engine,

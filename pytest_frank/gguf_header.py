@@ -14,7 +14,7 @@ import math
 import os
 import re
 import struct
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import gguf
@@ -546,6 +546,68 @@ def read_header(source: str | os.PathLike, *, client: httpx2.Client | None = Non
 
 # --------------------------------------------------------------------------- architecture summary
 
+@dataclass(frozen=True)
+class LayerSummary:
+    index: int
+    kind: str                   # "attention", "recurrent", "nextn" (an MTP head) or "none"
+    n_head: int
+    n_head_kv: int              # 0 for a layer that keeps no KV cache
+    key_length: int
+    value_length: int
+    sliding: bool               # a sliding-window attention layer
+
+
+# A per-layer key may be one value for every layer or a list with one per layer; values read
+# straight from the metadata are what the file wrote, unchecked.
+PerLayer = int | list[int] | None
+
+
+@dataclass(frozen=True)
+class GgufSummary:
+    """What a person sizing a deployment reads off a header. Fields in the order `as_dict` (the
+    preflight's JSON) lists them."""
+    source: str
+    gguf_version: int
+    architecture: str | None
+    name: str | None
+    block_count: int
+    layers: tuple[LayerSummary, ...]
+    attention_layers: tuple[int, ...]       # layer indices
+    recurrent_layers: tuple[int, ...]
+    nextn_layers: tuple[int, ...]
+    sliding_layers: tuple[int, ...]
+    sliding_pattern_known: bool
+    full_attention_interval: int | None
+    nextn_predict_layers: int
+    embedding_length: int | None
+    head_count: PerLayer
+    head_count_kv: PerLayer
+    attention_head_count_kv: PerLayer       # over attention layers only
+    key_length: PerLayer
+    value_length: PerLayer
+    kv_lora_rank: int | None
+    context_length: int | None
+    sliding_window: int | None
+    ssm: dict[str, int]                     # the ssm.* sizes the file has
+    projector_type: str | None
+    has_vision_encoder: bool | None
+    has_audio_encoder: bool | None
+    vocab_size: int | None
+    n_tensors: int
+    weight_bytes_by_type: dict[str, int]    # largest first
+    weight_bytes: int
+    nextn_weight_bytes: int
+    split_count: int | None
+    header_bytes: int
+    file_size: int | None
+    bytes_read: int
+    requests: int
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain data, for JSON."""
+        return asdict(self)
+
+
 # Sliding-window periods llama.cpp hard-codes for files that predate the pattern key:
 # in each period the last layer is full attention, the others slide.
 _SWA_PERIOD_DEFAULTS = {"gemma2": 2, "gemma3": 6, "cohere2": 4}
@@ -591,7 +653,7 @@ def _layer_kind(i: int, main_layers: int, interval: int | None, kv_heads: int,
     return "attention"
 
 
-def _layers(header: GGUFHeader, blocks: int, nextn: int, has_ssm: bool) -> list[dict]:
+def _layers(header: GGUFHeader, blocks: int, nextn: int, has_ssm: bool) -> list[LayerSummary]:
     embd = _int(header.get("embedding_length"))
     heads = _per_layer(header, "attention.head_count", blocks)
     kv_heads = _per_layer(header, "attention.head_count_kv", blocks)
@@ -610,12 +672,11 @@ def _layers(header: GGUFHeader, blocks: int, nextn: int, has_ssm: bool) -> list[
         if swa and v_len is None:
             v_len = _int(header.get("attention.value_length"))
         kind = _layer_kind(i, blocks - nextn, interval, n_kv or 0, has_ssm)
-        layers.append({
-            "index": i, "kind": kind, "n_head": n_head,
-            "n_head_kv": (n_kv or 0) if kind in ("attention", "nextn") else 0,
-            "key_length": k_len or head_dim, "value_length": v_len or head_dim,
-            "sliding": swa and kind in ("attention", "nextn"),
-        })
+        has_kv = kind in ("attention", "nextn")
+        layers.append(LayerSummary(
+            index=i, kind=kind, n_head=n_head, n_head_kv=(n_kv or 0) if has_kv else 0,
+            key_length=k_len or head_dim, value_length=v_len or head_dim,
+            sliding=swa and has_kv))
     return layers
 
 
@@ -633,8 +694,8 @@ def _weights_by_type(header: GGUFHeader) -> dict[str, int]:
 _SSM_KEYS = ("conv_kernel", "inner_size", "state_size", "time_step_rank", "group_count")
 
 
-def summarize(header: GGUFHeader) -> dict[str, Any]:
-    """What a person sizing a deployment reads off a header, as plain data."""
+def summarize(header: GGUFHeader) -> GgufSummary:
+    """What a person sizing a deployment reads off a header."""
     g = header.get
     blocks = _int(g("block_count")) or 0
     if blocks > MAX_LAYERS:
@@ -642,45 +703,44 @@ def summarize(header: GGUFHeader) -> dict[str, Any]:
     nextn = min(_int(g("nextn_predict_layers")) or 0, blocks)
     ssm = {k: _int(g(f"ssm.{k}")) for k in _SSM_KEYS if _int(g(f"ssm.{k}")) is not None}
     layers = _layers(header, blocks, nextn, bool(ssm))
-    attn = [x for x in layers if x["kind"] == "attention"]
-    heads = [x["n_head_kv"] for x in layers if x["kind"] == "attention"]
+    attn = [x for x in layers if x.kind == "attention"]
     tokens = g("tokenizer.ggml.tokens")
-    return {
-        "source": header.source,
-        "gguf_version": header.version,
-        "architecture": header.architecture,
-        "name": g("general.name"),
-        "block_count": blocks,
-        "layers": layers,
-        "attention_layers": [x["index"] for x in attn],
-        "recurrent_layers": [x["index"] for x in layers if x["kind"] == "recurrent"],
-        "nextn_layers": [x["index"] for x in layers if x["kind"] == "nextn"],
-        "sliding_layers": [x["index"] for x in attn if x["sliding"]],
-        "sliding_pattern_known": _sliding_flags(header, blocks) is not None,
-        "full_attention_interval": _int(g("full_attention_interval")),
-        "nextn_predict_layers": nextn,
-        "embedding_length": _int(g("embedding_length")),
-        "head_count": g("attention.head_count"),
-        "head_count_kv": g("attention.head_count_kv", g("attention.head_count")),
-        "attention_head_count_kv": _scalar_or_list(heads) if heads else None,
-        "key_length": _scalar_or_list([x["key_length"] for x in attn]) if attn else None,
-        "value_length": _scalar_or_list([x["value_length"] for x in attn]) if attn else None,
-        "kv_lora_rank": _int(g("attention.kv_lora_rank")),
-        "context_length": _int(g("context_length")),
-        "sliding_window": _int(g("attention.sliding_window")),
-        "ssm": ssm,
-        "projector_type": (g("clip.projector_type") or g("clip.vision.projector_type")
-                           or g("clip.audio.projector_type")),
-        "has_vision_encoder": g("clip.has_vision_encoder"),
-        "has_audio_encoder": g("clip.has_audio_encoder"),
-        "vocab_size": len(tokens) if isinstance(tokens, list) else _int(g("vocab_size")),
-        "n_tensors": len(header.tensors),
-        "weight_bytes_by_type": _weights_by_type(header),
-        "weight_bytes": header.weight_bytes,
-        "nextn_weight_bytes": sum(t.n_bytes for t in header.tensors if ".nextn." in t.name),
-        "split_count": _int(g("split.count")),
-        "header_bytes": header.header_bytes,
-        "file_size": header.file_size,
-        "bytes_read": header.bytes_read,
-        "requests": header.requests,
-    }
+    return GgufSummary(
+        source=header.source,
+        gguf_version=header.version,
+        architecture=header.architecture,
+        name=g("general.name"),
+        block_count=blocks,
+        layers=tuple(layers),
+        attention_layers=tuple(x.index for x in attn),
+        recurrent_layers=tuple(x.index for x in layers if x.kind == "recurrent"),
+        nextn_layers=tuple(x.index for x in layers if x.kind == "nextn"),
+        sliding_layers=tuple(x.index for x in attn if x.sliding),
+        sliding_pattern_known=_sliding_flags(header, blocks) is not None,
+        full_attention_interval=_int(g("full_attention_interval")),
+        nextn_predict_layers=nextn,
+        embedding_length=_int(g("embedding_length")),
+        head_count=g("attention.head_count"),
+        head_count_kv=g("attention.head_count_kv", g("attention.head_count")),
+        attention_head_count_kv=_scalar_or_list([x.n_head_kv for x in attn]) if attn else None,
+        key_length=_scalar_or_list([x.key_length for x in attn]) if attn else None,
+        value_length=_scalar_or_list([x.value_length for x in attn]) if attn else None,
+        kv_lora_rank=_int(g("attention.kv_lora_rank")),
+        context_length=_int(g("context_length")),
+        sliding_window=_int(g("attention.sliding_window")),
+        ssm=ssm,
+        projector_type=(g("clip.projector_type") or g("clip.vision.projector_type")
+                        or g("clip.audio.projector_type")),
+        has_vision_encoder=g("clip.has_vision_encoder"),
+        has_audio_encoder=g("clip.has_audio_encoder"),
+        vocab_size=len(tokens) if isinstance(tokens, list) else _int(g("vocab_size")),
+        n_tensors=len(header.tensors),
+        weight_bytes_by_type=_weights_by_type(header),
+        weight_bytes=header.weight_bytes,
+        nextn_weight_bytes=sum(t.n_bytes for t in header.tensors if ".nextn." in t.name),
+        split_count=_int(g("split.count")),
+        header_bytes=header.header_bytes,
+        file_size=header.file_size,
+        bytes_read=header.bytes_read,
+        requests=header.requests,
+    )

@@ -9,9 +9,11 @@ wall-clock deadline, and hands streams on as they arrive so token clocks stay tr
 from __future__ import annotations
 
 import contextvars
+import functools
 import json
 import re
 import shlex
+import ssl
 import threading
 import time
 import zlib
@@ -197,10 +199,18 @@ def client(timeout: float, gate: Gate | None = None, deadline: Deadline | None =
                          follow_redirects=follow_redirects)
 
 
+@functools.cache
+def tls() -> ssl.SSLContext:
+    # httpx2's default verification (the trust store, SSL_CERT_FILE), built once: loading the CA
+    # bundle costs some 40 ms of CPU under the GIL, which a fleet would pay per endpoint. An
+    # SSLContext is made to be shared by many connections.
+    return httpx2.create_ssl_context()
+
+
 def _fresh_connections() -> httpx2.HTTPTransport:
     # A connection per request: a kept-alive one the server has since closed (llama.cpp's
     # server closes idle and much-used ones) would fail a request that never reached it.
-    return httpx2.HTTPTransport(limits=httpx2.Limits(max_keepalive_connections=0))
+    return httpx2.HTTPTransport(verify=tls(), limits=httpx2.Limits(max_keepalive_connections=0))
 
 
 class Recorder(httpx2.BaseTransport):

@@ -22,9 +22,12 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gguf
+
+if TYPE_CHECKING:   # the header reader is imported only when a GGUF is read
+    from pytest_frank.gguf_header import GgufSummary
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -85,22 +88,21 @@ class ModelShape:
         return cls(weights=weights, name=name)
 
     @classmethod
-    def from_summary(cls, summary: dict[str, Any]) -> ModelShape:
+    def from_summary(cls, summary: GgufSummary) -> ModelShape:
         def kv(kind: str) -> tuple[LayerKV, ...]:
-            return tuple(LayerKV(x["n_head_kv"], x["key_length"], x["value_length"], x["sliding"])
-                         for x in summary["layers"] if x["kind"] == kind and x["n_head_kv"] > 0)
+            return tuple(LayerKV(x.n_head_kv, x.key_length, x.value_length, x.sliding)
+                         for x in summary.layers if x.kind == kind and x.n_head_kv > 0)
 
-        n_rec = len(summary["recurrent_layers"])
-        ssm = summary.get("ssm") or {}
-        known = {"conv_kernel", "inner_size", "state_size"} <= ssm.keys()
+        n_rec = len(summary.recurrent_layers)
+        known = {"conv_kernel", "inner_size", "state_size"} <= summary.ssm.keys()
         return cls(
-            weights=summary["weight_bytes"], kv_layers=kv("attention"), nextn_layers=kv("nextn"),
+            weights=summary.weight_bytes, kv_layers=kv("attention"), nextn_layers=kv("nextn"),
             recurrent_layers=n_rec,
-            recurrent_state_per_layer=recurrent_state_bytes(**ssm) if known else 0,
-            sliding_window=summary.get("sliding_window"),
-            name=summary.get("name") or summary.get("architecture") or "",
+            recurrent_state_per_layer=recurrent_state_bytes(**summary.ssm) if known else 0,
+            sliding_window=summary.sliding_window,
+            name=summary.name or summary.architecture or "",
             notes=tuple(_summary_notes(summary, n_rec, known)),
-            trained_ctx=summary.get("context_length"))
+            trained_ctx=summary.context_length)
 
     @classmethod
     def from_gguf(cls, source: str | os.PathLike, **read_kwargs: Any) -> ModelShape:
@@ -108,16 +110,16 @@ class ModelShape:
         return cls.from_summary(summarize(read_header(source, **read_kwargs)))
 
 
-def _summary_notes(summary: dict, n_rec: int, ssm_known: bool) -> Iterable[str]:
+def _summary_notes(summary: GgufSummary, n_rec: int, ssm_known: bool) -> Iterable[str]:
     if n_rec and not ssm_known:
         yield f"{n_rec} recurrent layers but no ssm.* sizes in the file: their state is not counted"
-    if summary.get("sliding_window") and not summary.get("sliding_pattern_known", True):
+    if summary.sliding_window and not summary.sliding_pattern_known:
         yield ("sliding window set but no layer pattern: every attention layer is counted "
                "at full context (an overestimate)")
-    if summary.get("kv_lora_rank"):
+    if summary.kv_lora_rank:
         yield "MLA (kv_lora_rank) cache is not modelled: KV counted as full heads (an overestimate)"
-    if (summary.get("split_count") or 1) > 1:
-        yield f"split GGUF ({summary['split_count']} shards): weights are this shard's only"
+    if (summary.split_count or 1) > 1:
+        yield f"split GGUF ({summary.split_count} shards): weights are this shard's only"
 
 
 @dataclass(frozen=True)

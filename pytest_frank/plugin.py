@@ -72,7 +72,15 @@ def pytest_configure(config):
         if run_deadline <= 0:
             raise pytest.UsageError("pytest-frank: --frank-deadline must be more than 0 seconds")
         config.stash[SESSION].bound_run(run_deadline)
+    if _probes_here(config):
+        config.stash[SESSION].warm()
 
+
+def _probes_here(config) -> bool:
+    """Whether this process will run probes: not for --collect-only or the config gate, nor in
+    an xdist controller (its workers probe)."""
+    controller = getattr(config.option, "dist", "no") != "no" and not hasattr(config, "workerinput")
+    return not (config.option.collectonly or config.getoption("frank_offline") or controller)
 
 
 def _register_reports(config, fleet_path: Path) -> None:
@@ -311,6 +319,12 @@ def pytest_sessionfinish(session):
         frank.close()
 
 
+def pytest_unconfigure(config):
+    frank = config.stash.get(SESSION, None)
+    if frank is not None:
+        frank.warmed()  # a run that never probed (--markers, a collection error) ends here too
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     name = endpoint_of(item)
@@ -320,18 +334,25 @@ def pytest_runtest_makereport(item, call):
     probed = item.stash.get(PROBED, None)
     if name is None or name == UNASKED or (call.when == "setup" and report.passed):
         return report
-    evidence = probed.evidence() if probed is not None else {"verdict": None}
+    evidence = probed.evidence(_reports_asked(item.config)) if probed is not None \
+        else {"verdict": None}
     report.frank = _row(item, call, report, name, evidence)
     if report.skipped and isinstance(report.longrepr, tuple):
         # The test's name, not the frame that raised: a site-packages path says nothing.
         report.longrepr = (item.name, None, f"Skipped: {report.frank['line']}")
-    if call.when == "call" and probed is not None:
-        text = probed.text()
-        if text and report.failed and not _echoes(text, report.longreprtext):
+    if call.when == "call" and probed is not None and report.failed:
+        text = probed.text()  # evidence is shown for failures only: a pass does not build it
+        if text and not _echoes(text, report.longreprtext):
             report.sections.append(("frank evidence", text))
     if call.when != "teardown":
         _html_extras(item, report)
     return report
+
+
+def _reports_asked(config) -> bool:
+    """Whether a page or file will show exchanges: else a row carries no copy of them."""
+    return bool(config.getoption("htmlpath", None) or config.getoption("frank_json")
+                or config.getoption("frank_report"))
 
 
 def _row(item, call, report, name: str, evidence: dict) -> dict:
@@ -373,7 +394,10 @@ def _echoes(evidence: str, message: str) -> bool:
 
 def _html_extras(item, report) -> None:
     """The row as the page shows it, inline: no data: links, images in place."""
-    if not item.config.pluginmanager.hasplugin("html"):
+    # Only pytest-html reads extras, and only when it writes a report: without --html, building
+    # them is work per test for nobody.
+    config = item.config
+    if not (config.pluginmanager.hasplugin("html") and config.getoption("htmlpath", None)):
         return
     import pytest_html
 

@@ -12,7 +12,7 @@ import json
 import sys
 from typing import Any
 
-from pytest_frank.gguf_header import GGUFError, read_header, summarize
+from pytest_frank.gguf_header import GGUFError, GgufSummary, read_header, summarize
 from pytest_frank.memory import (
     CACHE_TYPES,
     MiB,
@@ -43,61 +43,61 @@ def _list(value: Any) -> str:
     return "-" if value is None else str(value)
 
 
-def describe(s: dict[str, Any]) -> list[tuple[str, str]]:
+def describe(s: GgufSummary) -> list[tuple[str, str]]:
     """The architecture summary as (label, text) lines."""
-    size = human_bytes(s["file_size"])
+    size = human_bytes(s.file_size)
     lines = [
-        ("source", s["source"]),
-        ("header", (f"{human_bytes(s['header_bytes'])} ({s['header_bytes']} B); read "
-                    f"{human_bytes(s['bytes_read'])} in {s['requests']} request(s) of a "
+        ("source", s.source),
+        ("header", (f"{human_bytes(s.header_bytes)} ({s.header_bytes} B); read "
+                    f"{human_bytes(s.bytes_read)} in {s.requests} request(s) of a "
                     f"{size} file")),
-        ("architecture", (f"{s['architecture']}" + (f" ({s['name']})" if s["name"] else "")
-                          + f", GGUF v{s['gguf_version']}, {s['n_tensors']} tensors")),
+        ("architecture", (f"{s.architecture}" + (f" ({s.name})" if s.name else "")
+                          + f", GGUF v{s.gguf_version}, {s.n_tensors} tensors")),
     ]
-    if s["projector_type"] or s["architecture"] == "clip":
-        lines.append(("projector", (f"{s['projector_type']}, vision encoder "
-                                    f"{s['has_vision_encoder']}, audio encoder "
-                                    f"{s['has_audio_encoder']}")))
-    if s["block_count"]:
+    if s.projector_type or s.architecture == "clip":
+        lines.append(("projector", (f"{s.projector_type}, vision encoder "
+                                    f"{s.has_vision_encoder}, audio encoder "
+                                    f"{s.has_audio_encoder}")))
+    if s.block_count:
         lines += _llm_lines(s)
-    if s["vocab_size"]:
-        lines.append(("vocabulary", f"{s['vocab_size']} tokens"))
-    by_type = ", ".join(f"{t} {human_bytes(n)}" for t, n in s["weight_bytes_by_type"].items())
-    lines.append(("weights", (f"{human_bytes(s['weight_bytes'])} ({s['weight_bytes']} B): "
+    if s.vocab_size:
+        lines.append(("vocabulary", f"{s.vocab_size} tokens"))
+    by_type = ", ".join(f"{t} {human_bytes(n)}" for t, n in s.weight_bytes_by_type.items())
+    lines.append(("weights", (f"{human_bytes(s.weight_bytes)} ({s.weight_bytes} B): "
                               f"{by_type or 'none'}")))
-    if s["nextn_weight_bytes"]:
-        lines.append(("nextn weights", human_bytes(s["nextn_weight_bytes"])))
+    if s.nextn_weight_bytes:
+        lines.append(("nextn weights", human_bytes(s.nextn_weight_bytes)))
     return lines
 
 
-def _context_text(s: dict[str, Any]) -> str:
-    text = f"native {s['context_length']}"
-    if s["sliding_window"]:
-        text += f", sliding window {s['sliding_window']} on {len(s['sliding_layers'])} layers"
+def _context_text(s: GgufSummary) -> str:
+    text = f"native {s.context_length}"
+    if s.sliding_window:
+        text += f", sliding window {s.sliding_window} on {len(s.sliding_layers)} layers"
     return text
 
 
-def _llm_lines(s: dict[str, Any]) -> list[tuple[str, str]]:
-    kinds = [f"{len(s['attention_layers'])} attention"]
-    if s["recurrent_layers"]:
-        kinds.append(f"{len(s['recurrent_layers'])} recurrent")
-    if s["nextn_layers"]:
-        kinds.append(f"{len(s['nextn_layers'])} NextN (MTP)")
-    interval = s["full_attention_interval"]
+def _llm_lines(s: GgufSummary) -> list[tuple[str, str]]:
+    kinds = [f"{len(s.attention_layers)} attention"]
+    if s.recurrent_layers:
+        kinds.append(f"{len(s.recurrent_layers)} recurrent")
+    if s.nextn_layers:
+        kinds.append(f"{len(s.nextn_layers)} NextN (MTP)")
+    interval = s.full_attention_interval
     layout = f"; every {interval}th layer is attention" if interval else ""
     lines = [
-        ("layers", f"{s['block_count']} blocks: {', '.join(kinds)}{layout}"),
-        ("attention layers", ",".join(map(str, s["attention_layers"])) or "none"),
-        ("heads", (f"{_list(s['head_count'])} query, {_list(s['attention_head_count_kv'])} KV "
-                   f"(file: {_list(s['head_count_kv'])})")),
-        ("head dims", f"key {_list(s['key_length'])}, value {_list(s['value_length'])}"),
+        ("layers", f"{s.block_count} blocks: {', '.join(kinds)}{layout}"),
+        ("attention layers", ",".join(map(str, s.attention_layers)) or "none"),
+        ("heads", (f"{_list(s.head_count)} query, {_list(s.attention_head_count_kv)} KV "
+                   f"(file: {_list(s.head_count_kv)})")),
+        ("head dims", f"key {_list(s.key_length)}, value {_list(s.value_length)}"),
         ("context", _context_text(s)),
-        ("nextn_predict_layers", str(s["nextn_predict_layers"])),
+        ("nextn_predict_layers", str(s.nextn_predict_layers)),
     ]
-    if s["ssm"]:
-        lines.append(("ssm", ", ".join(f"{k} {v}" for k, v in s["ssm"].items())))
-    if s["kv_lora_rank"]:
-        lines.append(("kv_lora_rank", f"{s['kv_lora_rank']} (MLA)"))
+    if s.ssm:
+        lines.append(("ssm", ", ".join(f"{k} {v}" for k, v in s.ssm.items())))
+    if s.kv_lora_rank:
+        lines.append(("kv_lora_rank", f"{s.kv_lora_rank} (MLA)"))
     return lines
 
 
@@ -179,9 +179,9 @@ def _companion(source: str | None, timeout: float, label: str):
     if not source:
         return None, []
     s = summarize(read_header(source, timeout=timeout))
-    what = s["projector_type"] or s["architecture"]
-    line = (label, (f"{what}, {human_bytes(s['weight_bytes'])} weights, "
-                    f"{len(s['attention_layers'])} attention layers ({s['source']})"))
+    what = s.projector_type or s.architecture
+    line = (label, (f"{what}, {human_bytes(s.weight_bytes)} weights, "
+                    f"{len(s.attention_layers)} attention layers ({s.source})"))
     return ModelShape.from_summary(s), [line]
 
 
@@ -191,9 +191,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     draft, draft_lines = _companion(args.draft, args.timeout, "draft")
     mmproj, mmproj_lines = _companion(args.mmproj, args.timeout, "mmproj")
     lines = describe(summary) + draft_lines + mmproj_lines
-    out: dict[str, Any] = {"summary": summary, "lines": lines, "notes": list(model.notes)}
+    out: dict[str, Any] = {"summary": summary.as_dict(), "lines": lines, "notes": list(model.notes)}
     contexts = _contexts(args.ctx)
-    if summary["block_count"]:
+    if summary.block_count:
         lines += _kv_lines(model, args)
     if contexts:
         settings = _settings(args, contexts[0])
@@ -202,7 +202,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         est = estimate(model, settings, draft=draft, mmproj=mmproj)
         out["notes"] = est.notes
         out["warnings"] = [w for c in contexts if (w := trained_context_warning(
-            _settings(args, c), summary["context_length"]))]
+            _settings(args, c), summary.context_length))]
         if args.gpu_mib is not None:
             verdicts = [fits(estimate(model, _settings(args, c), draft=draft, mmproj=mmproj))
                         for c in contexts]

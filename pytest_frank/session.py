@@ -3,9 +3,13 @@ selected checks' probes for every endpoint at once before any check judges."""
 
 from __future__ import annotations
 
+import functools
+import importlib
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
+from pytest_frank import http
 from pytest_frank.fleet import Endpoint
 from pytest_frank.http import DEADLINE_FACTOR, Gate
 from pytest_frank.target import Probe, Target
@@ -14,6 +18,8 @@ if TYPE_CHECKING:
     from pytest_frank.claims.health import Health
 
 Work = list[tuple[Probe, "str | None"]]  # the probes (and cases) one endpoint's checks need
+# Imported by the probes on first use, beside each driver's SDK (Driver.sdk_modules).
+PROBE_MODULES = ("prometheus_client.parser",)
 
 
 class FrankSession:
@@ -29,6 +35,25 @@ class FrankSession:
                 target.gate = gate
         self.plan: dict[str, Work] = {}
         self._probed: set[str] = set()
+        self._warming: threading.Thread | None = None
+
+    def warm(self) -> None:
+        """Import the client libraries the probes will use, and build the shared TLS context, in
+        the background: an SDK takes a second or more of CPU to import, which otherwise the first
+        generation waits for. Started when the fleet is loaded, it overlaps collection and any
+        `launch:` server's load."""
+        sdks = {m: None for t in self.targets.values() for m in t.driver.sdk_modules}
+        self._warming = threading.Thread(target=_warm, args=([*sdks, *PROBE_MODULES],),
+                                         name="frank-warm", daemon=True)
+        self._warming.start()
+
+    def warmed(self) -> None:
+        """Wait for `warm` to end. The probes import the same modules, and two threads entering
+        a package's circular imports at different points can see a half-initialised module; nor
+        may the process exit with an import under way."""
+        if self._warming is not None:
+            self._warming.join()
+            self._warming = None
 
     def health(self, name: str) -> Health:
         from pytest_frank.claims import health
@@ -49,6 +74,7 @@ class FrankSession:
         for name in names:
             self.targets[name].start()
             self._bound(name)
+        self.warmed()
         if not names:
             return
         with ThreadPoolExecutor(max_workers=len(names)) as pool:
@@ -87,3 +113,12 @@ class FrankSession:
     def close(self) -> None:
         for target in self.targets.values():
             target.close()
+
+
+def _warm(modules: list[str]) -> None:
+    steps = [http.tls, *(functools.partial(importlib.import_module, m) for m in modules)]
+    for step in steps:
+        try:
+            step()
+        except Exception:  # what fails here fails again where it is needed, and says so there
+            pass

@@ -102,7 +102,7 @@ def test_version_2_reads_like_3(files, tmp_path):
     data = bytearray(files["per_layer"].read_bytes())
     struct.pack_into("<I", data, 4, 2)
     h = read_header(_write(tmp_path, bytes(data)))
-    assert h.version == 2 and summarize(h)["attention_layers"] == [2, 5]
+    assert h.version == 2 and summarize(h).attention_layers == (2, 5)
 
 
 def test_custom_alignment(tmp_path):
@@ -118,50 +118,50 @@ def test_custom_alignment(tmp_path):
 
 def test_summary_small_llama(files):
     s = summarize(read_header(files["llama"]))
-    assert s["architecture"] == "llama" and s["block_count"] == 2
-    assert s["attention_layers"] == [0, 1] and not s["recurrent_layers"]
-    assert s["head_count"] == 4 and s["attention_head_count_kv"] == 2
-    assert s["key_length"] == s["value_length"] == 16            # 64 embedding / 4 heads
-    assert s["context_length"] == 4096 and s["vocab_size"] == 300
-    by_type = s["weight_bytes_by_type"]
+    assert s.architecture == "llama" and s.block_count == 2
+    assert s.attention_layers == (0, 1) and not s.recurrent_layers
+    assert s.head_count == 4 and s.attention_head_count_kv == 2
+    assert s.key_length == s.value_length == 16            # 64 embedding / 4 heads
+    assert s.context_length == 4096 and s.vocab_size == 300
+    by_type = s.weight_bytes_by_type
     assert by_type["F16"] == 64 * 300 * 2 and by_type["Q8_0"] == 2 * (64 * 64 + 2 * 64 * 32
                                                                         + 128 * 64) // 32 * 34
-    assert s["weight_bytes"] == sum(by_type.values())
+    assert s.weight_bytes == sum(by_type.values())
 
 
 def test_summary_hybrid_interval(files):
     s = summarize(read_header(files["hybrid"]))
-    assert s["attention_layers"] == [3, 7]
-    assert s["recurrent_layers"] == [0, 1, 2, 4, 5, 6]
-    assert s["full_attention_interval"] == 4
-    assert s["ssm"] == {"conv_kernel": 4, "inner_size": 512, "state_size": 32,
-                        "time_step_rank": 16, "group_count": 4}
-    assert s["key_length"] == 64 and s["attention_head_count_kv"] == 2
+    assert s.attention_layers == (3, 7)
+    assert s.recurrent_layers == (0, 1, 2, 4, 5, 6)
+    assert s.full_attention_interval == 4
+    assert s.ssm == {"conv_kernel": 4, "inner_size": 512, "state_size": 32,
+                     "time_step_rank": 16, "group_count": 4}
+    assert s.key_length == 64 and s.attention_head_count_kv == 2
 
 
 def test_summary_nextn_layers_are_separate(files):
     s = summarize(read_header(files["mtp"]))
-    assert s["block_count"] == 9 and s["nextn_predict_layers"] == 1
-    assert s["nextn_layers"] == [8] and s["attention_layers"] == [3, 7]
-    assert s["nextn_weight_bytes"] == 512 * 256 * 2
+    assert s.block_count == 9 and s.nextn_predict_layers == 1
+    assert s.nextn_layers == (8,) and s.attention_layers == (3, 7)
+    assert s.nextn_weight_bytes == 512 * 256 * 2
 
 
 def test_summary_per_layer_head_count_kv(files):
     s = summarize(read_header(files["per_layer"]))
-    assert s["head_count_kv"] == [0, 0, 4, 0, 0, 2]
-    assert s["attention_layers"] == [2, 5] and s["recurrent_layers"] == [0, 1, 3, 4]
-    assert s["attention_head_count_kv"] == [4, 2]
+    assert s.head_count_kv == [0, 0, 4, 0, 0, 2]
+    assert s.attention_layers == (2, 5) and s.recurrent_layers == (0, 1, 3, 4)
+    assert s.attention_head_count_kv == [4, 2]
 
 
 def test_summary_sliding_window_pattern(files, tmp_path):
     s = summarize(read_header(files["sliding"]))
-    assert s["sliding_window"] == 1024 and s["sliding_pattern_known"]
-    assert s["sliding_layers"] == [i for i in range(12) if i % 6 < 5]
+    assert s.sliding_window == 1024 and s.sliding_pattern_known
+    assert s.sliding_layers == tuple(i for i in range(12) if i % 6 < 5)
     flags = [True, False] * 3
     s = summarize(read_header(gf.sliding(tmp_path / "b.gguf", pattern=flags, blocks=6)))
-    assert s["sliding_layers"] == [0, 2, 4]
+    assert s.sliding_layers == (0, 2, 4)
     s = summarize(read_header(gf.sliding(tmp_path / "c.gguf", pattern=None)))
-    assert s["sliding_layers"] == [i for i in range(12) if i % 6 < 5]   # gemma3's default
+    assert s.sliding_layers == tuple(i for i in range(12) if i % 6 < 5)   # gemma3's default
 
 
 def test_summary_rejects_absurd_layer_counts(tmp_path):
@@ -179,12 +179,12 @@ def test_summary_rejects_absurd_layer_counts(tmp_path):
 
 def test_summary_projector(files):
     s = summarize(read_header(files["clip"]))
-    assert s["architecture"] == "clip" and s["projector_type"] == "qwen3vl_merger"
-    assert s["has_vision_encoder"] is True and s["has_audio_encoder"] is False
-    assert s["block_count"] == 0
-    assert s["weight_bytes"] == 2 * 128 * 384 * 2 + 512 * 256 * 2 + 16 * 16 * 3 * 128 * 2
-    assert s["weight_bytes_by_type"] == {"F16": 512 * 256 * 2 + 16 * 16 * 3 * 128 * 2,
-                                         "BF16": 2 * 128 * 384 * 2}
+    assert s.architecture == "clip" and s.projector_type == "qwen3vl_merger"
+    assert s.has_vision_encoder is True and s.has_audio_encoder is False
+    assert s.block_count == 0
+    assert s.weight_bytes == 2 * 128 * 384 * 2 + 512 * 256 * 2 + 16 * 16 * 3 * 128 * 2
+    assert s.weight_bytes_by_type == {"F16": 512 * 256 * 2 + 16 * 16 * 3 * 128 * 2,
+                                      "BF16": 2 * 128 * 384 * 2}
 
 
 # --------------------------------------------------------------------------- bounded reads
@@ -198,7 +198,7 @@ def test_local_read_grows_only_as_needed(files, big_header):
     assert h.header_bytes > 5 * MiB                     # the vocabulary really is big
     assert h.file_size > 4 << 30
     assert h.bytes_read <= _bound(h) and h.requests <= 10
-    assert summarize(h)["vocab_size"] == 262144
+    assert summarize(h).vocab_size == 262144
     small = read_header(files["llama"])
     assert small.requests == 1 and small.bytes_read == FIRST_READ
 
@@ -217,7 +217,7 @@ def test_url_small_file_is_one_request(files, server):
     server.reset()
     h = read_header(server.url("hybrid"))
     assert server.requests == h.requests == 1
-    assert summarize(h)["attention_layers"] == [3, 7]
+    assert summarize(h).attention_layers == (3, 7)
 
 
 def test_url_server_ignoring_range_is_streamed_and_dropped(files):
@@ -233,7 +233,7 @@ def test_url_without_length_still_parses(files):
     with gf.RangeServer(files, honour_range=False, send_length=False) as srv:
         h = read_header(srv.url("hybrid"))
         assert h.file_size is None
-        assert summarize(h)["attention_layers"] == [3, 7]
+        assert summarize(h).attention_layers == (3, 7)
 
 
 def test_url_with_shared_client(server):

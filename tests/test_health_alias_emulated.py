@@ -1,6 +1,7 @@
 """health and alias against emulated engines (shapes and faults a real tiny llama.cpp can't show)."""
 
 import re
+import threading
 import time
 
 import pytest
@@ -162,6 +163,22 @@ def test_html_report_carries_evidence_without_the_key(run_fleet, pytester):
     assert "data:application/json" not in html
     assert re.search(r"<code>GET http://127\.0\.0\.1:\d+/v1/models</code> &rarr; 200", html)
     assert secret not in html
+
+
+def test_the_sdks_are_imported_ahead_only_where_probes_run(run_fleet, monkeypatch):
+    """The fleet's SDKs are imported in a thread from configure on; --collect-only does not start
+    it, and a run ends with it ended (an in-process run's modules are unloaded after it)."""
+    from pytest_frank.session import FrankSession
+
+    started, warm = [], FrankSession.warm
+    monkeypatch.setattr(FrankSession, "warm", lambda self: started.append(1) or warm(self))
+    with Emulator("vllm", models=["m"]) as em:
+        fleet = one_endpoint(em.url, "vllm", alias="m")
+        run_fleet(fleet, "--collect-only")
+        assert not started
+        run_fleet(fleet).assert_outcomes(passed=2)
+    assert started == [1]
+    assert not [t for t in threading.enumerate() if t.name == "frank-warm"]
 
 
 def test_endless_models_body_is_cut_and_named(run_fleet):

@@ -186,9 +186,7 @@ def test_draft_model_and_projector_from_headers(shapes):
 
 def test_notes_flag_what_is_not_modelled(tmp_path):
     p = gf.sliding(tmp_path / "x.gguf", pattern=None)
-    s = summarize(read_header(p))
-    s["architecture"] = "mystery"
-    s["sliding_pattern_known"] = False
+    s = replace(summarize(read_header(p)), architecture="mystery", sliding_pattern_known=False)
     m = ModelShape.from_summary(s)
     assert any("no layer pattern" in n for n in m.notes)
     est = estimate(ModelShape.uniform(attention_layers=1, n_head_kv=1, head_dim=32),

@@ -28,6 +28,8 @@ class AnthropicDriver(Driver):
     def image_part(self, b64, mime, form):
         return {"type": "image", "source": {"type": "base64", "media_type": mime, "data": b64}}
 
+    sdk_modules = ("anthropic", "anthropic.resources.messages")
+
     def sdk_client(self, endpoint, http_client, timeout):
         import anthropic
 

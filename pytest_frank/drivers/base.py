@@ -165,6 +165,9 @@ class Driver:
     keep_generating: dict = {}  # request params that keep a model writing past its natural end
     engine_keys: tuple[str, ...] = ("timings",)  # reply fields past the API (llama.cpp's timings)
 
+    # What sdk_client and the first request import: a fleet takes them ahead (FrankSession.warm).
+    sdk_modules: tuple[str, ...] = ("openai", "openai.resources.chat")
+
     def sdk_client(self, endpoint, http_client, timeout: float):
         import openai
 
