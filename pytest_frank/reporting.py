@@ -85,7 +85,7 @@ class Reports:
                 name=name, engine=target.endpoint.engine,
                 url=redact.scrub(seen.get("url") or target.endpoint.url or "(launched)"),
                 build=seen.get("build"), models=seen.get("models") or [],
-                launch_log=self._launch_log(name))
+                launch_log=self._launch_log(name), description=target.endpoint.description)
         return found
 
     def _launch_log(self, name: str) -> str | None:

@@ -51,6 +51,7 @@ class EndpointInfo:
     build: str | None = None
     models: list[str] = field(default_factory=list)
     launch_log: str | None = None
+    description: str = ""  # fleet.yaml's free text for the report
 
 
 @dataclass

@@ -17,7 +17,7 @@ def two_endpoints(good: Emulator, bad: Emulator) -> dict:
     expect = {"reasoning": True}
     return {"endpoints": {
         "good": {"url": good.url, "engine": "vllm", "alias": "model", "api_key": KEY,
-                 "expect": expect},
+                 "description": "the wiki's own model", "expect": expect},
         "bad": {"url": bad.url, "engine": "vllm", "alias": "model", "api_key": KEY,
                 "expect": expect}}}
 
@@ -50,6 +50,8 @@ def test_one_run_writes_the_matrix_figures_and_the_failure_everywhere(run_fleet,
 
     # Markdown: the matrix as a table, the failure with its fix and curl in a code block
     assert "| good | pass | pass | pass |" in md and "| bad | pass | pass | FAIL |" in md
+    assert re.search(r"\| good \| vllm \| - \| model \| http://127\.0\.0\.1:\d+ \| the wiki's own "
+                     r"model \|", md)
     assert "fix: start vLLM with --reasoning-parser &lt;the model" in md
     assert re.search(r"  ```sh\n  curl -sS -X POST http://127.0.0.1:\d+/v1/chat/completions .*"
                      r"Bearer \$API_KEY", md)
