@@ -40,7 +40,7 @@ class Row:
 
     @property
     def anchor(self) -> str:
-        return "frank-" + "".join(c if c.isalnum() else "-" for c in self.test)
+        return "frank-" + "".join(c if c.isalnum() else "-" for c in self.key)
 
 
 @dataclass
