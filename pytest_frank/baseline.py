@@ -20,6 +20,8 @@ FIGURES = (
 class Tolerances:
     acceptance_drop: float = 0.05  # absolute: 0.80 -> 0.74 is a regression
     ttft_rise: float = 0.25  # relative: 25% slower to the first token
+    # ...and by more than this: at a few milliseconds, a doubling is the scheduler, not the server
+    ttft_noise_s: float = 0.05
     tok_s_drop: float = 0.20  # relative: 20% fewer tokens a second
 
     @classmethod
@@ -63,6 +65,8 @@ def _figure(spec: tuple, before: dict, now: dict, tol: Tolerances) -> str | None
             return f"{label} {old:.2f} -> {new:.2f} (down {worse:.2f}, tolerance {allowed:g})"
         return None
     if old <= 0 or worse / old <= allowed:
+        return None
+    if name == "ttft_s" and worse <= tol.ttft_noise_s:
         return None
     change = "down" if higher_better else "up"
     return (f"{label} {old:g} -> {new:g} {unit} ({change} {worse / old:.0%}, tolerance "

@@ -59,20 +59,30 @@ def page(llama, tmp_path_factory):
                 "spec_decode": {"min_acceptance": 0.5}, "perf": {"runs": 2, "max_ttft_s": 10}}},
             "broken": {"url": broken.url, "engine": "vllm", "alias": "m",
                        "expect": {"reasoning": True}}}}
-        (where / "fleet.yaml").write_text(yaml.safe_dump(fleet))
-        done = subprocess.run([sys.executable, "-m", "pytest", "--endpoints", "fleet.yaml",
-                               "-p", "no:cacheprovider", "--html=report.html",
-                               "--self-contained-html"], cwd=where, capture_output=True,
-                              text=True, timeout=300)
+        done = _battery(where, fleet, "--frank-json=first.json")
+        # The second run: the draft endpoint's band now says its acceptance is too high.
+        fleet["endpoints"]["draft"]["expect"]["spec_decode"] = {"max_acceptance": 0.9}
+        again = _battery(where / "again", fleet, "--frank-baseline=../first.json",
+                         "--frank-report=report.md")
     assert done.returncode == 1, done.stdout[-3000:]  # the broken endpoint fails, and only it
     assert "broken  health ok  alias ok  reasoning FAIL" in done.stdout, done.stdout[-3000:]
-    return where / "report.html"
+    assert "draft   health ok  alias ok  spec_decode FAIL" in again.stdout, again.stdout[-3000:]
+    return where
+
+
+def _battery(where: Path, fleet: dict, *args: str) -> subprocess.CompletedProcess:
+    """The whole battery in its own pytest process, writing report.html in `where`."""
+    where.mkdir(exist_ok=True)
+    (where / "fleet.yaml").write_text(yaml.safe_dump(fleet))
+    return subprocess.run([sys.executable, "-m", "pytest", "--endpoints", "fleet.yaml",
+                           "-p", "no:cacheprovider", "--html=report.html", "--self-contained-html",
+                           *args], cwd=where, capture_output=True, text=True, timeout=300)
 
 
 @pytest.mark.parametrize("scripts", [True, False], ids=["javascript-on", "javascript-off"])
 def test_the_page_shows_matrix_figures_and_the_fix_without_a_click(page, scripts):
     name = "javascript-on" if scripts else "javascript-off"
-    dom = open_page(page, ARTIFACTS / f"report-{name}.png", scripts=scripts)
+    dom = open_page(page / "report.html", ARTIFACTS / f"report-{name}.png", scripts=scripts)
     shown = Shown(dom.split('id="frank"', 1)[1].split("</section>", 1)[0]).text
     # the matrix: which endpoint passes what
     assert "endpoint health alias reasoning spec_decode perf" in shown or \
@@ -92,3 +102,17 @@ def test_the_page_shows_matrix_figures_and_the_fix_without_a_click(page, scripts
     assert "&lt;script&gt;document.title" in dom
     if scripts:  # pytest-html's own rows are drawn by its script
         assert dom.count('<tbody class="results-table-row ') >= 8
+
+
+def test_a_second_run_shows_what_regressed_against_the_first(page):
+    """The same fleet with spec_decode's band changed: the page (read with scripts off) and the
+    Markdown name the check that passed and now fails."""
+    dom = open_page(page / "again" / "report.html", ARTIFACTS / "report-regression.png",
+                    scripts=False)
+    shown = Shown(dom.split('id="frank"', 1)[1].split("</section>", 1)[0]).text
+    assert "Regressions since the baseline" in shown
+    assert "test_spec_decode[draft] : passed before, FAIL now: acceptance" in shown
+    assert "time to first token" not in shown.split("Regressions since the baseline")[1][:300]
+    markdown = (page / "again" / "report.md").read_text()
+    assert "## Regressions since the baseline" in markdown
+    assert "- `test_spec_decode[draft]`: passed before, FAIL now: acceptance" in markdown

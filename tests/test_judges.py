@@ -218,3 +218,35 @@ def test_xdist_schedules_by_the_endpoint_in_the_test_id(nodeid, endpoint):
     from pytest_frank.xdist_scheduling import endpoint_in
 
     assert endpoint_in(nodeid, ["big-draft", "big"]) == endpoint
+
+
+def _figured(verdict, **figures):
+    return Row(key="m::t[ep]", endpoint="ep", claim="perf", verdict=verdict,
+               figures={k: {"value": v, "unit": ""} for k, v in figures.items()})
+
+
+@pytest.mark.parametrize("before,now,expected", [
+    (_figured("pass"), _figured("FAIL"), "passed before, FAIL now"),
+    (_figured("pass"), _figured("blocked"), "passed before, blocked now"),
+    (_figured("pass"), _figured("inconclusive"), None),
+    (_figured("FAIL"), _figured("FAIL"), None),
+    (_figured("pass", acceptance=0.80), _figured("pass", acceptance=0.74),
+     "draft acceptance 0.80 -> 0.74 (down 0.06, tolerance 0.05)"),
+    (_figured("pass", acceptance=0.80), _figured("pass", acceptance=0.76), None),
+    (_figured("pass", ttft_s=0.2), _figured("pass", ttft_s=0.3), "time to first token 0.2 -> 0.3"),
+    (_figured("pass", ttft_s=0.009), _figured("pass", ttft_s=0.018), None),  # noise
+    (_figured("pass", ttft_s=0.2), _figured("pass", ttft_s=0.24), None),
+    (_figured("pass", tok_s=100.0), _figured("pass", tok_s=70.0), "decode speed 100 -> 70"),
+    (_figured("pass", tok_s=100.0), _figured("pass", tok_s=85.0), None),
+    (_figured("pass", tok_s=100.0), _figured("pass"), None),  # not measured now: no claim
+])
+def test_baseline_reports_only_what_got_worse_past_its_tolerance(before, now, expected):
+    from pytest_frank.baseline import Tolerances, compare
+
+    run = Run(fleet="f", sha256="", version="", rows=[now])
+    found = compare(Run(fleet="f", sha256="", version="", rows=[before]), run,
+                    {"ep": Tolerances()})
+    if expected is None:
+        assert found == []
+    else:
+        assert len(found) == 1 and found[0]["what"].startswith(expected), found

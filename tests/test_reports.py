@@ -59,7 +59,8 @@ def test_one_run_writes_the_matrix_figures_and_the_failure_everywhere(run_fleet,
     # the page: titled for the fleet, the static block with hash, matrix, fix; markup inert
     assert "<title id=\"head-title\">pytest-frank: fleet.yaml</title>" in page
     assert data["sha256"] in page and 'class="matrix"' in page
-    assert '<td class="v-FAIL"><a href="#frank-test-reasoning--test-reasoning-bad-">FAIL</a></td>' in page
+    cell = '<td class="v-FAIL"><a href="#frank-test-reasoning--test-reasoning-bad-">FAIL</a></td>'
+    assert cell in page
     assert "fix: start vLLM with --reasoning-parser &amp;lt;the model" in page or \
         "fix: start vLLM with --reasoning-parser &lt;the model" in page
     assert "<script>document.title" not in page and "<img src=x" not in page
