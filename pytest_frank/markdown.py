@@ -47,6 +47,8 @@ def _endpoint(run: Run, info: EndpointInfo) -> list[str]:
 def _row(row: Row) -> list[str]:
     head = f"- **{row.verdict}** `{_code(row.test)}`"
     tables = [_table_text(a) for a in row.attachments if a.get("mime") == "text/markdown"]
+    if row.figures:
+        head += f" ({_md(row.figures_line())})"
     if row.verdict not in ("FAIL", "error"):
         detail = [row.line] if row.line else []
         return [head + "".join(f"; {_md(x)}" for x in detail + row.notes),

@@ -39,6 +39,8 @@ def row_html(row: Row) -> str:
              f"<b>{escape(row.verdict)}</b> <code>{_t(row.test)}</code>"]
     if row.line:
         parts.append(f"<pre>{_t(row.line)}</pre>")
+    if row.figures:
+        parts.append(f'<p class="figures">figures: {_t(row.figures_line())}</p>')
     if row.notes:
         parts.append("<ul>" + "".join(f"<li>{_t(n)}</li>" for n in row.notes) + "</ul>")
     for a in row.attachments:

@@ -176,3 +176,30 @@ def test_fail_on_regression_needs_a_baseline(run_fleet):
                        "--frank-fail-on-regression")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--frank-fail-on-regression needs --frank-baseline*"])
+
+
+OWN_CHECK = """
+import pytest
+
+@pytest.mark.perf
+def test_models_answer_fast(endpoint):
+    ex = endpoint.get("/v1/models")
+    endpoint.figure("models_s", ex.elapsed, "s")
+    assert ex.status == 200
+"""
+
+
+def test_a_check_of_ones_own_shows_its_figures_in_every_report(run_fleet, pytester):
+    pytester.makepyfile(test_own=OWN_CHECK)
+    with Emulator("vllm", models=["m"]) as em:
+        run_fleet({"endpoints": {"ep": {"url": em.url, "engine": "vllm",
+                                        "expect": {"perf": {"runs": 1}}}}},
+                  "test_own.py", "-m", "perf", "-k", "own", "--frank-report=r.md",
+                  "--frank-json=r.json", "--html=r.html").assert_outcomes(passed=1)
+    row = next(r for r in json.loads((pytester.path / "r.json").read_text())["rows"]
+               if r["key"] == "test_own::test_models_answer_fast[ep]")
+    assert row["figures"]["models_s"]["unit"] == "s" and row["verdict"] == "pass"
+    assert re.search(r"`test_models_answer_fast\[ep\]` \(models\\_s 0\.\d+ s\)",
+                     (pytester.path / "r.md").read_text())
+    assert re.search(r'<p class="figures">figures: models_s 0\.\d+ s</p>',
+                     (pytester.path / "r.html").read_text())
