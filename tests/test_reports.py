@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from emulator import Emulator, chat_chunks, chat_json, serve_chat, sse
+from emulator import Emulator, Reply, chat_chunks, chat_json, serve_chat, sse
 from healthy_engines import KEY, healthy_chat
 
 INJECTED = "<script>document.title='pwned'</script><img src=x onerror=alert(1)>"
@@ -43,6 +43,7 @@ def test_one_run_writes_the_matrix_figures_and_the_failure_everywhere(run_fleet,
     with Emulator("vllm", models=["model"], api_key=KEY) as good, \
             Emulator("vllm", models=["model"], api_key=KEY) as bad:
         serve_chat(good, healthy_chat("reasoning"))
+        good.route("GET", "/version", lambda r: Reply(200, {"version": "0.32.0"}))  # vLLM's
         serve_chat(bad, no_reasoning)
         result, files = _reports(run_fleet, pytester, two_endpoints(good, bad))
     result.assert_outcomes(passed=7, failed=3)
@@ -50,7 +51,7 @@ def test_one_run_writes_the_matrix_figures_and_the_failure_everywhere(run_fleet,
 
     # Markdown: the matrix as a table, the failure with its fix and curl in a code block
     assert "| good | pass | pass | pass |" in md and "| bad | pass | pass | FAIL |" in md
-    assert re.search(r"\| good \| vllm \| - \| model \| http://127\.0\.0\.1:\d+ \| the wiki's own "
+    assert re.search(r"\| good \| vllm \| 0\.32\.0 \| model \| http://127\.0\.0\.1:\d+ \| the wiki's own "
                      r"model \|", md)
     assert "fix: start vLLM with --reasoning-parser &lt;the model" in md
     assert re.search(r"  ```sh\n  curl -sS -X POST http://127.0.0.1:\d+/v1/chat/completions .*"
