@@ -334,9 +334,9 @@ def pytest_runtest_makereport(item, call):
     probed = item.stash.get(PROBED, None)
     if name is None or name == UNASKED or (call.when == "setup" and report.passed):
         return report
-    evidence = probed.evidence(_reports_asked(item.config)) if probed is not None \
-        else {"verdict": None}
-    report.frank = _row(item, call, report, name, evidence)
+    from pytest_frank import reporting
+
+    report.frank = reporting.row_of(item, call, report, name, probed)
     if report.skipped and isinstance(report.longrepr, tuple):
         # The test's name, not the frame that raised: a site-packages path says nothing.
         report.longrepr = (item.name, None, f"Skipped: {report.frank['line']}")
@@ -345,67 +345,13 @@ def pytest_runtest_makereport(item, call):
         if text and not _echoes(text, report.longreprtext):
             report.sections.append(("frank evidence", text))
     if call.when != "teardown":
-        _html_extras(item, report)
+        reporting.html_extras(item, report)
     return report
-
-
-def _reports_asked(config) -> bool:
-    """Whether a page or file will show exchanges: else a row carries no copy of them."""
-    return bool(config.getoption("htmlpath", None) or config.getoption("frank_json")
-                or config.getoption("frank_report"))
-
-
-def _row(item, call, report, name: str, evidence: dict) -> dict:
-    """The report's row as plain data (pytest_frank.results.Row), so it crosses xdist's wire."""
-    from pytest_frank.reporting import verdict_of
-
-    why = _why(call)
-    line, _, fix = why.partition("\n  fix: ")
-    hint = evidence.pop("verdict", None)
-    row = {"key": f"{Path(str(item.path)).stem}::{item.name}", "endpoint": name,
-           "claim": claim_of(item) or "custom", "verdict": verdict_of(report, hint),
-           "line": redact.inert(line), "fix": redact.inert(fix) if fix else None, **evidence}
-    if item.name.startswith("test_health[") and call.when == "call" and report.passed:
-        row["identity"] = _identity(item.config.stash[SESSION].targets[name])
-    return row
-
-
-def _why(call) -> str:
-    exc = call.excinfo
-    if exc is None:
-        return ""
-    if isinstance(exc.value, (pytest.fail.Exception, pytest.skip.Exception)):
-        return str(exc.value.msg)
-    return exc.exconly()
-
-
-def _identity(target) -> dict:
-    from pytest_frank import fingerprint
-
-    seen = target.need(fingerprint.identity)
-    return {"build": getattr(seen, "build", None), "models": getattr(seen, "models", []),
-            "url": target.endpoint.url}
 
 
 def _echoes(evidence: str, message: str) -> bool:
     # A refused connection's evidence is the failure line itself: showing it twice is noise.
     return all(line.split(": ", 1)[-1] in message for line in evidence.splitlines())
-
-
-def _html_extras(item, report) -> None:
-    """The row as the page shows it, inline: no data: links, images in place."""
-    # Only pytest-html reads extras, and only when it writes a report: without --html, building
-    # them is work per test for nobody.
-    config = item.config
-    if not (config.pluginmanager.hasplugin("html") and config.getoption("htmlpath", None)):
-        return
-    import pytest_html
-
-    from pytest_frank.page import row_html
-    from pytest_frank.results import Row
-
-    row = Row(**{k: v for k, v in report.frank.items() if k != "identity"})
-    report.extras = [*getattr(report, "extras", []), pytest_html.extras.html(row_html(row))]
 
 
 def pytest_report_header(config):

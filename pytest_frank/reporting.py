@@ -177,3 +177,58 @@ def verdict_lines(run: Run) -> list[str]:
     width = max(len(n) for n in cells)
     return [f"{name:<{width}}  " + "  ".join(f"{c} {SHORT.get(v, v)}" for c, v in claims.items())
             for name, claims in cells.items()]
+
+
+def _reports_asked(config) -> bool:
+    """Whether a page or file will show exchanges: else a row carries no copy of them."""
+    return bool(config.getoption("htmlpath", None) or config.getoption("frank_json")
+                or config.getoption("frank_report"))
+
+
+def row_of(item, call, report, name: str, probed) -> dict:
+    """The report's row as plain data (pytest_frank.results.Row), so it crosses xdist's wire."""
+    from pytest_frank.plugin import SESSION, claim_of
+
+    evidence = probed.evidence(_reports_asked(item.config)) if probed is not None \
+        else {"verdict": None}
+    why = _why(call)
+    line, _, fix = why.partition("\n  fix: ")
+    hint = evidence.pop("verdict", None)
+    row = {"key": f"{Path(str(item.path)).stem}::{item.name}", "endpoint": name,
+           "claim": claim_of(item) or "custom", "verdict": verdict_of(report, hint),
+           "line": redact.inert(line), "fix": redact.inert(fix) if fix else None, **evidence}
+    if item.name.startswith("test_health[") and call.when == "call" and report.passed:
+        row["identity"] = _identity(item.config.stash[SESSION].targets[name])
+    return row
+
+
+def _why(call) -> str:
+    exc = call.excinfo
+    if exc is None:
+        return ""
+    if isinstance(exc.value, (pytest.fail.Exception, pytest.skip.Exception)):
+        return str(exc.value.msg)
+    return exc.exconly()
+
+
+def _identity(target) -> dict:
+    from pytest_frank import fingerprint
+
+    seen = target.need(fingerprint.identity)
+    return {"build": getattr(seen, "build", None), "models": getattr(seen, "models", []),
+            "url": target.endpoint.url}
+
+
+def html_extras(item, report) -> None:
+    """The row as the page shows it, inline: no data: links, images in place."""
+    # Only pytest-html reads extras, and only when it writes a report: without --html, building
+    # them is work per test for nobody.
+    config = item.config
+    if not (config.pluginmanager.hasplugin("html") and config.getoption("htmlpath", None)):
+        return
+    import pytest_html
+
+    from pytest_frank.page import row_html
+
+    row = Row(**{k: v for k, v in report.frank.items() if k != "identity"})
+    report.extras = [*getattr(report, "extras", []), pytest_html.extras.html(row_html(row))]
