@@ -4,6 +4,7 @@ with JavaScript off (many wikis strip scripts). Everything an endpoint sent is e
 from __future__ import annotations
 
 import json
+import re
 from html import escape
 from typing import Any
 
@@ -11,6 +12,7 @@ from pytest_frank import redact
 from pytest_frank.endpoint import LAUNCH_LOG
 from pytest_frank.results import EndpointInfo, Row, Run
 
+BASE64 = re.compile(r"[A-Za-z0-9+/=]*")
 LONG = 20 * redact.MAX_MESSAGE  # a context table or a launch log may be long; not unbounded
 STYLE = """
 .frank,.frank td,.frank th,.frank pre{color:#222}
@@ -119,7 +121,9 @@ def _attachment(a: dict[str, Any]) -> str:
     mime = str(a.get("mime", ""))
     if mime in ("image/png", "image/jpeg", "image/gif", "image/webp"):
         # Inline, not a link: a data: link opens blank in Chromium, an inline image shows.
-        data = "".join(c for c in str(a.get("data", "")) if c.isalnum() or c in "+/=")
+        data = str(a.get("data", ""))
+        if not BASE64.fullmatch(data):
+            return f"<p>{name}: not base64, not shown</p>"
         return f'<figure><img alt="{name}" src="data:{mime};base64,{data}"><figcaption>{name}' \
                f"</figcaption></figure>"
     return f"<p>{name}:</p><pre>{_t(str(a.get('data', '')), LONG)}</pre>"

@@ -51,8 +51,8 @@ def test_one_run_writes_the_matrix_figures_and_the_failure_everywhere(run_fleet,
 
     # Markdown: the matrix as a table, the failure with its fix and curl in a code block
     assert "| good | pass | pass | pass |" in md and "| bad | pass | pass | FAIL |" in md
-    assert re.search(r"\| good \| vllm \| 0\.32\.0 \| model \| http://127\.0\.0\.1:\d+ \| the wiki's own "
-                     r"model \|", md)
+    assert re.search(r"\| good \| vllm \| 0\.32\.0 \| model \| http://127\.0\.0\.1:\d+ \| "
+                     r"the wiki's own model \|", md)
     assert "fix: start vLLM with --reasoning-parser &lt;the model" in md
     assert re.search(r"  ```sh\n  curl -sS -X POST http://127.0.0.1:\d+/v1/chat/completions .*"
                      r"Bearer \$API_KEY", md)
@@ -204,3 +204,18 @@ def test_a_check_of_ones_own_shows_its_figures_in_every_report(run_fleet, pytest
                      (pytester.path / "r.md").read_text())
     assert re.search(r'<p class="figures">figures: models_s 0\.\d+ s</p>',
                      (pytester.path / "r.html").read_text())
+
+
+def test_a_probe_image_is_inline_and_a_bad_one_is_not_markup():
+    from pytest_frank.page import row_html
+    from pytest_frank.results import Row
+
+    png = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJ"
+           "RU5ErkJggg==")
+    row = Row(key="test_vision::test_vision[ep-data_url]", endpoint="ep", claim="vision",
+              verdict="pass", attachments=[
+                  {"name": "data_url-red.png", "mime": "image/png", "data": png},
+                  {"name": "evil.png", "mime": "image/png", "data": '" onerror="alert(1)'}])
+    html = row_html(row)
+    assert f'<img alt="data_url-red.png" src="data:image/png;base64,{png}">' in html
+    assert "onerror" not in html and "evil.png: not base64, not shown" in html
