@@ -81,7 +81,7 @@ def run(size: int, latency: float, concurrency: int) -> dict:
             start = time.monotonic()
             out = subprocess.run([sys.executable, "-m", "pytest", "--endpoints", str(path), "-q",
                                   "-p", "no:randomly", "-p", "no:cacheprovider", "-p",
-                                  "phase_timer", "-o", "asyncio_default_fixture_loop_scope=function"],
+                                  "phase_timer"],
                                  cwd=tmp, capture_output=True, text=True, env=env)
             wall = time.monotonic() - start
             timed = json.loads(phases.read_text()) if phases.exists() else {}

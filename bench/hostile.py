@@ -95,8 +95,7 @@ def run_case(name: str, setup) -> dict:
         cmd = [sys.executable, str(HERE / "rss_of.py"), sys.executable, "-m", "pytest",
                "--endpoints", "fleet.yaml", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
                "--frank-timeout", str(TIMEOUT), "--junitxml=junit.xml", "--html=report.html",
-               "--self-contained-html", "--frank-report=report.md", "--frank-json=run.json",
-               "-o", "asyncio_default_fixture_loop_scope=function"]
+               "--self-contained-html", "--frank-report=report.md", "--frank-json=run.json"]
         start = time.monotonic()
         done = subprocess.run(cmd, cwd=folder, capture_output=True, text=True, timeout=600)
         wall = time.monotonic() - start

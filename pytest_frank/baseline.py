@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_frank.results import RANK, Run
+from pytest_frank.figures import number
 
 # (figure, how it is named, higher is better, the tolerance key)
 FIGURES = (
@@ -69,5 +70,5 @@ def _figure(spec: tuple, before: dict, now: dict, tol: Tolerances) -> str | None
     if name == "ttft_s" and worse <= tol.ttft_noise_s:
         return None
     change = "down" if higher_better else "up"
-    return (f"{label} {old:g} -> {new:g} {unit} ({change} {worse / old:.0%}, tolerance "
-            f"{allowed:.0%})").replace("  ", " ")
+    return (f"{label} {number(old, 4)} -> {number(new, 4)} {unit} ({change} {worse / old:.0%}, "
+            f"tolerance {allowed:.0%})").replace("  ", " ")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
@@ -141,6 +142,37 @@ def _is_battery(path: Path, battery: Path) -> bool:
     return resolved == battery or battery in resolved.parents or "batteries" in path.parts
 
 
+class BatteryModule(pytest.Module):
+    """A battery module collects its test_* functions whatever the project's python_functions
+    and python_classes say: an ops repository's naming is for its own tests."""
+
+    def funcnamefilter(self, name: str) -> bool:
+        return name.startswith("test")
+
+    def classnamefilter(self, name: str) -> bool:
+        return name.startswith("Test")
+
+
+def pytest_collect_file(file_path: Path, parent):
+    """The battery's files, where the project's python_files would pass them over."""
+    if not _in_battery(file_path, parent.config) or not fnmatch(file_path.name, "test_*.py"):
+        return None
+    if any(fnmatch(file_path.name, pattern) for pattern in parent.config.getini("python_files")):
+        return None  # pytest collects it, through pytest_pycollect_makemodule below
+    return BatteryModule.from_parent(parent, path=file_path)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pycollect_makemodule(module_path: Path, parent):
+    if _in_battery(module_path, parent.config):
+        return BatteryModule.from_parent(parent, path=module_path)
+    return None
+
+
+def _in_battery(path: Path, config) -> bool:
+    return config.stash.get(SESSION, None) is not None and battery_dir() in path.parents
+
+
 def pytest_generate_tests(metafunc):
     if "endpoint" not in metafunc.fixturenames:
         return
@@ -273,9 +305,9 @@ def pytest_xdist_make_scheduler(config, log):
     frank = config.stash.get(SESSION, None)
     if frank is None or config.getvalue("dist") != "loadgroup":
         return None
-    from pytest_frank.xdist_scheduling import ByEndpoint
+    from pytest_frank.xdist_scheduling import by_endpoint
 
-    return ByEndpoint(config, log, list(frank.targets))
+    return by_endpoint(config, log, list(frank.targets))
 
 
 def pytest_collection_finish(session):

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_frank import redact
+from pytest_frank.figures import number
 
 FORMAT = "pytest-frank/1"
 # Worst first wins a cell: a claim is as good as its worst test.
@@ -40,7 +41,7 @@ class Row:
 
     def figures_line(self) -> str:
         """"ttft_s 0.012 s, tok_s 480 tok/s": the measured numbers, for a glance."""
-        return ", ".join(f"{name} {f['value']:g} {f.get('unit') or ''}".strip()
+        return ", ".join(f"{name} {number(f['value'], 4)} {f.get('unit') or ''}".strip()
                          for name, f in self.figures.items())
 
     @property

@@ -1,18 +1,22 @@
-"""An xdist scheduler that gives all of one endpoint's checks to one worker."""
+"""An xdist scheduler that gives all of one endpoint's checks to one worker.
+
+pytest-xdist is optional (the `parallel` extra): it is imported only when xdist asks for a
+scheduler, so the plugin loads on a machine without it."""
 
 from __future__ import annotations
 
-from xdist.scheduler import LoadScopeScheduling
 
+def by_endpoint(config, log, endpoints: list[str]):
+    from xdist.scheduler import LoadScopeScheduling
 
-class ByEndpoint(LoadScopeScheduling):
-    def __init__(self, config, log, endpoints: list[str]):
-        super().__init__(config, log)
+    class ByEndpoint(LoadScopeScheduling):
         # Longest first: "big-draft" is not "big" with a case "draft".
-        self.endpoints = sorted(endpoints, key=len, reverse=True)
+        names = sorted(endpoints, key=len, reverse=True)
 
-    def _split_scope(self, nodeid: str) -> str:
-        return endpoint_in(nodeid, self.endpoints) or nodeid
+        def _split_scope(self, nodeid: str) -> str:
+            return endpoint_in(nodeid, self.names) or nodeid
+
+    return ByEndpoint(config, log)
 
 
 def endpoint_in(nodeid: str, endpoints: list[str]) -> str | None:

@@ -37,7 +37,6 @@ def run_fleet(pytester, monkeypatch):
         path.write_text(fleet if isinstance(fleet, str) else yaml.safe_dump(fleet))
         return pytester.runpytest("--endpoints", str(path), "-p", "no:cacheprovider", "-rA",
                                   "-W", "ignore::pytest.PytestAssertRewriteWarning",
-                                  "-o", "asyncio_default_fixture_loop_scope=function",
                                   "-p", "no:hypothesispytest", *args)
 
     return run

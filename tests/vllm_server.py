@@ -21,7 +21,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import pytest
 import vllm_env
 
@@ -147,6 +146,8 @@ class ServerPool:
 
 
 def _wait_healthy(server: Server) -> None:
+    import httpx
+
     # vLLM opens its port only once the engine is ready: until then, connection refused.
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:

@@ -16,6 +16,7 @@ from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.observation import Observation
 from pytest_frank.verdict import fail
+from pytest_frank.figures import number
 
 CACHE_MAX_TOKENS = 16  # enough for a first visible token behind a `<think>` marker
 PROMPT = "Write a long story about a lighthouse keeper."
@@ -144,7 +145,7 @@ def _first_tokens(runs: list[Reply]) -> list[float]:
 
 
 def _list(values) -> str:
-    return ", ".join("n/a" if v is None else f"{v:.3g}" for v in values)
+    return ", ".join("n/a" if v is None else number(v) for v in values)
 
 
 TTFT = Check("test_perf_ttft", "perf", speed, judge_ttft)

@@ -18,6 +18,7 @@ from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.observation import Observation
 from pytest_frank.claims import slots
 from pytest_frank.verdict import fail, skip
+from pytest_frank.figures import COUNT, number
 
 if TYPE_CHECKING:
     from pytest_frank.drivers import Driver
@@ -64,7 +65,8 @@ class Measured:
     def line(self) -> str:
         parts = [f"acceptance {_fmt(self.rate)}"]
         if self.draft_tokens is not None:
-            parts[0] += f" ({self.accepted:g} of {self.draft_tokens:g} draft tokens accepted)"
+            accepted, drafted = number(self.accepted, COUNT), number(self.draft_tokens, COUNT)
+            parts[0] += f" ({accepted} of {drafted} draft tokens accepted)"
         if self.mean_length is not None:
             parts.append(f"mean acceptance length {self.mean_length:.2f}")
         if self.per_position:
@@ -131,7 +133,7 @@ def judge(obs: Drafting, ctx: Context) -> None:
     _judge_engaged(measured, obs, driver)
     least = ctx.options.min_draft_tokens
     if measured.draft_tokens is not None and measured.draft_tokens < least:
-        skip(f"inconclusive ({measured.draft_tokens:g} draft tokens, fewer than "
+        skip(f"inconclusive ({number(measured.draft_tokens, COUNT)} draft tokens, fewer than "
              f"min_draft_tokens {least}, over {asked}): {measured.line()}")
     _judge_band(measured, ctx.options, driver)
 
