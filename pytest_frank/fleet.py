@@ -10,6 +10,7 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from pytest_frank import redact
 
@@ -53,6 +54,14 @@ class Endpoint:
         """The server root: fleet.yaml may give the URL with or without /v1."""
         url = (self.url or "").rstrip("/")
         return url[: -len("/v1")] if url.endswith("/v1") else url
+
+    @property
+    def host(self) -> str | None:
+        """The machine that serves it, where its serve files' paths point: serve.host, else the
+        URL's host (None for a server this run launches)."""
+        if self.serve and self.serve.get("host"):
+            return self.serve["host"]
+        return urlsplit(self.url).hostname if self.url and not self.launch else None
 
     @property
     def api_base(self) -> str:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from pytest_frank.hosts import is_local
 from pytest_frank.serve.command import ServeCommand
 from pytest_frank.serve.flags import Parsed, parse
 
@@ -114,7 +115,12 @@ def _files(p: Parsed, endpoint) -> list[Finding]:
         if role not in p.table.gguf and not v.text.startswith(("/", ".", "~")):
             continue  # a hub id or an inline template, not a path
         flag, path = v.flag.text, _local(p, v.text)
-        if not path.is_file():
+        elsewhere = _elsewhere(path, endpoint)
+        if elsewhere:
+            found.append(Finding(str(v.where), f"{flag} {v.text}: not checked here (the file "
+                                 f"lives on {elsewhere})", "the drift check proves the running "
+                                 "server loaded it", "note"))
+        elif not path.is_file():
             found.append(Finding(str(v.where), f"{flag} {v.text}: no such file; the server "
                                  "exits at start and Restart=on-failure turns that into a "
                                  "crash loop", "put the file there, or correct the path"))
@@ -123,6 +129,16 @@ def _files(p: Parsed, endpoint) -> list[Finding]:
                                  f"starts with {_magic(path)!r})", "point it at the .gguf "
                                  "file (a split model: its first part)"))
     return found
+
+
+def _elsewhere(path: Path, endpoint) -> str | None:
+    """The serving host, where a file absent here is that host's to have: the endpoint runs on
+    another machine and the file's folder is not on this one either (a missing file beside its
+    folder is a typo wherever the gate runs)."""
+    host = endpoint.host
+    if host is None or is_local(host) or path.is_file() or path.parent.is_dir():
+        return None
+    return host
 
 
 def _magic(path: Path) -> bytes:
@@ -250,8 +266,14 @@ def _fits(p: Parsed, endpoint) -> list[Finding]:
     if p.text("spec_type") in p.table.mtp_spec_values:
         merged["mtp"] = True
     where = str(p.where("ctx"))
+    model = opts.get("model") or p.text("model")
+    elsewhere = model and "://" not in model and _elsewhere(_local(p, model), endpoint)
+    if elsewhere:
+        return [Finding(where, f"the context fit is not checked here (the model file lives on "
+                        f"{elsewhere})", "run the gate on that host, or set expect.vram.model "
+                        "to a copy of the file here", "note")]
     try:
-        modelled = model_memory(make_plan(merged, opts.get("model") or p.text("model")))
+        modelled = model_memory(make_plan(merged, model))
     except (PlanError, GGUFError, OSError, ValueError) as exc:
         return [Finding(where, f"the context fit could not be modelled: {exc}",
                         "set expect.vram.model and gpu_mib", "note")]
