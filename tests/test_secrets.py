@@ -137,3 +137,105 @@ def test_mask_env_masks_a_variable_of_any_name(run_fleet, pytester, monkeypatch,
     texts = outputs(result, pytester)
     assert_nowhere(texts, OTHER)
     assert "answered 500: *** is down" in texts["terminal"]
+
+
+# -- files fleet.yaml names ----------------------------------------------------------------------
+
+MARKER = "MARKER-7731"
+PASSWD = f"root:x:0:0:{MARKER}:/root:/bin/bash"
+
+
+def gate_fleet(serve=None, **extra) -> dict:
+    """A vLLM endpoint for the offline gate: its serve files are read, nothing is reached."""
+    entry = {"url": "http://127.0.0.1:8000", "engine": "vllm", "alias": "m", **extra}
+    if serve:
+        entry["serve"] = serve
+    return {"endpoints": {"ep": entry}}
+
+
+def written(result, pytester) -> dict[str, str]:
+    """The terminal and the reports that were written (a usage error writes none)."""
+    found = {"terminal": result.stdout.str() + result.stderr.str()}
+    for name, path in REPORTS.items():
+        if (pytester.path / path).exists():
+            found[name] = (pytester.path / path).read_text(encoding="utf-8")
+    return found
+
+
+@pytest.mark.parametrize("key,text,line,expected", [
+    ("unit", f"[Service]\nExecStart=/usr/bin/vllm serve /m\n{PASSWD}\n", 3,
+     "the line is not a Key=value assignment, a [Section] header or a comment: expected a "
+     "systemd unit"),
+    ("env", f"MODEL=/m\n{PASSWD}\n", 2,
+     "the line runs a command, not NAME=value: expected an env file"),
+])
+def test_a_serve_file_that_is_something_else_is_named_not_quoted(run_fleet, pytester, key, text,
+                                                                 line, expected):
+    """The offline gate of a vLLM endpoint whose fleet.yaml (edited in a pull request) points a
+    serve file at a password file."""
+    path = pytester.path / "secret.txt"
+    path.write_text(text)
+    serve = {key: str(path), **({"command": "vllm serve /m"} if key == "env" else {})}
+    result = run_fleet(gate_fleet(serve), "--frank-offline", *ALL_REPORTS)
+    result.assert_outcomes(failed=1)
+    texts = outputs(result, pytester)
+    for where, out in texts.items():
+        assert MARKER not in out and "root:x:0" not in out, f"the file's line in the {where} output"
+    assert f"{path}:{line}: {expected}" in texts["terminal"].replace("\n", " ")
+    assert f"secret.txt:{line}:" in texts["json"] and f"secret.txt:{line}:" in texts["junit"]
+
+
+def test_a_models_json_that_is_something_else_is_named_not_quoted(run_fleet, pytester):
+    """reasoning_effort.from (a client's models.json, for a vLLM endpoint) pointed at a password
+    file: fleet.yaml cannot be used, and the usage error names the line, not its text."""
+    path = pytester.path / "secret.txt"
+    path.write_text(f"{PASSWD}\n")
+    fleet = gate_fleet(expect={"reasoning_effort": {"from": str(path)}})
+    result = run_fleet(fleet, *ALL_REPORTS)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    texts = written(result, pytester)
+    assert MARKER not in texts["terminal"] and "root:x:0" not in texts["terminal"]
+    assert list(texts) == ["terminal"]  # stopped before any report
+    assert f"{path}:1: not valid JSON (Expecting value): expected a pi models.json" \
+        in texts["terminal"]
+
+
+SERVE_KEY = "sk-serve-9f8e7d6c5b4a"
+HF_TOKEN = "hf_Secr3tTokenValue42"
+
+
+def test_a_key_on_the_serve_command_line_of_a_finding_is_masked(run_fleet, pytester):
+    """A vLLM started with --api-key on the command line that listens on the wrong port: the
+    finding is about that line, and names the flag, never the key."""
+    serve = {"command": f"vllm serve /m --api-key {SERVE_KEY} --port 9999 "
+                        f"--hf-token={HF_TOKEN}"}
+    result = run_fleet(gate_fleet(serve), "--frank-offline", *ALL_REPORTS)
+    result.assert_outcomes(failed=1)
+    texts = outputs(result, pytester)
+    assert "serve.command:1: the serve command listens on port 9999" in texts["terminal"]
+    assert_nowhere(texts, SERVE_KEY)
+    assert_nowhere(texts, HF_TOKEN)
+
+
+@pytest.mark.parametrize("env_line,unit_line,finding", [
+    # systemd keeps the `$` of an EnvironmentFile= value: a note about the HF_TOKEN line
+    (f"HF_TOKEN={HF_TOKEN}$x", "EnvironmentFile={env}",
+     "{env}:1: HF_TOKEN: systemd does not expand variables in an EnvironmentFile="),
+    # an Environment= whose quote is never closed: the unit cannot be read past it
+    (None, f'Environment="HF_TOKEN={HF_TOKEN}',
+     "{unit}:3: Environment=: a double quote is never closed"),
+])
+def test_a_token_in_a_units_environment_never_appears(run_fleet, pytester, env_line, unit_line,
+                                                      finding):
+    """A vLLM unit whose environment holds a Hugging Face token, on a line the
+    gate has something to say about: the diagnosis names the variable, not its value."""
+    env, unit = pytester.path / "vllm.env", pytester.path / "vllm.service"
+    if env_line:
+        env.write_text(env_line + "\n")
+    unit.write_text(f"[Service]\nExecStart=/usr/bin/vllm serve /m --port 9999\n"
+                    f"{unit_line.format(env=env)}\n")
+    result = run_fleet(gate_fleet({"unit": str(unit)}), "--frank-offline", *ALL_REPORTS)
+    result.assert_outcomes(failed=1)  # the port, or the unreadable unit
+    texts = outputs(result, pytester)
+    assert_nowhere(texts, HF_TOKEN)
+    assert finding.format(env=env, unit=unit) in texts["json"]
