@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -86,6 +85,8 @@ def pytest_configure(config):
 
 def _mask_env(config) -> None:
     """The values of the variables --frank-mask-env names are secrets, used or not."""
+    import os
+
     for name in [*config.getini("frank_mask_env"), *config.getoption("frank_mask_env")]:
         redact.register(os.environ.get(name))
 
