@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from pytest_frank import redact
 from pytest_frank.observation import Observation
 
 if TYPE_CHECKING:
@@ -54,7 +55,7 @@ def identity(target: Target) -> Identity:
         said = target.get(route[0])
         body = said.json() if said.ok else None
         value = body.get(route[1]) if isinstance(body, dict) else None
-        found.build = str(value)[:120] if isinstance(value, (str, int, float)) else None
+        found.build = redact.cut(str(value), 120, "") if isinstance(value, (str, int, float)) else None
     return found
 
 

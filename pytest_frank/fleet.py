@@ -97,6 +97,7 @@ def load(path: str | os.PathLike, environ: dict[str, str] | None = None) -> dict
     where = str(path)
     data = _read_yaml(path)
     data = _expand(data, environ, where, ())
+    _register_credentials(data)
     _validate(data, where)
     defaults = data.get("defaults") or {}
     fleet = {}
@@ -165,6 +166,8 @@ def _expand(value: Any, environ, where: str, keys: tuple) -> Any:
         var, fallback = match.group(1), match.group(2)
         if var in environ:
             _FROM_ENV.add(environ[var])
+            if redact.is_credential_name(var):  # ${HF_TOKEN} is masked wherever it is put
+                redact.register_credential(environ[var])
             if keys[-2:-1] == ("headers",):  # a curl line names it, as fleet.yaml does
                 redact.register_variable(environ[var], var)
             return environ[var]
@@ -173,6 +176,24 @@ def _expand(value: Any, environ, where: str, keys: tuple) -> Any:
         raise FleetError(f"{where}: {_dotted(keys)}: environment variable {var} is not set")
 
     return _VAR.sub(substitute, value)
+
+
+def _register_credentials(data: dict) -> None:
+    """A value used as a credential anywhere in the fleet (an api_key, a secret header, a URL's
+    password) is a secret in every output, wherever else it appears: registered before anything,
+    a schema error included, can quote it."""
+    endpoints = data.get("endpoints")
+    for raw in [data.get("defaults"), *(endpoints.values() if isinstance(endpoints, dict) else ())]:
+        if not isinstance(raw, dict):
+            continue
+        if isinstance(raw.get("api_key"), str):
+            redact.register(raw["api_key"])
+        if isinstance(raw.get("url"), str):
+            redact.register_url(raw["url"])
+        headers = raw.get("headers")
+        for header, value in (headers.items() if isinstance(headers, dict) else ()):
+            if isinstance(value, str) and redact.SECRET_HEADER.search(str(header)):
+                redact.register(value)
 
 
 def _merge(base: dict, over: dict) -> dict:
@@ -203,12 +224,7 @@ def _endpoint(name: str, raw: dict, where: str, base_dir: Path) -> Endpoint:
     if isinstance(expect.get("reasoning_effort"), dict) and "from" in expect["reasoning_effort"]:
         expect["reasoning_effort"] = _effort_from(dict(expect["reasoning_effort"]), raw, at,
                                                   base_dir)
-    redact.register(raw.get("api_key"))
-    redact.register_variable(raw.get("api_key"), "API_KEY")
-    redact.register_url(raw.get("url"))
-    for header, value in (raw.get("headers") or {}).items():
-        if redact.SECRET_HEADER.search(header):
-            redact.register(value)
+    redact.register_variable(raw.get("api_key"), "API_KEY")  # the curl lines say $API_KEY
     return Endpoint(
         name=name,
         engine=engine,
@@ -347,4 +363,4 @@ def _show(value) -> str:
     text = repr(value)
     if any(len(env) >= 4 and env in text for env in _FROM_ENV):
         return "(a value from the environment, not shown)"  # it may be a key: never echo it
-    return text if len(text) <= 60 else text[:57] + "..."
+    return redact.cut(text, 57) if len(text) > 60 else redact.scrub(text)

@@ -423,7 +423,7 @@ class _Parser:
     def preamble(self) -> tuple[int, int, int]:
         magic = self.unpack("4s", "magic")
         if magic != b"GGUF":
-            raise self.fail(0, "magic", f"expected b'GGUF', found {magic!r}: not a GGUF file")
+            raise self.fail(0, "magic", "expected b'GGUF' in the first 4 bytes: not a GGUF file")
         version = self.unpack("I", "version")
         if version not in (2, 3):
             hint = " (big-endian file?)" if version > 0xFFFF else ""
@@ -442,7 +442,7 @@ class _Parser:
             at = self.pos
             key = self.string(f"metadata key #{i}")
             # a mangled key still needs a readable name in messages
-            label = key if key.isprintable() and key else f"metadata key #{i} {key!r}"
+            label = key if key.isprintable() and key else f"metadata key #{i} (not printable)"
             if key in meta:
                 raise self.fail(at, label, "duplicate metadata key")
             self.offsets[key] = self.pos

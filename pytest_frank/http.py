@@ -66,8 +66,8 @@ class Exchange:
             return None
 
     def snippet(self, limit: int = 300) -> str:
-        text = " ".join(redact.scrub(self.body).split())  # masked before the cut
-        return redact.inert(text if len(text) <= limit else text[:limit] + "...", limit + 3)
+        text = " ".join(redact.scrub(self.body).split())
+        return redact.inert(redact.cut(text, limit), limit + 3)  # masked before the cut
 
     def summary(self) -> str:
         if self.error and self.status is None:

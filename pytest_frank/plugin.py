@@ -42,14 +42,21 @@ def pytest_addoption(parser):
                     help="compare with a previous run's --frank-json and report what regressed")
     group.addoption("--frank-fail-on-regression", action="store_true", default=False,
                     help="a regression against --frank-baseline fails the run")
+    group.addoption("--frank-mask-env", metavar="NAME", action="append", default=[],
+                    help="mask this environment variable's value in every output, whether or "
+                         "not fleet.yaml uses it (repeat for more; ini: frank_mask_env); "
+                         "credential-named variables fleet.yaml uses are masked already")
     parser.addini("frank_endpoints", "fleet file of endpoints to verify", default=None)
     parser.addini("frank_timeout", "per-request timeout in seconds", default="30")
+    parser.addini("frank_mask_env", "environment variables whose values every output masks",
+                  type="args", default=[])
 
 
 def pytest_configure(config):
     for claim, about in CLAIMS.items():
         config.addinivalue_line("markers", f"{claim}: claim '{about}' (pytest-frank)")
     config.addinivalue_line("markers", "offline: a pytest-frank check that needs no live endpoint")
+    _mask_env(config)  # before the fleet loads: its errors are masked too
     fleet_path = config.getoption("endpoints") or config.getini("frank_endpoints")
     if not fleet_path:
         return
@@ -75,6 +82,14 @@ def pytest_configure(config):
         config.stash[SESSION].bound_run(run_deadline)
     if _probes_here(config):
         config.stash[SESSION].warm()
+
+
+def _mask_env(config) -> None:
+    """The values of the variables --frank-mask-env names are secrets, used or not."""
+    import os
+
+    for name in [*config.getini("frank_mask_env"), *config.getoption("frank_mask_env")]:
+        redact.register(os.environ.get(name))
 
 
 def _probes_here(config) -> bool:
@@ -361,6 +376,7 @@ def pytest_runtest_makereport(item, call):
     if name and call.when == "setup":  # JUnit XML and the HTML report carry these per test
         item.user_properties += [("endpoint", name), ("claim", claim_of(item) or "")]
     report = yield
+    _mask_report(report)
     probed = item.stash.get(PROBED, None)
     if name is None or (call.when == "setup" and report.passed):
         return report
@@ -377,6 +393,17 @@ def pytest_runtest_makereport(item, call):
     if call.when != "teardown":
         reporting.html_extras(item, report)
     return report
+
+
+def _mask_report(report: pytest.TestReport) -> None:
+    """What a test raised or printed passes the same mask as the battery's own lines: a custom
+    check's assertion or a traceback may quote an answer with a key in it."""
+    if report.longrepr is not None and not isinstance(report.longrepr, tuple):
+        text = report.longreprtext
+        masked = redact.scrub(text)
+        if masked != text:
+            report.longrepr = masked
+    report.sections = [(title, redact.scrub(body)) for title, body in report.sections]
 
 
 def _echoes(evidence: str, message: str) -> bool:

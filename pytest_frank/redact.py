@@ -1,26 +1,88 @@
 """What an endpoint sends is made inert before it leaves: secrets masked (before any cut, so no
 prefix of a key survives), control characters escaped (no ANSI, OSC title or clipboard writes, no
-NUL reaches a terminal, JUnit, HTML or Markdown), and every message cut to a bounded length."""
+NUL reaches a terminal, JUnit, HTML or Markdown), and every message cut to a bounded length.
+
+A secret is masked in the forms it travels in too, as CI runners mask theirs: base64 (alone, or
+inside a longer base64 string at any of the three byte alignments), URL-encoded and JSON-escaped.
+"""
 
 from __future__ import annotations
 
+import base64
+import json
 import re
-from urllib.parse import urlsplit
+from urllib.parse import quote, quote_plus, urlsplit
 
 _SECRETS: set[str] = set()
+_FORMS: set[str] = set()  # their base64, URL-encoded and JSON-escaped copies
+_PATTERN: re.Pattern | None = None  # every masked form, longest first; rebuilt on register
 _NAMED: dict[str, str] = {}  # value -> the environment variable a reproduce line names instead
 MASK = "***"
 MAX_MESSAGE = 4000  # one failure, skip or evidence note: a 3 MiB error body is not copied whole
+MIN_SECRET = 4  # shorter values would mask ordinary words; a real key is never that short
+MIN_FRAGMENT = 8  # the middle of a base64 run: a shorter one would match by chance
 # C0 controls but tab and newline, DEL, C1 controls, and the bidi overrides that reorder text.
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 # Names of headers whose values are credentials, masked wherever they appear.
 SECRET_HEADER = re.compile(r"auth|key|token|secret|cookie|session|password", re.I)
+# Names of variables (and flags) whose values are credentials: ${HF_TOKEN}, --api-key.
+CREDENTIAL_NAME = re.compile(r"key|token|secret|pass|auth|credential", re.I)
+# What a credential-named setting holds when there is no credential: masking these would turn
+# every "none" in a report into *** and hide nothing.
+PLACEHOLDERS = frozenset({"empty", "none", "null", "nil", "dummy", "changeme", "unused",
+                          "no-key", "sk-no-key-required", "frank-no-key"})
 
 
 def register(secret: str | None) -> None:
-    # Very short values would mask ordinary words; a real key is never that short.
-    if secret and len(secret) >= 4:
-        _SECRETS.add(secret)
+    """Mask `secret` and its encoded forms in everything that leaves from now on."""
+    global _PATTERN
+    if not secret or len(secret) < MIN_SECRET or secret in _SECRETS:
+        return
+    _SECRETS.add(secret)
+    _FORMS.update(f for f in encoded_forms(secret) if len(f) >= MIN_SECRET)
+    _PATTERN = None
+
+
+
+def register_credential(value: str | None) -> None:
+    """A value guessed to be a credential by its name (`HF_TOKEN=...`, `--api-key ...`, a
+    `${*_KEY}` in fleet.yaml): a secret unless it is a placeholder."""
+    if value and value.strip().lower() not in PLACEHOLDERS:
+        register(value.strip())
+
+
+def is_credential_name(name: str) -> bool:
+    return bool(CREDENTIAL_NAME.search(name))
+
+
+def encoded_forms(secret: str) -> set[str]:
+    """The copies of `secret` a body, a log or a URL may carry instead of the secret itself."""
+    raw = secret.encode("utf-8")
+    forms = {quote(secret), quote(secret, safe=""), quote_plus(secret),
+             json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1],
+             json.dumps(secret)[1:-1].replace("/", "\\/")}
+    whole = base64.b64encode(raw).decode("ascii")
+    forms |= {whole, whole.rstrip("=")}
+    for shift in range(3):  # inside a longer base64 string, after 0, 1 or 2 other bytes
+        fragment = _base64_core(raw, shift)
+        if len(fragment) >= MIN_FRAGMENT:
+            forms |= {fragment, fragment.translate(_URLSAFE)}
+    forms |= {f.translate(_URLSAFE) for f in (whole, whole.rstrip("="))}
+    forms.discard(secret)
+    return forms
+
+
+_URLSAFE = str.maketrans("+/", "-_")
+
+
+def _base64_core(raw: bytes, shift: int) -> str:
+    """The base64 characters that depend on `raw` alone when it starts `shift` bytes into a
+    3-byte group: the ones its neighbours' bits leak into are left off at both ends."""
+    encoded = base64.b64encode(b"\0" * shift + raw).decode("ascii").rstrip("=")
+    start = (0, 2, 3)[shift]
+    total = shift + len(raw)
+    end = total // 3 * 4 + (0, 1, 2)[total % 3]
+    return encoded[start:end]
 
 
 def register_url(url: str | None) -> None:
@@ -39,7 +101,7 @@ def register_url(url: str | None) -> None:
 def register_variable(value: str | None, name: str) -> None:
     """A value a curl line shows as `$NAME` (the api key as $API_KEY, a header's `${VAR}` as
     $VAR): the line then works wherever the variable is set, and never holds the value."""
-    if value and len(value) >= 4:  # a shorter one would be found inside ordinary words
+    if value and len(value) >= MIN_SECRET:  # a shorter one would be found inside ordinary words
         _NAMED[value] = name
 
 
@@ -56,10 +118,24 @@ def named_parts(text: str) -> list[tuple[str, bool]]:
     return [(piece, named) for piece, named in parts if piece]
 
 
+def _pattern() -> re.Pattern | None:
+    global _PATTERN
+    if _PATTERN is None and _SECRETS:
+        forms = sorted(_SECRETS | _FORMS, key=len, reverse=True)  # a longer form wins
+        _PATTERN = re.compile("|".join(map(re.escape, forms)))
+    return _PATTERN
+
+
 def scrub(text: str) -> str:
-    for secret in sorted(_SECRETS, key=len, reverse=True):
-        text = text.replace(secret, MASK)
-    return text
+    """Every registered secret, in every form, replaced by ***."""
+    pattern = _pattern()
+    return text if pattern is None else pattern.sub(MASK, text)
+
+
+def cut(text: str, limit: int, tail: str = "...") -> str:
+    """`text` masked, then cut to `limit` characters: a cut never leaves a key's first half."""
+    text = scrub(text)
+    return text if len(text) <= limit else text[:limit] + tail
 
 
 def inert(text: str, limit: int = MAX_MESSAGE) -> str:

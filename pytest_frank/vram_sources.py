@@ -15,6 +15,8 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from pytest_frank import redact
+
 MiB = 1 << 20
 GPU_QUERY = "index,name,memory.used,memory.total"
 NVIDIA_SMI_GPUS = ["nvidia-smi", f"--query-gpu={GPU_QUERY}", "--format=csv,noheader,nounits"]
@@ -161,7 +163,7 @@ def run_command(command: str | Sequence[str], *, shell: bool = False, timeout: f
     except subprocess.TimeoutExpired:
         raise VRAMSourceError(f"command `{shown}` did not finish within {timeout:g} s") from None
     if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or [""])[-1][:200]
+        last = redact.cut((done.stderr.strip().splitlines() or [""])[-1], 200, "")
         why = f": {last}" if last else ""
         raise VRAMSourceError(f"command `{shown}` exited with status {done.returncode}{why}")
     return done.stdout

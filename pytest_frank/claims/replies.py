@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+from pytest_frank import redact
 from pytest_frank.verdict import fail
 
 THINK_TAGS = ("<think>", "</think>")
 
 
 def one_line(text: str | None, limit: int = 300) -> str:
-    flat = " ".join((text or "").split())
-    return flat if len(flat) <= limit else flat[:limit] + "..."
+    return redact.cut(" ".join(redact.scrub(text or "").split()), limit)
 
 
 def require_answer(reply, driver, doing: str) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pytest_frank import metrics
+from pytest_frank import metrics, redact
 from pytest_frank.http import NO_KEY, Exchange
 
 _KINDS = {"object": "an object", "array": "a list", "integer": "an integer", "string": "a string",
@@ -12,7 +12,7 @@ _KINDS = {"object": "an object", "array": "a list", "integer": "an integer", "st
 
 
 def _short(value) -> str:
-    text = repr(value)
+    text = redact.scrub(repr(value))  # an echoed key is masked whole, not cut in half
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -100,7 +100,7 @@ class Driver:
         if error.validator == "type":
             return (f"GET {route}: {where} is {_short(error.instance)}, expected "
                     f"{_KINDS.get(error.validator_value, error.validator_value)}")
-        return f"GET {route}: {where}: {error.message[:200]}"
+        return f"GET {route}: {where}: {redact.cut(error.message, 200, '')}"
 
     def is_loading(self, ex: Exchange) -> bool:
         return False

@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pytest_frank import redact
 from pytest_frank.serve import script, systemd
 from pytest_frank.serve.script import Located, Scope, Site
 from pytest_frank.serve.shell import ShellSyntaxError, stream
@@ -125,11 +126,15 @@ def _env_file(path: Path, scope: Scope) -> None:
 
 
 def _shell_env(path: Path, scope: Scope) -> None:
-    """serve.env as the serve script sees it: sourced, so variables do expand."""
+    """serve.env as the serve script sees it: sourced, so variables do expand. It sets
+    variables; a line that runs a program means the file is something else."""
     try:
-        script.run(_text(path), str(path), scope)
+        runs = script.run(_text(path), str(path), scope)
     except ShellSyntaxError as exc:
         raise ServeError(f"{path}:{exc.line}: {exc.why}") from None
+    if runs:
+        raise ServeError(f"{runs[0].at or runs[0].site}: the line runs a command, not NAME=value: "
+                         "expected an env file (assignments, `export`, comments)")
 
 
 def _from_unit(unit: systemd.Unit, scope: Scope, is_server) -> ServeCommand:
@@ -173,9 +178,22 @@ def _words(text: str, label: str, scope: Scope, mode="shell", first_line: int = 
     return out
 
 
+def _credential_flags(words: list[Located]) -> None:
+    """`--api-key sk-...`, `--hf-token=...`: the value is a secret in every report from now on."""
+    for i, word in enumerate(words):
+        name, eq, inline = word.text.partition("=")
+        if not name.startswith("-") or not redact.is_credential_name(name):
+            continue
+        if eq:
+            redact.register_credential(inline)
+        elif i + 1 < len(words) and not words[i + 1].text.startswith("-"):
+            redact.register_credential(words[i + 1].text)
+
+
 def _from_words(words: list[Located], scope: Scope, kind: str, unit=None) -> ServeCommand:
     if not words:
         raise ServeError(f"{kind}: the command is empty")
+    _credential_flags(words)
     env = {k: v if isinstance(v, str) else " ".join(v) for k, v in scope.values.items()}
     where = words[0].at or words[0].site
     return ServeCommand(

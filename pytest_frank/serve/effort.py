@@ -52,8 +52,11 @@ def _load(path: Path) -> dict:
         raise EffortMapError(f"{path}: larger than {MAX_BYTES >> 20} MiB: not a models.json")
     try:
         data = json.loads(raw)
-    except ValueError as exc:
-        raise EffortMapError(f"{path}: not valid JSON ({exc})") from None
+    except json.JSONDecodeError as exc:  # where and why, never the text: it may be any file
+        raise EffortMapError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg}): expected a pi "
+                             "models.json") from None
+    except ValueError:
+        raise EffortMapError(f"{path}: not UTF-8 text: expected a pi models.json") from None
     if not isinstance(data, dict) or not isinstance(data.get("providers"), dict):
         raise EffortMapError(f"{path}: no `providers` mapping (not a pi models.json)")
     return data

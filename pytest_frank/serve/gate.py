@@ -3,6 +3,7 @@ endpoint. Every rule reads the engine's flag table from the driver, never the en
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -14,6 +15,9 @@ from pytest_frank.serve.flags import Parsed, parse
 FULL_PRECISION_KV = ("f16", "f32", "bf16", "auto")
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 WHO = {"unit": "the unit", "script": "the serve script", "command": "the serve command"}
+# What a program's name or path looks like; any other first word is a line of some other file,
+# and is not quoted.
+_PROGRAM = re.compile(r"[\w.~/+-]{1,200}")
 
 
 @dataclass(frozen=True)
@@ -35,7 +39,7 @@ def findings(command: ServeCommand, endpoint, driver) -> list[Finding]:
                         "command lines", "drop serve: from this endpoint")]
     p = parse(command, table)
     if not p.launched:
-        return [Finding(str(command.where), f"{WHO[command.kind]} starts {command.program!r}, "
+        return [Finding(str(command.where), f"{WHO[command.kind]} starts {_program(command)}, "
                         f"not a {driver.label} ({table.example})", "point serve: at the files "
                         "that start this endpoint, or fix `engine:`")]
     found: list[Finding] = []
@@ -44,6 +48,11 @@ def findings(command: ServeCommand, endpoint, driver) -> list[Finding]:
     if endpoint.options("serve").unit_policy:
         found += unit_policy(command, table)
     return found
+
+
+def _program(command: ServeCommand) -> str:
+    name = command.program
+    return repr(name) if _PROGRAM.fullmatch(name) else "something that is no program name"
 
 
 def _who(p: Parsed) -> str:
@@ -125,9 +134,9 @@ def _files(p: Parsed, endpoint) -> list[Finding]:
                                  "exits at start and Restart=on-failure turns that into a "
                                  "crash loop", "put the file there, or correct the path"))
         elif role in p.table.gguf and _magic(path) != b"GGUF":
-            found.append(Finding(str(v.where), f"{flag} {v.text} is not a GGUF file (it "
-                                 f"starts with {_magic(path)!r})", "point it at the .gguf "
-                                 "file (a split model: its first part)"))
+            found.append(Finding(str(v.where), f"{flag} {v.text} is not a GGUF file (its first "
+                                 "4 bytes are not GGUF)", "point it at the .gguf file (a split "
+                                 "model: its first part)"))
     return found
 
 

@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pytest_frank import redact
 from pytest_frank.serve.shell import Token, Values, stream
 
 _ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\+?)=(.*)$", re.S)
@@ -49,6 +50,9 @@ class Scope:
     unresolved: list[str] = field(default_factory=list)
 
     def assign(self, name: str, value: str | list[str], site: Site, append: bool = False) -> None:
+        if redact.is_credential_name(name):  # HF_TOKEN=...: masked in every report from now on
+            for item in value if isinstance(value, list) else [value]:
+                redact.register_credential(item)
         old = self.values.get(name)
         if append and isinstance(old, list):
             value = old + (value if isinstance(value, list) else [value])

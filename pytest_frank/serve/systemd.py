@@ -1,5 +1,8 @@
 """A systemd unit as systemd reads it: sections, keys in order, `\\` continuations, specifiers,
-Environment= assignments and EnvironmentFile= files (`-` makes a missing file optional)."""
+Environment= assignments and EnvironmentFile= files (`-` makes a missing file optional).
+
+A line that does not parse is named by its number and what was expected, never quoted: fleet.yaml
+may point serve.unit at any file, and the report may go to a wiki."""
 
 from __future__ import annotations
 
@@ -57,11 +60,12 @@ def parse_unit(text: str, path: str) -> Unit:
             continue
         if line.startswith("["):
             if not line.endswith("]"):
-                raise UnitError(start, f"section header {line!r} is not closed with ]")
+                raise UnitError(start, "a [Section] header is not closed with ]")
             section = line[1:-1]
             continue
         if "=" not in line:
-            raise UnitError(start, f"{line!r} is not a Key=value assignment")
+            raise UnitError(start, "the line is not a Key=value assignment, a [Section] header "
+                                   "or a comment: expected a systemd unit")
         parts = [line]
         while parts[-1].endswith("\\") and n < len(lines):
             nxt = lines[n].strip()
@@ -97,14 +101,14 @@ def assignments(value: str, line: int) -> list[tuple[str, str]]:
     try:
         words = lex(value, mode="literal").tokens
     except ShellSyntaxError as exc:
-        raise UnitError(line, f"Environment={value}: {exc.why}") from None
+        raise UnitError(line, f"Environment=: {exc.why}") from None
     pairs = []
     for w in words:
         if w.sep:
             continue
         name, eq, val = w.text.partition("=")
         if not eq or not name.isidentifier():
-            raise UnitError(line + w.line - 1, f"Environment= item {w.text!r} is not NAME=value")
+            raise UnitError(line + w.line - 1, "an Environment= item is not NAME=value")
         pairs.append((name, val))
     return pairs
 
@@ -129,9 +133,10 @@ def parse_env_file(text: str) -> tuple[list[EnvLine], list[tuple[int, str]]]:
         for w in words:
             name, eq, val = w.text.partition("=")
             if not eq or not name.isidentifier():
-                raise UnitError(w.line, f"{w.text!r} is not KEY=value")
+                raise UnitError(w.line, "the line is not KEY=value: expected an environment "
+                                "file (KEY=value lines and comments)")
             if "$" in val:
-                problems.append((w.line, f"{name}={val}: systemd does not expand variables in "
-                                 "an EnvironmentFile=, the server gets the `$` literally"))
+                problems.append((w.line, f"{name}: systemd does not expand variables in an "
+                                 "EnvironmentFile=, the server gets the `$` literally"))
             found.append(EnvLine(name, val, w.line))
     return found, problems
