@@ -42,7 +42,7 @@ from healthy_engines import ARGS, healthy_chat, healthy_messages
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_frank import fingerprint, redact, reporting
+from pytest_frank import redact, reporting
 from pytest_frank.claims import (
     alias,
     health,
@@ -437,4 +437,5 @@ def test_a_models_list_that_is_not_an_object_leaves_every_failure_a_verdict(run_
         assert "Error" not in line.split(" - ", 1)[-1], line  # a verdict, not an exception name
     result.stdout.fnmatch_lines(["*/v1/models not a model list: GET /v1/models: the body is "
                                  "[[]1, 2, 3[]], expected an object*",
-                                 "*test_reasoning_streamed*", "streamed chat answered 500: upstream gone"])
+                                 "*test_reasoning_streamed*",
+                                 "streamed chat answered 500: upstream gone"])
