@@ -98,8 +98,8 @@ def mutated(draw, valid):
             break
         path, key = draw(st.sampled_from(places))
         container = _at(doc, path)
-        if draw(st.booleans()):
-            container[key] = draw(JSON)
+        if draw(st.booleans()):  # a copy: later steps edit it in place, and ODD's values are shared
+            container[key] = copy.deepcopy(draw(JSON))
         else:
             del container[key]
     return doc
@@ -214,6 +214,14 @@ HEALTHY_METRICS = metrics_text({
 
 
 # -- the endpoint under the fuzz: one emulator per engine shape, routes swapped per example -------
+@pytest.fixture(scope="module", autouse=True)
+def no_counter_lag():
+    """spec_decode waits a second for counters that trail a reply; here none ever will."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(spec_decode, "COUNTER_LAG", 0.0)
+        yield
+
+
 @pytest.fixture(scope="module")
 def emulators():
     started = {}
@@ -358,11 +366,13 @@ def test_any_props_or_slots_answer_is_a_verdict(emulators, route, data):
 
 @pytest.mark.parametrize("engine", ["llamacpp", "vllm", "sglang"])
 @fuzzed(EXAMPLES["cheap"])
-@given(reply=METRICS)
-def test_any_metrics_text_is_a_verdict(emulators, engine, reply):
-    """Drafting counters and gauges, vLLM's KV pool, dcgm's memory gauges, the fingerprint."""
+@given(first=METRICS, then=METRICS)
+def test_any_metrics_text_is_a_verdict(emulators, engine, first, then):
+    """Drafting counters and gauges, vLLM's KV pool, dcgm's memory gauges, the fingerprint. The
+    first scrape reads `first`, every later one `then`: counters may grow, vanish or turn NaN."""
     em = emulators(engine)
-    em.route("GET", "/metrics", lambda r: reply)
+    scrapes = []
+    em.route("GET", "/metrics", lambda r: scrapes.append(r) or (then if scrapes[1:] else first))
     target = target_for(em, alias="nope")  # a failing alias asks the fingerprint, which scans it
     try:
         verdicts(target, [spec_decode.SPEC_DECODE, vram.VRAM, alias.ALIAS])
