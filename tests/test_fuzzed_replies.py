@@ -60,7 +60,7 @@ from pytest_frank.fleet import Endpoint
 from pytest_frank.target import Target
 
 # Hypothesis examples per (route, engine shape): each generation example runs every generation
-# check once (17 checks, some 30 requests), a cheap route's example a few checks.
+# check once (16 checks, some 30 requests), a cheap route's example a few checks.
 EXAMPLES = {"chat": 12, "messages": 12, "cheap": 40}
 # The longest line a verdict may be: a message is cut to MAX_MESSAGE, a wrong-engine line and a
 # fix may stand beside it.
