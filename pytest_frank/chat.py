@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from pytest_frank.target import Target
 
 NO_KEY = "frank-no-key"  # the SDKs insist on a key; a server without one ignores it
+SDKS = ("openai", "anthropic", "httpx2", "httpx")  # whose errors say what went wrong themselves
 
 
 @dataclass
@@ -104,6 +105,22 @@ class Reply:
         return (self.generated - 1) / span if self.generated > 1 and span > 0 else None
 
 
+class Unreadable(ValueError):
+    """A reply field of a type the API never sends (the SDKs build replies without validating,
+    so it would otherwise surface later as a Python error far from the field)."""
+
+
+def typed(value: Any, kind: type | tuple[type, ...], where: str) -> Any:
+    """`value` when it is None or of `kind` (a bool is no number); else Unreadable, naming it."""
+    if value is None or (isinstance(value, kind) and not (isinstance(value, bool)
+                                                          and kind in (int, float))):
+        return value
+    shown = repr(value)
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+    raise Unreadable(f"{where} is {shown}, not {names}")
+
+
 def send(target: Target, req: Request) -> Reply:
     """Ask the endpoint once; a refused, broken or cut answer is a Reply with `error`."""
     driver, model = target.driver, target.model_name()
@@ -132,6 +149,10 @@ def _failure(exc: Exception, ex: Exchange | None, driver) -> Reply:
         return Reply(status=ex.status, error=ex.error)
     status = getattr(exc, "status_code", None)
     message = driver.error_message(ex) if ex is not None and status is not None else None
+    if not isinstance(exc, Unreadable) and type(exc).__module__.split(".")[0] not in SDKS:
+        # Not the SDK's own error: its parse of a reply shaped unlike the API's broke on it.
+        return Reply(status=status, error=f"a reply the {driver.api_shape} client cannot read "
+                                          f"({type(exc).__name__}: {_sdk_message(exc)})")
     return Reply(status=status, error=message or _sdk_message(exc))
 
 

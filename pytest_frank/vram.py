@@ -167,7 +167,9 @@ def _pick(gpus: list, index: int | None, label: str) -> Measured:
 def _pick_dcgm(gpus: list, index: int | None, url: str, text: str) -> Measured:
     if not gpus:        # vLLM's own /metrics: no framebuffer gauge, maybe a KV pool
         return Measured(where=url, metrics_text=text)
-    gpu = _choose(gpus, index, lambda g: int(g.gpu) if g.gpu.isdigit() else None, url)
+    from pytest_frank.vram_sources import gpu_index
+
+    gpu = _choose(gpus, index, lambda g: gpu_index(g.gpu), url)
     if isinstance(gpu, Measured):
         return gpu
     name = f" ({gpu.model_name})" if gpu.model_name else ""

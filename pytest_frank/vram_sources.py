@@ -4,6 +4,7 @@ and vLLM Prometheus metrics. Everything comes back in bytes."""
 from __future__ import annotations
 
 import csv
+import math
 import io
 import re
 import shlex
@@ -251,7 +252,7 @@ def parse_dcgm(text: str) -> list[DcgmGPU]:
     by_gpu: dict[tuple, dict[str, Any]] = {}
     for s in _samples(text):
         part = _DCGM.get(s.name)
-        if part is None:
+        if part is None or not math.isfinite(s.value):  # NaN or Inf MiB: no reading at all
             continue
         key = (s.labels.get("Hostname", ""), s.labels.get("gpu", ""), s.labels.get("UUID", ""))
         entry = by_gpu.setdefault(key, {"model_name": s.labels.get("modelName", "")})
@@ -261,9 +262,15 @@ def parse_dcgm(text: str) -> list[DcgmGPU]:
             for (h, g, u), e in sorted(by_gpu.items(), key=_gpu_order)]
 
 
+def gpu_index(label: str) -> int | None:
+    """A `gpu` label as an index; isdigit() would also take "²", which int() refuses."""
+    return int(label) if label.isdecimal() and len(label) < 10 else None
+
+
 def _gpu_order(item) -> tuple:
     (host, gpu, uuid), _ = item
-    return (host, int(gpu) if gpu.isdigit() else 1 << 30, gpu, uuid)
+    index = gpu_index(gpu)
+    return (host, 1 << 30 if index is None else index, gpu, uuid)
 
 
 _VLLM_NUMBERS = {"block_size": int, "num_gpu_blocks": int, "num_cpu_blocks": int,
@@ -284,5 +291,5 @@ def _number(value: str, kind) -> Any:
         return None if value == "None" else value
     try:
         return kind(float(value)) if kind is int else kind(value)
-    except ValueError:
+    except (ValueError, OverflowError):  # int(float("inf")) overflows
         return value

@@ -177,7 +177,9 @@ def _from_counters(series, before, after) -> Measured:
     m = Measured(series.source, tokens, accepted, drafts, rate=_ratio(accepted, tokens))
     if drafts:
         m.mean_length = 1 + accepted / drafts
-        m.per_position = {int(p): v / drafts for p, v in per_pos.items() if p.isdigit()}
+        # isdigit() also takes "²", which int() refuses; a position is a few decimal digits.
+        m.per_position = {int(p): v / drafts for p, v in per_pos.items()
+                          if p.isdecimal() and len(p) < 10}
     return m
 
 

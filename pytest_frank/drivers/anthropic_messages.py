@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from pytest_frank.chat import Call, Reply, Request
+from pytest_frank.chat import Call, Reply, Request, typed
 
 
 def params(model: str, req: Request) -> dict[str, Any]:
@@ -23,11 +23,16 @@ def converse(sdk, model: str, req: Request, clock: Callable[[], float]) -> Reply
         with sdk.messages.create(stream=True, **kwargs) as stream:
             return _read_stream(stream, req, clock)
     message = sdk.messages.create(**kwargs)
-    reply = Reply(status=200, finish=message.stop_reason)
-    reply.tokens = getattr(getattr(message, "usage", None), "output_tokens", None)
-    for block in message.content:
+    reply = Reply(status=200, finish=typed(getattr(message, "stop_reason", None), str,
+                                           "stop_reason"))
+    reply.tokens = _tokens(getattr(message, "usage", None))
+    for block in typed(getattr(message, "content", None), list, "content") or []:
         _Block(block).close(reply)
     return reply
+
+
+def _tokens(usage) -> int | None:
+    return typed(getattr(usage, "output_tokens", None), int, "usage.output_tokens")
 
 
 def _read_stream(stream, req: Request, clock: Callable[[], float]) -> Reply:
@@ -37,22 +42,28 @@ def _read_stream(stream, req: Request, clock: Callable[[], float]) -> Reply:
             reply.error = (f"the stream ran past {req.event_budget} events for "
                            f"{req.max_tokens} max_tokens without ending")
             break
-        kind = event.type
+        kind = getattr(event, "type", None)
         if kind == "content_block_start":
-            blocks[event.index] = _Block(event.content_block)
+            blocks[_index(event)] = _Block(getattr(event, "content_block", None))
         elif kind == "content_block_delta":
-            if blocks.setdefault(event.index, _Block(None)).add(event.delta):
+            if blocks.setdefault(_index(event), _Block(None)).add(getattr(event, "delta", None)):
                 reply.tick(clock())
         elif kind == "message_delta":
-            reply.finish = event.delta.stop_reason or reply.finish
-            tokens = getattr(getattr(event, "usage", None), "output_tokens", None)
+            finish = getattr(getattr(event, "delta", None), "stop_reason", None)
+            reply.finish = typed(finish, str, "message_delta stop_reason") or reply.finish
+            tokens = _tokens(getattr(event, "usage", None))
             reply.tokens = tokens if tokens is not None else reply.tokens
         elif kind == "error":
             error = getattr(event, "error", None)
-            reply.error = getattr(error, "message", None) or "the stream carried an error event"
+            said = typed(getattr(error, "message", None), str, "error.message")
+            reply.error = said or "the stream carried an error event"
     for index in sorted(blocks):
         blocks[index].close(reply)
     return reply
+
+
+def _index(event) -> int:
+    return typed(getattr(event, "index", None), int, f"{event.type} index") or 0
 
 
 def _choice(choice, parallel):
@@ -75,23 +86,25 @@ class _Block:
     PIECES = {"text_delta": "text", "thinking_delta": "thinking", "input_json_delta": "partial_json"}
 
     def __init__(self, start):
-        self.kind = getattr(start, "type", None)
+        self.kind = typed(getattr(start, "type", None), str, "content block type")
         self.start = start
         self.text: list[str] = []
 
     def add(self, delta) -> bool:
         """Fold one delta in; True when it carried text or thinking."""
-        piece = self.PIECES.get(getattr(delta, "type", ""))
-        value = (getattr(delta, piece, "") or "") if piece else ""
-        self.text.append(value)
+        kind = typed(getattr(delta, "type", None), str, "delta type")
+        piece = self.PIECES.get(kind or "")
+        value = typed(getattr(delta, piece, None), str, f"{kind}.{piece}") if piece else None
+        self.text.append(value or "")
         return bool(value) and piece != "partial_json"
 
     def close(self, reply: Reply) -> None:
         text = "".join(self.text)
         if self.kind == "text":
-            reply.content += (getattr(self.start, "text", "") or "") + text
+            reply.content += (typed(getattr(self.start, "text", None), str, "text") or "") + text
         elif self.kind == "thinking":
-            reply.reasoning += (getattr(self.start, "thinking", "") or "") + text
+            said = typed(getattr(self.start, "thinking", None), str, "thinking")
+            reply.reasoning += (said or "") + text
             reply.reasoning_field = "thinking"
         elif self.kind == "redacted_thinking":
             reply.reasoning += "[redacted thinking]"
@@ -99,5 +112,5 @@ class _Block:
         elif self.kind == "tool_use":
             # A strict client parses the concatenated input_json_delta pieces itself.
             args: Any = text if text else getattr(self.start, "input", None) or {}
-            reply.calls.append(Call(getattr(self.start, "name", None), args,
-                                    getattr(self.start, "id", None)))
+            reply.calls.append(Call(typed(getattr(self.start, "name", None), str, "tool_use name"),
+                                    args, getattr(self.start, "id", None)))

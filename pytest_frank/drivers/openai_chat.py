@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
-from pytest_frank.chat import Call, Reply, Request
+from pytest_frank.chat import Call, Reply, Request, Unreadable, typed
 
 if TYPE_CHECKING:
     from pytest_frank.drivers.base import Driver
@@ -29,19 +29,33 @@ def converse(driver: Driver, sdk, model: str, req: Request, clock: Callable[[], 
         with sdk.chat.completions.create(stream=True, **kwargs) as stream:
             return _read_stream(driver, stream, req, clock)
     completion = sdk.chat.completions.create(**kwargs)
-    choice = completion.choices[0]
-    msg = choice.message
-    extra = msg.model_extra or {}
-    reply = Reply(status=200, content=msg.content or "", finish=choice.finish_reason)
-    reply.reasoning, reply.reasoning_field = _reasoning(_fields(driver, req), extra)
-    reply.engine = driver.engine_fields(completion.model_extra or {})
-    usage = getattr(completion, "usage", None)
-    reply.tokens = getattr(usage, "completion_tokens", None)
-    for tc in msg.tool_calls or []:
+    choices = typed(getattr(completion, "choices", None), list, "choices")
+    if not choices:
+        raise Unreadable(f"the reply has no choices (choices is {choices!r}): no answer in it")
+    choice = choices[0]
+    msg = getattr(choice, "message", None)
+    content = typed(getattr(msg, "content", None), str, "choices[0].message.content")
+    reply = Reply(status=200, content=content or "",
+                  finish=typed(getattr(choice, "finish_reason", None), str, "finish_reason"))
+    reply.reasoning, reply.reasoning_field = _reasoning(_fields(driver, req), _extra(msg))
+    reply.engine = driver.engine_fields(_extra(completion))
+    reply.tokens = _tokens(getattr(completion, "usage", None))
+    calls = typed(getattr(msg, "tool_calls", None), list, "choices[0].message.tool_calls")
+    for i, tc in enumerate(calls or []):
         fn = getattr(tc, "function", None)
-        reply.calls.append(Call(getattr(fn, "name", None), getattr(fn, "arguments", None),
-                                getattr(tc, "id", None)))
+        reply.calls.append(Call(typed(getattr(fn, "name", None), str, f"tool_calls[{i}].name"),
+                                getattr(fn, "arguments", None), getattr(tc, "id", None)))
     return reply
+
+
+def _extra(model) -> dict:
+    """Fields past the API's (reasoning, llama.cpp timings), where the reply is an object."""
+    extra = getattr(model, "model_extra", None)
+    return extra if isinstance(extra, dict) else {}
+
+
+def _tokens(usage) -> int | None:
+    return typed(getattr(usage, "completion_tokens", None), int, "usage.completion_tokens")
 
 
 def _read_stream(driver: Driver, stream, req: Request, clock: Callable[[], float]) -> Reply:
@@ -51,16 +65,15 @@ def _read_stream(driver: Driver, stream, req: Request, clock: Callable[[], float
             reply.error = (f"the stream ran past {req.event_budget} events for "
                            f"{req.max_tokens} max_tokens without ending")
             break
-        reply.engine.update(driver.engine_fields(chunk.model_extra or {}))
-        usage = getattr(chunk, "usage", None)
-        if getattr(usage, "completion_tokens", None) is not None:
-            reply.tokens = usage.completion_tokens
-        for choice in chunk.choices or []:
-            delta = choice.delta
+        reply.engine.update(driver.engine_fields(_extra(chunk)))
+        tokens = _tokens(getattr(chunk, "usage", None))
+        reply.tokens = tokens if tokens is not None else reply.tokens
+        for choice in typed(getattr(chunk, "choices", None), list, f"chunk {n}: choices") or []:
+            delta = getattr(choice, "delta", None)
             if delta is not None and _take(_fields(driver, req), delta, texts, thoughts, calls):
                 reply.tick(clock())
-            if choice.finish_reason:
-                reply.finish = choice.finish_reason
+            finish = typed(getattr(choice, "finish_reason", None), str, "finish_reason")
+            reply.finish = finish or reply.finish
     reply.content = "".join(texts)
     reply.reasoning, reply.reasoning_field = _reasoning(_fields(driver, req), thoughts)
     reply.calls = [calls[i] for i in sorted(calls)]
@@ -76,14 +89,14 @@ def _fields(driver: Driver, req: Request) -> tuple[str, ...]:
 
 def _take(fields: tuple[str, ...], delta, texts: list, thoughts: dict, calls: dict) -> bool:
     """Fold one delta in; True when it carried content or reasoning text."""
-    text = delta.content or ""
+    text = typed(getattr(delta, "content", None), str, "delta.content") or ""
     texts.append(text)
     carried = bool(text)
-    for name, value in (delta.model_extra or {}).items():
+    for name, value in _extra(delta).items():
         if name in fields and isinstance(value, str):
             thoughts[name] = thoughts.get(name, "") + value
             carried = carried or bool(value)
-    for tc in delta.tool_calls or []:
+    for tc in typed(getattr(delta, "tool_calls", None), list, "delta.tool_calls") or []:
         _add_fragment(calls, tc)
     return carried
 
@@ -105,11 +118,11 @@ def _choice(choice):
 
 def _add_fragment(calls: dict, tc) -> None:
     """The first delta of a call has id and name; later ones argument pieces."""
-    index = getattr(tc, "index", None)
+    index = typed(getattr(tc, "index", None), int, "delta.tool_calls[].index")
     index = len(calls) if index is None else index
     call = calls.setdefault(index, Call(None, "", None))
     call.id = call.id or getattr(tc, "id", None)
     fn = getattr(tc, "function", None)
     if fn is not None:
-        call.name = call.name or getattr(fn, "name", None)
-        call.arguments += getattr(fn, "arguments", None) or ""
+        call.name = call.name or typed(getattr(fn, "name", None), str, "tool call name")
+        call.arguments += typed(getattr(fn, "arguments", None), str, "tool call arguments") or ""

@@ -57,7 +57,9 @@ class VllmDriver(Driver):
         blocks, size = info.get("num_gpu_blocks"), info.get("block_size")
         tokens = blocks * size if isinstance(blocks, int) and isinstance(size, int) else None
         frac = info.get("gpu_memory_utilization")
-        return KVPool(tokens, frac if isinstance(frac, float) else None,
+        # A fraction of the GPU, or nothing: NaN or 7.5 would model nonsense (or no number).
+        fraction = frac if isinstance(frac, float) and 0 < frac <= 1 else None
+        return KVPool(tokens, fraction,
                       f"vllm:cache_config_info num_gpu_blocks {blocks} x block_size {size}, "
                       f"gpu_memory_utilization {frac}")
 
