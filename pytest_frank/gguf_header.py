@@ -241,7 +241,7 @@ class _HttpSource(_Source):
             return self._read_body(resp, FIRST_READ)
         if resp.status_code == 200:     # Range ignored: keep the stream, read only what we need
             length = resp.headers.get("content-length")
-            self.size = int(length) if length and length.isdigit() else None
+            self.size = int(length) if length and length.isascii() and length.isdecimal() else None
             self._stream, self._chunks = resp, resp.iter_raw()
             return self._from_stream(FIRST_READ)
         resp.close()

@@ -131,7 +131,7 @@ def _contexts(values: list[str]) -> list[int]:
         for part in v.split(","):
             text = part.strip().lower()
             digits = text.removesuffix("k")
-            if not digits.removeprefix("-").isdigit():
+            if not digits.removeprefix("-").isdecimal() or not digits.isascii():
                 raise ValueError(f"--ctx {part!r} is not a token count (e.g. 131072 or 128k)")
             n = int(digits) * (1024 if text.endswith("k") else 1)
             if n <= 0:
