@@ -62,6 +62,8 @@ class Reply:
     last_token_s: float | None = None
     pieces: int = 0  # stream deltas that carried text
     tokens: int | None = None  # the server's own count of generated tokens (usage)
+    prompt_tokens: int | None = None  # usage.prompt_tokens
+    cached_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens, where sent
     engine: dict[str, Any] = field(default_factory=dict)  # engine fields, e.g. llama.cpp timings
     exchange: Exchange | None = None
 

@@ -37,6 +37,7 @@ def converse(driver: Driver, sdk, model: str, req: Request, clock: Callable[[], 
     reply.engine = driver.engine_fields(completion.model_extra or {})
     usage = getattr(completion, "usage", None)
     reply.tokens = getattr(usage, "completion_tokens", None)
+    _prompt_usage(reply, usage)
     for tc in msg.tool_calls or []:
         fn = getattr(tc, "function", None)
         reply.calls.append(Call(getattr(fn, "name", None), getattr(fn, "arguments", None),
@@ -55,6 +56,7 @@ def _read_stream(driver: Driver, stream, req: Request, clock: Callable[[], float
         usage = getattr(chunk, "usage", None)
         if getattr(usage, "completion_tokens", None) is not None:
             reply.tokens = usage.completion_tokens
+            _prompt_usage(reply, usage)
         for choice in chunk.choices or []:
             delta = choice.delta
             if delta is not None and _take(_fields(driver, req), delta, texts, thoughts, calls):
@@ -65,6 +67,15 @@ def _read_stream(driver: Driver, stream, req: Request, clock: Callable[[], float
     reply.reasoning, reply.reasoning_field = _reasoning(_fields(driver, req), thoughts)
     reply.calls = [calls[i] for i in sorted(calls)]
     return reply
+
+
+def _prompt_usage(reply: Reply, usage) -> None:
+    """The prompt's size and how much of it the server took from its cache, where it says."""
+    prompt = getattr(usage, "prompt_tokens", None)
+    details = getattr(usage, "prompt_tokens_details", None)
+    cached = getattr(details, "cached_tokens", None)
+    reply.prompt_tokens = prompt if isinstance(prompt, int) else None
+    reply.cached_tokens = cached if isinstance(cached, int) else None
 
 
 def _fields(driver: Driver, req: Request) -> tuple[str, ...]:
