@@ -168,10 +168,13 @@ def _counted(target, warm: Reply, before: metrics.Scrape | None) -> Counted | No
     if after.ok and not _growth(driver, before, after)[1]:
         time.sleep(COUNTER_LAG)
         after = metrics.scrape(target, driver.metrics_path)
-    hits, queries = _growth(driver, before, after) if after.ok else (0.0, 0.0)
-    if not queries:
+    pair = _series(driver, after) if after.ok else None
+    if pair is None:
         return None
-    pair = _series(driver, after)
+    hits, queries = _growth(driver, before, after)
+    if not queries:  # the counters are there, yet an answered prompt looked nothing up
+        return Counted(0, warm.prompt_tokens or 0, f"{pair[1]} did not grow over the repeat: "
+                                                   "nothing was looked up in the prefix cache")
     return Counted(hits, queries, f"{pair[0]} / {pair[1]} growth over the repeat")
 
 
