@@ -130,12 +130,12 @@ def test_prefix_cache_judged_by_the_servers_count(run_fleet, counters, tmp_path)
 
 
 def test_uncounted_cache_on_a_fast_prefill_is_inconclusive(run_fleet):
-    """SGLang shape without --enable-cache-report: no count, and a cold first token of 10 ms
-    (a GPU's prefill) is under the noise floor, so the 0.5 ceiling is not judged on jitter."""
+    """SGLang shape without --enable-cache-report: no count, and a cold first token of a few
+    ms (a GPU's prefill) is under the noise floor, so the 0.5 ceiling is not judged on jitter."""
     with Emulator("sglang", models=["m"]) as em:
-        counted_cache(em, None, wait=0.01, counters=True)  # counters SGLang does not have
+        counted_cache(em, None, wait=0.0, counters=True)  # counters SGLang does not have
         result = run_fleet(one_endpoint(em.url, "sglang", alias="m", expect={
-            "perf": {"max_cached_ttft_ratio": 0.5, "runs": 2}}),
+            "perf": {"max_cached_ttft_ratio": 0.5}}),
             "-m", "perf", "-k", "test_perf_prefix_cache")
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines([
