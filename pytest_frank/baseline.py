@@ -14,6 +14,7 @@ FIGURES = (
     ("acceptance", "draft acceptance", True, "acceptance_drop"),
     ("ttft_s", "time to first token", False, "ttft_rise"),
     ("tok_s", "decode speed", True, "tok_s_drop"),
+    ("cached_share", "prefix-cache share", True, "cached_share_drop"),
 )
 
 
@@ -24,6 +25,9 @@ class Tolerances:
     # ...and by more than this: at a few milliseconds, a doubling is the scheduler, not the server
     ttft_noise_s: float = 0.05
     tok_s_drop: float = 0.20  # relative: 20% fewer tokens a second
+    # absolute: 0.95 -> 0.80 of a repeated prompt cached; the count moves with the cache's block
+    # size and the template, not with timing, so the band is narrow
+    cached_share_drop: float = 0.10
 
     @classmethod
     def from_fleet(cls, raw: dict[str, Any] | None) -> Tolerances:
@@ -61,7 +65,7 @@ def _figure(spec: tuple, before: dict, now: dict, tol: Tolerances) -> str | None
     unit = now[name].get("unit") or ""
     allowed = getattr(tol, key)
     worse = (old - new) if higher_better else (new - old)
-    if name == "acceptance":
+    if name in ("acceptance", "cached_share"):
         if worse > allowed:
             return f"{label} {old:.2f} -> {new:.2f} (down {worse:.2f}, tolerance {allowed:g})"
         return None

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from pytest_frank import http
+from pytest_frank import http, redact
 from pytest_frank.http import Exchange
 
 if TYPE_CHECKING:
@@ -63,6 +63,8 @@ class Reply:
     last_token_s: float | None = None
     pieces: int = 0  # stream deltas that carried text
     tokens: int | None = None  # the server's own count of generated tokens (usage)
+    prompt_tokens: int | None = None  # usage.prompt_tokens
+    cached_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens, where sent
     engine: dict[str, Any] = field(default_factory=dict)  # engine fields, e.g. llama.cpp timings
     exchange: Exchange | None = None
 
@@ -115,8 +117,7 @@ def typed(value: Any, kind: type | tuple[type, ...], where: str) -> Any:
     if value is None or (isinstance(value, kind) and not (isinstance(value, bool)
                                                           and kind in (int, float))):
         return value
-    shown = repr(value)
-    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    shown = redact.cut(repr(value), 60)  # masked before the cut: a key's prefix never shows
     names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
     raise Unreadable(f"{where} is {shown}, not {names}")
 

@@ -10,9 +10,9 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from pytest_frank import redact
+from pytest_frank.hosts import host_of
 
 ENGINES = ("llamacpp", "vllm", "sglang", "anthropic", "openai")
 DEFAULT_READY_TIMEOUT = 120.0
@@ -61,7 +61,7 @@ class Endpoint:
         URL's host (None for a server this run launches)."""
         if self.serve and self.serve.get("host"):
             return self.serve["host"]
-        return urlsplit(self.url).hostname if self.url and not self.launch else None
+        return host_of(self.url) or None if not self.launch else None
 
     @property
     def api_base(self) -> str:

@@ -106,11 +106,21 @@ def test_drafts_that_are_never_accepted_fail(run_fleet):
                                  "acceptance 0.00 (0 of 120 draft tokens accepted)*"])  # 2 asks
 
 
-def sglang(em, rate, length):
-    em.route("POST", "/v1/chat/completions", lambda r: Reply(200, chat_json("x", model="m")))
+def sglang(em, rate, length, *, written=128, earlier=(0.5, 2.0)):
+    """SGLang shape: each answer writes `written` tokens; the acceptance gauges hold `earlier`
+    (a previous window) until a generation, then (rate, length)."""
+    gauges = list(earlier)
+
+    def chat(req):
+        gauges[:] = [rate, length]
+        reply = chat_json("x", model="m", finish="length")
+        reply["usage"]["completion_tokens"] = written
+        return Reply(200, reply)
+
+    em.route("POST", "/v1/chat/completions", chat)
     em.route("GET", "/metrics", lambda r: Reply(200, metrics_text(
-        {"sglang:spec_accept_rate": [({"model_name": "m"}, rate)],
-         "sglang:spec_accept_length": [({"model_name": "m"}, length)]},
+        {"sglang:spec_accept_rate": [({"model_name": "m"}, gauges[0])],
+         "sglang:spec_accept_length": [({"model_name": "m"}, gauges[1])]},
         {"sglang:spec_accept_rate": "gauge", "sglang:spec_accept_length": "gauge"})))
 
 
@@ -120,7 +130,7 @@ def test_sglang_gauges_pass_and_fail_the_band(run_fleet):
         sglang(em, 0.72, 3.2)
         ok = run_fleet(one_endpoint(em.url, "sglang", alias="m", expect=band), "-m", "spec_decode")
     with Emulator("sglang", models=["m"]) as em:
-        sglang(em, 0.0, 0.0)
+        sglang(em, 0.0, 0.0, earlier=(0.0, 0.0))
         idle = run_fleet(one_endpoint(em.url, "sglang", alias="m", expect=band),
                          "-m", "spec_decode")
     ok.assert_outcomes(passed=1)
@@ -128,6 +138,35 @@ def test_sglang_gauges_pass_and_fail_the_band(run_fleet):
     idle.stdout.fnmatch_lines(["speculative decoding is configured but not engaged: acceptance "
                                "0.00; mean acceptance length 0.00 [[]source: sglang:spec_accept_* "
                                "gauges]*", "*fix: start SGLang with --speculative-algorithm*"])
+
+
+def test_sglang_six_tokens_written_are_inconclusive_with_the_counts(run_fleet):
+    """SGLang answers briefly (6 tokens): asked again up to four times, 24 tokens are still
+    fewer than min_draft_tokens, so the gauges' 0.72 is not judged."""
+    with Emulator("sglang", models=["m"]) as em:
+        sglang(em, 0.72, 3.2, written=6)
+        result = run_fleet(one_endpoint(em.url, "sglang", alias="m", expect={
+            "spec_decode": {"min_acceptance": 0.9}}), "-m", "spec_decode")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines([
+        "*inconclusive (24 tokens written, fewer than min_draft_tokens 64, over 4 generation(s) "
+        "of up to 128 tokens, 24 written; the gauges count no draft tokens): acceptance 0.72; "
+        "mean acceptance length 3.20 [[]source: sglang:spec_accept_* gauges]*"])
+    assert sum(r.path == "/v1/chat/completions" for r in em.requests) == 4
+
+
+def test_sglang_gauges_that_did_not_move_are_inconclusive(run_fleet):
+    """SGLang shape: 128 tokens written, yet the gauges read the same before and after (the
+    window was not refreshed): the 0.40 is an earlier window's, not a failure of this one."""
+    with Emulator("sglang", models=["m"]) as em:
+        sglang(em, 0.4, 1.8, earlier=(0.4, 1.8))
+        result = run_fleet(one_endpoint(em.url, "sglang", alias="m", expect={
+            "spec_decode": {"min_acceptance": 0.6}}), "-m", "spec_decode")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines([
+        "*inconclusive (the gauges did not move over 1 generation(s) of up to 128 tokens, 128 "
+        "written: they still hold an earlier window, not this probe's): acceptance 0.40; mean "
+        "acceptance length 1.80*"])
 
 
 def test_sglang_without_metrics_names_the_flag(run_fleet):

@@ -8,6 +8,8 @@ the configuration that lacks the flag. Server configurations are few and shared 
   NGRAM  --speculative-config ngram;  DRAFT  the flat model drafted for by the sharp one
 """
 
+import json
+
 from fleets import one_endpoint
 
 KEY = "sk-vllm-local-7781"
@@ -112,6 +114,32 @@ def test_perf_passes_loose_floors_and_fails_an_impossible_one(vllm, run_fleet):
     impossible.assert_outcomes(passed=1, failed=1, skipped=1)
     impossible.stdout.fnmatch_lines(["decode speed *.* tok/s (median of 2, * tokens each) is "
                                      "under min_decode_tps 1e+09"])
+
+
+def test_prefix_cache_by_count_with_and_without_prefix_caching(vllm, run_fleet, tmp_path):
+    """BARE keeps vLLM's default (prefix caching on); the other server has
+    --no-enable-prefix-caching. usage carries no cached_tokens (no
+    --enable-prompt-tokens-details), so the count is the growth of vllm:prefix_cache_hits over
+    vllm:prefix_cache_queries around each repeat."""
+    perf = {"perf": {"min_cached_share": 0.5, "cache_prompt_words": 150}}
+    report = tmp_path / "on.json"
+    on = run_fleet(fleet(vllm(**BARE), key=None, **perf), "-m", "perf",
+                   "-k", "test_perf_prefix_cache", "--frank-json", str(report))
+    off = run_fleet(fleet(vllm(prefix_caching=False), key=None, **perf), "-m", "perf",
+                    "-k", "test_perf_prefix_cache")
+    on.assert_outcomes(passed=1)
+    row = next(r for r in json.loads(report.read_text())["rows"]
+               if r["key"].endswith("test_perf_prefix_cache[ep]"))
+    assert row["figures"]["cached_share"]["value"] >= 0.5, row["notes"]
+    assert "vllm:prefix_cache_hits_total / vllm:prefix_cache_queries_total" in \
+        "\n".join(row["notes"])
+    off.assert_outcomes(failed=1)
+    off.stdout.fnmatch_lines([
+        "the repeated 150-word prompt was 0.00 served from the cache (median of 3; cached "
+        "tokens 0 of *, 0 of *, 0 of *) [[]source: vllm:prefix_cache_queries_total did not "
+        "grow over the repeat: nothing was looked up in the prefix cache], under "
+        "min_cached_share 0.5: the prefix cache does not help",
+        "*fix: pass --enable-prefix-caching*"])
 
 
 # -- BARE: the flags missing, each claim fails with the flag to add --------------------------------

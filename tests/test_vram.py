@@ -4,6 +4,7 @@ metrics from the emulator."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import stat
@@ -197,6 +198,72 @@ def test_live_lists_the_processes_on_the_gpu(llama, run_fleet, tmp_path):
     result.stdout.fnmatch_lines(["*nvidia-smi GPU 0 (NVIDIA GeForce RTX 3090) uses 3078 MiB*",
                                  "*processes on the GPU: pid 2411 llama-server 1030 MiB; "
                                  "pid 3120 comfyui 2048 MiB*"])
+
+
+def fake_nvidia_smi(folder, line: str):
+    """A stand-in nvidia-smi on PATH that prints `line` and leaves a mark that it ran."""
+    fake = folder / "nvidia-smi"
+    fake.write_text(f"#!{sys.executable}\nimport pathlib, sys\n"
+                    f"pathlib.Path({str(folder / 'ran')!r}).touch()\n"
+                    f"if not any('compute-apps' in a for a in sys.argv):\n"
+                    f"    print({line!r})\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    return {"PATH": f"{folder}{os.pathsep}{os.environ['PATH']}"}
+
+
+def test_live_nvidia_smi_for_a_gpu_on_another_host_is_inconclusive(seed_files, run_fleet,
+                                                                  tmp_path):
+    """llama.cpp shape on loopback, its GPU declared on 10.255.255.1 (never contacted): this
+    machine's nvidia-smi would read the wrong card, so it is not run; the offline fit still is."""
+    env = fake_nvidia_smi(tmp_path, "0, NVIDIA GeForce RTX 3090, 22000, 24576")
+    with Emulator("llamacpp") as em:
+        vram = seed_vram(seed_files, host="10.255.255.1")
+        result = run_fleet(one_endpoint(em.url, expect={"vram": vram}), "-m", "vram", env=env)
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines([
+        "*test_vram[[]ep[]]: inconclusive: expect.vram.host is 10.255.255.1, not this machine, "
+        "and the nvidia-smi source reads this machine's GPU; read that host's instead: source: "
+        "command with command: ssh 10.255.255.1 nvidia-smi --query-gpu=index,name,memory.used,"
+        "memory.total --format=csv,noheader,nounits, or source: prometheus with metrics_url: the "
+        "host's dcgm-exporter (http://10.255.255.1:9400/metrics)*"])
+    assert not (tmp_path / "ran").exists()
+
+
+def test_live_nvidia_smi_on_loopback_still_reads_this_machine(seed_files, run_fleet, tmp_path):
+    """The same emulated endpoint, no host given: 127.0.0.1 is this machine, nvidia-smi is read."""
+    env = fake_nvidia_smi(tmp_path, "0, NVIDIA GeForce RTX 3090, 23100, 24576")
+    report = tmp_path / "frank.json"
+    with Emulator("llamacpp") as em:
+        result = run_fleet(one_endpoint(em.url, expect={"vram": seed_vram(
+            seed_files, tolerance_mib=256)}), "-m", "vram", "--frank-json", str(report), env=env)
+    result.assert_outcomes(passed=2)
+    rows = json.loads(report.read_text())["rows"]
+    live = next(r for r in rows if r["key"].endswith("test_vram[ep]"))
+    assert live["figures"]["vram_used_mib"]["value"] == 23100
+    assert "nvidia-smi GPU 0 (NVIDIA GeForce RTX 3090) uses 23100 MiB, 39 MiB less" in \
+        " ".join(live["notes"])
+
+
+@pytest.mark.parametrize("url,source,elsewhere", [
+    ("http://10.255.255.1:8080", None, "the endpoint runs on 10.255.255.1, not this machine"),
+    ("http://[fd12::7]:8000/v1", None, "ssh fd12::7 nvidia-smi*(http://[[]fd12::7[]]:9400/"),
+    ("http://10.255.255.1:8080", "command", None),
+    ("http://127.0.0.1:8080", None, None),
+    ("http://localhost:8080/v1", "nvidia-smi", None),
+])
+def test_which_endpoints_nvidia_smi_cannot_read(url, source, elsewhere):
+    """The decision from the URL alone (no request is sent: 10.255.255.1 is unroutable)."""
+    import fnmatch
+
+    from pytest_frank.claims.vram import Options, _gpu_elsewhere
+    from pytest_frank.fleet import Endpoint
+
+    opts = Options(source=source, command="ssh gpu nvidia-smi" if source == "command" else None)
+    said = _gpu_elsewhere(Endpoint("ep", "llamacpp", url=url), opts)
+    if elsewhere is None:
+        assert said is None
+    else:
+        assert said and fnmatch.fnmatch(said, f"*{elsewhere}*"), said
 
 
 @pytest.mark.skipif(shutil.which("nvidia-smi") is None,

@@ -3,25 +3,38 @@
 Every figure is a median over a few sequential streamed runs (one request at a time, so a probe
 never crowds an endpoint's slots). Time to first token runs to the first content or reasoning
 text, not to the first SSE chunk (llama.cpp sends a role-only chunk before any work is done).
+The prefix cache is judged by the server's own count of cached prompt tokens where it keeps one:
+first-token times on a fast prefill measure network and scheduling jitter, not the cache.
 """
 
 from __future__ import annotations
 
 import statistics
+import time
 import uuid
 from dataclasses import dataclass, field
 
+from pytest_frank import metrics
 from pytest_frank.chat import Reply, Request
 from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Options as ClaimOptions
+from pytest_frank.claims import slots
 from pytest_frank.observation import Observation
-from pytest_frank.verdict import fail
-from pytest_frank.figures import number
+from pytest_frank.verdict import fail, skip
+from pytest_frank.figures import COUNT, number
 
 CACHE_MAX_TOKENS = 16  # enough for a first visible token behind a `<think>` marker
 PROMPT = "Write a long story about a lighthouse keeper."
 FILLER = ("The keeper climbed the spiral stairs at dusk, trimmed the wick, wound the clockwork, "
           "and logged the ships that passed the reef in the old brass-bound book. ")
+CACHED_SHARE = 0.5  # min_cached_share when fleet.yaml sets none
+# Below this cold first token, a ratio of first tokens is jitter (as regression.ttft_noise_s).
+TTFT_NOISE_S = 0.05
+# A long prompt must fit the slot: at most this many tokens a word (a byte-level tokenizer spends
+# one a character), and room for the chat template and the answer.
+TOKENS_PER_WORD = 8
+TEMPLATE_TOKENS = 64
+COUNTER_LAG = 1.0  # seconds to wait once for server-wide counters that trail the reply
 
 
 @dataclass(frozen=True)
@@ -29,6 +42,7 @@ class Options(ClaimOptions):
     max_ttft_s: float | None = None
     min_decode_tps: float | None = None
     max_cached_ttft_ratio: float | None = None
+    min_cached_share: float | None = None  # CACHED_SHARE when unset
     runs: int = 3
     max_tokens: int = 64
     cache_prompt_words: int = 1500  # ~2k tokens, the prefix the seeds measured
@@ -40,10 +54,24 @@ class Runs(Observation):
     max_tokens: int
 
 
+@dataclass(frozen=True)
+class Counted:
+    """The server's own count for one repeated prompt."""
+    cached: float  # prompt tokens served from the cache
+    prompt: float  # prompt tokens
+    source: str
+
+    @property
+    def share(self) -> float:
+        return self.cached / self.prompt if self.prompt else 0.0
+
+
 @dataclass(kw_only=True)
 class CacheRuns(Observation):
     pairs: list[tuple[Reply, Reply]] = field(default_factory=list)
+    counts: list[Counted | None] = field(default_factory=list)  # per pair, the repeat's count
     words: int
+    fitted: str = ""  # why fewer words were sent than cache_prompt_words asks
 
 
 def speed(target) -> Runs:
@@ -61,19 +89,93 @@ def speed(target) -> Runs:
 
 def cache(target) -> CacheRuns:
     """The same long prompt twice, per run, with nothing else in flight (a neighbour's prefill
-    would read as a slow cache); a fresh prefix per run so no earlier run warms it."""
+    would read as a slow cache, a neighbour's tokens as cache hits); a fresh prefix per run so
+    no earlier run warms it. The engine's count of cached tokens comes from the repeat's reply,
+    else from server-wide counters scraped around it."""
     opts = target.endpoint.options("perf")
-    out = CacheRuns(words=opts.cache_prompt_words)
+    words, fitted = _fitting(target, opts.cache_prompt_words)
+    out = CacheRuns(words=words, fitted=fitted)
     target.model_name()  # any probe it needs runs before the endpoint is held
     with target.exclusive():
         for _ in range(opts.runs):
-            prompt = _long_prompt(out.words)
+            prompt = _long_prompt(words)
+            start = _counters(target)
             cold = target.chat(Request(prompt, CACHE_MAX_TOKENS, stream=True))
+            middle = _settled(target, start, cold)
             warm = target.chat(Request(prompt, CACHE_MAX_TOKENS, stream=True))
             out.pairs.append((cold, warm))
+            out.counts.append(_counted(target, warm, middle))
             if not (cold.ok and warm.ok):
                 break
     return out
+
+
+def _fitting(target, words: int) -> tuple[int, str]:
+    """As many of `words` as surely fit the slot the engine reports (llama.cpp /props, vLLM
+    max_model_len), with why it is fewer."""
+    shape = target.need(slots.shape)
+    ctx = shape.ctx_per_slot if shape.seen else None
+    if not ctx:
+        return words, ""
+    room = max(1, (ctx - CACHE_MAX_TOKENS - TEMPLATE_TOKENS) // TOKENS_PER_WORD)
+    if words <= room:
+        return words, ""
+    return room, (f"{words} words might not fit the {ctx}-token slot ({shape.source}): "
+                  f"{room} sent")
+
+
+def _counters(target) -> metrics.Scrape | None:
+    """A scrape of the driver's prefix-cache counters, where it names any."""
+    if not target.driver.prefix_cache_counters:
+        return None
+    scrape = metrics.scrape(target, target.driver.metrics_path)
+    return scrape if scrape.ok and _series(target.driver, scrape) else None
+
+
+def _series(driver, scrape: metrics.Scrape) -> tuple[str, str] | None:
+    names = scrape.names()
+    return next((pair for pair in driver.prefix_cache_counters if pair[1] in names), None)
+
+
+def _settled(target, start: metrics.Scrape | None, cold: Reply) -> metrics.Scrape | None:
+    """The counters once the cold request is in them (they may trail its reply), so the
+    repeat's growth is its own; None where the reply carries its count (nothing to scrape)."""
+    if start is None or target.driver.cached_prompt(cold) or not cold.ok:
+        return None
+    after = metrics.scrape(target, target.driver.metrics_path)
+    if after.ok and not _growth(target.driver, start, after)[1]:
+        time.sleep(COUNTER_LAG)
+        after = metrics.scrape(target, target.driver.metrics_path)
+    return after if after.ok else None
+
+
+def _growth(driver, before: metrics.Scrape, after: metrics.Scrape) -> tuple[float, float]:
+    pair = _series(driver, after)
+    if pair is None:
+        return 0.0, 0.0
+    return (metrics.delta(before, after, pair[0]) or 0.0,
+            metrics.delta(before, after, pair[1]) or 0.0)
+
+
+def _counted(target, warm: Reply, before: metrics.Scrape | None) -> Counted | None:
+    driver = target.driver
+    found = driver.cached_prompt(warm)
+    if found:
+        return Counted(*found)
+    if before is None or not warm.ok:
+        return None
+    after = metrics.scrape(target, driver.metrics_path)
+    if after.ok and not _growth(driver, before, after)[1]:
+        time.sleep(COUNTER_LAG)
+        after = metrics.scrape(target, driver.metrics_path)
+    pair = _series(driver, after) if after.ok else None
+    if pair is None:
+        return None
+    hits, queries = _growth(driver, before, after)
+    if not queries:  # the counters are there, yet an answered prompt looked nothing up
+        return Counted(0, warm.prompt_tokens or 0, f"{pair[1]} did not grow over the repeat: "
+                                                   "nothing was looked up in the prefix cache")
+    return Counted(hits, queries, f"{pair[0]} / {pair[1]} growth over the repeat")
 
 
 def _long_prompt(words: int) -> str:
@@ -118,19 +220,60 @@ def judge_decode(runs: Runs, ctx: Context) -> None:
 
 
 def judge_cache(cache: CacheRuns, ctx: Context) -> None:
-    """A repeated long prompt answers its first token at most max_cached_ttft_ratio of cold."""
+    """A repeated long prompt is served from the prefix cache: by the server's own count of
+    cached tokens, or where it keeps none, by its first-token time against the cold one."""
     cold = [c for c, _ in cache.pairs]
     warm = [w for _, w in cache.pairs]
-    ratios = [w / c for c, w in zip(_first_tokens(cold), _first_tokens(warm))]
-    ratio = statistics.median(ratios)
+    cold_s, warm_s = _first_tokens(cold), _first_tokens(warm)
+    ratio = statistics.median(w / c for c, w in zip(cold_s, warm_s))
     ctx.figure("cached_ttft_ratio", ratio, "")
-    ctx.note(f"prefix cache: a {cache.words}-word prompt, first token cold "
-             f"{_list(c.first_token_s for c in cold)}s, repeated "
-             f"{_list(w.first_token_s for w in warm)}s; median ratio {ratio:.2f}")
+    times = (f"first token cold {_list(cold_s)}s, repeated {_list(warm_s)}s; median ratio "
+             f"{ratio:.2f}")
+    ctx.note(f"prefix cache: a {cache.words}-word prompt, {times}")
+    if cache.fitted:
+        ctx.note(cache.fitted)
+    if all(cache.counts):
+        _judge_count(cache, ctx)
+        return
+    _judge_times(cache, ctx, cold_s, ratio, times)
+
+
+def _judge_count(cache: CacheRuns, ctx: Context) -> None:
+    counts = [c for c in cache.counts if c]
+    share = statistics.median(c.share for c in counts)
+    cached = statistics.median(c.cached for c in counts)
+    ctx.figure("cached_share", share, "")
+    ctx.figure("cached_tokens", cached, "tokens")
+    listed = ", ".join(f"{number(c.cached, COUNT)} of {number(c.prompt, COUNT)}" for c in counts)
+    seen = (f"the repeated {cache.words}-word prompt was {share:.2f} served from the cache "
+            f"(median of {len(counts)}; cached tokens {listed}) [source: {counts[0].source}]")
+    ctx.note(seen)
+    floor = ctx.options.min_cached_share
+    floor = CACHED_SHARE if floor is None else floor
+    if share < floor:
+        fail(f"{seen}, under min_cached_share {floor:g}: the prefix cache does not help",
+             ctx.driver.prefix_cache_fix)
+
+
+def _judge_times(cache: CacheRuns, ctx: Context, cold_s: list[float], ratio: float,
+                 times: str) -> None:
+    """Where the engine counts nothing: the ratio of first-token times, above a noise floor."""
+    ctx.note(f"no cached-token count: {ctx.driver.cache_count_hint}; judged by first-token time")
     ceiling = ctx.options.max_cached_ttft_ratio
+    if ceiling is None:
+        skip(f"inconclusive: the engine reports no cached-token count "
+             f"({ctx.driver.cache_count_hint}) and no expect.perf.max_cached_ttft_ratio is set "
+             f"to judge the first-token times ({times})")
+    cold = statistics.median(cold_s)
+    if cold < TTFT_NOISE_S:
+        skip(f"inconclusive: the engine reports no cached-token count "
+             f"({ctx.driver.cache_count_hint}) and the cold first token "
+             f"({cold:.3f}s, median) is under {TTFT_NOISE_S * 1000:g} ms, where a ratio of "
+             f"first tokens measures jitter, not the cache ({times}); raise "
+             f"expect.perf.cache_prompt_words (now {cache.words}) for a longer prefill")
     if ratio > ceiling:
         fail(f"a repeated {cache.words}-word prompt answers its first token at {ratio:.2f} of the "
-             f"cold time (median of {len(ratios)}), over max_cached_ttft_ratio {ceiling:g}: "
+             f"cold time (median of {len(cache.pairs)}), over max_cached_ttft_ratio {ceiling:g}: "
              f"the prefix cache does not help", ctx.driver.prefix_cache_fix)
 
 
@@ -151,6 +294,9 @@ def _list(values) -> str:
 TTFT = Check("test_perf_ttft", "perf", speed, judge_ttft)
 DECODE = Check("test_perf_decode", "perf", speed, judge_decode)
 PREFIX_CACHE = Check("test_perf_prefix_cache", "perf", cache, judge_cache,
-                     applies=lambda opts, driver: None if opts.max_cached_ttft_ratio is not None
-                     else "no expect.perf.max_cached_ttft_ratio in fleet.yaml: the prefix-cache "
-                          "probe (a long prompt sent twice) is not run")
+                     applies=lambda opts, driver: None if (
+                         opts.min_cached_share is not None
+                         or opts.max_cached_ttft_ratio is not None)
+                     else "no expect.perf.min_cached_share or max_cached_ttft_ratio in "
+                          "fleet.yaml: the prefix-cache probe (a long prompt sent twice) is not "
+                          "run")

@@ -103,11 +103,14 @@ def drafting(target: Target) -> Drafting:
 
 
 def _drafted(obs: Drafting, driver: Driver) -> float | None:
-    """Draft tokens so far, from the counters or the replies' own timings; None if unknown."""
+    """Draft tokens so far, from the counters or the replies' own timings; None if unknown.
+    Gauges count no tokens: the tokens written stand in, so a brief answer is asked again."""
     if obs.after is not None and obs.after.ok:
         for series in driver.spec_series:
             if series.counters and series.draft_tokens in obs.after.names():
                 return metrics.delta(obs.before, obs.after, series.draft_tokens)
+            if not series.counters and series.rate_gauge in obs.after.names():
+                return _written(obs)
     counts = [driver.draft_counts(r.engine) for r in obs.replies]
     return sum(c[0] for c in counts if c) if any(counts) else None
 
@@ -121,7 +124,7 @@ def judge(obs: Drafting, ctx: Context) -> None:
     timings = _timings(obs, driver)
     measured = measure(obs, driver, timings)
     asked = (f"{len(obs.replies)} generation(s) of up to {obs.max_tokens} tokens, "
-             f"{sum(r.generated for r in obs.replies)} written")
+             f"{_written(obs)} written")
     note(f"{measured.line()}; {asked}")
     if measured.rate is not None:
         ctx.figure("acceptance", measured.rate, "")
@@ -130,12 +133,32 @@ def judge(obs: Drafting, ctx: Context) -> None:
     if timings is not None and measured.source.endswith("counters"):
         note(f"cross-check, this reply's timings: draft_n {timings[0]}, draft_n_accepted "
              f"{timings[1]} (acceptance {_fmt(_ratio(timings[1], timings[0]))})")
-    _judge_engaged(measured, obs, driver)
     least = ctx.options.min_draft_tokens
+    if measured.draft_tokens is None:
+        _judge_gauges(measured, obs, driver, least, asked)
+    _judge_engaged(measured, obs, driver)
     if measured.draft_tokens is not None and measured.draft_tokens < least:
         skip(f"inconclusive ({number(measured.draft_tokens, COUNT)} draft tokens, fewer than "
              f"min_draft_tokens {least}, over {asked}): {measured.line()}")
     _judge_band(measured, ctx.options, driver)
+
+
+def _written(obs: Drafting) -> int:
+    return sum(r.generated for r in obs.replies)
+
+
+def _judge_gauges(m: Measured, obs: Drafting, driver, least: int, asked: str) -> None:
+    """Gauges hold the engine's latest logging window, not this probe's: too little written, or
+    a window that was not refreshed, says nothing about the draft."""
+    if _written(obs) < least:
+        skip(f"inconclusive ({_written(obs)} tokens written, fewer than min_draft_tokens {least}, "
+             f"over {asked}; the gauges count no draft tokens): {m.line()}")
+    series = next(s for s in driver.spec_series
+                  if not s.counters and s.rate_gauge in obs.after.names())
+    before = (obs.before.total(series.rate_gauge), obs.before.total(series.length_gauge))
+    if m.rate and before == (m.rate, m.mean_length):
+        skip(f"inconclusive (the gauges did not move over {asked}: they still hold an earlier "
+             f"window, not this probe's): {m.line()}")
 
 
 def _timings(obs: Drafting, driver: Driver) -> tuple[int, int] | None:

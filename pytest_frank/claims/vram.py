@@ -49,6 +49,7 @@ class Options(ClaimOptions):
     gpu: int | None = None
     command: Any = None
     metrics_url: str | None = None
+    host: str | None = None  # the machine whose GPU serves the endpoint; default the URL's
 
     def as_dict(self) -> dict[str, Any]:
         """The keys fleet.yaml set, as the memory model (pytest_frank.vram) reads them."""
@@ -173,6 +174,9 @@ def live(target) -> Live:
     """The GPU memory source, the KV pool the engine describes (vLLM /metrics), the slot shape,
     and what the model says should be used."""
     opts = target.endpoint.options("vram")
+    elsewhere = _gpu_elsewhere(target.endpoint, opts)
+    if elsewhere:
+        return Live(measured=Measured(where="nvidia-smi"), inconclusive=elsewhere)
     measured = measure(opts.as_dict(), timeout=target.timeout)
     if measured.unavailable:
         return Live(measured=measured, inconclusive=measured.unavailable)
@@ -188,6 +192,28 @@ def live(target) -> Live:
     if not (pool and pool.fraction and measured.total and not opts.model):
         obs.expected = _model(target, strict=True, gpu_total=measured.total)
     return obs
+
+
+def _gpu_elsewhere(endpoint, opts: Options) -> str | None:
+    """Why nvidia-smi here cannot read the endpoint's GPU: it runs on another machine. Decided
+    from names and addresses alone; the endpoint is never contacted for it."""
+    if (opts.source or "nvidia-smi") != "nvidia-smi":
+        return None
+    from pytest_frank.hosts import is_local
+
+    host = opts.host or endpoint.host or ""  # serve.host, else the URL's: where it is served
+    if is_local(host):
+        return None
+    said = "expect.vram.host is" if opts.host else "the endpoint runs on"
+    return (f"{said} {host}, not this machine, and the nvidia-smi source reads this machine's "
+            f"GPU; read that host's instead: source: command with command: ssh {host} "
+            f"nvidia-smi --query-gpu=index,name,memory.used,memory.total "
+            f"--format=csv,noheader,nounits, or source: prometheus with metrics_url: the "
+            f"host's dcgm-exporter (http://{_url_host(host)}:9400/metrics)")
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
 
 
 def _pool(driver, text: str) -> KVPool | None:

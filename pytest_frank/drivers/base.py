@@ -206,6 +206,17 @@ class Driver:
                      "draft at a real draft/MTP head, not at the served weights")
     prefix_cache_fix = ("turn on the server's prefix (prompt) cache, and keep the start of the "
                         "prompt stable between turns (no timestamps in the system prompt)")
+    # Server-wide counters of prompt tokens looked up in / served from the prefix cache, read
+    # where a reply carries no count: (hits, queries) pairs, the first one present wins.
+    prefix_cache_counters: tuple[tuple[str, str], ...] = ()
+    cache_count_hint = "the server sends no usage.prompt_tokens_details.cached_tokens"
+
+    def cached_prompt(self, reply) -> tuple[int, int, str] | None:
+        """(prompt tokens served from the cache, prompt tokens, where read) from one reply."""
+        if reply.cached_tokens is not None and reply.prompt_tokens:
+            return (reply.cached_tokens, reply.prompt_tokens,
+                    "usage.prompt_tokens_details.cached_tokens")
+        return None
 
     def draft_counts(self, engine: dict) -> tuple[int, int] | None:
         """(draft tokens, accepted) from one reply's engine fields (`timings`), where reported."""

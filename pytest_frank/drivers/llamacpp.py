@@ -94,10 +94,20 @@ class LlamaCppDriver(Driver):
     vision_advert_path = "/props"
     no_projector_markers = ("image input is not supported",)
     vision_fix = "start llama-server with --mmproj FILE (the model's vision projector GGUF)"
-    prefix_cache_fix = ("llama-server reuses a slot's cached prompt by default: check that "
-                        "--cache-ram or --no-cache-prompt do not turn it off, that --parallel "
-                        "slots are not too small to hold the prompt, and that the start of the "
-                        "prompt is stable between turns")
+    prefix_cache_fix = ("llama-server reuses a slot's cached prompt unless the request says "
+                        "\"cache_prompt\": false: find the client or proxy that sends it and "
+                        "drop it; check too that --no-cache-prompt is not set, that --parallel "
+                        "slots are large enough to hold the prompt, and that the start of the "
+                        "prompt is stable between turns (--cache-reuse N also reuses a prefix "
+                        "that moved)")
+
+    def cached_prompt(self, reply):
+        # timings: cache_n tokens reused, prompt_n evaluated; usage says the same on new builds
+        timings = reply.engine.get("timings") if isinstance(reply.engine, dict) else None
+        cached, evaluated = (timings or {}).get("cache_n"), (timings or {}).get("prompt_n")
+        if isinstance(cached, int) and isinstance(evaluated, int) and cached + evaluated > 0:
+            return cached, cached + evaluated, "timings.cache_n / prompt_n"
+        return super().cached_prompt(reply)
 
     def vision_advertised(self, payload):
         modalities = payload.get("modalities") if isinstance(payload, dict) else None

@@ -40,6 +40,7 @@ def converse(driver: Driver, sdk, model: str, req: Request, clock: Callable[[], 
     reply.reasoning, reply.reasoning_field = _reasoning(_fields(driver, req), _extra(msg))
     reply.engine = driver.engine_fields(_extra(completion))
     reply.tokens = _tokens(getattr(completion, "usage", None))
+    _prompt_usage(reply, getattr(completion, "usage", None))
     calls = typed(getattr(msg, "tool_calls", None), list, "choices[0].message.tool_calls")
     for i, tc in enumerate(calls or []):
         fn = getattr(tc, "function", None)
@@ -67,7 +68,9 @@ def _read_stream(driver: Driver, stream, req: Request, clock: Callable[[], float
             break
         reply.engine.update(driver.engine_fields(_extra(chunk)))
         tokens = _tokens(getattr(chunk, "usage", None))
-        reply.tokens = tokens if tokens is not None else reply.tokens
+        if tokens is not None:
+            reply.tokens = tokens
+            _prompt_usage(reply, getattr(chunk, "usage", None))
         for choice in typed(getattr(chunk, "choices", None), list, f"chunk {n}: choices") or []:
             delta = getattr(choice, "delta", None)
             if delta is not None and _take(_fields(driver, req), delta, texts, thoughts, calls):
@@ -78,6 +81,15 @@ def _read_stream(driver: Driver, stream, req: Request, clock: Callable[[], float
     reply.reasoning, reply.reasoning_field = _reasoning(_fields(driver, req), thoughts)
     reply.calls = [calls[i] for i in sorted(calls)]
     return reply
+
+
+def _prompt_usage(reply: Reply, usage) -> None:
+    """The prompt's size and how much of it the server took from its cache, where it says."""
+    prompt = getattr(usage, "prompt_tokens", None)
+    details = getattr(usage, "prompt_tokens_details", None)
+    cached = getattr(details, "cached_tokens", None)
+    reply.prompt_tokens = prompt if isinstance(prompt, int) else None
+    reply.cached_tokens = cached if isinstance(cached, int) else None
 
 
 def _fields(driver: Driver, req: Request) -> tuple[str, ...]:

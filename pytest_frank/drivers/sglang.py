@@ -26,6 +26,7 @@ class SglangDriver(Driver):
     spec_engage_fix = ("start SGLang with --speculative-algorithm (EAGLE, EAGLE3, NEXTN) and "
                        "--speculative-num-draft-tokens")
     prefix_cache_fix = "remove --disable-radix-cache (the radix cache is SGLang's prefix cache)"
+    cache_count_hint = "SGLang sends cached_tokens in usage only with --enable-cache-report"
     spec_low_fix = ("the draft does not fit the model; lower --speculative-num-steps / "
                     "--speculative-num-draft-tokens")
 

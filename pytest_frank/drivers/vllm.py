@@ -35,6 +35,14 @@ class VllmDriver(Driver):
                      "draft model in --speculative-config")
     prefix_cache_fix = ("pass --enable-prefix-caching (vLLM keeps it opt-in for hybrid "
                         "models such as Qwen3-Next/3.8)")
+    # usage carries cached_tokens only with --enable-prompt-tokens-details; the counters always
+    # run (named gpu_prefix_cache_* before v0.11)
+    prefix_cache_counters = (("vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total"),
+                             ("vllm:gpu_prefix_cache_hits_total",
+                              "vllm:gpu_prefix_cache_queries_total"))
+    cache_count_hint = ("vLLM sends cached_tokens in usage only with "
+                        "--enable-prompt-tokens-details, and /metrics has no prefix_cache "
+                        "counters")
     no_projector_markers = ("is not a multimodal model",)
     vision_fix = ("serve the model's multimodal checkpoint (with its vision tower; llama.cpp "
                   "would need --mmproj) and do not set --limit-mm-per-prompt image=0")

@@ -1,0 +1,100 @@
+"""A loopback HTTP proxy in front of a real server, for what sits between a client and an engine
+in the field: network and scheduling jitter (a random delay before every answer), and a gateway
+that rewrites the request JSON (e.g. forcing llama.cpp's `cache_prompt: false`).
+
+    with Proxy(server.url, jitter_s=0.03, rewrite=lambda body: {**body, "cache_prompt": False}) as p:
+        run_fleet(one_endpoint(p.url, ...))
+
+Streams pass through piece by piece as the upstream sends them.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable
+
+import httpx
+
+HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "host"}
+
+
+class Proxy:
+    def __init__(self, upstream: str, *, jitter_s: float = 0.0,
+                 rewrite: Callable[[dict], dict] | None = None, seed: int | None = None) -> None:
+        self.upstream = upstream.rstrip("/")
+        self.jitter_s, self.rewrite = jitter_s, rewrite
+        self.random = random.Random(seed)
+        self.delays: list[float] = []  # every delay added, for the tests to show
+        self.sent: list[dict] = []  # every JSON body forwarded, after any rewrite
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._server.daemon_threads = True
+        self._client = httpx.Client(timeout=120)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def __enter__(self) -> Proxy:
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._client.close()
+
+    def delay(self) -> None:
+        if self.jitter_s:
+            wait = self.random.uniform(0, self.jitter_s)
+            self.delays.append(wait)
+            time.sleep(wait)
+
+    def body(self, raw: bytes, kind: str) -> bytes:
+        if not raw or "json" not in kind:
+            return raw
+        payload = json.loads(raw)
+        if self.rewrite is not None and isinstance(payload, dict):
+            payload = self.rewrite(payload)
+        self.sent.append(payload)
+        return json.dumps(payload).encode()
+
+
+def _handler(proxy: Proxy):
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            pass
+
+        def _forward(self):
+            length = int(self.headers.get("content-length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            body = proxy.body(raw, self.headers.get("content-type", ""))
+            headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
+            request = proxy._client.build_request(self.command, proxy.upstream + self.path,
+                                                  headers=headers, content=body or None)
+            upstream = proxy._client.send(request, stream=True)
+            try:
+                proxy.delay()  # before the answer's first byte: the time to first token moves
+                self.send_response(upstream.status_code)
+                for key, value in upstream.headers.items():
+                    if key.lower() not in HOP_BY_HOP and key.lower() != "content-encoding":
+                        self.send_header(key, value)
+                self.send_header("Transfer-Encoding", "chunked")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                for piece in upstream.iter_bytes():
+                    self.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+                    self.wfile.flush()
+                self.wfile.write(b"0\r\n\r\n")
+            finally:
+                upstream.close()
+            self.close_connection = True
+
+        do_GET = do_POST = _forward
+
+    return Handler
