@@ -125,7 +125,8 @@ def send(target: Target, req: Request) -> Reply:
     if ex is not None and ex.error and reply.error is None:
         reply.error = ex.error  # read whole by the SDK, yet cut by the reader's cap or deadline
     if ex is not None and ex.late:  # the next generation would take as long: none is sent
-        target.answered_late(f"{ex.method} {ex.url}: {ex.error}")
+        target.answered_late(f"{ex.method} {ex.url.removeprefix(target.endpoint.root)}: "
+                             f"{ex.error}")
     if reply.error and reply.status is None and ex is not None:
         reply.status = ex.status
     return reply

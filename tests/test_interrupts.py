@@ -19,8 +19,8 @@ from emulator import Emulator, drip, endless_line, serve_chat
 from healthy_engines import ALL, healthy_chat
 
 REPORTS = ("junit.xml", "report.html", "report.md", "report.json")
-EVERY_CLAIM = {**ALL, "perf": {"runs": 1}, "spec_decode": True, "vision": True,
-               "slots": {"count": 1}}
+EVERY_CLAIM = {**ALL, "perf": {"runs": 1, "max_cached_ttft_ratio": 0.5}, "spec_decode": True,
+               "vision": True, "slots": {"count": 1}}
 
 
 def _command(*args: str) -> list[str]:
@@ -74,6 +74,7 @@ def test_an_interrupt_in_the_probe_phase_keeps_what_was_measured(tmp_path, sig):
         chats = _chats(slow)
     assert run.returncode == 2, out[-3000:]  # pytest's INTERRUPTED
     assert took < 3, (took, out[-3000:])
+    print(f"{sig.name} to exit: {took:.2f}s")
     assert chats == 1  # nothing more was sent after the signal
     for report in REPORTS:
         assert (tmp_path / report).stat().st_size > 0, report
@@ -94,7 +95,6 @@ def test_an_interrupt_in_the_probe_phase_keeps_what_was_measured(tmp_path, sig):
     assert '<td class="v-interrupted">' in page and "<b>interrupted</b>" in page
     junit = (tmp_path / "junit.xml").read_text()
     assert junit.count(f'message="interrupted by {sig.name} before this was measured"') == 3
-    Path(os.environ.get("FRANK_DUMP", os.devnull)).write_text(out)
 
 
 def test_a_second_interrupt_ends_at_once(tmp_path):
@@ -116,6 +116,7 @@ def test_a_second_interrupt_ends_at_once(tmp_path):
         took = time.monotonic() - sent
     assert run.returncode == 128 + signal.SIGINT, out[-3000:]
     assert took < 1, took
+    print(f"second SIGINT to exit: {took:.2f}s")
     assert "SIGINT again: ending now, without reports" in out
 
 
@@ -134,22 +135,23 @@ def test_a_dripping_endpoint_costs_one_slow_answer(tmp_path):
     assert run.returncode == 1, out[-3000:]
     # The bound (ready_timeout + 4 x timeout + 5 s), and a few seconds for pytest to start.
     assert took < ready + 4 * timeout + 5 + 6, took
+    print(f"dripping endpoint, every claim asked: {took:.1f}s")
     assert chats == 1  # one answer was waited for, not twenty
     rows = _rows(tmp_path)
     first = rows["test_reasoning[drip]"]
     assert first["verdict"] == "FAIL"
-    assert first["line"].endswith(f"the answer did not finish within {4 * timeout}s "
-                                  f"({first['line'].split('(')[-1]}"), first["line"]
+    assert first["line"].startswith(f"chat answered 200: the answer did not finish within "
+                                    f"{4 * timeout}s ("), first["line"]
     held = {test: row for test, row in rows.items() if "answered too slowly" in row["line"]}
     generations = {"test_reasoning_streamed", "test_reasoning_off", "test_reasoning_effort",
                    "test_tools_required", "test_tools_streamed", "test_vision", "test_perf_ttft",
-                   "test_perf_decode", "test_perf_prefix_cache"}
+                   "test_perf_decode", "test_perf_prefix_cache", "test_spec_decode"}
     assert generations <= {test.split("[")[0] for test in held}, sorted(held)
     for test, row in held.items():
         assert row["verdict"] == "blocked", (test, row)
-        assert row["line"].startswith("drip answered too slowly, see test_reasoning[drip]: "
-                                      f"POST {slow.url}/v1/chat/completions: the answer did "
-                                      f"not finish within {4 * timeout}s"), row["line"]
+        assert row["line"] == ("drip answered too slowly, see test_reasoning[drip]: POST "
+                               f"/v1/chat/completions: {first['line'].split(': ', 1)[1]}"), row
+
     assert rows["test_health[drip]"]["verdict"] == rows["test_alias[drip]"]["verdict"] == "pass"
 
 
@@ -172,3 +174,4 @@ def test_a_500_mb_line_keeps_memory_bounded(tmp_path):
     rows = _rows(tmp_path)
     assert "the answer ran past 4194304 bytes" in rows["test_reasoning[huge]"]["line"]
     assert peak_mib < 300, peak_mib
+    print(f"a 500 MB line on every generation: peak RSS {peak_mib:.0f} MiB")
