@@ -213,9 +213,12 @@ class Stop:
         """Sleep `seconds`, or less if the run is stopped meanwhile; whether it is."""
         return self._set.wait(seconds)
 
-    def tracer(self, key: int):
-        """An httpcore `trace` callback that keeps the request's socket, to be cut on a stop."""
+    def tracer(self, key: int, outer=None):
+        """An httpcore `trace` callback that keeps the request's socket, to be cut on a stop
+        (and calls on to any `outer` callback the request already had)."""
         def trace(event: str, info: dict) -> None:
+            if outer is not None:
+                outer(event, info)
             if not event.endswith(("connect_tcp.complete", "connect_unix_socket.complete",
                                    "start_tls.complete")):
                 return
@@ -295,7 +298,8 @@ class Recorder(httpx2.BaseTransport):
             ex.error, ex.interrupted = f"not sent: {self.stop.why}", True
             raise httpx2.ConnectTimeout(ex.error, request=request)
         key = id(ex)
-        request.extensions = {**request.extensions, "trace": self.stop.tracer(key)}
+        request.extensions = {**request.extensions,
+                              "trace": self.stop.tracer(key, request.extensions.get("trace"))}
         start, resp = time.monotonic(), None
         ex.started = start
         try:

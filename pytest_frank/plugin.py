@@ -213,8 +213,7 @@ def endpoint(request):
         handle.verdict = None
     from pytest_frank.checks import check_of
 
-    check, case = check_of(request.node), getattr(request.node, "callspec", None)
-    case = case.params.get("case") if case is not None else None
+    check, case = check_of(request.node), _case_of(request.node)
     handle.verdict = "interrupted"
     _require_measured(session, target, check, case)
     handle.verdict = "blocked"
@@ -267,6 +266,11 @@ def claim_of(item) -> str | None:
 def endpoint_of(item) -> str | None:
     callspec = getattr(item, "callspec", None)
     return callspec.params.get("endpoint") if callspec else None
+
+
+def _case_of(item) -> str | None:
+    callspec = getattr(item, "callspec", None)
+    return callspec.params.get("case") if callspec else None
 
 
 @pytest.hookimpl(trylast=True)
@@ -344,7 +348,8 @@ def pytest_runtestloop(session):
     # An xdist worker does not know which endpoints it will get: it probes each on first use.
     worker = hasattr(session.config, "workerinput")
     if frank is not None and live and not worker:
-        frank.interrupts.install()  # until the reports are written (pytest_unconfigure)
+        if _probes_here(session.config):  # an xdist controller keeps pytest's own Ctrl-C
+            frank.interrupts.install()  # until the reports are written (pytest_unconfigure)
         frank.probe_all(sorted(frank.plan))
     result = yield
     if frank is not None and frank.stop.why:

@@ -78,8 +78,10 @@ class FrankSession:
         # Launches first, one after another: local servers share the machine's cores.
         for name in names:
             self.targets[name].start()
-            self._bound(name)
         self.warmed()
+        # The deadlines start now: waiting for our own imports is no endpoint's slowness.
+        for name in names:
+            self._bound(name)
         if not names:
             return
         _each(self._probe_endpoint, names, len(names), self.stop)

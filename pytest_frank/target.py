@@ -159,7 +159,7 @@ class Target:
     # -- one slow answer stops the endpoint's generations ------------------------------------
     def pace(self) -> None:
         """Before a generation: none goes out after an answer was cut as too slow (each would
-        take as long), except from the probe that saw it, which fails with that answer."""
+        take as long). The probe that saw that answer fails with it; the others are held."""
         slow = self.slow
         if slow is not None:
             raise TooSlow(slow.line)
