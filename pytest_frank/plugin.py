@@ -371,6 +371,13 @@ def pytest_unconfigure(config):
     if frank is not None:
         frank.interrupts.restore()
         frank.warmed()  # a run that never probed (--markers, a collection error) ends here too
+        if frank.stop.why:
+            # Someone is waiting for the prompt: the interpreter's last garbage collection, of
+            # every object the SDKs built, takes a second on a busy machine and frees nothing
+            # that has anything left to write.
+            import gc
+
+            gc.freeze()
 
 
 @pytest.hookimpl(wrapper=True)
