@@ -123,7 +123,9 @@ def typed(value: Any, kind: type | tuple[type, ...], where: str) -> Any:
 
 
 def send(target: Target, req: Request) -> Reply:
-    """Ask the endpoint once; a refused, broken or cut answer is a Reply with `error`."""
+    """Ask the endpoint once; a refused, broken or cut answer is a Reply with `error`. Not
+    asked at all (`TooSlow`) once an earlier answer of the endpoint was cut as too slow."""
+    target.pace()
     driver, model = target.driver, target.model_name()
     req = replace(req, extra=combine(driver.sampling(target.endpoint.sampling), req.extra))
     with http.recording() as seen:
@@ -140,6 +142,9 @@ def send(target: Target, req: Request) -> Reply:
         reply.last_token_s -= ex.started
     if ex is not None and ex.error and reply.error is None:
         reply.error = ex.error  # read whole by the SDK, yet cut by the reader's cap or deadline
+    if ex is not None and ex.late:  # the next generation would take as long: none is sent
+        target.answered_late(f"{ex.method} {ex.url.removeprefix(target.endpoint.root)}: "
+                             f"{ex.error}")
     if reply.error and reply.status is None and ex is not None:
         reply.status = ex.status
     return reply

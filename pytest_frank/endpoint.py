@@ -85,7 +85,9 @@ class EndpointUnderTest:
         names the wrong one, and fleet.yaml keys instead of flags for a launched endpoint."""
         from pytest_frank import fingerprint
 
-        if check.claim != "health" and not self._target.offline:  # nothing to ask offline
+        target = self._target
+        stopped = target.stop.why and not target.measured(fingerprint.engine)
+        if check.claim != "health" and not target.offline and not stopped:  # nothing to ask
             # Read without showing: the evidence and its curl line stay the failing request's.
             seen = self._target.need(fingerprint.engine)
             wrong = fingerprint.contradiction(seen, self._target)

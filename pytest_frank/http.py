@@ -13,6 +13,7 @@ import functools
 import json
 import re
 import shlex
+import socket
 import ssl
 import threading
 import time
@@ -28,6 +29,7 @@ from pytest_frank import redact
 MAX_BODY = 4 * 1024 * 1024  # decoded bytes: a hostile endpoint must not make us read forever
 CONNECT_TIMEOUT = 5.0
 DEADLINE_FACTOR = 4  # a whole answer may take this many read timeouts (a slow stream), no more
+EVIDENCE_HEAD = 64 * 1024  # what an exchange keeps of a body that was cut: enough to show
 KEY_HEADERS = ("authorization", "x-api-key")
 NO_KEY = "frank-no-key"  # the SDKs insist on a key; a server without one ignores it
 # Sent but left out of a curl line: curl writes Host and Content-Length itself (from the URL and
@@ -50,6 +52,8 @@ class Exchange:
     started: float = 0.0  # time.monotonic() when the request went out
     error: str | None = None  # one line: why no (whole) answer came back
     truncated: bool = False
+    late: bool = False  # cut by a timeout or a deadline: the endpoint answers too slowly
+    interrupted: bool = False  # cut or not sent because the run was stopped
     headers: dict[str, str] = field(default_factory=dict)
     # The headers sent, as curl -H words with secrets as $VARIABLEs (never the values).
     curl_headers: list[str] = field(default_factory=list)
@@ -184,16 +188,73 @@ class Deadline:
         return None if self.at is None else self.at - time.monotonic()
 
 
+class Stop:
+    """The run's stop switch, shared by every endpoint: once set (an interrupt), no request is
+    sent and each one in flight is cut. Its sockets are shut down from whatever thread sets it,
+    which wakes a read blocked on a silent or dripping server at once."""
+
+    def __init__(self) -> None:
+        self.why: str | None = None
+        self._set = threading.Event()
+        self._lock = threading.Lock()
+        self._open: dict[int, list[socket.socket]] = {}  # per request in flight: its sockets
+
+    def set(self, why: str) -> None:
+        with self._lock:
+            if self.why is not None:
+                return
+            self.why = why
+            self._set.set()
+            socks = [s for held in self._open.values() for s in held]
+        for sock in socks:
+            _shut(sock)
+
+    def wait(self, seconds: float) -> bool:
+        """Sleep `seconds`, or less if the run is stopped meanwhile; whether it is."""
+        return self._set.wait(seconds)
+
+    def tracer(self, key: int, outer=None):
+        """An httpcore `trace` callback that keeps the request's socket, to be cut on a stop
+        (and calls on to any `outer` callback the request already had)."""
+        def trace(event: str, info: dict) -> None:
+            if outer is not None:
+                outer(event, info)
+            if not event.endswith(("connect_tcp.complete", "connect_unix_socket.complete",
+                                   "start_tls.complete")):
+                return
+            sock = info["return_value"].get_extra_info("socket")
+            if sock is None:
+                return
+            with self._lock:
+                self._open.setdefault(key, []).append(sock)
+                stopped = self.why is not None
+            if stopped:  # connected just as the run stopped
+                _shut(sock)
+        return trace
+
+    def forget(self, key: int) -> None:
+        with self._lock:
+            self._open.pop(key, None)
+
+
+def _shut(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:  # already closed by its reader
+        pass
+
+
 class Refused(Exception):
     """An answer this reader will not decode (stacked or unknown content encodings)."""
 
 
 def client(timeout: float, gate: Gate | None = None, deadline: Deadline | None = None, *,
-           max_body: int = MAX_BODY, follow_redirects: bool = False) -> httpx2.Client:
+           max_body: int = MAX_BODY, follow_redirects: bool = False,
+           stop: Stop | None = None) -> httpx2.Client:
     """An httpx2 client whose every request goes through `Recorder`. Redirects are not followed
     for endpoints (a key must never travel to a host the fleet did not name); a model file's
     URL, which carries no key, may follow them to its CDN."""
-    recorder = Recorder(gate or Gate(), timeout, deadline or Deadline(), max_body)
+    recorder = Recorder(gate or Gate(), timeout, deadline or Deadline(), max_body, stop)
     return httpx2.Client(transport=recorder,
                          timeout=httpx2.Timeout(timeout, connect=min(CONNECT_TIMEOUT, timeout)),
                          follow_redirects=follow_redirects)
@@ -215,10 +276,11 @@ def _fresh_connections() -> httpx2.HTTPTransport:
 
 class Recorder(httpx2.BaseTransport):
     def __init__(self, gate: Gate, timeout: float, deadline: Deadline | None = None,
-                 max_body: int = MAX_BODY):
+                 max_body: int = MAX_BODY, stop: Stop | None = None):
         self.inner = _fresh_connections()
         self.gate, self.timeout = gate, timeout
         self.deadline, self.max_body = deadline or Deadline(), max_body
+        self.stop = stop or Stop()
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         # Plain bytes only: a compressed answer could not be capped by what it decodes to.
@@ -231,6 +293,13 @@ class Recorder(httpx2.BaseTransport):
             ex.error = f"not sent: {self.deadline.label} ran out"
             raise httpx2.ConnectTimeout(ex.error, request=request)
         self.gate.enter()
+        if self.stop.why:  # checked after the wait for a turn, which may have been long
+            self.gate.leave()
+            ex.error, ex.interrupted = f"not sent: {self.stop.why}", True
+            raise httpx2.ConnectTimeout(ex.error, request=request)
+        key = id(ex)
+        request.extensions = {**request.extensions,
+                              "trace": self.stop.tracer(key, request.extensions.get("trace"))}
         start, resp = time.monotonic(), None
         ex.started = start
         try:
@@ -238,16 +307,22 @@ class Recorder(httpx2.BaseTransport):
             ex.status, ex.headers = resp.status_code, dict(resp.headers)
             decode = _decoder(resp.headers.get("content-encoding", ""))
         except Exception as exc:  # every transport failure becomes one line of evidence
-            ex.error = describe(exc, self.timeout)
+            _cut(ex, exc, self.timeout, self.stop)
             ex.elapsed = time.monotonic() - start
+            self.stop.forget(key)
             self.gate.leave()
             if resp is not None:
                 resp.close()
             if isinstance(exc, Refused):
                 raise httpx2.DecodingError(ex.error, request=request) from None
             raise
-        body = _Body(resp, ex, decode, start, self.timeout, self.gate.leave, self.deadline,
-                     self.max_body)
+
+        def release() -> None:
+            self.stop.forget(key)
+            self.gate.leave()
+
+        body = _Body(resp, ex, decode, start, self.timeout, release, self.deadline,
+                     self.max_body, self.stop)
         # A decoded body no longer has the length or encoding the server sent; a plain one does.
         encoded = resp.headers.get("content-encoding", "identity").strip().lower() != "identity"
         dropped = ("content-encoding", "content-length") if encoded else ()
@@ -263,9 +338,9 @@ class _Body(httpx2.SyncByteStream):
     """The answer's bytes, decoded, capped, deadline-bound, and kept in the exchange."""
 
     def __init__(self, resp, ex: Exchange, decode, start: float, timeout: float, release,
-                 bound: Deadline, max_body: int = MAX_BODY):
+                 bound: Deadline, max_body: int = MAX_BODY, stop: Stop | None = None):
         self.resp, self.ex, self.decode, self.start = resp, ex, decode, start
-        self.max_body = max_body
+        self.max_body, self.stop = max_body, stop or Stop()
         self.deadline, self.why = start + DEADLINE_FACTOR * timeout, None
         if bound.at is not None and bound.at < self.deadline:
             self.deadline, self.why = bound.at, bound.label
@@ -283,13 +358,18 @@ class _Body(httpx2.SyncByteStream):
                 if len(self.kept) > self.max_body:
                     self.ex.truncated = True
                     self._fail(f"the answer ran past {self.max_body} bytes; read no further")
+                if self.stop.why:
+                    self.ex.interrupted = True
+                    self._fail(f"{self.stop.why} during the answer ({len(self.kept)} bytes came)")
                 if time.monotonic() > self.deadline:
+                    self.ex.late = True
                     self._fail(f"{self.why} ran out during the answer ({len(self.kept)} bytes "
                                "came)" if self.why else f"the answer did not finish within "
                                f"{self.deadline - self.start:g}s ({len(self.kept)} bytes came)")
                 yield chunk
         except httpx2.HTTPError as exc:
-            self.ex.error = self.ex.error or describe(exc, self.deadline - self.start)
+            if self.ex.error is None:
+                _cut(self.ex, exc, self.deadline - self.start, self.stop)
             raise
         finally:
             self.close()
@@ -302,13 +382,27 @@ class _Body(httpx2.SyncByteStream):
         if self._release is None:
             return
         release, self._release = self._release, None
-        # Evidence keeps the head of a body; a model file's bytes are not text worth keeping.
-        self.ex.body = bytes(self.kept[:MAX_BODY]).decode("utf-8", "replace")
+        # A whole body is kept to be read; of a cut one, only a head to show (twenty cut
+        # answers of 4 MiB would otherwise stay in memory as evidence until the run ends).
+        head = len(self.kept) if self.ex.error is None else EVIDENCE_HEAD
+        with memoryview(self.kept) as kept:
+            self.ex.body = str(kept[:min(head, MAX_BODY)], "utf-8", "replace")
+        self.kept = bytearray()
         self.ex.elapsed = time.monotonic() - self.start
         try:
             self.resp.close()
         finally:
             release()
+
+
+def _cut(ex: Exchange, exc: BaseException, timeout: float, stop: Stop) -> None:
+    """Why a request failed, in its exchange: a stop's shut socket reads as the interrupt it
+    was; a timeout marks the endpoint as too slow."""
+    if stop.why:
+        ex.error, ex.interrupted = f"{stop.why} during the request", True
+        return
+    ex.error = describe(exc, timeout)
+    ex.late = isinstance(exc, httpx2.TimeoutException) and not isinstance(exc, httpx2.ConnectTimeout)
 
 
 def _decoder(encoding: str):

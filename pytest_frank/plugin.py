@@ -258,16 +258,49 @@ def endpoint(request):
         handle.verdict = "blocked"  # until health says otherwise
         _require_health(session, target.name)
         handle.verdict = None
+    from pytest_frank.checks import check_of
+
+    check, case = check_of(request.node), _case_of(request.node)
+    handle.verdict = "interrupted"
+    _require_measured(session, target, check, case)
+    handle.verdict = "blocked"
+    _require_pace(target, check, case)
+    handle.verdict = None
     return handle
 
 
 def _require_health(session, name: str) -> None:
+    from pytest_frank.claims import health
+
+    if session.stop.why and not session.targets[name].measured(health.probe):
+        return  # not known: the interrupt is the reason
     state = session.health(name)
     if not state.ready:
         # Points at the failure instead of copying it: one endpoint's 3 MiB error page must
         # not be repeated in every skipped check's reason.
         pytest.skip(redact.inert(f"{name} is not healthy, see test_health[{name}]: "
                                  f"{state.line()}", 200))
+
+
+def _require_measured(session, target, check, case) -> None:
+    """After an interrupt, only what was measured before it is judged."""
+    if not session.stop.why:
+        return
+    if check is not None and (check.not_applying(target.endpoint, target.driver)
+                              or target.measured(check.probe, case)):
+        return
+    pytest.skip(f"{session.stop.why} before this was measured")
+
+
+def _require_pace(target, check, case) -> None:
+    """After one answer cut as too slow, the endpoint's other generations were not sent."""
+    from pytest_frank.target import key_of
+
+    if check is None or key_of(check.probe, case) not in target.held:
+        return
+    slow = target.slow
+    seen = target.judged.get(slow.key, "its first slow answer")
+    pytest.skip(redact.inert(f"{target.name} answered too slowly, see {seen}: {slow.line}", 300))
 
 
 def claim_of(item) -> str | None:
@@ -280,6 +313,11 @@ def claim_of(item) -> str | None:
 def endpoint_of(item) -> str | None:
     callspec = getattr(item, "callspec", None)
     return callspec.params.get("endpoint") if callspec else None
+
+
+def _case_of(item) -> str | None:
+    callspec = getattr(item, "callspec", None)
+    return callspec.params.get("case") if callspec else None
 
 
 @pytest.hookimpl(trylast=True)
@@ -345,6 +383,9 @@ def pytest_collection_finish(session):
         job = (check.probe, item.callspec.params.get("case"))
         if job not in work:
             work.append(job)
+        from pytest_frank.target import key_of
+
+        target.judged.setdefault(key_of(*job), item.name)  # the test a slow answer points at
 
 
 @pytest.hookimpl(wrapper=True)
@@ -354,8 +395,16 @@ def pytest_runtestloop(session):
     # An xdist worker does not know which endpoints it will get: it probes each on first use.
     worker = hasattr(session.config, "workerinput")
     if frank is not None and live and not worker:
+        if _probes_here(session.config):  # an xdist controller keeps pytest's own Ctrl-C
+            frank.interrupts.install()  # until the reports are written (pytest_unconfigure)
         frank.probe_all(sorted(frank.plan))
-    return (yield)
+    result = yield
+    if frank is not None and frank.stop.why:
+        # Every test has its verdict by now (the unmeasured ones read "interrupted"); pytest
+        # writes the reports on its way out, and exits 2, as for its own KeyboardInterrupt.
+        pytest.exit(f"{frank.stop.why}; the verdicts measured before it are kept",
+                    returncode=pytest.ExitCode.INTERRUPTED)
+    return result
 
 
 def pytest_sessionfinish(session):
@@ -367,7 +416,15 @@ def pytest_sessionfinish(session):
 def pytest_unconfigure(config):
     frank = config.stash.get(SESSION, None)
     if frank is not None:
+        frank.interrupts.restore()
         frank.warmed()  # a run that never probed (--markers, a collection error) ends here too
+        if frank.stop.why:
+            # Someone is waiting for the prompt: the interpreter's last garbage collection, of
+            # every object the SDKs built, takes a second on a busy machine and frees nothing
+            # that has anything left to write.
+            import gc
+
+            gc.freeze()
 
 
 @pytest.hookimpl(wrapper=True)

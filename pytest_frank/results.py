@@ -15,8 +15,9 @@ from pytest_frank.figures import number
 
 FORMAT = "pytest-frank/1"
 # Worst first wins a cell: a claim is as good as its worst test.
-RANK = {"not asked": 0, "skipped": 1, "pass": 2, "inconclusive": 3, "blocked": 4, "FAIL": 5,
-        "error": 6}
+# "interrupted": never measured, the run was stopped first.
+RANK = {"not asked": 0, "skipped": 1, "pass": 2, "interrupted": 3, "inconclusive": 4, "blocked": 5,
+        "FAIL": 6, "error": 7}
 
 
 @dataclass

@@ -6,13 +6,14 @@ from __future__ import annotations
 import functools
 import importlib
 import threading
-from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
+import time
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from pytest_frank import http
 from pytest_frank.fleet import Endpoint
 from pytest_frank.http import DEADLINE_FACTOR, Gate
-from pytest_frank.target import Probe, Target
+from pytest_frank.interrupt import Interrupts
+from pytest_frank.target import STRAGGLER_WAIT, Probe, Target
 
 if TYPE_CHECKING:
     from pytest_frank.claims.health import Health
@@ -20,14 +21,18 @@ if TYPE_CHECKING:
 Work = list[tuple[Probe, "str | None"]]  # the probes (and cases) one endpoint's checks need
 # Imported by the probes on first use, beside each driver's SDK (Driver.sdk_modules).
 PROBE_MODULES = ("prometheus_client.parser",)
+BOUND_SLACK = 5.0  # an endpoint's deadline past one slowest answer: its other, quick probes
 
 
 class FrankSession:
     def __init__(self, fleet: dict[str, Endpoint], timeout: float, offline: bool = False):
         self.targets = {name: Target(ep, timeout) for name, ep in fleet.items()}
+        self.stop = http.Stop()  # an interrupt's: no more requests, none in flight
+        self.interrupts = Interrupts(self.stop)
         gates: dict[str, Gate] = {}
         for target in self.targets.values():
             target.offline = offline
+            target.stop = self.stop
             if target.endpoint.url and not target.endpoint.launch:
                 # Names for one server share its gate: its counters and slots are one.
                 gate = gates.setdefault(target.endpoint.root, target.gate)
@@ -79,16 +84,15 @@ class FrankSession:
             self._bound(name)
         if not names:
             return
-        with ThreadPoolExecutor(max_workers=len(names)) as pool:
-            list(pool.map(self._probe_endpoint, names))
+        _each(self._probe_endpoint, names, len(names), self.stop)
 
     def _bound(self, name: str) -> None:
-        """The endpoint's own deadline: fleet.yaml's, else enough for each probe it runs to
-        take its longest answer, after waiting for the model to load."""
+        """The endpoint's own deadline: fleet.yaml's, else the model's load, one answer as slow
+        as the reader allows and a few seconds more. It does not grow with the probes: after
+        one answer cut as too slow, no more generations are sent to that endpoint."""
         target = self.targets[name]
         seconds = target.endpoint.deadline or (
-            target.endpoint.ready_timeout
-            + DEADLINE_FACTOR * target.timeout * (len(self.plan.get(name, ())) + 2))
+            target.endpoint.ready_timeout + DEADLINE_FACTOR * target.timeout + BOUND_SLACK)
         target.deadline.bound(seconds, f"the endpoint's deadline ({seconds:g}s, fleet.yaml "
                                        f"deadline)")
 
@@ -109,12 +113,46 @@ class FrankSession:
             work = [*work, (fingerprint.identity, None)]
         if not work:
             return
-        with ThreadPoolExecutor(max_workers=min(target.gate.limit, len(work))) as pool:
-            list(pool.map(lambda job: target.need(*job), work))
+        _each(lambda job: target.need(*job), work, target.gate.limit, self.stop)
 
     def close(self) -> None:
         for target in self.targets.values():
             target.close()
+
+
+def _each(fn: Callable, items: Iterable, workers: int, stop: http.Stop) -> None:
+    """`fn(item)` for every item on up to `workers` threads; returns when all are done, or
+    shortly after a stop. The threads wait in a loop with a timeout, so the main thread stays
+    free to take a signal; they are daemons, so one stuck where a stop cannot reach (a DNS
+    lookup, a connect to a host that drops packets) does not hold the process's exit."""
+    queue, failed, lock = list(items), [], threading.Lock()
+
+    def work() -> None:
+        while not stop.why:
+            with lock:
+                if not queue:
+                    return
+                item = queue.pop(0)
+            try:
+                fn(item)
+            except BaseException as exc:  # raised again in the caller's thread
+                failed.append(exc)
+                return
+
+    threads = [threading.Thread(target=work, name="frank-probe", daemon=True)
+               for _ in range(max(1, min(workers, len(queue))))]
+    for thread in threads:
+        thread.start()
+    stopped = None
+    for thread in threads:
+        while thread.is_alive():
+            thread.join(0.1)
+            if stop.why:
+                stopped = stopped or time.monotonic()
+                if time.monotonic() - stopped > STRAGGLER_WAIT:
+                    return
+    if failed:
+        raise failed[0]
 
 
 def _warm(modules: list[str]) -> None:

@@ -3,9 +3,12 @@ the observations of the probes already run (each probe runs once per session).""
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as NotYet
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from pytest_frank import http
@@ -17,7 +20,28 @@ if TYPE_CHECKING:
     from pytest_frank.chat import Reply, Request
 
 DEFAULT_TIMEOUT = 30.0
+STRAGGLER_WAIT = 1.0  # after a stop, how long a probe still running is waited for
 Probe = Callable[..., Observation]  # probe(target) or, for a cased check, probe(target, case)
+Key = tuple[str, "str | None"]  # a probe's name and case: what runs once per session
+# The probes running in this thread, outermost first (a probe may need another).
+_PROBING: contextvars.ContextVar[tuple[Key, ...]] = contextvars.ContextVar("frank_probing",
+                                                                          default=())
+
+
+class TooSlow(Exception):
+    """A generation not sent: an earlier answer of this endpoint was cut as too slow."""
+
+
+@dataclass
+class Slow:
+    """The first answer of an endpoint that a timeout or a deadline cut, and which probe saw it."""
+
+    key: Key
+    line: str
+
+
+def key_of(probe: Probe, case: str | None = None) -> Key:
+    return f"{probe.__module__}.{probe.__qualname__}", case
 
 
 class Target:
@@ -28,6 +52,11 @@ class Target:
         self.timeout = float(endpoint.timeout or timeout)
         self.gate = http.Gate(endpoint.concurrency)
         self.deadline = http.Deadline()
+        self.stop = http.Stop()  # the session's, shared by every endpoint
+        self.slow: Slow | None = None
+        self.held: set[Key] = set()  # probes whose generations were not sent after `slow`
+        self.cut: set[Key] = set()  # probes a stop cut short: nothing to judge
+        self.judged: dict[Key, str] = {}  # the selected tests' probes: the first test of each
         self.offline = False  # the config gate: probes read fleet.yaml and files, no endpoint
         self.launch_error: str | None = None
         self._server = None
@@ -66,7 +95,7 @@ class Target:
     def client(self):
         with self._lock:
             if self._http is None:
-                self._http = http.client(self.timeout, self.gate, self.deadline)
+                self._http = http.client(self.timeout, self.gate, self.deadline, stop=self.stop)
             return self._http
 
     def sdk(self):
@@ -87,25 +116,70 @@ class Target:
 
     # -- probes: each runs once per session, its observation shared by every check -----------
     def need(self, probe: Probe, case: str | None = None) -> Observation:
-        key = (f"{probe.__module__}.{probe.__qualname__}", case)
+        key = key_of(probe, case)
         with self._lock:
             future = self._observed.get(key)
             owner = future is None
             if owner:
                 future = self._observed[key] = Future()
         if owner:
-            future.set_result(self._run(probe, case))
-        return future.result()
-
-    def _run(self, probe: Probe, case: str | None) -> Observation:
-        with http.recording(propagate=False) as seen:
+            future.set_result(self._run(probe, case, key))
+        while True:  # once stopped, a probe stuck in another thread is waited for no longer
             try:
-                obs = probe(self) if case is None else probe(self, case)
-            except Exception as exc:  # an endpoint's oddity is its own failure, not a crash
-                obs = Observation(failure=f"{probe.__name__} could not read what {self.name} "
-                                          f"sent: {type(exc).__name__}: {exc}")
+                return future.result(timeout=STRAGGLER_WAIT if self.stop.why else 0.5)
+            except NotYet:
+                if self.stop.why:
+                    self.cut.add(key)
+                    return Observation(failure=f"not measured: {self.stop.why}")
+
+    def measured(self, probe: Probe, case: str | None = None) -> bool:
+        """Whether the probe ran to its end before any stop: its observation can be judged."""
+        key = key_of(probe, case)
+        future = self._observed.get(key)
+        return future is not None and future.done() and key not in self.cut
+
+    def _run(self, probe: Probe, case: str | None, key: Key) -> Observation:
+        token = _PROBING.set((*_PROBING.get(), key))
+        try:
+            with http.recording(propagate=False) as seen:
+                try:
+                    obs = probe(self) if case is None else probe(self, case)
+                except TooSlow:
+                    obs = self._not_sent(key)
+                except Exception as exc:  # an endpoint's oddity is its own failure, not a crash
+                    obs = Observation(failure=f"{probe.__name__} could not read what {self.name} "
+                                              f"sent: {type(exc).__name__}: {exc}")
+        finally:
+            _PROBING.reset(token)
+        if self.stop.why:  # ended after the stop: whatever it saw may be the stop's doing
+            self.cut.add(key)
         obs.exchanges = seen + [ex for ex in obs.exchanges if ex not in seen]
         return obs
+
+    # -- one slow answer stops the endpoint's generations ------------------------------------
+    def pace(self) -> None:
+        """Before a generation: none goes out after an answer was cut as too slow (each would
+        take as long). The probe that saw that answer fails with it; the others are held."""
+        slow = self.slow
+        if slow is not None:
+            raise TooSlow(slow.line)
+
+    def answered_late(self, line: str) -> None:
+        with self._lock:
+            if self.slow is None:
+                self.slow = Slow(self._blamed(), line)
+
+    def _blamed(self) -> Key:
+        # The innermost running probe that a test judges (one probe may need another's
+        # observation, whose own test may not be selected).
+        probing = _PROBING.get() or (("", None),)
+        return next((key for key in reversed(probing) if key in self.judged), probing[-1])
+
+    def _not_sent(self, key: Key) -> Observation:
+        assert self.slow is not None
+        if key != self.slow.key:
+            self.held.add(key)
+        return Observation(failure=self.slow.line)
 
     # -- a local server started for the session (fleet.yaml `launch:`) ------------------------
     def start(self) -> None:

@@ -204,9 +204,12 @@ def _handler(em: Emulator):
                 self.send_header(k, v)
             self.send_header("connection", "close")  # no length: the end of the body is the close
             self.end_headers()
-            for piece in reply.body:
-                self.wfile.write(piece.encode() if isinstance(piece, str) else piece)
-                self.wfile.flush()
+            try:
+                for piece in reply.body:
+                    self.wfile.write(piece.encode() if isinstance(piece, str) else piece)
+                    self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client cut the answer off (a cap, a deadline, an interrupt)
 
         do_GET = do_POST = _serve
         working = False
@@ -229,6 +232,23 @@ def paced(pieces, gap: float):
     for piece in pieces:
         time.sleep(gap)
         yield piece
+
+
+def drip(text: str = "data: " + "x" * 1000, gap: float = 1.0) -> Reply:
+    """An answer that comes one byte every `gap` seconds: no read ever times out, yet it never
+    ends in useful time (an overloaded or swapped-out server)."""
+    return Reply(200, paced(text, gap), {"content-type": "text/event-stream"})
+
+
+def endless_line(size: int, piece: int = 1024 * 1024) -> Reply:
+    """An event stream of one `size`-byte line with no newline, made as it is sent (the server
+    holds one piece, not the line)."""
+    def line():
+        yield 'data: {"choices": [{"index": 0, "delta": {"content": "'
+        block = b"x" * piece
+        for _ in range(size // piece):
+            yield block
+    return Reply(200, line(), {"content-type": "text/event-stream"})
 
 
 def sse(events, done: bool = True, gap: float = 0.0, named: bool = False) -> Reply:

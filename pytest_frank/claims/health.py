@@ -43,7 +43,10 @@ def probe(target) -> Health:
             fix = target.driver.known_fix(target.driver.error_message(ex), ex.status)
             return Health(state=state.state, detail=state.detail, url=url,
                           waited=time.monotonic() - start, fix=fix if state.state == "down" else None)
-        time.sleep(min(pause, left))  # the last poll lands on the deadline, not before it
+        # The last poll lands on the deadline, not before it; an interrupt ends the wait.
+        if target.stop.wait(min(pause, left)):
+            return Health(state="loading", detail=f"not measured: {target.stop.why}", url=url,
+                          waited=time.monotonic() - start)
         pause = min(pause * 2, POLL_MAX)
 
 

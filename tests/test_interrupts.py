@@ -1,0 +1,177 @@
+"""Stopping a run, and endpoints too slow to wait for. Each case runs pytest in a child process
+(signals, exit codes and peak memory belong to a process) against emulated endpoints whose chat
+answers drip one byte a second, as an overloaded or swapped-out server does: no read ever times
+out, and no answer ends in useful time."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from emulator import Emulator, drip, endless_line, serve_chat
+from healthy_engines import ALL, healthy_chat
+
+REPORTS = ("junit.xml", "report.html", "report.md", "report.json")
+EVERY_CLAIM = {**ALL, "perf": {"runs": 1, "max_cached_ttft_ratio": 0.5}, "spec_decode": True,
+               "vision": True, "slots": {"count": 1}}
+
+
+def _command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "pytest", "--endpoints", "fleet.yaml", "-p", "no:cacheprovider",
+            "-p", "no:hypothesispytest", "-p", "no:randomly", "--junitxml=junit.xml",
+            "--html=report.html", "--self-contained-html", "--frank-report=report.md",
+            "--frank-json=report.json", *args]
+
+
+def _start(folder: Path, fleet: dict, *args: str, env: dict | None = None) -> subprocess.Popen:
+    (folder / "fleet.yaml").write_text(yaml.safe_dump(fleet))
+    return subprocess.Popen(_command(*args), cwd=folder, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env={**os.environ, **(env or {})})
+
+
+def _until(condition, seconds: float = 60.0) -> None:
+    end = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < end, "the run never got there"
+        time.sleep(0.05)
+
+
+def _chats(em: Emulator) -> int:
+    return sum(r.path == "/v1/chat/completions" for r in em.requests)
+
+
+def _rows(folder: Path) -> dict[str, dict]:
+    data = json.loads((folder / "report.json").read_text())
+    return {row["key"].split("::")[-1]: row for row in data["rows"]}
+
+
+def _two_endpoints(quick: Emulator, slow: Emulator) -> dict:
+    """A healthy endpoint and one whose chat answers drip; both asked for reasoning."""
+    serve_chat(quick, healthy_chat())
+    serve_chat(slow, lambda body: drip())
+    ask = {"engine": "vllm", "alias": "model", "timeout": 30, "expect": {"reasoning": True}}
+    return {"endpoints": {"quick": {"url": quick.url, **ask}, "drip": {"url": slow.url, **ask}}}
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_an_interrupt_in_the_probe_phase_keeps_what_was_measured(tmp_path, sig):
+    with Emulator("vllm") as quick, Emulator("vllm") as slow:
+        run = _start(tmp_path, _two_endpoints(quick, slow))
+        # The quick endpoint's three generations are done and the drip's first is in flight.
+        _until(lambda: _chats(quick) == 3 and _chats(slow) == 1)
+        time.sleep(0.5)
+        run.send_signal(sig)
+        sent = time.monotonic()
+        out, _ = run.communicate(timeout=30)
+        took = time.monotonic() - sent
+        chats = _chats(slow)
+    assert run.returncode == 2, out[-3000:]  # pytest's INTERRUPTED
+    assert took < 3, (took, out[-3000:])
+    print(f"{sig.name} to exit: {took:.2f}s")
+    assert chats == 1  # nothing more was sent after the signal
+    for report in REPORTS:
+        assert (tmp_path / report).stat().st_size > 0, report
+    rows = _rows(tmp_path)
+    verdicts = {test: row["verdict"] for test, row in rows.items()}
+    assert {verdicts[f"{t}[quick]"] for t in ("test_health", "test_alias", "test_reasoning",
+                                              "test_reasoning_streamed",
+                                              "test_reasoning_off")} == {"pass"}
+    assert verdicts["test_health[drip]"] == verdicts["test_alias[drip]"] == "pass"
+    for test in ("test_reasoning", "test_reasoning_streamed", "test_reasoning_off"):
+        assert verdicts[f"{test}[drip]"] == "interrupted", rows[f"{test}[drip]"]
+        assert rows[f"{test}[drip]"]["line"] == f"interrupted by {sig.name} before this was " \
+                                                "measured"
+    assert "drip   health ok  alias ok  reasoning interrupted" in out
+    assert "quick  health ok  alias ok  reasoning ok" in out
+    assert "| drip | pass | pass | interrupted |" in (tmp_path / "report.md").read_text()
+    page = (tmp_path / "report.html").read_text()
+    assert '<td class="v-interrupted">' in page and "<b>interrupted</b>" in page
+    junit = (tmp_path / "junit.xml").read_text()
+    assert junit.count(f'message="interrupted by {sig.name} before this was measured"') == 3
+
+
+def test_a_second_interrupt_ends_at_once(tmp_path):
+    # Reports that take their time: the second Ctrl-C must not wait for them.
+    (tmp_path / "slow_reports.py").write_text(
+        "import pathlib, time\n\n\n"
+        "def pytest_sessionfinish(session):\n"
+        "    pathlib.Path('reporting').touch()\n"
+        "    time.sleep(60)\n")
+    with Emulator("vllm") as quick, Emulator("vllm") as slow:
+        run = _start(tmp_path, _two_endpoints(quick, slow), "-p", "slow_reports",
+                     env={"PYTHONPATH": str(tmp_path)})
+        _until(lambda: _chats(slow) == 1)
+        run.send_signal(signal.SIGINT)
+        _until(lambda: (tmp_path / "reporting").exists(), 10)
+        run.send_signal(signal.SIGINT)
+        sent = time.monotonic()
+        out, _ = run.communicate(timeout=30)
+        took = time.monotonic() - sent
+    assert run.returncode == 128 + signal.SIGINT, out[-3000:]
+    assert took < 1, took
+    print(f"second SIGINT to exit: {took:.2f}s")
+    assert "SIGINT again: ending now, without reports" in out
+
+
+def test_a_dripping_endpoint_costs_one_slow_answer(tmp_path):
+    timeout, ready = 2, 2
+    with Emulator("vllm") as slow:
+        serve_chat(slow, lambda body: drip())
+        fleet = {"endpoints": {"drip": {"url": slow.url, "engine": "vllm", "alias": "model",
+                                        "timeout": timeout, "ready_timeout": ready,
+                                        "expect": EVERY_CLAIM}}}
+        start = time.monotonic()
+        run = _start(tmp_path, fleet)
+        out, _ = run.communicate(timeout=120)
+        took = time.monotonic() - start
+        chats = _chats(slow)
+    assert run.returncode == 1, out[-3000:]
+    # The bound (ready_timeout + 4 x timeout + 5 s), and a few seconds for pytest to start.
+    assert took < ready + 4 * timeout + 5 + 6, took
+    print(f"dripping endpoint, every claim asked: {took:.1f}s")
+    assert chats == 1  # one answer was waited for, not twenty
+    rows = _rows(tmp_path)
+    first = rows["test_reasoning[drip]"]
+    assert first["verdict"] == "FAIL"
+    assert first["line"].startswith(f"chat answered 200: the answer did not finish within "
+                                    f"{4 * timeout}s ("), first["line"]
+    held = {test: row for test, row in rows.items() if "answered too slowly" in row["line"]}
+    generations = {"test_reasoning_streamed", "test_reasoning_off", "test_reasoning_effort",
+                   "test_tools_required", "test_tools_streamed", "test_vision", "test_perf_ttft",
+                   "test_perf_decode", "test_perf_prefix_cache", "test_spec_decode"}
+    assert generations <= {test.split("[")[0] for test in held}, sorted(held)
+    for test, row in held.items():
+        assert row["verdict"] == "blocked", (test, row)
+        assert row["line"] == ("drip answered too slowly, see test_reasoning[drip]: POST "
+                               f"/v1/chat/completions: {first['line'].split(': ', 1)[1]}"), row
+
+    assert rows["test_health[drip]"]["verdict"] == rows["test_alias[drip]"]["verdict"] == "pass"
+
+
+def test_a_500_mb_line_keeps_memory_bounded(tmp_path):
+    """One SSE line of 500 MB with no newline, on every generation of every claim: the reader's
+    cap ends each after 4 MiB, and what is kept of the cut answers stays small."""
+    with Emulator("vllm") as em:
+        serve_chat(em, lambda body: endless_line(500 * 1024 * 1024))
+        (tmp_path / "fleet.yaml").write_text(yaml.safe_dump({"endpoints": {"huge": {
+            "url": em.url, "engine": "vllm", "alias": "model", "expect": EVERY_CLAIM}}}))
+        # A parent of its own, so the peak read is this pytest's and no other child's.
+        measure = ("import resource, subprocess, sys\n"
+                   "subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL)\n"
+                   "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n")
+        done = subprocess.run([sys.executable, "-c", measure, *_command()], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=300)
+        chats = _chats(em)
+    peak_mib = int(done.stdout.split()[-1]) / 1024
+    assert chats >= 15  # every generation read its 4 MiB
+    rows = _rows(tmp_path)
+    assert "the answer ran past 4194304 bytes" in rows["test_reasoning[huge]"]["line"]
+    assert peak_mib < 300, peak_mib
+    print(f"a 500 MB line on every generation: peak RSS {peak_mib:.0f} MiB")
