@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 
 from pytest_frank import http
 from pytest_frank.fleet import Endpoint
-from pytest_frank.http import DEADLINE_FACTOR, Gate
+from pytest_frank.http import Gate
 from pytest_frank.interrupt import Interrupts
 from pytest_frank.target import STRAGGLER_WAIT, Probe, Target
 
@@ -21,7 +21,6 @@ if TYPE_CHECKING:
 Work = list[tuple[Probe, "str | None"]]  # the probes (and cases) one endpoint's checks need
 # Imported by the probes on first use, beside each driver's SDK (Driver.sdk_modules).
 PROBE_MODULES = ("prometheus_client.parser",)
-BOUND_SLACK = 5.0  # an endpoint's deadline past one slowest answer: its other, quick probes
 
 
 class FrankSession:
@@ -87,14 +86,15 @@ class FrankSession:
         _each(self._probe_endpoint, names, len(names), self.stop)
 
     def _bound(self, name: str) -> None:
-        """The endpoint's own deadline: fleet.yaml's, else the model's load, one answer as slow
-        as the reader allows and a few seconds more. It does not grow with the probes: after
-        one answer cut as too slow, no more generations are sent to that endpoint."""
+        """fleet.yaml's deadline for the endpoint, where it sets one. Without it a healthy slow
+        endpoint takes the time its answers need, and a dripping one is bounded all the same:
+        its first answer cut as too slow stops its generations and leaves it BOUND_SLACK for
+        its quick probes (Target.answered_late), ready_timeout + 4 x timeout + 5 s at most."""
         target = self.targets[name]
-        seconds = target.endpoint.deadline or (
-            target.endpoint.ready_timeout + DEADLINE_FACTOR * target.timeout + BOUND_SLACK)
-        target.deadline.bound(seconds, f"the endpoint's deadline ({seconds:g}s, fleet.yaml "
-                                       f"deadline)")
+        seconds = target.endpoint.deadline
+        if seconds:
+            target.deadline.bound(seconds, f"the endpoint's deadline ({seconds:g}s, fleet.yaml "
+                                           f"deadline)")
 
     def bound_run(self, seconds: float) -> None:
         for target in self.targets.values():

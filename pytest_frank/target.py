@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 DEFAULT_TIMEOUT = 30.0
 STRAGGLER_WAIT = 1.0  # after a stop, how long a probe still running is waited for
+BOUND_SLACK = 5.0  # after an answer too slow to wait for: the endpoint's quick probes
 Probe = Callable[..., Observation]  # probe(target) or, for a cased check, probe(target, case)
 Key = tuple[str, "str | None"]  # a probe's name and case: what runs once per session
 # The probes running in this thread, outermost first (a probe may need another).
@@ -168,6 +169,8 @@ class Target:
         with self._lock:
             if self.slow is None:
                 self.slow = Slow(self._blamed(), line)
+                self.deadline.bound(BOUND_SLACK, f"the endpoint's last {BOUND_SLACK:g}s after "
+                                                 "an answer too slow to wait for")
 
     def _blamed(self) -> Key:
         # The innermost running probe that a test judges (one probe may need another's
