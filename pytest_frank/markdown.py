@@ -19,9 +19,9 @@ def render(run: Run) -> str:
              f"fleet file `{_code(run.fleet)}` (sha256 `{run.sha256}`), pytest-frank "
              f"{_md(run.version)}: " + (", ".join(f"{n} {v}" for v, n in run.counts().items())
                                           or "no checks ran"), ""]
-    lines += _table(["endpoint", "engine", "build", "serves", "url", "description"],
+    lines += _table(["endpoint", "engine", "build", "serves", "url", "cost", "description"],
                     [[i.name, i.engine, i.build or "-", ", ".join(i.models) or "-", i.url or "-",
-                      i.description] for i in run.endpoints.values()])
+                      i.cost(), i.description] for i in run.endpoints.values()])
     claims = run.claims()
     lines += ["", "## Verdicts", ""]
     lines += _table(["endpoint", *claims], [[name, *(cells.get(c, "not asked") for c in claims)]

@@ -69,11 +69,12 @@ def _header(run: Run) -> str:
 
 def _endpoints(run: Run) -> str:
     head = ("<tr><th>endpoint</th><th>engine</th><th>build</th><th>serves</th><th>url</th>"
-            "<th>description</th></tr>")
+            "<th>cost</th><th>description</th></tr>")
     rows = "".join(
         f"<tr><td>{_t(i.name)}</td><td>{_t(i.engine)}</td><td>{_t(i.build or '-')}</td>"
         f"<td>{_t(', '.join(i.models) or '-')}</td><td><code>{_t(i.url or '-')}</code></td>"
-        f"<td>{_t(i.description)}</td></tr>" for i in run.endpoints.values())
+        f"<td>{_t(i.cost())}</td><td>{_t(i.description)}</td></tr>"
+        for i in run.endpoints.values())
     return f'<table class="endpoints">{head}{rows}</table>'
 
 

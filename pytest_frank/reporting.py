@@ -27,6 +27,7 @@ class Reports:
         self.baseline = baseline
         self.rows: dict[str, Row] = {}
         self.identities: dict[str, dict] = {}
+        self.spends: dict[str, dict] = {}  # endpoint -> {"generations", "tokens"}
         self._run: Run | None = None
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
@@ -53,6 +54,10 @@ class Reports:
         data = dict(data)
         if "identity" in data:
             self.identities[data["endpoint"]] = data.pop("identity")
+        spend = data.pop("spend", None)  # a snapshot: the latest, largest one is the run's
+        if spend and spend["generations"] >= self.spends.get(data["endpoint"], {}).get(
+                "generations", -1):
+            self.spends[data["endpoint"]] = spend
         if report.when == "teardown":
             row = self.rows.get(data["key"])
             if row is not None and report.failed:
@@ -85,7 +90,8 @@ class Reports:
                 name=name, engine=target.endpoint.engine,
                 url=redact.scrub(seen.get("url") or target.endpoint.url or "(launched)"),
                 build=seen.get("build"), models=seen.get("models") or [],
-                launch_log=self._launch_log(name), description=target.endpoint.description)
+                launch_log=self._launch_log(name), description=target.endpoint.description,
+                **self.spends.get(name, {}))
         return found
 
     def _launch_log(self, name: str) -> str | None:
@@ -126,7 +132,7 @@ class Reports:
         lines = verdict_lines(run)
         if lines:
             terminalreporter.write_sep("=", "frank verdicts")
-            for line in lines:
+            for line in lines + cost_lines(run):
                 terminalreporter.write_line(line)
         if run.regressions:
             terminalreporter.write_sep("=", "frank regressions since the baseline")
@@ -179,6 +185,16 @@ def verdict_lines(run: Run) -> list[str]:
             for name, claims in cells.items()]
 
 
+def cost_lines(run: Run) -> list[str]:
+    """Under the verdicts: what the battery cost each endpoint that generated anything."""
+    spent = {n: i for n, i in run.endpoints.items() if i.generations}
+    if not spent:
+        return []
+    width = max(len(n) for n in spent)
+    return [f"{name:<{width}}  cost: {i.generations} generations, {i.tokens} tokens"
+            for name, i in spent.items()]
+
+
 def _reports_asked(config) -> bool:
     """Whether a page or file will show exchanges: else a row carries no copy of them."""
     return bool(config.getoption("htmlpath", None) or config.getoption("frank_json")
@@ -197,8 +213,13 @@ def row_of(item, call, report, name: str, probed) -> dict:
     row = {"key": f"{Path(str(item.path)).stem}::{item.name}", "endpoint": name,
            "claim": claim_of(item) or "custom", "verdict": verdict_of(report, hint),
            "line": redact.inert(line), "fix": redact.inert(fix) if fix else None, **evidence}
+    frank = item.config.stash.get(SESSION, None)
+    target = frank.targets.get(name) if frank is not None else None
+    if target is None:
+        return row
     if item.name.startswith("test_health[") and call.when == "call" and report.passed:
-        row["identity"] = _identity(item.config.stash[SESSION].targets[name])
+        row["identity"] = _identity(target)
+    row["spend"] = {"generations": target.spend.generations, "tokens": target.spend.tokens}
     return row
 
 
@@ -230,5 +251,5 @@ def html_extras(item, report) -> None:
 
     from pytest_frank.page import row_html
 
-    row = Row(**{k: v for k, v in report.frank.items() if k != "identity"})
+    row = Row(**{k: v for k, v in report.frank.items() if k not in ("identity", "spend")})
     report.extras = [*getattr(report, "extras", []), pytest_html.extras.html(row_html(row))]

@@ -59,6 +59,12 @@ class EndpointInfo:
     models: list[str] = field(default_factory=list)
     launch_log: str | None = None
     description: str = ""  # fleet.yaml's free text for the report
+    generations: int = 0  # what the battery cost it: the generations sent
+    tokens: int = 0  # and the tokens they made (the server's count where it gives one)
+
+    def cost(self) -> str:
+        return f"{self.generations} generations, {self.tokens} tokens" if self.generations \
+            else "-"
 
 
 @dataclass

@@ -34,6 +34,17 @@ class TooSlow(Exception):
 
 
 @dataclass
+class Spend:
+    """What the battery cost an endpoint: the generations it sent and the tokens they made."""
+
+    generations: int = 0
+    tokens: int = 0
+
+    def line(self) -> str:
+        return f"{self.generations} generations, {self.tokens} tokens"
+
+
+@dataclass
 class Slow:
     """The first answer of an endpoint that a timeout or a deadline cut, and which probe saw it."""
 
@@ -55,6 +66,7 @@ class Target:
         self.deadline = http.Deadline()
         self.stop = http.Stop()  # the session's, shared by every endpoint
         self.slow: Slow | None = None
+        self.spend = Spend()
         self.held: set[Key] = set()  # probes whose generations were not sent after `slow`
         self.cut: set[Key] = set()  # probes a stop cut short: nothing to judge
         self.judged: dict[Key, str] = {}  # the selected tests' probes: the first test of each
@@ -164,6 +176,12 @@ class Target:
         slow = self.slow
         if slow is not None:
             raise TooSlow(slow.line)
+
+    def spent(self, tokens: int) -> None:
+        """One generation went out; it made `tokens` tokens (the server's count, else pieces)."""
+        with self._lock:
+            self.spend.generations += 1
+            self.spend.tokens += tokens
 
     def answered_late(self, line: str) -> None:
         with self._lock:

@@ -52,7 +52,13 @@ def test_one_run_writes_the_matrix_figures_and_the_failure_everywhere(run_fleet,
     # Markdown: the matrix as a table, the failure with its fix and curl in a code block
     assert "| good | pass | pass | pass |" in md and "| bad | pass | pass | FAIL |" in md
     assert re.search(r"\| good \| vllm \| 0\.32\.0 \| model \| http://127\.0\.0\.1:\d+ \| "
-                     r"the wiki's own model \|", md)
+                     r"[1-9]\d* generations, [1-9]\d* tokens \| the wiki's own model \|", md)
+    # what the battery cost each endpoint: in the terminal, the JSON and the page
+    spent = data["endpoints"]["good"]
+    assert spent["generations"] >= 3 and spent["tokens"] >= spent["generations"], spent
+    result.stdout.fnmatch_lines([f"good  cost: {spent['generations']} generations, "
+                                 f"{spent['tokens']} tokens"])
+    assert f"<td>{spent['generations']} generations, {spent['tokens']} tokens</td>" in page
     assert "fix: start vLLM with --reasoning-parser &lt;the model" in md
     assert re.search(r"  ```sh\n  curl -sS -X POST http://127.0.0.1:\d+/v1/chat/completions .*"
                      r"Bearer \$API_KEY", md)
