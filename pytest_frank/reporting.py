@@ -191,8 +191,7 @@ def cost_lines(run: Run) -> list[str]:
     if not spent:
         return []
     width = max(len(n) for n in spent)
-    return [f"{name:<{width}}  cost: {i.generations} generations, {i.tokens} tokens"
-            for name, i in spent.items()]
+    return [f"{name:<{width}}  cost: {i.cost()}" for name, i in spent.items()]
 
 
 def _reports_asked(config) -> bool:

@@ -63,8 +63,10 @@ class EndpointInfo:
     tokens: int = 0  # and the tokens they made (the server's count where it gives one)
 
     def cost(self) -> str:
-        return f"{self.generations} generations, {self.tokens} tokens" if self.generations \
-            else "-"
+        if not self.generations:
+            return "-"
+        plural = "s" if self.generations != 1 else ""
+        return f"{self.generations} generation{plural}, {self.tokens} tokens"
 
 
 @dataclass

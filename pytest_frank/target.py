@@ -40,9 +40,6 @@ class Spend:
     generations: int = 0
     tokens: int = 0
 
-    def line(self) -> str:
-        return f"{self.generations} generations, {self.tokens} tokens"
-
 
 @dataclass
 class Slow:
