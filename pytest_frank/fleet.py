@@ -43,6 +43,7 @@ class Endpoint:
     launch: dict[str, Any] | None = None
     expect: dict[str, Any] = field(default_factory=dict)
     concurrency: int = 1  # requests in flight at once on this endpoint
+    min_tokens_per_s: float | None = None  # the slowest decode waited for; None: the default
     deadline: float | None = None  # seconds for all of this endpoint's probes; None: derived
     sampling: dict[str, Any] = field(default_factory=lambda: dict(DEFAULT_SAMPLING))
     serve: dict[str, str] | None = None  # how it is started: unit/env/script paths, or command
@@ -238,6 +239,7 @@ def _endpoint(name: str, raw: dict, where: str, base_dir: Path) -> Endpoint:
         launch=launch,
         expect=expect,
         concurrency=int(raw.get("concurrency", 1)),
+        min_tokens_per_s=raw.get("min_tokens_per_s"),
         deadline=raw.get("deadline"),
         sampling={**DEFAULT_SAMPLING, **(raw.get("sampling") or {})},
         serve=serve,

@@ -28,7 +28,8 @@ from pytest_frank import redact
 
 MAX_BODY = 4 * 1024 * 1024  # decoded bytes: a hostile endpoint must not make us read forever
 CONNECT_TIMEOUT = 5.0
-DEADLINE_FACTOR = 4  # a whole answer may take this many read timeouts (a slow stream), no more
+DEADLINE_FACTOR = 4  # an answer with no token budget may take this many read timeouts
+MIN_TOKENS_PER_S = 5.0  # the slowest decode a generation is waited for: its budget over this
 EVIDENCE_HEAD = 64 * 1024  # what an exchange keeps of a body that was cut: enough to show
 KEY_HEADERS = ("authorization", "x-api-key")
 NO_KEY = "frank-no-key"  # the SDKs insist on a key; a server without one ignores it
@@ -250,11 +251,11 @@ class Refused(Exception):
 
 def client(timeout: float, gate: Gate | None = None, deadline: Deadline | None = None, *,
            max_body: int = MAX_BODY, follow_redirects: bool = False,
-           stop: Stop | None = None) -> httpx2.Client:
+           stop: Stop | None = None, floor: float = MIN_TOKENS_PER_S) -> httpx2.Client:
     """An httpx2 client whose every request goes through `Recorder`. Redirects are not followed
     for endpoints (a key must never travel to a host the fleet did not name); a model file's
     URL, which carries no key, may follow them to its CDN."""
-    recorder = Recorder(gate or Gate(), timeout, deadline or Deadline(), max_body, stop)
+    recorder = Recorder(gate or Gate(), timeout, deadline or Deadline(), max_body, stop, floor)
     return httpx2.Client(transport=recorder,
                          timeout=httpx2.Timeout(timeout, connect=min(CONNECT_TIMEOUT, timeout)),
                          follow_redirects=follow_redirects)
@@ -274,11 +275,49 @@ def _fresh_connections() -> httpx2.HTTPTransport:
     return httpx2.HTTPTransport(verify=tls(), limits=httpx2.Limits(max_keepalive_connections=0))
 
 
+@dataclass(frozen=True)
+class Pace:
+    """How long one answer may take, from what the request asks. A generation gets `timeout`
+    for its first byte plus its token budget at the floor rate, so a long thinker is waited for
+    however long its answer; a stream must show a token every `timeout` (keep-alive comments
+    are no progress), and a whole answer, once its first byte came, must finish within
+    `timeout`: a healthy server sends it at once, a drip is cut."""
+
+    timeout: float
+    limit: float  # seconds for the whole answer
+    stream: bool = False
+    budget: int | None = None  # the request's token budget, where it names one
+
+    @classmethod
+    def of(cls, body: Any, timeout: float, floor: float) -> Pace:
+        budget = _budget(body)
+        stream = isinstance(body, dict) and body.get("stream") is True
+        if budget is None:
+            return cls(timeout, DEADLINE_FACTOR * timeout, stream)
+        return cls(timeout, timeout + budget / floor, stream, budget)
+
+    @property
+    def first_byte(self) -> float:
+        """The wait for the answer to begin: a whole answer starts when it is all generated."""
+        return self.limit if self.budget is not None and not self.stream else self.timeout
+
+
+def _budget(body: Any) -> int | None:
+    if not isinstance(body, dict):
+        return None
+    for key in ("max_completion_tokens", "max_tokens"):
+        value = body.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
 class Recorder(httpx2.BaseTransport):
     def __init__(self, gate: Gate, timeout: float, deadline: Deadline | None = None,
-                 max_body: int = MAX_BODY, stop: Stop | None = None):
+                 max_body: int = MAX_BODY, stop: Stop | None = None,
+                 floor: float = MIN_TOKENS_PER_S):
         self.inner = _fresh_connections()
-        self.gate, self.timeout = gate, timeout
+        self.gate, self.timeout, self.floor = gate, timeout, floor
         self.deadline, self.max_body = deadline or Deadline(), max_body
         self.stop = stop or Stop()
 
@@ -298,7 +337,9 @@ class Recorder(httpx2.BaseTransport):
             ex.error, ex.interrupted = f"not sent: {self.stop.why}", True
             raise httpx2.ConnectTimeout(ex.error, request=request)
         key = id(ex)
-        request.extensions = {**request.extensions,
+        pace = Pace.of(ex.request_json, self.timeout, self.floor)
+        waits = {**(request.extensions.get("timeout") or {}), "read": pace.first_byte}
+        request.extensions = {**request.extensions, "timeout": waits,
                               "trace": self.stop.tracer(key, request.extensions.get("trace"))}
         start, resp = time.monotonic(), None
         ex.started = start
@@ -307,7 +348,7 @@ class Recorder(httpx2.BaseTransport):
             ex.status, ex.headers = resp.status_code, dict(resp.headers)
             decode = _decoder(resp.headers.get("content-encoding", ""))
         except Exception as exc:  # every transport failure becomes one line of evidence
-            _cut(ex, exc, self.timeout, self.stop)
+            _cut(ex, exc, pace.first_byte, self.stop)
             ex.elapsed = time.monotonic() - start
             self.stop.forget(key)
             self.gate.leave()
@@ -321,8 +362,8 @@ class Recorder(httpx2.BaseTransport):
             self.stop.forget(key)
             self.gate.leave()
 
-        body = _Body(resp, ex, decode, start, self.timeout, release, self.deadline,
-                     self.max_body, self.stop)
+        body = _Body(resp, ex, decode, start, pace, release, self.deadline, self.max_body,
+                     self.stop)
         # A decoded body no longer has the length or encoding the server sent; a plain one does.
         encoded = resp.headers.get("content-encoding", "identity").strip().lower() != "identity"
         dropped = ("content-encoding", "content-length") if encoded else ()
@@ -337,15 +378,17 @@ class Recorder(httpx2.BaseTransport):
 class _Body(httpx2.SyncByteStream):
     """The answer's bytes, decoded, capped, deadline-bound, and kept in the exchange."""
 
-    def __init__(self, resp, ex: Exchange, decode, start: float, timeout: float, release,
+    def __init__(self, resp, ex: Exchange, decode, start: float, pace: Pace, release,
                  bound: Deadline, max_body: int = MAX_BODY, stop: Stop | None = None):
         self.resp, self.ex, self.decode, self.start = resp, ex, decode, start
-        self.max_body, self.stop = max_body, stop or Stop()
-        self.deadline, self.why = start + DEADLINE_FACTOR * timeout, None
+        self.max_body, self.stop, self.pace = max_body, stop or Stop(), pace
+        self.deadline, self.why = start + pace.limit, None
         if bound.at is not None and bound.at < self.deadline:
             self.deadline, self.why = bound.at, bound.label
         self.kept = bytearray()
         self._release = release
+        self.progress_at = start  # the last token of a stream (a completed `data:` line)
+        self._line = b""  # the start of the stream's current line, enough to know its kind
 
     def __iter__(self) -> Iterator[bytes]:
         try:
@@ -361,11 +404,13 @@ class _Body(httpx2.SyncByteStream):
                 if self.stop.why:
                     self.ex.interrupted = True
                     self._fail(f"{self.stop.why} during the answer ({len(self.kept)} bytes came)")
-                if time.monotonic() > self.deadline:
+                now = time.monotonic()
+                if now > self.deadline:
                     self.ex.late = True
                     self._fail(f"{self.why} ran out during the answer ({len(self.kept)} bytes "
                                "came)" if self.why else f"the answer did not finish within "
                                f"{self.deadline - self.start:g}s ({len(self.kept)} bytes came)")
+                self._paced(chunk, now)
                 yield chunk
         except httpx2.HTTPError as exc:
             if self.ex.error is None:
@@ -373,6 +418,39 @@ class _Body(httpx2.SyncByteStream):
             raise
         finally:
             self.close()
+
+    def _paced(self, chunk: bytes, now: float) -> None:
+        """Cut a drip: a stream with no token for `timeout`, or a whole answer still arriving
+        `timeout` after it began."""
+        pace = self.pace
+        if pace.budget is None:
+            return  # not a generation (a model list, a file's header): its total limit holds
+        if not pace.stream:
+            if len(self.kept) == len(chunk):  # its first bytes: the rest comes at once
+                self.progress_at = now
+            elif now - self.progress_at > pace.timeout:
+                self.ex.late = True
+                self._fail(f"the answer began but was still arriving {pace.timeout:g}s later "
+                           f"({len(self.kept)} bytes came): the server drips it")
+            return
+        if self._tokens(chunk):
+            self.progress_at = now
+        elif now - self.progress_at > pace.timeout:
+            self.ex.late = True
+            self._fail(f"the stream carried no token for {pace.timeout:g}s ({len(self.kept)} "
+                       "bytes came, none of them an event with data): the server drips or "
+                       "only keeps the connection alive")
+
+    def _tokens(self, chunk: bytes) -> bool:
+        """Whether `chunk` completes a `data:` line (an SSE event that carries something)."""
+        found = False
+        for piece in re.split(rb"(\n)", chunk):
+            if piece == b"\n":
+                found = found or self._line.lstrip().startswith(b"data:")
+                self._line = b""
+            elif len(self._line) < 8:
+                self._line = (self._line + piece)[:8]
+        return found
 
     def _fail(self, why: str) -> None:
         self.ex.error = why

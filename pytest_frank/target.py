@@ -102,10 +102,19 @@ class Target:
         for the block to end."""
         return self.gate.exclusive()
 
+    @property
+    def floor(self) -> float:
+        """The slowest decode (tokens/s) an answer is waited for: fleet.yaml's min_tokens_per_s,
+        else the decode speed perf asserts, else the reader's default."""
+        perf = self.endpoint.expect.get("perf")
+        claimed = perf.get("min_decode_tps") if isinstance(perf, dict) else None
+        return float(self.endpoint.min_tokens_per_s or claimed or http.MIN_TOKENS_PER_S)
+
     def client(self):
         with self._lock:
             if self._http is None:
-                self._http = http.client(self.timeout, self.gate, self.deadline, stop=self.stop)
+                self._http = http.client(self.timeout, self.gate, self.deadline, stop=self.stop,
+                                         floor=self.floor)
             return self._http
 
     def sdk(self):
