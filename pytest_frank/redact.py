@@ -46,9 +46,20 @@ def register(secret: str | None) -> None:
 
 def register_credential(value: str | None) -> None:
     """A value guessed to be a credential by its name (`HF_TOKEN=...`, `--api-key ...`, a
-    `${*_KEY}` in fleet.yaml): a secret unless it is a placeholder."""
-    if value and value.strip().lower() not in PLACEHOLDERS:
-        register(value.strip())
+    `${*_KEY}` in fleet.yaml): a secret unless it is a placeholder or a number. A name guess
+    also catches counts (`MAX_TOKENS=8192`, `--max-num-batched-tokens`, `PASSES=3`); masking
+    8192 would blank every context size in the reports, and no key is a plain number."""
+    value = (value or "").strip()
+    if value and value.lower() not in PLACEHOLDERS and not _number(value):
+        register(value)
+
+
+def _number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return text.lower() in ("true", "false", "on", "off", "yes", "no")
+    return True
 
 
 def is_credential_name(name: str) -> bool:

@@ -30,6 +30,14 @@ for _module in pkgutil.walk_packages(pytest_frank.__path__, "pytest_frank."):
 def run_fleet(pytester, monkeypatch):
     """Write a fleet file and run pytest on it in-process; returns pytester's RunResult."""
 
+    # A run registers its fleet's secrets for the process; an in-process run's must not mask
+    # the next test's output, as they would not outlive a real run.
+    from pytest_frank import redact
+
+    for state in ("_SECRETS", "_FORMS", "_NAMED"):
+        monkeypatch.setattr(redact, state, type(getattr(redact, state))(getattr(redact, state)))
+    monkeypatch.setattr(redact, "_PATTERN", None)
+
     def run(fleet, *args, env=None):
         for key, value in (env or {}).items():
             monkeypatch.setenv(key, value)

@@ -239,3 +239,16 @@ def test_a_token_in_a_units_environment_never_appears(run_fleet, pytester, env_l
     texts = outputs(result, pytester)
     assert_nowhere(texts, HF_TOKEN)
     assert finding.format(env=env, unit=unit) in texts["json"]
+
+
+@pytest.mark.parametrize("value", ["8192", "0.9", "true", "none", "EMPTY"])
+def test_a_count_under_a_credential_like_name_is_no_secret(monkeypatch, value):
+    """MAX_NUM_BATCHED_TOKENS=8192 or PASSES=3: a name guess also catches counts and switches,
+    and masking them would blank every context size in the reports."""
+    monkeypatch.setattr(redact, "_SECRETS", set())
+    monkeypatch.setattr(redact, "_FORMS", set())
+    monkeypatch.setattr(redact, "_PATTERN", None)
+    redact.register_credential(value)
+    assert redact.scrub(f"ctx {value}") == f"ctx {value}"
+    redact.register_credential("hf_S3cr3tT0kenValue")
+    assert redact.scrub("token hf_S3cr3tT0kenValue") == "token ***"
