@@ -14,6 +14,7 @@ FIGURES = (
     ("acceptance", "draft acceptance", True, "acceptance_drop"),
     ("ttft_s", "time to first token", False, "ttft_rise"),
     ("tok_s", "decode speed", True, "tok_s_drop"),
+    ("thinking_tokens", "thinking length", False, "thinking_rise"),
 )
 
 
@@ -24,6 +25,8 @@ class Tolerances:
     # ...and by more than this: at a few milliseconds, a doubling is the scheduler, not the server
     ttft_noise_s: float = 0.05
     tok_s_drop: float = 0.20  # relative: 20% fewer tokens a second
+    # relative: a reply thinks 50% longer (a template or effort change; clients' budgets follow)
+    thinking_rise: float = 0.5
 
     @classmethod
     def from_fleet(cls, raw: dict[str, Any] | None) -> Tolerances:

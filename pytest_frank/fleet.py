@@ -16,6 +16,9 @@ from pytest_frank import redact
 
 ENGINES = ("llamacpp", "vllm", "sglang", "anthropic", "openai")
 DEFAULT_READY_TIMEOUT = 120.0
+# The larger budget a check that judges the answer asks with, once, when thinking used the first
+# one up: R1-style distills, QwQ and gpt-oss at high effort think 500 to 2,000 tokens.
+DEFAULT_MAX_THINKING_TOKENS = 8192
 MAX_FILE = 1024 * 1024  # bytes of fleet.yaml
 MAX_VALUES = 100_000  # scalars, lists and mappings once aliases are expanded
 # Generation probes are greedy and seeded unless fleet.yaml says otherwise: two answers then
@@ -44,6 +47,7 @@ class Endpoint:
     expect: dict[str, Any] = field(default_factory=dict)
     concurrency: int = 1  # requests in flight at once on this endpoint
     deadline: float | None = None  # seconds for all of this endpoint's probes; None: derived
+    max_thinking_tokens: int = DEFAULT_MAX_THINKING_TOKENS
     sampling: dict[str, Any] = field(default_factory=lambda: dict(DEFAULT_SAMPLING))
     serve: dict[str, str] | None = None  # how it is started: unit/env/script paths, or command
     regression: dict[str, float] | None = None  # --frank-baseline tolerances
@@ -223,6 +227,7 @@ def _endpoint(name: str, raw: dict, where: str, base_dir: Path) -> Endpoint:
         expect=expect,
         concurrency=int(raw.get("concurrency", 1)),
         deadline=raw.get("deadline"),
+        max_thinking_tokens=int(raw.get("max_thinking_tokens", DEFAULT_MAX_THINKING_TOKENS)),
         sampling={**DEFAULT_SAMPLING, **(raw.get("sampling") or {})},
         serve=serve,
         regression=raw.get("regression"),

@@ -24,7 +24,9 @@ def converse(sdk, model: str, req: Request, clock: Callable[[], float]) -> Reply
             return _read_stream(stream, req, clock)
     message = sdk.messages.create(**kwargs)
     reply = Reply(status=200, finish=message.stop_reason)
-    reply.tokens = getattr(getattr(message, "usage", None), "output_tokens", None)
+    usage = getattr(message, "usage", None)
+    reply.tokens = getattr(usage, "output_tokens", None)
+    reply.prompt_tokens = _prompt_tokens(usage)
     for block in message.content:
         _Block(block).close(reply)
     return reply
@@ -38,7 +40,9 @@ def _read_stream(stream, req: Request, clock: Callable[[], float]) -> Reply:
                            f"{req.max_tokens} max_tokens without ending")
             break
         kind = event.type
-        if kind == "content_block_start":
+        if kind == "message_start":
+            reply.prompt_tokens = _prompt_tokens(getattr(event.message, "usage", None))
+        elif kind == "content_block_start":
             blocks[event.index] = _Block(event.content_block)
         elif kind == "content_block_delta":
             if blocks.setdefault(event.index, _Block(None)).add(event.delta):
@@ -53,6 +57,13 @@ def _read_stream(stream, req: Request, clock: Callable[[], float]) -> Reply:
     for index in sorted(blocks):
         blocks[index].close(reply)
     return reply
+
+
+def _prompt_tokens(usage) -> int | None:
+    """The prompt's tokens: the Messages API counts cached ones apart from the rest."""
+    parts = [getattr(usage, key, None) for key in
+             ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")]
+    return sum(p for p in parts if p) if parts[0] is not None else None
 
 
 def _choice(choice, parallel):

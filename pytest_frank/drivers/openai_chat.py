@@ -35,8 +35,7 @@ def converse(driver: Driver, sdk, model: str, req: Request, clock: Callable[[], 
     reply = Reply(status=200, content=msg.content or "", finish=choice.finish_reason)
     reply.reasoning, reply.reasoning_field = _reasoning(_fields(driver, req), extra)
     reply.engine = driver.engine_fields(completion.model_extra or {})
-    usage = getattr(completion, "usage", None)
-    reply.tokens = getattr(usage, "completion_tokens", None)
+    _usage(reply, getattr(completion, "usage", None))
     for tc in msg.tool_calls or []:
         fn = getattr(tc, "function", None)
         reply.calls.append(Call(getattr(fn, "name", None), getattr(fn, "arguments", None),
@@ -54,7 +53,7 @@ def _read_stream(driver: Driver, stream, req: Request, clock: Callable[[], float
         reply.engine.update(driver.engine_fields(chunk.model_extra or {}))
         usage = getattr(chunk, "usage", None)
         if getattr(usage, "completion_tokens", None) is not None:
-            reply.tokens = usage.completion_tokens
+            _usage(reply, usage)
         for choice in chunk.choices or []:
             delta = choice.delta
             if delta is not None and _take(_fields(driver, req), delta, texts, thoughts, calls):
@@ -65,6 +64,13 @@ def _read_stream(driver: Driver, stream, req: Request, clock: Callable[[], float
     reply.reasoning, reply.reasoning_field = _reasoning(_fields(driver, req), thoughts)
     reply.calls = [calls[i] for i in sorted(calls)]
     return reply
+
+
+def _usage(reply: Reply, usage) -> None:
+    reply.tokens = getattr(usage, "completion_tokens", None)
+    reply.prompt_tokens = getattr(usage, "prompt_tokens", None)
+    details = getattr(usage, "completion_tokens_details", None)
+    reply.reasoning_tokens = getattr(details, "reasoning_tokens", None) or None
 
 
 def _fields(driver: Driver, req: Request) -> tuple[str, ...]:
