@@ -178,7 +178,8 @@ def thinking_budget(target: Target, cut: Reply) -> tuple[int, str]:
         return most, "max_thinking_tokens"
     room = context - (cut.prompt_tokens if cut.prompt_tokens is not None else PROMPT_ROOM)
     if room < most:
-        return room, f"the served context ({context} tokens, {context - room} of them the prompt)"
+        return room, (f"the room the served context leaves ({context} tokens, "
+                      f"{context - room} of them the prompt)")
     return most, "max_thinking_tokens"
 
 

@@ -73,6 +73,20 @@ chatty
   As default, but the answer never ends by itself: reasoning "Thinking", then content
   "Hello!Hello!..." until max_tokens (finish "length"). As its own draft model it drafts for the
   whole answer, so spec_decode has hundreds of draft tokens to measure without ignore_eos.
+long_think
+  Thinks long, like an R1-style distill, then answers briefly (1,275 tokens, ~0.9 MB, written in
+  ~0.4 s). Plain chat: reasoning_content " step0 step1 ... step999" (1,000 words, each its own
+  token), content "Hello!", finish "stop", 1005 completion tokens; the same at temperature 0.8
+  and at 1.5: the chain's gaps are as wide as the others'. With max_tokens 512: finish "length",
+  no content, reasoning up to " step510". enable_thinking false or reasoning_effort "none":
+  "Hello!" at once, 3 tokens. tool_choice "required": the same thousand words, content "Hello!",
+  the get_weather call, finish "tool_calls", 1048 tokens (46 with thinking off); "auto": as plain
+  chat. /v1/messages: a thinking block of the thousand words, text "Hello!", stop_reason
+  "end_turn", 1005 output tokens. On a shared 2-core box the thousand tokens take 1 to 15 s, a
+  required tool call up to a minute (the tool grammar runs over the whole thinking).
+endless_think
+  Never closes its thinking: the same thousand words, round and round, until max_tokens (finish
+  "length", reasoning only, no content); thinking off still answers "Hello!" at once.
 """
 
 from __future__ import annotations

@@ -137,15 +137,18 @@ def test_reasoning_fails_only_when_the_larger_budget_ran_out_too():
     assert str(failed.value).startswith(
         "thinking did not end within 8192 tokens: finish_reason 'length' with 8192 tokens of "
         "reasoning and no answer; `expect.reasoning.max_tokens` (512) ran out first, then this "
-        "larger budget")
+        "larger budget, bounded by max_thinking_tokens")
     assert "enable_thinking: false" in str(failed.value)
 
 
 def test_reasoning_cut_with_no_larger_budget_left_names_the_ceiling():
-    cut = _thinking(512, ceiling="the served context (600 tokens, 21 of them the prompt)")
-    with pytest.raises(Failed, match=r"thinking did not end within 512 tokens: .*; "
-                                     r"`expect.reasoning.max_tokens` is already as large as the "
-                                     r"served context \(600 tokens, 21 of them the prompt\)"):
+    room = "the room the served context leaves (600 tokens, 21 of them the prompt)"
+    cut = _thinking(512, ceiling=room)
+    with pytest.raises(Failed, match=re.escape(f"thinking did not end within 512 tokens: "
+                                               f"finish_reason 'length' with 512 tokens of "
+                                               f"reasoning and no answer; `expect.reasoning."
+                                               f"max_tokens` is already as large as {room} "
+                                               f"allows")):
         reasoning.judge(reasoning.Thought(mode="on", reply=cut, max_tokens=512), ctx("reasoning"))
 
 

@@ -42,7 +42,8 @@ def require_thinking_ended(reply, driver, option: str) -> None:
         require_budget(reply, reply.max_tokens, option)
         return
     if reply.first is not None:
-        tried = f"`{option}` ({reply.first.max_tokens}) ran out first, then this larger budget"
+        tried = (f"`{option}` ({reply.first.max_tokens}) ran out first, then this larger "
+                 f"budget, bounded by {reply.ceiling}")
     else:
         tried = f"`{option}` is already as large as {reply.ceiling or 'max_thinking_tokens'} allows"
     spent = f"{reply.thinking_tokens} tokens of reasoning" if reply.generated else "reasoning"
