@@ -30,9 +30,10 @@ EXPECT = {"reasoning": True, "reasoning_effort": SEEDS_MAP, "tools": True}
 PREDICTED = re.compile(r"^llamacpp:tokens_predicted_total\s+(\S+)", re.M)
 
 
-def fleet(url: str, engine: str) -> dict:
+def fleet(url: str, engine: str, timeout: float | None) -> dict:
+    endpoint = {"url": url, "engine": engine, "alias": "frank-long", "expect": EXPECT}
     return {"endpoints": {f"long-thinker-{engine}": {
-        "url": url, "engine": engine, "alias": "frank-long", "expect": EXPECT}}}
+        **endpoint, **({"timeout": timeout} if timeout else {})}}}
 
 
 def generated(url: str) -> float:
@@ -42,10 +43,10 @@ def generated(url: str) -> float:
 
 
 def run_once(folder: Path, url: str, engine: str, timeout: float,
-             extra: list[str]) -> tuple[str, float, float]:
+             extra: list[str], wait: float | None) -> tuple[str, float, float]:
     """(pytest's summary line, seconds, tokens generated) for one battery run."""
     path = folder / f"fleet-{engine}.yaml"
-    path.write_text(yaml.safe_dump(fleet(url, engine), sort_keys=False))
+    path.write_text(yaml.safe_dump(fleet(url, engine, wait), sort_keys=False))
     report = folder / f"run-{engine}.xml"
     args = [sys.executable, "-m", "pytest", "--endpoints", str(path), "-q", "-p", "no:randomly",
             "-p", "no:cacheprovider", "-p", "no:hypothesispytest", f"--junitxml={report}",
@@ -79,6 +80,9 @@ def main() -> int:
     parser.add_argument("--anthropic", action="store_true",
                         help="also run the battery through /v1/messages, once per run")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per battery run")
+    parser.add_argument("--endpoint-timeout", type=float, metavar="S",
+                        help="the endpoint's `timeout` (default: fleet.yaml's default); on a "
+                             "loaded box a non-streamed thousand-token answer takes longer")
     parser.add_argument("-k", dest="keyword", help="pytest -k expression (run part of the battery)")
     opts = parser.parse_args()
     extra = ["-k", opts.keyword] if opts.keyword else []
@@ -92,7 +96,7 @@ def main() -> int:
             for i in range(1, opts.runs + 1):
                 for engine in engines:
                     said, seconds, tokens = run_once(Path(tmp), server.url, engine, opts.timeout,
-                                                     extra)
+                                                     extra, opts.endpoint_timeout)
                     total = totals[engine]
                     total[0] += " failed" in said
                     total[1] += seconds
