@@ -15,6 +15,7 @@ FIGURES = (
     ("ttft_s", "time to first token", False, "ttft_rise"),
     ("tok_s", "decode speed", True, "tok_s_drop"),
     ("cached_share", "prefix-cache share", True, "cached_share_drop"),
+    ("thinking_tokens", "thinking length", False, "thinking_rise"),
 )
 
 
@@ -28,6 +29,8 @@ class Tolerances:
     # absolute: 0.95 -> 0.80 of a repeated prompt cached; the count moves with the cache's block
     # size and the template, not with timing, so the band is narrow
     cached_share_drop: float = 0.10
+    # relative: a reply thinks 50% longer (a template or effort change; clients' budgets follow)
+    thinking_rise: float = 0.5
 
     @classmethod
     def from_fleet(cls, raw: dict[str, Any] | None) -> Tolerances:

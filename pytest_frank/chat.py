@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 NO_KEY = "frank-no-key"  # the SDKs insist on a key; a server without one ignores it
 SDKS = ("openai", "anthropic", "httpx2", "httpx")  # whose errors say what went wrong themselves
+PROMPT_ROOM = 1024  # tokens kept for the prompt under the served context, where no count came
 
 
 @dataclass
@@ -42,6 +43,7 @@ class Request:
     stream: bool = False
     extra: dict = field(default_factory=dict)  # driver-supplied params (thinking switch, effort)
     reasoning_field: str | None = None  # where fleet.yaml says reasoning arrives, read first
+    think: bool = False  # ask for thinking where the API wants it asked (the driver's thinking_on)
 
     @property
     def event_budget(self) -> int:
@@ -63,8 +65,12 @@ class Reply:
     last_token_s: float | None = None
     pieces: int = 0  # stream deltas that carried text
     tokens: int | None = None  # the server's own count of generated tokens (usage)
-    prompt_tokens: int | None = None  # usage.prompt_tokens
-    cached_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens, where sent
+    prompt_tokens: int | None = None  # its count of the prompt (usage.prompt_tokens)
+    cached_tokens: int | None = None  # of it served from the prefix cache, where sent
+    reasoning_tokens: int | None = None  # its count of those spent thinking, where it says
+    max_tokens: int | None = None  # the budget it was asked with
+    first: Reply | None = None  # a second ask with a larger budget: the reply the first one got
+    ceiling: str | None = None  # what bounds a larger budget (max_thinking_tokens or the context)
     engine: dict[str, Any] = field(default_factory=dict)  # engine fields, e.g. llama.cpp timings
     exchange: Exchange | None = None
 
@@ -92,8 +98,24 @@ class Reply:
         return self.finish in ("length", "max_tokens")
 
     @property
+    def thinking_cut(self) -> bool:
+        """The budget ran out while the model was still thinking: reasoning, no answer, no call."""
+        return (self.cut and bool(self.reasoning.strip()) and not self.content.strip()
+                and not self.calls)
+
+    @property
     def generated(self) -> int:
         return self.tokens if self.tokens is not None else self.pieces
+
+    @property
+    def thinking_tokens(self) -> int:
+        """Tokens spent thinking: the server's own count where it gives one, else the reply's
+        tokens shared between reasoning and answer by their length."""
+        if self.reasoning_tokens is not None:
+            return self.reasoning_tokens
+        said = len(self.reasoning) + len(self.content) + sum(len(str(c.arguments))
+                                                             for c in self.calls)
+        return round(self.generated * len(self.reasoning) / said) if said else 0
 
     def tick(self, now: float) -> None:
         """A stream delta carried text at `now` (time.monotonic())."""
@@ -127,13 +149,15 @@ def send(target: Target, req: Request) -> Reply:
     asked at all (`TooSlow`) once an earlier answer of the endpoint was cut as too slow."""
     target.pace()
     driver, model = target.driver, target.model_name()
-    req = replace(req, extra=combine(driver.sampling(target.endpoint.sampling), req.extra))
+    thinking = driver.thinking_on(req.max_tokens) if req.think else {}
+    req = replace(req, extra=combine(driver.sampling(target.endpoint.sampling), thinking,
+                                     req.extra))
     with http.recording() as seen:
         try:
             reply = driver.converse(target.sdk(), model, req, time.monotonic)
         except Exception as exc:  # the SDK's errors carry the status; the exchange the words
             reply = _failure(exc, seen[-1] if seen else None, driver)
-    reply.streamed = req.stream
+    reply.streamed, reply.max_tokens = req.stream, req.max_tokens
     reply.exchange = ex = seen[-1] if seen else None
     if ex is not None:
         target.spent(reply.generated)
@@ -150,6 +174,37 @@ def send(target: Target, req: Request) -> Reply:
     if reply.error and reply.status is None and ex is not None:
         reply.status = ex.status
     return reply
+
+
+def think_through(target: Target, req: Request) -> Reply:
+    """Ask; when thinking used the whole budget before any answer, ask once more with room to
+    finish (max_thinking_tokens, within the served context) and return that reply, the first
+    one kept in `first`. For checks that judge the answer: one that a reply cut while thinking
+    already proves asks with send alone, and spends no more."""
+    reply = send(target, req)
+    if not reply.thinking_cut:
+        return reply
+    budget, reply.ceiling = thinking_budget(target, reply)
+    if budget <= req.max_tokens:
+        return reply
+    again = send(target, replace(req, max_tokens=budget))
+    again.first, again.ceiling = reply, reply.ceiling
+    return again
+
+
+def thinking_budget(target: Target, cut: Reply) -> tuple[int, str]:
+    """The larger budget and what bounds it: max_thinking_tokens, or the context one
+    conversation gets, less the prompt, where the engine says (a budget past it is refused or
+    cut by the engine, not by the model)."""
+    most = target.endpoint.max_thinking_tokens
+    context = target.served_context()
+    if context is None:
+        return most, "max_thinking_tokens"
+    room = context - (cut.prompt_tokens if cut.prompt_tokens is not None else PROMPT_ROOM)
+    if room < most:
+        return room, (f"the room the served context leaves ({context} tokens, "
+                      f"{context - room} of them the prompt)")
+    return most, "max_thinking_tokens"
 
 
 def _failure(exc: Exception, ex: Exchange | None, driver) -> Reply:

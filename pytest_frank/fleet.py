@@ -16,6 +16,9 @@ from pytest_frank.hosts import host_of
 
 ENGINES = ("llamacpp", "vllm", "sglang", "anthropic", "openai")
 DEFAULT_READY_TIMEOUT = 120.0
+# The larger budget a check that judges the answer asks with, once, when thinking used the first
+# one up: R1-style distills, QwQ and gpt-oss at high effort think 500 to 2,000 tokens.
+DEFAULT_MAX_THINKING_TOKENS = 8192
 MAX_FILE = 1024 * 1024  # bytes of fleet.yaml
 MAX_VALUES = 100_000  # scalars, lists and mappings once aliases are expanded
 # Generation probes are greedy and seeded unless fleet.yaml says otherwise: two answers then
@@ -45,6 +48,7 @@ class Endpoint:
     concurrency: int = 1  # requests in flight at once on this endpoint
     min_tokens_per_s: float | None = None  # the slowest decode waited for; None: the default
     deadline: float | None = None  # seconds for all of this endpoint's probes; None: derived
+    max_thinking_tokens: int = DEFAULT_MAX_THINKING_TOKENS
     sampling: dict[str, Any] = field(default_factory=lambda: dict(DEFAULT_SAMPLING))
     serve: dict[str, str] | None = None  # how it is started: unit/env/script paths, or command
     regression: dict[str, float] | None = None  # --frank-baseline tolerances
@@ -241,6 +245,7 @@ def _endpoint(name: str, raw: dict, where: str, base_dir: Path) -> Endpoint:
         concurrency=int(raw.get("concurrency", 1)),
         min_tokens_per_s=raw.get("min_tokens_per_s"),
         deadline=raw.get("deadline"),
+        max_thinking_tokens=int(raw.get("max_thinking_tokens", DEFAULT_MAX_THINKING_TOKENS)),
         sampling={**DEFAULT_SAMPLING, **(raw.get("sampling") or {})},
         serve=serve,
         regression=raw.get("regression"),

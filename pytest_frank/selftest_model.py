@@ -73,6 +73,20 @@ chatty
   As default, but the answer never ends by itself: reasoning "Thinking", then content
   "Hello!Hello!..." until max_tokens (finish "length"). As its own draft model it drafts for the
   whole answer, so spec_decode has hundreds of draft tokens to measure without ignore_eos.
+long_think
+  Thinks long, like an R1-style distill, then answers briefly (1,275 tokens, ~0.9 MB, written in
+  ~0.4 s). Plain chat: reasoning_content " step0 step1 ... step999" (1,000 words, each its own
+  token), content "Hello!", finish "stop", 1005 completion tokens; the same at temperature 0.8
+  and at 1.5: the chain's gaps are as wide as the others'. With max_tokens 512: finish "length",
+  no content, reasoning up to " step510". enable_thinking false or reasoning_effort "none":
+  "Hello!" at once, 3 tokens. tool_choice "required": the same thousand words, content "Hello!",
+  the get_weather call, finish "tool_calls", 1048 tokens (46 with thinking off); "auto": as plain
+  chat. /v1/messages: a thinking block of the thousand words, text "Hello!", stop_reason
+  "end_turn", 1005 output tokens. On a shared 2-core box the thousand tokens take 1 to 15 s, a
+  required tool call up to a minute (the tool grammar runs over the whole thinking).
+endless_think
+  Never closes its thinking: the same thousand words, round and round, until max_tokens (finish
+  "length", reasoning only, no content); thinking off still answers "Hello!" at once.
 """
 
 from __future__ import annotations
@@ -82,7 +96,8 @@ import os
 import pathlib
 import tempfile
 
-VARIANTS = ("default", "tool_text", "effort_strict", "no_think", "flat", "chatty")
+VARIANTS = ("default", "tool_text", "effort_strict", "no_think", "flat", "chatty", "long_think",
+            "endless_think")
 
 N_EMBD = 64
 N_LAYER = 2
@@ -112,6 +127,14 @@ TOOL_TEXT = '<function=get_weather>{"city": "Paris"}</function>'
 # Words only the flat variant writes, appended after the specials so every other variant's
 # file stays byte for byte what it was.
 FLAT_WORDS = ("Hi", "Hmm", " more", " there", " How can I help", "London")
+# The thinking of the long and endless thinkers: distinct words, because the next token depends
+# on the last one alone. Each word names its successor in three one-hot base-10 digits, so a
+# thousand of them fit beside the scripted states in the 64-unit embedding.
+CHAIN_LEN = 1000
+CHAIN_DIGITS = 3
+CHAIN_WORDS = tuple(f" step{i}" for i in range(CHAIN_LEN))
+# Variant -> whether its chain ends (closes the thinking block) or goes round forever.
+CHAINS = {"long_think": "ends", "endless_think": "loops"}
 
 
 def _byte_chars() -> list[str]:
@@ -209,6 +232,12 @@ SCRIPTS = {
     },
 }
 SCRIPTS["effort_strict"] = SCRIPTS["default"]
+# Thinks the whole chain, then closes the block and answers as the default does. Only the
+# chain's last word is scripted; the others follow by their digits (see _chain).
+SCRIPTS["long_think"] = {**SCRIPTS["default"], "<think>": [CHAIN_WORDS[0]],
+                         CHAIN_WORDS[-1]: ["</think>"]}
+# Goes round the chain forever: the thinking block never closes.
+SCRIPTS["endless_think"] = {**SCRIPTS["default"], "<think>": [CHAIN_WORDS[0]]}
 # Never done talking: "Hello!" again and again until max_tokens, of its own accord (no
 # ignore_eos), so a draft of itself has a long answer to draft.
 SCRIPTS["chatty"] = {**SCRIPTS["default"], "!": ["Hello"]}
@@ -285,8 +314,10 @@ def _weights(vocab: Vocab, variant: str):
     n_vocab = len(vocab)
     embd = np.zeros((n_vocab, N_EMBD), dtype=np.float32)
     embd[:, 0] = 1.0
+    chain = _chain(vocab, variant, script)
     for tid in range(n_vocab):
-        embd[tid, states.get(tid, 1)] = 1.0
+        if tid not in chain:
+            embd[tid, states.get(tid, 1)] = 1.0
 
     scale = (N_EMBD / 2) ** 0.5
     base = np.zeros(n_vocab, dtype=np.float64)
@@ -298,7 +329,42 @@ def _weights(vocab: Vocab, variant: str):
     for tid, prefs in script.items():
         for nxt, offset in prefs.items():
             out[nxt, states[tid]] = top + offset - base[nxt]
+    _write_chain(chain, 2 + len(script), embd, out, base, top)
     return embd, (out / scale).astype(np.float32)
+
+
+def _chain(vocab: Vocab, variant: str, script: dict) -> dict[int, int]:
+    """Chain word id -> the id of the word after it, for the words the digits drive (a
+    scripted word, the long thinker's last, is driven by its state instead)."""
+    if variant not in CHAINS:
+        return {}
+    ids = [vocab[w] for w in CHAIN_WORDS]
+    after = ids[1:] + ids[:1]  # the endless thinker goes round
+    return {tid: nxt for tid, nxt in zip(ids, after) if tid not in script}
+
+
+def _write_chain(chain: dict[int, int], first_unit: int, embd, out, base, top: float) -> None:
+    """Each chain word's row holds its successor's digits; each word's output row matches its
+    own digits. Only the successor matches all three (3 * top); a word sharing the first digit
+    reaches 2 * top at most, any other word stays under 0. The unit 1/sqrt(CHAIN_DIGITS) keeps
+    a row's squared norm at 2, like every other row, so RMS norm scales all rows alike."""
+    if not chain:
+        return
+    unit = CHAIN_DIGITS ** -0.5
+    assert first_unit + 10 * CHAIN_DIGITS <= N_EMBD, "the chain's digits need more embedding"
+    words = sorted(set(chain) | set(chain.values()))
+    index = {tid: n for n, tid in enumerate(words)}
+
+    def units(tid):
+        n = index[tid]
+        return [first_unit + 10 * d + (n // 10 ** d) % 10 for d in range(CHAIN_DIGITS)]
+
+    for tid, nxt in chain.items():
+        embd[tid, units(nxt)] = unit
+    for tid in words:
+        first, *rest = units(tid)
+        out[tid, first] = (top - base[tid]) / unit  # cancels the word's low global rank
+        out[tid, rest] = top / unit
 
 
 # Qwen3-style ChatML template with Hermes tools. Parts marked THINK are dropped for no_think.
@@ -383,7 +449,7 @@ def write_model(path, variant: str = "default") -> pathlib.Path:
     if variant not in VARIANTS:
         raise ValueError(f"unknown self-test model variant {variant!r}; choose from {VARIANTS}")
     path = pathlib.Path(path)
-    vocab = Vocab(FLAT_WORDS if variant == "flat" else ())
+    vocab = Vocab(FLAT_WORDS if variant == "flat" else CHAIN_WORDS if variant in CHAINS else ())
     embd, out = _weights(vocab, variant)
 
     w = gguf.GGUFWriter(str(path), "llama")

@@ -133,6 +133,13 @@ class Target:
         served = self.need(alias.served)
         return served.ids[0] if served.ids else "default"
 
+    def served_context(self) -> int | None:
+        """Tokens of context one conversation gets, where the engine says (llama.cpp /props
+        n_ctx per slot, vLLM max_model_len); None where it does not."""
+        from pytest_frank.claims import slots
+
+        return self.need(slots.shape).ctx_per_slot
+
     # -- probes: each runs once per session, its observation shared by every check -----------
     def need(self, probe: Probe, case: str | None = None) -> Observation:
         key = key_of(probe, case)

@@ -49,15 +49,91 @@ def test_model_that_never_thinks_is_reported(llama, run_fleet):
         "absent) although thinking is on by default*"])
 
 
-def test_budget_used_up_by_thinking_names_max_tokens(llama, run_fleet):
+def rows(pytester) -> dict:
+    """test name -> its row in the run's --frank-json (verdict, notes, figures)."""
+    import json
+
+    data = json.loads((pytester.path / "run.json").read_text())
+    return {row["key"].split("::")[-1]: row for row in data["rows"]}
+
+
+def test_budget_used_up_by_thinking_is_asked_again_larger(llama, run_fleet, pytester):
     server = llama(alias="frank-default-large")
     result = run(run_fleet, server, "-k", "test_reasoning and not off and not effort",
-                 reasoning={"max_tokens": 2})
+                 "--frank-json=run.json", reasoning={"max_tokens": 2})
+    result.assert_outcomes(passed=2)
+    row = rows(pytester)["test_reasoning[ep]"]
+    assert row["figures"] == {"thinking_tokens": {"value": 3.0, "unit": "tokens"}}
+    # 4096 tokens of context, less the prompt, is less than max_thinking_tokens
+    assert row["notes"][0].startswith("thinking took 3 tokens here: clients need max_tokens "
+                                      "above about 100 (max_tokens=2 ran out while thinking; "
+                                      "asked again with 40")
+
+
+# A model that thinks 1,000 tokens before it answers (selftest:long_think).
+LONG = {"model": "selftest:long_think", "alias": "frank-long"}
+BATTERY = {"reasoning": True, "reasoning_effort": SEEDS_MAP, "tools": True}
+# A thousand tokens under a tool grammar take up to a minute on a busy 2-core box, and a reply
+# read whole has no first byte until then: the wait for an answer, not the budgets judged here.
+PATIENT = 300
+
+
+def test_long_thinker_passes_the_whole_battery_at_the_defaults(run_fleet, pytester):
+    fleet = {"endpoints": {"ep": {"engine": "llamacpp", "alias": "frank-long", "launch": LONG,
+                                  "timeout": PATIENT, "expect": BATTERY}}}
+    result = run_fleet(fleet, "-p", "no:randomly", "--frank-json=run.json")
+    # health, alias, 3 reasoning, 5 levels, required, auto, plain, streamed; named, parallel
+    # and unmapped are not asked.
+    result.assert_outcomes(passed=14, skipped=3)
+    found = rows(pytester)
+    thought = found["test_reasoning[ep]"]
+    assert thought["figures"]["thinking_tokens"]["value"] > 990
+    # launch's 4096 tokens of context, less the prompt, bound the second ask below 8192
+    assert thought["notes"] == [
+        f"thinking took {thought['figures']['thinking_tokens']['value']:.0f} tokens here: "
+        "clients need max_tokens above about 1,300 (max_tokens=512 ran out while thinking; "
+        "asked again with 4045)"]
+    assert found["test_tools_required[ep]"]["notes"][0].startswith("thinking took ")
+    assert found["test_reasoning_effort[ep-high]"]["notes"] == [
+        "reasoning_effort 'high' (sent as 'xhigh'): cut at max_tokens=512 while thinking "
+        "(finish_reason 'length', reasoning, no answer yet): that proves what this check asks; "
+        "the answer itself is not judged here"]
+    assert found["test_tools_plain_chat[ep]"]["notes"][0].startswith(
+        "plain chat without tools: cut at max_tokens=512 while thinking")
+
+
+def test_long_thinker_through_the_messages_route(llama, run_fleet):
+    server = llama(**LONG)
+    result = run_fleet(one_endpoint(server.url, "anthropic", alias="frank-long", timeout=PATIENT,
+                                    expect=BATTERY),
+                       "-p", "no:randomly", "-m", "reasoning or reasoning_effort or tools")
+    result.assert_outcomes(passed=13, skipped=2)  # a named tool_choice is honoured here
+
+
+def test_endless_thinker_fails_once_the_larger_budget_runs_out(llama, run_fleet):
+    server = llama(model="selftest:endless_think", alias="frank-long")
+    fleet = one_endpoint(server.url, alias="frank-long", max_thinking_tokens=600,
+                         timeout=PATIENT, expect={"reasoning": True})
+    result = run_fleet(fleet, "-p", "no:randomly", "-k", "test_reasoning and not off")
     result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines([
-        "*finish_reason 'length' with empty content: thinking used the whole budget of "
-        "max_tokens=2 (all of it reasoning) before any answer*",
-        "*fix: raise it: `expect.reasoning.max_tokens` in fleet.yaml*"])
+        "*thinking did not end within 600 tokens: finish_reason 'length' with * tokens of "
+        "reasoning and no answer; `expect.reasoning.max_tokens` (512) ran out first, then this "
+        "larger budget, bounded by max_thinking_tokens",
+        "*fix: lower the reasoning effort clients send, switch thinking off in the chat template "
+        "where clients may (chat_template_kwargs enable_thinking: false), or serve a model that "
+        "does not loop*"])
+
+
+def test_endless_thinker_is_bounded_by_the_served_context(llama, run_fleet):
+    server = llama(model="selftest:endless_think", alias="frank-long", ctx_size=1024)
+    result = run_fleet(one_endpoint(server.url, alias="frank-long", timeout=PATIENT,
+                                    expect={"reasoning": True}),
+                       "-p", "no:randomly", "-k", "test_reasoning and not off and not streamed")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*thinking did not end within 9?? tokens: * then this larger budget, bounded by the "
+        "room the served context leaves (1024 tokens, * of them the prompt)"])
 
 
 def test_template_rejecting_levels_names_level_status_and_map_entry(llama, run_fleet):

@@ -1,12 +1,15 @@
 """The pure judges, table-driven: observations built by hand, no endpoint. The end-to-end suites
 prove the same judges against real and emulated engines; these pin each diagnosis line."""
 
+import re
+
 import pytest
 
 from pytest_frank import metrics
 from pytest_frank.chat import Call, Reply
 from pytest_frank.checks import Context
-from pytest_frank.claims import perf, reasoning, reasoning_effort, slots, spec_decode, tools
+from pytest_frank.claims import (perf, reasoning, reasoning_effort, replies, slots, spec_decode,
+                                 tools)
 from pytest_frank.drivers import driver_for
 from pytest_frank.fleet import Endpoint, _reason
 from pytest_frank.http import Exchange
@@ -94,8 +97,8 @@ def test_template_message_is_the_templates_own_words():
 # -- reasoning ----------------------------------------------------------------------------------------
 @pytest.mark.parametrize("reply, reason", [
     (Reply(status=200, content="<think>hm</think>Hi", finish="stop"), "<think>/</think> inside content"),
-    (Reply(status=200, content="", reasoning="long thought", finish="length"),
-     "thinking used the whole budget of max_tokens=512 (all of it reasoning)"),
+    (Reply(status=200, content="", finish="length", max_tokens=512),
+     "thinking used the whole budget of max_tokens=512 before any answer"),
     (Reply(status=200, content="Hi", finish="stop"), "chat answered 'Hi' with no reasoning"),
     (Reply(status=500, error="boom"), "chat answered 500: boom"),
 ])
@@ -103,6 +106,127 @@ def test_reasoning_judge(reply, reason):
     with pytest.raises(Failed, match=None) as failed:
         reasoning.judge(reasoning.Thought(mode="on", reply=reply, max_tokens=512), ctx("reasoning"))
     assert reason in str(failed.value)
+
+
+# -- replies cut by the budget while thinking -----------------------------------------------------------
+def _thinking(max_tokens, tokens=None, first=None, ceiling=None):
+    """A 200 reply cut at `max_tokens` while thinking: reasoning, no answer, no call."""
+    return Reply(status=200, reasoning=" step" * (tokens or max_tokens), finish="length",
+                 tokens=tokens or max_tokens, max_tokens=max_tokens, first=first, ceiling=ceiling)
+
+
+def _answered(max_tokens, tokens, first=None):
+    return Reply(status=200, content="Hello!", reasoning=" step" * (tokens - 2), finish="stop",
+                 tokens=tokens, max_tokens=max_tokens, first=first,
+                 reasoning_field="reasoning_content")
+
+
+def judged(claim, expect=None):
+    """A Context that keeps its notes and figures, and both lists."""
+    notes, figures = [], {}
+    check = ctx(claim, expect=expect, notes=notes)
+    check.figure = lambda name, value, unit: figures.__setitem__(name, (value, unit))
+    return check, notes, figures
+
+
+def test_reasoning_fails_only_when_the_larger_budget_ran_out_too():
+    endless = _thinking(8192, first=_thinking(512), ceiling="max_thinking_tokens")
+    with pytest.raises(Failed) as failed:
+        reasoning.judge(reasoning.Thought(mode="on", reply=endless, max_tokens=512),
+                        ctx("reasoning"))
+    assert str(failed.value).startswith(
+        "thinking did not end within 8192 tokens: finish_reason 'length' with 8192 tokens of "
+        "reasoning and no answer; `expect.reasoning.max_tokens` (512) ran out first, then this "
+        "larger budget, bounded by max_thinking_tokens")
+    assert "enable_thinking: false" in str(failed.value)
+
+
+def test_reasoning_cut_with_no_larger_budget_left_names_the_ceiling():
+    room = "the room the served context leaves (600 tokens, 21 of them the prompt)"
+    cut = _thinking(512, ceiling=room)
+    with pytest.raises(Failed, match=re.escape(f"thinking did not end within 512 tokens: "
+                                               f"finish_reason 'length' with 512 tokens of "
+                                               f"reasoning and no answer; `expect.reasoning."
+                                               f"max_tokens` is already as large as {room} "
+                                               f"allows")):
+        reasoning.judge(reasoning.Thought(mode="on", reply=cut, max_tokens=512), ctx("reasoning"))
+
+
+def test_reasoning_answered_on_the_larger_budget_passes_with_the_clients_headroom():
+    long = _answered(8192, 910, first=_thinking(512))
+    long.reasoning_tokens = 906  # the server's own count
+    check, notes, figures = judged("reasoning")
+    reasoning.judge(reasoning.Thought(mode="on", reply=long, max_tokens=512), check)
+    assert figures == {"thinking_tokens": (906, "tokens")}
+    assert notes == ["thinking took 906 tokens here: clients need max_tokens above about 1,100 "
+                     "(max_tokens=512 ran out while thinking; asked again with 8192)"]
+
+
+def test_thinking_tokens_without_the_servers_count_are_shared_by_length():
+    # 910 tokens, 4540 characters of reasoning and 6 of answer
+    assert _answered(8192, 910).thinking_tokens == 909
+    assert Reply(reasoning="hm").thinking_tokens == 0  # no count at all
+
+
+@pytest.mark.parametrize("tokens, budget", [(1, 100), (83, 100), (84, 200), (910, 1100),
+                                            (1005, 1300)])
+def test_headroom_is_a_fifth_more_in_hundreds(tokens, budget):
+    assert replies.headroom(tokens) == budget
+
+
+@pytest.mark.parametrize("reply, reason", [
+    (_thinking(512), None),
+    (Reply(status=200, content="", finish="length", max_tokens=512),
+     "thinking used the whole budget of max_tokens=512 before any answer"),
+    (Reply(status=200, content="", reasoning="hm", finish="stop", max_tokens=512),
+     "answered 200 with empty content (finish_reason 'stop')"),
+])
+def test_reasoning_effort_level_passes_when_cut_while_thinking(reply, reason):
+    efforts = reasoning_effort.Efforts(replies={"high": reply}, sent={"high": "xhigh"},
+                                       max_tokens=512)
+    check, notes, _ = judged("reasoning_effort", {"high": "xhigh"})
+    check.case = "high"
+    if reason is None:
+        reasoning_effort.judge_level(efforts, check)
+        assert notes[0].startswith("reasoning_effort 'high' (sent as 'xhigh'): cut at "
+                                   "max_tokens=512 while thinking (finish_reason 'length'")
+        return
+    with pytest.raises(Failed, match=re.escape(reason)):
+        reasoning_effort.judge_level(efforts, check)
+
+
+@pytest.mark.parametrize("reply, reason", [
+    (_thinking(512), None),
+    (Reply(status=200, content="", reasoning="hm", finish="length", max_tokens=512,
+           calls=[Call("get_weather", "{}", "c")]), "plain chat without tools came back as a tool "
+                                                    "call (1 tool call(s))"),
+    (Reply(status=200, content="", finish="stop", max_tokens=512),
+     "plain chat without tools answered empty content"),
+])
+def test_tools_plain_chat_passes_when_cut_while_thinking_with_no_call(reply, reason):
+    trials = tools.Trials(kind="plain", replies=[reply], max_tokens=512)
+    check, notes, _ = judged("tools")
+    if reason is None:
+        tools.judge_plain(trials, check)
+        assert "cut at max_tokens=512 while thinking" in notes[0]
+        return
+    with pytest.raises(Failed, match=re.escape(reason)):
+        tools.judge_plain(trials, check)
+
+
+def test_tool_calls_are_judged_on_the_larger_budget():
+    call = Call("get_weather", '{"city": "Paris", "days": 1}', "c1")
+    called = Reply(status=200, reasoning=" step" * 1000, calls=[call], finish="tool_calls",
+                   tokens=1048, max_tokens=8192, first=_thinking(512))
+    check, notes, _ = judged("tools")
+    tools.judge_calls(tools.Trials(kind="required", replies=[called], max_tokens=512), check)
+    assert notes[0].startswith("thinking took ")
+    assert "clients need max_tokens above about 1,300" in notes[0]
+    endless = tools.Trials(kind="required", max_tokens=512,
+                           replies=[_thinking(8192, first=_thinking(512))])
+    with pytest.raises(Failed, match=r"thinking did not end within 8192 tokens: .*"
+                                     r"`expect.tools.max_tokens` \(512\) ran out first"):
+        tools.judge_calls(endless, judged("tools")[0])
 
 
 def test_reasoning_passes_with_content_and_reasoning():

@@ -52,14 +52,31 @@ def test_reasoning_in_another_field_than_fleet_says(run_fleet):
                                  "where fleet.yaml expects it*"])
 
 
-def test_length_with_empty_content_is_the_thinking_budget(run_fleet):
+def test_thinking_that_never_ends_is_asked_once_more_then_fails(run_fleet):
     with Emulator("sglang", models=["model"]) as em:
         serve_chat(em, lambda b: chat_json("", finish="length", reasoning_content="Hmm " * 50))
-        result = run(run_fleet, em, "sglang", "-k", "test_reasoning and not off and not effort",
-                     reasoning={"max_tokens": 300})
-    result.assert_outcomes(failed=2)
+        fleet = one_endpoint(em.url, "sglang", alias="model", max_thinking_tokens=2000,
+                             expect={"reasoning": {"max_tokens": 300}})
+        result = run_fleet(fleet, "-p", "no:randomly", "-k",
+                           "test_reasoning and not off and not effort and not streamed")
+        budgets = [r.body["max_tokens"] for r in em.requests if r.path.endswith("/completions")]
+    assert budgets == [300, 2000]  # no context reported: max_thinking_tokens bounds it
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*thinking did not end within 2000 tokens: finish_reason "
+                                 "'length' with * of reasoning and no answer; `expect.reasoning."
+                                 "max_tokens` (300) ran out first, then this larger budget, "
+                                 "bounded by max_thinking_tokens", "*fix: lower the reasoning*"])
+
+
+def test_length_with_neither_answer_nor_reasoning_names_the_budget(run_fleet):
+    with Emulator("sglang", models=["model"]) as em:
+        serve_chat(em, lambda b: chat_json("", finish="length"))
+        result = run(run_fleet, em, "sglang", "-k", "test_reasoning and not off and not effort "
+                     "and not streamed", reasoning={"max_tokens": 300})
+    result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*finish_reason 'length' with empty content: thinking used the "
-                                 "whole budget of max_tokens=300*", "*fix: raise it*"])
+                                 "whole budget of max_tokens=300 before any answer*",
+                                 "*fix: raise it*"])
 
 
 def test_reasoning_present_with_thinking_off(run_fleet):

@@ -45,10 +45,10 @@ def default(pool):
     return pool.get(model="selftest", alias=["selftest", "frank-alt"], parallel=2)
 
 
-def chat(server, **body):
+def chat(server, timeout=30, **body):
     body.setdefault("messages", HI)
     body.setdefault("max_tokens", 64)
-    return httpx.post(f"{server.url}/v1/chat/completions", json=body, timeout=30)
+    return httpx.post(f"{server.url}/v1/chat/completions", json=body, timeout=timeout)
 
 
 def message(reply):
@@ -201,6 +201,46 @@ def test_no_think_has_no_reasoning(pool):
     assert msg["content"] == "Hello!" and "reasoning_content" not in msg and finish == "stop"
 
 
+LONG_WAIT = 300  # a thousand tokens take seconds alone, minutes on a box shared with other jobs
+
+
+@pytest.mark.parametrize("sampling", [{}, {"temperature": 1.5, "seed": 7}])
+def test_long_think_thinks_a_thousand_words_then_answers(pool, sampling):
+    server = pool.get(model="selftest:long_think")
+    reply = chat(server, max_tokens=2048, timeout=LONG_WAIT, **sampling)
+    msg, finish = message(reply)
+    words = msg["reasoning_content"].split()
+    assert words == [f"step{i}" for i in range(1000)]
+    assert msg["content"] == "Hello!" and finish == "stop"
+    assert reply.json()["usage"]["completion_tokens"] == 1005
+
+
+def test_long_think_is_cut_while_thinking_at_a_small_budget(pool):
+    msg, finish = message(chat(pool.get(model="selftest:long_think"), max_tokens=512,
+                               timeout=LONG_WAIT))
+    assert finish == "length" and not msg.get("content")
+    assert msg["reasoning_content"].split()[-1] == "step510"
+
+
+def test_long_think_answers_at_once_with_thinking_off(pool):
+    server = pool.get(model="selftest:long_think")
+    reply = chat(server, chat_template_kwargs={"enable_thinking": False})
+    msg, finish = message(reply)
+    assert msg["content"] == "Hello!" and "reasoning_content" not in msg and finish == "stop"
+    assert reply.json()["usage"]["completion_tokens"] == 3
+
+
+def test_endless_think_never_closes_its_thinking(pool):
+    reply = chat(pool.get(model="selftest:endless_think"), max_tokens=1500, timeout=LONG_WAIT)
+    msg, finish = message(reply)
+    words = msg["reasoning_content"].split()
+    assert finish == "length" and not msg.get("content")
+    assert words[:3] == ["step0", "step1", "step2"] and words[1000:1003] == words[:3]
+    off, finish = message(chat(pool.get(model="selftest:endless_think"),
+                               chat_template_kwargs={"enable_thinking": False}))
+    assert off["content"] == "Hello!" and "reasoning_content" not in off and finish == "stop"
+
+
 # --- launch keys -------------------------------------------------------------------------------
 
 def spec_metric(server, name: str) -> float:
@@ -297,6 +337,15 @@ def test_write_model_is_deterministic(tmp_path):
     b = selftest_model.write_model(tmp_path / "b.gguf").read_bytes()
     assert a == b and a[:4] == b"GGUF"
     assert selftest_model.write_model(tmp_path / "c.gguf", "no_think").read_bytes() != a
+
+
+def test_long_thinkers_are_small_and_quick_to_write(tmp_path):
+    import time
+
+    for variant in ("long_think", "endless_think"):
+        start = time.monotonic()
+        path = selftest_model.write_model(tmp_path / f"{variant}.gguf", variant)
+        assert time.monotonic() - start < 2 and path.stat().st_size < 1_500_000
 
 
 def test_model_path_caches(tmp_path):

@@ -1,15 +1,17 @@
 """reasoning: a chat reply carries an answer AND separate reasoning, plain and streamed, and
-switching thinking off really switches it off."""
+switching thinking off really switches it off. The answer is judged, so a reply cut while thinking
+is asked again with a larger budget (chat.think_through); how long the model thought becomes the
+`thinking_tokens` figure."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pytest_frank.chat import Reply, Request
+from pytest_frank.chat import Reply, Request, think_through
 from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Options as ClaimOptions
-from pytest_frank.claims.replies import (one_line, require_answer, require_budget,
-                                         require_no_think_tags)
+from pytest_frank.claims.replies import (one_line, require_answer, require_no_think_tags,
+                                         require_thinking_ended, thinking_spent)
 from pytest_frank.observation import Observation
 from pytest_frank.verdict import fail
 
@@ -19,7 +21,7 @@ PROMPT = "Say hello in one short sentence."
 @dataclass(frozen=True)
 class Options(ClaimOptions):
     field: str | None = None  # where clients read reasoning
-    max_tokens: int = 512  # thinking counts against it; the tiny self-test model needs ~6
+    max_tokens: int = 512  # the first budget; thinking past it is asked again, larger, once
     stream: bool = True
     thinking_off: bool = True
 
@@ -34,10 +36,11 @@ class Thought(Observation):
 
 def _ask(target, mode: str) -> Thought:
     opts = target.endpoint.options("reasoning")
-    driver = target.driver
-    extra = driver.thinking_off() if mode == "off" else driver.thinking_on(opts.max_tokens)
-    reply = target.chat(Request(PROMPT, opts.max_tokens, stream=mode == "streamed", extra=extra,
-                                reasoning_field=opts.field))
+    req = Request(PROMPT, opts.max_tokens, stream=mode == "streamed", think=mode != "off",
+                  extra=target.driver.thinking_off() if mode == "off" else {},
+                  reasoning_field=opts.field)
+    # Thinking off must answer at once: a second, larger ask would only hide that it did not.
+    reply = target.chat(req) if mode == "off" else think_through(target, req)
     return Thought(mode=mode, reply=reply, max_tokens=opts.max_tokens)
 
 
@@ -60,6 +63,7 @@ def judge(thought: Thought, ctx: Context) -> None:
     r, driver, expected = thought.reply, ctx.driver, ctx.options.field
     how = "streamed chat" if r.streamed else "chat"
     _answer(thought, driver, how)
+    thinking_spent([r], ctx, figure=True)
     if expected and r.reasoning_field and r.reasoning_field != expected:
         fail(f"{how} reasoning arrived in `{r.reasoning_field}`, not in `{expected}` where "
              f"fleet.yaml expects it; clients reading `{expected}` see none",
@@ -83,17 +87,18 @@ def judge_streamed(thought: Thought, ctx: Context) -> None:
 
 def judge_off(thought: Thought, ctx: Context) -> None:
     """Thinking switched off: an answer, and no reasoning."""
-    r = thought.reply
-    _answer(thought, ctx.driver, "chat with thinking off")
+    r, how = thought.reply, "chat with thinking off"
+    require_answer(r, ctx.driver, how)
     if r.reasoning.strip():
         fail(f"reasoning present although thinking was switched off (enable_thinking: false): "
              f"{one_line(r.reasoning, 80)!r} in `{r.reasoning_field}`", ctx.driver.thinking_off_fix)
+    _answer(thought, ctx.driver, how)
 
 
 def _answer(thought: Thought, driver, how: str) -> None:
     r = thought.reply
     require_answer(r, driver, how)
-    require_budget(r, thought.max_tokens, "expect.reasoning.max_tokens")
+    require_thinking_ended(r, driver, "expect.reasoning.max_tokens")
     require_no_think_tags(r, driver)
     if not r.content.strip():
         landed = " (the answer landed in reasoning)" if r.reasoning.strip() else ""

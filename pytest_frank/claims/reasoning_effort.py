@@ -1,6 +1,8 @@
 """reasoning_effort: every client level, sent as the value the fleet maps it to, is accepted by the
-chat template and answered with content. Templates may raise on levels they do not know (Qwen3.8
-accepts only xhigh|medium|low): llama.cpp answers 500 or 400 naming Jinja, vLLM 400."""
+chat template and takes effect: answered with content, or cut by the budget while thinking (the
+answer is not what this claim judges, so no larger budget is asked). Templates may raise on
+levels they do not know (Qwen3.8 accepts only xhigh|medium|low): llama.cpp answers 500 or 400
+naming Jinja, vLLM 400."""
 
 from __future__ import annotations
 
@@ -11,7 +13,8 @@ from typing import Any
 from pytest_frank.chat import Reply, Request
 from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Options as ClaimOptions
-from pytest_frank.claims.replies import one_line, require_answer, require_budget
+from pytest_frank.claims.replies import (cut_while_thinking, one_line, require_answer,
+                                         require_budget)
 from pytest_frank.observation import Observation
 from pytest_frank.verdict import fail
 
@@ -68,7 +71,8 @@ def unmapped(target) -> Efforts:
 
 
 def judge_level(efforts: Efforts, ctx: Context) -> None:
-    """The level, sent as mapped, is accepted by the template and answered with content."""
+    """The level, sent as mapped, is accepted by the template and answered with content (or
+    cut while thinking)."""
     lv = ctx.case
     reply, value = efforts.replies[lv], efforts.sent[lv]
     doing = f"reasoning_effort {lv!r} (sent as {value!r})"
@@ -78,6 +82,8 @@ def judge_level(efforts: Efforts, ctx: Context) -> None:
             fail(f"{doing} answered {reply.status}: the chat template rejects it: {said}",
                  map_fix([lv], supported(reply.error)))
     require_answer(reply, ctx.driver, doing)
+    if cut_while_thinking(reply, ctx, doing):
+        return
     require_budget(reply, efforts.max_tokens, "expect.reasoning_effort.max_tokens")
     if not reply.content.strip():
         fail(f"{doing} answered 200 with empty content (finish_reason {reply.finish!r})")

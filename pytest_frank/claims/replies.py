@@ -1,6 +1,9 @@
-"""Judgements every generation check shares: error answers, an exhausted budget, leaked markup."""
+"""Judgements every generation check shares: error answers, an exhausted budget, thinking that
+never ends, leaked markup."""
 
 from __future__ import annotations
+
+import math
 
 from pytest_frank import redact
 from pytest_frank.verdict import fail
@@ -30,6 +33,55 @@ def require_budget(reply, max_tokens: int, option: str) -> None:
              f"of max_tokens={max_tokens}{spent} before any answer; the endpoint works, the "
              f"budget is too small",
              f"raise it: `{option}` in fleet.yaml, and give clients the same headroom")
+
+
+def require_thinking_ended(reply, driver, option: str) -> None:
+    """For a check that judges the answer: the reply it judges is cut while thinking only when
+    the larger budget (chat.think_through) ran out too, or none larger could be asked."""
+    if not reply.thinking_cut:
+        require_budget(reply, reply.max_tokens, option)
+        return
+    if reply.first is not None:
+        tried = (f"`{option}` ({reply.first.max_tokens}) ran out first, then this larger "
+                 f"budget, bounded by {reply.ceiling}")
+    else:
+        tried = f"`{option}` is already as large as {reply.ceiling or 'max_thinking_tokens'} allows"
+    spent = f"{reply.thinking_tokens} tokens of reasoning" if reply.generated else "reasoning"
+    fail(f"thinking did not end within {reply.max_tokens} tokens: finish_reason {reply.finish!r} "
+         f"with {spent} and no answer; {tried}",
+         driver.endless_thinking_fix)
+
+
+def cut_while_thinking(reply, ctx, doing: str) -> bool:
+    """For a check that does not judge the answer: a reply cut by the budget while thinking (200,
+    reasoning, no answer) shows the request was accepted and the model at work; noted, it passes."""
+    if not reply.thinking_cut:
+        return False
+    ctx.note(f"{doing}: cut at max_tokens={reply.max_tokens} while thinking (finish_reason "
+             f"{reply.finish!r}, reasoning, no answer yet): that proves what this check asks; "
+             f"the answer itself is not judged here")
+    return True
+
+
+def thinking_spent(replies, ctx, figure: bool = False) -> None:
+    """How long the model thought: the `thinking_tokens` figure (with `figure`), and where a
+    first budget ran out, the headroom clients need."""
+    answered = [r for r in replies if r.ok and r.reasoning.strip() and not r.cut]
+    if not answered:
+        return
+    longest = max(answered, key=lambda r: r.thinking_tokens)
+    if figure:
+        ctx.figure("thinking_tokens", longest.thinking_tokens, "tokens")
+    if longest.first is not None:
+        ctx.note(f"thinking took {longest.thinking_tokens} tokens here: clients need max_tokens "
+                 f"above about {headroom(longest.generated):,} (max_tokens="
+                 f"{longest.first.max_tokens} ran out while thinking; asked again with "
+                 f"{longest.max_tokens})")
+
+
+def headroom(tokens: int) -> int:
+    """A client's budget for a reply of `tokens` (thinking and answer): 20% more, in hundreds."""
+    return max(100, math.ceil(tokens * 1.2 / 100) * 100)
 
 
 def require_no_think_tags(reply, driver) -> None:

@@ -1,7 +1,11 @@
 """tools: tool calls a strict client can use. Every call names an offered tool, its arguments are
 a JSON object that validates against the tool's schema (typed reasons as BFCL reports them), the
 turn ends with finish_reason tool_calls / stop_reason tool_use, and ids are present. Plain chat
-without tools stays plain text; streamed calls reassemble into the same calls."""
+without tools stays plain text; streamed calls reassemble into the same calls.
+
+The calls are judged, so a reply cut while thinking is asked again with a larger budget
+(chat.think_through); plain chat only has to show no call is forced, which a reply cut while
+thinking already shows."""
 
 from __future__ import annotations
 
@@ -9,10 +13,11 @@ import json
 import re
 from dataclasses import dataclass
 
-from pytest_frank.chat import Reply, Request
+from pytest_frank.chat import Reply, Request, think_through
 from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Options as ClaimOptions
-from pytest_frank.claims.replies import one_line, require_answer, require_budget
+from pytest_frank.claims.replies import (cut_while_thinking, one_line, require_answer,
+                                         require_thinking_ended, thinking_spent)
 from pytest_frank.observation import Observation
 from pytest_frank.verdict import fail
 
@@ -65,8 +70,9 @@ def _run(target, kind: str, choice, trials: int | None = None, stream=False, par
     opts = target.endpoint.options("tools")
     tools = None if kind == "plain" else TOOLS
     prompt = PROMPTS["required" if kind == "streamed" else kind]
-    replies = [target.chat(Request(prompt, opts.max_tokens, tools=tools, tool_choice=choice,
-                                   parallel=parallel, stream=stream))
+    ask = target.chat if kind == "plain" else lambda req: think_through(target, req)
+    replies = [ask(Request(prompt, opts.max_tokens, tools=tools, tool_choice=choice,
+                           parallel=parallel, stream=stream))
                for _ in range(trials or opts.trials)]
     return Trials(kind=kind, replies=replies, max_tokens=opts.max_tokens)
 
@@ -195,8 +201,11 @@ def judge_auto(trials: Trials, ctx: Context) -> None:
 
 def judge_plain(trials: Trials, ctx: Context) -> None:
     """Without tools the answer is text: a forced call means a global grammar or template."""
-    reply, driver = trials.replies[0], ctx.driver
-    _require_answers(trials, ctx, "plain chat without tools")
+    reply, driver, doing = trials.replies[0], ctx.driver, "plain chat without tools"
+    require_answer(reply, driver, doing)
+    if cut_while_thinking(reply, ctx, doing):
+        return  # no call was forced before the budget ran out
+    _require_answers(trials, ctx, doing)
     if reply.calls or reply.tool_finish or MARKUP.search(reply.content):
         shown = (f"{len(reply.calls)} tool call(s)" if reply.calls
                  else one_line(reply.content, 100) or f"finish_reason {reply.finish!r}")
@@ -231,7 +240,8 @@ def judge_streamed(streamed: Trials, ctx: Context) -> None:
 def _require_answers(trials: Trials, ctx: Context, doing: str | None = None) -> None:
     for reply in trials.replies:
         require_answer(reply, ctx.driver, doing or _doing(trials))
-        require_budget(reply, trials.max_tokens, "expect.tools.max_tokens")
+        require_thinking_ended(reply, ctx.driver, "expect.tools.max_tokens")
+    thinking_spent(trials.replies, ctx)
 
 
 def _judge_rate(trials: Trials, found: list[list[str]], ctx: Context,

@@ -3,7 +3,8 @@
 Images are drawn at run time (a solid colour field, two different colours per run, chosen at
 random), so the right answer is known here and cannot be guessed or cached; a model that answers
 the same for both, or names several colours, fails. Each image form the driver speaks (a `data:`
-URL, bare base64, an Anthropic image block) is probed separately.
+URL, bare base64, an Anthropic image block) is probed separately. The answer is judged, so a reply
+cut while thinking is asked again with a larger budget (chat.think_through).
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ import random
 import re
 from dataclasses import dataclass, field
 
-from pytest_frank.chat import Reply, Request
+from pytest_frank.chat import Reply, Request, think_through
 from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Options as ClaimOptions
+from pytest_frank.claims.replies import require_thinking_ended, thinking_spent
 from pytest_frank.observation import Observation
 from pytest_frank.verdict import fail
 
@@ -30,7 +32,7 @@ PROMPT = ("What colour fills this image? Answer with one word: "
 @dataclass(frozen=True)
 class Options(ClaimOptions):
     forms: tuple[str, ...] | None = None  # image forms to send; the driver's when not set
-    max_tokens: int = 1024  # thinking models reason before answering; the budget must cover it
+    max_tokens: int = 1024  # the first budget; thinking past it is asked again, larger, once
 
 
 @dataclass
@@ -87,7 +89,7 @@ def seen(target, form: str) -> Seen:
         b64 = png(colour)
         content = [{"type": "text", "text": PROMPT},
                    target.driver.image_part(b64, "image/png", form)]
-        obs.shown.append(Shown(colour, b64, target.chat(Request(content, max_tokens))))
+        obs.shown.append(Shown(colour, b64, think_through(target, Request(content, max_tokens))))
         if not obs.shown[-1].reply.ok:
             break  # one refusal says it all; don't repeat it
     return obs
@@ -98,6 +100,7 @@ def judge(obs: Seen, ctx: Context) -> None:
     for s in obs.shown:
         ctx.attach(f"{obs.form}-{s.colour}.png", "image/png", s.png_b64)
     answers = [_answer(s, obs, ctx.driver) for s in obs.shown]
+    thinking_spent([s.reply for s in obs.shown], ctx)
     wrong = [(s, a) for s, a in zip(obs.shown, answers) if _named(a) != [s.colour]]
     if not wrong:
         return
@@ -123,10 +126,7 @@ def _answer(s: Shown, obs: Seen, driver) -> str:
     if not r.ok:
         fail(f"the image request ({form}) to {url} answered {r.status}: {r.error}"
              f"{_advert(obs.advert)}")
-    if not r.content.strip() and r.cut:
-        fail(f"the answer to the {s.colour} image ({form}) is empty with finish {r.finish!r}: "
-             f"thinking used all {obs.max_tokens} max_tokens",
-             "raise expect.vision.max_tokens in fleet.yaml")
+    require_thinking_ended(r, driver, "expect.vision.max_tokens")
     return r.content
 
 

@@ -59,6 +59,10 @@ class AnthropicDriver(Driver):
                        "turn on the upstream's tool-call parser (llama.cpp --jinja with the "
                        "model's template, vLLM --tool-call-parser)")
 
+    endless_thinking_fix = ("lower the effort clients send (output_config.effort), or switch "
+                            "thinking off (thinking.type disabled) where clients may, or serve a "
+                            "model that does not loop; if this model really thinks longer, raise "
+                            "max_thinking_tokens (and the upstream's context)")
     no_reasoning_said = ("although the request asked for thinking (thinking.type enabled): the "
                          "proxy dropped the reasoning")
 

@@ -25,7 +25,9 @@ def converse(sdk, model: str, req: Request, clock: Callable[[], float]) -> Reply
     message = sdk.messages.create(**kwargs)
     reply = Reply(status=200, finish=typed(getattr(message, "stop_reason", None), str,
                                            "stop_reason"))
-    reply.tokens = _tokens(getattr(message, "usage", None))
+    usage = getattr(message, "usage", None)
+    reply.tokens = _tokens(usage)
+    reply.prompt_tokens = _prompt_tokens(usage)
     for block in typed(getattr(message, "content", None), list, "content") or []:
         _Block(block).close(reply)
     return reply
@@ -43,7 +45,10 @@ def _read_stream(stream, req: Request, clock: Callable[[], float]) -> Reply:
                            f"{req.max_tokens} max_tokens without ending")
             break
         kind = getattr(event, "type", None)
-        if kind == "content_block_start":
+        if kind == "message_start":
+            reply.prompt_tokens = _prompt_tokens(getattr(getattr(event, "message", None),
+                                                         "usage", None))
+        elif kind == "content_block_start":
             blocks[_index(event)] = _Block(getattr(event, "content_block", None))
         elif kind == "content_block_delta":
             if blocks.setdefault(_index(event), _Block(None)).add(getattr(event, "delta", None)):
@@ -64,6 +69,14 @@ def _read_stream(stream, req: Request, clock: Callable[[], float]) -> Reply:
 
 def _index(event) -> int:
     return typed(getattr(event, "index", None), int, f"{event.type} index") or 0
+
+
+def _prompt_tokens(usage) -> int | None:
+    """The prompt's tokens: the Messages API counts cached ones apart from the rest."""
+    parts = [getattr(usage, key, None) for key in
+             ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")]
+    counts = [p for p in parts if isinstance(p, int) and not isinstance(p, bool)]
+    return sum(counts) if isinstance(parts[0], int) else None
 
 
 def _choice(choice, parallel):

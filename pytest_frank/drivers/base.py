@@ -279,6 +279,11 @@ class Driver:
         ("invalid tool_choice", "this server accepts only tool_choice auto, none or required"),
     )
 
+    endless_thinking_fix = ("lower the reasoning effort clients send, switch thinking off in the "
+                            "chat template where clients may (chat_template_kwargs "
+                            "enable_thinking: false), or serve a model that does not loop; if "
+                            "this model really thinks longer, raise max_thinking_tokens (and the "
+                            "served context)")
     no_reasoning_said = "although thinking is on by default"  # after "answered X with no reasoning"
 
     def thinking_on(self, max_tokens: int) -> dict:

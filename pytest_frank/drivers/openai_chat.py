@@ -39,8 +39,7 @@ def converse(driver: Driver, sdk, model: str, req: Request, clock: Callable[[], 
                   finish=typed(getattr(choice, "finish_reason", None), str, "finish_reason"))
     reply.reasoning, reply.reasoning_field = _reasoning(_fields(driver, req), _extra(msg))
     reply.engine = driver.engine_fields(_extra(completion))
-    reply.tokens = _tokens(getattr(completion, "usage", None))
-    _prompt_usage(reply, getattr(completion, "usage", None))
+    _usage(reply, getattr(completion, "usage", None))
     calls = typed(getattr(msg, "tool_calls", None), list, "choices[0].message.tool_calls")
     for i, tc in enumerate(calls or []):
         fn = getattr(tc, "function", None)
@@ -67,10 +66,9 @@ def _read_stream(driver: Driver, stream, req: Request, clock: Callable[[], float
                            f"{req.max_tokens} max_tokens without ending")
             break
         reply.engine.update(driver.engine_fields(_extra(chunk)))
-        tokens = _tokens(getattr(chunk, "usage", None))
-        if tokens is not None:
-            reply.tokens = tokens
-            _prompt_usage(reply, getattr(chunk, "usage", None))
+        usage = getattr(chunk, "usage", None)
+        if _tokens(usage) is not None:
+            _usage(reply, usage)
         for choice in typed(getattr(chunk, "choices", None), list, f"chunk {n}: choices") or []:
             delta = getattr(choice, "delta", None)
             if delta is not None and _take(_fields(driver, req), delta, texts, thoughts, calls):
@@ -83,13 +81,18 @@ def _read_stream(driver: Driver, stream, req: Request, clock: Callable[[], float
     return reply
 
 
-def _prompt_usage(reply: Reply, usage) -> None:
-    """The prompt's size and how much of it the server took from its cache, where it says."""
+def _usage(reply: Reply, usage) -> None:
+    """The counts the server gives: tokens made, of them thinking; the prompt, of it cached."""
+    reply.tokens = _tokens(usage)
     prompt = getattr(usage, "prompt_tokens", None)
-    details = getattr(usage, "prompt_tokens_details", None)
-    cached = getattr(details, "cached_tokens", None)
-    reply.prompt_tokens = prompt if isinstance(prompt, int) else None
-    reply.cached_tokens = cached if isinstance(cached, int) else None
+    cached = getattr(getattr(usage, "prompt_tokens_details", None), "cached_tokens", None)
+    thought = getattr(getattr(usage, "completion_tokens_details", None), "reasoning_tokens", None)
+    reply.prompt_tokens, reply.cached_tokens = _count(prompt), _count(cached)
+    reply.reasoning_tokens = _count(thought) or None
+
+
+def _count(value) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _fields(driver: Driver, req: Request) -> tuple[str, ...]:
