@@ -415,6 +415,9 @@ class _Body(httpx2.SyncByteStream):
         except httpx2.HTTPError as exc:
             if self.ex.error is None:
                 _cut(self.ex, exc, self.deadline - self.start, self.stop)
+                if self.ex.late:  # a read timeout after the answer began: a stall, not a hang
+                    self.ex.error = (f"the answer stopped: nothing more came for "
+                                     f"{self.pace.timeout:g}s after {len(self.kept)} bytes")
             raise
         finally:
             self.close()

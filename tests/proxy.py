@@ -15,7 +15,7 @@ import random
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable
+from typing import Callable, Iterator
 
 import httpx
 
@@ -24,9 +24,13 @@ HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length",
 
 class Proxy:
     def __init__(self, upstream: str, *, jitter_s: float = 0.0,
-                 rewrite: Callable[[dict], dict] | None = None, seed: int | None = None) -> None:
+                 rewrite: Callable[[dict], dict] | None = None, seed: int | None = None,
+                 pace_s: float = 0.0) -> None:
         self.upstream = upstream.rstrip("/")
         self.jitter_s, self.rewrite = jitter_s, rewrite
+        # A slow, steady GPU: each streamed event `pace_s` after the last, and a whole answer
+        # held for `pace_s` per token it generated (a server sends it only when it is done).
+        self.pace_s = pace_s
         self.random = random.Random(seed)
         self.delays: list[float] = []  # every delay added, for the tests to show
         self.sent: list[dict] = []  # every JSON body forwarded, after any rewrite
@@ -53,6 +57,20 @@ class Proxy:
             self.delays.append(wait)
             time.sleep(wait)
 
+    def paced(self, upstream) -> Iterator[bytes]:
+        """The answer's pieces as the upstream sends them, or slowed down to `pace_s`."""
+        if not self.pace_s:
+            return upstream.iter_bytes()
+        if "event-stream" in upstream.headers.get("content-type", ""):
+            return (time.sleep(self.pace_s) or event for event in _events(upstream))
+        whole = upstream.read()
+        try:
+            tokens = json.loads(whole)["usage"]["completion_tokens"]
+        except (ValueError, KeyError, TypeError):
+            tokens = 0
+        time.sleep(self.pace_s * tokens)
+        return iter([whole])
+
     def body(self, raw: bytes, kind: str) -> bytes:
         if not raw or "json" not in kind:
             return raw
@@ -61,6 +79,17 @@ class Proxy:
             payload = self.rewrite(payload)
         self.sent.append(payload)
         return json.dumps(payload).encode()
+
+
+def _events(upstream) -> Iterator[bytes]:
+    """An event stream re-cut at its event boundaries."""
+    held = b""
+    for piece in upstream.iter_bytes():
+        held += piece
+        *events, held = held.split(b"\n\n")
+        yield from (event + b"\n\n" for event in events)
+    if held:
+        yield held
 
 
 def _handler(proxy: Proxy):
@@ -80,6 +109,7 @@ def _handler(proxy: Proxy):
             upstream = proxy._client.send(request, stream=True)
             try:
                 proxy.delay()  # before the answer's first byte: the time to first token moves
+                pieces = proxy.paced(upstream)
                 self.send_response(upstream.status_code)
                 for key, value in upstream.headers.items():
                     if key.lower() not in HOP_BY_HOP and key.lower() != "content-encoding":
@@ -87,7 +117,7 @@ def _handler(proxy: Proxy):
                 self.send_header("Transfer-Encoding", "chunked")
                 self.send_header("Connection", "close")
                 self.end_headers()
-                for piece in upstream.iter_bytes():
+                for piece in pieces:
                     self.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
                     self.wfile.flush()
                 self.wfile.write(b"0\r\n\r\n")

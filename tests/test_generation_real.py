@@ -2,6 +2,7 @@
 self-test model): healthy passes on both API shapes, and each fault made real fails with its cause."""
 
 from fleets import one_endpoint
+from proxy import Proxy
 
 SEEDS_MAP = {"minimal": "low", "low": "low", "medium": "medium", "high": "xhigh", "max": "xhigh"}
 ALL = {"reasoning": True, "reasoning_effort": SEEDS_MAP, "tools": {"trials": 2}}
@@ -73,14 +74,11 @@ def test_budget_used_up_by_thinking_is_asked_again_larger(llama, run_fleet, pyte
 # A model that thinks 1,000 tokens before it answers (selftest:long_think).
 LONG = {"model": "selftest:long_think", "alias": "frank-long"}
 BATTERY = {"reasoning": True, "reasoning_effort": SEEDS_MAP, "tools": True}
-# A thousand tokens under a tool grammar take up to a minute on a busy 2-core box, and a reply
-# read whole has no first byte until then: the wait for an answer, not the budgets judged here.
-PATIENT = 300
 
 
 def test_long_thinker_passes_the_whole_battery_at_the_defaults(run_fleet, pytester):
     fleet = {"endpoints": {"ep": {"engine": "llamacpp", "alias": "frank-long", "launch": LONG,
-                                  "timeout": PATIENT, "expect": BATTERY}}}
+                                  "expect": BATTERY}}}
     result = run_fleet(fleet, "-p", "no:randomly", "--frank-json=run.json")
     # health, alias, 3 reasoning, 5 levels, required, auto, plain, streamed; named, parallel
     # and unmapped are not asked.
@@ -102,9 +100,27 @@ def test_long_thinker_passes_the_whole_battery_at_the_defaults(run_fleet, pytest
         "plain chat without tools: cut at max_tokens=512 while thinking")
 
 
+def test_long_thinker_on_a_slow_steady_server_passes_plain_and_streamed(llama, run_fleet,
+                                                                        pytester):
+    """The long thinker behind a proxy that paces it like a slow GPU (25 ms a token, steady):
+    each answer takes longer than 4 x timeout in all, yet never stalls. Its budget at the
+    default min_tokens_per_s is waited for; timeout is small only to keep the test short."""
+    server = llama(**LONG)
+    with Proxy(server.url, pace_s=0.025) as slow:
+        result = run_fleet(one_endpoint(slow.url, alias="frank-long", timeout=5,
+                                        expect={"reasoning": True}),
+                           "-p", "no:randomly", "-m", "reasoning", "--frank-json=run.json")
+    result.assert_outcomes(passed=3)  # plain, streamed (both asked again: 1,000 > 512), off
+    found = rows(pytester)
+    for test in ("test_reasoning[ep]", "test_reasoning_streamed[ep]"):
+        assert found[test]["figures"]["thinking_tokens"]["value"] > 990, found[test]
+        longest = max(ex["elapsed_s"] for ex in found[test]["exchanges"])
+        assert longest > 4 * 5, (test, longest)  # the old whole-answer wall: 4 x timeout
+
+
 def test_long_thinker_through_the_messages_route(llama, run_fleet):
     server = llama(**LONG)
-    result = run_fleet(one_endpoint(server.url, "anthropic", alias="frank-long", timeout=PATIENT,
+    result = run_fleet(one_endpoint(server.url, "anthropic", alias="frank-long",
                                     expect=BATTERY),
                        "-p", "no:randomly", "-m", "reasoning or reasoning_effort or tools")
     result.assert_outcomes(passed=13, skipped=2)  # a named tool_choice is honoured here
@@ -113,7 +129,7 @@ def test_long_thinker_through_the_messages_route(llama, run_fleet):
 def test_endless_thinker_fails_once_the_larger_budget_runs_out(llama, run_fleet):
     server = llama(model="selftest:endless_think", alias="frank-long")
     fleet = one_endpoint(server.url, alias="frank-long", max_thinking_tokens=600,
-                         timeout=PATIENT, expect={"reasoning": True})
+                         expect={"reasoning": True})
     result = run_fleet(fleet, "-p", "no:randomly", "-k", "test_reasoning and not off")
     result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines([
@@ -127,7 +143,7 @@ def test_endless_thinker_fails_once_the_larger_budget_runs_out(llama, run_fleet)
 
 def test_endless_thinker_is_bounded_by_the_served_context(llama, run_fleet):
     server = llama(model="selftest:endless_think", alias="frank-long", ctx_size=1024)
-    result = run_fleet(one_endpoint(server.url, alias="frank-long", timeout=PATIENT,
+    result = run_fleet(one_endpoint(server.url, alias="frank-long",
                                     expect={"reasoning": True}),
                        "-p", "no:randomly", "-k", "test_reasoning and not off and not streamed")
     result.assert_outcomes(failed=1)
