@@ -94,7 +94,7 @@ class EndpointUnderTest:
             if wrong:
                 message = f"{wrong}\n{message}"
         if self.config.launch and check.fleet_terms:
-            from pytest_frank.launch import in_fleet_terms
+            from pytest_frank.local.launch import in_fleet_terms
 
             message = in_fleet_terms(message)
         return message

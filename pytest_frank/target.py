@@ -221,7 +221,7 @@ class Target:
         with self._lock:
             if not spec or self._server is not None or self.launch_error:
                 return
-            from pytest_frank.launch import LaunchError, launch
+            from pytest_frank.local.launch import LaunchError, launch
 
             try:
                 self._server = launch(spec)

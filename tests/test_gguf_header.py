@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_frank import preflight
-from pytest_frank.gguf_header import (
+from pytest_frank.vram import preflight
+from pytest_frank.gguf.reader import (
     FIRST_READ,
     GGUFError,
     GGUFSourceError,
