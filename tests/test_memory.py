@@ -7,7 +7,8 @@ from dataclasses import replace
 import gguf_files as gf
 import pytest
 
-from pytest_frank.gguf.reader import read_header, summarize
+from pytest_frank.gguf.reader import read_header
+from pytest_frank.gguf.summary import summarize
 from pytest_frank.vram.memory import (
     LayerKV,
     MiB,
