@@ -16,13 +16,13 @@ import pytest
 
 from pytest_frank import http, redact
 from pytest_frank.checks import Check, Context
+from pytest_frank.results import LAUNCH_LOG
 from pytest_frank.verdict import fail, skip
 
 if TYPE_CHECKING:
     from pytest_frank.observation import Observation
     from pytest_frank.target import Probe, Target
 
-LAUNCH_LOG = "llama.cpp log"  # the attachment's name in a launched endpoint's test_health
 
 
 class EndpointUnderTest:
