@@ -86,7 +86,7 @@ def main() -> int:
     parser.add_argument("-k", dest="keyword", help="pytest -k expression (run part of the battery)")
     opts = parser.parse_args()
     extra = ["-k", opts.keyword] if opts.keyword else []
-    from pytest_frank.launch import launch
+    from pytest_frank.local.launch import launch
 
     server = launch({"model": MODEL, "alias": "frank-long", "metrics": True})
     engines = ["llamacpp", "anthropic"] if opts.anthropic else ["llamacpp"]

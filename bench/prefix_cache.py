@@ -56,7 +56,7 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=300, help="seconds per run")
     opts = parser.parse_args()
 
-    from pytest_frank.launch import launch
+    from pytest_frank.local.launch import launch
 
     spec, perf = selftest()
     verdicts = collections.Counter()

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 import gguf_files as gf
 import httpx2
 
-from pytest_frank.gguf_header import read_header
+from pytest_frank.gguf.reader import read_header
 
 
 def build(d: Path) -> dict[str, Path]:

@@ -7,8 +7,10 @@ import sys
 
 # Subcommand -> module whose main(argv) runs it; imported only when asked for.
 COMMANDS = {
-    "preflight": ("pytest_frank.preflight", "read a GGUF header (path or URL) and model its memory"),
-    "selftest-model": ("pytest_frank.selftest_model", "write the tiny deterministic self-test GGUF"),
+    "preflight": ("pytest_frank.vram.preflight",
+                  "read a GGUF header (path or URL) and model its memory"),
+    "selftest-model": ("pytest_frank.local.selftest_model",
+                       "write the tiny deterministic self-test GGUF"),
 }
 
 

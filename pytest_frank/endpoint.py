@@ -16,13 +16,13 @@ import pytest
 
 from pytest_frank import http, redact
 from pytest_frank.checks import Check, Context
+from pytest_frank.results import LAUNCH_LOG
 from pytest_frank.verdict import fail, skip
 
 if TYPE_CHECKING:
     from pytest_frank.observation import Observation
     from pytest_frank.target import Probe, Target
 
-LAUNCH_LOG = "llama.cpp log"  # the attachment's name in a launched endpoint's test_health
 
 
 class EndpointUnderTest:
@@ -94,7 +94,7 @@ class EndpointUnderTest:
             if wrong:
                 message = f"{wrong}\n{message}"
         if self.config.launch and check.fleet_terms:
-            from pytest_frank.launch import in_fleet_terms
+            from pytest_frank.local.launch import in_fleet_terms
 
             message = in_fleet_terms(message)
         return message

@@ -48,9 +48,9 @@ class Identity(Observation):
 
 
 def identity(target: Target) -> Identity:
-    from pytest_frank.claims import alias
+    from pytest_frank.probes import served
 
-    found = Identity(models=target.need(alias.served).ids[:8])  # a proxy may list hundreds
+    found = Identity(models=target.need(served).ids[:8])  # a proxy may list hundreds
     route = target.driver.build_route
     if route:
         said = target.get(route[0])

@@ -8,8 +8,7 @@ import json
 import re
 
 from pytest_frank import redact
-from pytest_frank.endpoint import LAUNCH_LOG
-from pytest_frank.results import EndpointInfo, Row, Run
+from pytest_frank.results import LAUNCH_LOG, EndpointInfo, Row, Run
 
 _SPECIAL = re.compile(r"([\\`*_{}\[\]#+!|~])")  # mid-line, "-" and "." start nothing
 

@@ -9,8 +9,7 @@ from html import escape
 from typing import Any
 
 from pytest_frank import redact
-from pytest_frank.endpoint import LAUNCH_LOG
-from pytest_frank.results import EndpointInfo, Row, Run
+from pytest_frank.results import LAUNCH_LOG, EndpointInfo, Row, Run
 
 BASE64 = re.compile(r"[A-Za-z0-9+/=]*")
 LONG = 20 * redact.MAX_MESSAGE  # a context table or a launch log may be long; not unbounded

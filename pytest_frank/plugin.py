@@ -69,7 +69,9 @@ def pytest_configure(config):
 
     config.stash[SESSION] = FrankSession(fleet, _timeout(config),
                                          offline=config.getoption("frank_offline"))
-    _register_reports(config, fleet_path)
+    from pytest_frank.results import SOURCE, Source
+
+    config.stash[SOURCE] = Source(fleet_path, fleet)  # what the reports plugin reports on
     from pytest_frank.junit import StableClassnames
 
     config.pluginmanager.register(StableClassnames(config, battery_dir()), "frank-junit")
@@ -97,23 +99,6 @@ def _probes_here(config) -> bool:
     an xdist controller (its workers probe)."""
     controller = getattr(config.option, "dist", "no") != "no" and not hasattr(config, "workerinput")
     return not (config.option.collectonly or config.getoption("frank_offline") or controller)
-
-
-def _register_reports(config, fleet_path: Path) -> None:
-    from pytest_frank.reporting import Reports
-    from pytest_frank.results import BaselineError, load
-
-    baseline = config.getoption("frank_baseline")
-    if config.getoption("frank_fail_on_regression") and not baseline:
-        raise pytest.UsageError("pytest-frank: --frank-fail-on-regression needs --frank-baseline "
-                                "PREV.json (a previous run's --frank-json)")
-    try:
-        previous = load(Path(baseline)) if baseline else None
-    except BaselineError as exc:
-        raise pytest.UsageError(f"pytest-frank: bad --frank-baseline\n{redact.inert(str(exc))}") \
-            from None
-    config.pluginmanager.register(Reports(config, config.stash[SESSION], fleet_path, previous),
-                                  "frank-reports")
 
 
 def _resolve(config, path: str) -> Path:
@@ -437,9 +422,9 @@ def pytest_runtest_makereport(item, call):
     probed = item.stash.get(PROBED, None)
     if name is None or (call.when == "setup" and report.passed):
         return report
-    from pytest_frank import reporting
+    from pytest_frank import rows
 
-    report.frank = reporting.row_of(item, call, report, name, probed)
+    report.frank = rows.row_of(item, call, report, name, probed)
     if report.skipped and isinstance(report.longrepr, tuple):
         # The test's name, not the frame that raised: a site-packages path says nothing.
         report.longrepr = (item.name, None, f"Skipped: {report.frank['line']}")
@@ -447,8 +432,6 @@ def pytest_runtest_makereport(item, call):
         text = probed.text()  # evidence is shown for failures only: a pass does not build it
         if text and not _echoes(text, report.longreprtext):
             report.sections.append(("frank evidence", text))
-    if call.when != "teardown":
-        reporting.html_extras(item, report)
     return report
 
 

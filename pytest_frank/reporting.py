@@ -10,19 +10,39 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_frank import redact
-from pytest_frank.results import EndpointInfo, Row, Run, fleet_digest
+from pytest_frank.results import (LAUNCH_LOG, SOURCE, BaselineError, EndpointInfo, Row, Run,
+                                  fleet_digest, load)
 
 if TYPE_CHECKING:
-    from pytest_frank.session import FrankSession
+    from pytest_frank.fleet import Endpoint
 
 SHORT = {"pass": "ok", "FAIL": "FAIL", "error": "ERROR", "skipped": "skip"}
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Report a frank run: the glue has put its fleet under results.SOURCE by now."""
+    source = config.stash.get(SOURCE, None)
+    if source is None:
+        return
+    baseline = config.getoption("frank_baseline")
+    if config.getoption("frank_fail_on_regression") and not baseline:
+        raise pytest.UsageError("pytest-frank: --frank-fail-on-regression needs --frank-baseline "
+                                "PREV.json (a previous run's --frank-json)")
+    try:
+        previous = load(Path(baseline)) if baseline else None
+    except BaselineError as exc:
+        raise pytest.UsageError(f"pytest-frank: bad --frank-baseline\n{redact.inert(str(exc))}") \
+            from None
+    config.pluginmanager.register(Reports(config, source.fleet, source.fleet_path, previous),
+                                  "frank-run-reports")
+
+
 class Reports:
-    def __init__(self, config: pytest.Config, frank: FrankSession, fleet_path: Path,
+    def __init__(self, config: pytest.Config, fleet: dict[str, Endpoint], fleet_path: Path,
                  baseline: Run | None):
         self.config = config
-        self.frank = frank
+        self.fleet = fleet
         self.fleet_path = fleet_path
         self.baseline = baseline
         self.rows: dict[str, Row] = {}
@@ -42,8 +62,7 @@ class Reports:
         if meta is not None:
             meta["pytest-frank"] = __version__
             meta["Fleet file"] = f"{self.fleet_path} (sha256 {fleet_digest(self.fleet_path)})"
-            meta["Endpoints"] = ", ".join(f"{n} ({t.endpoint.engine})"
-                                          for n, t in self.frank.targets.items())
+            meta["Endpoints"] = ", ".join(f"{n} ({ep.engine})" for n, ep in self.fleet.items())
 
     # -- gathering ---------------------------------------------------------------------------
     @pytest.hookimpl(tryfirst=True)
@@ -76,28 +95,26 @@ class Reports:
             if self.baseline is not None:
                 from pytest_frank.baseline import Tolerances, compare
 
-                tolerances = {name: Tolerances.from_fleet(t.endpoint.regression)
-                              for name, t in self.frank.targets.items()}
+                tolerances = {name: Tolerances.from_fleet(ep.regression)
+                              for name, ep in self.fleet.items()}
                 run.regressions = compare(self.baseline, run, tolerances)
             self._run = run
         return self._run
 
     def _endpoints(self) -> dict[str, EndpointInfo]:
         found = {}
-        for name, target in self.frank.targets.items():
+        for name, ep in self.fleet.items():
             seen = self.identities.get(name, {})
             found[name] = EndpointInfo(
-                name=name, engine=target.endpoint.engine,
-                url=redact.scrub(seen.get("url") or target.endpoint.url or "(launched)"),
+                name=name, engine=ep.engine,
+                url=redact.scrub(seen.get("url") or ep.url or "(launched)"),
                 build=seen.get("build"), models=seen.get("models") or [],
-                launch_log=self._launch_log(name), description=target.endpoint.description,
+                launch_log=self._launch_log(name), description=ep.description,
                 **self.spends.get(name, {}))
         return found
 
     def _launch_log(self, name: str) -> str | None:
-        from pytest_frank.endpoint import LAUNCH_LOG
-
-        return next((a["data"] for row in self.rows.values() if row.endpoint == name
+                return next((a["data"] for row in self.rows.values() if row.endpoint == name
                      for a in row.attachments if a["name"] == LAUNCH_LOG), None)
 
     # -- writing -----------------------------------------------------------------------------
@@ -166,15 +183,6 @@ class Reports:
             data[:] = [escape(report.frank["line"])]  # one line, not a (path, line, reason)
 
 
-def verdict_of(report: pytest.TestReport, hint: str | None) -> str:
-    """A test's verdict: `hint` is what a skip means ("blocked", "inconclusive", "not asked")."""
-    if report.when != "call":
-        return "error" if report.failed else hint or "skipped"
-    if report.passed:
-        return "pass"
-    return "FAIL" if report.failed else hint or "skipped"
-
-
 def verdict_lines(run: Run) -> list[str]:
     """The closing table: one line per endpoint, one verdict per claim it was asked."""
     cells = {name: claims for name, claims in run.matrix().items() if claims}
@@ -194,53 +202,17 @@ def cost_lines(run: Run) -> list[str]:
     return [f"{name:<{width}}  cost: {i.cost()}" for name, i in spent.items()]
 
 
-def _reports_asked(config) -> bool:
-    """Whether a page or file will show exchanges: else a row carries no copy of them."""
-    return bool(config.getoption("htmlpath", None) or config.getoption("frank_json")
-                or config.getoption("frank_report"))
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    """The row as the page shows it, inline: no data: links, images in place. Outermost, so
+    the row the glue put on the report is there."""
+    report = yield
+    if getattr(report, "frank", None) is not None and call.when != "teardown":
+        _html_extras(item, report)
+    return report
 
 
-def row_of(item, call, report, name: str, probed) -> dict:
-    """The report's row as plain data (pytest_frank.results.Row), so it crosses xdist's wire."""
-    from pytest_frank.plugin import SESSION, claim_of
-
-    evidence = probed.evidence(_reports_asked(item.config)) if probed is not None \
-        else {"verdict": None}
-    why = _why(call)
-    line, _, fix = why.partition("\n  fix: ")
-    hint = evidence.pop("verdict", None)
-    row = {"key": f"{Path(str(item.path)).stem}::{item.name}", "endpoint": name,
-           "claim": claim_of(item) or "custom", "verdict": verdict_of(report, hint),
-           "line": redact.inert(line), "fix": redact.inert(fix) if fix else None, **evidence}
-    frank = item.config.stash.get(SESSION, None)
-    target = frank.targets.get(name) if frank is not None else None
-    if target is None:
-        return row
-    if item.name.startswith("test_health[") and call.when == "call" and report.passed:
-        row["identity"] = _identity(target)
-    row["spend"] = {"generations": target.spend.generations, "tokens": target.spend.tokens}
-    return row
-
-
-def _why(call) -> str:
-    exc = call.excinfo
-    if exc is None:
-        return ""
-    if isinstance(exc.value, (pytest.fail.Exception, pytest.skip.Exception)):
-        return str(exc.value.msg)
-    return exc.exconly()
-
-
-def _identity(target) -> dict:
-    from pytest_frank import fingerprint
-
-    seen = target.need(fingerprint.identity)
-    return {"build": getattr(seen, "build", None), "models": getattr(seen, "models", []),
-            "url": target.endpoint.url}
-
-
-def html_extras(item, report) -> None:
-    """The row as the page shows it, inline: no data: links, images in place."""
+def _html_extras(item, report) -> None:
     # Only pytest-html reads extras, and only when it writes a report: without --html, building
     # them is work per test for nobody.
     config = item.config

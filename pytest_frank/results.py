@@ -10,10 +10,25 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from pytest_frank import redact
 from pytest_frank.figures import number
 
 FORMAT = "pytest-frank/1"
+LAUNCH_LOG = "llama.cpp log"  # the attachment's name in a launched endpoint's test_health
+
+
+@dataclass(frozen=True)
+class Source:
+    """What the run reports on: the fleet file and its entries (the glue stashes it at configure,
+    the reports read it; neither imports the other)."""
+
+    fleet_path: Path
+    fleet: dict[str, Any]  # name -> pytest_frank.fleet.Endpoint
+
+
+SOURCE = pytest.StashKey[Source]()
 # Worst first wins a cell: a claim is as good as its worst test.
 # "interrupted": never measured, the run was stopped first.
 RANK = {"not asked": 0, "skipped": 1, "pass": 2, "interrupted": 3, "inconclusive": 4, "blocked": 5,

@@ -16,7 +16,7 @@ from pytest_frank.interrupt import Interrupts
 from pytest_frank.target import STRAGGLER_WAIT, Probe, Target
 
 if TYPE_CHECKING:
-    from pytest_frank.claims.health import Health
+    from pytest_frank.probes import Health
 
 Work = list[tuple[Probe, "str | None"]]  # the probes (and cases) one endpoint's checks need
 # Imported by the probes on first use, beside each driver's SDK (Driver.sdk_modules).
@@ -60,14 +60,14 @@ class FrankSession:
             self._warming = None
 
     def health(self, name: str) -> Health:
-        from pytest_frank.claims import health
+        from pytest_frank import probes
 
         target = self.targets[name]
-        seen = target.need(health.probe)
+        seen = target.need(probes.health)
         if getattr(seen, "state", None) is not None:
             return seen
         # the probe itself broke on what the endpoint sent: that endpoint is down, no more
-        return health.Health(state="down", detail=seen.failure or "no health answer",
+        return probes.Health(state="down", detail=seen.failure or "no health answer",
                              url=target.url(target.driver.health_path))
 
     def probe_all(self, names: list[str]) -> None:
@@ -109,10 +109,7 @@ class FrankSession:
         work = self.plan.get(name, [])
         if work and target.driver.owned_by:  # which engine it is, for any failure's first line
             work = [*work, (fingerprint.engine, None)]
-        if work:  # which build serves what, for the reports' header
-            work = [*work, (fingerprint.identity, None)]
-        if not work:
-            return
+        work = [*work, (fingerprint.identity, None)]  # which build serves what, for the reports
         _each(lambda job: target.need(*job), work, target.gate.limit, self.stop)
 
     def close(self) -> None:

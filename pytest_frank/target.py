@@ -128,17 +128,17 @@ class Target:
         """The name requests ask for: the fleet's alias, else the first model the server lists."""
         if self.endpoint.alias:
             return self.endpoint.alias
-        from pytest_frank.claims import alias
+        from pytest_frank.probes import served
 
-        served = self.need(alias.served)
+        served = self.need(served)
         return served.ids[0] if served.ids else "default"
 
     def served_context(self) -> int | None:
         """Tokens of context one conversation gets, where the engine says (llama.cpp /props
         n_ctx per slot, vLLM max_model_len); None where it does not."""
-        from pytest_frank.claims import slots
+        from pytest_frank.probes import slot_shape
 
-        return self.need(slots.shape).ctx_per_slot
+        return self.need(slot_shape).ctx_per_slot
 
     # -- probes: each runs once per session, its observation shared by every check -----------
     def need(self, probe: Probe, case: str | None = None) -> Observation:
@@ -221,7 +221,7 @@ class Target:
         with self._lock:
             if not spec or self._server is not None or self.launch_error:
                 return
-            from pytest_frank.launch import LaunchError, launch
+            from pytest_frank.local.launch import LaunchError, launch
 
             try:
                 self._server = launch(spec)

@@ -1,14 +1,14 @@
 """Real llama.cpp servers for tests, started in-process with xllamacpp (no download, CPU only).
 
 `llama(**spec)` returns a running `LaunchedServer` for a launch spec (the fleet.yaml `launch:`
-keys, see pytest_frank.launch); `model` defaults to "selftest". Servers are cached by spec for
+keys, see pytest_frank.local.launch); `model` defaults to "selftest". Servers are cached by spec for
 the whole session, so tests that ask for the same spec share one, and all stop at session end.
 
     def test_hello(llama):
         server = llama(alias="qwen")            # or llama(model="selftest:no_think", ...)
         httpx.post(f"{server.url}/v1/chat/completions", json=...)
 
-Tests must not stop a shared server; start a private one with pytest_frank.launch.launch.
+Tests must not stop a shared server; start a private one with pytest_frank.local.launch.launch.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ class ServerPool:
         self._servers = {}
 
     def get(self, **spec):
-        from pytest_frank.launch import launch
+        from pytest_frank.local.launch import launch
 
         spec.setdefault("model", "selftest")
         key = json.dumps(spec, sort_keys=True, default=str)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pathlib
 
-from pytest_frank.selftest_model import N_EMBD as TEXT_EMBD
+from pytest_frank.local.selftest_model import N_EMBD as TEXT_EMBD
 
 IMAGE = 28  # pixels a side after the fixed-size resize
 PATCH = 14

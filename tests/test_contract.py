@@ -8,7 +8,7 @@ import pkgutil
 import pytest
 
 import pytest_frank.batteries as battery
-from pytest_frank import launch
+from pytest_frank.local import launch
 from pytest_frank.checks import Check
 from pytest_frank.claims import CLAIMS, options_type
 from pytest_frank.drivers import DRIVERS

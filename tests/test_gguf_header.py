@@ -15,14 +15,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_frank import preflight
-from pytest_frank.gguf_header import (
-    FIRST_READ,
-    GGUFError,
-    GGUFSourceError,
-    read_header,
-    summarize,
-)
+from pytest_frank.gguf.reader import FIRST_READ, GGUFError, GGUFSourceError, read_header
+from pytest_frank.gguf.summary import summarize
+from pytest_frank.vram import preflight
 
 MiB = 1 << 20
 

@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 import httpx
 import pytest
 
-from pytest_frank import launch, llama_log
+from pytest_frank.local import launch, llama_log
 
 # llama.cpp's log lines: "0.00.004.100 I srv          init: build_info: b0-unknown"
 LLAMA_LINE = re.compile(r"^\d+\.\d\d\.\d{3}\.\d{3} [IWED] ", re.M)

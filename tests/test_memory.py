@@ -7,8 +7,9 @@ from dataclasses import replace
 import gguf_files as gf
 import pytest
 
-from pytest_frank.gguf_header import read_header, summarize
-from pytest_frank.memory import (
+from pytest_frank.gguf.reader import read_header
+from pytest_frank.gguf.summary import summarize
+from pytest_frank.vram.memory import (
     LayerKV,
     MiB,
     ModelShape,

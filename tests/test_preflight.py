@@ -10,7 +10,8 @@ import re
 
 import pytest
 
-from pytest_frank import preflight, selftest_model
+from pytest_frank.local import selftest_model
+from pytest_frank.vram import preflight
 
 TINY_GPU = ["--gpu-mib", "2", "--fixed-mib", "1"]  # 1 MiB left for weights and KV
 

@@ -15,8 +15,8 @@ import pytest
 
 pytest.importorskip("xllamacpp")
 
-from pytest_frank import selftest_model  # noqa: E402
-from pytest_frank.launch import LaunchError, launch, resolve_model  # noqa: E402
+from pytest_frank.local import selftest_model  # noqa: E402
+from pytest_frank.local.launch import LaunchError, launch, resolve_model  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
 from llama import ServerPool  # noqa: E402

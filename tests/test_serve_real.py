@@ -3,7 +3,7 @@ restarted shows as drift; the command it runs passes; the config gate reads the 
 
 import pytest
 
-from pytest_frank.selftest_model import model_path
+from pytest_frank.local.selftest_model import model_path
 
 LAUNCH = {"model": "selftest", "alias": "frank-serve", "ctx_size": 4096, "parallel": 1,
           "metrics": True}

@@ -10,7 +10,7 @@ import sys
 import pytest
 from gguf_files import RangeServer
 
-from pytest_frank.vram_sources import (
+from pytest_frank.vram.sources import (
     MiB,
     VRAMSourceError,
     command_gpus,

@@ -11,7 +11,7 @@ LAUNCH_LOG = """
 import os
 from pathlib import Path
 
-import pytest_frank.launch as launcher
+import pytest_frank.local.launch as launcher
 
 _launch = launcher.launch
 

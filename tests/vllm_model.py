@@ -3,7 +3,7 @@
 Run with the vLLM environment's python (it needs numpy and safetensors, nothing else):
 `python tests/vllm_model.py FOLDER [--variant sharp|flat|chatty]`. Writing one takes well under a second.
 
-Like the self-test GGUF (pytest_frank/selftest_model.py), the model is a bigram table: a Llama
+Like the self-test GGUF (pytest_frank/local/selftest_model.py), the model is a bigram table: a Llama
 with zero blocks, so the logits depend only on the last token. The embedding gives each scripted
 token its own unit; the output matrix maps that unit to the next scripted token. Under a grammar
 (vLLM's tool_choice "required" and named tools) the script's token is not allowed, and a global

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Options as ClaimOptions
-from pytest_frank.observation import Observation
+from pytest_frank.probes import SlotShape
+from pytest_frank.probes import slot_shape as shape
 from pytest_frank.verdict import fail
 
 
@@ -14,32 +15,6 @@ from pytest_frank.verdict import fail
 class Options(ClaimOptions):
     count: int | None = None
     ctx_per_slot: int | None = None
-
-
-@dataclass(kw_only=True)
-class SlotShape(Observation):
-    count: int | None = None
-    ctx_per_slot: int | None = None
-    source: str = ""
-    payloads: dict = field(default_factory=dict)  # route -> JSON, for checks that read more
-
-
-def shape(target) -> SlotShape:
-    payloads, last = {}, None
-    for route in target.driver.slot_routes:
-        last = target.get(route)
-        if last.ok:
-            wrong = target.driver.shape_problem(route, last.json())
-            if wrong:
-                return SlotShape(failure=f"the slot shape could not be read: {wrong}")
-            payloads[route] = last.json()
-    if not payloads:
-        return SlotShape(failure=f"the slot shape could not be read: {last.url} "
-                                 f"{target.driver.reason(last)}",
-                         fix=target.driver.known_fix(target.driver.error_message(last),
-                                                     last.status))
-    count, ctx, source = target.driver.slot_shape(payloads)
-    return SlotShape(count=count, ctx_per_slot=ctx, source=source, payloads=payloads)
 
 
 def judge(shape: SlotShape, ctx: Context) -> None:

@@ -14,7 +14,7 @@ from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims import slots
 from pytest_frank.observation import Observation
 from pytest_frank.verdict import fail
-from pytest_frank.vram import (
+from pytest_frank.vram.plan import (
     KVPool,
     Measured,
     Modelled,
@@ -52,12 +52,12 @@ class Options(ClaimOptions):
     host: str | None = None  # the machine whose GPU serves the endpoint; default the URL's
 
     def as_dict(self) -> dict[str, Any]:
-        """The keys fleet.yaml set, as the memory model (pytest_frank.vram) reads them."""
+        """The keys fleet.yaml set, as the memory model (pytest_frank.vram.plan) reads them."""
         return {k: v for k, v in asdict(self).items() if v is not None}
 
 
 def _mib(n: float) -> str:
-    from pytest_frank.memory import fmt_mib
+    from pytest_frank.vram.memory import fmt_mib
     return fmt_mib(n)
 
 
@@ -89,7 +89,7 @@ def _model(target, *, strict: bool, gpu_total: int | None = None) -> Fit:
                        fix="set it in expect.vram (model: the served GGUF's path or URL)")
         later = "; the live test_vram reads what the engine reports" if target.offline else ""
         return Fit(inconclusive=f"{exc}{why}{later}")
-    from pytest_frank.gguf_header import GGUFError
+    from pytest_frank.gguf.reader import GGUFError
 
     try:
         return Fit(modelled=model_memory(plan, timeout=target.timeout))
@@ -107,7 +107,7 @@ def _launched(target) -> dict[str, Any]:
     spec = target.endpoint.launch
     if not spec:
         return {}
-    from pytest_frank.launch import DEFAULT_CTX_SIZE, LaunchError, resolve_model
+    from pytest_frank.local.launch import DEFAULT_CTX_SIZE, LaunchError, resolve_model
 
     try:
         model = str(resolve_model(spec["model"]))
@@ -133,7 +133,7 @@ def fit(target) -> Fit:
 def judge_fit(obs: Fit, ctx: Context) -> None:
     """The modelled memory fits the GPU with the headroom asked."""
     result = _show_model(obs.modelled, ctx)
-    from pytest_frank.memory import trained_context_warning
+    from pytest_frank.vram.memory import trained_context_warning
 
     overflow = trained_context_warning(result.plan.settings, result.trained_ctx)
     if overflow:  # the same warning as frank preflight's: it fits, but past what was trained
@@ -217,7 +217,7 @@ def _url_host(host: str) -> str:
 
 
 def _pool(driver, text: str) -> KVPool | None:
-    from pytest_frank.vram_sources import VRAMSourceError
+    from pytest_frank.vram.sources import VRAMSourceError
 
     try:
         return driver.kv_pool(text) if text else None

@@ -56,8 +56,8 @@ class VllmDriver(Driver):
                     "--max-model-len / --max-num-seqs, then restart")
 
     def kv_pool(self, metrics_text):
-        from pytest_frank.vram import KVPool
-        from pytest_frank.vram_sources import parse_vllm_cache_config
+        from pytest_frank.vram.plan import KVPool
+        from pytest_frank.vram.sources import parse_vllm_cache_config
 
         info = parse_vllm_cache_config(metrics_text)
         if not info:

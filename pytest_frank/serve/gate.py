@@ -157,7 +157,7 @@ def _magic(path: Path) -> bytes:
 
 def _header(p: Parsed, role: str):
     """A GGUF header for a role's file, or None where there is none to read."""
-    from pytest_frank.gguf_header import GGUFError, read_header
+    from pytest_frank.gguf.reader import GGUFError, read_header
 
     text = p.text(role)
     if not text or not p.on(role):
@@ -264,8 +264,8 @@ def _fits(p: Parsed, endpoint) -> list[Finding]:
     if not endpoint.asks("vram") or not p.table.gguf:
         return []
     opts = endpoint.options("vram").as_dict()
-    from pytest_frank.gguf_header import GGUFError
-    from pytest_frank.vram import PlanError, make_plan, model_memory
+    from pytest_frank.gguf.reader import GGUFError
+    from pytest_frank.vram.plan import PlanError, make_plan, model_memory
 
     settings = {"ctx_size": p.number("ctx"), "parallel": p.number("parallel"),
                 "kv_unified": p.on("kv_unified") or None, "cache_type_k": p.text("cache_k"),

@@ -12,8 +12,9 @@ import json
 import sys
 from typing import Any
 
-from pytest_frank.gguf_header import GGUFError, GgufSummary, read_header, summarize
-from pytest_frank.memory import (
+from pytest_frank.gguf.reader import GGUFError, read_header
+from pytest_frank.gguf.summary import GgufSummary, summarize
+from pytest_frank.vram.memory import (
     CACHE_TYPES,
     MiB,
     ModelShape,

@@ -1,6 +1,6 @@
 """The `vram` claim's two halves: what fleet.yaml's `expect.vram` says the endpoint should use
-(the model's GGUF headers through pytest_frank.memory), and what a GPU memory source says it
-does use (pytest_frank.vram_sources). No pytest here; claims/vram.py judges."""
+(the model's GGUF headers through pytest_frank.vram.memory), and what a GPU memory source says it
+does use (pytest_frank.vram.sources). No pytest here; claims/vram.py judges."""
 
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ def slot_settings(opts: dict, count: int | None = None, ctx_per_slot: int | None
 
 def make_plan(opts: dict, model: str | None, gpu_total: int | None = None, *,
               count: int | None = None, ctx_per_slot: int | None = None) -> Plan:
-    from pytest_frank.memory import Settings
+    from pytest_frank.vram.memory import Settings
 
     if not model:
         raise PlanError("expect.vram names no `model` (a GGUF path or URL) to read")
@@ -91,8 +91,8 @@ def _round(n: float, parallel: int) -> int:
 def model_memory(plan: Plan, timeout: float = 30) -> Modelled:
     """Read the headers and model memory. A GGUFError names the offset; `frank_source` on it
     says which of the configured files it was."""
-    from pytest_frank.gguf_header import GGUFError
-    from pytest_frank.memory import ModelShape, context_table, estimate, fits, max_context
+    from pytest_frank.gguf.reader import GGUFError
+    from pytest_frank.vram.memory import ModelShape, context_table, estimate, fits, max_context
 
     def shape(src: str | None):
         try:
@@ -128,7 +128,7 @@ class Measured:
     used: int | None = None             # bytes on the chosen GPU
     total: int | None = None
     where: str = ""                     # "nvidia-smi GPU 0 (NVIDIA RTX 3090)"
-    apps: list = field(default_factory=list)    # vram_sources.ComputeApp, where listed
+    apps: list = field(default_factory=list)    # sources.ComputeApp, where listed
     metrics_text: str = ""              # a Prometheus source's text (may carry a KV pool too)
     unavailable: str | None = None      # why there is nothing to measure here (skip)
     problem: str | None = None          # the source failed (fail)
@@ -136,7 +136,7 @@ class Measured:
 
 def measure(opts: dict, timeout: float = 20) -> Measured:
     source = opts.get("source", "nvidia-smi")
-    from pytest_frank import vram_sources as vs
+    from pytest_frank.vram import sources as vs
 
     try:
         if source == "prometheus":
@@ -167,7 +167,7 @@ def _pick(gpus: list, index: int | None, label: str) -> Measured:
 def _pick_dcgm(gpus: list, index: int | None, url: str, text: str) -> Measured:
     if not gpus:        # vLLM's own /metrics: no framebuffer gauge, maybe a KV pool
         return Measured(where=url, metrics_text=text)
-    from pytest_frank.vram_sources import gpu_index
+    from pytest_frank.vram.sources import gpu_index
 
     gpu = _choose(gpus, index, lambda g: gpu_index(g.gpu), url)
     if isinstance(gpu, Measured):

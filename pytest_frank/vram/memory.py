@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import gguf
 
 if TYPE_CHECKING:   # the header reader is imported only when a GGUF is read
-    from pytest_frank.gguf_header import GgufSummary
+    from pytest_frank.gguf.summary import GgufSummary
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -106,7 +106,8 @@ class ModelShape:
 
     @classmethod
     def from_gguf(cls, source: str | os.PathLike, **read_kwargs: Any) -> ModelShape:
-        from pytest_frank.gguf_header import read_header, summarize
+        from pytest_frank.gguf.reader import read_header
+        from pytest_frank.gguf.summary import summarize
         return cls.from_summary(summarize(read_header(source, **read_kwargs)))
 
 

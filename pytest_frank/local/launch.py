@@ -6,7 +6,7 @@ C++ HTTP server (`llama-server` code, `build_info` "b0-unknown"), so replies mat
 
 Spec keys (all optional but `model`):
 
-- `model`: "selftest", "selftest:<variant>" (see pytest_frank.selftest_model.VARIANTS) or a GGUF
+- `model`: "selftest", "selftest:<variant>" (see pytest_frank.local.selftest_model.VARIANTS) or a GGUF
   path.
 - `alias`: a name or a list of names (`--alias`). `/v1/models` lists the alphabetically first as
   `data[0].id` and all of them in `aliases`.
@@ -35,7 +35,7 @@ Spec keys (all optional but `model`):
   last server started sets it for all.
 
 llama.cpp's log goes to a file, not to stderr, while a launched server runs (see
-pytest_frank.llama_log): `LaunchedServer.log_tail()` is the end of this server's part of it.
+pytest_frank.local.llama_log): `LaunchedServer.log_tail()` is the end of this server's part of it.
 
 Observed with xllamacpp 2026.10.11549: a missing or broken model file, or a port already in use,
 makes xllamacpp raise RuntimeError("Failed to init server, please check the input params.") with
@@ -52,7 +52,7 @@ import re
 import time
 from dataclasses import dataclass, field
 
-from pytest_frank import llama_log
+from pytest_frank.local import llama_log
 
 KEYS = {
     "model", "alias", "ctx_size", "parallel", "kv_unified", "metrics", "reasoning_format",
@@ -191,7 +191,7 @@ def resolve_model(name) -> pathlib.Path:
     """A GGUF path for 'selftest', 'selftest:<variant>' or a path, checked to exist."""
     text = str(name)
     if text == "selftest" or text.startswith("selftest:"):
-        from pytest_frank import selftest_model
+        from pytest_frank.local import selftest_model
 
         variant = text.partition(":")[2] or "default"
         if variant not in selftest_model.VARIANTS:

@@ -1,0 +1,103 @@
+"""Probes the runtime itself relies on, whatever the fleet asks: whether the endpoint is up
+(health), which models it serves (the model list) and how its slots are shaped. The claims of the
+same names judge these observations; the session, the target and the fingerprint use them too."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from pytest_frank.observation import Observation
+
+POLL_FIRST, POLL_MAX = 0.25, 2.0
+
+
+@dataclass(kw_only=True)
+class Health(Observation):
+    state: str  # ready | loading | down
+    detail: str
+    url: str
+    waited: float = 0.0
+
+    @property
+    def ready(self) -> bool:
+        return self.state == "ready"
+
+    def line(self) -> str:
+        return f"{self.url}: {self.detail}"
+
+
+def health(target) -> Health:
+    """Poll the health route until it answers ready, the endpoint's ready_timeout passes or the
+    run is interrupted; a launched server is started first."""
+    target.start()
+    url = target.url(target.driver.health_path)
+    if target.launch_error:
+        return Health(state="down", url=url,
+                      detail=f"the local server could not be launched: {target.launch_error}")
+    deadline = time.monotonic() + target.endpoint.ready_timeout
+    start, pause = time.monotonic(), POLL_FIRST
+    while True:
+        ex = target.get(target.driver.health_path)
+        state = target.driver.readiness(ex)
+        left = deadline - time.monotonic()
+        if state.state != "loading" or left <= 0:
+            fix = target.driver.known_fix(target.driver.error_message(ex), ex.status)
+            return Health(state=state.state, detail=state.detail, url=url,
+                          waited=time.monotonic() - start, fix=fix if state.state == "down" else None)
+        # The last poll lands on the deadline, not before it; an interrupt ends the wait.
+        if target.stop.wait(min(pause, left)):
+            return Health(state="loading", detail=f"not measured: {target.stop.why}", url=url,
+                          waited=time.monotonic() - start)
+        pause = min(pause * 2, POLL_MAX)
+
+
+@dataclass(kw_only=True)
+class Served(Observation):
+    url: str
+    ids: list[str]
+
+
+def served(target) -> Served:
+    ex = target.get(target.driver.models_path)
+    if not ex.ok:
+        return Served(url=ex.url, ids=[], failure=f"{ex.url} {target.driver.reason(ex)}",
+                      fix=target.driver.known_fix(target.driver.error_message(ex), ex.status))
+    if ex.json() is None:
+        return Served(url=ex.url, ids=[],
+                      failure=f"{ex.url} not a model list (not JSON): {ex.snippet(200)}")
+    wrong = target.driver.shape_problem(target.driver.models_path, ex.json())
+    if wrong:
+        return Served(url=ex.url, ids=[], failure=f"{ex.url} not a model list: {wrong}")
+    try:
+        ids = target.driver.served_ids(ex.json())
+    except (ValueError, KeyError, TypeError) as exc:
+        return Served(url=ex.url, ids=[],
+                      failure=f"{ex.url} not a model list ({exc}): {ex.snippet(200)}")
+    return Served(url=ex.url, ids=ids)
+
+
+@dataclass(kw_only=True)
+class SlotShape(Observation):
+    count: int | None = None
+    ctx_per_slot: int | None = None
+    source: str = ""
+    payloads: dict = field(default_factory=dict)  # route -> JSON, for checks that read more
+
+
+def slot_shape(target) -> SlotShape:
+    payloads, last = {}, None
+    for route in target.driver.slot_routes:
+        last = target.get(route)
+        if last.ok:
+            wrong = target.driver.shape_problem(route, last.json())
+            if wrong:
+                return SlotShape(failure=f"the slot shape could not be read: {wrong}")
+            payloads[route] = last.json()
+    if not payloads:
+        return SlotShape(failure=f"the slot shape could not be read: {last.url} "
+                                 f"{target.driver.reason(last)}",
+                         fix=target.driver.known_fix(target.driver.error_message(last),
+                                                     last.status))
+    count, ctx, source = target.driver.slot_shape(payloads)
+    return SlotShape(count=count, ctx_per_slot=ctx, source=source, payloads=payloads)

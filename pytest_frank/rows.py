@@ -1,0 +1,69 @@
+"""Each test report's row of the run record (pytest_frank.results.Row), built as plain data
+where the test ran, so it crosses xdist's wire to the reports."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_frank import probes, redact
+from pytest_frank.checks import check_of
+from pytest_frank.plugin import SESSION, claim_of
+
+
+def verdict_of(report: pytest.TestReport, hint: str | None) -> str:
+    """A test's verdict: `hint` is what a skip means ("blocked", "inconclusive", "not asked")."""
+    if report.when != "call":
+        return "error" if report.failed else hint or "skipped"
+    if report.passed:
+        return "pass"
+    return "FAIL" if report.failed else hint or "skipped"
+
+
+def _reports_asked(config) -> bool:
+    """Whether a page or file will show exchanges: else a row carries no copy of them."""
+    return bool(config.getoption("htmlpath", None) or config.getoption("frank_json")
+                or config.getoption("frank_report"))
+
+
+def row_of(item, call, report, name: str, probed) -> dict:
+    """The report's row as plain data (pytest_frank.results.Row), so it crosses xdist's wire."""
+    evidence = probed.evidence(_reports_asked(item.config)) if probed is not None \
+        else {"verdict": None}
+    why = _why(call)
+    line, _, fix = why.partition("\n  fix: ")
+    hint = evidence.pop("verdict", None)
+    row = {"key": f"{Path(str(item.path)).stem}::{item.name}", "endpoint": name,
+           "claim": claim_of(item) or "custom", "verdict": verdict_of(report, hint),
+           "line": redact.inert(line), "fix": redact.inert(fix) if fix else None, **evidence}
+    frank = item.config.stash.get(SESSION, None)
+    target = frank.targets.get(name) if frank is not None else None
+    if target is None:
+        return row
+    check = check_of(item)
+    if check is not None and check.probe is probes.health and call.when == "call" and report.passed:
+        row["identity"] = _identity(target)
+    row["spend"] = {"generations": target.spend.generations, "tokens": target.spend.tokens}
+    return row
+
+
+def _why(call) -> str:
+    exc = call.excinfo
+    if exc is None:
+        return ""
+    if isinstance(exc.value, (pytest.fail.Exception, pytest.skip.Exception)):
+        return str(exc.value.msg)
+    return exc.exconly()
+
+
+def _identity(target) -> dict:
+    from pytest_frank import fingerprint
+
+    if not target.measured(fingerprint.identity):
+        return {"url": target.endpoint.url}  # the probe phase did not reach it: none at report time
+    seen = target.need(fingerprint.identity)
+    return {"build": getattr(seen, "build", None), "models": getattr(seen, "models", []),
+            "url": target.endpoint.url}
+
+
