@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pytest_frank.http import Exchange
+from pytest_frank.verdict import Text
 
 
 @dataclass(kw_only=True)
@@ -12,11 +13,11 @@ class Observation:
     """A probe's result. `failure` is set when the probe could not see what its claim is about
     (the endpoint refused, answered an error, sent something unreadable); the check then fails
     with it, and `fix` where one is known, before any judging. `inconclusive` says why there is
-    nothing to judge here (no GPU reading on this machine): the check is skipped with it."""
+    nothing to judge here (no GPU reading on this machine): the check is inconclusive."""
 
     exchanges: list[Exchange] = field(default_factory=list)
     failure: str | None = None
-    fix: str | None = None
+    fix: Text | None = None
     inconclusive: str | None = None
 
     @property

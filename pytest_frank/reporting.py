@@ -11,11 +11,12 @@ import pytest
 
 from pytest_frank import redact
 from pytest_frank.results import EndpointInfo, Row, Run, fleet_digest
+from pytest_frank.verdict import Verdict
 
 if TYPE_CHECKING:
     from pytest_frank.session import FrankSession
 
-SHORT = {"pass": "ok", "FAIL": "FAIL", "error": "ERROR", "skipped": "skip"}
+SHORT = {Verdict.PASS: "ok", Verdict.FAIL: "FAIL", Verdict.ERROR: "ERROR", Verdict.SKIPPED: "skip"}
 
 
 class Reports:
@@ -61,7 +62,7 @@ class Reports:
         if report.when == "teardown":
             row = self.rows.get(data["key"])
             if row is not None and report.failed:
-                row.verdict, row.line = "error", row.line or data["line"]
+                row.verdict, row.line = Verdict.ERROR, row.line or data["line"]
             return
         self.rows[data["key"]] = Row(**data)
 
@@ -121,7 +122,7 @@ class Reports:
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         run = self.run()
-        tables = [(r, a) for r in run.rows if r.verdict == "pass" for a in r.attachments
+        tables = [(r, a) for r in run.rows if r.verdict is Verdict.PASS for a in r.attachments
                   if a["mime"] == "text/markdown"]
         if tables:
             terminalreporter.write_sep("=", "frank tables")
@@ -166,13 +167,13 @@ class Reports:
             data[:] = [escape(report.frank["line"])]  # one line, not a (path, line, reason)
 
 
-def verdict_of(report: pytest.TestReport, hint: str | None) -> str:
-    """A test's verdict: `hint` is what a skip means ("blocked", "inconclusive", "not asked")."""
+def verdict_of(report: pytest.TestReport, hint: Verdict | None) -> Verdict:
+    """A test's verdict: `hint` is what a skip means (blocked, inconclusive, not asked)."""
     if report.when != "call":
-        return "error" if report.failed else hint or "skipped"
+        return Verdict.ERROR if report.failed else hint or Verdict.SKIPPED
     if report.passed:
-        return "pass"
-    return "FAIL" if report.failed else hint or "skipped"
+        return Verdict.PASS
+    return Verdict.FAIL if report.failed else hint or Verdict.SKIPPED
 
 
 def verdict_lines(run: Run) -> list[str]:
@@ -210,7 +211,7 @@ def row_of(item, call, report, name: str, probed) -> dict:
     line, _, fix = why.partition("\n  fix: ")
     hint = evidence.pop("verdict", None)
     row = {"key": f"{Path(str(item.path)).stem}::{item.name}", "endpoint": name,
-           "claim": claim_of(item) or "custom", "verdict": verdict_of(report, hint),
+           "claim": claim_of(item) or "custom", "verdict": verdict_of(report, hint).value,  # a plain word: it crosses xdist's wire
            "line": redact.inert(line), "fix": redact.inert(fix) if fix else None, **evidence}
     frank = item.config.stash.get(SESSION, None)
     target = frank.targets.get(name) if frank is not None else None

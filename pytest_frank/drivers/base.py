@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from pytest_frank import metrics, redact
 from pytest_frank.http import NO_KEY, Exchange
+from pytest_frank.verdict import Phrase, Setting, Text
 
 _KINDS = {"object": "an object", "array": "a list", "integer": "an integer", "string": "a string",
           "boolean": "true or false", "number": "a number"}
@@ -123,18 +124,18 @@ class Driver:
         text = err or body.get("message")
         return " ".join(str(text).split()) if text else None
 
-    def alias_fix(self, alias: str, served: list[str]) -> str:
+    def alias_fix(self, alias: str, served: list[str]) -> Text:
         """Serve `alias` beside the names served now (clients may use those too)."""
         return f"serve it under that name ({self.alias_flag} {alias})"
 
     # -- slots: how many conversations at once, and the context each one gets ------------------
     slot_routes: tuple[str, ...] = ("/v1/models",)
-    parallel_flag = "the server's concurrency setting"
-    unify_hint = "give each sequence the whole context"
+    parallel_flag = Setting("the server's concurrency setting")
+    unify_hint: Text = "give each sequence the whole context"
 
-    def slots_fix(self, count: int, per_slot: int | None) -> str:
+    def slots_fix(self, count: int, per_slot: int | None) -> Text:
         """How to serve `count` conversations at once, each keeping `per_slot` of context."""
-        return f"set {self.parallel_flag} {count}"
+        return Phrase("set ", self.parallel_flag(count))
 
     def slot_shape(self, payloads: dict) -> tuple[int | None, int | None, str]:
         """(slot count, context per slot, where it was read); None where the engine doesn't say."""
@@ -269,7 +270,7 @@ class Driver:
                     "template/parser (llama.cpp: a template with supports_parallel_tool_calls; "
                     "vLLM: a parser that splits several calls), or drop expect.tools.parallel")
     # Error answers with a known cause: (text in the server's message, fix).
-    known_errors: tuple[tuple[str, str], ...] = (
+    known_errors: tuple[tuple[str, Text], ...] = (
         ("tools param requires --jinja", "start llama-server with --jinja (the chat template "
          "renders the tools; a wrapper or an old build turned it off)"),
         ('"auto" tool choice requires --enable-auto-tool-choice',
@@ -298,7 +299,7 @@ class Driver:
         """Request params that send a reasoning_effort level."""
         return {"reasoning_effort": value}
 
-    def known_fix(self, message: str | None, status: int | None = None) -> str | None:
+    def known_fix(self, message: str | None, status: int | None = None) -> Text | None:
         """The usual fix for an error answer: by the server's words, else by its status."""
         lower = (message or "").lower()
         found = next((fix for needle, fix in self.known_errors if needle.lower() in lower), None)
