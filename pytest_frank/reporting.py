@@ -210,8 +210,9 @@ def row_of(item, call, report, name: str, probed) -> dict:
     why = _why(call)
     line, _, fix = why.partition("\n  fix: ")
     hint = evidence.pop("verdict", None)
+    verdict = verdict_of(report, hint).value  # a plain word: it crosses xdist's wire
     row = {"key": f"{Path(str(item.path)).stem}::{item.name}", "endpoint": name,
-           "claim": claim_of(item) or "custom", "verdict": verdict_of(report, hint).value,  # a plain word: it crosses xdist's wire
+           "claim": claim_of(item) or "custom", "verdict": verdict,
            "line": redact.inert(line), "fix": redact.inert(fix) if fix else None, **evidence}
     frank = item.config.stash.get(SESSION, None)
     target = frank.targets.get(name) if frank is not None else None
