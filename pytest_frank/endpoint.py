@@ -10,17 +10,18 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import pytest
 
 from pytest_frank import http, redact
 from pytest_frank.checks import Check, Context
+from pytest_frank.observation import Failed
 from pytest_frank.verdict import Failure, Inconclusive, Verdict, skip
 
 if TYPE_CHECKING:
-    from pytest_frank.observation import Observation
-    from pytest_frank.target import Probe, Target
+    from pytest_frank.observation import O
+    from pytest_frank.target import Target
 
 LAUNCH_LOG = "llama.cpp log"  # the attachment's name in a launched endpoint's test_health
 
@@ -44,7 +45,7 @@ class EndpointUnderTest:
     def post(self, path: str, body: Any) -> http.Exchange:
         return self._show(self._target.post(path, body))
 
-    def probe(self, fn: Probe, case: str | None = None) -> Observation:
+    def probe(self, fn: Callable[..., O], case: str | None = None) -> O | Failed:
         """`fn(target)`'s observation, run once per session; its exchanges become evidence."""
         obs = self._target.need(fn, case)
         for ex in obs.exchanges:
@@ -54,7 +55,7 @@ class EndpointUnderTest:
     def options(self, claim: str) -> Any:
         return self.config.options(claim)
 
-    def verify(self, check: Check, case: str | None = None) -> None:
+    def verify(self, check: Check[Any], case: str | None = None) -> None:
         """Probe, then judge: fail with the observation's failure, else with the judge's."""
         why_not = check.not_applying(self.config, self.driver)
         if why_not:
@@ -64,8 +65,8 @@ class EndpointUnderTest:
         if check.claim == "health":  # once per endpoint: a launched server's log, in this row
             self._attach_launch_log()
         try:
-            if obs.failure:
-                raise Failure(obs.failure, obs.fix)
+            if obs.failure or isinstance(obs, Failed):
+                raise Failure(obs.failure or "", obs.fix)
             if obs.inconclusive:
                 raise Inconclusive(f"inconclusive: {obs.inconclusive}")
             check.judge(obs, Context(self.config, self.driver, self.options(check.claim), case,
@@ -76,12 +77,12 @@ class EndpointUnderTest:
         except Failure as failed:
             message = self._diagnosis(failed, check)
         except pytest.fail.Exception as failed:  # a custom judge's own pytest.fail
-            message = self._diagnosis(Failure(failed.msg), check)
+            message = self._diagnosis(Failure(failed.msg or ""), check)
         else:
             return
         pytest.fail(message, pytrace=False)  # outside the except: no chained traceback
 
-    def _diagnosis(self, failed: Failure, check: Check) -> str:
+    def _diagnosis(self, failed: Failure, check: Check[Any]) -> str:
         """A failure as the operator should read it: the engine first where fleet.yaml names
         the wrong one, and fleet.yaml keys instead of flags for a launched endpoint."""
         from pytest_frank import fingerprint

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from pytest_frank.http import Exchange
 from pytest_frank.verdict import Text
@@ -23,3 +24,15 @@ class Observation:
     @property
     def seen(self) -> bool:
         return self.failure is None
+
+
+O = TypeVar("O", bound=Observation)  # one probe's own observation type
+
+
+@dataclass(kw_only=True)
+class Failed(Observation):
+    """What `Target.need` gives instead of a probe's own observation when the probe raised on
+    what the endpoint sent, or a stop cut it: only `failure` is set, none of the probe's fields.
+    Typed apart so a caller must handle it before reading them."""
+
+    failure: str

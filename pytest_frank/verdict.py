@@ -106,7 +106,7 @@ def render(text: Text, fleet: bool = False) -> str:
     return text.render(fleet) if isinstance(text, Phrase) else text
 
 
-class Failure(pytest.fail.Exception):
+class Failure(pytest.fail.Exception):  # type: ignore[name-defined]
     """The check fails: `line` is the diagnosis, `fix` the usual remedy (None: none known)."""
 
     def __init__(self, line: Text, fix: Text | None = None):
@@ -123,7 +123,7 @@ class Failure(pytest.fail.Exception):
         return redact.inert(text)
 
 
-class Inconclusive(pytest.skip.Exception):
+class Inconclusive(pytest.skip.Exception):  # type: ignore[name-defined]
     """Nothing to judge here (no GPU reading, too few tokens to rate): skipped as inconclusive.
     `line` is the whole reason as the reports show it."""
 
