@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Callable, Generic
 
 import pytest
 
-from pytest_frank.observation import O
+from pytest_frank.observation import Obs
 
 if TYPE_CHECKING:
     from pytest_frank.drivers import Driver
@@ -36,15 +36,15 @@ class Context:
 
 
 @dataclass(frozen=True)
-class Check(Generic[O]):
+class Check(Generic[Obs]):
     """One verdict on one claim. `test` is the test's public name; `cases` splits it into one
     test per case; `applies` gives the reason a part of a claim is not asked (then it is skipped
     and its probe never runs)."""
 
     test: str
     claim: str
-    probe: Callable[..., O]  # probe(target) or, for a cased check, probe(target, case)
-    judge: Callable[[O, Context], None]
+    probe: Callable[..., Obs]  # probe(target) or, for a cased check, probe(target, case)
+    judge: Callable[[Obs, Context], None]
     offline: bool = False
     cases: Callable[[Any, Driver], list[str]] | None = None
     applies: Callable[[Any, Driver], str | None] | None = None

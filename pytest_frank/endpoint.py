@@ -20,7 +20,7 @@ from pytest_frank.observation import Failed
 from pytest_frank.verdict import Failure, Inconclusive, Verdict, skip
 
 if TYPE_CHECKING:
-    from pytest_frank.observation import O
+    from pytest_frank.observation import Obs
     from pytest_frank.target import Target
 
 LAUNCH_LOG = "llama.cpp log"  # the attachment's name in a launched endpoint's test_health
@@ -45,7 +45,7 @@ class EndpointUnderTest:
     def post(self, path: str, body: Any) -> http.Exchange:
         return self._show(self._target.post(path, body))
 
-    def probe(self, fn: Callable[..., O], case: str | None = None) -> O | Failed:
+    def probe(self, fn: Callable[..., Obs], case: str | None = None) -> Obs | Failed:
         """`fn(target)`'s observation, run once per session; its exchanges become evidence."""
         obs = self._target.need(fn, case)
         for ex in obs.exchanges:

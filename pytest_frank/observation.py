@@ -26,7 +26,7 @@ class Observation:
         return self.failure is None
 
 
-O = TypeVar("O", bound=Observation)  # one probe's own observation type
+Obs = TypeVar("Obs", bound=Observation)  # one probe's own observation type
 
 
 @dataclass(kw_only=True)

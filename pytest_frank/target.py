@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from pytest_frank import http
 from pytest_frank.drivers import driver_for
 from pytest_frank.fleet import Endpoint
-from pytest_frank.observation import Failed, O, Observation
+from pytest_frank.observation import Failed, Obs, Observation
 
 if TYPE_CHECKING:
     from pytest_frank.chat import Reply, Request
@@ -142,7 +142,7 @@ class Target:
         return None if isinstance(shape, Failed) else shape.ctx_per_slot
 
     # -- probes: each runs once per session, its observation shared by every check -----------
-    def need(self, probe: Callable[..., O], case: str | None = None) -> O | Failed:
+    def need(self, probe: Callable[..., Obs], case: str | None = None) -> Obs | Failed:
         """The probe's observation, run once per session; `Failed` where the probe raised or a
         stop cut it."""
         key = key_of(probe, case)
@@ -166,11 +166,11 @@ class Target:
         future = self._observed.get(key)
         return future is not None and future.done() and key not in self.cut
 
-    def _run(self, probe: Callable[..., O], case: str | None, key: Key) -> O | Failed:
+    def _run(self, probe: Callable[..., Obs], case: str | None, key: Key) -> Obs | Failed:
         token = _PROBING.set((*_PROBING.get(), key))
         try:
             with http.recording(propagate=False) as seen:
-                obs: O | Failed
+                obs: Obs | Failed
                 try:
                     obs = probe(self) if case is None else probe(self, case)
                 except TooSlow:
