@@ -8,6 +8,7 @@ from typing import Any
 
 from pytest_frank.results import RANK, Run
 from pytest_frank.figures import number
+from pytest_frank.verdict import Verdict
 
 # (figure, how it is named, higher is better, the tolerance key)
 FIGURES = (
@@ -53,8 +54,8 @@ def compare(before: Run, now: Run, tolerances: dict[str, Tolerances]) -> list[di
     return found
 
 
-def _verdict(before: str, now: str, line: str) -> str | None:
-    if before != "pass" or RANK[now] <= RANK["inconclusive"]:
+def _verdict(before: Verdict, now: Verdict, line: str) -> str | None:
+    if before is not Verdict.PASS or RANK[now] <= RANK[Verdict.INCONCLUSIVE]:
         return None  # only a pass that now fails, errs or is blocked counts
     why = line.splitlines()[0] if line else ""
     return f"passed before, {now} now" + (f": {why}" if why else "")

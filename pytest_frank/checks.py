@@ -6,15 +6,15 @@ each `Check` into a test with `battery_test`."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Generic
 
 import pytest
+
+from pytest_frank.observation import Obs
 
 if TYPE_CHECKING:
     from pytest_frank.drivers import Driver
     from pytest_frank.fleet import Endpoint
-    from pytest_frank.observation import Observation
-    from pytest_frank.target import Probe
 
 Note = Callable[[str], None]
 
@@ -33,19 +33,18 @@ class Context:
     figure: Callable[[str, float, str], None] = field(default=lambda name, value, unit: None)
 
 
-Judge = Callable[["Observation", Context], None]
 
 
 @dataclass(frozen=True)
-class Check:
+class Check(Generic[Obs]):
     """One verdict on one claim. `test` is the test's public name; `cases` splits it into one
     test per case; `applies` gives the reason a part of a claim is not asked (then it is skipped
     and its probe never runs)."""
 
     test: str
     claim: str
-    probe: Probe
-    judge: Judge
+    probe: Callable[..., Obs]  # probe(target) or, for a cased check, probe(target, case)
+    judge: Callable[[Obs, Context], None]
     offline: bool = False
     cases: Callable[[Any, Driver], list[str]] | None = None
     applies: Callable[[Any, Driver], str | None] | None = None

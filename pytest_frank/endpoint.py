@@ -10,18 +10,19 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import pytest
 
 from pytest_frank import http, redact
 from pytest_frank.checks import Check, Context
+from pytest_frank.observation import Failed
 from pytest_frank.results import LAUNCH_LOG
-from pytest_frank.verdict import fail, skip
+from pytest_frank.verdict import Failure, Inconclusive, Verdict, skip
 
 if TYPE_CHECKING:
-    from pytest_frank.observation import Observation
-    from pytest_frank.target import Probe, Target
+    from pytest_frank.observation import Obs
+    from pytest_frank.target import Target
 
 
 
@@ -35,7 +36,7 @@ class EndpointUnderTest:
         self.notes: list[str] = []
         self.attachments: list[dict[str, Any]] = []  # {"name", "mime", "data" (base64 or text)}
         self.figures: dict[str, dict[str, Any]] = {}  # name -> {"value", "unit"}: for baselines
-        self.verdict: str | None = None  # "not asked" or "inconclusive" where a skip means that
+        self.verdict: Verdict | None = None  # NOT_ASKED or INCONCLUSIVE where a skip means that
 
     # -- requests and probes --------------------------------------------------------------------
     def get(self, path: str) -> http.Exchange:
@@ -44,7 +45,7 @@ class EndpointUnderTest:
     def post(self, path: str, body: Any) -> http.Exchange:
         return self._show(self._target.post(path, body))
 
-    def probe(self, fn: Probe, case: str | None = None) -> Observation:
+    def probe(self, fn: Callable[..., Obs], case: str | None = None) -> Obs | Failed:
         """`fn(target)`'s observation, run once per session; its exchanges become evidence."""
         obs = self._target.need(fn, case)
         for ex in obs.exchanges:
@@ -54,50 +55,45 @@ class EndpointUnderTest:
     def options(self, claim: str) -> Any:
         return self.config.options(claim)
 
-    def verify(self, check: Check, case: str | None = None) -> None:
+    def verify(self, check: Check[Any], case: str | None = None) -> None:
         """Probe, then judge: fail with the observation's failure, else with the judge's."""
         why_not = check.not_applying(self.config, self.driver)
         if why_not:
-            self.verdict = "not asked"
+            self.verdict = Verdict.NOT_ASKED
             skip(why_not)
         obs = self.probe(check.probe, case)
         if check.claim == "health":  # once per endpoint: a launched server's log, in this row
             self._attach_launch_log()
         try:
-            if obs.failure:
-                fail(obs.failure, obs.fix)
+            if obs.failure or isinstance(obs, Failed):
+                raise Failure(obs.failure or "", obs.fix)
             if obs.inconclusive:
-                skip(f"inconclusive: {obs.inconclusive}")
+                raise Inconclusive(f"inconclusive: {obs.inconclusive}")
             check.judge(obs, Context(self.config, self.driver, self.options(check.claim), case,
                                      self.note, self.attach, self.figure))
-        except pytest.skip.Exception as skipped:
-            if str(skipped.msg).startswith("inconclusive"):
-                self.verdict = "inconclusive"
+        except Inconclusive:
+            self.verdict = Verdict.INCONCLUSIVE
             raise
-        except pytest.fail.Exception as failed:
-            message = self._diagnosis(failed.msg, check)
+        except Failure as failed:
+            message = self._diagnosis(failed, check)
+        except pytest.fail.Exception as failed:  # a custom judge's own pytest.fail
+            message = self._diagnosis(Failure(failed.msg or ""), check)
         else:
             return
         pytest.fail(message, pytrace=False)  # outside the except: no chained traceback
 
-    def _diagnosis(self, message: str, check: Check) -> str:
-        """A failure line as the operator should read it: the engine first where fleet.yaml
-        names the wrong one, and fleet.yaml keys instead of flags for a launched endpoint."""
+    def _diagnosis(self, failed: Failure, check: Check[Any]) -> str:
+        """A failure as the operator should read it: the engine first where fleet.yaml names
+        the wrong one, and fleet.yaml keys instead of flags for a launched endpoint."""
         from pytest_frank import fingerprint
 
         target = self._target
         stopped = target.stop.why and not target.measured(fingerprint.engine)
+        wrong = None
         if check.claim != "health" and not target.offline and not stopped:  # nothing to ask
             # Read without showing: the evidence and its curl line stay the failing request's.
-            seen = self._target.need(fingerprint.engine)
-            wrong = fingerprint.contradiction(seen, self._target)
-            if wrong:
-                message = f"{wrong}\n{message}"
-        if self.config.launch and check.fleet_terms:
-            from pytest_frank.local.launch import in_fleet_terms
-
-            message = in_fleet_terms(message)
-        return message
+            wrong = fingerprint.contradiction(self._target.need(fingerprint.engine), target)
+        return failed.message(fleet=bool(self.config.launch) and check.fleet_terms, first=wrong)
 
     # -- evidence -------------------------------------------------------------------------------
     def note(self, text: str) -> None:

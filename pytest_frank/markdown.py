@@ -9,6 +9,7 @@ import re
 
 from pytest_frank import redact
 from pytest_frank.results import LAUNCH_LOG, EndpointInfo, Row, Run
+from pytest_frank.verdict import Verdict
 
 _SPECIAL = re.compile(r"([\\`*_{}\[\]#+!|~])")  # mid-line, "-" and "." start nothing
 
@@ -23,7 +24,7 @@ def render(run: Run) -> str:
                       i.cost(), i.description] for i in run.endpoints.values()])
     claims = run.claims()
     lines += ["", "## Verdicts", ""]
-    lines += _table(["endpoint", *claims], [[name, *(cells.get(c, "not asked") for c in claims)]
+    lines += _table(["endpoint", *claims], [[name, *(cells.get(c, Verdict.NOT_ASKED) for c in claims)]
                                             for name, cells in run.matrix().items()])
     if run.regressions:
         lines += ["", "## Regressions since the baseline", ""]
@@ -48,7 +49,7 @@ def _row(row: Row) -> list[str]:
     tables = [_table_text(a) for a in row.attachments if a.get("mime") == "text/markdown"]
     if row.figures:
         head += f" ({_md(row.figures_line())})"
-    if row.verdict not in ("FAIL", "error"):
+    if row.verdict not in (Verdict.FAIL, Verdict.ERROR):
         detail = [row.line] if row.line else []
         return [head + "".join(f"; {_md(x)}" for x in detail + row.notes),
                 *(line for t in tables for line in ["", *t, ""])]

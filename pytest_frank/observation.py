@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from pytest_frank.http import Exchange
+from pytest_frank.verdict import Text
 
 
 @dataclass(kw_only=True)
@@ -12,13 +14,25 @@ class Observation:
     """A probe's result. `failure` is set when the probe could not see what its claim is about
     (the endpoint refused, answered an error, sent something unreadable); the check then fails
     with it, and `fix` where one is known, before any judging. `inconclusive` says why there is
-    nothing to judge here (no GPU reading on this machine): the check is skipped with it."""
+    nothing to judge here (no GPU reading on this machine): the check is inconclusive."""
 
     exchanges: list[Exchange] = field(default_factory=list)
     failure: str | None = None
-    fix: str | None = None
+    fix: Text | None = None
     inconclusive: str | None = None
 
     @property
     def seen(self) -> bool:
         return self.failure is None
+
+
+Obs = TypeVar("Obs", bound=Observation)  # one probe's own observation type
+
+
+@dataclass(kw_only=True)
+class Failed(Observation):
+    """What `Target.need` gives instead of a probe's own observation when the probe raised on
+    what the endpoint sent, or a stop cut it: only `failure` is set, none of the probe's fields.
+    Typed apart so a caller must handle it before reading them."""
+
+    failure: str

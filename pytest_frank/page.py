@@ -10,6 +10,7 @@ from typing import Any
 
 from pytest_frank import redact
 from pytest_frank.results import LAUNCH_LOG, EndpointInfo, Row, Run
+from pytest_frank.verdict import Verdict
 
 BASE64 = re.compile(r"[A-Za-z0-9+/=]*")
 LONG = 20 * redact.MAX_MESSAGE  # a context table or a launch log may be long; not unbounded
@@ -49,11 +50,11 @@ def row_html(row: Row) -> str:
             parts.append(_attachment(a))
     if row.fix:
         parts.append(f'<p class="fix">fix: {_t(row.fix)}</p>')
-    if row.curl and row.verdict in ("FAIL", "error"):
+    if row.curl and row.verdict in (Verdict.FAIL, Verdict.ERROR):
         parts.append(f"<p>reproduce:</p><pre>{_t(row.curl)}</pre>")
     if row.exchanges:
         # A failure's exchanges are open: what was sent and what came back, without a click.
-        opened = " open" if row.verdict in ("FAIL", "error") else ""
+        opened = " open" if row.verdict in (Verdict.FAIL, Verdict.ERROR) else ""
         parts.append(f"<details{opened}><summary>evidence: {len(row.exchanges)} exchange(s)</summary>"
                      + "".join(_exchange(ex) for ex in row.exchanges) + "</details>")
     return "".join(parts) + "</div>"
@@ -84,7 +85,7 @@ def _matrix(run: Run) -> str:
     for name, verdicts in cells.items():
         tds = []
         for claim in claims:
-            verdict = verdicts.get(claim, "not asked")
+            verdict = verdicts.get(claim, Verdict.NOT_ASKED)
             first = _first_row(run, name, claim, verdict)
             text = escape(verdict)
             if first is not None:
@@ -94,7 +95,7 @@ def _matrix(run: Run) -> str:
     return f'<table class="matrix">{head}{"".join(body)}</table>'
 
 
-def _first_row(run: Run, endpoint: str, claim: str, verdict: str) -> Row | None:
+def _first_row(run: Run, endpoint: str, claim: str, verdict: Verdict) -> Row | None:
     rows = [r for r in run.rows if r.endpoint == endpoint and r.claim == claim]
     return next((r for r in rows if r.verdict == verdict), rows[0] if rows else None)
 

@@ -10,6 +10,7 @@ import pytest
 from pytest_frank import redact
 from pytest_frank.claims import CLAIMS
 from pytest_frank.fleet import FleetError, load
+from pytest_frank.verdict import Verdict
 
 SESSION = pytest.StashKey["FrankSession"]()
 PROBED = pytest.StashKey["object"]()
@@ -240,15 +241,15 @@ def endpoint(request):
     claim = claim_of(request.node)  # an unasked claim is never collected for this endpoint
     if claim != "health" and not request.node.get_closest_marker("offline"):
         session.probe_all([target.name])  # in an xdist worker: this endpoint, on first use
-        handle.verdict = "blocked"  # until health says otherwise
+        handle.verdict = Verdict.BLOCKED  # until health says otherwise
         _require_health(session, target.name)
         handle.verdict = None
     from pytest_frank.checks import check_of
 
     check, case = check_of(request.node), _case_of(request.node)
-    handle.verdict = "interrupted"
+    handle.verdict = Verdict.INTERRUPTED
     _require_measured(session, target, check, case)
-    handle.verdict = "blocked"
+    handle.verdict = Verdict.BLOCKED
     _require_pace(target, check, case)
     handle.verdict = None
     return handle

@@ -94,6 +94,8 @@ def slot_shape(target) -> SlotShape:
             if wrong:
                 return SlotShape(failure=f"the slot shape could not be read: {wrong}")
             payloads[route] = last.json()
+    if last is None:
+        return SlotShape(failure=f"a {target.driver.label} reports no slot shape")
     if not payloads:
         return SlotShape(failure=f"the slot shape could not be read: {last.url} "
                                  f"{target.driver.reason(last)}",

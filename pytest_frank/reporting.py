@@ -12,11 +12,12 @@ import pytest
 from pytest_frank import redact
 from pytest_frank.results import (LAUNCH_LOG, SOURCE, BaselineError, EndpointInfo, Row, Run,
                                   fleet_digest, load)
+from pytest_frank.verdict import Verdict
 
 if TYPE_CHECKING:
     from pytest_frank.fleet import Endpoint
 
-SHORT = {"pass": "ok", "FAIL": "FAIL", "error": "ERROR", "skipped": "skip"}
+SHORT = {Verdict.PASS: "ok", Verdict.FAIL: "FAIL", Verdict.ERROR: "ERROR", Verdict.SKIPPED: "skip"}
 
 
 @pytest.hookimpl(trylast=True)
@@ -80,7 +81,7 @@ class Reports:
         if report.when == "teardown":
             row = self.rows.get(data["key"])
             if row is not None and report.failed:
-                row.verdict, row.line = "error", row.line or data["line"]
+                row.verdict, row.line = Verdict.ERROR, row.line or data["line"]
             return
         self.rows[data["key"]] = Row(**data)
 
@@ -138,7 +139,7 @@ class Reports:
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         run = self.run()
-        tables = [(r, a) for r in run.rows if r.verdict == "pass" for a in r.attachments
+        tables = [(r, a) for r in run.rows if r.verdict is Verdict.PASS for a in r.attachments
                   if a["mime"] == "text/markdown"]
         if tables:
             terminalreporter.write_sep("=", "frank tables")

@@ -14,6 +14,7 @@ import pytest
 
 from pytest_frank import redact
 from pytest_frank.figures import number
+from pytest_frank.verdict import Verdict
 
 FORMAT = "pytest-frank/1"
 LAUNCH_LOG = "llama.cpp log"  # the attachment's name in a launched endpoint's test_health
@@ -30,9 +31,7 @@ class Source:
 
 SOURCE = pytest.StashKey[Source]()
 # Worst first wins a cell: a claim is as good as its worst test.
-# "interrupted": never measured, the run was stopped first.
-RANK = {"not asked": 0, "skipped": 1, "pass": 2, "interrupted": 3, "inconclusive": 4, "blocked": 5,
-        "FAIL": 6, "error": 7}
+RANK = {verdict: rank for rank, verdict in enumerate(Verdict)}  # Verdict's order, best first
 
 
 @dataclass
@@ -42,7 +41,7 @@ class Row:
     key: str  # "<module>::<test name>": stable across folders and runs, the baseline's key
     endpoint: str
     claim: str
-    verdict: str  # a RANK key
+    verdict: Verdict  # a plain word from JSON or xdist's wire becomes a Verdict here
     line: str = ""  # why: the failure or skip reason, one diagnosis
     fix: str | None = None
     curl: str | None = None
@@ -50,6 +49,9 @@ class Row:
     figures: dict[str, dict[str, Any]] = field(default_factory=dict)
     attachments: list[dict[str, Any]] = field(default_factory=list)
     exchanges: list[dict[str, Any]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.verdict = Verdict(self.verdict)
 
     @property
     def test(self) -> str:
@@ -93,14 +95,14 @@ class Run:
     rows: list[Row] = field(default_factory=list)
     regressions: list[dict[str, str]] = field(default_factory=list)  # {"test", "endpoint", "what"}
 
-    def matrix(self) -> dict[str, dict[str, str]]:
+    def matrix(self) -> dict[str, dict[str, Verdict]]:
         """endpoint -> claim -> verdict, endpoints in fleet order, claims in battery order."""
         from pytest_frank.claims import CLAIMS
 
-        cells: dict[str, dict[str, str]] = {name: {} for name in self.endpoints}
+        cells: dict[str, dict[str, Verdict]] = {name: {} for name in self.endpoints}
         for row in self.rows:
             claims = cells.setdefault(row.endpoint, {})
-            if RANK[row.verdict] >= RANK[claims.get(row.claim, "not asked")]:
+            if RANK[row.verdict] >= RANK[claims.get(row.claim, Verdict.NOT_ASKED)]:
                 claims[row.claim] = row.verdict
         order = {claim: i for i, claim in enumerate(CLAIMS)}
         return {name: dict(sorted(c.items(), key=lambda kv: order.get(kv[0], len(order))))
@@ -113,8 +115,8 @@ class Run:
     def rows_of(self, endpoint: str) -> list[Row]:
         return [row for row in self.rows if row.endpoint == endpoint]
 
-    def counts(self) -> dict[str, int]:
-        found: dict[str, int] = {}
+    def counts(self) -> dict[Verdict, int]:
+        found: dict[Verdict, int] = {}
         for row in self.rows:
             found[row.verdict] = found.get(row.verdict, 0) + 1
         return dict(sorted(found.items(), key=lambda kv: -RANK[kv[0]]))
@@ -143,13 +145,14 @@ def load(path: Path) -> Run:
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise BaselineError(f"{path}: not a pytest-frank JSON file (no \"format\": "
                             f"\"{FORMAT}\"; write one with --frank-json)")
+    odd = next((r["verdict"] for r in data.get("rows", []) if isinstance(r, dict)
+                and "verdict" in r and r["verdict"] not in set(Verdict)), None)
+    if odd is not None:
+        raise BaselineError(f"{path}: unknown verdict {odd!r} (known: {', '.join(Verdict)})")
     try:
         endpoints = {n: EndpointInfo(**e) for n, e in data.get("endpoints", {}).items()}
         rows = [Row(**r) for r in data.get("rows", [])]
     except TypeError as exc:
         raise BaselineError(f"{path}: a row or endpoint has unexpected fields ({exc})") from None
-    odd = next((r.verdict for r in rows if r.verdict not in RANK), None)
-    if odd is not None:
-        raise BaselineError(f"{path}: unknown verdict {odd!r} (known: {', '.join(RANK)})")
     return Run(fleet=data.get("fleet", ""), sha256=data.get("sha256", ""),
                version=data.get("version", ""), endpoints=endpoints, rows=rows)

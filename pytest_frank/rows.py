@@ -10,15 +10,16 @@ import pytest
 from pytest_frank import probes, redact
 from pytest_frank.checks import check_of
 from pytest_frank.plugin import SESSION, claim_of
+from pytest_frank.verdict import Verdict
 
 
-def verdict_of(report: pytest.TestReport, hint: str | None) -> str:
-    """A test's verdict: `hint` is what a skip means ("blocked", "inconclusive", "not asked")."""
+def verdict_of(report: pytest.TestReport, hint: Verdict | None) -> Verdict:
+    """A test's verdict: `hint` is what a skip means (blocked, inconclusive, not asked)."""
     if report.when != "call":
-        return "error" if report.failed else hint or "skipped"
+        return Verdict.ERROR if report.failed else hint or Verdict.SKIPPED
     if report.passed:
-        return "pass"
-    return "FAIL" if report.failed else hint or "skipped"
+        return Verdict.PASS
+    return Verdict.FAIL if report.failed else hint or Verdict.SKIPPED
 
 
 def _reports_asked(config) -> bool:
@@ -35,7 +36,7 @@ def row_of(item, call, report, name: str, probed) -> dict:
     line, _, fix = why.partition("\n  fix: ")
     hint = evidence.pop("verdict", None)
     row = {"key": f"{Path(str(item.path)).stem}::{item.name}", "endpoint": name,
-           "claim": claim_of(item) or "custom", "verdict": verdict_of(report, hint),
+           "claim": claim_of(item) or "custom", "verdict": verdict_of(report, hint).value,
            "line": redact.inert(line), "fix": redact.inert(fix) if fix else None, **evidence}
     frank = item.config.stash.get(SESSION, None)
     target = frank.targets.get(name) if frank is not None else None

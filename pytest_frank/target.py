@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from pytest_frank import http
 from pytest_frank.drivers import driver_for
 from pytest_frank.fleet import Endpoint
-from pytest_frank.observation import Observation
+from pytest_frank.observation import Failed, Obs, Observation
 
 if TYPE_CHECKING:
     from pytest_frank.chat import Reply, Request
@@ -69,12 +69,12 @@ class Target:
         self.judged: dict[Key, str] = {}  # the selected tests' probes: the first test of each
         self.offline = False  # the config gate: probes read fleet.yaml and files, no endpoint
         self.launch_error: str | None = None
-        self._server = None
-        self._launch_log = None  # llama_log.ServerLog of a launched server, kept after it stops
-        self._http = None
-        self._sdk = None
+        self._server: Any = None  # launch.LaunchedServer
+        self._launch_log: Any = None  # llama_log.ServerLog of a launched server, kept after it stops
+        self._http: Any = None
+        self._sdk: Any = None
         self._lock = threading.RLock()
-        self._observed: dict[tuple[str, str | None], Future] = {}
+        self._observed: dict[Key, Future[Any]] = {}
 
     # -- requests: every one goes through the endpoint's gate and is recorded ----------------
     def url(self, path: str) -> str:
@@ -130,24 +130,26 @@ class Target:
             return self.endpoint.alias
         from pytest_frank.probes import served
 
-        served = self.need(served)
-        return served.ids[0] if served.ids else "default"
+        seen = self.need(served)
+        return seen.ids[0] if not isinstance(seen, Failed) and seen.ids else "default"
 
     def served_context(self) -> int | None:
         """Tokens of context one conversation gets, where the engine says (llama.cpp /props
         n_ctx per slot, vLLM max_model_len); None where it does not."""
         from pytest_frank.probes import slot_shape
 
-        return self.need(slot_shape).ctx_per_slot
+        shape = self.need(slot_shape)
+        return None if isinstance(shape, Failed) else shape.ctx_per_slot
 
     # -- probes: each runs once per session, its observation shared by every check -----------
-    def need(self, probe: Probe, case: str | None = None) -> Observation:
+    def need(self, probe: Callable[..., Obs], case: str | None = None) -> Obs | Failed:
+        """The probe's observation, run once per session; `Failed` where the probe raised or a
+        stop cut it."""
         key = key_of(probe, case)
         with self._lock:
-            future = self._observed.get(key)
-            owner = future is None
-            if owner:
-                future = self._observed[key] = Future()
+            found = self._observed.get(key)
+            owner = found is None
+            future = self._observed[key] = Future() if found is None else found
         if owner:
             future.set_result(self._run(probe, case, key))
         while True:  # once stopped, a probe stuck in another thread is waited for no longer
@@ -156,7 +158,7 @@ class Target:
             except NotYet:
                 if self.stop.why:
                     self.cut.add(key)
-                    return Observation(failure=f"not measured: {self.stop.why}")
+                    return Failed(failure=f"not measured: {self.stop.why}")
 
     def measured(self, probe: Probe, case: str | None = None) -> bool:
         """Whether the probe ran to its end before any stop: its observation can be judged."""
@@ -164,16 +166,17 @@ class Target:
         future = self._observed.get(key)
         return future is not None and future.done() and key not in self.cut
 
-    def _run(self, probe: Probe, case: str | None, key: Key) -> Observation:
+    def _run(self, probe: Callable[..., Obs], case: str | None, key: Key) -> Obs | Failed:
         token = _PROBING.set((*_PROBING.get(), key))
         try:
             with http.recording(propagate=False) as seen:
+                obs: Obs | Failed
                 try:
                     obs = probe(self) if case is None else probe(self, case)
                 except TooSlow:
                     obs = self._not_sent(key)
                 except Exception as exc:  # an endpoint's oddity is its own failure, not a crash
-                    obs = Observation(failure=f"{probe.__name__} could not read what {self.name} "
+                    obs = Failed(failure=f"{probe.__name__} could not read what {self.name} "
                                               f"sent: {type(exc).__name__}: {exc}")
         finally:
             _PROBING.reset(token)
@@ -209,11 +212,11 @@ class Target:
         probing = _PROBING.get() or (("", None),)
         return next((key for key in reversed(probing) if key in self.judged), probing[-1])
 
-    def _not_sent(self, key: Key) -> Observation:
+    def _not_sent(self, key: Key) -> Failed:
         assert self.slow is not None
         if key != self.slow.key:
             self.held.add(key)
-        return Observation(failure=self.slow.line)
+        return Failed(failure=self.slow.line)
 
     # -- a local server started for the session (fleet.yaml `launch:`) ------------------------
     def start(self) -> None:

@@ -1,16 +1,144 @@
-"""How a check fails: one diagnosis, the usual fix, no Python frames."""
+"""How a check ends: its verdict, and the typed outcomes a judge raises. A `Failure` carries one
+diagnosis and the usual fix, an `Inconclusive` why there is nothing to judge; both are pytest's
+own fail and skip, so a test fails or skips with the same line and no Python frames.
+
+Advice names server settings as `Setting`s inside a `Phrase`, so whether it reads in the
+server's flags or in fleet.yaml `launch:` keys is chosen when it is rendered."""
 
 from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import NoReturn, Union
 
 import pytest
 
 from pytest_frank import redact
 
 
-def fail(what: str, fix: str | None = None) -> None:
-    message = what if not fix else f"{what}\n  fix: {fix}"
-    pytest.fail(redact.inert(message), pytrace=False)
+class Verdict(str, enum.Enum):
+    """A test's verdict; the value is the word every report prints."""
+
+    NOT_ASKED = "not asked"
+    SKIPPED = "skipped"
+    PASS = "pass"
+    INTERRUPTED = "interrupted"  # never measured: the run was stopped first
+    INCONCLUSIVE = "inconclusive"
+    BLOCKED = "blocked"
+    FAIL = "FAIL"
+    ERROR = "error"
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
 
 
-def skip(why: str) -> None:
+@dataclass(frozen=True)
+class Setting:
+    """A server flag with its value, and the fleet.yaml `launch:` key that sets it (a key with
+    its own value, "launch.jinja: true", takes none; None where `launch:` has no such key)."""
+
+    flag: str
+    key: str | None = None
+    value: str | None = None
+
+    def __call__(self, value: object) -> Setting:
+        return Setting(self.flag, self.key, str(value))
+
+    def render(self, fleet: bool) -> str:
+        if fleet and self.key is not None:
+            own = self.value is not None and ":" not in self.key
+            return f"{self.key}: {self.value}" if own else self.key
+        return self.flag if self.value is None else f"{self.flag} {self.value}"
+
+    def __str__(self) -> str:
+        return self.render(False)
+
+
+@dataclass(frozen=True)
+class Wording:
+    """Words that differ by audience: "start llama-server with" / "set in fleet.yaml"."""
+
+    server: str
+    fleet: str
+
+    def render(self, fleet: bool) -> str:
+        return self.fleet if fleet else self.server
+
+
+Part = Union[str, Setting, Wording]
+
+
+class Phrase:
+    """Text with settings in it, rendered in server flags or in fleet.yaml keys."""
+
+    def __init__(self, *parts: Part):
+        self.parts: tuple[Part, ...] = parts
+
+    def render(self, fleet: bool = False) -> str:
+        return "".join(p if isinstance(p, str) else p.render(fleet) for p in self.parts)
+
+    def __str__(self) -> str:
+        return self.render()
+
+    def __add__(self, other: Text) -> Phrase:
+        return Phrase(*self.parts, *(other.parts if isinstance(other, Phrase) else (other,)))
+
+    def __radd__(self, other: str) -> Phrase:
+        return Phrase(other, *self.parts)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Phrase) and self.parts == other.parts
+
+    def __hash__(self) -> int:
+        return hash(self.parts)
+
+    def __repr__(self) -> str:
+        return f"Phrase{self.parts!r}"
+
+
+Text = Union[str, Phrase]  # a failure's line or fix: plain, or with settings in it
+
+
+def render(text: Text, fleet: bool = False) -> str:
+    return text.render(fleet) if isinstance(text, Phrase) else text
+
+
+class Failure(pytest.fail.Exception):  # type: ignore[name-defined]
+    """The check fails: `line` is the diagnosis, `fix` the usual remedy (None: none known)."""
+
+    def __init__(self, line: Text, fix: Text | None = None):
+        self.line, self.fix = line, fix
+        super().__init__(self.message(), pytrace=False)
+
+    def message(self, fleet: bool = False, first: str | None = None) -> str:
+        """The lines the reports parse: `first` above the diagnosis, then "  fix: ..."."""
+        text = render(self.line, fleet)
+        if first:
+            text = f"{first}\n{text}"
+        if self.fix:
+            text = f"{text}\n  fix: {render(self.fix, fleet)}"
+        return redact.inert(text)
+
+
+class Inconclusive(pytest.skip.Exception):  # type: ignore[name-defined]
+    """Nothing to judge here (no GPU reading, too few tokens to rate): skipped as inconclusive.
+    `line` is the whole reason as the reports show it."""
+
+    def __init__(self, line: str):
+        self.line = line
+        super().__init__(redact.inert(line))
+
+
+def fail(what: Text, fix: Text | None = None) -> NoReturn:
+    raise Failure(what, fix)
+
+
+def inconclusive(line: str) -> NoReturn:
+    raise Inconclusive(line)
+
+
+def skip(why: str) -> NoReturn:
     pytest.skip(redact.inert(why))

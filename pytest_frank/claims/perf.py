@@ -20,7 +20,7 @@ from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims import slots
 from pytest_frank.observation import Observation
-from pytest_frank.verdict import fail, skip
+from pytest_frank.verdict import fail, inconclusive
 from pytest_frank.figures import COUNT, number
 
 CACHE_MAX_TOKENS = 16  # enough for a first visible token behind a `<think>` marker
@@ -261,16 +261,16 @@ def _judge_times(cache: CacheRuns, ctx: Context, cold_s: list[float], ratio: flo
     ctx.note(f"no cached-token count: {ctx.driver.cache_count_hint}; judged by first-token time")
     ceiling = ctx.options.max_cached_ttft_ratio
     if ceiling is None:
-        skip(f"inconclusive: the engine reports no cached-token count "
-             f"({ctx.driver.cache_count_hint}) and no expect.perf.max_cached_ttft_ratio is set "
-             f"to judge the first-token times ({times})")
+        inconclusive(f"inconclusive: the engine reports no cached-token count "
+                     f"({ctx.driver.cache_count_hint}) and no expect.perf.max_cached_ttft_ratio is set "
+                     f"to judge the first-token times ({times})")
     cold = statistics.median(cold_s)
     if cold < TTFT_NOISE_S:
-        skip(f"inconclusive: the engine reports no cached-token count "
-             f"({ctx.driver.cache_count_hint}) and the cold first token "
-             f"({cold:.3f}s, median) is under {TTFT_NOISE_S * 1000:g} ms, where a ratio of "
-             f"first tokens measures jitter, not the cache ({times}); raise "
-             f"expect.perf.cache_prompt_words (now {cache.words}) for a longer prefill")
+        inconclusive(f"inconclusive: the engine reports no cached-token count "
+                     f"({ctx.driver.cache_count_hint}) and the cold first token "
+                     f"({cold:.3f}s, median) is under {TTFT_NOISE_S * 1000:g} ms, where a ratio of "
+                     f"first tokens measures jitter, not the cache ({times}); raise "
+                     f"expect.perf.cache_prompt_words (now {cache.words}) for a longer prefill")
     if ratio > ceiling:
         fail(f"a repeated {cache.words}-word prompt answers its first token at {ratio:.2f} of the "
              f"cold time (median of {len(cache.pairs)}), over max_cached_ttft_ratio {ceiling:g}: "

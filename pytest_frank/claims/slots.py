@@ -8,7 +8,7 @@ from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.probes import SlotShape
 from pytest_frank.probes import slot_shape as shape
-from pytest_frank.verdict import fail
+from pytest_frank.verdict import Phrase, fail
 
 
 @dataclass(frozen=True)
@@ -38,9 +38,9 @@ def _judge_ctx(shape: SlotShape, want: int, count: int | None, driver) -> None:
     if got == want:
         return
     if count and count > 1 and got * count == want:
-        fail(f"each slot gets {got} tokens of context, 1/{count} of the intended {want}: "
-             f"{driver.parallel_flag} {count} divides the context among the slots",
-             f"{driver.unify_hint}, or multiply the context size by {count}")
+        fail(Phrase(f"each slot gets {got} tokens of context, 1/{count} of the intended {want}: ",
+                    driver.parallel_flag(count), " divides the context among the slots"),
+             driver.unify_hint + f", or multiply the context size by {count}")
     fail(f"each slot gets {got} tokens of context, {want} intended ({shape.source})",
          "set the context size so each slot gets the intended context")
 

@@ -17,7 +17,7 @@ from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.observation import Observation
 from pytest_frank.claims import slots
-from pytest_frank.verdict import fail, skip
+from pytest_frank.verdict import fail, inconclusive
 from pytest_frank.figures import COUNT, number
 
 if TYPE_CHECKING:
@@ -138,8 +138,8 @@ def judge(obs: Drafting, ctx: Context) -> None:
         _judge_gauges(measured, obs, driver, least, asked)
     _judge_engaged(measured, obs, driver)
     if measured.draft_tokens is not None and measured.draft_tokens < least:
-        skip(f"inconclusive ({number(measured.draft_tokens, COUNT)} draft tokens, fewer than "
-             f"min_draft_tokens {least}, over {asked}): {measured.line()}")
+        inconclusive(f"inconclusive ({number(measured.draft_tokens, COUNT)} draft tokens, fewer than "
+                     f"min_draft_tokens {least}, over {asked}): {measured.line()}")
     _judge_band(measured, ctx.options, driver)
 
 
@@ -151,14 +151,14 @@ def _judge_gauges(m: Measured, obs: Drafting, driver, least: int, asked: str) ->
     """Gauges hold the engine's latest logging window, not this probe's: too little written, or
     a window that was not refreshed, says nothing about the draft."""
     if _written(obs) < least:
-        skip(f"inconclusive ({_written(obs)} tokens written, fewer than min_draft_tokens {least}, "
-             f"over {asked}; the gauges count no draft tokens): {m.line()}")
+        inconclusive(f"inconclusive ({_written(obs)} tokens written, fewer than min_draft_tokens "
+                     f"{least}, over {asked}; the gauges count no draft tokens): {m.line()}")
     series = next(s for s in driver.spec_series
                   if not s.counters and s.rate_gauge in obs.after.names())
     before = (obs.before.total(series.rate_gauge), obs.before.total(series.length_gauge))
     if m.rate and before == (m.rate, m.mean_length):
-        skip(f"inconclusive (the gauges did not move over {asked}: they still hold an earlier "
-             f"window, not this probe's): {m.line()}")
+        inconclusive(f"inconclusive (the gauges did not move over {asked}: they still hold an earlier "
+                     f"window, not this probe's): {m.line()}")
 
 
 def _timings(obs: Drafting, driver: Driver) -> tuple[int, int] | None:

@@ -19,7 +19,7 @@ from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.replies import (cut_while_thinking, one_line, require_answer,
                                          require_thinking_ended, thinking_spent)
 from pytest_frank.observation import Observation
-from pytest_frank.verdict import fail
+from pytest_frank.verdict import Text, fail
 
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "Weather forecast for a city.",
@@ -104,13 +104,29 @@ def streamed(target) -> Trials:
 
 
 # -- judging one call like a strict client -----------------------------------------------------
+class Problem(str):
+    """One reason a call is unusable, as the reports word it; `cause` says which server setting
+    is to blame where one is known (MARKUP_LEFT, NO_CALL, TRUNCATED, NAME_IGNORED)."""
+
+    cause: str | None
+
+    def __new__(cls, text: str, cause: str | None = None) -> Problem:
+        problem = super().__new__(cls, text)
+        problem.cause = cause
+        return problem
+
+
+MARKUP_LEFT, NO_CALL, TRUNCATED, NAME_IGNORED = "markup", "no call", "truncated", "name ignored"
+
+
 def call_problems(call, expected_name: str | None = None) -> list[str]:
     """Typed reasons this call would break a strict client; empty when it is usable."""
     offered = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
     if call.name not in offered:
         return [f"wrong name: {call.name!r} is not an offered tool ({', '.join(offered)})"]
     if expected_name and call.name != expected_name:
-        return [f"wrong name: called {call.name!r} but tool_choice named {expected_name!r}"]
+        return [Problem(f"wrong name: called {call.name!r} but tool_choice named "
+                        f"{expected_name!r}", NAME_IGNORED)]
     args = call.arguments
     if isinstance(args, str):
         try:
@@ -149,19 +165,20 @@ def call_reply_problems(reply: Reply, expected_name=None, min_calls: int = 1) ->
     """Why a reply that had to call a tool is not a usable tool call."""
     if not reply.calls:
         if MARKUP.search(reply.content):
-            return [f"leaked markup: the tool call was written as text in content "
-                    f"({one_line(reply.content, 100)!r}) with no structured call"]
-        return [f"no tool call: answered {one_line(reply.content, 60)!r} "
-                f"(finish_reason {reply.finish!r})"]
+            return [Problem(f"leaked markup: the tool call was written as text in content "
+                            f"({one_line(reply.content, 100)!r}) with no structured call",
+                            MARKUP_LEFT)]
+        return [Problem(f"no tool call: answered {one_line(reply.content, 60)!r} "
+                        f"(finish_reason {reply.finish!r})", NO_CALL)]
     problems = [p for call in reply.calls for p in call_problems(call, expected_name)]
     if not reply.tool_finish:
         problems.append(f"finish_reason {reply.finish!r}, not tool_calls (tool_use)")
     if MARKUP.search(reply.content):
-        problems.append(f"leaked markup: tool markup left in content beside the structured call "
-                        f"({one_line(reply.content, 80)!r})")
+        problems.append(Problem(f"leaked markup: tool markup left in content beside the "
+                                f"structured call ({one_line(reply.content, 80)!r})", MARKUP_LEFT))
     if len(reply.calls) < min_calls:
-        problems.append(f"parallel calls truncated: {len(reply.calls)} call(s) where "
-                        f"{min_calls} were asked for at once")
+        problems.append(Problem(f"parallel calls truncated: {len(reply.calls)} call(s) where "
+                                f"{min_calls} were asked for at once", TRUNCATED))
     return problems
 
 
@@ -193,7 +210,7 @@ def judge_auto(trials: Trials, ctx: Context) -> None:
     found = []
     for reply in trials.replies:
         problems = call_reply_problems(reply)
-        if not reply.calls and problems[0].startswith("no tool call") and not ctx.options.auto_must_call:
+        if _cause(problems[0]) == NO_CALL and not ctx.options.auto_must_call:
             problems = []
         found.append(problems)
     _judge_rate(trials, found, ctx)
@@ -261,13 +278,18 @@ def _judge_rate(trials: Trials, found: list[list[str]], ctx: Context,
     fail(f"{head}; {'; '.join(first)}", _fix(first, driver))
 
 
-def _fix(problems: list[str], driver) -> str | None:
-    text = " ".join(problems)
-    if "leaked markup" in text or "no tool call" in text:
+def _cause(problem: str) -> str | None:
+    return problem.cause if isinstance(problem, Problem) else None
+
+
+def _fix(problems: list[str], driver) -> Text | None:
+    """The fix for the worst cause among a trial's problems: the parser, then parallel calls."""
+    causes = {_cause(p) for p in problems}
+    if causes & {MARKUP_LEFT, NO_CALL}:
         return driver.tool_parser_fix
-    if "parallel calls truncated" in text:
+    if TRUNCATED in causes:
         return driver.parallel_fix
-    if "tool_choice named" in text:
+    if NAME_IGNORED in causes:
         return "the server ignores a named tool_choice; set expect.tools.named: false if expected"
     return None
 

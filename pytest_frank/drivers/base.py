@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from pytest_frank import metrics, redact
 from pytest_frank.http import NO_KEY, Exchange
+from pytest_frank.verdict import Phrase, Setting, Text
 
 _KINDS = {"object": "an object", "array": "a list", "integer": "an integer", "string": "a string",
           "boolean": "true or false", "number": "a number"}
@@ -123,18 +125,18 @@ class Driver:
         text = err or body.get("message")
         return " ".join(str(text).split()) if text else None
 
-    def alias_fix(self, alias: str, served: list[str]) -> str:
+    def alias_fix(self, alias: str, served: list[str]) -> Text:
         """Serve `alias` beside the names served now (clients may use those too)."""
         return f"serve it under that name ({self.alias_flag} {alias})"
 
     # -- slots: how many conversations at once, and the context each one gets ------------------
     slot_routes: tuple[str, ...] = ("/v1/models",)
-    parallel_flag = "the server's concurrency setting"
-    unify_hint = "give each sequence the whole context"
+    parallel_flag = Setting("the server's concurrency setting")
+    unify_hint: Text = "give each sequence the whole context"
 
-    def slots_fix(self, count: int, per_slot: int | None) -> str:
+    def slots_fix(self, count: int, per_slot: int | None) -> Text:
         """How to serve `count` conversations at once, each keeping `per_slot` of context."""
-        return f"set {self.parallel_flag} {count}"
+        return Phrase("set ", self.parallel_flag(count))
 
     def slot_shape(self, payloads: dict) -> tuple[int | None, int | None, str]:
         """(slot count, context per slot, where it was read); None where the engine doesn't say."""
@@ -145,10 +147,10 @@ class Driver:
 
     # -- vram: the model file the engine loaded, its KV pool, what unexpected memory means ------
     kv_pool_route: str | None = None  # where the engine describes a preallocated KV pool
-    vram_high_fix = ("the usual causes: a draft that loads the whole model a second time (a "
+    vram_high_fix: Text = ("the usual causes: a draft that loads the whole model a second time (a "
                      "draft model pointed at a file that already carries an MTP head), mmap off "
                      "(weights copied into anonymous memory), or another process on the GPU")
-    vram_low_fix = ("the KV pool is smaller than configured (the server clamped the context or "
+    vram_low_fix: Text = ("the KV pool is smaller than configured (the server clamped the context or "
                     "cache to fit), layers run on the CPU, or the cache types are smaller than "
                     "expect.vram says; read the server's load log for the context it allocated")
 
@@ -195,16 +197,16 @@ class Driver:
     # -- /metrics and speculative decoding -------------------------------------------------------
     metrics_path = "/metrics"
     metrics_off_statuses: tuple[int, ...] = ()  # statuses meaning "metrics are switched off"
-    metrics_fix = "turn on the server's Prometheus /metrics endpoint"
+    metrics_fix: Text = "turn on the server's Prometheus /metrics endpoint"
     # Series to look for, first found wins: a generic server may be any engine behind a proxy.
     spec_series: tuple = (metrics.LLAMACPP_SPEC, metrics.VLLM_SPEC, metrics.SGLANG_SPEC)
-    spec_engage_fix = "turn speculative decoding on in the server's configuration"
-    spec_low_fix = ("the draft does not fit the served model (a head or draft model from another "
+    spec_engage_fix: Text = "turn speculative decoding on in the server's configuration"
+    spec_low_fix: Text = ("the draft does not fit the served model (a head or draft model from another "
                     "quant or finetune, another tokenizer), or drafts run too long; check the "
                     "draft file and lower the draft length")
-    spec_high_fix = ("acceptance this close to 1 means the draft is the model itself: point the "
+    spec_high_fix: Text = ("acceptance this close to 1 means the draft is the model itself: point the "
                      "draft at a real draft/MTP head, not at the served weights")
-    prefix_cache_fix = ("turn on the server's prefix (prompt) cache, and keep the start of the "
+    prefix_cache_fix: Text = ("turn on the server's prefix (prompt) cache, and keep the start of the "
                         "prompt stable between turns (no timestamps in the system prompt)")
     # Server-wide counters of prompt tokens looked up in / served from the prefix cache, read
     # where a reply carries no count: (hits, queries) pairs, the first one present wins.
@@ -233,7 +235,7 @@ class Driver:
     vision_advert_path: str | None = None  # where the engine says whether it can see
     no_projector_markers: tuple[str, ...] = ("image input is not supported",
                                              "is not a multimodal model")
-    vision_fix = ("load the model's vision projector (llama.cpp: --mmproj FILE) or serve a "
+    vision_fix: Text = ("load the model's vision projector (llama.cpp: --mmproj FILE) or serve a "
                   "multimodal checkpoint")
 
     def vision_advertised(self, payload) -> bool | None:
@@ -253,13 +255,13 @@ class Driver:
     # Where a chat reply carries reasoning, in the order read; fleet.yaml `reasoning.field` wins.
     reasoning_fields: tuple[str, ...] = ("reasoning_content", "reasoning")
     honours_named_tool_choice = True  # OpenAI's {"type":"function","function":{"name":...}}
-    reasoning_parser_fix = ("turn on the server's reasoning parser (llama.cpp --reasoning-format "
+    reasoning_parser_fix: Text = ("turn on the server's reasoning parser (llama.cpp --reasoning-format "
                             "deepseek, vLLM/SGLang --reasoning-parser <the model's>)")
-    thinking_missing_fix = ("serve the model with a template that opens a thinking block and a "
+    thinking_missing_fix: Text = ("serve the model with a template that opens a thinking block and a "
                             "reasoning parser that splits it out")
     thinking_off_fix = ("the chat template ignores chat_template_kwargs.enable_thinking: serve the "
                         "model's own template (it honours the switch)")
-    tool_parser_fix = ("turn on the server's tool-call parser for this model's format (vLLM "
+    tool_parser_fix: Text = ("turn on the server's tool-call parser for this model's format (vLLM "
                        "--enable-auto-tool-choice --tool-call-parser <name>; llama.cpp --jinja "
                        "with the model's own template)")
     forced_tools_fix = ("something forces tool-call output on every request: drop a server-wide "
@@ -269,7 +271,7 @@ class Driver:
                     "template/parser (llama.cpp: a template with supports_parallel_tool_calls; "
                     "vLLM: a parser that splits several calls), or drop expect.tools.parallel")
     # Error answers with a known cause: (text in the server's message, fix).
-    known_errors: tuple[tuple[str, str], ...] = (
+    known_errors: tuple[tuple[str, Text], ...] = (
         ("tools param requires --jinja", "start llama-server with --jinja (the chat template "
          "renders the tools; a wrapper or an old build turned it off)"),
         ('"auto" tool choice requires --enable-auto-tool-choice',
@@ -298,14 +300,14 @@ class Driver:
         """Request params that send a reasoning_effort level."""
         return {"reasoning_effort": value}
 
-    def known_fix(self, message: str | None, status: int | None = None) -> str | None:
+    def known_fix(self, message: str | None, status: int | None = None) -> Text | None:
         """The usual fix for an error answer: by the server's words, else by its status."""
         lower = (message or "").lower()
         found = next((fix for needle, fix in self.known_errors if needle.lower() in lower), None)
         return found or STATUS_FIXES.get(status)
 
     # -- the serve command line (pytest_frank.serve): None where the engine is not started here
-    serve_flags = None  # a serve.flags.ServeFlags
+    serve_flags: Any = None  # a serve.flags.ServeFlags
 
     speculative_source = "the server"  # where speculative_live reads it, for messages
 

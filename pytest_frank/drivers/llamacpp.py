@@ -5,6 +5,22 @@ from __future__ import annotations
 from pytest_frank import metrics
 from pytest_frank.drivers.base import Driver
 from pytest_frank.serve.flags import Flag, Need, ServeFlags
+from pytest_frank.verdict import Phrase, Setting, Wording
+
+# llama-server's flags as fleet.yaml `launch:` keys: advice for a launched endpoint names the keys.
+ALIAS = Setting("--alias", "launch.alias")
+PARALLEL = Setting("--parallel", "launch.parallel")
+CTX_SIZE = Setting("--ctx-size", "launch.ctx_size")
+KV_UNIFIED = Setting("--kv-unified", "launch.kv_unified: true")
+METRICS = Setting("--metrics", "launch.metrics: true")
+JINJA = Setting("--jinja", "launch.jinja: true")
+REASONING_FORMAT = Setting("--reasoning-format", "launch.reasoning_format")
+MMPROJ = Setting("--mmproj", "launch.mmproj")
+TEMPLATE = Setting("--chat-template-file", "launch.chat_template_file")
+DRAFT_MODEL = Setting("--spec-draft-model", "launch.draft_model")
+DRAFT_MAX = Setting("--spec-draft-n-max", "launch.draft_max")
+SPEC_TYPE = Setting("--spec-type", "launch.draft_model (a spec type is set with it)")
+START = Wording("start llama-server with ", "set in fleet.yaml ")
 
 
 class LlamaCppDriver(Driver):
@@ -30,7 +46,7 @@ class LlamaCppDriver(Driver):
 
     def alias_fix(self, alias, served):
         names = ",".join(dict.fromkeys([*served, alias]))
-        return f"add it to --alias, keeping the names served now: --alias {names}"
+        return Phrase("add it to ", ALIAS, ", keeping the names served now: ", ALIAS(names))
 
     shapes = {
         **Driver.shapes,
@@ -43,15 +59,15 @@ class LlamaCppDriver(Driver):
             "n_ctx": {"type": "integer"}, "speculative": {"type": "boolean"}}}},
     }
     slot_routes = ("/props", "/slots")
-    parallel_flag = "--parallel"
-    unify_hint = "add --kv-unified (every slot then sees the whole --ctx-size)"
+    parallel_flag = PARALLEL
+    unify_hint = Phrase("add ", KV_UNIFIED, " (every slot then sees the whole ", CTX_SIZE, ")")
 
     def slots_fix(self, count, per_slot):
         if not per_slot:
-            return f"--parallel {count}"
+            return Phrase(PARALLEL(count))
         # --ctx-size is the total, divided among the slots (unless --kv-unified).
-        return (f"--parallel {count} --ctx-size {count * per_slot} (each of the {count} slots "
-                f"keeps {per_slot} tokens; or --parallel {count} --kv-unified)")
+        return Phrase(PARALLEL(count), " ", CTX_SIZE(count * per_slot), f" (each of the {count} "
+                      f"slots keeps {per_slot} tokens; or ", PARALLEL(count), " ", KV_UNIFIED, ")")
 
     def slot_shape(self, payloads):
         props, slots = payloads.get("/props") or {}, payloads.get("/slots")
@@ -68,36 +84,37 @@ class LlamaCppDriver(Driver):
         path = (payloads.get("/props") or {}).get("model_path")
         return path if isinstance(path, str) and path else None
 
-    vram_high_fix = ("the usual causes: --model-draft/-md pointed at the -mtp GGUF (the whole "
-                     "model loads twice; use --spec-type draft-mtp alone), mmap off (--no-mmap, "
-                     "or an -ot/-ncmoe override that silently disables it), or another process "
-                     "on the GPU")
-    vram_low_fix = ("the KV pool is smaller than configured: check the load log's n_ctx and "
-                    "n_ctx_slot (a --fit or a lower --ctx-size clamps it), -ngl below all layers "
-                    "(part of the model on the CPU), or --cache-type-k/-v smaller than expect.vram")
+    vram_high_fix = Phrase("the usual causes: --model-draft/-md pointed at the -mtp GGUF (the "
+                           "whole model loads twice; use ", SPEC_TYPE("draft-mtp"), " alone), mmap "
+                           "off (--no-mmap, or an -ot/-ncmoe override that silently disables "
+                           "it), or another process on the GPU")
+    vram_low_fix = Phrase("the KV pool is smaller than configured: check the load log's n_ctx and "
+                          "n_ctx_slot (a --fit or a lower ", CTX_SIZE, " clamps it), -ngl below all "
+                          "layers (part of the model on the CPU), or --cache-type-k/-v smaller than "
+                          "expect.vram")
 
     # -- generation, /metrics, speculative decoding, vision --------------------------------------
     keep_generating = {"extra_body": {"ignore_eos": True}}
     metrics_off_statuses = (501,)
-    metrics_fix = "start llama-server with --metrics (and send the API key, if one is set)"
+    metrics_fix = Phrase(START, METRICS, " (and send the API key, if one is set)")
     spec_series = (metrics.LLAMACPP_SPEC,)
-    spec_engage_fix = ("start llama-server with --spec-type: draft-mtp for an -mtp GGUF (no "
-                       "--spec-draft-model), draft-simple with --spec-draft-model FILE; a draft "
-                       "model without --spec-type is loaded but never used (/slots: speculative "
-                       "false)")
-    spec_low_fix = ("the draft does not fit the model (an MTP head or draft from another quant or "
-                    "finetune); lower --spec-draft-n-max or raise --spec-draft-p-min")
-    spec_high_fix = ("acceptance this close to 1 means the draft is the model itself: never point "
-                     "--spec-draft-model/-md at the -mtp file (it loads the model twice); use "
-                     "--spec-type draft-mtp alone")
+    spec_engage_fix = Phrase(START, SPEC_TYPE, ": draft-mtp for an -mtp GGUF (no ", DRAFT_MODEL,
+                             "), draft-simple with ", DRAFT_MODEL("FILE"), "; a draft model "
+                             "without ", SPEC_TYPE, " is loaded but never used (/slots: "
+                             "speculative false)")
+    spec_low_fix = Phrase("the draft does not fit the model (an MTP head or draft from another "
+                          "quant or finetune); lower ", DRAFT_MAX, " or raise --spec-draft-p-min")
+    spec_high_fix = Phrase("acceptance this close to 1 means the draft is the model itself: never "
+                           "point --spec-draft-model/-md at the -mtp file (it loads the model "
+                           "twice); use ", SPEC_TYPE("draft-mtp"), " alone")
     image_forms = ("data_url", "base64")
     vision_advert_path = "/props"
     no_projector_markers = ("image input is not supported",)
-    vision_fix = "start llama-server with --mmproj FILE (the model's vision projector GGUF)"
-    prefix_cache_fix = ("llama-server reuses a slot's cached prompt unless the request says "
+    vision_fix = Phrase(START, MMPROJ("FILE"), " (the model's vision projector GGUF)")
+    prefix_cache_fix = Phrase("llama-server reuses a slot's cached prompt unless the request says "
                         "\"cache_prompt\": false: find the client or proxy that sends it and "
-                        "drop it; check too that --no-cache-prompt is not set, that --parallel "
-                        "slots are large enough to hold the prompt, and that the start of the "
+                        "drop it; check too that --no-cache-prompt is not set, that ", PARALLEL,
+                        " slots are large enough to hold the prompt, and that the start of the "
                         "prompt is stable between turns (--cache-reuse N also reuses a prefix "
                         "that moved)")
 
@@ -115,13 +132,16 @@ class LlamaCppDriver(Driver):
 
     # -- generation battery: reasoning, reasoning_effort, tools --------------------------------
     honours_named_tool_choice = False  # the object form is silently treated as "auto"
-    reasoning_parser_fix = ("start llama-server with --reasoning-format deepseek (or auto); "
-                            "'none' leaves the thinking inside content")
-    thinking_missing_fix = ("serve with --jinja and the model's own template (--chat-template-file) "
-                            "so thinking opens; --reasoning-budget -1 keeps it unlimited")
-    tool_parser_fix = ("llama.cpp reads the tool-call format from the chat template: serve with "
-                       "--jinja and the model's own template (--chat-template-file) so the "
-                       "autoparser recognises the model's tool markup")
+    reasoning_parser_fix = Phrase(START, REASONING_FORMAT("deepseek"), " (or auto); 'none' "
+                                  "leaves the thinking inside content")
+    thinking_missing_fix = Phrase("serve with ", JINJA, " and the model's own template (", TEMPLATE,
+                                  ") so thinking opens; --reasoning-budget -1 keeps it unlimited")
+    tool_parser_fix = Phrase("llama.cpp reads the tool-call format from the chat template: serve "
+                             "with ", JINJA, " and the model's own template (", TEMPLATE, ") so "
+                             "the autoparser recognises the model's tool markup")
+    known_errors = (("tools param requires --jinja", Phrase(
+        START, JINJA, " (the chat template renders the tools; a wrapper or an old build turned "
+        "it off)")), *Driver.known_errors)
     forced_tools_fix = ("drop --grammar-file from the server command: a global grammar forces "
                         "tool-call output on plain chat (pass grammars per request)")
 

@@ -68,26 +68,6 @@ REASONING_FORMATS = {
 
 
 DEFAULT_CTX_SIZE = 4096
-# llama-server flags as fleet.yaml `launch:` keys, for advice on a launched endpoint.
-FLEET_KEYS = {
-    "--alias": "launch.alias", "--parallel": "launch.parallel", "--ctx-size": "launch.ctx_size",
-    "--kv-unified": "launch.kv_unified: true", "--metrics": "launch.metrics: true",
-    "--jinja": "launch.jinja: true", "--reasoning-format": "launch.reasoning_format",
-    "--mmproj": "launch.mmproj", "--chat-template-file": "launch.chat_template_file",
-    "--spec-draft-model": "launch.draft_model", "--spec-draft-n-max": "launch.draft_max",
-    "--spec-type": "launch.draft_model (a spec type is set with it)",
-}
-_FLAG = re.compile("(" + "|".join(re.escape(f) for f in sorted(FLEET_KEYS, key=len, reverse=True))
-                   + r")(?![\w-])(?: (?![-(])([^\s;()]+))?")
-
-
-def in_fleet_terms(text: str) -> str:
-    """Advice for a launched endpoint names the fleet.yaml keys, not the server's flags."""
-    def key(m: re.Match) -> str:
-        name, value = FLEET_KEYS[m.group(1)], m.group(2)
-        return f"{name}: {value}" if value and ":" not in name else name
-
-    return _FLAG.sub(key, text.replace("start llama-server with ", "set in fleet.yaml "))
 
 
 class LaunchError(RuntimeError):
