@@ -48,3 +48,31 @@ def run_fleet(pytester, monkeypatch):
                                   "-p", "no:hypothesispytest", *args)
 
     return run
+
+
+# Test tiers, from what a test needs: `pytest -m unit` runs in seconds, CI runs all three.
+REAL_FIXTURES = {"llama", "vllm"}
+EMULATED_FIXTURES = {"run_fleet", "pytester"}
+# Whole files that start processes or servers of their own (a fresh venv, a child pytest, a
+# browser, the type checker over the package).
+SLOW_FILES = {"test_first_contact", "test_packaging", "test_interrupts", "test_browser",
+              "test_types", "test_selftest_model", "test_selftest_flat"}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if any(item.get_closest_marker(tier) for tier in ("unit", "emulated", "real")):
+            continue
+        names = set(getattr(item, "fixturenames", ()))
+        module = getattr(item, "module", None)
+        if names & REAL_FIXTURES or item.path.stem in SLOW_FILES:
+            item.add_marker(pytest.mark.real)
+        elif names & EMULATED_FIXTURES or _uses_emulator(module):
+            item.add_marker(pytest.mark.emulated)
+        else:
+            item.add_marker(pytest.mark.unit)
+
+
+def _uses_emulator(module) -> bool:
+    return any(getattr(value, "__module__", None) in ("emulator", "proxy")
+               for value in vars(module).values()) if module is not None else False
