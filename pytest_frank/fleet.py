@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
@@ -312,7 +313,7 @@ def schema() -> dict:
 def _validate(data: dict, where: str) -> None:
     import jsonschema
 
-    validator = jsonschema.Draft202012Validator(schema())
+    validator = jsonschema.Draft202012Validator(_with_registered(schema()))
     errors = sorted(validator.iter_errors(data), key=lambda e: (len(e.absolute_path), e.path))
     if errors:
         lines = [f"{where}: {_dotted(e.absolute_path)}: {_reason(e)}" for e in errors[:5]]
@@ -320,6 +321,17 @@ def _validate(data: dict, where: str) -> None:
         if more > 0:
             lines.append(f"... and {more} more problem(s)")
         raise FleetError("\n".join(lines))
+
+
+def _with_registered(base: dict) -> dict:
+    """The schema with the registered claims' `expect:` keys (pytest_frank.claims.register)."""
+    from pytest_frank.claims import SCHEMAS
+
+    if not SCHEMAS:
+        return base
+    extended = copy.deepcopy(base)  # the cached schema stays the built-in one
+    extended["$defs"]["expect"]["properties"].update(SCHEMAS)
+    return extended
 
 
 def _dotted(keys) -> str:

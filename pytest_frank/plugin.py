@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_frank import redact
+from pytest_frank import claims, redact
 from pytest_frank.claims import CLAIMS
 from pytest_frank.fleet import FleetError, load
 from pytest_frank.verdict import Verdict
@@ -53,7 +53,14 @@ def pytest_addoption(parser):
                   type="args", default=[])
 
 
+def pytest_addhooks(pluginmanager):
+    from pytest_frank import hooks
+
+    pluginmanager.add_hookspecs(hooks)
+
+
 def pytest_configure(config):
+    _user_claims(config)  # before the markers and the fleet: both know the registered claims
     for claim, about in CLAIMS.items():
         config.addinivalue_line("markers", f"{claim}: claim '{about}' (pytest-frank)")
     config.addinivalue_line("markers", "offline: a pytest-frank check that needs no live endpoint")
@@ -85,6 +92,15 @@ def pytest_configure(config):
         config.stash[SESSION].bound_run(run_deadline)
     if _probes_here(config):
         config.stash[SESSION].warm()
+
+
+def _user_claims(config) -> None:
+    """The claims conftest.py files and plugins register (they are loaded by now)."""
+    claims.reset()  # an in-process run before this one may have left its own
+    try:
+        config.hook.pytest_frank_claims(register=claims.register)
+    except claims.ClaimError as exc:
+        raise pytest.UsageError(f"pytest-frank: {exc}") from None
 
 
 def _mask_env(config) -> None:
@@ -400,6 +416,7 @@ def pytest_sessionfinish(session):
 
 
 def pytest_unconfigure(config):
+    claims.reset()  # the reports are written: a later in-process run registers its own
     frank = config.stash.get(SESSION, None)
     if frank is not None:
         frank.interrupts.restore()
