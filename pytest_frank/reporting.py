@@ -72,8 +72,10 @@ class Reports:
         if data is None or hasattr(self.config, "workerinput"):
             return  # an xdist worker sends its reports on; the controller gathers them
         data = dict(data)
-        if "identity" in data:
-            self.identities[data["endpoint"]] = data.pop("identity")
+        identity = data.pop("identity", None)
+        if identity is not None and ("build" in identity
+                                     or data["endpoint"] not in self.identities):
+            self.identities[data["endpoint"]] = identity  # a measured one wins over a bare URL
         spend = data.pop("spend", None)  # a snapshot: the latest, largest one is the run's
         if spend and spend["generations"] >= self.spends.get(data["endpoint"], {}).get(
                 "generations", -1):

@@ -43,7 +43,9 @@ def row_of(item, call, report, name: str, probed) -> dict:
     if target is None:
         return row
     check = check_of(item)
-    if check is not None and check.probe is probes.health and call.when == "call" and report.passed:
+    health = check is not None and check.probe is probes.health and report.passed
+    # Under xdist a worker probes on first use, after its health test: a later row carries it.
+    if call.when == "call" and (health or _measured(target)):
         row["identity"] = _identity(target)
     row["spend"] = {"generations": target.spend.generations, "tokens": target.spend.tokens}
     return row
@@ -58,10 +60,16 @@ def _why(call) -> str:
     return exc.exconly()
 
 
+def _measured(target) -> bool:
+    from pytest_frank import fingerprint
+
+    return target.measured(fingerprint.identity)
+
+
 def _identity(target) -> dict:
     from pytest_frank import fingerprint
 
-    if not target.measured(fingerprint.identity):
+    if not _measured(target):
         return {"url": target.endpoint.url}  # the probe phase did not reach it: none at report time
     seen = target.need(fingerprint.identity)
     return {"build": getattr(seen, "build", None), "models": getattr(seen, "models", []),

@@ -115,11 +115,12 @@ def test_vram_with_nothing_measured_is_a_skip_with_the_reason(run_fleet):
     assert "vram ok" not in result.stdout.str()
 
 
-def test_the_offline_gate_reads_a_launch_block(run_fleet):
+def test_the_offline_gate_reads_a_launch_block(run_fleet, pytester):
     fleet = {"endpoints": {"ep": {"engine": "llamacpp",
                                   "launch": {"model": "selftest", "ctx_size": 65536},
                                   "expect": {"vram": {"gpu_mib": 1024, "fixed_mib": 64}}}}}
-    result = run_fleet(fleet, "--frank-offline", "-m", "vram", "-W", "default")
+    # A note on the row (in every report), not a Python warning that `-W error` would raise.
+    result = run_fleet(fleet, "--frank-offline", "-m", "vram", "--frank-report=gate.md")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*ctx 65536 (64K) gives each sequence 65536 tokens, more than the "
-                                 "8192 the model was trained on*"])
+    assert ("ctx 65536 (64K) gives each sequence 65536 tokens, more than the 8192 the model was "
+            "trained on") in (pytester.path / "gate.md").read_text()

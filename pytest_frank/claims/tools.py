@@ -210,7 +210,7 @@ def judge_auto(trials: Trials, ctx: Context) -> None:
     found = []
     for reply in trials.replies:
         problems = call_reply_problems(reply)
-        if _cause(problems[0]) == NO_CALL and not ctx.options.auto_must_call:
+        if problems and _cause(problems[0]) == NO_CALL and not ctx.options.auto_must_call:
             problems = []
         found.append(problems)
     _judge_rate(trials, found, ctx)
