@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 RESOLVE_S = 1.0  # per lookup
 
 
+@functools.cache  # a name that resolves slowly is asked once, not once per file that names it
 def is_local(host: str) -> bool:
     """True when `host` (a name or an address, as a URL gives it) is this machine."""
     host = host.strip().strip("[]").rstrip(".").lower()
