@@ -583,6 +583,11 @@ def main(argv) -> int:
     parser = argparse.ArgumentParser(prog="frank selftest-model", description=about)
     parser.add_argument("path", help="where to write the GGUF")
     parser.add_argument("--variant", default="default", choices=VARIANTS)
+    parser.add_argument("--mmproj", metavar="PATH",
+                        help="also write the self-test projector GGUF here (--mmproj for "
+                             "llama-server; the vision variant sees with it)")
     args = parser.parse_args(argv)
     print(write_model(args.path, args.variant))
+    if args.mmproj:
+        print(selftest_vision.write_projector(args.mmproj, N_EMBD))
     return 0
