@@ -3,7 +3,8 @@
 The passing side: `selftest:vision` with the self-test projector (`mmproj: selftest`) names the
 colour of a solid image, so the claim passes in every form llama.cpp takes: a data URL and bare
 base64 on /v1/chat/completions, and an Anthropic image block on its /v1/messages. The claim draws
-two of its six colours at random for each endpoint and form; ten rounds show 60 images.
+two of its six colours at random for each endpoint and form; ten rounds show 60 images. The
+embedded default (examples/selftest.yaml, the README's main command) asks vision of it too.
 
 The failing side, each a fault the claim exists to catch:
 - a gateway that drops the image (emulated: tests/proxy.py, in front of the real server; no
@@ -19,14 +20,16 @@ The failing side, each a fault the claim exists to catch:
 import copy
 import json
 import re
+from pathlib import Path
 
 import httpx
 import pytest
 
 from fleets import one_endpoint
-from pytest_frank.claims.vision import COLOURS
 from projector import write_projector
 from proxy import Proxy
+
+from pytest_frank.claims.vision import COLOURS
 
 FORMS = ("data_url", "base64", "anthropic")
 
@@ -40,7 +43,7 @@ def sighted(llama):
 
 def both_shapes(url, name="ep", **extra):
     """The endpoint as llama.cpp (data URL, bare base64) and as an Anthropic proxy (image block)."""
-    return {f"{name}": {"url": url, "engine": "llamacpp", "alias": "frank", **extra},
+    return {name: {"url": url, "engine": "llamacpp", "alias": "frank", **extra},
             f"{name}-messages": {"url": url, "engine": "anthropic", "alias": "frank", **extra}}
 
 
@@ -132,3 +135,13 @@ def test_accepted_image_with_constant_answer_fails_as_not_seeing(text_only_with_
             f"the model gives the same answer for a * and a * image ({form}): 'Hello!'; "
             "it does not see the image"])
     assert "no vision projector is loaded" not in result.stdout.str()
+
+
+def test_the_embedded_default_sees(run_fleet):
+    """The README's main command: examples/selftest.yaml launches selftest:vision and asks vision."""
+    example = Path(__file__).resolve().parent.parent / "examples" / "selftest.yaml"
+    result = run_fleet(example.read_text(), "-m", "vision", "-v")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*test_vision*frank-selftest-data_url*PASSED*",
+                                 "*test_vision*frank-selftest-base64*PASSED*",
+                                 "frank-selftest *vision ok*"], consecutive=False)
