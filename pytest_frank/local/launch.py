@@ -26,7 +26,9 @@ Spec keys (all optional but `model`):
   `timings.draft_n_accepted`. `draft_max` (3) is the longest draft.
 - `draft_without_spec_type` (false): load `draft_model` but give no spec type, the "configured
   but not engaged" fault: `/slots[0].speculative` false, spec_decode counters stay 0, no draft_n.
-- `mmproj`: a projector GGUF path (`--mmproj`).
+- `mmproj`: a projector GGUF path (`--mmproj`), or "selftest": the self-test projector, with
+  which "selftest:vision" names the colour of a solid image (any other self-test model loads it
+  and does not see).
 - `host` ("127.0.0.1"), `port` (0 = a free port), `api_key`: a key or a list (`--api-key`).
 - `threads` (2): CPU threads for the model (and the draft), so many servers share a small box.
 - `startup_timeout` (60): seconds to wait for `/health`.
@@ -187,6 +189,15 @@ def resolve_model(name) -> pathlib.Path:
     return path
 
 
+def resolve_projector(name) -> pathlib.Path:
+    """A projector GGUF path for 'selftest' or a path, checked to exist."""
+    if str(name) == "selftest":
+        from pytest_frank.local import selftest_model
+
+        return selftest_model.projector_path()
+    return _existing(name, "mmproj file")
+
+
 def _import_xllamacpp():
     try:
         import xllamacpp
@@ -221,7 +232,7 @@ def _params(xllamacpp, spec: dict, model: pathlib.Path):
     if spec.get("chat_template_file"):
         p.chat_template = _read_text(spec["chat_template_file"], "chat template file")
     if spec.get("mmproj"):
-        p.mmproj.path = str(_existing(spec["mmproj"], "mmproj file"))
+        p.mmproj.path = str(resolve_projector(spec["mmproj"]))
     _speculative(xllamacpp, p, spec, threads)
     return p
 
