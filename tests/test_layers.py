@@ -25,7 +25,7 @@ LAYERS = {
     "claims": ["claims", "checks"],  # checks: the judge contract each claim is written to
     "record": ["results"],  # the run record: the glue writes it, the reports read it
     "glue": ["plugin", "endpoint", "rows", "junit", "batteries"],  # junit: pytest's own XML, renamed
-    "reports": ["reporting", "page", "markdown", "baseline"],
+    "reports": ["reporting", "page", "markdown", "baseline", "prometheus"],
 }
 ORDER = list(LAYERS)
 NOT_FROM = {"reports": {"glue"}}  # a report reads the record, not the session that wrote it
