@@ -7,6 +7,8 @@ import sys
 
 # Subcommand -> module whose main(argv) runs it; imported only when asked for.
 COMMANDS = {
+    "init": ("pytest_frank.init",
+             "write a fleet file from what running servers say of themselves"),
     "preflight": ("pytest_frank.vram.preflight",
                   "read a GGUF header (path or URL) and model its memory"),
     "selftest-model": ("pytest_frank.local.selftest_model",
