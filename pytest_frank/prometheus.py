@@ -45,7 +45,7 @@ def registry(run: Run) -> CollectorRegistry:
     """The run's metrics in a registry of their own (never the process's default one)."""
     reg = CollectorRegistry(auto_describe=True)
     fleet = label(run.fleet)
-    claim_ok = Gauge("frank_claim_success", "1 when every test of the claim passed",
+    claim_ok = Gauge("frank_claim_success", "1 when the claim passed (its worst test passed)",
                      ["fleet", "endpoint", "claim"], registry=reg)
     claim_undecided = Gauge("frank_claim_inconclusive",
                             "1 when the claim had too little evidence to judge (inconclusive, "

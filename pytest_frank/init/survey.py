@@ -146,11 +146,11 @@ def _configured(target, found: Survey) -> None:
             found.claims["spec_decode"] = Found(True, f"/metrics has {series.source}")
     model = driver.served_model_path(payloads)
     if model and os.access(model, os.R_OK):
-        value: dict[str, Any] = {"model": model}
+        vram: dict[str, Any] = {"model": model}
         if not isinstance(shape, Failed) and shape.count == 1 and shape.ctx_per_slot:
-            value["ctx_size"] = shape.ctx_per_slot  # one slot: its context is the whole
-        live = "" if "ctx_size" in value else " (the context is read live)"
-        found.claims["vram"] = Found(value, f"the served model file is readable here{live}")
+            vram["ctx_size"] = shape.ctx_per_slot  # one slot: its context is the whole
+        live = "" if "ctx_size" in vram else " (the context is read live)"
+        found.claims["vram"] = Found(vram, f"the served model file is readable here{live}")
 
 
 def _effort_levels() -> dict[str, str]:
