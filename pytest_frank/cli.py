@@ -1,4 +1,5 @@
-"""The `frank` command: tools that work without pytest (model headers, the self-test model)."""
+"""The `frank` command: tools that work without pytest (a fleet file from running servers, model
+headers, the self-test model)."""
 
 from __future__ import annotations
 

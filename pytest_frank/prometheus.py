@@ -21,6 +21,7 @@ from pytest_frank.verdict import Verdict
 JOB = "pytest_frank"
 # Verdicts that say "nothing to judge", not "broken": the claim is not failing.
 UNDECIDED = {Verdict.INCONCLUSIVE, Verdict.SKIPPED, Verdict.INTERRUPTED, Verdict.NOT_ASKED}
+NOT_RUN = {Verdict.SKIPPED, Verdict.NOT_ASKED}  # a test that did not run has no success series
 MIB = 2**20
 # JSON figure -> (metric, help, factor to the base unit)
 FIGURES = {
@@ -60,7 +61,7 @@ def registry(run: Run) -> CollectorRegistry:
     gauges = {name: Gauge(metric, about, ["fleet", "endpoint", "test"], registry=reg)
               for name, (metric, about, _) in FIGURES.items()}
     for row in run.rows:
-        if row.verdict is Verdict.NOT_ASKED:
+        if row.verdict in NOT_RUN:
             continue
         test_ok.labels(fleet, label(row.endpoint), label(row.claim), label(row.test)).set(
             1 if row.verdict is Verdict.PASS else 0)

@@ -148,6 +148,7 @@ class Reports:
         if textfile:
             prometheus.write(run, textfile)
         if gateway:
+            redact.register_url(gateway)  # a password in it is never shown
             try:
                 prometheus.push(run, gateway)
             except (OSError, ValueError) as exc:  # a gateway down must not turn a gate red
