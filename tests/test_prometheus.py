@@ -190,7 +190,7 @@ def test_undecided_claims_are_neither_success_nor_failure():
 def test_the_textfile_is_replaced_whole(tmp_path):
     """A reader polling the file while it is rewritten sees one whole file or the other."""
     path = tmp_path / "frank.prom"
-    small, large = _run(rows=1), _run(rows=400)
+    small, large = _run(rows=1), _run(rows=150)
     whole = {prometheus.text(small), prometheus.text(large)}
     prometheus.write(small, path)
     seen, stop = [], threading.Event()
@@ -201,7 +201,7 @@ def test_the_textfile_is_replaced_whole(tmp_path):
 
     reader = threading.Thread(target=read)
     reader.start()
-    for i in range(60):
+    for i in range(40):
         prometheus.write(large if i % 2 else small, path)
     stop.set()
     reader.join()
