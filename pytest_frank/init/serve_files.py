@@ -1,8 +1,8 @@
 """`--serve FILE...`: which server each serve file starts, matched to a URL by port.
 
-A `.service` file is a systemd unit, a `.env` file goes with the unit or script of the same
-name (frank-large.env with frank-large.service), anything else is a serve script. The port is
-the one the command sets, or the engine's default."""
+A `.service` file is a systemd unit, a `.env` file an env file, anything else a serve script;
+files of the same name are one server's (frank-large.service, frank-large.env, frank-large.sh).
+The port is the one the command sets, or the engine's default."""
 
 from __future__ import annotations
 
@@ -12,20 +12,15 @@ from urllib.parse import urlsplit
 
 
 def specs(files: list[str]) -> list[dict[str, str]]:
-    """One serve: mapping per unit or script, with its env file where one has the same name."""
-    paths = [Path(f).resolve() for f in files]
-    envs = {p.stem: p for p in paths if p.suffix == ".env"}
-    found = []
-    for path in paths:
-        if path.suffix == ".env":
-            continue
-        spec = {"unit" if path.suffix == ".service" else "script": str(path)}
-        if path.stem in envs:
-            spec["env"] = str(envs.pop(path.stem))
-        found.append(spec)
-    found += [{"env": str(p), "unmatched": "an env file with no unit or script of its name"}
-              for p in envs.values()]
-    return found
+    """One serve: mapping per name: frank-large.service, .env and .sh are one server's files."""
+    groups: dict[str, dict[str, str]] = {}
+    for file in files:
+        path = Path(file).resolve()
+        kind = {".service": "unit", ".env": "env"}.get(path.suffix, "script")
+        groups.setdefault(path.stem, {})[kind] = str(path)
+    return [spec if "unit" in spec or "script" in spec else
+            {**spec, "unmatched": "an env file with no unit or script of its name"}
+            for spec in groups.values()]
 
 
 def port(spec: dict[str, str], engine: str) -> str | None:
@@ -53,6 +48,7 @@ def match(spec_list: list[dict[str, str]], url: str, engine: str,
     for spec in spec_list:
         if port(spec, engine) == want:
             spec_list.remove(spec)
-            files = {k: os.path.relpath(v, out_dir) for k, v in spec.items()}
+            files = {k: os.path.relpath(spec[k], out_dir) for k in ("unit", "env", "script")
+                     if k in spec}
             return {"files": files, "why": f"--serve: its command listens on port {want}"}
     return None
