@@ -194,3 +194,25 @@ def test_an_existing_file_is_kept_without_force(llama, tmp_path, capsys):
     rc, text, _ = init(tmp_path, server.url, "--no-perf", "--force")
     assert rc == 0 and text.startswith("# Written by `frank init`")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fleet.yaml"]  # no temp file left
+
+
+def test_serve_script_round_trip(llama, pytester, run_fleet):
+    """The plain server's own command as a serve script: the config gate and the drift check
+    pass on the file init writes (the gate reads the flags the asked claims need)."""
+    import httpx
+
+    server = llama(**PLAIN)
+    model = httpx.get(f"{server.url}/props", timeout=10).json()["model_path"]
+    port = server.url.rsplit(":", 1)[1]
+    here = pytester.path  # where run_fleet writes its fleet.yaml: init's relative paths hold
+    (here / "plain.sh").write_text(
+        f"exec llama-server -m {model} --host 127.0.0.1 --port {port} --alias "
+        "frank-default-large --ctx-size 4096 --parallel 1 --jinja --reasoning-format auto "
+        "--metrics\n")
+    rc, text, _ = init(here, server.url, "--serve", str(here / "plain.sh"), name="init.yaml")
+    assert rc == 0
+    (entry,) = validates(text)["endpoints"].values()
+    assert entry["serve"] == {"script": "plain.sh"}
+    result = round_trip(run_fleet, text, "-m", "serve", "-v")
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    result.stdout.fnmatch_lines(["*test_serve_config*PASSED*", "*test_serve_drift*PASSED*"])
