@@ -63,3 +63,26 @@ def test_a_generic_openai_server_with_several_models(tmp_path):
     assert "# a model list on /v1/models and no engine's own sign" in one
     assert "# served by /v1/models; also served: org/model-b" in one
     assert list(every["endpoints"]) == ["org-model-a", "org-model-b"]
+
+
+@pytest.mark.unit
+def test_every_claim_init_can_write_loads(tmp_path):
+    """Each value shape a survey may hold passes the fleet loader (schema and claim options)."""
+    from pytest_frank.fleet import load
+    from pytest_frank.init.survey import Found, Survey, _effort_levels
+
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    claims = {"tools": Found(True, "t"), "reasoning": Found(True, "r"),
+              "reasoning_effort": Found(_effort_levels(), "e"), "spec_decode": Found(True, "s"),
+              "vision": Found(True, "v"), "slots": Found({"count": 2, "ctx_per_slot": 8192}, "sl"),
+              "vram": Found({"model": str(model), "ctx_size": 4096}, "vr"),
+              "perf": Found({"max_ttft_s": 0.27, "min_decode_tps": 760.0}, "p # not a key")}
+    found = Survey(url="http://127.0.0.1:8080", engine="llamacpp", engine_why="w\nx",
+                   models=["a"], claims=claims)
+    text = render.render([(found, None)], key_env="KEY", all_models=False, out_name="f.yaml")
+    (tmp_path / "f.yaml").write_text(text)
+    (entry,) = load(tmp_path / "f.yaml", environ={"KEY": "k"}).values()
+    assert set(entry.expect) == set(claims)
+    assert entry.expect["reasoning_effort"] == {"low": "low", "medium": "medium", "high": "high"}
+    assert "engine: llamacpp  # w x" in text  # evidence stays on its line
