@@ -4,6 +4,7 @@ data on the report), then the terminal table, the pytest-html page, `--frank-rep
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -50,6 +51,7 @@ class Reports:
         self.identities: dict[str, dict] = {}
         self.spends: dict[str, dict] = {}  # endpoint -> {"generations", "tokens"}
         self._run: Run | None = None
+        self.started = time.time()
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """The fleet in pytest-html's environment table too (pytest-metadata's, drawn by script)."""
@@ -94,7 +96,8 @@ class Reports:
 
             run = Run(fleet=str(self.fleet_path), sha256=fleet_digest(self.fleet_path),
                       version=__version__, endpoints=self._endpoints(),
-                      rows=list(self.rows.values()))
+                      rows=list(self.rows.values()), started=round(self.started, 3),
+                      duration_s=round(time.time() - self.started, 3))
             if self.baseline is not None:
                 from pytest_frank.baseline import Tolerances, compare
 
@@ -130,9 +133,31 @@ class Reports:
             if path:
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
                 Path(path).write_text(write(), encoding="utf-8")
+        self._metrics(run)
         if run.regressions and self.config.getoption("frank_fail_on_regression") \
                 and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def _metrics(self, run: Run) -> None:
+        textfile, gateway = (self.config.getoption("frank_prometheus"),
+                             self.config.getoption("frank_pushgateway"))
+        if not (textfile or gateway):
+            return
+        from pytest_frank import prometheus
+
+        if textfile:
+            prometheus.write(run, textfile)
+        if gateway:
+            redact.register_url(gateway)  # a password in it is never shown
+            try:
+                prometheus.push(run, gateway)
+            except (OSError, ValueError) as exc:  # a gateway down must not turn a gate red
+                said = redact.inert(f"{type(exc).__name__}: {exc}")
+                terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+                line = (f"pytest-frank: --frank-pushgateway {redact.scrub(gateway)}: the push "
+                        f"failed ({said}); the verdicts stand, the metrics were not pushed")
+                if terminal is not None:
+                    terminal.write_line(line, yellow=True)
 
     def _markdown(self) -> str:
         from pytest_frank.markdown import render

@@ -241,6 +241,12 @@ class Driver:
     def vision_advertised(self, payload) -> bool | None:
         return None
 
+    # -- what the served chat template can do (frank init) -------------------------------------
+    def template_caps(self, payloads: dict) -> dict[str, tuple[bool, str]]:
+        """claim -> (whether the served template supports it, where that was read), for
+        `tools` and `reasoning_effort`, from the slot routes' payloads; {} where unsaid."""
+        return {}
+
     def image_part(self, b64: str, mime: str, form: str) -> dict:
         url = b64 if form == "base64" else f"data:{mime};base64,{b64}"
         return {"type": "image_url", "image_url": {"url": url}}

@@ -126,6 +126,24 @@ class LlamaCppDriver(Driver):
             return cached, cached + evaluated, "timings.cache_n / prompt_n"
         return super().cached_prompt(reply)
 
+    # /props chat_template_caps (llama.cpp's own reading of the template), else the template text
+    CAPS = {"tools": ("supports_tools", "tools"),
+            "reasoning_effort": ("supports_reasoning_effort", "reasoning_effort")}
+
+    def template_caps(self, payloads):
+        props = payloads.get("/props") or {}
+        caps, template = props.get("chat_template_caps"), props.get("chat_template")
+        found = {}
+        for claim, (cap, word) in self.CAPS.items():
+            if isinstance(caps, dict) and isinstance(caps.get(cap), bool):
+                found[claim] = (caps[cap], f"/props chat_template_caps.{cap} "
+                                           f"{str(caps[cap]).lower()}")
+            elif isinstance(template, str) and template:
+                said = word in template
+                found[claim] = (said, f"/props chat_template {'reads' if said else 'never names'}"
+                                      f" {word}")
+        return found
+
     def vision_advertised(self, payload):
         modalities = payload.get("modalities") if isinstance(payload, dict) else None
         return bool(modalities.get("vision")) if isinstance(modalities, dict) else None
