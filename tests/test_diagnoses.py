@@ -124,3 +124,35 @@ def test_the_offline_gate_reads_a_launch_block(run_fleet, pytester):
     result.assert_outcomes(passed=1)
     assert ("ctx 65536 (64K) gives each sequence 65536 tokens, more than the 8192 the model was "
             "trained on") in (pytester.path / "gate.md").read_text()
+
+
+# -- engine facts: SGLang names its model card after the served name ----------------------------
+# SGLang's shapes (the emulator): /v1/models is ModelCard(id=served_model_name,
+# root=served_model_name, max_model_len=context_len); /get_server_info is the server's arguments,
+# model_path among them.
+SGLANG_COMMAND = ("python -m sglang.launch_server --model-path Qwen/Qwen3-8B "
+                  "--served-model-name frank --context-length 32768 --port {port}")
+
+
+def sglang_info(model_path: str) -> dict:
+    return {"model_path": model_path, "served_model_name": "frank", "context_length": 32768,
+            "max_running_requests": 48, "version": "0.5.4"}
+
+
+@pytest.mark.parametrize("running, outcome, lines", [
+    ("Qwen/Qwen3-8B", {"passed": 2}, []),
+    ("Qwen/Qwen3-14B", {"passed": 1, "failed": 1}, [
+        "serve.command:1: the serve command asks model Qwen/Qwen3-8B, the server runs "
+        "Qwen/Qwen3-14B: the service was not restarted since the edit",
+        "  fix: restart the server with the current command"]),
+], ids=["served-name-is-no-drift", "another-model-path-is-drift"])
+def test_sglang_drift_reads_the_server_info(run_fleet, running, outcome, lines):
+    with Emulator("sglang", models=["frank"]) as em:
+        em.route("GET", "/get_server_info", lambda r: Reply(200, sglang_info(running)))
+        port = em.url.rsplit(":", 1)[1]
+        fleet = one_endpoint(em.url, "sglang", alias="frank",
+                             serve={"command": SGLANG_COMMAND.format(port=port)})
+        result = run_fleet(fleet, "-m", "serve")
+    result.assert_outcomes(**outcome)
+    result.stdout.fnmatch_lines(lines)
+    assert "the server runs frank" not in result.stdout.str()

@@ -154,8 +154,11 @@ class Driver:
                     "cache to fit), layers run on the CPU, or the cache types are smaller than "
                     "expect.vram says; read the server's load log for the context it allocated")
 
+    # Routes the drift check reads beside the slot and model routes (SGLang's server info).
+    drift_routes: tuple[str, ...] = ()
+
     def served_model_path(self, payloads: dict) -> str | None:
-        """The model file the engine reports loading, from the slot routes' payloads."""
+        """The model file the engine reports loading, from the routes the drift check read."""
         return None
 
     def kv_pool(self, metrics_text: str):

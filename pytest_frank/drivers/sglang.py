@@ -18,6 +18,17 @@ class SglangDriver(Driver):
     def alias_fix(self, alias, served):
         return f"serve it under that name: --served-model-name {alias}"
 
+    # The model path is not on the model card: python/sglang/srt/entrypoints/http_server.py
+    # available_models() builds ModelCard(id=served_model_name, root=served_model_name, ...), so
+    # `root` is the served name. get_server_info() returns dataclasses.asdict(server_args),
+    # whose model_path is the --model-path the server was started with.
+    drift_routes = ("/get_server_info",)
+
+    def served_model_path(self, payloads):
+        info = payloads.get("/get_server_info")
+        path = info.get("model_path") if isinstance(info, dict) else None
+        return path if isinstance(path, str) and path else None
+
     # -- generation, /metrics, speculative decoding ----------------------------------------------
     keep_generating = {"extra_body": {"ignore_eos": True}}
     metrics_off_statuses = (404,)

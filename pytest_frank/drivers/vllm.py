@@ -55,6 +55,14 @@ class VllmDriver(Driver):
                     "clamped (a co-tenant held memory at start); free the GPU or lower "
                     "--max-model-len / --max-num-seqs, then restart")
 
+    def served_model_path(self, payloads):
+        # vllm/entrypoints/openai/serving_models.py show_available_models():
+        # ModelCard(id=base_model.name, root=base_model.model_path, ...): root is the model path.
+        cards = (payloads.get("/v1/models") or {}).get("data") if isinstance(
+            payloads.get("/v1/models"), dict) else None
+        roots = [c.get("root") for c in cards or [] if isinstance(c, dict)]
+        return next((r for r in roots if isinstance(r, str) and r), None)
+
     def kv_pool(self, metrics_text):
         from pytest_frank.vram.plan import KVPool
         from pytest_frank.vram.sources import parse_vllm_cache_config
