@@ -156,3 +156,34 @@ def test_sglang_drift_reads_the_server_info(run_fleet, running, outcome, lines):
     result.assert_outcomes(**outcome)
     result.stdout.fnmatch_lines(lines)
     assert "the server runs frank" not in result.stdout.str()
+
+
+# -- engine facts: llama.cpp splits reasoning out by default ------------------------------------
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_llamacpp_without_reasoning_format_passes_reasoning_and_the_gate(run_fleet, pytester):
+    """llama-server's default reasoning format is deepseek (common/common.h): a command without
+    --reasoning-format serves reasoning_content, so the gate notes the unpinned default and
+    does not fail it."""
+    pytest.importorskip("xllamacpp")
+    from pytest_frank.local.selftest_model import model_path
+
+    port = free_port()
+    command = (f"llama-server -m {model_path('default')} --alias frank-r --ctx-size 4096 "
+               f"--parallel 1 --jinja --port {port}")
+    fleet = {"endpoints": {"ep": {"engine": "llamacpp", "alias": "frank-r", "ready_timeout": 30,
+                                  "launch": {"model": "selftest", "alias": "frank-r",
+                                             "port": port},
+                                  "serve": {"command": command},
+                                  "expect": {"reasoning": True}}}}
+    result = run_fleet(fleet, "-m", "reasoning or serve", "--frank-report=r.md")
+    result.assert_outcomes(passed=5)  # reasoning plain, streamed and off; serve config, drift
+    report = (pytester.path / "r.md").read_text()
+    assert "leaves --reasoning-format at the default: llama-server splits the thinking" in report
+    assert "has no --reasoning-format" not in result.stdout.str() + report

@@ -179,9 +179,14 @@ class LlamaCppDriver(Driver):
             "tools": (Need("jinja", "tools need the chat template to render them (without "
                            "--jinja: HTTP 500 'tools param requires --jinja flag')",
                            "add --jinja (pin it even where the build defaults it on)"),),
-            "reasoning": (Need("reasoning_format", "thinking stays inside content unless a "
-                               "reasoning format splits it out", "add --reasoning-format "
-                               "deepseek", bad=("none",)),),
+            # common/common.h struct common_params: reasoning_format =
+            # COMMON_REASONING_FORMAT_DEEPSEEK (the help says "default: auto", which is the same
+            # split); only `none` leaves the thinking in content.
+            "reasoning": (Need("reasoning_format", "the thinking then stays inside content",
+                               "--reasoning-format deepseek (or auto)",
+                               bad=("none",), default_serves="llama-server splits the "
+                               "thinking out into reasoning_content by default (deepseek); "
+                               "builds before that default kept it in content"),),
             "reasoning_effort": (Need("jinja", "the chat template reads reasoning_effort only "
                                       "with --jinja", "add --jinja"),),
             "spec_decode": (

@@ -29,6 +29,9 @@ class Need:
     why: str
     fix: str
     bad: tuple[str, ...] = ()
+    # Where the engine's default already serves the claim: an absent flag is a note saying so
+    # (the fix then pins it), not a failure.
+    default_serves: str | None = None
 
 
 @dataclass(frozen=True)

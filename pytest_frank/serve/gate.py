@@ -66,7 +66,12 @@ def _needs(p: Parsed, endpoint) -> list[Finding]:
             continue
         for need in needs:
             flag, v = p.table.flags[need.role], p.get(need.role)
-            if v is None or not v.on:
+            if v is None and need.default_serves:
+                found.append(Finding(str(p.command.where), f"{claim} is asked and {_who(p)} "
+                                     f"leaves {flag.name} at the default: "
+                                     f"{need.default_serves}", f"pin it, so a build with "
+                                     f"another default cannot change it: {need.fix}", "note"))
+            elif v is None or not v.on:
                 how = "turns it off" if v is not None else "has no"
                 found.append(Finding(str(v.where if v else p.command.where),
                                      f"{claim} is asked, but {_who(p)} {how} {flag.name}: "
