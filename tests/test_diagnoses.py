@@ -187,3 +187,44 @@ def test_llamacpp_without_reasoning_format_passes_reasoning_and_the_gate(run_fle
     report = (pytester.path / "r.md").read_text()
     assert "leaves --reasoning-format at the default: llama-server splits the thinking" in report
     assert "has no --reasoning-format" not in result.stdout.str() + report
+
+
+# -- fixes that read the facts: the training context caps llama.cpp's slots ----------------------
+# A real llama.cpp on a self-test model trained at 4096 tokens: every slot is capped there
+# (its log: "the slot context (8192) exceeds the training context of the model (4096) -
+# capping"), whatever --ctx-size, --parallel or --kv-unified say.
+TRAIN_CAP = [  # (id, launch settings, expect.slots, outcome, lines, never in the output)
+    ("unified-2-slots", {"ctx_size": 8192, "parallel": 2, "kv_unified": True},
+     {"count": 2, "ctx_per_slot": 8192}, "failed",
+     ["*each slot gets 4096 tokens of context, 8192 intended: the model was trained on 4096 "
+      "and llama.cpp caps every slot at the model's training context*",
+      "  fix: serve a model trained on at least 8192 tokens, or set expect.slots.ctx_per_slot "
+      "to 4096 (what this model holds)"], ["kv_unified", "divides the context"]),
+    ("one-slot", {"ctx_size": 8192, "parallel": 1}, {"count": 1, "ctx_per_slot": 8192},
+     "failed", ["*the model was trained on 4096 and llama.cpp caps every slot*"],
+     ["set the context size", "kv_unified"]),
+    ("within-the-cap", {"ctx_size": 8192, "parallel": 2, "kv_unified": True},
+     {"count": 2, "ctx_per_slot": 4096}, "passed", [], []),
+]
+
+
+@pytest.fixture(scope="module")
+def trained_4096(tmp_path_factory):
+    from pytest_frank.local.selftest_model import write_model
+
+    return str(write_model(tmp_path_factory.mktemp("cap") / "trained-4096.gguf", ctx_train=4096))
+
+
+@pytest.mark.parametrize("launch, slots, outcome, lines, never", [c[1:] for c in TRAIN_CAP],
+                         ids=[c[0] for c in TRAIN_CAP])
+def test_the_training_context_caps_the_slots(run_fleet, trained_4096, launch, slots, outcome,
+                                             lines, never):
+    pytest.importorskip("xllamacpp")
+    fleet = {"endpoints": {"ep": {"engine": "llamacpp", "ready_timeout": 30,
+                                  "launch": {"model": trained_4096, **launch},
+                                  "expect": {"slots": slots}}}}
+    result = run_fleet(fleet, "-m", "slots")
+    result.assert_outcomes(**{outcome: 1})
+    result.stdout.fnmatch_lines(lines)
+    for text in never:
+        assert text not in result.stdout.str()

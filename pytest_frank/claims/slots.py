@@ -37,6 +37,11 @@ def _judge_ctx(shape: SlotShape, want: int, count: int | None, driver) -> None:
         fail(f"the endpoint does not report its context per slot ({shape.source})")
     if got == want:
         return
+    capped = shape.ctx_train and driver.ctx_train_cap and got == shape.ctx_train < want
+    if capped:  # no slot setting helps: the model's own limit
+        fail(f"each slot gets {got} tokens of context, {want} intended: the model was trained "
+             f"on {shape.ctx_train} and {driver.ctx_train_cap} ({shape.source})",
+             driver.ctx_train_fix(shape.ctx_train, want))
     if count and count > 1 and got * count == want:
         fail(Phrase(f"each slot gets {got} tokens of context, 1/{count} of the intended {want}: ",
                     driver.parallel_flag(count), " divides the context among the slots"),

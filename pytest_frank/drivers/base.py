@@ -138,6 +138,18 @@ class Driver:
         """How to serve `count` conversations at once, each keeping `per_slot` of context."""
         return Phrase("set ", self.parallel_flag(count))
 
+    # What the engine does with a slot context past the model's training context, where it
+    # caps it (then `ctx_train` reads the training context; None: not capped, or not said).
+    ctx_train_cap: str | None = None
+
+    def ctx_train(self, payloads: dict) -> int | None:
+        """The model's training context from the slot routes' payloads, where reported."""
+        return None
+
+    def ctx_train_fix(self, ctx_train: int, want: int) -> Text:
+        return (f"serve a model trained on at least {want} tokens, or set "
+                f"expect.slots.ctx_per_slot to {ctx_train} (what this model holds)")
+
     def slot_shape(self, payloads: dict) -> tuple[int | None, int | None, str]:
         """(slot count, context per slot, where it was read); None where the engine doesn't say."""
         cards = (payloads.get("/v1/models") or {}).get("data") or []

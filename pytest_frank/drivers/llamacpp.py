@@ -58,7 +58,20 @@ class LlamaCppDriver(Driver):
         "/slots": {"type": "array", "items": {"type": "object", "properties": {
             "n_ctx": {"type": "integer"}, "speculative": {"type": "boolean"}}}},
     }
-    slot_routes = ("/props", "/slots")
+    slot_routes = ("/props", "/slots", "/v1/models")  # the model card's meta: n_ctx_train
+    # tools/server/server-context.cpp load_model(): n_ctx_slot = llama_n_ctx_seq(ctx), and
+    # "if (n_ctx_slot > n_ctx_train) { SRV_WRN(... - capping); n_ctx_slot = n_ctx_train; }"
+    ctx_train_cap = "llama.cpp caps every slot at the model's training context"
+
+    def ctx_train(self, payloads):
+        cards = (payloads.get("/v1/models") or {}).get("data") if isinstance(
+            payloads.get("/v1/models"), dict) else None
+        found = [(c.get("meta") or {}).get("n_ctx_train") for c in cards or []
+                 if isinstance(c, dict) and isinstance(c.get("meta"), dict)]
+        props = payloads.get("/props")
+        found.append(props.get("n_ctx_train") if isinstance(props, dict) else None)
+        return next((n for n in found if isinstance(n, int) and not isinstance(n, bool)
+                     and n > 0), None)
     parallel_flag = PARALLEL
     unify_hint = Phrase("add ", KV_UNIFIED, " (every slot then sees the whole ", CTX_SIZE, ")")
 
