@@ -228,3 +228,65 @@ def test_the_training_context_caps_the_slots(run_fleet, trained_4096, launch, sl
     result.stdout.fnmatch_lines(lines)
     for text in never:
         assert text not in result.stdout.str()
+
+
+# -- fixes that read the facts: the MTP advice only with an MTP head ----------------------------
+# The offline gate on real GGUF headers: the self-test model (no MTP head) and sparse files the
+# tests write with and without nextn_predict_layers.
+MTP_ADVICE = "use --spec-type draft-mtp alone"
+DRAFTS = [  # (id, model, draft, the finding holds, never in it)
+    ("self-drafting-no-head", "selftest", "selftest",
+     "is the served model itself, with no MTP head (nextn_predict_layers 0)", MTP_ADVICE),
+    ("self-drafting-with-head", "mtp", "mtp",
+     "is the served model itself, a whole model carrying an MTP head (4 layers + 1 NextN)", None),
+    ("whole-mtp-model-as-draft", "selftest", "mtp",
+     "is a whole model carrying an MTP head", None),
+    ("unreadable-mtp-name", "selftest", "/gone/Big-mtp.gguf", "is an -mtp model file", None),
+    ("unreadable-itself", "/gone/Big.gguf", "/gone/Big.gguf", "is the served model itself",
+     None),
+    ("small-draft-no-head", "mtp", "small", None, None),
+]
+
+
+@pytest.fixture(scope="module")
+def draft_files(tmp_path_factory):
+    import gguf_files as gf
+
+    from pytest_frank.local.selftest_model import model_path
+
+    d = tmp_path_factory.mktemp("drafts")
+
+    def model(name, nextn, blocks):
+        kv = {"{arch}.block_count": blocks, "{arch}.embedding_length": 64,
+              "{arch}.attention.head_count": 4, "{arch}.attention.head_count_kv": 1}
+        if nextn:
+            kv["{arch}.nextn_predict_layers"] = nextn
+        return str(gf.write_gguf(d / name, "qwen3", kv,
+                                 [("token_embd.weight", (64, 32), gf.Q.F16)]))
+
+    return {"selftest": str(model_path("default")), "mtp": model("Q-mtp.gguf", 1, 5),
+            "small": model("Q-0.6B.gguf", 0, 2)}
+
+
+@pytest.mark.parametrize("model, draft, holds, never", [c[1:] for c in DRAFTS],
+                         ids=[c[0] for c in DRAFTS])
+def test_mtp_advice_only_with_an_mtp_head(draft_files, model, draft, holds, never):
+    from pytest_frank.drivers import driver_for
+    from pytest_frank.fleet import Endpoint
+    from pytest_frank.serve import findings, read
+
+    model, draft = draft_files.get(model, model), draft_files.get(draft, draft)
+    line = f"llama-server -m {model} -md {draft} --spec-type draft-simple --metrics"
+    ep = Endpoint("frank", "llamacpp", url="http://127.0.0.1:8080", expect={"spec_decode": True})
+    found = [f for f in findings(read({"command": line}), ep, driver_for("llamacpp"))
+             if f.what.startswith("--model-draft")]
+    if holds is None:
+        assert found == []
+        return
+    (finding,) = found
+    assert holds in finding.what and finding.severity == "fail"
+    if never:
+        assert never not in finding.fix
+        assert "small draft model of the same family" in finding.fix
+    else:
+        assert MTP_ADVICE in finding.fix

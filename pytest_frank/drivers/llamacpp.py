@@ -117,9 +117,10 @@ class LlamaCppDriver(Driver):
                              "speculative false)")
     spec_low_fix = Phrase("the draft does not fit the model (an MTP head or draft from another "
                           "quant or finetune); lower ", DRAFT_MAX, " or raise --spec-draft-p-min")
-    spec_high_fix = Phrase("acceptance this close to 1 means the draft is the model itself: never "
-                           "point --spec-draft-model/-md at the -mtp file (it loads the model "
-                           "twice); use ", SPEC_TYPE("draft-mtp"), " alone")
+    spec_high_fix = Phrase("acceptance this close to 1 means the draft is the model itself, "
+                           "loaded a second time: for an -mtp GGUF drop ", DRAFT_MODEL,
+                           " and use ", SPEC_TYPE("draft-mtp"), " alone; for a model without an "
+                           "MTP head, point ", DRAFT_MODEL, " at a small draft of the same family")
     image_forms = ("data_url", "base64")
     vision_advert_path = "/props"
     no_projector_markers = ("image input is not supported",)

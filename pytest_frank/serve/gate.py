@@ -183,30 +183,50 @@ def _nextn(header) -> tuple[int, int]:
 def _draft(p: Parsed, endpoint) -> list[Finding]:
     if "draft" not in p.table.flags:
         return []
-    found, draft, model = [], p.get("draft"), p.text("model")
-    flag = p.table.flags["draft"].name
-    spec = p.text("spec_type")
+    draft, model = p.get("draft"), p.text("model")
     if draft is not None and draft.on and draft.text:
-        head = _header(p, "draft")
-        nextn, blocks = _nextn(head) if head else (0, 0)
-        whole_with_head = head is not None and 0 < nextn < blocks
-        named_mtp = head is None and Path(draft.text).name.lower().removesuffix(".gguf") \
-            .endswith("-mtp")
-        if draft.text == model or whole_with_head or named_mtp:
-            why = ("is the served model itself" if draft.text == model else
-                   f"is a whole model carrying an MTP head ({blocks - nextn} layers + {nextn} "
-                   "NextN)" if whole_with_head else "is an -mtp model file")
-            found.append(Finding(str(draft.where), f"{flag} {draft.text} {why}: the model loads "
-                                 "a second time (twice the VRAM) for a head it already has",
-                                 f"drop {flag} and use --spec-type draft-mtp alone (the -mtp "
-                                 "GGUF drafts from its own head)"))
-    elif spec in p.table.mtp_spec_values:
-        head = _header(p, "model")
-        if head is not None and _nextn(head)[0] == 0:
-            found.append(Finding(str(p.where("spec_type")), f"--spec-type {spec}, but the "
-                                 f"model file {model} has no MTP head (nextn_predict_layers 0)",
-                                 "serve the release's -mtp GGUF, or another --spec-type"))
-    return found
+        found = _draft_file(p, draft, model)
+        return [found] if found else []
+    mtp = _spec_types(p) & set(p.table.mtp_spec_values)
+    head = _header(p, "model") if mtp else None
+    if head is not None and _nextn(head)[0] == 0:
+        return [Finding(str(p.where("spec_type")), f"--spec-type {p.text('spec_type')}, but "
+                        f"the model file {model} has no MTP head (nextn_predict_layers 0)",
+                        "serve the release's -mtp GGUF, or another --spec-type")]
+    return []
+
+
+def _spec_types(p: Parsed) -> set[str]:
+    """llama.cpp's --spec-type takes a comma-separated list (common/arg.cpp: string_split on
+    ',', appended to params.speculative.types)."""
+    return {t.strip() for t in (p.text("spec_type") or "").split(",") if t.strip()}
+
+
+def _draft_file(p: Parsed, draft, model) -> Finding | None:
+    """A draft that loads the served model a second time. The MTP advice only where the header
+    shows an MTP head, or cannot be read (a name ending -mtp, or the file not here)."""
+    flag = p.table.flags["draft"].name
+    itself = draft.text == model
+    head = _header(p, "draft")
+    nextn, blocks = _nextn(head) if head else (0, 0)
+    named_mtp = Path(draft.text).name.lower().removesuffix(".gguf").endswith("-mtp")
+    if head is not None and 0 < nextn < blocks:
+        why = ("is the served model itself, " if itself else "is ") + (
+            f"a whole model carrying an MTP head ({blocks - nextn} layers + {nextn} NextN)")
+    elif head is None and (itself or named_mtp):
+        why = "is the served model itself" if itself else "is an -mtp model file"
+    elif itself:  # the header shows no head: drafting from itself gains nothing
+        return Finding(str(draft.where), f"{flag} {draft.text} is the served model itself, with "
+                       "no MTP head (nextn_predict_layers 0): it loads a second time (twice the "
+                       "VRAM) to draft what the model writes anyway, so nearly every draft is "
+                       "accepted and nothing is gained", f"point {flag} at a small draft model "
+                       "of the same family (same tokenizer), or drop it and use --spec-type "
+                       "ngram-mod (drafts from the text, no model)")
+    else:
+        return None
+    return Finding(str(draft.where), f"{flag} {draft.text} {why}: the model loads a second time "
+                   "(twice the VRAM) for a head it already has", f"drop {flag} and use "
+                   "--spec-type draft-mtp alone (the -mtp GGUF drafts from its own head)")
 
 
 def _kv_build(p: Parsed, endpoint) -> list[Finding]:
