@@ -290,3 +290,92 @@ def test_mtp_advice_only_with_an_mtp_head(draft_files, model, draft, holds, neve
         assert "small draft model of the same family" in finding.fix
     else:
         assert MTP_ADVICE in finding.fix
+
+
+# -- every fix names only what is not already in effect -------------------------------------------
+def _fixes():
+    from pytest_frank.drivers import driver_for
+
+    llama = driver_for("llamacpp")
+    return {"slots": llama.slots_fix(4, 4096), "metrics": llama.metrics_fix,
+            "unify": Phrase(Alt(llama.unify_hint, ", or "), "multiply the context size by 2"),
+            "plain": "a fix in plain words"}
+
+
+from pytest_frank.verdict import Alt, Phrase  # noqa: E402
+
+IN_EFFECT = [  # (id, fix, settings in effect, the fix as given; None: dropped)
+    ("nothing-set", "slots", {}, "--parallel 4 --ctx-size 16384 (each of the 4 slots keeps 4096 "
+     "tokens; or --parallel 4 --kv-unified)"),
+    ("unified-needs-only-the-count", "slots", {"--kv-unified": None}, "--parallel 4"),
+    ("total-already-set", "slots", {"--ctx-size": "16384"}, "--parallel 4"),
+    ("another-value-is-no-match", "slots", {"--parallel": "2"},
+     "--parallel 4 --ctx-size 16384 (each of the 4 slots keeps 4096 tokens; or --parallel 4 "
+     "--kv-unified)"),
+    ("asked-value-already-set", "slots", {"--parallel": "4"}, None),
+    ("switch-already-on", "metrics", {"--metrics": None}, None),
+    ("unified-leaves-the-other-way", "unify", {"--kv-unified": None},
+     "multiply the context size by 2"),
+    ("a-mention-asks-nothing", "unify", {"--ctx-size": "4096"},
+     "add --kv-unified (every slot then sees the whole --ctx-size), or multiply the context "
+     "size by 2"),
+    ("plain-text-stays", "plain", {"--kv-unified": None}, "a fix in plain words"),
+]
+
+
+@pytest.mark.parametrize("fix, settings, given", [c[1:] for c in IN_EFFECT],
+                         ids=[c[0] for c in IN_EFFECT])
+def test_a_fix_never_asks_for_what_is_in_effect(fix, settings, given):
+    from pytest_frank.verdict import render, unsettled
+
+    kept = unsettled(_fixes()[fix], settings)
+    assert (None if kept is None else render(kept)) == given
+
+
+def test_launch_and_serve_settings_are_in_effect():
+    from pytest_frank.drivers import driver_for
+    from pytest_frank.serve import read
+    from pytest_frank.serve.flags import parse
+
+    llama = driver_for("llamacpp")
+    assert llama.settings_in_effect({"model": "selftest", "kv_unified": True, "parallel": 2}) \
+        == {"--ctx-size": "4096", "--parallel": "2", "--kv-unified": None, "--metrics": None,
+            "--jinja": None}
+    command = read({"command": "llama-server -m /m.gguf -kvu -np 2 --no-jinja"})
+    found = llama.settings_in_effect(None, parse(command, llama.serve_flags))
+    assert found["--kv-unified"] is None and found["-kvu"] is None
+    assert found["--parallel"] == "2" and "--jinja" not in found
+
+
+def test_a_unified_launch_is_not_advised_to_unify(llama, run_fleet):
+    """Real llama.cpp: 2 unified slots, 4 wanted: every slot sees the whole context, so the
+    slot count is the whole fix (no larger context, no --kv-unified)."""
+    fleet = {"endpoints": {"ep": {"engine": "llamacpp", "ready_timeout": 30,
+                                  "launch": {"model": "selftest", "ctx_size": 4096, "parallel": 2,
+                                             "kv_unified": True},
+                                  "expect": {"slots": {"count": 4, "ctx_per_slot": 4096}}}}}
+    pytest.importorskip("xllamacpp")
+    result = run_fleet(fleet, "-m", "slots")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*2 slot(s) are served, 4 intended*",
+                                 "  fix: launch.parallel: 4"])
+    assert "kv_unified" not in result.stdout.str()
+
+
+@pytest.mark.parametrize("line, fix", [
+    ("-c 8192 -np 2", "the context is divided among the slots: --ctx-size 16384, or unify the "
+     "KV cache"),
+    ("-c 4096 -np 2 --kv-unified", "--ctx-size 8192 (each slot sees the whole context)"),
+    ("-c 4096 -np 1", "--ctx-size 8192 (each slot sees the whole context)"),
+], ids=["split", "unified", "one-slot"])
+def test_the_gates_slot_fix_reads_the_command(line, fix):
+    from pytest_frank.drivers import driver_for
+    from pytest_frank.fleet import Endpoint
+    from pytest_frank.serve import findings, read
+
+    ep = Endpoint("frank", "llamacpp", url="http://127.0.0.1:8080",
+                  expect={"slots": {"ctx_per_slot": 8192}})
+    found = findings(read({"command": f"llama-server -m /m.gguf {line}"}), ep,
+                     driver_for("llamacpp"))
+    (slot,) = [f for f in found if "ctx_per_slot" in f.what]
+    assert slot.fix == fix

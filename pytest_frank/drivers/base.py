@@ -7,7 +7,7 @@ from typing import Any
 
 from pytest_frank import metrics, redact
 from pytest_frank.http import NO_KEY, Exchange
-from pytest_frank.verdict import Phrase, Setting, Text
+from pytest_frank.verdict import InEffect, Phrase, Setting, Text
 
 _KINDS = {"object": "an object", "array": "a list", "integer": "an integer", "string": "a string",
           "boolean": "true or false", "number": "a number"}
@@ -133,6 +133,27 @@ class Driver:
     slot_routes: tuple[str, ...] = ("/v1/models",)
     parallel_flag = Setting("the server's concurrency setting")
     unify_hint: Text = "give each sequence the whole context"
+
+    # fleet.yaml `launch:` keys as the server settings they make, with launch's defaults:
+    # what a launched endpoint has in effect, so no fix asks for it again.
+    launch_settings: dict[str, Setting] = {}
+    launch_defaults: dict[str, Any] = {}
+
+    def settings_in_effect(self, launch: dict | None, parsed=None) -> InEffect:
+        """Server flag -> value in effect (None for a switch that is on), from a `launch:`
+        block and a parsed serve command (serve.flags.Parsed)."""
+        found: dict[str, str | None] = {}
+        for key, setting in self.launch_settings.items() if launch else ():
+            value = launch.get(key, self.launch_defaults.get(key))
+            if value is None or value is False:
+                continue
+            value = ",".join(map(str, value)) if isinstance(value, list) else value
+            found[setting.flag] = None if setting.switch else str(value)
+        for role in parsed.values if parsed is not None else ():
+            v, flag = parsed.get(role), parsed.table.flags[role]
+            if v is not None and v.on:
+                found.update(dict.fromkeys(flag.names, None if flag.takes == "none" else v.text))
+        return found
 
     def slots_fix(self, count: int, per_slot: int | None) -> Text:
         """How to serve `count` conversations at once, each keeping `per_slot` of context."""

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from pytest_frank import metrics
 from pytest_frank.drivers.base import Driver
+from pytest_frank.local.launch import DEFAULT_CTX_SIZE
 from pytest_frank.serve.flags import Flag, Need, ServeFlags
-from pytest_frank.verdict import Phrase, Setting, Wording
+from pytest_frank.verdict import Alt, Phrase, Setting, Wording
 
 # llama-server's flags as fleet.yaml `launch:` keys: advice for a launched endpoint names the keys.
 ALIAS = Setting("--alias", "launch.alias")
 PARALLEL = Setting("--parallel", "launch.parallel")
 CTX_SIZE = Setting("--ctx-size", "launch.ctx_size")
-KV_UNIFIED = Setting("--kv-unified", "launch.kv_unified: true")
-METRICS = Setting("--metrics", "launch.metrics: true")
-JINJA = Setting("--jinja", "launch.jinja: true")
+KV_UNIFIED = Setting("--kv-unified", "launch.kv_unified: true", switch=True)
+METRICS = Setting("--metrics", "launch.metrics: true", switch=True)
+JINJA = Setting("--jinja", "launch.jinja: true", switch=True)
 REASONING_FORMAT = Setting("--reasoning-format", "launch.reasoning_format")
 MMPROJ = Setting("--mmproj", "launch.mmproj")
 TEMPLATE = Setting("--chat-template-file", "launch.chat_template_file")
@@ -58,6 +59,13 @@ class LlamaCppDriver(Driver):
         "/slots": {"type": "array", "items": {"type": "object", "properties": {
             "n_ctx": {"type": "integer"}, "speculative": {"type": "boolean"}}}},
     }
+    launch_settings = {"alias": ALIAS, "ctx_size": CTX_SIZE, "parallel": PARALLEL,
+                       "kv_unified": KV_UNIFIED, "metrics": METRICS, "jinja": JINJA,
+                       "reasoning_format": REASONING_FORMAT, "mmproj": MMPROJ,
+                       "chat_template_file": TEMPLATE, "draft_model": DRAFT_MODEL,
+                       "draft_max": DRAFT_MAX}
+    launch_defaults = {"ctx_size": DEFAULT_CTX_SIZE, "parallel": 1, "metrics": True,
+                       "jinja": True}
     slot_routes = ("/props", "/slots", "/v1/models")  # the model card's meta: n_ctx_train
     # tools/server/server-context.cpp load_model(): n_ctx_slot = llama_n_ctx_seq(ctx), and
     # "if (n_ctx_slot > n_ctx_train) { SRV_WRN(... - capping); n_ctx_slot = n_ctx_train; }"
@@ -78,9 +86,11 @@ class LlamaCppDriver(Driver):
     def slots_fix(self, count, per_slot):
         if not per_slot:
             return Phrase(PARALLEL(count))
-        # --ctx-size is the total, divided among the slots (unless --kv-unified).
-        return Phrase(PARALLEL(count), " ", CTX_SIZE(count * per_slot), f" (each of the {count} "
-                      f"slots keeps {per_slot} tokens; or ", PARALLEL(count), " ", KV_UNIFIED, ")")
+        # --ctx-size is the total, divided among the slots unless --kv-unified: with a unified
+        # cache (or the total already set) the slot count alone is the fix.
+        return Phrase(PARALLEL(count), Alt(
+            " ", CTX_SIZE(count * per_slot), f" (each of the {count} slots keeps {per_slot} "
+            "tokens; or ", PARALLEL(count), " ", KV_UNIFIED, ")"))
 
     def slot_shape(self, payloads):
         props, slots = payloads.get("/props") or {}, payloads.get("/slots")

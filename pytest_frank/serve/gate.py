@@ -273,15 +273,19 @@ def _slots(p: Parsed, endpoint) -> list[Finding]:
         found.append(Finding(str(p.where("parallel")), f"expect.slots.count is {want.count}, "
                              f"{_who(p)} asks {flag} {parallel}", f"{flag} {want.count}"))
     per_slot = ctx
-    if ctx and p.table.slots_split_ctx and not p.on("kv_unified"):
-        per_slot = ctx // (parallel or 1)
+    split = bool(ctx and p.table.slots_split_ctx and not p.on("kv_unified")
+                 and (parallel or 1) > 1)
+    if split:
+        per_slot = ctx // parallel
     if want.ctx_per_slot and per_slot and per_slot != want.ctx_per_slot:
-        split = f" divided by {flag} {parallel}" if per_slot != ctx else ""
+        ctx_flag = p.table.flags["ctx"].name
+        how = f" divided by {flag} {parallel}" if split else ""
+        fix = (f"the context is divided among the slots: {ctx_flag} "
+               f"{want.ctx_per_slot * parallel}, or unify the KV cache" if split else
+               f"{ctx_flag} {want.ctx_per_slot} (each slot sees the whole context)")
         found.append(Finding(str(p.where("ctx")), f"expect.slots.ctx_per_slot is "
                              f"{want.ctx_per_slot}, {_who(p)} gives each slot {per_slot} "
-                             f"(ctx {ctx}{split})", "the context is divided among the slots: "
-                             f"set it to {want.ctx_per_slot * (parallel or 1)} or unify the "
-                             "KV cache"))
+                             f"(ctx {ctx}{how})", fix))
     return found
 
 
