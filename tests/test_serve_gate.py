@@ -107,6 +107,16 @@ def test_an_unpinned_reasoning_format_is_a_note(box):
     assert found.fix.startswith("pin it")
 
 
+@pytest.mark.parametrize("spelling, use", [("--draft-max 4", "--spec-draft-n-max N"),
+                                           ("--draft=4", "--spec-draft-n-max N"),
+                                           ("--draft-min 1", "--spec-draft-n-min N")])
+def test_a_removed_draft_spelling_is_a_note(box, spelling, use):
+    """llama.cpp's arg_removed: a current llama-server exits on it; a fork may still take it."""
+    (found,) = run(f"{llama_line(box)} {spelling}", endpoint(**LLAMA_EXPECT))
+    assert found.severity == "note" and "the argument has been removed" in found.what
+    assert found.fix == f"use {use}"
+
+
 def test_findings_point_at_the_file_and_line_that_sets_the_value(box, tmp_path):
     env = tmp_path / "frank.env"
     env.write_text(f"MODEL={box['plain']}\nCTX=131072\nPORT=9999\n")

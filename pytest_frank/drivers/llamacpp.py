@@ -170,36 +170,56 @@ class LlamaCppDriver(Driver):
                         "tool-call output on plain chat (pass grammars per request)")
 
     # -- the serve command line: llama-server and ik_llama.cpp's, same spellings ----------------
+    # Each rule with where llama.cpp says so: common/arg.cpp (the add_opt entry of the flag),
+    # common/common.h (struct common_params defaults), tools/server/server*.cpp.
     serve_flags = ServeFlags(
         programs=(("llama-server",),),
         example="llama-server",
         flags={
             "model": Flag(("--model", "-m")),
             "ctx": Flag(("--ctx-size", "-c")),
+            # arg.cpp {"-np", "--parallel"}: "number of server slots (default: -1 = auto)";
+            # server.cpp: n_parallel < 0 -> 4 slots with kv_unified = true
             "parallel": Flag(("--parallel", "-np")),
+            # arg.cpp {"-kvu", "--kv-unified"}, {"-no-kvu", "--no-kv-unified"}
             "kv_unified": Flag(("--kv-unified", "-kvu"), "none", ("-no-kvu", "--no-kv-unified")),
+            # arg.cpp {"-a", "--alias"}: "set model name aliases, comma-separated"
             "alias": Flag(("--alias", "-a")),
             "port": Flag(("--port",)),
             "host": Flag(("--host",)),
+            # common.h use_jinja = true (on by default); arg.cpp {"--jinja"}, {"--no-jinja"}
             "jinja": Flag(("--jinja",), "none", ("--no-jinja",)),
             "reasoning_format": Flag(("--reasoning-format",)),
+            # common.h endpoint_metrics = false: /metrics answers 501 without --metrics
             "metrics": Flag(("--metrics",), "none"),
             "mmproj": Flag(("--mmproj", "-mm"), off=("--no-mmproj",)),
+            # arg.cpp {"-md", "--model-draft"} is a live alias of --spec-draft-model
             "draft": Flag(("--model-draft", "--spec-draft-model", "--draft-model", "-md")),
+            # arg.cpp {"--spec-type"}: a comma-separated list, appended to speculative.types
             "spec_type": Flag(("--spec-type",)),
             "cache_k": Flag(("--cache-type-k", "-ctk")),
             "cache_v": Flag(("--cache-type-v", "-ctv")),
             "chat_template_file": Flag(("--chat-template-file",)),
             "chat_template": Flag(("--chat-template",)),
             "grammar_file": Flag(("--grammar-file",)),
+            # common.h cache_prompt = true
             "cache_prompt": Flag(("--cache-prompt",), "none", ("--no-cache-prompt",)),
             "api_key": Flag(("--api-key",)),
             "gpu_layers": Flag(("--gpu-layers", "--n-gpu-layers", "-ngl")),
             "threads": Flag(("--threads", "-t")),
             "draft_max": Flag(("--spec-draft-n-max", "--draft-max", "--draft", "--draft-n")),
+            "draft_min": Flag(("--spec-draft-n-min", "--draft-min", "--draft-n-min")),
         },
+        # common.h: port = 8080, hostnames = {"127.0.0.1"}, cache_type_k/v = GGML_TYPE_F16
         defaults={"port": "8080", "host": "127.0.0.1", "cache_k": "f16", "cache_v": "f16"},
+        # arg.cpp arg_removed: "the argument has been removed. use --spec-draft-n-max or
+        # --spec-ngram-mod-n-max" (and -n-min); llama-server exits with that error
+        removed={"--draft-max": "--spec-draft-n-max N", "--draft": "--spec-draft-n-max N",
+                 "--draft-n": "--spec-draft-n-max N", "--draft-min": "--spec-draft-n-min N",
+                 "--draft-n-min": "--spec-draft-n-min N"},
         needs={
+            # tools/server oaicompat_chat_params_parse(): without use_jinja a request with tools
+            # throws "tools param requires --jinja flag" (HTTP 500)
             "tools": (Need("jinja", "tools need the chat template to render them (without "
                            "--jinja: HTTP 500 'tools param requires --jinja flag')",
                            "add --jinja (pin it even where the build defaults it on)"),),
@@ -211,9 +231,12 @@ class LlamaCppDriver(Driver):
                                bad=("none",), default_serves="llama-server splits the "
                                "thinking out into reasoning_content by default (deepseek); "
                                "builds before that default kept it in content"),),
+            # reasoning_effort reaches the template as a chat template kwarg: Jinja only
             "reasoning_effort": (Need("jinja", "the chat template reads reasoning_effort only "
                                       "with --jinja", "add --jinja"),),
             "spec_decode": (
+                # common.h speculative.types defaults to {NONE}: a draft model alone is loaded
+                # and never drafts (/slots speculative false)
                 Need("spec_type", "a draft model without --spec-type is loaded but never used",
                      "add --spec-type draft-mtp (an -mtp GGUF) or draft-simple with "
                      "--spec-draft-model FILE", bad=("none",)),
@@ -226,8 +249,13 @@ class LlamaCppDriver(Driver):
         files=("model", "mmproj", "draft", "chat_template_file", "grammar_file"),
         gguf=("model", "mmproj", "draft"),
         alias_separator=",",
+        # src/llama-context.cpp: n_ctx_seq = kv_unified ? n_ctx : n_ctx / n_seq_max
         slots_split_ctx=True,
+        # ggml/CMakeLists.txt option GGML_CUDA_FA_ALL_QUANTS (FlashAttention kernels for every
+        # KV quant; without it a quantized cache falls off the fast path)
         quantized_kv_build="GGML_CUDA_FA_ALL_QUANTS",
+        # "draft-mtp" is llama.cpp's name (COMMON_SPECULATIVE_TYPE_DRAFT_MTP); "mtp" is none of
+        # llama.cpp's, kept so a fork spelling it so still reads as MTP
         mtp_spec_values=("draft-mtp", "mtp"),
         native_binary=True,
     )

@@ -93,6 +93,9 @@ class VllmDriver(Driver):
                         "template that always emits a tool call")
 
     # -- the serve command line: `vllm serve MODEL` or the api_server module ---------------------
+    # Flags from vllm/entrypoints/openai/cli_args.py (frontend: host, port, api key, tool and
+    # reasoning parsers, chat template) and vllm/engine/arg_utils.py EngineArgs (model, context,
+    # sequences, cache, speculative config).
     serve_flags = ServeFlags(
         programs=(("vllm", "serve"), ("-m", "vllm.entrypoints.openai.api_server")),
         example="vllm serve",
@@ -117,8 +120,11 @@ class VllmDriver(Driver):
             "tensor_parallel": Flag(("-tp", "--tensor-parallel-size")),
             "mm_limit": Flag(("--limit-mm-per-prompt",)),
         },
+        # cli_args.py: port 8000; host None, which binds every interface
         defaults={"port": "8000", "host": "0.0.0.0"},
         needs={
+            # serving_chat.py: tool_choice "auto" without both flags is refused, '"auto" tool
+            # choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
             "tools": (
                 Need("auto_tool_choice", "clients send tool_choice \"auto\", which vLLM "
                      "answers with HTTP 400 unless auto tool choice is on",

@@ -43,7 +43,7 @@ def findings(command: ServeCommand, endpoint, driver) -> list[Finding]:
                         f"not a {driver.label} ({table.example})", "point serve: at the files "
                         "that start this endpoint, or fix `engine:`")]
     found: list[Finding] = []
-    for rule in (_needs, _alias, _listen, _files, _draft, _kv_build, _slots, _fits):
+    for rule in (_needs, _removed, _alias, _listen, _files, _draft, _kv_build, _slots, _fits):
         found += rule(p, endpoint)
     if endpoint.options("serve").unit_policy:
         found += unit_policy(command, table)
@@ -79,6 +79,21 @@ def _needs(p: Parsed, endpoint) -> list[Finding]:
             elif v.text in need.bad:
                 found.append(Finding(str(v.where), f"{claim} is asked, but {flag.name} is "
                                      f"{v.text}: {need.why}", need.fix))
+    return found
+
+
+def _removed(p: Parsed, endpoint) -> list[Finding]:
+    """Spellings the engine dropped: a current build refuses to start on them; a fork or an
+    older build may still take them, so a note."""
+    found = []
+    for values in p.values.values():
+        for v in values:
+            name = v.flag.text.partition("=")[0]
+            if name in p.table.removed:
+                found.append(Finding(str(v.flag.where), f"{name} was removed from "
+                                     f"{p.table.example} (a current build exits at start: \"the "
+                                     "argument has been removed\")",
+                                     f"use {p.table.removed[name]}", "note"))
     return found
 
 
