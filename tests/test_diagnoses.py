@@ -1,12 +1,16 @@
 """Diagnoses an ops engineer can act on: the engine fleet.yaml names is wrong, a key is missing,
 the URL points at another server, the slot advice keeps each slot's context, the alias advice
 keeps the names served, a launched endpoint's advice names fleet.yaml keys, a loading server is
-waited for as long as configured. Real llama.cpp where it shows the fault, the emulator else."""
+waited for as long as configured; and each message true for the engine at hand: SGLang's drift
+read from what SGLang reports, llama.cpp's default reasoning format, the training context that
+caps llama.cpp's slots, MTP advice only with an MTP head, and no fix asking for a setting already
+in effect. Real llama.cpp where it shows the fault, the emulator else."""
 
 import pytest
 
 from emulator import Emulator, Reply
 from fleets import one_endpoint
+from pytest_frank.verdict import Alt, Phrase
 
 
 @pytest.fixture(scope="module")
@@ -301,8 +305,6 @@ def _fixes():
             "unify": Phrase(Alt(llama.unify_hint, ", or "), "multiply the context size by 2"),
             "plain": "a fix in plain words"}
 
-
-from pytest_frank.verdict import Alt, Phrase  # noqa: E402
 
 IN_EFFECT = [  # (id, fix, settings in effect, the fix as given; None: dropped)
     ("nothing-set", "slots", {}, "--parallel 4 --ctx-size 16384 (each of the 4 slots keeps 4096 "
