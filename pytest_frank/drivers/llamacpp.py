@@ -107,6 +107,9 @@ class LlamaCppDriver(Driver):
     spec_high_fix = Phrase("acceptance this close to 1 means the draft is the model itself: never "
                            "point --spec-draft-model/-md at the -mtp file (it loads the model "
                            "twice); use ", SPEC_TYPE("draft-mtp"), " alone")
+    structured_output_fix = ("update llama.cpp (json_schema is turned into a grammar; a schema "
+                             "it cannot convert must be refused, not ignored) and serve with "
+                             "--jinja; a proxy in front must pass response_format through")
     image_forms = ("data_url", "base64")
     vision_advert_path = "/props"
     no_projector_markers = ("image input is not supported",)

@@ -26,6 +26,12 @@ class VllmDriver(Driver):
     # -- generation, /metrics, speculative decoding, vision --------------------------------------
     keep_generating = {"extra_body": {"ignore_eos": True}}
     metrics_fix = "let /metrics through to the vLLM server (it is on by default)"
+    structured_output_fix = ("pass a structured-output backend (--structured-outputs-config "
+                             "'{\"backend\": \"xgrammar\"}', or guidance); with a "
+                             "--reasoning-parser, a vLLM whose schema holds for the content after "
+                             "the reasoning; a proxy in front must pass response_format through")
+    stop_fix = ("update vLLM: stop strings must apply to the answer, not the reasoning, with a "
+                "--reasoning-parser; a proxy in front must pass `stop` through")
     spec_series = (metrics.VLLM_SPEC,)
     spec_engage_fix = ("pass --speculative-config, e.g. "
                        "'{\"method\": \"mtp\", \"num_speculative_tokens\": 2}'")

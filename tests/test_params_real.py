@@ -1,0 +1,58 @@
+"""params against a real llama.cpp (xllamacpp): the passing side on the self-test models, and
+each fault the claim exists to catch through a proxy that rewrites the request (tests/proxy.py,
+in front of the real server: no engine here drops a parameter by itself).
+
+`selftest:chatty` never stops talking ("Hello!" until max_tokens), so a cap and a stop string
+always have something to cut; `selftest` writes JSON under a schema through llama.cpp's grammar.
+The Anthropic shape goes through llama.cpp's own /v1/messages and count_tokens.
+"""
+
+
+import pytest
+
+from fleets import one_endpoint
+
+OPENAI = ["max_tokens", "stop", "response_format", "logprobs", "stream_usage", "context_limit"]
+
+
+@pytest.fixture(scope="module")
+def chatty(llama):
+    return llama(model="selftest:chatty", alias="frank", ctx_size=1024, threads=1)
+
+
+def _params(result):
+    """{test name: outcome} from a -v run of one endpoint."""
+    out = {}
+    for line in result.outlines:
+        if line.startswith("test_params.py::") and " " in line:
+            test, outcome = line.split()[:2]
+            out[test.split("::")[1].split("[")[0]] = outcome
+    return out
+
+
+def test_openai_shape_passes_on_real_llamacpp(chatty, run_fleet):
+    result = run_fleet(one_endpoint(chatty.url, alias="frank", expect={"params": True}),
+                       "-m", "params", "-v", "-rA")
+    outcomes = _params(result)
+    assert outcomes == {f"test_params_{p}": "PASSED" for p in OPENAI} | {
+        "test_params_count_tokens": "SKIPPED", "test_params_system_message": "SKIPPED"}, \
+        result.stdout.str()[-3000:]
+
+
+def test_anthropic_shape_on_llamacpp_messages(chatty, run_fleet):
+    """max_tokens, count_tokens (llama.cpp has the route) and a system message inside
+    `messages` pass. stop_sequences cuts the answer, but this llama.cpp reports the match as
+    stop_reason "end_turn" (with stop_sequence set), not "stop_sequence": the field failure the
+    test exists for, shown by a real engine. The context limit is inconclusive: an Anthropic
+    endpoint does not say its context."""
+    fleet = one_endpoint(chatty.url, "anthropic", alias="frank",
+                         expect={"params": {"claude_code": True}})
+    result = run_fleet(fleet, "-m", "params", "-v", "-rA")
+    outcomes = _params(result)
+    assert {k: v for k, v in outcomes.items() if v != "SKIPPED"} == {
+        "test_params_max_tokens": "PASSED", "test_params_stop": "FAILED",
+        "test_params_count_tokens": "PASSED", "test_params_system_message": "PASSED"}, \
+        result.stdout.str()[-3000:]
+    result.stdout.fnmatch_lines([
+        "*stop_sequences=[[]'*'[]] cut the answer but it came back as stop_reason 'end_turn', "
+        "stop_sequence '*': clients look for stop_reason \"stop_sequence\"*"])
