@@ -11,6 +11,7 @@ The Anthropic shape goes through llama.cpp's own /v1/messages and count_tokens.
 import pytest
 
 from fleets import one_endpoint
+from proxy import Proxy
 
 OPENAI = ["max_tokens", "stop", "response_format", "logprobs", "stream_usage", "context_limit"]
 
@@ -56,3 +57,49 @@ def test_anthropic_shape_on_llamacpp_messages(chatty, run_fleet):
     result.stdout.fnmatch_lines([
         "*stop_sequences=[[]'*'[]] cut the answer but it came back as stop_reason 'end_turn', "
         "stop_sequence '*': clients look for stop_reason \"stop_sequence\"*"])
+
+
+# -- faults: a proxy in front of the real server rewrites what clients send ---------------------
+def _without(*keys):
+    return lambda body: {k: v for k, v in body.items() if k not in keys}
+
+
+def _usage_always(body):
+    return {**body, "stream_options": {"include_usage": True}} if body.get("stream") else body
+
+
+def _truncating(body):
+    """A gateway that keeps the last 200 characters of an over-long prompt and answers."""
+    messages = [{**m, "content": m["content"][-200:]} if isinstance(m.get("content"), str)
+                else m for m in body.get("messages", [])]
+    return {**body, "messages": messages}
+
+
+FAULTS = [
+    ("max_tokens", _without("max_tokens", "max_completion_tokens"),
+     "*max_tokens=16 was sent and * tokens came back (finish_reason *): the cap is not applied*"),
+    ("stop", _without("stop"),
+     "*stop=[[]'*'[]] was sent and the content still holds it (*): the stop string is ignored*"),
+    ("response_format", _without("response_format"),
+     "*response_format json_schema was sent and the content is not JSON (*'Hello!Hello!*"),
+    ("logprobs", _without("logprobs", "top_logprobs"),
+     "*logprobs: true, top_logprobs: 2 were sent and the reply has no logprobs*"),
+    ("stream_usage", _usage_always,
+     "*a stream without stream_options.include_usage carried usage in 1 chunk(s)*"),
+    ("stream_usage", _without("stream_options"),
+     "*stream_options.include_usage was sent and no chunk carried usage*"),
+    ("context_limit", _truncating,
+     "*a prompt of at least 1280 tokens over a 1024-token context answered 200 with "
+     "usage.prompt_tokens *: the prompt was silently truncated*"),
+]
+
+
+@pytest.mark.parametrize("param, rewrite, line", FAULTS,
+                         ids=[f[0] + ("_never" if i == 5 else "") for i, f in enumerate(FAULTS)])
+def test_a_proxy_that_loses_the_parameter_fails_naming_it(chatty, run_fleet, param, rewrite,
+                                                          line):
+    with Proxy(chatty.url, rewrite=rewrite) as proxy:
+        result = run_fleet(one_endpoint(proxy.url, alias="frank", expect={"params": True}),
+                           "-k", f"test_params_{param}")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([line])

@@ -135,13 +135,14 @@ def system_in_messages(target) -> Sent:
 
 
 def stop_string(content: str, reasoning: str = "") -> str | None:
-    """Four characters from the middle of an answer, no edge whitespace, not in the reasoning
-    where avoidable: a stop the answer is sure to meet."""
+    """Four characters from the middle of an answer, no whitespace, not first met at its start,
+    not in the reasoning where avoidable: a stop the answer is sure to meet."""
     middle = len(content) // 2
     found = None
-    for start in list(range(middle, len(content) - 4)) + list(range(0, middle)):
+    for start in list(range(middle, len(content) - 3)) + list(range(0, middle)):
         piece = content[start:start + 4]
-        if len(piece) == 4 and piece == piece.strip() and "\n" not in piece:
+        # Some answer before its first match, so the cut shows.
+        if len(piece) == 4 and not any(c.isspace() for c in piece) and content.find(piece):
             if piece not in reasoning:
                 return piece
             found = found or piece
