@@ -8,6 +8,8 @@ The Anthropic shape goes through llama.cpp's own /v1/messages and count_tokens.
 """
 
 
+from pathlib import Path
+
 import pytest
 
 from fleets import one_endpoint
@@ -38,6 +40,26 @@ def test_openai_shape_passes_on_real_llamacpp(chatty, run_fleet):
     assert outcomes == {f"test_params_{p}": "PASSED" for p in OPENAI} | {
         "test_params_count_tokens": "SKIPPED", "test_params_system_message": "SKIPPED"}, \
         result.stdout.str()[-3000:]
+
+
+def test_the_embedded_default_asks_params_and_passes(run_fleet):
+    """examples/selftest.yaml (the README's main command) asks params of its chatty endpoint."""
+    example = Path(__file__).resolve().parent.parent / "examples" / "selftest.yaml"
+    result = run_fleet(example.read_text(), "-m", "params", "-v")
+    result.assert_outcomes(passed=6, skipped=2)
+    result.stdout.fnmatch_lines(["frank-selftest-params *params ok*"])
+
+
+def test_logprobs_behind_a_draft_model_lack_their_alternatives(llama, run_fleet):
+    """A field failure shown by the real engine: with a draft model, llama.cpp sends no
+    top_logprobs for the tokens the draft proposed, so a client asking for two gets none."""
+    drafted = llama(model="selftest:chatty", alias="frank", draft_model="selftest:chatty",
+                    threads=1)
+    result = run_fleet(one_endpoint(drafted.url, alias="frank", expect={"params": True}),
+                       "-k", "test_params_logprobs")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["top_logprobs: 2 was sent and token '*' came with 0 "
+                                 "alternatives*"])
 
 
 def test_anthropic_shape_on_llamacpp_messages(chatty, run_fleet):

@@ -114,6 +114,7 @@ class VllmDriver(Driver):
             "gpu_memory": Flag(("--gpu-memory-utilization",)),
             "tensor_parallel": Flag(("-tp", "--tensor-parallel-size")),
             "mm_limit": Flag(("--limit-mm-per-prompt",)),
+            "max_logprobs": Flag(("--max-logprobs",)),
         },
         defaults={"port": "8000", "host": "0.0.0.0"},
         needs={
@@ -125,6 +126,9 @@ class VllmDriver(Driver):
                      "add --tool-call-parser <the model's parser: hermes, qwen3_xml, "
                      "qwen3_coder, ...>"),
             ),
+            "params": (Need("max_logprobs", "clients asking top_logprobs above it get HTTP 400 "
+                            "(test_params_logprobs asks 2)", "raise --max-logprobs to at least 2 "
+                            "(vLLM's default is 20)", bad=("0", "1"), required=False),),
             "reasoning": (Need("reasoning_parser", "without a reasoning parser the thinking "
                                "stays inside content", "add --reasoning-parser <the model's "
                                "parser, e.g. qwen3, deepseek_r1>"),),

@@ -23,12 +23,14 @@ class Flag:
 
 @dataclass(frozen=True)
 class Need:
-    """A flag a claim needs: `role` present, not turned off, and its value not in `bad`."""
+    """A flag a claim needs: `role` present, not turned off, and its value not in `bad`; a flag
+    whose default serves (`required` false) only must not be set to a bad value."""
 
     role: str
     why: str
     fix: str
     bad: tuple[str, ...] = ()
+    required: bool = True
 
 
 @dataclass(frozen=True)

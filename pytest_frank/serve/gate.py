@@ -66,6 +66,8 @@ def _needs(p: Parsed, endpoint) -> list[Finding]:
             continue
         for need in needs:
             flag, v = p.table.flags[need.role], p.get(need.role)
+            if v is None and not need.required:
+                continue
             if v is None or not v.on:
                 how = "turns it off" if v is not None else "has no"
                 found.append(Finding(str(v.where if v else p.command.where),
