@@ -55,7 +55,7 @@ class Options(ClaimOptions):
 class Sent(Observation):
     """Replies to requests that each carry the parameter under test (`what`, as sent)."""
     replies: dict[str, Reply] = field(default_factory=dict)
-    reference: Reply | None = None  # the same request without the parameter, where compared
+    reference: Reply = field(default_factory=Reply)  # the request without the parameter
     stop: str | None = None
     sent_words: int = 0
     context: int | None = None
