@@ -33,6 +33,14 @@ class Call:
 
 
 @dataclass
+class Logprob:
+    """One generated token's log probability and the alternatives sent with it."""
+    token: str
+    logprob: float | None
+    top: int  # how many alternatives came (top_logprobs' width)
+
+
+@dataclass
 class Request:
     """What a probe asks; `content` is text or the driver's content parts (images)."""
     content: Any
@@ -44,6 +52,9 @@ class Request:
     extra: dict = field(default_factory=dict)  # driver-supplied params (thinking switch, effort)
     reasoning_field: str | None = None  # where fleet.yaml says reasoning arrives, read first
     think: bool = False  # ask for thinking where the API wants it asked (the driver's thinking_on)
+    budget_key: str = "max_tokens"  # or "max_completion_tokens": the OpenAI shape takes both
+    stream_usage: bool = True  # a stream asks for its usage (OpenAI stream_options.include_usage)
+    history: list[dict] = field(default_factory=list)  # messages sent before the user's (system)
 
     @property
     def event_budget(self) -> int:
@@ -72,6 +83,10 @@ class Reply:
     first: Reply | None = None  # a second ask with a larger budget: the reply the first one got
     ceiling: str | None = None  # what bounds a larger budget (max_thinking_tokens or the context)
     engine: dict[str, Any] = field(default_factory=dict)  # engine fields, e.g. llama.cpp timings
+    stop_sequence: str | None = None  # Anthropic: the stop sequence that ended the answer
+    logprobs: list[Logprob] | None = None  # per generated token, where asked and sent
+    events: int = 0  # streams: the chunks read
+    usage_events: list[int] = field(default_factory=list)  # streams: the chunks that had usage
     exchange: Exchange | None = None
 
     @property

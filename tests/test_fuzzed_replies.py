@@ -46,6 +46,7 @@ from pytest_frank import fingerprint, redact, rows
 from pytest_frank.claims import (
     alias,
     health,
+    params,
     perf,
     reasoning,
     reasoning_effort,
@@ -257,11 +258,13 @@ def healthy(em: Emulator) -> None:
 EXPECT = {"reasoning": True, "reasoning_effort": {"map": {"high": "xhigh"}, "unmapped": True},
           "tools": {"parallel": True, "named": True}, "spec_decode": {"min_draft_tokens": 1},
           "perf": {"runs": 1, "max_cached_ttft_ratio": 0.9}, "vision": True,
-          "slots": {"count": 2, "ctx_per_slot": 4096}}
+          "slots": {"count": 2, "ctx_per_slot": 4096}, "params": {"claude_code": True}}
 GENERATION = [reasoning.REASONING, reasoning.STREAMED, reasoning.OFF, reasoning_effort.LEVEL,
               reasoning_effort.UNMAPPED, tools.REQUIRED, tools.AUTO, tools.NAMED_CHOICE,
               tools.PARALLEL, tools.PLAIN, tools.STREAMED, spec_decode.SPEC_DECODE, perf.TTFT,
-              perf.DECODE, perf.PREFIX_CACHE, vision.VISION]
+              perf.DECODE, perf.PREFIX_CACHE, vision.VISION, params.MAX_TOKENS, params.STOP,
+              params.RESPONSE_FORMAT, params.LOGPROBS, params.STREAM_USAGE, params.CONTEXT_LIMIT,
+              params.COUNT_TOKENS, params.SYSTEM_MESSAGE]
 
 
 def target_for(em: Emulator, **fleet) -> Target:

@@ -187,7 +187,7 @@ def test_the_context_must_fit_the_card(tmp_path):
 VLLM = ("vllm serve /srv/qwen --served-model-name frank --port 7770 --max-model-len 131072 "
         "--enable-auto-tool-choice --tool-call-parser qwen3_xml --reasoning-parser qwen3 "
         "--enable-prefix-caching --speculative-config '{\"method\": \"ngram\"}'")
-VLLM_EXPECT = {"tools": True, "reasoning": True, "spec_decode": True}
+VLLM_EXPECT = {"tools": True, "reasoning": True, "spec_decode": True, "params": True}
 VLLM_FAULTS = [
     ("no-auto-tool-choice", ("--enable-auto-tool-choice ", ""), "has no "
      "--enable-auto-tool-choice: clients send tool_choice \"auto\""),
@@ -199,6 +199,9 @@ VLLM_FAULTS = [
     ("served-name", ("--served-model-name frank", "--served-model-name qwen other"),
      "serves it as qwen, other"),
     ("port", ("--port 7770", "--port 8000"), "listens on port 8000"),
+    # params asks top_logprobs 2; vLLM's default (20) serves, a lower cap refuses it
+    ("max-logprobs", ("--port 7770", "--port 7770 --max-logprobs 1"),
+     "params is asked, but --max-logprobs is 1: clients asking top_logprobs above it"),
 ]
 
 

@@ -250,3 +250,12 @@ def test_long_thinker_fails_where_max_thinking_tokens_is_too_small(vllm, run_fle
         "larger budget, bounded by max_thinking_tokens",
         "*fix: *if this model really thinks longer, raise max_thinking_tokens (and the served "
         "context)"])
+
+
+# -- params: request parameters honoured, on the model that keeps talking ------------------------
+
+def test_params_pass_on_real_vllm(vllm, run_fleet):
+    server = vllm(variant="chatty", reasoning_parser="qwen3")
+    result = run_fleet(fleet(server, key=None, params=True), "-m", "params", "-v", "-rA")
+    result.assert_outcomes(passed=6, skipped=2)  # count_tokens and system: Anthropic shape only
+    result.stdout.fnmatch_lines(["ep *params ok*"])

@@ -19,6 +19,7 @@ CLAIMS = {
     "tools": "tool calls are well formed and validate against their schema",
     "spec_decode": "speculative decoding is engaged with a sane acceptance rate",
     "vision": "the model sees the image it is sent",
+    "params": "request parameters (caps, stops, schemas, logprobs, usage, context) are honoured",
     "perf": "time to first token and decode speed meet the fleet's floors",
     "slots": "the live slot shape matches the intended one",
     "vram": "GPU memory used matches the model's own header",

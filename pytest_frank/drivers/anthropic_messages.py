@@ -9,7 +9,7 @@ from pytest_frank.chat import Call, Reply, Request, typed
 
 def params(model: str, req: Request) -> dict[str, Any]:
     out: dict[str, Any] = {"model": model, "max_tokens": req.max_tokens,
-                           "messages": [{"role": "user", "content": req.content}]}
+                           "messages": [*req.history, {"role": "user", "content": req.content}]}
     if req.tools is not None:
         out["tools"] = [_tool(t) for t in req.tools]
         if req.tool_choice is not None:
@@ -25,12 +25,19 @@ def converse(sdk, model: str, req: Request, clock: Callable[[], float]) -> Reply
     message = sdk.messages.create(**kwargs)
     reply = Reply(status=200, finish=typed(getattr(message, "stop_reason", None), str,
                                            "stop_reason"))
+    reply.stop_sequence = typed(getattr(message, "stop_sequence", None), str, "stop_sequence")
     usage = getattr(message, "usage", None)
     reply.tokens = _tokens(usage)
     reply.prompt_tokens = _prompt_tokens(usage)
     for block in typed(getattr(message, "content", None), list, "content") or []:
         _Block(block).close(reply)
     return reply
+
+
+def count_tokens(sdk, model: str, req: Request) -> int | None:
+    """/v1/messages/count_tokens for the request's messages (errors raise, as the SDK raises)."""
+    counted = sdk.messages.count_tokens(model=model, messages=params(model, req)["messages"])
+    return typed(getattr(counted, "input_tokens", None), int, "input_tokens")
 
 
 def _tokens(usage) -> int | None:
@@ -56,6 +63,8 @@ def _read_stream(stream, req: Request, clock: Callable[[], float]) -> Reply:
         elif kind == "message_delta":
             finish = getattr(getattr(event, "delta", None), "stop_reason", None)
             reply.finish = typed(finish, str, "message_delta stop_reason") or reply.finish
+            said = getattr(getattr(event, "delta", None), "stop_sequence", None)
+            reply.stop_sequence = typed(said, str, "message_delta stop_sequence")
             tokens = _tokens(getattr(event, "usage", None))
             reply.tokens = tokens if tokens is not None else reply.tokens
         elif kind == "error":

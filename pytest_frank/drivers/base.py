@@ -203,6 +203,24 @@ class Driver:
     keep_generating: dict = {}  # request params that keep a model writing past its natural end
     engine_keys: tuple[str, ...] = ("timings",)  # reply fields past the API (llama.cpp's timings)
 
+    # -- params: the request parameters of the API shape, and where each one is lost ---------
+    shape_params = frozenset({"max_tokens", "stop", "response_format", "logprobs",
+                              "stream_usage", "context_limit"})
+    budget_keys: tuple[str, ...] = ("max_tokens", "max_completion_tokens")
+    structured_output_fix: Text = ("update the engine: it accepts response_format without "
+                                   "enforcing it; a proxy in front must pass the field through")
+    stop_fix: Text = ("update the engine (stop strings are applied to the answer, and cut from it); "
+                      "a proxy in front must pass `stop` through")
+    context_fix: Text = ("the engine must refuse a prompt longer than its context (a 400 that "
+                         "names the limit), not truncate it or answer empty: update it, or "
+                         "turn off prompt truncation in the proxy or server")
+
+    def stop_param(self, stop: str) -> dict:
+        return {"stop": [stop]}
+
+    def count_tokens(self, sdk, model: str, req) -> int | None:
+        raise NotImplementedError("the OpenAI shape has no count_tokens route")
+
     # What sdk_client and the first request import: a fleet takes them ahead (FrankSession.warm).
     sdk_modules: tuple[str, ...] = ("openai", "openai.resources.chat")
 

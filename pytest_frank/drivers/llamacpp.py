@@ -131,6 +131,9 @@ class LlamaCppDriver(Driver):
                            "loaded a second time: for an -mtp GGUF drop ", DRAFT_MODEL,
                            " and use ", SPEC_TYPE("draft-mtp"), " alone; for a model without an "
                            "MTP head, point ", DRAFT_MODEL, " at a small draft of the same family")
+    structured_output_fix = ("update llama.cpp (json_schema is turned into a grammar; a schema "
+                             "it cannot convert must be refused, not ignored) and serve with "
+                             "--jinja; a proxy in front must pass response_format through")
     image_forms = ("data_url", "base64")
     vision_advert_path = "/props"
     no_projector_markers = ("image input is not supported",)

@@ -26,6 +26,12 @@ class VllmDriver(Driver):
     # -- generation, /metrics, speculative decoding, vision --------------------------------------
     keep_generating = {"extra_body": {"ignore_eos": True}}
     metrics_fix = "let /metrics through to the vLLM server (it is on by default)"
+    structured_output_fix = ("pass a structured-output backend (--structured-outputs-config "
+                             "'{\"backend\": \"xgrammar\"}', or guidance); with a "
+                             "--reasoning-parser, a vLLM whose schema holds for the content after "
+                             "the reasoning; a proxy in front must pass response_format through")
+    stop_fix = ("update vLLM: stop strings must apply to the answer, not the reasoning, with a "
+                "--reasoning-parser; a proxy in front must pass `stop` through")
     spec_series = (metrics.VLLM_SPEC,)
     spec_engage_fix = ("pass --speculative-config, e.g. "
                        "'{\"method\": \"mtp\", \"num_speculative_tokens\": 2}'")
@@ -119,6 +125,7 @@ class VllmDriver(Driver):
             "gpu_memory": Flag(("--gpu-memory-utilization",)),
             "tensor_parallel": Flag(("-tp", "--tensor-parallel-size")),
             "mm_limit": Flag(("--limit-mm-per-prompt",)),
+            "max_logprobs": Flag(("--max-logprobs",)),
         },
         # cli_args.py: port 8000; host None, which binds every interface
         defaults={"port": "8000", "host": "0.0.0.0"},
@@ -133,6 +140,9 @@ class VllmDriver(Driver):
                      "add --tool-call-parser <the model's parser: hermes, qwen3_xml, "
                      "qwen3_coder, ...>"),
             ),
+            "params": (Need("max_logprobs", "clients asking top_logprobs above it get HTTP 400 "
+                            "(test_params_logprobs asks 2)", "raise --max-logprobs to at least 2",
+                            bad=("0", "1"), default_serves="vLLM's default, 20, serves it"),),
             "reasoning": (Need("reasoning_parser", "without a reasoning parser the thinking "
                                "stays inside content", "add --reasoning-parser <the model's "
                                "parser, e.g. qwen3, deepseek_r1>"),),
