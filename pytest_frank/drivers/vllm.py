@@ -141,8 +141,8 @@ class VllmDriver(Driver):
                      "qwen3_coder, ...>"),
             ),
             "params": (Need("max_logprobs", "clients asking top_logprobs above it get HTTP 400 "
-                            "(test_params_logprobs asks 2)", "raise --max-logprobs to at least 2",
-                            bad=("0", "1"), default_serves="vLLM's default, 20, serves it"),),
+                            "(test_params_logprobs asks 2)", "raise --max-logprobs to at least 2 "
+                            "(vLLM's default is 20)", bad=("0", "1"), required=False),),
             "reasoning": (Need("reasoning_parser", "without a reasoning parser the thinking "
                                "stays inside content", "add --reasoning-parser <the model's "
                                "parser, e.g. qwen3, deepseek_r1>"),),

@@ -32,6 +32,7 @@ class Need:
     # Where the engine's default already serves the claim: an absent flag is a note saying so
     # (the fix then pins it), not a failure.
     default_serves: str | None = None
+    required: bool = True  # False: an absent flag is fine (only a bad value is a finding)
 
 
 @dataclass(frozen=True)

@@ -66,6 +66,8 @@ def _needs(p: Parsed, endpoint) -> list[Finding]:
             continue
         for need in needs:
             flag, v = p.table.flags[need.role], p.get(need.role)
+            if v is None and not need.required:
+                continue
             if v is None and need.default_serves:
                 found.append(Finding(str(p.command.where), f"{claim} is asked and {_who(p)} "
                                      f"leaves {flag.name} at the default: "
