@@ -70,7 +70,7 @@ def pytest_configure(config):
         return
     fleet_path = _resolve(config, fleet_path)
     try:
-        fleet = load(fleet_path)
+        fleet = load(fleet_path, bind=claims.bind)
     except FleetError as exc:
         raise pytest.UsageError(f"pytest-frank: bad fleet file\n{redact.scrub(str(exc))}") from None
     from pytest_frank.session import FrankSession

@@ -44,6 +44,7 @@ from hypothesis import strategies as st
 
 from pytest_frank import fingerprint, redact, rows
 from pytest_frank.claims import (
+    bind,
     alias,
     health,
     perf,
@@ -268,8 +269,8 @@ def target_for(em: Emulator, **fleet) -> Target:
     entry = {"alias": "model", "expect": EXPECT, **fleet}
     entry["expect"] = {**entry["expect"], "vram": {"source": "prometheus",
                                                    "metrics_url": f"{em.url}/metrics"}}
-    ep = Endpoint("ep", em.engine, url=em.url, ready_timeout=0, timeout=5,
-                  **{k: v for k, v in entry.items()})
+    ep = bind(Endpoint("ep", em.engine, url=em.url, ready_timeout=0, timeout=5,
+                       **{k: v for k, v in entry.items()}))
     return Target(ep)
 
 

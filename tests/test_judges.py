@@ -8,7 +8,7 @@ import pytest
 from pytest_frank import metrics
 from pytest_frank.chat import Call, Reply
 from pytest_frank.checks import Context
-from pytest_frank.claims import (perf, reasoning, reasoning_effort, replies, slots, spec_decode,
+from pytest_frank.claims import (bind, perf, reasoning, reasoning_effort, replies, slots, spec_decode,
                                  tools)
 from pytest_frank.drivers import driver_for
 from pytest_frank.fleet import Endpoint, _reason
@@ -20,7 +20,7 @@ Failed = pytest.fail.Exception
 
 
 def ctx(claim, engine="llamacpp", expect=None, case=None, notes=None):
-    ep = Endpoint("ep", engine, url="http://127.0.0.1:1", expect={claim: expect or True})
+    ep = bind(Endpoint("ep", engine, url="http://127.0.0.1:1", expect={claim: expect or True}))
     return Context(ep, driver_for(engine), ep.options(claim), case,
                    (notes if notes is not None else []).append)
 

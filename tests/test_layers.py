@@ -29,10 +29,8 @@ LAYERS = {
 }
 ORDER = list(LAYERS)
 NOT_FROM = {"reports": {"glue"}}  # a report reads the record, not the session that wrote it
-# Known exceptions, each to be removed once fixed (the test fails when one no longer occurs):
-# fleet.py still builds each claim's typed options and reads reasoning_effort's `from:` map.
-EXCEPTIONS = {("pytest_frank/fleet.py", "pytest_frank.claims"),
-              ("pytest_frank/fleet.py", "pytest_frank.serve.effort")}
+# Known exceptions, each to be removed once fixed (the test fails when one no longer occurs).
+EXCEPTIONS: set[tuple[str, str]] = set()
 
 
 def layer_of(module: str) -> str:

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from pytest_frank.chat import Reply, Request
 from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Options as ClaimOptions
+from pytest_frank.claims import in_folder
+from pytest_frank.claims.effort_map import EffortMapError, read_effort_map
 from pytest_frank.claims.replies import (cut_while_thinking, one_line, require_answer,
                                          require_budget)
+from pytest_frank.fleet import Endpoint, OptionError
 from pytest_frank.observation import Observation
 from pytest_frank.verdict import fail
 
@@ -31,19 +34,33 @@ class Options(ClaimOptions):
     max_tokens: int = 512
     source: str | None = None  # the client config the map was read from (`from:`)
 
-    FROM_KEYS = ("from", "model", "provider")  # fleet.py reads the client's map into `map`
+    FROM_KEYS: ClassVar[tuple[str, ...]] = ("from", "model", "provider")  # read into `map`
 
     @classmethod
-    def from_fleet(cls, value: Any) -> Options:
-        """The long form `{map: {...}, unmapped: bool, max_tokens: n}` (or `from:` a client's
-        config, already read into `map` by the fleet loader) or the bare level map."""
+    def from_fleet(cls, value: Any, endpoint: Endpoint | None = None) -> Options:
+        """The long form `{map: {...}, unmapped: bool, max_tokens: n}`, the form that reads the
+        map `from:` a client's config (relative to the fleet file), or the bare level map."""
         value = dict(value) if isinstance(value, dict) else {}
+        if "from" in value:
+            source = in_folder(value.pop("from"), endpoint.folder if endpoint else None)
+            model, provider = value.pop("model", None), value.pop("provider", None)
+            return cls(**value, map=_client_map(source, model, provider, endpoint),
+                       source=source)
         if not isinstance(value.get("map"), dict):
             return cls(map=value)
-        source = value.get("from")
-        for key in cls.FROM_KEYS:
-            value.pop(key, None)
-        return cls(**value, source=source)
+        return cls(**value)
+
+
+def _client_map(path: str, model: str | None, provider: str | None,
+                endpoint: Endpoint | None) -> dict[str, str]:
+    model = model or (endpoint.alias if endpoint else None)
+    if not model:
+        raise OptionError("", "`from` needs the model's id in the client config: set "
+                              "reasoning_effort.model or the endpoint's alias")
+    try:
+        return read_effort_map(path, model, endpoint.url if endpoint else None, provider)
+    except EffortMapError as exc:
+        raise OptionError("from", str(exc)) from None
 
 
 @dataclass(kw_only=True)

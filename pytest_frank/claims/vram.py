@@ -29,6 +29,8 @@ TABLE = "context math"
 
 @dataclass(frozen=True)
 class Options(ClaimOptions):
+    PATHS = ("model", "draft", "mmproj")  # GGUF files, relative to the fleet file, or URLs
+
     model: str | None = None
     draft: str | None = None
     mmproj: str | None = None
