@@ -15,7 +15,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from pytest_frank import redact
+from pytest_frank import redact, schema_errors
 from pytest_frank.hosts import host_of
 
 ENGINES = ("llamacpp", "vllm", "sglang", "anthropic", "openai")
@@ -211,7 +211,8 @@ def _expand(value: Any, environ, where: str, keys: tuple) -> Any:
             return environ[var]
         if fallback is not None:
             return fallback
-        raise FleetError(f"{where}: {_dotted(keys)}: environment variable {var} is not set")
+        raise FleetError(f"{where}: {schema_errors.dotted(keys) or '(top level)'}: environment "
+                         f"variable {var} is not set")
 
     return _VAR.sub(substitute, value)
 
@@ -309,13 +310,10 @@ def schema() -> dict:
 
 
 def _validate(data: dict, where: str) -> None:
-    import jsonschema
-
-    validator = jsonschema.Draft202012Validator(_with_registered(schema()))
-    errors = sorted(validator.iter_errors(data), key=lambda e: (len(e.absolute_path), e.path))
-    if errors:
-        lines = [f"{where}: {_dotted(e.absolute_path)}: {_reason(e)}" for e in errors[:5]]
-        more = len(errors) - len(lines)
+    found = schema_errors.problems(_with_registered(schema()), data, _show, "a mapping")
+    if found:
+        lines = [f"{where}: {p.where or '(top level)'}: {_reason(p)}" for p in found[:5]]
+        more = len(found) - len(lines)
         if more > 0:
             lines.append(f"... and {more} more problem(s)")
         raise FleetError("\n".join(lines))
@@ -330,52 +328,19 @@ def _with_registered(base: dict) -> dict:
     return extended
 
 
-def _dotted(keys) -> str:
-    parts = [f"[{k}]" if isinstance(k, int) else str(k) for k in keys]
-    return ".".join(parts).replace(".[", "[") or "(top level)"
+def _reason(problem: schema_errors.SchemaProblem) -> str:
+    """The schema's sentence, or what this schema's own patterns mean."""
+    if problem.keyword == "propertyNames":
+        return f"endpoint name {problem.shown} may hold only letters, digits and . _ : -"
+    if problem.keyword == "pattern" and problem.path[-1:] == ("url",):
+        return f"{problem.shown} is not an http(s) URL"
+    return problem.reason
 
 
-def _reason(error) -> str:
-    kind, value = error.validator, error.instance
-    if error.absolute_path and error.absolute_path[-1] == "api_key":
-        return f"{error.validator} check failed (the value is a secret and is not shown)"
-    if kind == "additionalProperties":
-        known = sorted(error.schema.get("properties", {}))
-        unknown = sorted(set(value) - set(known))
-        hint = f" (known keys: {', '.join(known)})" if known else ""
-        return f"unknown key {', '.join(repr(k) for k in unknown)}{hint}"
-    if kind == "required":
-        return error.message.replace("is a required property", "is required but missing")
-    if kind == "type":
-        return f"expected {_kind(error.validator_value)}, got {_kind(type(value))} {_show(value)}"
-    if kind == "enum":
-        return f"{_show(value)} is not one of {', '.join(map(str, error.validator_value))}"
-    if "propertyNames" in error.schema_path:
-        return f"endpoint name {_show(value)} may hold only letters, digits and . _ : -"
-    if kind == "pattern" and error.absolute_path and error.absolute_path[-1] == "url":
-        return f"{_show(value)} is not an http(s) URL"
-    if kind == "minProperties":
-        return "must not be empty"
-    if kind == "anyOf" and all("required" in alt for alt in error.validator_value):
-        keys = [k for alt in error.validator_value for k in alt["required"]]
-        return f"needs one of {', '.join(keys)}"
-    if kind == "oneOf":
-        return f"{_show(value)} has the wrong shape"
-    return error.message
-
-
-def _kind(t) -> str:
-    names = {"object": "a mapping", "array": "a list", "string": "a string", "number": "a number",
-             "integer": "an integer", "boolean": "true or false", "null": "nothing",
-             dict: "mapping", list: "list", str: "string", int: "integer", float: "number",
-             bool: "boolean", type(None): "empty value"}
-    if isinstance(t, list):
-        return " or ".join(names.get(x, str(x)) for x in t)
-    return names.get(t, getattr(t, "__name__", str(t)))
-
-
-def _show(value) -> str:
+def _show(value: Any, path: schema_errors.Path = ()) -> str:
+    if path[-1:] == ("api_key",):
+        return "(the value is a secret and is not shown)"
     text = repr(value)
     if any(len(env) >= 4 and env in text for env in _FROM_ENV):
         return "(a value from the environment, not shown)"  # it may be a key: never echo it
-    return redact.cut(text, 57) if len(text) > 60 else redact.scrub(text)
+    return schema_errors.short(value)

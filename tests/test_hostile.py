@@ -181,7 +181,7 @@ def test_a_wrong_shape_says_where_in_one_line(run_fleet):
                            "-m", "slots")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["the slot shape could not be read: GET /props: "
-                                 "default_generation_settings is [], expected an object"])
+                                 "default_generation_settings: expected an object, got list []"])
 
 
 def test_a_models_list_of_numbers_is_named(run_fleet):

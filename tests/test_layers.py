@@ -17,7 +17,8 @@ PACKAGE = Path(pytest_frank.__file__).parent
 
 # Layer order, first to last; a module's layer is its longest listed prefix.
 LAYERS = {
-    "base": ["", "redact", "hosts", "figures"],  # helpers that import nothing of the package
+    # helpers that import nothing of the package beyond each other
+    "base": ["", "redact", "hosts", "figures", "schema_errors"],
     "config": ["fleet"],
     "runtime": ["http", "observation", "verdict", "target", "session", "probes", "chat",
                 "metrics", "drivers", "fingerprint", "interrupt", "gguf", "vram", "local",

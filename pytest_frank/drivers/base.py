@@ -5,18 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_frank import metrics, redact
+from pytest_frank import metrics, schema_errors
 from pytest_frank.http import NO_KEY, Exchange
 from pytest_frank.verdict import Phrase, Setting, Text
-
-_KINDS = {"object": "an object", "array": "a list", "integer": "an integer", "string": "a string",
-          "boolean": "true or false", "number": "a number"}
-
-
-def _short(value) -> str:
-    text = redact.scrub(repr(value))  # an echoed key is masked whole, not cut in half
-    return text if len(text) <= 60 else text[:57] + "..."
-
 
 STATUS_FIXES = {
     401: "the server wants a key: set `api_key` for this endpoint in fleet.yaml (e.g. "
@@ -91,18 +82,10 @@ class Driver:
             return None
         if payload is None:
             return f"GET {route}: not JSON"
-        import jsonschema
-
-        error = next(iter(sorted(jsonschema.Draft202012Validator(schema).iter_errors(payload),
-                                 key=lambda e: list(e.absolute_path))), None)
-        if error is None:
+        found = schema_errors.problems(schema, payload)
+        if not found:
             return None
-        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
-        where = where.lstrip(".") or "the body"
-        if error.validator == "type":
-            return (f"GET {route}: {where} is {_short(error.instance)}, expected "
-                    f"{_KINDS.get(error.validator_value, error.validator_value)}")
-        return f"GET {route}: {where}: {redact.cut(error.message, 200, '')}"
+        return f"GET {route}: {found[0].where or 'the body'}: {found[0].reason}"
 
     def is_loading(self, ex: Exchange) -> bool:
         return False
