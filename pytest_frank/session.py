@@ -67,7 +67,7 @@ class FrankSession:
         if getattr(seen, "state", None) is not None:
             return seen
         # the probe itself broke on what the endpoint sent: that endpoint is down, no more
-        return probes.Health(state="down", detail=seen.failure or "no health answer",
+        return probes.Health(state="down", problem=seen.failure or "no health answer",
                              url=target.url(target.driver.health_path))
 
     def probe_all(self, names: list[str]) -> None:

@@ -189,8 +189,8 @@ def test_a_models_list_of_numbers_is_named(run_fleet):
         em.route("GET", "/v1/models", lambda r: Reply(200, {"data": [1, 2]}))
         result = run_fleet(one_endpoint(em.url, "vllm", alias="m"), "-m", "alias")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*/v1/models not a model list: GET /v1/models: data[[]0[]] is 1, "
-                                 "expected an object"])
+    result.stdout.fnmatch_lines(["*/v1/models not a model list: GET /v1/models: data[[]0[]]: "
+                                 "expected an object, got integer 1"])
 
 
 def test_curl_lines_carry_every_header_sent_and_no_secret(run_fleet):

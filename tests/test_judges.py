@@ -100,7 +100,7 @@ def test_template_message_is_the_templates_own_words():
     (Reply(status=200, content="", finish="length", max_tokens=512),
      "thinking used the whole budget of max_tokens=512 before any answer"),
     (Reply(status=200, content="Hi", finish="stop"), "chat answered 'Hi' with no reasoning"),
-    (Reply(status=500, error="boom"), "chat answered 500: boom"),
+    (Reply(status=500, problem="boom"), "chat answered 500: boom"),
 ])
 def test_reasoning_judge(reply, reason):
     with pytest.raises(Failed, match=None) as failed:

@@ -93,11 +93,11 @@ def judge_level(efforts: Efforts, ctx: Context) -> None:
     lv = ctx.case
     reply, value = efforts.replies[lv], efforts.sent[lv]
     doing = f"reasoning_effort {lv!r} (sent as {value!r})"
-    if reply.error and reply.status is not None and reply.status >= 400:
-        said = template_message(reply.error)
+    if reply.problem and reply.status is not None and reply.status >= 400:
+        said = template_message(reply.problem)
         if said:
             fail(f"{doing} answered {reply.status}: the chat template rejects it: {said}",
-                 map_fix([lv], supported(reply.error)))
+                 map_fix([lv], supported(reply.problem)))
     require_answer(reply, ctx.driver, doing)
     if cut_while_thinking(reply, ctx, doing):
         return
@@ -111,12 +111,12 @@ def judge_unmapped(efforts: Efforts, ctx: Context) -> None:
     mapping = ctx.options.map
     missing, accepted = [], None
     for lv, reply in efforts.replies.items():
-        said = template_message(reply.error) if reply.error else None
+        said = template_message(reply.problem) if reply.problem else None
         if not said:
             ctx.note(f"{lv}: accepted as is" if reply.ok else
-                     f"{lv}: {reply.status}: {one_line(reply.error, 120)}")
+                     f"{lv}: {reply.status}: {one_line(reply.problem, 120)}")
             continue
-        accepted = accepted or supported(reply.error)
+        accepted = accepted or supported(reply.problem)
         mapped = f" (mapped to {mapping[lv]!r})" if lv in mapping else ""
         ctx.note(f"{lv}: rejected by the template{mapped}: {said}")
         if lv not in mapping:

@@ -223,8 +223,8 @@ def _require_metrics(obs: Drafting, driver) -> None:
 def _require_reply(reply: Reply, driver) -> None:
     if reply.ok:
         return
-    fail(f"the generation request to {reply.url} failed: {reply.said}",
-         driver.known_fix(reply.error, reply.status))
+    fail(f"the generation request to {reply.url} failed: {reply.problem_line}",
+         driver.known_fix(reply.problem, reply.status))
 
 
 def _judge_engaged(m: Measured, obs: Drafting, driver) -> None:

@@ -178,8 +178,8 @@ def live(target) -> Live:
     if elsewhere:
         return Live(measured=Measured(where="nvidia-smi"), inconclusive=elsewhere)
     measured = measure(opts.as_dict(), timeout=target.timeout)
-    if measured.unavailable:
-        return Live(measured=measured, inconclusive=measured.unavailable)
+    if measured.state == "unavailable":
+        return Live(measured=measured, inconclusive=measured.problem)
     if measured.problem:
         return Live(measured=measured, failure=f"GPU memory could not be read: {measured.problem}")
     pool = _pool(target.driver, measured.metrics_text)

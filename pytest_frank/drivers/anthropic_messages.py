@@ -41,7 +41,7 @@ def _read_stream(stream, req: Request, clock: Callable[[], float]) -> Reply:
     reply, blocks = Reply(status=200), {}
     for n, event in enumerate(stream):
         if n > req.event_budget:
-            reply.error = (f"the stream ran past {req.event_budget} events for "
+            reply.problem = (f"the stream ran past {req.event_budget} events for "
                            f"{req.max_tokens} max_tokens without ending")
             break
         kind = getattr(event, "type", None)
@@ -61,7 +61,7 @@ def _read_stream(stream, req: Request, clock: Callable[[], float]) -> Reply:
         elif kind == "error":
             error = getattr(event, "error", None)
             said = typed(getattr(error, "message", None), str, "error.message")
-            reply.error = said or "the stream carried an error event"
+            reply.problem = said or "the stream carried an error event"
     for index in sorted(blocks):
         blocks[index].close(reply)
     return reply

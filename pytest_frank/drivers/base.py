@@ -23,7 +23,7 @@ STATUS_FIXES = {
 @dataclass
 class Readiness:
     state: str  # "ready" | "loading" | "down"
-    detail: str
+    problem: str | None = None  # why it is not ready: the last answer, or why none came
 
 
 class Driver:
@@ -48,7 +48,7 @@ class Driver:
         if ex.error:
             return Readiness("down", self.reason(ex))
         if ex.status == 200:
-            return Readiness("ready", f"{ex.status} {ex.snippet(80)}".strip())
+            return Readiness("ready")
         if self.is_loading(ex):
             return Readiness("loading", f"{ex.status} {self.error_message(ex) or ex.snippet(120)}")
         return Readiness("down", self.reason(ex))
@@ -230,7 +230,7 @@ class Driver:
 
     def no_projector(self, reply) -> bool:
         """An error answer to an image that says the model has no vision at all."""
-        text = (reply.error or "").lower()
+        text = (reply.problem or "").lower()
         return reply.status is not None and reply.status >= 400 and any(
             m in text for m in self.no_projector_markers)
 

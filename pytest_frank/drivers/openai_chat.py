@@ -62,7 +62,7 @@ def _read_stream(driver: Driver, stream, req: Request, clock: Callable[[], float
     reply, texts, thoughts, calls = Reply(status=200), [], {}, {}
     for n, chunk in enumerate(stream):
         if n > req.event_budget:
-            reply.error = (f"the stream ran past {req.event_budget} events for "
+            reply.problem = (f"the stream ran past {req.event_budget} events for "
                            f"{req.max_tokens} max_tokens without ending")
             break
         reply.engine.update(driver.engine_fields(_extra(chunk)))

@@ -130,8 +130,8 @@ class Measured:
     where: str = ""                     # "nvidia-smi GPU 0 (NVIDIA RTX 3090)"
     apps: list = field(default_factory=list)    # sources.ComputeApp, where listed
     metrics_text: str = ""              # a Prometheus source's text (may carry a KV pool too)
-    unavailable: str | None = None      # why there is nothing to measure here (skip)
-    problem: str | None = None          # the source failed (fail)
+    state: str = "read"                 # read | unavailable (nothing to measure here) | failed
+    problem: str | None = None          # why there is no reading
 
 
 def measure(opts: dict, timeout: float = 20) -> Measured:
@@ -148,12 +148,12 @@ def measure(opts: dict, timeout: float = 20) -> Measured:
             return _pick(gpus, opts.get("gpu"), "command")
         gpus, why = vs.local_gpus(timeout)
         if gpus is None:
-            return Measured(unavailable=f"no nvidia-smi on this machine ({why})")
+            return Measured(state="unavailable", problem=f"no nvidia-smi on this machine ({why})")
         found = _pick(gpus, opts.get("gpu"), "nvidia-smi")
         found.apps = vs.local_compute_apps(timeout)[0] or []
         return found
     except vs.VRAMSourceError as exc:
-        return Measured(problem=str(exc))
+        return Measured(state="failed", problem=str(exc))
 
 
 def _pick(gpus: list, index: int | None, label: str) -> Measured:
@@ -182,13 +182,13 @@ def _choose(gpus: list, index: int | None, index_of, label: str):
         if len(gpus) == 1:
             return gpus[0]
         listed = ", ".join(str(index_of(g)) for g in gpus)
-        return Measured(problem=f"{label} reports {len(gpus)} GPUs ({listed}): set "
-                                "expect.vram.gpu to the one serving this endpoint")
+        return Measured(state="failed", problem=f"{label} reports {len(gpus)} GPUs ({listed}): "
+                        "set expect.vram.gpu to the one serving this endpoint")
     for g in gpus:
         if index_of(g) == index:
             return g
     listed = ", ".join(str(index_of(g)) for g in gpus)
-    return Measured(problem=f"{label} reports no GPU {index} (it has {listed})")
+    return Measured(state="failed", problem=f"{label} reports no GPU {index} (it has {listed})")
 
 
 @dataclass(frozen=True)
