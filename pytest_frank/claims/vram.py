@@ -13,9 +13,10 @@ from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims import slots
 from pytest_frank.observation import Observation
 from pytest_frank.verdict import fail
+from pytest_frank.vram.memory import fmt_mib
 from pytest_frank.vram.plan import (
     KVPool,
-    Measured,
+    GpuReading,
     Modelled,
     PlanError,
     make_plan,
@@ -55,11 +56,6 @@ class Options(ClaimOptions):
     def as_dict(self) -> dict[str, Any]:
         """The keys fleet.yaml set, as the memory model (pytest_frank.vram.plan) reads them."""
         return {k: v for k, v in asdict(self).items() if v is not None}
-
-
-def _mib(n: float) -> str:
-    from pytest_frank.vram.memory import fmt_mib
-    return fmt_mib(n)
 
 
 # --------------------------------------------------------------------------- what should be used
@@ -144,7 +140,7 @@ def judge_fit(obs: Fit, ctx: Context) -> None:
         return
     s = result.plan.settings
     fix = (f"lower ctx_size to {result.max_context} or less (the largest that keeps "
-           f"{_mib(s.headroom)} MiB free), use a smaller K/V cache type, or a smaller quant"
+           f"{fmt_mib(s.headroom)} MiB free), use a smaller K/V cache type, or a smaller quant"
            if result.max_context else
            "the weights alone leave no room: use a smaller quant or a larger GPU")
     fail(f"{v.message}\n{result.table}", fix)
@@ -153,7 +149,7 @@ def judge_fit(obs: Fit, ctx: Context) -> None:
 def _show_model(result: Modelled, ctx: Context) -> Modelled:
     ctx.attach(TABLE, "text/markdown", result.table)
     ctx.figure("vram_modelled_mib", result.estimate.total / 2**20, "MiB")
-    ctx.note(f"modelled: {_mib(result.estimate.total)} MiB = {result.estimate.breakdown()} "
+    ctx.note(f"modelled: {fmt_mib(result.estimate.total)} MiB = {result.estimate.breakdown()} "
              f"(ctx_size, parallel from {result.plan.settings_from})")
     for note in result.estimate.notes:
         ctx.note(f"note: {note}")
@@ -164,7 +160,7 @@ def _show_model(result: Modelled, ctx: Context) -> Modelled:
 
 @dataclass(kw_only=True)
 class Live(Observation):
-    measured: Measured
+    measured: GpuReading
     pool: KVPool | None = None
     shape: slots.SlotShape | None = None
     expected: Fit | None = None  # the model, when the pool alone does not say what is expected
@@ -176,7 +172,7 @@ def live(target) -> Live:
     opts = target.endpoint.options("vram")
     elsewhere = _gpu_elsewhere(target.endpoint, opts)
     if elsewhere:
-        return Live(measured=Measured(where="nvidia-smi"), inconclusive=elsewhere)
+        return Live(measured=GpuReading(where="nvidia-smi"), inconclusive=elsewhere)
     measured = measure(opts.as_dict(), timeout=target.timeout)
     if measured.state == "unavailable":
         return Live(measured=measured, inconclusive=measured.problem)
@@ -240,15 +236,15 @@ def judge_live(obs: Live, ctx: Context) -> None:
         fail(f"{m.where} gives no memory-used reading (no DCGM_FI_DEV_FB_USED)")
     allowed = tolerance_bytes(ctx.options.as_dict(), expected)
     diff = m.used - expected
-    said = (f"{m.where} uses {_mib(m.used)} MiB, {_mib(abs(diff))} MiB "
-            f"{'more' if diff > 0 else 'less'} than the {_mib(expected)} MiB modelled ({what}; "
-            f"tolerance {_mib(allowed)} MiB)")
+    said = (f"{m.where} uses {fmt_mib(m.used)} MiB, {fmt_mib(abs(diff))} MiB "
+            f"{'more' if diff > 0 else 'less'} than the {fmt_mib(expected)} MiB modelled ({what}; "
+            f"tolerance {fmt_mib(allowed)} MiB)")
     ctx.note(said)
     ctx.figure("vram_used_mib", m.used / 2**20, "MiB")
     if diff > allowed:
         twice = ""
         if weights and abs(diff - weights) <= allowed:
-            twice = (f"\nthe excess is about the model's weights again ({_mib(weights)} MiB): "
+            twice = (f"\nthe excess is about the model's weights again ({fmt_mib(weights)} MiB): "
                      "the model is loaded twice")
         fail(said + twice + _apps(m), driver.vram_high_fix)
     if -diff > allowed:
@@ -259,16 +255,16 @@ def _expected(obs: Live, ctx: Context) -> tuple[int, str, int]:
     """(bytes the endpoint should use, how that was reached, the model's weights if known)."""
     if obs.expected is None:  # an engine that preallocates takes its fraction of the GPU
         pool, total = obs.pool, obs.measured.total
-        return int(pool.fraction * total), f"{pool.fraction:g} of the {_mib(total)} MiB GPU", 0
+        return int(pool.fraction * total), f"{pool.fraction:g} of the {fmt_mib(total)} MiB GPU", 0
     result = _show_model(obs.expected.modelled, ctx)
     return result.estimate.total, result.estimate.breakdown(), result.estimate.weights
 
 
-def _apps(m: Measured) -> str:
+def _apps(m: GpuReading) -> str:
     if not m.apps:
         return ""
     listed = "; ".join(f"pid {a.pid} {a.process_name} "
-                       f"{'?' if a.used is None else _mib(a.used)} MiB" for a in m.apps)
+                       f"{'?' if a.used is None else fmt_mib(a.used)} MiB" for a in m.apps)
     return f"\nprocesses on the GPU: {listed}"
 
 
