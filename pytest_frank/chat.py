@@ -85,7 +85,9 @@ class Reply:
     @property
     def problem_line(self) -> str:
         """One line: why this reply is not an answer (no answer, or an error status)."""
-        return self.problem if self.status is None else f"answered {self.status}: {self.problem}"
+        if self.status is None:
+            return self.problem or "no answer came back"
+        return f"answered {self.status}: {self.problem}"
 
     @property
     def tool_finish(self) -> bool:

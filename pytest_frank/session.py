@@ -64,7 +64,7 @@ class FrankSession:
 
         target = self.targets[name]
         seen = target.need(probes.health)
-        if getattr(seen, "state", None) is not None:
+        if isinstance(seen, probes.Health):
             return seen
         # the probe itself broke on what the endpoint sent: that endpoint is down, no more
         return probes.Health(state="down", problem=seen.failure or "no health answer",
@@ -153,7 +153,8 @@ def _each(fn: Callable, items: Iterable, workers: int, stop: http.Stop) -> None:
 
 
 def _warm(modules: list[str]) -> None:
-    steps = [http.tls, *(functools.partial(importlib.import_module, m) for m in modules)]
+    steps: list[Callable[[], object]] = [
+        http.tls, *(functools.partial(importlib.import_module, m) for m in modules)]
     for step in steps:
         try:
             step()

@@ -253,6 +253,15 @@ def test_slots_judge(shape, expect, reason):
     assert reason in str(failed.value)
 
 
+def test_slots_judge_names_vllms_concurrency_flag():
+    """vLLM's parallel flag is a Setting like every engine's (a plain string crashed the judge:
+    the type checker found it)."""
+    obs = slots.SlotShape(count=4, ctx_per_slot=2048, source="/v1/models")
+    with pytest.raises(Failed) as failed:
+        slots.judge(obs, ctx("slots", engine="vllm", expect={"count": 4, "ctx_per_slot": 8192}))
+    assert "1/4 of the intended 8192: --max-num-seqs 4 divides the context" in str(failed.value)
+
+
 # -- spec_decode: counter deltas ------------------------------------------------------------------------
 def _scrape(drafts, tokens, accepted):
     names = {"drafts": drafts, "draft_tokens": tokens, "accepted_tokens": accepted}

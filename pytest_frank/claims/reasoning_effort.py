@@ -90,8 +90,8 @@ def unmapped(target) -> Efforts:
 def judge_level(efforts: Efforts, ctx: Context) -> None:
     """The level, sent as mapped, is accepted by the template and answered with content (or
     cut while thinking)."""
-    lv = ctx.case
-    reply, value = efforts.replies[lv], efforts.sent[lv]
+    ((lv, reply),) = efforts.replies.items()  # the one level this case asked
+    value = efforts.sent[lv]
     doing = f"reasoning_effort {lv!r} (sent as {value!r})"
     if reply.problem and reply.status is not None and reply.status >= 400:
         said = template_message(reply.problem)
@@ -109,7 +109,8 @@ def judge_level(efforts: Efforts, ctx: Context) -> None:
 def judge_unmapped(efforts: Efforts, ctx: Context) -> None:
     """Note what the template does with each raw level; fail when one it rejects is unmapped."""
     mapping = ctx.options.map
-    missing, accepted = [], None
+    missing: list[str] = []
+    accepted: list[str] = []  # the levels the template says it takes, once one says
     for lv, reply in efforts.replies.items():
         said = template_message(reply.problem) if reply.problem else None
         if not said:
@@ -152,7 +153,7 @@ def suggest(level: str, accepted: list[str]) -> str | None:
     if not accepted:
         return None
     rank = {name: i for i, name in enumerate(LEVELS)}
-    known = sorted((a for a in accepted if a in rank), key=rank.get)
+    known = sorted((a for a in accepted if a in rank), key=lambda a: rank[a])
     if not known:
         return accepted[0]
     want = rank.get(level, 0)

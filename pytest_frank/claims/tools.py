@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from pytest_frank.chat import Reply, Request, think_through
 from pytest_frank.checks import Check, Context
@@ -33,7 +34,7 @@ CLOCK = {"type": "function", "function": {
     "parameters": {"type": "object", "additionalProperties": False, "required": ["timezone"],
                    "properties": {"timezone": {"type": "string",
                                                "description": "IANA zone, e.g. Europe/Paris"}}}}}
-TOOLS = [WEATHER, CLOCK]
+TOOLS: list[dict[str, Any]] = [WEATHER, CLOCK]
 NAMED = "get_time"  # not the first tool: a server that ignores the name calls get_weather
 PROMPTS = {
     "required": "What is the weather in Paris tomorrow? Use the get_weather tool.",

@@ -129,6 +129,8 @@ def fit(target) -> Fit:
 
 def judge_fit(obs: Fit, ctx: Context) -> None:
     """The modelled memory fits the GPU with the headroom asked."""
+    if obs.modelled is None:  # the probe said why, as a failure or inconclusive
+        fail("the model's memory could not be modelled")
     result = _show_model(obs.modelled, ctx)
     from pytest_frank.vram.memory import trained_context_warning
 
@@ -253,9 +255,12 @@ def judge_live(obs: Live, ctx: Context) -> None:
 
 def _expected(obs: Live, ctx: Context) -> tuple[int, str, int]:
     """(bytes the endpoint should use, how that was reached, the model's weights if known)."""
-    if obs.expected is None:  # an engine that preallocates takes its fraction of the GPU
-        pool, total = obs.pool, obs.measured.total
+    pool, total = obs.pool, obs.measured.total
+    if obs.expected is None and pool and pool.fraction and total:
+        # an engine that preallocates takes its fraction of the GPU
         return int(pool.fraction * total), f"{pool.fraction:g} of the {fmt_mib(total)} MiB GPU", 0
+    if obs.expected is None or obs.expected.modelled is None:
+        fail("neither the model's memory nor the engine's KV pool says what should be used")
     result = _show_model(obs.expected.modelled, ctx)
     return result.estimate.total, result.estimate.breakdown(), result.estimate.weights
 

@@ -42,7 +42,7 @@ def _read_stream(stream, req: Request, clock: Callable[[], float]) -> Reply:
     for n, event in enumerate(stream):
         if n > req.event_budget:
             reply.problem = (f"the stream ran past {req.event_budget} events for "
-                           f"{req.max_tokens} max_tokens without ending")
+                             f"{req.max_tokens} max_tokens without ending")
             break
         kind = getattr(event, "type", None)
         if kind == "message_start":
@@ -81,7 +81,7 @@ def _prompt_tokens(usage) -> int | None:
 
 def _choice(choice, parallel):
     kind = {"auto": "auto", "required": "any", "none": "none"}.get(choice)
-    out = {"type": kind} if kind else {"type": "tool", "name": choice}
+    out: dict[str, Any] = {"type": kind} if kind else {"type": "tool", "name": choice}
     if parallel is False and kind != "none":
         out["disable_parallel_tool_use"] = True
     return out

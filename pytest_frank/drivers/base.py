@@ -124,8 +124,8 @@ class Driver:
     def slot_shape(self, payloads: dict) -> tuple[int | None, int | None, str]:
         """(slot count, context per slot, where it was read); None where the engine doesn't say."""
         cards = (payloads.get("/v1/models") or {}).get("data") or []
-        lengths = [c.get("max_model_len") for c in cards if isinstance(c, dict)]
-        lengths = [n for n in lengths if isinstance(n, int)]
+        lengths = [n for c in cards
+                   if isinstance(c, dict) and isinstance(n := c.get("max_model_len"), int)]
         return None, (max(lengths) if lengths else None), "/v1/models max_model_len"
 
     # -- vram: the model file the engine loaded, its KV pool, what unexpected memory means ------
@@ -287,7 +287,7 @@ class Driver:
         """The usual fix for an error answer: by the server's words, else by its status."""
         lower = (message or "").lower()
         found = next((fix for needle, fix in self.known_errors if needle.lower() in lower), None)
-        return found or STATUS_FIXES.get(status)
+        return found or (STATUS_FIXES.get(status) if status is not None else None)
 
     # -- the serve command line (pytest_frank.serve): None where the engine is not started here
     serve_flags: Any = None  # a serve.flags.ServeFlags

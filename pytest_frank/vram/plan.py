@@ -5,7 +5,7 @@ does use (pytest_frank.vram.sources). No pytest here; claims/vram.py judges."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 MiB = 1 << 20
 DEFAULT_TOLERANCE = 0.10
@@ -36,6 +36,10 @@ class Modelled:
     trained_ctx: int | None = None      # the model's context_length
 
 
+@overload
+def _option_bytes(opts: dict, key: str) -> int | None: ...
+@overload
+def _option_bytes(opts: dict, key: str, default: float) -> int: ...
 def _option_bytes(opts: dict, key: str, default: float | None = None) -> int | None:
     """An option fleet.yaml gives in MiB (`gpu_mib`), in bytes."""
     value = opts.get(key, default)
@@ -149,10 +153,10 @@ def measure(opts: dict, timeout: float = 20) -> GpuReading:
             cmd = opts["command"]
             gpus = vs.command_gpus(cmd, shell=isinstance(cmd, str), timeout=timeout)
             return _pick(gpus, opts.get("gpu"), "command")
-        gpus, why = vs.local_gpus(timeout)
-        if gpus is None:
+        local, why = vs.local_gpus(timeout)
+        if local is None:
             return GpuReading(state="unavailable", problem=f"no nvidia-smi on this machine ({why})")
-        found = _pick(gpus, opts.get("gpu"), "nvidia-smi")
+        found = _pick(local, opts.get("gpu"), "nvidia-smi")
         found.apps = vs.local_compute_apps(timeout)[0] or []
         return found
     except vs.VRAMSourceError as exc:

@@ -46,7 +46,7 @@ class GPUMemory:
 
 @dataclass(frozen=True)
 class ComputeApp:
-    pid: int
+    pid: int | None  # None where nvidia-smi says [N/A]
     process_name: str
     used: int | None            # bytes
     extra: dict[str, str] = field(default_factory=dict)
