@@ -15,7 +15,7 @@ POLL_FIRST, POLL_MAX = 0.25, 2.0
 @dataclass(kw_only=True)
 class Health(Observation):
     state: str  # ready | loading | down
-    detail: str
+    problem: str | None  # why it is not ready: the last answer, or why none came
     url: str
     waited: float = 0.0
 
@@ -24,7 +24,7 @@ class Health(Observation):
         return self.state == "ready"
 
     def line(self) -> str:
-        return f"{self.url}: {self.detail}"
+        return f"{self.url}: {self.problem or 'ready'}"
 
 
 def health(target) -> Health:
@@ -34,7 +34,7 @@ def health(target) -> Health:
     url = target.url(target.driver.health_path)
     if target.launch_error:
         return Health(state="down", url=url,
-                      detail=f"the local server could not be launched: {target.launch_error}")
+                      problem=f"the local server could not be launched: {target.launch_error}")
     deadline = time.monotonic() + target.endpoint.ready_timeout
     start, pause = time.monotonic(), POLL_FIRST
     while True:
@@ -43,11 +43,11 @@ def health(target) -> Health:
         left = deadline - time.monotonic()
         if state.state != "loading" or left <= 0:
             fix = target.driver.known_fix(target.driver.error_message(ex), ex.status)
-            return Health(state=state.state, detail=state.detail, url=url,
+            return Health(state=state.state, problem=state.problem, url=url,
                           waited=time.monotonic() - start, fix=fix if state.state == "down" else None)
         # The last poll lands on the deadline, not before it; an interrupt ends the wait.
         if target.stop.wait(min(pause, left)):
-            return Health(state="loading", detail=f"not measured: {target.stop.why}", url=url,
+            return Health(state="loading", problem=f"not measured: {target.stop.why}", url=url,
                           waited=time.monotonic() - start)
         pause = min(pause * 2, POLL_MAX)
 

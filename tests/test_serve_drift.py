@@ -9,7 +9,9 @@ import pytest
 
 from pytest_frank import fleet
 from pytest_frank.drivers import driver_for
-from pytest_frank.serve import EffortMapError, drift, read, read_effort_map
+from pytest_frank.claims import bind
+from pytest_frank.claims.effort_map import EffortMapError, read_effort_map
+from pytest_frank.serve import drift, read
 
 UNIT = """[Service]
 ExecStart=/opt/llama-server -m /m/Q-mtp.gguf --alias frank -c 131072 -np 1 \\
@@ -135,10 +137,12 @@ endpoints:
       serve: {unit_policy: true}
       reasoning_effort: {from: cfg/models.json}
 """)
-    ep = fleet.load(path)["frank"]
+    ep = fleet.load(path, bind=bind)["frank"]
     assert ep.serve == {"unit": str(tmp_path / "cfg" / "frank.service"),
                         "command": "llama-server -m x"}
-    assert ep.expect["reasoning_effort"]["map"] == {"minimal": "low", "high": "xhigh"}
+    effort = ep.options("reasoning_effort")
+    assert effort.map == {"minimal": "low", "high": "xhigh"}
+    assert effort.source == str(tmp_path / "cfg" / "models.json")
 
 
 @pytest.mark.parametrize("serve,expect,message", [
@@ -155,5 +159,5 @@ endpoints:
   frank: {{url: "http://h:1", engine: llamacpp, alias: frank, serve: {serve}, expect: {expect}}}
 """)
     with pytest.raises(fleet.FleetError) as err:
-        fleet.load(path)
+        fleet.load(path, bind=bind)
     assert message in str(err.value) and str(path) in str(err.value)

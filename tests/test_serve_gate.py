@@ -7,6 +7,7 @@ from __future__ import annotations
 import gguf_files as gf
 import pytest
 
+from pytest_frank.claims import bind
 from pytest_frank.drivers import driver_for
 from pytest_frank.fleet import Endpoint
 from pytest_frank.serve import findings, read
@@ -42,7 +43,7 @@ def llama_line(box) -> str:
 
 
 def endpoint(engine="llamacpp", url="http://10.0.0.5:7770/v1", **expect) -> Endpoint:
-    return Endpoint("frank", engine, url=url, alias="frank", expect=expect)
+    return bind(Endpoint("frank", engine, url=url, alias="frank", expect=expect))
 
 
 def run(line: str, ep: Endpoint):
@@ -249,14 +250,14 @@ WantedBy=multi-user.target
 ])
 def test_unit_policy(box, tmp_path, edit, expected):
     unit = tmp_path / "u.service"
-    ep = Endpoint("frank", "llamacpp", url="http://10.0.0.5:7770", expect={
-        "serve": {"unit_policy": True}})
+    ep = bind(Endpoint("frank", "llamacpp", url="http://10.0.0.5:7770", expect={
+        "serve": {"unit_policy": True}}))
     unit.write_text(GOOD_UNIT.format(**box))
     assert findings(read({"unit": str(unit)}), ep, driver_for("llamacpp")) == []
     unit.write_text(GOOD_UNIT.format(**box).replace(*edit))
     (found,) = findings(read({"unit": str(unit)}), ep, driver_for("llamacpp"))
     assert expected in found.what and found.where.startswith(str(unit))
-    plain = Endpoint("frank", "llamacpp", url="http://10.0.0.5:7770")  # the policy not asked
+    plain = bind(Endpoint("frank", "llamacpp", url="http://10.0.0.5:7770"))  # policy not asked
     assert findings(read({"unit": str(unit)}), plain, driver_for("llamacpp")) == []
 
 
@@ -268,7 +269,7 @@ def test_the_examples_gate_notes_the_weights_that_live_on_the_serving_host():
     from pytest_frank import fleet
 
     examples = Path(__file__).parent.parent / "examples" / "serve" / "fleet.yaml"
-    for name, ep in fleet.load(examples).items():
+    for name, ep in fleet.load(examples, bind=bind).items():
         driver = driver_for(ep.engine)
         cmd = read(ep.serve, is_server=lambda argv, d=driver: d.serve_flags.start(argv) is not None)
         found = findings(cmd, ep, driver)

@@ -48,8 +48,8 @@ def _read_stream(stream, req: Request, clock: Callable[[], float]) -> Reply:
     reply, blocks = Reply(status=200), {}
     for n, event in enumerate(stream):
         if n > req.event_budget:
-            reply.error = (f"the stream ran past {req.event_budget} events for "
-                           f"{req.max_tokens} max_tokens without ending")
+            reply.problem = (f"the stream ran past {req.event_budget} events for "
+                             f"{req.max_tokens} max_tokens without ending")
             break
         kind = getattr(event, "type", None)
         if kind == "message_start":
@@ -70,7 +70,7 @@ def _read_stream(stream, req: Request, clock: Callable[[], float]) -> Reply:
         elif kind == "error":
             error = getattr(event, "error", None)
             said = typed(getattr(error, "message", None), str, "error.message")
-            reply.error = said or "the stream carried an error event"
+            reply.problem = said or "the stream carried an error event"
     for index in sorted(blocks):
         blocks[index].close(reply)
     return reply
@@ -90,7 +90,7 @@ def _prompt_tokens(usage) -> int | None:
 
 def _choice(choice, parallel):
     kind = {"auto": "auto", "required": "any", "none": "none"}.get(choice)
-    out = {"type": kind} if kind else {"type": "tool", "name": choice}
+    out: dict[str, Any] = {"type": kind} if kind else {"type": "tool", "name": choice}
     if parallel is False and kind != "none":
         out["disable_parallel_tool_use"] = True
     return out

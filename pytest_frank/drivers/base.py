@@ -5,18 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_frank import metrics, redact
+from pytest_frank import metrics, schema_errors
 from pytest_frank.http import NO_KEY, Exchange
 from pytest_frank.verdict import InEffect, Phrase, Setting, Text
-
-_KINDS = {"object": "an object", "array": "a list", "integer": "an integer", "string": "a string",
-          "boolean": "true or false", "number": "a number"}
-
-
-def _short(value) -> str:
-    text = redact.scrub(repr(value))  # an echoed key is masked whole, not cut in half
-    return text if len(text) <= 60 else text[:57] + "..."
-
 
 STATUS_FIXES = {
     401: "the server wants a key: set `api_key` for this endpoint in fleet.yaml (e.g. "
@@ -32,7 +23,7 @@ STATUS_FIXES = {
 @dataclass
 class Readiness:
     state: str  # "ready" | "loading" | "down"
-    detail: str
+    problem: str | None = None  # why it is not ready: the last answer, or why none came
 
 
 class Driver:
@@ -57,7 +48,7 @@ class Driver:
         if ex.error:
             return Readiness("down", self.reason(ex))
         if ex.status == 200:
-            return Readiness("ready", f"{ex.status} {ex.snippet(80)}".strip())
+            return Readiness("ready")
         if self.is_loading(ex):
             return Readiness("loading", f"{ex.status} {self.error_message(ex) or ex.snippet(120)}")
         return Readiness("down", self.reason(ex))
@@ -91,18 +82,10 @@ class Driver:
             return None
         if payload is None:
             return f"GET {route}: not JSON"
-        import jsonschema
-
-        error = next(iter(sorted(jsonschema.Draft202012Validator(schema).iter_errors(payload),
-                                 key=lambda e: list(e.absolute_path))), None)
-        if error is None:
+        found = schema_errors.problems(schema, payload)
+        if not found:
             return None
-        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
-        where = where.lstrip(".") or "the body"
-        if error.validator == "type":
-            return (f"GET {route}: {where} is {_short(error.instance)}, expected "
-                    f"{_KINDS.get(error.validator_value, error.validator_value)}")
-        return f"GET {route}: {where}: {redact.cut(error.message, 200, '')}"
+        return f"GET {route}: {found[0].where or 'the body'}: {found[0].reason}"
 
     def is_loading(self, ex: Exchange) -> bool:
         return False
@@ -174,8 +157,8 @@ class Driver:
     def slot_shape(self, payloads: dict) -> tuple[int | None, int | None, str]:
         """(slot count, context per slot, where it was read); None where the engine doesn't say."""
         cards = (payloads.get("/v1/models") or {}).get("data") or []
-        lengths = [c.get("max_model_len") for c in cards if isinstance(c, dict)]
-        lengths = [n for n in lengths if isinstance(n, int)]
+        lengths = [n for c in cards
+                   if isinstance(c, dict) and isinstance(n := c.get("max_model_len"), int)]
         return None, (max(lengths) if lengths else None), "/v1/models max_model_len"
 
     # -- vram: the model file the engine loaded, its KV pool, what unexpected memory means ------
@@ -307,7 +290,7 @@ class Driver:
 
     def no_projector(self, reply) -> bool:
         """An error answer to an image that says the model has no vision at all."""
-        text = (reply.error or "").lower()
+        text = (reply.problem or "").lower()
         return reply.status is not None and reply.status >= 400 and any(
             m in text for m in self.no_projector_markers)
 
@@ -364,7 +347,7 @@ class Driver:
         """The usual fix for an error answer: by the server's words, else by its status."""
         lower = (message or "").lower()
         found = next((fix for needle, fix in self.known_errors if needle.lower() in lower), None)
-        return found or STATUS_FIXES.get(status)
+        return found or (STATUS_FIXES.get(status) if status is not None else None)
 
     # -- the serve command line (pytest_frank.serve): None where the engine is not started here
     serve_flags: Any = None  # a serve.flags.ServeFlags

@@ -75,11 +75,14 @@ def _tokens(usage) -> int | None:
 
 
 def _read_stream(driver: Driver, stream, req: Request, clock: Callable[[], float]) -> Reply:
-    reply, texts, thoughts, calls = Reply(status=200), [], {}, {}
+    reply = Reply(status=200)
+    texts: list[str] = []
+    thoughts: dict[str, str] = {}  # reasoning text by the field it came in
+    calls: dict[int, Call] = {}  # tool calls by their index, grown piece by piece
     for n, chunk in enumerate(stream):
         if n > req.event_budget:
-            reply.error = (f"the stream ran past {req.event_budget} events for "
-                           f"{req.max_tokens} max_tokens without ending")
+            reply.problem = (f"the stream ran past {req.event_budget} events for "
+                             f"{req.max_tokens} max_tokens without ending")
             break
         reply.engine.update(driver.engine_fields(_extra(chunk)))
         reply.events += 1

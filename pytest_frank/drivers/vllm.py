@@ -5,6 +5,7 @@ from __future__ import annotations
 from pytest_frank import metrics
 from pytest_frank.drivers.base import Driver
 from pytest_frank.serve.flags import Flag, Need, ServeFlags
+from pytest_frank.verdict import Setting
 
 
 class VllmDriver(Driver):
@@ -20,7 +21,7 @@ class VllmDriver(Driver):
         return ("add it to --served-model-name, keeping the names served now: "
                 f"--served-model-name {names}")
 
-    parallel_flag = "--max-num-seqs"
+    parallel_flag = Setting("--max-num-seqs")
     unify_hint = "raise --max-model-len"
 
     # -- generation, /metrics, speculative decoding, vision --------------------------------------

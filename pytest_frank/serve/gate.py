@@ -248,8 +248,8 @@ def _draft_file(p: Parsed, draft, model) -> Finding | None:
 
 def _kv_build(p: Parsed, endpoint) -> list[Finding]:
     build = p.table.quantized_kv_build
-    quant = [(r, p.text(r)) for r in ("cache_k", "cache_v")
-             if p.text(r) and p.text(r).lower() not in FULL_PRECISION_KV]
+    quant = [(r, text) for r in ("cache_k", "cache_v")
+             if (text := p.text(r)) and text.lower() not in FULL_PRECISION_KV]
     if not build or not quant:
         return []
     role, kind = quant[0]
