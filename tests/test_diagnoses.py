@@ -10,6 +10,7 @@ import pytest
 
 from emulator import Emulator, Reply
 from fleets import one_endpoint
+from pytest_frank.claims import bind
 from pytest_frank.verdict import Alt, Phrase
 
 
@@ -281,7 +282,8 @@ def test_mtp_advice_only_with_an_mtp_head(draft_files, model, draft, holds, neve
 
     model, draft = draft_files.get(model, model), draft_files.get(draft, draft)
     line = f"llama-server -m {model} -md {draft} --spec-type draft-simple --metrics"
-    ep = Endpoint("frank", "llamacpp", url="http://127.0.0.1:8080", expect={"spec_decode": True})
+    ep = bind(Endpoint("frank", "llamacpp", url="http://127.0.0.1:8080",
+                       expect={"spec_decode": True}))
     found = [f for f in findings(read({"command": line}), ep, driver_for("llamacpp"))
              if f.what.startswith("--model-draft")]
     if holds is None:
@@ -375,8 +377,8 @@ def test_the_gates_slot_fix_reads_the_command(line, fix):
     from pytest_frank.fleet import Endpoint
     from pytest_frank.serve import findings, read
 
-    ep = Endpoint("frank", "llamacpp", url="http://127.0.0.1:8080",
-                  expect={"slots": {"ctx_per_slot": 8192}})
+    ep = bind(Endpoint("frank", "llamacpp", url="http://127.0.0.1:8080",
+                       expect={"slots": {"ctx_per_slot": 8192}}))
     found = findings(read({"command": f"llama-server -m /m.gguf {line}"}), ep,
                      driver_for("llamacpp"))
     (slot,) = [f for f in found if "ctx_per_slot" in f.what]

@@ -6,7 +6,7 @@ import pytest
 
 from pytest_frank.chat import Logprob, Reply
 from pytest_frank.checks import Context
-from pytest_frank.claims import params
+from pytest_frank.claims import bind, params
 from pytest_frank.drivers import driver_for
 from pytest_frank.fleet import Endpoint
 
@@ -15,7 +15,7 @@ REF = Reply(status=200, content="one, two, three, four, five", reasoning="counti
 
 
 def ctx(engine="llamacpp", notes=None):
-    ep = Endpoint("ep", engine, url="http://127.0.0.1:1", expect={"params": True})
+    ep = bind(Endpoint("ep", engine, url="http://127.0.0.1:1", expect={"params": True}))
     return Context(ep, driver_for(engine), ep.options("params"), None,
                    (notes if notes is not None else []).append)
 
@@ -104,8 +104,8 @@ def test_max_tokens_not_cut_fails():
     # LM Studio issue 2339: over the context, 200 with nothing in it
     (Reply(status=200, content="", finish="stop"), "answered 200 ('', finish_reason 'stop') "
                                                    "instead of refusing it"),
-    (Reply(status=500, error="internal error"), "answered 500: internal error; a client cannot"),
-    (Reply(status=400, error="bad request"), "answered 400 without naming the limit"),
+    (Reply(status=500, problem="internal error"), "answered 500: internal error; a client cannot"),
+    (Reply(status=400, problem="bad request"), "answered 400 without naming the limit"),
 ])
 def test_context_limit_faults(reply, line):
     obs = params.Sent(context=1024, sent_words=1280, replies={"long": reply})
@@ -127,6 +127,6 @@ def test_count_tokens_far_from_usage_fails_and_a_missing_route_is_noted():
 
 def test_system_message_rejected_fails():
     # vLLM issues 44000 and 48874: a system role inside messages, as newer Claude Code sends
-    r = Reply(status=400, error="Unexpected role 'system'")
+    r = Reply(status=400, problem="Unexpected role 'system'")
     with pytest.raises(Failed, match="a system message inside `messages` answered 400"):
         params.judge_system_message(params.Sent(replies={"system": r}), ctx("anthropic"))

@@ -282,14 +282,14 @@ def judge_context_limit(obs: Sent, ctx: Context) -> None:
     r, context = obs.replies["long"], obs.context
     sent = f"a prompt of at least {obs.sent_words} tokens over a {context}-token context"
     if r.status is None:
-        fail(f"{sent}: {r.error}")
+        fail(f"{sent}: {r.problem}")
     if r.ok:
         if r.prompt_tokens is not None and r.prompt_tokens < obs.sent_words:
             fail(f"{sent} answered 200 with usage.prompt_tokens {r.prompt_tokens}: the prompt "
                  f"was silently truncated, and the client never knows", ctx.driver.context_fix)
         fail(f"{sent} answered 200 ({one_line(r.content, 60)!r}, finish_reason {r.finish!r}) "
              f"instead of refusing it", ctx.driver.context_fix)
-    said = r.error or ""
+    said = r.problem or ""
     if not 400 <= r.status < 500:
         fail(f"{sent} answered {r.status}: {one_line(said)}; a client cannot tell its own "
              f"mistake from a server fault", ctx.driver.context_fix)
@@ -326,7 +326,7 @@ def judge_system_message(obs: Sent, ctx: Context) -> None:
     answered."""
     r = obs.replies["system"]
     if not r.ok and r.status is not None and 400 <= r.status < 500:
-        fail(f"a system message inside `messages` answered {r.status}: {one_line(r.error)}; "
+        fail(f"a system message inside `messages` answered {r.status}: {one_line(r.problem)}; "
              f"Claude Code clients that send one get errors",
              "the proxy must accept system-role messages in `messages` (move them to the "
              "top-level `system`); update it or the engine")

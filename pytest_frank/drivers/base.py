@@ -127,7 +127,7 @@ class Driver:
         block and a parsed serve command (serve.flags.Parsed)."""
         found: dict[str, str | None] = {}
         for key, setting in self.launch_settings.items() if launch else ():
-            value = launch.get(key, self.launch_defaults.get(key))
+            value = (launch or {}).get(key, self.launch_defaults.get(key))
             if value is None or value is False:
                 continue
             value = ",".join(map(str, value)) if isinstance(value, list) else value

@@ -66,10 +66,11 @@ def survey(url: str, api_key: str | None, timeout: float, ready_timeout: float,
 
 
 def _target(url, engine, api_key, timeout, ready_timeout=0.0):
+    from pytest_frank.claims import bind
     from pytest_frank.target import Target
 
-    return Target(Endpoint(name="init", engine=engine, url=url, api_key=api_key,
-                           ready_timeout=ready_timeout), timeout)
+    return Target(bind(Endpoint(name="init", engine=engine, url=url, api_key=api_key,
+                                ready_timeout=ready_timeout)), timeout)
 
 
 def identify(url: str, api_key: str | None, timeout: float) -> tuple[str, str]:
@@ -162,7 +163,7 @@ def _generated(target, found: Survey) -> None:
     """One short answer: whether reasoning comes separated; tools where the template is silent."""
     reply = target.chat(Request("Say hello.", 256))
     if not reply.ok:
-        raise InitError(f"{reply.url} {reply.said}: a plain chat request must work")
+        raise InitError(f"{reply.url} {reply.problem_line()}: a plain chat request must work")
     if reply.reasoning.strip():
         found.claims["reasoning"] = Found(True, f"a reply carried reasoning in "
                                                 f"{reply.reasoning_field or 'its own field'}")

@@ -292,7 +292,7 @@ def _slots(p: Parsed, endpoint) -> list[Finding]:
     per_slot = ctx
     split = bool(ctx and p.table.slots_split_ctx and not p.on("kv_unified")
                  and (parallel or 1) > 1)
-    if split:
+    if split and ctx and parallel:
         per_slot = ctx // parallel
     if want.ctx_per_slot and per_slot and per_slot != want.ctx_per_slot:
         ctx_flag = p.table.flags["ctx"].name
