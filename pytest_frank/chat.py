@@ -44,6 +44,9 @@ class Request:
     extra: dict = field(default_factory=dict)  # driver-supplied params (thinking switch, effort)
     reasoning_field: str | None = None  # where fleet.yaml says reasoning arrives, read first
     think: bool = False  # ask for thinking where the API wants it asked (the driver's thinking_on)
+    # A conversation so far, in the driver's wire shape (an agent step's history); `content`
+    # is then unused. Drivers build it (Driver.agent_history).
+    messages: list[dict] | None = None
 
     @property
     def event_budget(self) -> int:
@@ -72,6 +75,9 @@ class Reply:
     first: Reply | None = None  # a second ask with a larger budget: the reply the first one got
     ceiling: str | None = None  # what bounds a larger budget (max_thinking_tokens or the context)
     engine: dict[str, Any] = field(default_factory=dict)  # engine fields, e.g. llama.cpp timings
+    # The assistant content blocks as sent (Anthropic shape: thinking with its signature,
+    # tool_use), so a client's next turn can echo them verbatim.
+    blocks: list[dict] = field(default_factory=list)
     exchange: Exchange | None = None
 
     @property
