@@ -5,6 +5,7 @@ that cannot render role tool, or drops it, fails with its diagnosis."""
 import json
 
 from fleets import one_endpoint
+from proxy import Proxy
 
 from pytest_frank.local.selftest_model import chat_template
 
@@ -84,3 +85,31 @@ def test_template_dropping_tool_messages_repeats_the_call(llama, run_fleet, tmp_
         "same arguments (*) instead of answering*",
         "*fix: the tool result did not reach the prompt: does the chat template render role "
         "tool*"])
+
+
+def _strip(kind):
+    """A gateway that drops one kind of content block from every message it forwards."""
+    def rewrite(body):
+        messages = []
+        for m in body.get("messages", []):
+            content = m.get("content")
+            if isinstance(content, list):
+                content = [b for b in content if b.get("type") != kind]
+                if not content:
+                    continue
+            messages.append({**m, "content": content})
+        return {**body, "messages": messages}
+    return rewrite
+
+
+def test_proxy_losing_tool_results_fails_the_step(llama, run_fleet):
+    server = llama(model="selftest:agent")
+    with Proxy(server.url, rewrite=_strip("tool_result")) as proxy:
+        result = run_fleet(one_endpoint(proxy.url, "anthropic", expect={"agent": True}),
+                           "-p", "no:randomly", "-m", "agent")
+    result.assert_outcomes(failed=2, skipped=1)
+    result.stdout.fnmatch_lines([
+        "*turn 2 (the answer to the tool result) answered 400: the results were sent (user, "
+        "assistant (thinking, tool_use), user (1 tool_result block(s))) but did not arrive: "
+        "Cannot continue an assistant message that contains tool calls.",
+        "*fix: the history reached the engine ending in the assistant's tool call: a proxy*"])

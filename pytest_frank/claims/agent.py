@@ -124,6 +124,18 @@ TEMPLATE_WORDS = ("jinja", "template", "conversation roles must alternate", "rai
 TEMPLATE_FIX = ("serve the model's own chat template (llama.cpp --jinja with "
                 "--chat-template-file <the model's>, vLLM --chat-template), or a newer engine "
                 "build whose template handling renders tool results")
+# What an engine says when the history reaches it without the results, or without the thinking
+# blocks a thinking turn's call must keep (the Messages API's own check).
+LOST_RESULTS = ("cannot continue an assistant message",
+                "tool_use ids were found without tool_result")
+LOST_THINKING = ("expected `thinking` or `redacted_thinking`", "must start with a thinking block",
+                 "thinking block", "signature")
+LOST_RESULTS_FIX = ("the history reached the engine ending in the assistant's tool call: a "
+                    "proxy or gateway between the client and the engine dropped the results "
+                    "(tool_result blocks, role tool messages); make it forward them")
+LOST_THINKING_FIX = ("a proxy dropped the thinking blocks (and their signatures) the client "
+                     "echoes with a tool call in extended thinking: make it forward assistant "
+                     "content verbatim")
 REPEAT_FIX = ("the tool result did not reach the prompt: does the chat template render role "
               "tool (OpenAI) or tool_result blocks (Anthropic)? Serve the model's own template; "
               "behind a proxy, check that it forwards the results")
@@ -215,6 +227,12 @@ def _error(turn: Turn, n: int, driver) -> Problem:
     if reply.status is None:
         return Problem(f"turn {n} ({what}): {said}")
     lower = (reply.error or "").lower()
+    if n > 1 and any(w in lower for w in LOST_RESULTS):
+        return Problem(f"turn {n} ({what}) answered {reply.status}: the results were sent "
+                       f"({held(turn)}) but did not arrive: {said}", LOST_RESULTS_FIX)
+    if n > 1 and any(w in lower for w in LOST_THINKING):
+        return Problem(f"turn {n} ({what}) answered {reply.status}: the thinking blocks were "
+                       f"sent back ({held(turn)}) but did not arrive: {said}", LOST_THINKING_FIX)
     if n > 1 and any(w in lower for w in TEMPLATE_WORDS):
         return Problem(f"turn {n} ({what}) answered {reply.status}: the chat template could not "
                        f"render the history ({held(turn)}): {_raised(reply.error or '')}",
