@@ -164,16 +164,18 @@ def held(turn: Turn) -> str:
     return ", ".join(roles)
 
 
-def conversation_problem(turns: list[Turn], steps: int, driver, grounded: bool = False
-                         ) -> Problem | None:
-    """The first reason this conversation is not a working agent loop; None when it is."""
+def conversation_problem(turns: list[Turn], steps: int, driver, grounded: bool = False,
+                         min_calls: int = 1) -> Problem | None:
+    """The first reason this conversation is not a working agent loop; None when it is.
+    `min_calls`: calls the first turn must make at once (2 where parallel calls are asked)."""
     for n, turn in enumerate(turns[:-1], 1):
-        found = call_reply_problems(turn.reply)
+        found = call_reply_problems(turn.reply, min_calls=min_calls if n == 1 else 1)
         if not turn.reply.ok:
             return _error(turn, n, driver)
         if found:
             return Problem(f"turn {n} (the tool call) is not a usable call: {found[0]}",
-                           driver.tool_parser_fix)
+                           driver.parallel_fix if found[0].startswith("parallel")
+                           else driver.tool_parser_fix)
     if len(turns) <= steps:  # a forced turn came back without a call: judged above as last
         turn = turns[-1]
         if not turn.reply.ok:
@@ -268,7 +270,8 @@ def judge(convs: Conversations, ctx: Context) -> None:
     found = []
     for i, turns in enumerate(convs.trials, 1):
         _show(turns, i, ctx)
-        found.append(conversation_problem(turns, convs.steps, driver, opts.grounded))
+        found.append(conversation_problem(turns, convs.steps, driver, opts.grounded,
+                                          2 if convs.kind == "parallel" else 1))
     replies = [t.reply for turns in convs.trials for t in turns]
     thinking_spent(replies, ctx)
     k, passed = len(found), sum(p is None for p in found)
