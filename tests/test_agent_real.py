@@ -120,3 +120,12 @@ def test_proxy_losing_tool_results_fails_the_step(llama, run_fleet):
         "assistant (thinking, tool_use), user (1 tool_result block(s))) but did not arrive: "
         "Cannot continue an assistant message that contains tool calls.",
         "*fix: the history reached the engine ending in the assistant's tool call: a proxy*"])
+
+
+def test_the_embedded_default_asks_and_passes_it(run_fleet):
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parent.parent / "examples" / "selftest.yaml"
+    result = run_fleet(example.read_text(), "-m", "agent")
+    result.assert_outcomes(passed=2, skipped=1)  # plain, streamed; parallel not asked
+    result.stdout.fnmatch_lines(["frank-selftest *agent ok*"])

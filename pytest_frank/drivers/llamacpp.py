@@ -179,6 +179,10 @@ class LlamaCppDriver(Driver):
             "tools": (Need("jinja", "tools need the chat template to render them (without "
                            "--jinja: HTTP 500 'tools param requires --jinja flag')",
                            "add --jinja (pin it even where the build defaults it on)"),),
+            "agent": (Need("jinja", "an agent step sends tools and role tool results, which only "
+                           "the chat template renders (without --jinja: HTTP 500 'tools param "
+                           "requires --jinja flag')", "add --jinja (pin it even where the build "
+                           "defaults it on)"),),
             "reasoning": (Need("reasoning_format", "thinking stays inside content unless a "
                                "reasoning format splits it out", "add --reasoning-format "
                                "deepseek", bad=("none",)),),
