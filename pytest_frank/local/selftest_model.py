@@ -87,6 +87,16 @@ long_think
 endless_think
   Never closes its thinking: the same thousand words, round and round, until max_tokens (finish
   "length", reasoning only, no content); thinking off still answers "Hello!" at once.
+agent
+  As default, but under tool_choice "auto" it calls a tool, as agent models do: after the
+  thinking, "<tool_call>" (llama.cpp's lazy grammar then writes the call). Its template opens the
+  answer with a blank line when a role tool message came last, so the prompt ends in the "\\n\\n"
+  token, after which it answers "Hello!" (no thinking), finish "stop". Observed on the agent
+  claim: turn 1 (tool_choice "required") get_time {"timezone": "Paris"}, reasoning "Thinking";
+  turn 2 with the role tool result and "auto": content "Hello!", finish "stop"; the same
+  streamed and through /v1/messages (thinking block echoed with its empty signature). Without a
+  rendered result (a template that drops role tool) turn 2 calls get_time again. One call only
+  where two are asked at once.
 vision
   Sees, with the self-test projector (projector_path(), launch `mmproj: selftest`; how:
   pytest_frank.local.selftest_vision). Text and tools as default, token for token (block 0's
