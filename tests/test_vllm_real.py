@@ -250,3 +250,21 @@ def test_long_thinker_fails_where_max_thinking_tokens_is_too_small(vllm, run_fle
         "larger budget, bounded by max_thinking_tokens",
         "*fix: *if this model really thinks longer, raise max_thinking_tokens (and the served "
         "context)"])
+
+
+def test_agent_step_passes_with_hermes_plain_and_streamed(vllm, run_fleet):
+    # Turn 1 (tool_choice required) the get_weather call; turn 2 the role tool result and "auto":
+    # reasoning "Thinking", content "Hello!", finish stop. (A second forced call, steps: 2, comes
+    # back from this bigram model as get_time with the string "Paris" for arguments: the model's
+    # limit under vLLM's grammar without its cue, not the loop's.)
+    result = run_fleet(fleet(vllm(**FULL), agent=True), "-m", "agent", "-rA")
+    result.assert_outcomes(passed=2, skipped=1)
+
+
+def test_agent_step_without_a_tool_parser_is_its_400(vllm, run_fleet):
+    result = run_fleet(fleet(vllm(**BARE), key=None, agent=True), "-m", "agent")
+    result.assert_outcomes(failed=2, skipped=1)
+    result.stdout.fnmatch_lines([
+        "*agent step (1 call(s), then the answer): turn 1 (the tool call) answered 400: "
+        'tool_choice="required" requires --tool-call-parser to be set*',
+        "*fix: start vLLM with --tool-call-parser*"])
