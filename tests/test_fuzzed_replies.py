@@ -44,6 +44,7 @@ from hypothesis import strategies as st
 
 from pytest_frank import fingerprint, redact, rows
 from pytest_frank.claims import (
+    agent,
     alias,
     health,
     perf,
@@ -255,13 +256,15 @@ def healthy(em: Emulator) -> None:
 
 
 EXPECT = {"reasoning": True, "reasoning_effort": {"map": {"high": "xhigh"}, "unmapped": True},
-          "tools": {"parallel": True, "named": True}, "spec_decode": {"min_draft_tokens": 1},
+          "tools": {"parallel": True, "named": True}, "agent": {"parallel": True, "steps": 2},
+          "spec_decode": {"min_draft_tokens": 1},
           "perf": {"runs": 1, "max_cached_ttft_ratio": 0.9}, "vision": True,
           "slots": {"count": 2, "ctx_per_slot": 4096}}
 GENERATION = [reasoning.REASONING, reasoning.STREAMED, reasoning.OFF, reasoning_effort.LEVEL,
               reasoning_effort.UNMAPPED, tools.REQUIRED, tools.AUTO, tools.NAMED_CHOICE,
               tools.PARALLEL, tools.PLAIN, tools.STREAMED, spec_decode.SPEC_DECODE, perf.TTFT,
-              perf.DECODE, perf.PREFIX_CACHE, vision.VISION]
+              perf.DECODE, perf.PREFIX_CACHE, vision.VISION, agent.PLAIN, agent.STREAMED,
+              agent.PARALLEL]
 
 
 def target_for(em: Emulator, **fleet) -> Target:
