@@ -4,7 +4,7 @@ endpoint. Every rule reads the engine's flag table from the driver, never the en
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -60,21 +60,33 @@ def _who(p: Parsed) -> str:
 
 
 def _needs(p: Parsed, endpoint) -> list[Finding]:
-    found = []
+    found: dict[str, Finding] = {}  # one finding per flag, however many claims need it
     for claim, needs in p.table.needs.items():
         if not endpoint.asks(claim):
             continue
         for need in needs:
             flag, v = p.table.flags[need.role], p.get(need.role)
-            if v is None or not v.on:
+            if need.role in found:
+                first = found[need.role]
+                if not (v is None or not v.on or v.text in need.bad):
+                    continue
+                found[need.role] = replace(first, what=_also(first.what, claim))
+            elif v is None or not v.on:
                 how = "turns it off" if v is not None else "has no"
-                found.append(Finding(str(v.where if v else p.command.where),
-                                     f"{claim} is asked, but {_who(p)} {how} {flag.name}: "
-                                     f"{need.why}", need.fix))
+                found[need.role] = Finding(str(v.where if v else p.command.where),
+                                           f"{claim} is asked, but {_who(p)} {how} "
+                                           f"{flag.name}: {need.why}", need.fix)
             elif v.text in need.bad:
-                found.append(Finding(str(v.where), f"{claim} is asked, but {flag.name} is "
-                                     f"{v.text}: {need.why}", need.fix))
-    return found
+                found[need.role] = Finding(str(v.where), f"{claim} is asked, but {flag.name} "
+                                           f"is {v.text}: {need.why}", need.fix)
+    return list(found.values())
+
+
+def _also(what: str, claim: str) -> str:
+    """'tools is asked, but ...' -> 'tools and agent are asked, but ...'."""
+    asked, rest = what.split(" is asked, but ", 1) if " is asked, but " in what else \
+        what.split(" are asked, but ", 1)
+    return f"{asked} and {claim} are asked, but {rest}"
 
 
 def _alias(p: Parsed, endpoint) -> list[Finding]:
