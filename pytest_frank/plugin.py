@@ -39,6 +39,12 @@ def pytest_addoption(parser):
     group.addoption("--frank-json", metavar="PATH", default=None,
                     help="write the run's verdicts, figures and evidence as JSON (secrets "
                          "redacted): the --frank-baseline of a later run")
+    group.addoption("--frank-prometheus", metavar="PATH.prom", default=None,
+                    help="write the run as Prometheus metrics, atomically, for node_exporter's "
+                         "textfile collector")
+    group.addoption("--frank-pushgateway", metavar="URL", default=None,
+                    help="push the run's Prometheus metrics to this Pushgateway (job "
+                         "pytest_frank, grouped by fleet)")
     group.addoption("--frank-baseline", metavar="PREV.json", default=None,
                     help="compare with a previous run's --frank-json and report what regressed")
     group.addoption("--frank-fail-on-regression", action="store_true", default=False,

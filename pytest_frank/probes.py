@@ -82,6 +82,7 @@ class SlotShape(Observation):
     count: int | None = None
     ctx_per_slot: int | None = None
     source: str = ""
+    ctx_train: int | None = None  # the model's training context, where the engine says
     payloads: dict = field(default_factory=dict)  # route -> JSON, for checks that read more
 
 
@@ -102,4 +103,5 @@ def slot_shape(target) -> SlotShape:
                          fix=target.driver.known_fix(target.driver.error_message(last),
                                                      last.status))
     count, ctx, source = target.driver.slot_shape(payloads)
-    return SlotShape(count=count, ctx_per_slot=ctx, source=source, payloads=payloads)
+    return SlotShape(count=count, ctx_per_slot=ctx, source=source, payloads=payloads,
+                     ctx_train=target.driver.ctx_train(payloads))

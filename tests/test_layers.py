@@ -22,10 +22,11 @@ LAYERS = {
     "runtime": ["http", "observation", "verdict", "target", "session", "probes", "chat",
                 "metrics", "drivers", "fingerprint", "interrupt", "gguf", "vram", "local",
                 "serve", "xdist_scheduling", "cli"],
-    "claims": ["claims", "checks"],  # checks: the judge contract each claim is written to
+    # checks: the judge contract each claim is written to; init: a fleet file from the probes
+    "claims": ["claims", "checks", "init"],
     "record": ["results"],  # the run record: the glue writes it, the reports read it
     "glue": ["plugin", "endpoint", "rows", "junit", "batteries"],  # junit: pytest's own XML, renamed
-    "reports": ["reporting", "page", "markdown", "baseline"],
+    "reports": ["reporting", "page", "markdown", "baseline", "prometheus"],
 }
 ORDER = list(LAYERS)
 NOT_FROM = {"reports": {"glue"}}  # a report reads the record, not the session that wrote it

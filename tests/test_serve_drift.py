@@ -74,6 +74,20 @@ def test_vllm_max_model_len_and_root():
         "restarted since the edit"]
 
 
+def test_sglang_model_path_comes_from_the_server_info():
+    cmd = read({"command": "python -m sglang.launch_server --model-path Qwen/Qwen3-8B "
+                           "--served-model-name frank --context-length 32768"})
+    # SGLang's card carries the served name as root; the model path is in /get_server_info.
+    live = {"/v1/models": {"data": [{"id": "frank", "root": "frank", "max_model_len": 32768}]},
+            "/get_server_info": {"model_path": "Qwen/Qwen3-8B", "context_length": 32768}}
+    assert drift(cmd, live, driver_for("sglang")) == []
+    live["/get_server_info"]["model_path"] = "Qwen/Qwen3-14B"
+    (found,) = drift(cmd, live, driver_for("sglang"))
+    assert "asks model Qwen/Qwen3-8B, the server runs Qwen/Qwen3-14B" in found.what
+    del live["/get_server_info"]  # a build without the route: nothing to compare, no guess
+    assert drift(cmd, live, driver_for("sglang")) == []
+
+
 MODELS = {"providers": {
     "llamacpp (dankserver)": {"baseUrl": "http://192.168.0.235:7770/v1", "models": [
         {"id": "frank", "compat": {"reasoningEffortMap": {"minimal": "low", "high": "xhigh",

@@ -98,6 +98,25 @@ def test_each_llamacpp_fault_yields_its_finding(box, edit, expected):
     assert hit.where == "serve.command:1" and hit.fix and hit.severity == "fail"
 
 
+def test_an_unpinned_reasoning_format_is_a_note(box):
+    """llama-server splits reasoning out by default; only `none` keeps it in content."""
+    line = llama_line(box).replace(" --reasoning-format deepseek", "")
+    (found,) = run(line, endpoint(**LLAMA_EXPECT))
+    assert found.severity == "note"
+    assert "leaves --reasoning-format at the default" in found.what
+    assert found.fix.startswith("pin it")
+
+
+@pytest.mark.parametrize("spelling, use", [("--draft-max 4", "--spec-draft-n-max N"),
+                                           ("--draft=4", "--spec-draft-n-max N"),
+                                           ("--draft-min 1", "--spec-draft-n-min N")])
+def test_a_removed_draft_spelling_is_a_note(box, spelling, use):
+    """llama.cpp's arg_removed: a current llama-server exits on it; a fork may still take it."""
+    (found,) = run(f"{llama_line(box)} {spelling}", endpoint(**LLAMA_EXPECT))
+    assert found.severity == "note" and "the argument has been removed" in found.what
+    assert found.fix == f"use {use}"
+
+
 def test_findings_point_at_the_file_and_line_that_sets_the_value(box, tmp_path):
     env = tmp_path / "frank.env"
     env.write_text(f"MODEL={box['plain']}\nCTX=131072\nPORT=9999\n")

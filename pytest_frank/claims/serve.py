@@ -64,7 +64,8 @@ def drift(target: Target) -> Drift:
     if read.command is None:
         return Drift(failure=read.failure, fix=read.fix)
     driver, live = target.driver, {}
-    routes = (*driver.slot_routes, driver.models_path, driver.vision_advert_path)
+    routes = (*driver.slot_routes, driver.models_path, driver.vision_advert_path,
+              *driver.drift_routes)
     for route in dict.fromkeys(r for r in routes if r):
         ex = target.get(route)
         if ex.ok and ex.json() is not None:

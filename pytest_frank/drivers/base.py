@@ -7,7 +7,7 @@ from typing import Any
 
 from pytest_frank import metrics, redact
 from pytest_frank.http import NO_KEY, Exchange
-from pytest_frank.verdict import Phrase, Setting, Text
+from pytest_frank.verdict import InEffect, Phrase, Setting, Text
 
 _KINDS = {"object": "an object", "array": "a list", "integer": "an integer", "string": "a string",
           "boolean": "true or false", "number": "a number"}
@@ -134,9 +134,42 @@ class Driver:
     parallel_flag = Setting("the server's concurrency setting")
     unify_hint: Text = "give each sequence the whole context"
 
+    # fleet.yaml `launch:` keys as the server settings they make, with launch's defaults:
+    # what a launched endpoint has in effect, so no fix asks for it again.
+    launch_settings: dict[str, Setting] = {}
+    launch_defaults: dict[str, Any] = {}
+
+    def settings_in_effect(self, launch: dict | None, parsed=None) -> InEffect:
+        """Server flag -> value in effect (None for a switch that is on), from a `launch:`
+        block and a parsed serve command (serve.flags.Parsed)."""
+        found: dict[str, str | None] = {}
+        for key, setting in self.launch_settings.items() if launch else ():
+            value = launch.get(key, self.launch_defaults.get(key))
+            if value is None or value is False:
+                continue
+            value = ",".join(map(str, value)) if isinstance(value, list) else value
+            found[setting.flag] = None if setting.switch else str(value)
+        for role in parsed.values if parsed is not None else ():
+            v, flag = parsed.get(role), parsed.table.flags[role]
+            if v is not None and v.on:
+                found.update(dict.fromkeys(flag.names, None if flag.takes == "none" else v.text))
+        return found
+
     def slots_fix(self, count: int, per_slot: int | None) -> Text:
         """How to serve `count` conversations at once, each keeping `per_slot` of context."""
         return Phrase("set ", self.parallel_flag(count))
+
+    # What the engine does with a slot context past the model's training context, where it
+    # caps it (then `ctx_train` reads the training context; None: not capped, or not said).
+    ctx_train_cap: str | None = None
+
+    def ctx_train(self, payloads: dict) -> int | None:
+        """The model's training context from the slot routes' payloads, where reported."""
+        return None
+
+    def ctx_train_fix(self, ctx_train: int, want: int) -> Text:
+        return (f"serve a model trained on at least {want} tokens, or set "
+                f"expect.slots.ctx_per_slot to {ctx_train} (what this model holds)")
 
     def slot_shape(self, payloads: dict) -> tuple[int | None, int | None, str]:
         """(slot count, context per slot, where it was read); None where the engine doesn't say."""
@@ -154,8 +187,11 @@ class Driver:
                     "cache to fit), layers run on the CPU, or the cache types are smaller than "
                     "expect.vram says; read the server's load log for the context it allocated")
 
+    # Routes the drift check reads beside the slot and model routes (SGLang's server info).
+    drift_routes: tuple[str, ...] = ()
+
     def served_model_path(self, payloads: dict) -> str | None:
-        """The model file the engine reports loading, from the slot routes' payloads."""
+        """The model file the engine reports loading, from the routes the drift check read."""
         return None
 
     def kv_pool(self, metrics_text: str):
@@ -247,6 +283,12 @@ class Driver:
 
     def vision_advertised(self, payload) -> bool | None:
         return None
+
+    # -- what the served chat template can do (frank init) -------------------------------------
+    def template_caps(self, payloads: dict) -> dict[str, tuple[bool, str]]:
+        """claim -> (whether the served template supports it, where that was read), for
+        `tools` and `reasoning_effort`, from the slot routes' payloads; {} where unsaid."""
+        return {}
 
     def image_part(self, b64: str, mime: str, form: str) -> dict:
         url = b64 if form == "base64" else f"data:{mime};base64,{b64}"

@@ -55,6 +55,14 @@ class VllmDriver(Driver):
                     "clamped (a co-tenant held memory at start); free the GPU or lower "
                     "--max-model-len / --max-num-seqs, then restart")
 
+    def served_model_path(self, payloads):
+        # vllm/entrypoints/openai/serving_models.py show_available_models():
+        # ModelCard(id=base_model.name, root=base_model.model_path, ...): root is the model path.
+        cards = (payloads.get("/v1/models") or {}).get("data") if isinstance(
+            payloads.get("/v1/models"), dict) else None
+        roots = [c.get("root") for c in cards or [] if isinstance(c, dict)]
+        return next((r for r in roots if isinstance(r, str) and r), None)
+
     def kv_pool(self, metrics_text):
         from pytest_frank.vram.plan import KVPool
         from pytest_frank.vram.sources import parse_vllm_cache_config
@@ -85,6 +93,9 @@ class VllmDriver(Driver):
                         "template that always emits a tool call")
 
     # -- the serve command line: `vllm serve MODEL` or the api_server module ---------------------
+    # Flags from vllm/entrypoints/openai/cli_args.py (frontend: host, port, api key, tool and
+    # reasoning parsers, chat template) and vllm/engine/arg_utils.py EngineArgs (model, context,
+    # sequences, cache, speculative config).
     serve_flags = ServeFlags(
         programs=(("vllm", "serve"), ("-m", "vllm.entrypoints.openai.api_server")),
         example="vllm serve",
@@ -109,8 +120,11 @@ class VllmDriver(Driver):
             "tensor_parallel": Flag(("-tp", "--tensor-parallel-size")),
             "mm_limit": Flag(("--limit-mm-per-prompt",)),
         },
+        # cli_args.py: port 8000; host None, which binds every interface
         defaults={"port": "8000", "host": "0.0.0.0"},
         needs={
+            # serving_chat.py: tool_choice "auto" without both flags is refused, '"auto" tool
+            # choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
             "tools": (
                 Need("auto_tool_choice", "clients send tool_choice \"auto\", which vLLM "
                      "answers with HTTP 400 unless auto tool choice is on",

@@ -14,8 +14,9 @@ Spec keys (all optional but `model`):
   not unified unless `kv_unified` is true, so each slot gets ctx_size / parallel, as with a
   native `-c 8192 -np 4`.
 - `metrics` (true): `/metrics`; without it that path answers 501.
-- `reasoning_format` ("auto", the llama-server default; xllamacpp's own default is "deepseek"):
-  "none" leaves `<think>...</think>` in content, "deepseek", "deepseek-legacy", "auto".
+- `reasoning_format` (unset: llama.cpp's own default, deepseek, which splits the thinking into
+  `reasoning_content`): "none" leaves `<think>...</think>` in content, "deepseek",
+  "deepseek-legacy", "auto".
 - `chat_template_file`: a Jinja template file that replaces the GGUF's.
 - `jinja` (true): false is `--no-jinja`; then a request with `tools` gets HTTP 500
   {"error": {"code": 500, "message": "tools param requires --jinja flag", "type": "server_error"}}
@@ -222,7 +223,8 @@ def _params(xllamacpp, spec: dict, model: pathlib.Path):
     threads = int(spec.get("threads", 2))
     p.cpuparams.n_threads = threads
     p.cpuparams_batch.n_threads = threads
-    p.reasoning_format = _reasoning_format(xllamacpp, spec.get("reasoning_format", "auto"))
+    if spec.get("reasoning_format") is not None:  # unset: llama.cpp's own default, as without
+        p.reasoning_format = _reasoning_format(xllamacpp, spec["reasoning_format"])  # the flag
     if spec.get("alias"):
         alias = spec["alias"]
         p.model_alias = {alias} if isinstance(alias, str) else {str(a) for a in alias}

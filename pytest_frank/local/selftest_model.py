@@ -485,8 +485,9 @@ def chat_template(variant: str = "default") -> str:
     return _EFFORT_CHECK + text if variant == "effort_strict" else text
 
 
-def write_model(path, variant: str = "default") -> pathlib.Path:
-    """Write the variant's GGUF to path (same bytes every time) and return the path."""
+def write_model(path, variant: str = "default", ctx_train: int = N_CTX_TRAIN) -> pathlib.Path:
+    """Write the variant's GGUF to path (same bytes every time) and return the path.
+    `ctx_train` is the header's context_length: llama.cpp caps every slot at it."""
     import gguf
     import numpy as np
 
@@ -499,7 +500,7 @@ def write_model(path, variant: str = "default") -> pathlib.Path:
     w = gguf.GGUFWriter(str(path), "llama")
     w.add_name(f"frank-selftest-{variant}")
     w.add_file_type(gguf.LlamaFileType.ALL_F32)
-    w.add_context_length(N_CTX_TRAIN)
+    w.add_context_length(ctx_train)
     w.add_embedding_length(N_EMBD)
     w.add_block_count(N_LAYER)
     w.add_feed_forward_length(N_FF)
