@@ -173,6 +173,9 @@ def _generated(target, found: Survey) -> None:
         if called.ok:
             found.claims["tools"] = Found(True, "a request with tools and tool_choice auto "
                                                 "answered 200")
+    if "tools" in found.claims:  # where tools are served, agent clients send results back
+        found.claims["agent"] = Found(True, "tools are served: a tool result sent back must "
+                                            "get an answer")
 
 
 def _payloads(target) -> dict:
