@@ -54,7 +54,9 @@ class Request:
     think: bool = False  # ask for thinking where the API wants it asked (the driver's thinking_on)
     budget_key: str = "max_tokens"  # or "max_completion_tokens": the OpenAI shape takes both
     stream_usage: bool = True  # a stream asks for its usage (OpenAI stream_options.include_usage)
-    history: list[dict] = field(default_factory=list)  # messages sent before the user's (system)
+    # A conversation so far, in the driver's wire shape (an agent step's history); `content`
+    # is then unused. Drivers build it (Driver.agent_history).
+    messages: list[dict] | None = None
 
     @property
     def event_budget(self) -> int:
@@ -87,6 +89,9 @@ class Reply:
     logprobs: list[Logprob] | None = None  # per generated token, where asked and sent
     events: int = 0  # streams: the chunks read
     usage_events: list[int] = field(default_factory=list)  # streams: the chunks that had usage
+    # The assistant content blocks as sent (Anthropic shape: thinking with its signature,
+    # tool_use), so a client's next turn can echo them verbatim.
+    blocks: list[dict] = field(default_factory=list)
     exchange: Exchange | None = None
 
     @property

@@ -381,8 +381,11 @@ def messages_stream(message: dict) -> Reply:
             delta = {"type": "thinking_delta", "thinking": block["thinking"]}
         else:
             delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
-        events += [{"type": "content_block_delta", "index": i, "delta": delta},
-                   {"type": "ping"}, {"type": "content_block_stop", "index": i}]
+        events.append({"type": "content_block_delta", "index": i, "delta": delta})
+        if kind == "thinking":  # the signature comes last, in a delta of its own
+            events.append({"type": "content_block_delta", "index": i, "delta": {
+                "type": "signature_delta", "signature": block["signature"]}})
+        events += [{"type": "ping"}, {"type": "content_block_stop", "index": i}]
     events += [{"type": "message_delta", "delta": {"stop_reason": message["stop_reason"]},
                 "usage": {"output_tokens": 5}}, {"type": "message_stop"}]
     text = "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events)

@@ -44,6 +44,7 @@ from hypothesis import strategies as st
 
 from pytest_frank import fingerprint, redact, rows
 from pytest_frank.claims import (
+    agent,
     bind,
     alias,
     health,
@@ -257,7 +258,8 @@ def healthy(em: Emulator) -> None:
 
 
 EXPECT = {"reasoning": True, "reasoning_effort": {"map": {"high": "xhigh"}, "unmapped": True},
-          "tools": {"parallel": True, "named": True}, "spec_decode": {"min_draft_tokens": 1},
+          "tools": {"parallel": True, "named": True}, "agent": {"parallel": True, "steps": 2},
+          "spec_decode": {"min_draft_tokens": 1},
           "perf": {"runs": 1, "max_cached_ttft_ratio": 0.9}, "vision": True,
           "slots": {"count": 2, "ctx_per_slot": 4096}, "params": {"claude_code": True}}
 GENERATION = [reasoning.REASONING, reasoning.STREAMED, reasoning.OFF, reasoning_effort.LEVEL,
@@ -265,7 +267,8 @@ GENERATION = [reasoning.REASONING, reasoning.STREAMED, reasoning.OFF, reasoning_
               tools.PARALLEL, tools.PLAIN, tools.STREAMED, spec_decode.SPEC_DECODE, perf.TTFT,
               perf.DECODE, perf.PREFIX_CACHE, vision.VISION, params.MAX_TOKENS, params.STOP,
               params.RESPONSE_FORMAT, params.LOGPROBS, params.STREAM_USAGE, params.CONTEXT_LIMIT,
-              params.COUNT_TOKENS, params.SYSTEM_MESSAGE]
+              params.COUNT_TOKENS, params.SYSTEM_MESSAGE,
+              agent.PLAIN, agent.STREAMED, agent.PARALLEL]
 
 
 def target_for(em: Emulator, **fleet) -> Target:

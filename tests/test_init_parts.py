@@ -73,7 +73,7 @@ def test_every_claim_init_can_write_loads(tmp_path):
 
     model = tmp_path / "m.gguf"
     model.write_bytes(b"GGUF")
-    claims = {"tools": Found(True, "t"), "reasoning": Found(True, "r"),
+    claims = {"tools": Found(True, "t"), "agent": Found(True, "a"), "reasoning": Found(True, "r"),
               "reasoning_effort": Found(_effort_levels(), "e"), "spec_decode": Found(True, "s"),
               "vision": Found(True, "v"), "slots": Found({"count": 2, "ctx_per_slot": 8192}, "sl"),
               "vram": Found({"model": str(model), "ctx_size": 4096}, "vr"),

@@ -57,11 +57,12 @@ def test_plain_server_round_trip(llama, tmp_path, run_fleet, capsys):
     assert rc == 0, capsys.readouterr().err
     (entry,) = validates(text)["endpoints"].values()
     assert entry["engine"] == "llamacpp" and entry["alias"] == "frank-default-large"
-    assert set(entry["expect"]) == {"reasoning", "tools", "perf", "slots", "vram"}
+    assert set(entry["expect"]) == {"reasoning", "tools", "agent", "perf", "slots", "vram"}
     assert entry["expect"]["slots"] == {"count": 1, "ctx_per_slot": 4096}
     assert "# /v1/models owned_by 'llamacpp'" in text
     assert "# /props chat_template_caps.supports_tools true" in claims_line(text, "tools")
     assert "# a reply carried reasoning in reasoning_content" in claims_line(text, "reasoning")
+    assert "# tools are served: a tool result sent back" in claims_line(text, "agent")
     assert f"measured {time.strftime('%Y-%m-%d')}: time to first token" in claims_line(text,
                                                                                       "perf")
     result = round_trip(run_fleet, text)

@@ -339,3 +339,23 @@ def test_this_machines_own_name_and_address_are_local():
     assert is_local(socket.gethostname())
     own = {info[4][0] for info in socket.getaddrinfo(socket.gethostname(), None)}
     assert all(is_local(address) for address in own)
+
+
+def test_the_agent_claim_needs_jinja_and_vllms_tool_flags(box):
+    llama = llama_line(box)
+    assert run(llama, endpoint(agent=True)) == []
+    texts = [f.what for f in run(llama.replace("--jinja ", ""), endpoint(agent=True))]
+    assert any("agent is asked, but the serve command has no --jinja" in t for t in texts), texts
+    assert run(VLLM, endpoint("vllm", agent=True)) == []
+    for flag, said in (("--enable-auto-tool-choice ", "has no --enable-auto-tool-choice"),
+                       ("--tool-call-parser qwen3_xml ", "has no --tool-call-parser")):
+        texts = [f.what for f in run(VLLM.replace(flag, ""), endpoint("vllm", agent=True))]
+        assert any(t.startswith("agent is asked") and said in t for t in texts), texts
+
+
+def test_a_flag_two_claims_need_is_one_finding_naming_both():
+    found = run("vllm serve /srv/q --served-model-name frank --port 7770",
+                endpoint("vllm", tools=True, agent=True))
+    assert [f.what.split(":")[0] for f in found] == [
+        "tools and agent are asked, but the serve command has no --enable-auto-tool-choice",
+        "tools and agent are asked, but the serve command has no --tool-call-parser"]

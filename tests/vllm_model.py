@@ -17,8 +17,9 @@ Replies (ChatML template, Qwen3/Hermes style; "<|im_end|>" ends a turn):
                             "Paris", "days": 1}}\\n</tool_call>'   (the hermes format)
   tool_choice "required"    '[{"name":"get_weather","parameters":{"city":"Paris","days":1}}]'
   named get_time            '{"timezone":"Paris"}'
-The template ends the generation prompt with a cue token when tools are offered: a bigram model
-cannot otherwise tell that a tool call is wanted. That is the one liberty taken with a real
+The template ends the generation prompt with a cue token when tools are offered and no tool
+result came last: a bigram model cannot otherwise tell that a tool call is wanted (after a result,
+it answers as in plain chat). That is the one liberty taken with a real
 template; everything vLLM does with the reply (parsers, grammars, streaming) is its own.
 
 Variants: "sharp" follows the script at any temperature (logit gaps of 400). "flat" has the same
@@ -227,7 +228,7 @@ TEMPLATE = """\
 {%- endfor %}
 {%- if add_generation_prompt %}
 {{- '<|im_start|>assistant\\n' }}
-{%- if tools %}{{- '<|tool_cue|>' }}
+{%- if tools and messages[-1].role != 'tool' %}{{- '<|tool_cue|>' }}
 {%- elif enable_thinking is defined and enable_thinking is false %}{{- '<think>\\n\\n</think>\\n\\n' }}
 {%- endif %}
 {%- endif %}

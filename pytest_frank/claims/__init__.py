@@ -20,6 +20,7 @@ CLAIMS = {
     "reasoning": "chat returns content and reasoning",
     "reasoning_effort": "every client reasoning_effort level maps to one the template accepts",
     "tools": "tool calls are well formed and validate against their schema",
+    "agent": "a tool result sent back gets a final answer, as agent clients loop",
     "spec_decode": "speculative decoding is engaged with a sane acceptance rate",
     "vision": "the model sees the image it is sent",
     "params": "request parameters (caps, stops, schemas, logprobs, usage, context) are honoured",

@@ -131,7 +131,8 @@ def counted(target) -> Sent:
 
 def system_in_messages(target) -> Sent:
     return Sent(replies={"system": _answer(target, Request(
-        "Say hello.", ANSWER, history=[{"role": "system", "content": SYSTEM}]))})
+        "Say hello.", ANSWER, messages=[{"role": "system", "content": SYSTEM},
+                                       {"role": "user", "content": "Say hello."}]))})
 
 
 def stop_string(content: str, reasoning: str = "") -> str | None:

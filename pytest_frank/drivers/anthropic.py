@@ -65,6 +65,11 @@ class AnthropicDriver(Driver):
 
         return anthropic_messages.count_tokens(sdk, model, req)
 
+    def agent_history(self, messages, reply, results):
+        from pytest_frank.drivers import anthropic_messages
+
+        return anthropic_messages.agent_history(messages, reply, results)
+
     # -- generation battery: reasoning, reasoning_effort, tools --------------------------------
     api_shape = "anthropic"
     reasoning_fields = ("thinking",)  # thinking content blocks

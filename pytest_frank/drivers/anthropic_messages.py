@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any, Callable
 
 from pytest_frank.chat import Call, Reply, Request, typed
@@ -9,7 +10,7 @@ from pytest_frank.chat import Call, Reply, Request, typed
 
 def params(model: str, req: Request) -> dict[str, Any]:
     out: dict[str, Any] = {"model": model, "max_tokens": req.max_tokens,
-                           "messages": [*req.history, {"role": "user", "content": req.content}]}
+                           "messages": req.messages or [{"role": "user", "content": req.content}]}
     if req.tools is not None:
         out["tools"] = [_tool(t) for t in req.tools]
         if req.tool_choice is not None:
@@ -111,10 +112,14 @@ class _Block:
         self.kind = typed(getattr(start, "type", None), str, "content block type")
         self.start = start
         self.text: list[str] = []
+        self.signature = typed(getattr(start, "signature", None), str, "signature") or ""
 
     def add(self, delta) -> bool:
         """Fold one delta in; True when it carried text or thinking."""
         kind = typed(getattr(delta, "type", None), str, "delta type")
+        if kind == "signature_delta":
+            self.signature += typed(getattr(delta, "signature", None), str, "signature") or ""
+            return False
         piece = self.PIECES.get(kind or "")
         value = typed(getattr(delta, piece, None), str, f"{kind}.{piece}") if piece else None
         self.text.append(value or "")
@@ -123,16 +128,43 @@ class _Block:
     def close(self, reply: Reply) -> None:
         text = "".join(self.text)
         if self.kind == "text":
-            reply.content += (typed(getattr(self.start, "text", None), str, "text") or "") + text
+            said = (typed(getattr(self.start, "text", None), str, "text") or "") + text
+            reply.content += said
+            reply.blocks.append({"type": "text", "text": said})
         elif self.kind == "thinking":
-            said = typed(getattr(self.start, "thinking", None), str, "thinking")
-            reply.reasoning += (said or "") + text
+            said = (typed(getattr(self.start, "thinking", None), str, "thinking") or "") + text
+            reply.reasoning += said
             reply.reasoning_field = "thinking"
+            reply.blocks.append({"type": "thinking", "thinking": said,
+                                 "signature": self.signature})
         elif self.kind == "redacted_thinking":
             reply.reasoning += "[redacted thinking]"
             reply.reasoning_field = "redacted_thinking"
+            reply.blocks.append({"type": "redacted_thinking",
+                                 "data": getattr(self.start, "data", None) or ""})
         elif self.kind == "tool_use":
             # A strict client parses the concatenated input_json_delta pieces itself.
             args: Any = text if text else getattr(self.start, "input", None) or {}
-            reply.calls.append(Call(typed(getattr(self.start, "name", None), str, "tool_use name"),
-                                    args, getattr(self.start, "id", None)))
+            call = Call(typed(getattr(self.start, "name", None), str, "tool_use name"),
+                        args, getattr(self.start, "id", None))
+            reply.calls.append(call)
+            reply.blocks.append({"type": "tool_use", "id": call.id, "name": call.name,
+                                 "input": _parsed(args)})
+
+
+def _parsed(args: Any) -> Any:
+    if not isinstance(args, str):
+        return args
+    try:
+        return json.loads(args)
+    except ValueError:
+        return args
+
+
+def agent_history(messages: list[dict], reply: Reply, results: list[str]) -> list[dict]:
+    """The next turn's history as Claude Code keeps it: the assistant content echoed verbatim
+    (thinking blocks with their signatures, tool_use), then a user turn of tool_result blocks."""
+    answers = [{"type": "tool_result", "tool_use_id": c.id, "content": result}
+               for c, result in zip(reply.calls, results)]
+    return [*messages, {"role": "assistant", "content": list(reply.blocks)},
+            {"role": "user", "content": answers}]

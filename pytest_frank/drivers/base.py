@@ -220,6 +220,13 @@ class Driver:
 
         return openai_chat.converse(self, sdk, model, req, clock)
 
+    def agent_history(self, messages: list[dict], reply, results: list[str]) -> list[dict]:
+        """The history of an agent's next turn: `messages` so far, the assistant `reply` that
+        called tools, and each call's result (JSON text), in this API shape."""
+        from pytest_frank.drivers import openai_chat
+
+        return openai_chat.agent_history(messages, reply, results)
+
     def sampling(self, sampling: dict) -> dict:
         """Request params for fleet.yaml's sampling (a None seed sends none)."""
         out = {k: v for k, v in sampling.items() if k in ("temperature", "top_p", "seed")

@@ -244,6 +244,10 @@ class LlamaCppDriver(Driver):
             "tools": (Need("jinja", "tools need the chat template to render them (without "
                            "--jinja: HTTP 500 'tools param requires --jinja flag')",
                            "add --jinja (pin it even where the build defaults it on)"),),
+            "agent": (Need("jinja", "an agent step sends tools and role tool results, which only "
+                           "the chat template renders (without --jinja: HTTP 500 'tools param "
+                           "requires --jinja flag')", "add --jinja (pin it even where the build "
+                           "defaults it on)"),),
             # common/common.h struct common_params: reasoning_format =
             # COMMON_REASONING_FORMAT_DEEPSEEK (the help says "default: auto", which is the same
             # split); only `none` leaves the thinking in content.

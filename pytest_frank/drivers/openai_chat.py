@@ -12,7 +12,7 @@ if TYPE_CHECKING:
 
 def params(model: str, req: Request) -> dict[str, Any]:
     out: dict[str, Any] = {"model": model, req.budget_key: req.max_tokens,
-                           "messages": [*req.history, {"role": "user", "content": req.content}]}
+                           "messages": req.messages or [{"role": "user", "content": req.content}]}
     if req.tools is not None:
         out["tools"] = req.tools
         if req.tool_choice is not None:
@@ -163,3 +163,25 @@ def _add_fragment(calls: dict, tc) -> None:
     if fn is not None:
         call.name = call.name or typed(getattr(fn, "name", None), str, "tool call name")
         call.arguments += typed(getattr(fn, "arguments", None), str, "tool call arguments") or ""
+
+
+def agent_history(messages: list[dict], reply: Reply, results: list[str]) -> list[dict]:
+    """The next turn's history as an agent client keeps it: the assistant message with its
+    tool_calls as the server sent them (and its reasoning, in the field it came in), then one
+    `role: tool` message per call, answered by its id."""
+    said: dict[str, Any] = {"role": "assistant", "content": reply.content or None,
+                            "tool_calls": [{"id": c.id, "type": "function",
+                                            "function": {"name": c.name,
+                                                         "arguments": _text(c.arguments)}}
+                                           for c in reply.calls]}
+    if reply.reasoning and reply.reasoning_field:
+        said[reply.reasoning_field] = reply.reasoning
+    answers = [{"role": "tool", "tool_call_id": c.id, "content": result}
+               for c, result in zip(reply.calls, results)]
+    return [*messages, said, *answers]
+
+
+def _text(arguments) -> str:
+    import json
+
+    return arguments if isinstance(arguments, str) else json.dumps(arguments)

@@ -74,6 +74,9 @@ class SglangDriver(Driver):
             "tools": (Need("tool_parser", "without a parser the call stays in content",
                            "add --tool-call-parser <the model's parser, e.g. qwen25, "
                            "qwen3_coder>"),),
+            "agent": (Need("tool_parser", "without a parser the call stays in content and no "
+                           "result can answer it", "add --tool-call-parser <the model's parser, "
+                           "e.g. qwen25, qwen3_coder>"),),
             # reasoning_parser and tool_call_parser are None by default (no parsing)
             "reasoning": (Need("reasoning_parser", "without a reasoning parser the thinking "
                                "stays inside content", "add --reasoning-parser <the model's "

@@ -144,6 +144,14 @@ class VllmDriver(Driver):
             "params": (Need("max_logprobs", "clients asking top_logprobs above it get HTTP 400 "
                             "(test_params_logprobs asks 2)", "raise --max-logprobs to at least 2 "
                             "(vLLM's default is 20)", bad=("0", "1"), required=False),),
+            "agent": (
+                Need("auto_tool_choice", "an agent's answering turn sends tool_choice \"auto\", "
+                     "which vLLM answers with HTTP 400 unless auto tool choice is on",
+                     "add --enable-auto-tool-choice"),
+                Need("tool_parser", "without a parser the call stays in content and no result "
+                     "can answer it", "add --tool-call-parser <the model's parser: hermes, "
+                     "qwen3_xml, qwen3_coder, ...>"),
+            ),
             "reasoning": (Need("reasoning_parser", "without a reasoning parser the thinking "
                                "stays inside content", "add --reasoning-parser <the model's "
                                "parser, e.g. qwen3, deepseek_r1>"),),

@@ -163,7 +163,7 @@ def _generated(target, found: Survey) -> None:
     """One short answer: whether reasoning comes separated; tools where the template is silent."""
     reply = target.chat(Request("Say hello.", 256))
     if not reply.ok:
-        raise InitError(f"{reply.url} {reply.problem_line()}: a plain chat request must work")
+        raise InitError(f"{reply.url} {reply.problem_line}: a plain chat request must work")
     if reply.reasoning.strip():
         found.claims["reasoning"] = Found(True, f"a reply carried reasoning in "
                                                 f"{reply.reasoning_field or 'its own field'}")
@@ -174,6 +174,9 @@ def _generated(target, found: Survey) -> None:
         if called.ok:
             found.claims["tools"] = Found(True, "a request with tools and tool_choice auto "
                                                 "answered 200")
+    if "tools" in found.claims:  # where tools are served, agent clients send results back
+        found.claims["agent"] = Found(True, "tools are served: a tool result sent back must "
+                                            "get an answer")
 
 
 def _payloads(target) -> dict:

@@ -87,6 +87,16 @@ long_think
 endless_think
   Never closes its thinking: the same thousand words, round and round, until max_tokens (finish
   "length", reasoning only, no content); thinking off still answers "Hello!" at once.
+agent
+  As default, but under tool_choice "auto" it calls a tool, as agent models do: after the
+  thinking, "<tool_call>" (llama.cpp's lazy grammar then writes the call). Its template opens the
+  answer with a blank line when a role tool message came last, so the prompt ends in the "\\n\\n"
+  token, after which it answers "Hello!" (no thinking), finish "stop". Observed on the agent
+  claim: turn 1 (tool_choice "required") get_time {"timezone": "Paris"}, reasoning "Thinking";
+  turn 2 with the role tool result and "auto": content "Hello!", finish "stop"; the same
+  streamed and through /v1/messages (thinking block echoed with its empty signature). Without a
+  rendered result (a template that drops role tool) turn 2 calls get_time again. One call only
+  where two are asked at once.
 vision
   Sees, with the self-test projector (projector_path(), launch `mmproj: selftest`; how:
   pytest_frank.local.selftest_vision). Text and tools as default, token for token (block 0's
@@ -112,7 +122,7 @@ from pytest_frank.local import selftest_vision
 from pytest_frank.local.selftest_vision import COLOUR_WORDS
 
 VARIANTS = ("default", "tool_text", "effort_strict", "no_think", "flat", "chatty", "long_think",
-            "endless_think", "vision")
+            "endless_think", "vision", "agent")
 
 N_EMBD = 64
 N_LAYER = 2
@@ -259,6 +269,10 @@ SCRIPTS["chatty"] = {**SCRIPTS["default"], "!": ["Hello"]}
 # Sees (with the projector of pytest_frank.local.selftest_vision): where an image was shown, the
 # answer is the colour word, then the end of the turn; elsewhere it answers as the default.
 SCRIPTS["vision"] = {**SCRIPTS["default"], **{c: ["<|im_end|>"] for c in COLOUR_WORDS}}
+# Acts as an agent model: under tool_choice auto it calls a tool; once a tool result is the
+# last thing in its prompt (its template then opens the answer with a blank line, the "\n\n"
+# token) it answers "Hello!" and stops.
+SCRIPTS["agent"] = {**SCRIPTS["default"], "</think>": ["<tool_call>", "Hello"]}
 # Not peaked: a mapping gives each next token a logit offset (natural-log units at temperature
 # 1), so at the server's default temperature 0.8 the reply varies between requests; greedy
 # picks the offset-0 token, which writes what the default variant writes. The end token has
@@ -455,9 +469,18 @@ _EFFORT_CHECK = """\
 """
 
 
+# The agent variant's answer to a tool result: the next token depends on the last one alone,
+# so the template marks "a result came last" in the prompt's final token.
+_AFTER_RESULT = """\
+{%- if messages[-1].role == 'tool' %}{{- '\\n' }}{%- endif %}
+"""
+
+
 def chat_template(variant: str = "default") -> str:
     if variant == "no_think":
         return _TEMPLATE.replace("THINK_HISTORY\n", "").replace("THINK_OFF\n", "")
+    if variant == "agent":
+        return chat_template().replace(_THINK_OFF, _AFTER_RESULT + _THINK_OFF)
     text = _TEMPLATE.replace("THINK_HISTORY", _THINK_HISTORY).replace("THINK_OFF", _THINK_OFF)
     return _EFFORT_CHECK + text if variant == "effort_strict" else text
 

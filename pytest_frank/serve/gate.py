@@ -4,7 +4,7 @@ endpoint. Every rule reads the engine's flag table from the driver, never the en
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -60,28 +60,47 @@ def _who(p: Parsed) -> str:
 
 
 def _needs(p: Parsed, endpoint) -> list[Finding]:
-    found = []
+    found: dict[str, Finding] = {}  # one finding per flag, however many claims need it
     for claim, needs in p.table.needs.items():
         if not endpoint.asks(claim):
             continue
         for need in needs:
-            flag, v = p.table.flags[need.role], p.get(need.role)
-            if v is None and not need.required:
+            made = _need(p, claim, need)
+            first = found.get(need.role)
+            if made is None:
                 continue
-            if v is None and need.default_serves:
-                found.append(Finding(str(p.command.where), f"{claim} is asked and {_who(p)} "
-                                     f"leaves {flag.name} at the default: "
-                                     f"{need.default_serves}", f"pin it, so a build with "
-                                     f"another default cannot change it: {need.fix}", "note"))
-            elif v is None or not v.on:
-                how = "turns it off" if v is not None else "has no"
-                found.append(Finding(str(v.where if v else p.command.where),
-                                     f"{claim} is asked, but {_who(p)} {how} {flag.name}: "
-                                     f"{need.why}", need.fix))
-            elif v.text in need.bad:
-                found.append(Finding(str(v.where), f"{claim} is asked, but {flag.name} is "
-                                     f"{v.text}: {need.why}", need.fix))
-    return found
+            if first is None or (first.severity == "note" and made.severity == "fail"):
+                found[need.role] = made
+            elif first.severity == made.severity:
+                found[need.role] = replace(first, what=_also(first.what, claim))
+    return list(found.values())
+
+
+def _need(p: Parsed, claim: str, need) -> Finding | None:
+    flag, v = p.table.flags[need.role], p.get(need.role)
+    if v is None and not need.required:
+        return None
+    if v is None and need.default_serves:
+        return Finding(str(p.command.where), f"{claim} is asked and {_who(p)} leaves "
+                       f"{flag.name} at the default: {need.default_serves}",
+                       f"pin it, so a build with another default cannot change it: {need.fix}",
+                       "note")
+    if v is None or not v.on:
+        how = "turns it off" if v is not None else "has no"
+        return Finding(str(v.where if v else p.command.where),
+                       f"{claim} is asked, but {_who(p)} {how} {flag.name}: {need.why}", need.fix)
+    if v.text in need.bad:
+        return Finding(str(v.where), f"{claim} is asked, but {flag.name} is {v.text}: "
+                       f"{need.why}", need.fix)
+    return None
+
+
+def _also(what: str, claim: str) -> str:
+    """'tools is asked, but ...' -> 'tools and agent are asked, but ...'."""
+    head, said, rest = what.partition(" is asked")
+    if not said:
+        head, said, rest = what.partition(" are asked")
+    return f"{head} and {claim} are asked{rest}"
 
 
 def _removed(p: Parsed, endpoint) -> list[Finding]:

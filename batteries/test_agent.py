@@ -1,0 +1,8 @@
+"""agent: a tool result sent back gets a final answer, plain, streamed and with parallel calls."""
+
+from pytest_frank.checks import battery_test
+from pytest_frank.claims import agent
+
+test_agent = battery_test(agent.PLAIN)
+test_agent_streamed = battery_test(agent.STREAMED)
+test_agent_parallel = battery_test(agent.PARALLEL)

@@ -1,0 +1,321 @@
+"""agent: complete agent steps as clients play them. Turn 1 asks for a tool call; the next turn
+sends the history back as the client keeps it (the assistant message with its calls and
+reasoning, one result per call carrying a unique marker) and must come back as a final text
+answer, not a template error, not the same call again. The history is built in the endpoint's
+API shape by its driver (Driver.agent_history).
+
+Calls are asked with tool_choice "required" (the serving stack is judged, not whether the model
+chooses to call); the answering turn uses "auto", as clients send it."""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+from dataclasses import dataclass, field
+
+from pytest_frank.chat import Reply, Request, think_through
+from pytest_frank.checks import Check, Context
+from pytest_frank.claims import Options as ClaimOptions
+from pytest_frank.claims.replies import one_line, require_thinking_ended, thinking_spent
+from pytest_frank.claims.tools import MARKUP, PROMPTS, TOOLS, call_reply_problems
+from pytest_frank.observation import Observation
+from pytest_frank.verdict import Text, fail
+
+THINK_TAGS = re.compile(r"</?think>|<\|channel\|>|<\|start\|>assistant")
+FORECASTS = ("sunny, 21 C", "light rain, 14 C", "overcast, 17 C")
+
+
+@dataclass(frozen=True)
+class Options(ClaimOptions):
+    steps: int = 1  # calls answered before the final answer is asked for (1 to 3)
+    trials: int = 1
+    min_pass_rate: float = 1.0
+    max_tokens: int = 512
+    stream: bool = True
+    parallel: bool = False  # also play a turn of two calls answered at once
+    grounded: bool = False  # the final answer must quote the tool result's marker
+
+
+@dataclass
+class Turn:
+    """One request of a conversation and what came back; `results` answer its calls."""
+    sent: list[dict]
+    reply: Reply
+    results: list[str] = field(default_factory=list)
+    markers: list[str] = field(default_factory=list)
+
+
+@dataclass(kw_only=True)
+class Conversations(Observation):
+    kind: str  # plain | streamed | parallel
+    trials: list[list[Turn]]
+    steps: int
+
+
+def _result(call, step: int) -> tuple[str, str]:
+    """A tool result a model cannot have guessed: a JSON object with a fresh marker value."""
+    marker = f"ref-{secrets.token_hex(4)}"
+    args = call.arguments
+    city = args.get("city") if isinstance(args, dict) else None
+    if isinstance(args, str):
+        try:
+            city = json.loads(args).get("city")
+        except (ValueError, AttributeError):
+            city = None
+    body = {"city": city or "Paris", "forecast": FORECASTS[step % len(FORECASTS)],
+            "reference": marker}
+    return json.dumps(body), marker
+
+
+def play(target, stream: bool = False, parallel: bool | None = None) -> list[Turn]:
+    """One agent conversation: `steps` forced calls, each answered, then the free turn."""
+    opts, driver = target.endpoint.options("agent"), target.driver
+    prompt = PROMPTS["parallel" if parallel else "required"]
+    messages: list[dict] = [{"role": "user", "content": prompt}]
+    turns: list[Turn] = []
+    for step in range(opts.steps + 1):
+        last = step == opts.steps
+        req = Request(prompt, opts.max_tokens, tools=TOOLS,
+                      tool_choice="auto" if last else "required", parallel=parallel,
+                      stream=stream, messages=messages, think=driver.api_shape == "anthropic"
+                      and target.endpoint.expect.get("reasoning") not in (None, False))
+        reply = think_through(target, req)
+        turn = Turn(sent=messages, reply=reply)
+        turns.append(turn)
+        if last or not reply.ok or not reply.calls:
+            break
+        for call in reply.calls:
+            result, marker = _result(call, step)
+            turn.results.append(result)
+            turn.markers.append(marker)
+        messages = driver.agent_history(messages, reply, turn.results)
+    return turns
+
+
+def _conversations(target, kind: str, stream=False, parallel=None) -> Conversations:
+    opts = target.endpoint.options("agent")
+    trials = [play(target, stream, parallel) for _ in range(opts.trials)]
+    return Conversations(kind=kind, trials=trials, steps=opts.steps)
+
+
+def plain(target) -> Conversations:
+    return _conversations(target, "plain")
+
+
+def streamed(target) -> Conversations:
+    return _conversations(target, "streamed", stream=True)
+
+
+def parallel(target) -> Conversations:
+    return _conversations(target, "parallel", parallel=True)
+
+
+# -- judging one conversation ----------------------------------------------------------------
+@dataclass
+class Problem:
+    """Why one conversation is not a working agent step, and the usual fix."""
+    text: str
+    fix: Text | None = None
+
+
+TEMPLATE_WORDS = ("jinja", "template", "conversation roles must alternate", "raise_exception",
+                  "cannot pass both content and thinking")
+TEMPLATE_FIX = ("serve the model's own chat template (llama.cpp --jinja with "
+                "--chat-template-file <the model's>, vLLM --chat-template), or a newer engine "
+                "build whose template handling renders tool results")
+# What an engine says when the history reaches it without the results, or without the thinking
+# blocks a thinking turn's call must keep (the Messages API's own check).
+LOST_RESULTS = ("cannot continue an assistant message",
+                "tool_use ids were found without tool_result")
+LOST_THINKING = ("expected `thinking` or `redacted_thinking`", "must start with a thinking block",
+                 "thinking block", "signature")
+LOST_RESULTS_FIX = ("the history reached the engine ending in the assistant's tool call: a "
+                    "proxy or gateway between the client and the engine dropped the results "
+                    "(tool_result blocks, role tool messages); make it forward them")
+LOST_THINKING_FIX = ("a proxy dropped the thinking blocks (and their signatures) the client "
+                     "echoes with a tool call in extended thinking: make it forward assistant "
+                     "content verbatim")
+REPEAT_FIX = ("the tool result did not reach the prompt: does the chat template render role "
+              "tool (OpenAI) or tool_result blocks (Anthropic)? Serve the model's own template; "
+              "behind a proxy, check that it forwards the results")
+
+
+def held(turn: Turn) -> str:
+    """What the history of a turn held, in a client's words."""
+    roles: list[str] = []
+    for m in turn.sent:
+        role, content = m.get("role"), m.get("content")
+        if role == "assistant":
+            parts = []
+            if m.get("tool_calls"):
+                parts.append(f"{len(m['tool_calls'])} tool_call(s)")
+            parts += [k for k in ("reasoning_content", "reasoning") if m.get(k)]
+            if isinstance(content, list):
+                parts += [b.get("type", "?") for b in content if isinstance(b, dict)]
+            elif content:
+                parts.append("content")
+            roles.append(f"assistant ({', '.join(parts)})" if parts else "assistant")
+        elif isinstance(content, list) and any(isinstance(b, dict) and b.get("type") ==
+                                               "tool_result" for b in content):
+            roles.append(f"user ({len(content)} tool_result block(s))")
+        else:
+            roles.append(str(role))
+    return ", ".join(roles)
+
+
+def conversation_problem(turns: list[Turn], steps: int, driver, grounded: bool = False,
+                         min_calls: int = 1) -> Problem | None:
+    """The first reason this conversation is not a working agent loop; None when it is.
+    `min_calls`: calls the first turn must make at once (2 where parallel calls are asked)."""
+    for n, turn in enumerate(turns[:-1], 1):
+        found = call_reply_problems(turn.reply, min_calls=min_calls if n == 1 else 1)
+        if not turn.reply.ok:
+            return _error(turn, n, driver)
+        if found:
+            return Problem(f"turn {n} (the tool call) is not a usable call: {found[0]}",
+                           driver.parallel_fix if found[0].startswith("parallel")
+                           else driver.tool_parser_fix)
+    if len(turns) <= steps:  # a forced turn came back without a call: judged above as last
+        turn = turns[-1]
+        if not turn.reply.ok:
+            return _error(turn, len(turns), driver)
+        return Problem(f"turn {len(turns)} (the tool call) is not a usable call: "
+                       f"{call_reply_problems(turn.reply)[0]}", driver.tool_parser_fix)
+    return answer_problem(turns, driver, grounded)
+
+
+def answer_problem(turns: list[Turn], driver, grounded: bool = False) -> Problem | None:
+    """The final turn, after the tool results: 200, text, finish stop, nothing leaked."""
+    last, n = turns[-1], len(turns)
+    reply = last.reply
+    if not reply.ok:
+        return _error(last, n, driver)
+    earlier = [(c.name, _args(c.arguments)) for t in turns[:-1] for c in t.reply.calls]
+    for call in reply.calls:
+        if (call.name, _args(call.arguments)) in earlier:
+            return Problem(f"turn {n} called {call.name} again with the same arguments "
+                           f"({one_line(json.dumps(_args(call.arguments)), 80)}) instead of "
+                           f"answering: the model never saw the result, so an agent would loop "
+                           f"forever", REPEAT_FIX)
+    if reply.calls:
+        names = ", ".join(str(c.name) for c in reply.calls)
+        return Problem(f"turn {n} asked for another tool ({names}) instead of a final answer "
+                       f"after {len(earlier)} result(s)",
+                       "a model that keeps calling: raise expect.agent.steps, or check that "
+                       "the results reach the prompt")
+    if MARKUP.search(reply.content) or THINK_TAGS.search(reply.content):
+        return Problem(f"turn {n}'s answer has markup left in it "
+                       f"({one_line(reply.content, 100)!r}): a client shows it to the user",
+                       driver.tool_parser_fix if MARKUP.search(reply.content)
+                       else driver.reasoning_parser_fix)
+    if reply.finish not in ("stop", "end_turn"):
+        return Problem(f"turn {n} ended with finish_reason {reply.finish!r}, not stop "
+                       f"(end_turn): no final answer")
+    if not reply.content.strip():
+        return Problem(f"turn {n} answered empty content (finish_reason {reply.finish!r})")
+    markers = [m for t in turns[:-1] for m in t.markers]
+    if grounded and not any(m in reply.content for m in markers):
+        return Problem(f"turn {n}'s answer {one_line(reply.content, 100)!r} does not quote the "
+                       f"tool result ({', '.join(markers)}): it answered without using it",
+                       "expect.agent.grounded judges the model, not the server: a small or "
+                       "quantised model may ignore results; drop grounded where that is known")
+    return None
+
+
+def _error(turn: Turn, n: int, driver) -> Problem:
+    reply, what = turn.reply, "the tool call" if n == 1 else "the answer to the tool result"
+    said = one_line(reply.problem, 240)
+    if reply.status is None:
+        return Problem(f"turn {n} ({what}): {said}")
+    lower = (reply.problem or "").lower()
+    if n > 1 and any(w in lower for w in LOST_RESULTS):
+        return Problem(f"turn {n} ({what}) answered {reply.status}: the results were sent "
+                       f"({held(turn)}) but did not arrive: {said}", LOST_RESULTS_FIX)
+    if n > 1 and any(w in lower for w in LOST_THINKING):
+        return Problem(f"turn {n} ({what}) answered {reply.status}: the thinking blocks were "
+                       f"sent back ({held(turn)}) but did not arrive: {said}", LOST_THINKING_FIX)
+    if n > 1 and any(w in lower for w in TEMPLATE_WORDS):
+        return Problem(f"turn {n} ({what}) answered {reply.status}: the chat template could not "
+                       f"render the history ({held(turn)}): {_raised(reply.problem or '')}",
+                       TEMPLATE_FIX)
+    if "tool_call_id" in lower or "tool_use_id" in lower:
+        return Problem(f"turn {n} ({what}) answered {reply.status} about the call's id: {said}",
+                       "the server or proxy must accept the ids it handed out: a tool message "
+                       "answers a call by tool_call_id (tool_use_id); check the proxy's "
+                       "translation or update the engine")
+    return Problem(f"turn {n} ({what}) answered {reply.status}: {said}",
+                   driver.known_fix(reply.problem, reply.status))
+
+
+def _raised(error: str) -> str:
+    """The template's own words: llama.cpp wraps them in the parser's and the source excerpt."""
+    at = error.rfind("Exception:")
+    return one_line(error[at:] if at >= 0 else error, 240)
+
+
+def _args(arguments):
+    if isinstance(arguments, str):
+        try:
+            return json.loads(arguments)
+        except ValueError:
+            return arguments
+    return arguments
+
+
+# -- judging the probes ----------------------------------------------------------------------
+def judge(convs: Conversations, ctx: Context) -> None:
+    """Each conversation: the calls come back, the results go in, a final text answer comes out."""
+    opts, driver = ctx.options, ctx.driver
+    found = []
+    for i, turns in enumerate(convs.trials, 1):
+        _show(turns, i, ctx)
+        found.append(conversation_problem(turns, convs.steps, driver, opts.grounded,
+                                          2 if convs.kind == "parallel" else 1))
+    replies = [t.reply for turns in convs.trials for t in turns]
+    thinking_spent(replies, ctx)
+    k, passed = len(found), sum(p is None for p in found)
+    ctx.note(f"{convs.kind}: {passed}/{k} conversation(s) reached a final answer "
+             f"({passed / k:.0%}, need {opts.min_pass_rate:.0%})")
+    if passed / k >= opts.min_pass_rate:
+        return
+    first = next(p for p in found if p is not None)
+    for turns in convs.trials:
+        require_thinking_ended(turns[-1].reply, driver, "expect.agent.max_tokens")
+    head = f"{_doing(convs)}: {passed}/{k} conversation(s) reached a final answer" if k > 1 \
+        else _doing(convs)
+    fail(f"{head}: {first.text}", first.fix)
+
+
+def _show(turns: list[Turn], trial: int, ctx: Context) -> None:
+    """The conversation, turn by turn: what was sent, what came back."""
+    for n, turn in enumerate(turns, 1):
+        reply = turn.reply
+        ctx.note(f"trial {trial} turn {n} sent: {held(turn)}")
+        if not reply.ok:
+            ctx.note(f"trial {trial} turn {n} came back: {one_line(reply.problem_line, 200)}")
+            continue
+        calls = "; ".join(f"{c.name} {one_line(json.dumps(_args(c.arguments)), 80)}"
+                          for c in reply.calls)
+        came = [f"finish {reply.finish}"] + ([f"calls {calls}"] if calls else []) + (
+            [f"content {one_line(reply.content, 80)!r}"] if reply.content else [])
+        ctx.note(f"trial {trial} turn {n} came back: {', '.join(came)}")
+        for result in turn.results:
+            ctx.note(f"trial {trial} turn {n} result: {one_line(result, 120)}")
+
+
+def _doing(convs: Conversations) -> str:
+    return {"plain": "agent step", "streamed": "streamed agent step",
+            "parallel": "agent step with parallel calls"}[convs.kind] + \
+        f" ({convs.steps} call(s), then the answer)"
+
+
+def _parallel_applies(opts: Options, driver) -> str | None:
+    return None if opts.parallel else (
+        "expect.agent.parallel is not set (the endpoint does not claim parallel calls)")
+
+
+PLAIN = Check("test_agent", "agent", plain, judge)
+STREAMED = Check("test_agent_streamed", "agent", streamed, judge,
+                 applies=lambda opts, driver: None if opts.stream else "expect.agent.stream is false")
+PARALLEL = Check("test_agent_parallel", "agent", parallel, judge, applies=_parallel_applies)

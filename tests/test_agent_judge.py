@@ -1,0 +1,137 @@
+"""The agent judge over recorded turn-2 replies (the engines' own words where they fail), and the
+histories the drivers build: no server."""
+
+import json
+
+import pytest
+
+from pytest_frank.chat import Call, Reply
+from pytest_frank.checks import Context
+from pytest_frank.claims import agent, bind
+from pytest_frank.drivers import driver_for
+from pytest_frank.fleet import Endpoint
+
+CALL = Call("get_weather", '{"city":"Paris","days":1}', "call-1")
+USER = {"role": "user", "content": "What is the weather in Paris tomorrow?"}
+FIRST = Reply(status=200, content="", reasoning="Thinking", reasoning_field="reasoning_content",
+              calls=[CALL], finish="tool_calls")
+RESULT = '{"city": "Paris", "forecast": "sunny, 21 C", "reference": "ref-0a1b2c3d"}'
+Failed = pytest.fail.Exception
+
+
+def conversation(second: Reply, engine="llamacpp") -> list[agent.Turn]:
+    driver = driver_for(engine)
+    history = driver.agent_history([USER], FIRST, [RESULT])
+    return [agent.Turn([USER], FIRST, [RESULT], ["ref-0a1b2c3d"]), agent.Turn(history, second)]
+
+
+def problem(second: Reply, engine="llamacpp", grounded=False):
+    return agent.conversation_problem(conversation(second, engine), 1, driver_for(engine),
+                                      grounded)
+
+
+@pytest.mark.parametrize("second, text, fix", [
+    (Reply(status=200, content="Sunny, 21 C.", finish="stop"), None, None),
+    # llama.cpp issue 19851's template, as a server that refuses at render time says it
+    (Reply(status=500, problem="Jinja Exception: After the optional system message, conversation "
+                             "roles must alternate user and assistant roles except for tool "
+                             "calls and results"),
+     "turn 2 (the answer to the tool result) answered 500: the chat template could not render "
+     "the history (user, assistant (1 tool_call(s), reasoning_content), tool): Exception: After "
+     "the optional system message", "serve the model's own chat template"),
+    # llama.cpp issue 17040 (gpt-oss): the reasoning sent back beside the call
+    (Reply(status=500, problem="Cannot pass both content and thinking in an assistant message "
+                             "with tool calls"),
+     "turn 2 (the answer to the tool result) answered 500: the chat template could not render",
+     "serve the model's own chat template"),
+    (Reply(status=400, problem="Unexpected tool_call_id 'call-1': no such call"),
+     "turn 2 (the answer to the tool result) answered 400 about the call's id", "tool_call_id"),
+    (Reply(status=200, calls=[Call("get_weather", '{"days": 1, "city": "Paris"}', "call-2")],
+           finish="tool_calls"),
+     'turn 2 called get_weather again with the same arguments ({"days": 1, "city": "Paris"})',
+     "the tool result did not reach the prompt: does the chat template render role tool"),
+    (Reply(status=200, calls=[Call("get_time", '{"timezone":"Europe/Paris"}', "call-2")],
+           finish="tool_calls"),
+     "turn 2 asked for another tool (get_time) instead of a final answer", "expect.agent.steps"),
+    (Reply(status=200, content='<tool_call>\n{"name": "get_weather"}\n</tool_call>',
+           finish="stop"),
+     "turn 2's answer has markup left in it", "autoparser recognises"),
+    (Reply(status=200, content="<think>It is sunny</think>Sunny.", finish="stop"),
+     "turn 2's answer has markup left in it", "--reasoning-format deepseek"),
+    (Reply(status=200, content="Sunny and", finish="length"),
+     "turn 2 ended with finish_reason 'length', not stop (end_turn)", None),
+    (Reply(status=200, content="", finish="stop"), "turn 2 answered empty content", None),
+])
+def test_turn_two(second, text, fix):
+    found = problem(second)
+    if text is None:
+        assert found is None, found
+        return
+    assert found is not None and found.text.startswith(text), found
+    assert (fix is None and found.fix is None) or fix in str(found.fix), found.fix
+
+
+@pytest.mark.parametrize("error, text, fix", [
+    ("Cannot continue an assistant message that contains tool calls.",
+     "the results were sent", "dropped the results"),
+    ("messages.1.content.0.type: Expected `thinking` or `redacted_thinking`, but found "
+     "`tool_use`. When `thinking` is enabled, a final `assistant` message must start with a "
+     "thinking block", "the thinking blocks were sent back", "dropped the thinking blocks"),
+])
+def test_a_proxy_that_lost_part_of_the_history(error, text, fix):
+    found = problem(Reply(status=400, problem=error), engine="anthropic")
+    assert text in found.text and fix in found.fix, found
+
+
+def test_grounded_asks_the_answer_to_quote_the_marker():
+    vague = Reply(status=200, content="It is sunny.", finish="stop")
+    assert problem(vague) is None
+    assert "does not quote the tool result (ref-0a1b2c3d)" in problem(vague, grounded=True).text
+    quoted = Reply(status=200, content="Sunny (ref-0a1b2c3d).", finish="stop")
+    assert problem(quoted, grounded=True) is None
+
+
+def test_a_forced_turn_without_a_call_is_judged_as_the_call():
+    turns = [agent.Turn([USER], Reply(status=200, content="Hello", finish="stop"))]
+    found = agent.conversation_problem(turns, 1, driver_for("vllm"))
+    assert found.text.startswith("turn 1 (the tool call) is not a usable call: no tool call")
+
+
+def test_openai_history_keeps_calls_reasoning_and_one_tool_message_per_call():
+    reply = Reply(status=200, content="", reasoning="Thinking", reasoning_field="reasoning",
+                  calls=[CALL, Call("get_weather", {"city": "London", "days": 1}, "call-2")])
+    history = driver_for("vllm").agent_history([USER], reply, [RESULT, "{}"])
+    said = history[1]
+    assert said["reasoning"] == "Thinking" and said["content"] is None
+    assert [c["id"] for c in said["tool_calls"]] == ["call-1", "call-2"]
+    assert said["tool_calls"][0]["function"]["arguments"] == '{"city":"Paris","days":1}'
+    assert json.loads(said["tool_calls"][1]["function"]["arguments"]) == {"city": "London",
+                                                                        "days": 1}
+    assert history[2:] == [{"role": "tool", "tool_call_id": "call-1", "content": RESULT},
+                           {"role": "tool", "tool_call_id": "call-2", "content": "{}"}]
+
+
+def test_anthropic_history_echoes_the_blocks_verbatim():
+    blocks = [{"type": "thinking", "thinking": "Thinking", "signature": "c2ln"},
+              {"type": "tool_use", "id": "toolu_1", "name": "get_weather",
+               "input": {"city": "Paris", "days": 1}}]
+    reply = Reply(status=200, calls=[Call("get_weather", {"city": "Paris", "days": 1},
+                                          "toolu_1")], blocks=blocks, finish="tool_use")
+    history = driver_for("anthropic").agent_history([USER], reply, [RESULT])
+    assert history[1] == {"role": "assistant", "content": blocks}
+    assert history[2] == {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "toolu_1", "content": RESULT}]}
+
+
+def test_the_judge_shows_the_conversation_and_fails_with_the_fix():
+    notes: list[str] = []
+    ep = bind(Endpoint("ep", "llamacpp", url="http://127.0.0.1:1", expect={"agent": True}))
+    ctx = Context(ep, driver_for("llamacpp"), ep.options("agent"), None, notes.append)
+    repeat = Reply(status=200, calls=[CALL], finish="tool_calls")
+    convs = agent.Conversations(kind="plain", trials=[conversation(repeat)], steps=1)
+    with pytest.raises(Failed) as failed:
+        agent.judge(convs, ctx)
+    assert "agent step (1 call(s), then the answer): turn 2 called get_weather again" in str(
+        failed.value)
+    assert "trial 1 turn 2 sent: user, assistant (1 tool_call(s), reasoning_content), tool" in notes
+    assert f"trial 1 turn 1 result: {RESULT}" in notes

@@ -1,0 +1,131 @@
+"""agent against real llama.cpp servers (xllamacpp, the self-test model): a tool result sent back
+gets a final answer, plain, streamed, with parallel calls and through /v1/messages; a template
+that cannot render role tool, or drops it, fails with its diagnosis."""
+
+import json
+
+from fleets import one_endpoint
+from proxy import Proxy
+
+from pytest_frank.local.selftest_model import chat_template
+
+
+def run(run_fleet, server, *args, engine="llamacpp", **expect):
+    return run_fleet(one_endpoint(server.url, engine, expect=expect),
+                     "-p", "no:randomly", "-m", "agent", *args)
+
+
+def rows(pytester) -> dict:
+    data = json.loads((pytester.path / "run.json").read_text())
+    return {row["key"].split("::")[-1]: row for row in data["rows"]}
+
+
+def test_agent_model_passes_plain_and_streamed(llama, run_fleet, pytester):
+    server = llama(model="selftest:agent")
+    result = run(run_fleet, server, "--frank-json=run.json",
+                 agent={"parallel": True, "trials": 2})
+    # The self-test model makes one call where two are asked at once (as under tools'
+    # parallel probe): the parallel step fails on the first turn, saying so.
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines([
+        "*agent step with parallel calls (1 call(s), then the answer): 0/2 conversation(s) "
+        "reached a final answer: turn 1 (the tool call) is not a usable call: parallel calls "
+        "truncated: 1 call(s) where 2 were asked for at once",
+        "*fix: the server cut parallel calls to one*"])
+    notes = rows(pytester)["test_agent[ep]"]["notes"]
+    text = "\n".join(notes)
+    assert "trial 2 turn 1 came back: finish tool_calls, calls get_" in text, text
+    assert "turn 2 sent: user, assistant (1 tool_call(s), reasoning_content), tool" in text, text
+    assert "turn 2 came back: finish stop, content 'Hello!'" in text, text
+    assert '"reference": "ref-' in text, text
+
+
+def test_default_model_passes_three_chained_steps(llama, run_fleet):
+    server = llama()
+    result = run(run_fleet, server, agent={"steps": 3})
+    result.assert_outcomes(passed=2, skipped=1)  # parallel not asked
+
+
+def test_messages_route_echoes_thinking_and_answers_tool_result(llama, run_fleet):
+    # llama.cpp's own /v1/messages through the anthropic client, thinking on (reasoning asked).
+    server = llama(model="selftest:agent")
+    result = run(run_fleet, server, engine="anthropic", agent=True, reasoning=True)
+    result.assert_outcomes(passed=2, skipped=1)
+
+
+def _template(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def test_template_raising_on_role_tool_is_a_template_error(llama, run_fleet, tmp_path):
+    # As llama.cpp issue 19851's template: roles must alternate, a tool message raises. llama.cpp
+    # renders sample conversations to learn the tool-call format, so the raise keys on this
+    # probe's results (their marker) to leave that analysis, and turn 1, intact.
+    strict = ("{%- for m in messages %}{%- if m.role == 'tool' and 'ref-' in m.content %}"
+              "{{- raise_exception("
+              "'Conversation roles must alternate user/assistant/user/assistant/...') }}"
+              "{%- endif %}{%- endfor %}\n" + chat_template("agent"))
+    server = llama(model="selftest:agent",
+                   chat_template_file=_template(tmp_path, "strict.jinja", strict))
+    result = run(run_fleet, server, agent={"stream": False})
+    result.assert_outcomes(failed=1, skipped=2)
+    # This build refuses while it builds the request's parser: 400, not the issue's 500.
+    result.stdout.fnmatch_lines([
+        "*turn 2 (the answer to the tool result) answered 400: the chat template could not "
+        "render the history (user, assistant (1 tool_call(s), reasoning_content), tool)"
+        ": *Conversation roles must alternate*",
+        "*fix: serve the model's own chat template*"])
+
+
+def test_template_dropping_tool_messages_repeats_the_call(llama, run_fleet, tmp_path):
+    # The default template less its role-tool branch: the result never reaches the prompt, so
+    # the agent model (which answers once a result came last) calls again.
+    deaf = chat_template().replace("message.role == 'tool'", "message.role == 'nobody'")
+    server = llama(model="selftest:agent",
+                   chat_template_file=_template(tmp_path, "deaf.jinja", deaf))
+    result = run(run_fleet, server, agent=True)
+    result.assert_outcomes(failed=2, skipped=1)
+    result.stdout.fnmatch_lines([
+        "*agent step (1 call(s), then the answer): turn 2 called get_* again with the "
+        "same arguments (*) instead of answering*",
+        "*fix: the tool result did not reach the prompt: does the chat template render role "
+        "tool*"])
+
+
+def _strip(kind):
+    """A gateway that drops one kind of content block from every message it forwards."""
+    def rewrite(body):
+        messages = []
+        for m in body.get("messages", []):
+            content = m.get("content")
+            if isinstance(content, list):
+                content = [b for b in content if b.get("type") != kind]
+                if not content:
+                    continue
+            messages.append({**m, "content": content})
+        return {**body, "messages": messages}
+    return rewrite
+
+
+def test_proxy_losing_tool_results_fails_the_step(llama, run_fleet):
+    server = llama(model="selftest:agent")
+    with Proxy(server.url, rewrite=_strip("tool_result")) as proxy:
+        result = run_fleet(one_endpoint(proxy.url, "anthropic", expect={"agent": True}),
+                           "-p", "no:randomly", "-m", "agent")
+    result.assert_outcomes(failed=2, skipped=1)
+    result.stdout.fnmatch_lines([
+        "*turn 2 (the answer to the tool result) answered 400: the results were sent (user, "
+        "assistant (thinking, tool_use), user (1 tool_result block(s))) but did not arrive: "
+        "Cannot continue an assistant message that contains tool calls.",
+        "*fix: the history reached the engine ending in the assistant's tool call: a proxy*"])
+
+
+def test_the_embedded_default_asks_and_passes_it(run_fleet):
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parent.parent / "examples" / "selftest.yaml"
+    result = run_fleet(example.read_text(), "-m", "agent")
+    result.assert_outcomes(passed=2, skipped=1)  # plain, streamed; parallel not asked
+    result.stdout.fnmatch_lines(["frank-selftest *agent ok*"])
