@@ -34,6 +34,7 @@ def test_vllm_round_trip(vllm, tmp_path, run_fleet, monkeypatch, capsys):
         assert entry["engine"] == "vllm" and entry["api_key"] == "${FRANK_VLLM_KEY}"
         assert {"reasoning", "tools", "slots", "perf"} <= set(entry["expect"])
         assert "spec_decode" not in entry["expect"] and "vision" not in entry["expect"]
+        assert "vram" not in entry["expect"]  # vLLM serves a model folder: no GGUF header to model
     assert "# /v1/models owned_by 'vllm'" in text
     assert "tools: true  # a request with tools and tool_choice auto answered 200" in text
     assert "reasoning: true  # a reply carried reasoning in reasoning" in text

@@ -7,7 +7,6 @@ runs. Nothing here is written down yet (pytest_frank.init.render does that)."""
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -63,6 +62,16 @@ def survey(url: str, api_key: str | None, timeout: float, ready_timeout: float,
         target.close()
     found.seconds = time.monotonic() - start
     return found
+
+
+def _gguf_file(path: str) -> bool:
+    """The vram claim models a GGUF file; a model folder (vLLM, SGLang) or an unreadable path
+    gives it nothing to read."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == b"GGUF"
+    except OSError:
+        return False
 
 
 def _target(url, engine, api_key, timeout, ready_timeout=0.0):
@@ -146,7 +155,7 @@ def _configured(target, found: Survey) -> None:
         if series is not None:
             found.claims["spec_decode"] = Found(True, f"/metrics has {series.source}")
     model = driver.served_model_path(payloads)
-    if model and os.access(model, os.R_OK):
+    if model and _gguf_file(model):
         vram: dict[str, Any] = {"model": model}
         if not isinstance(shape, Failed) and shape.count == 1 and shape.ctx_per_slot:
             vram["ctx_size"] = shape.ctx_per_slot  # one slot: its context is the whole
