@@ -82,6 +82,16 @@ def test_response_format_faults(reply, line):
         params.judge_response_format(params.Sent(replies={"response_format": reply}), ctx())
 
 
+def test_response_format_with_thinking_on_is_judged_too():
+    good = '{"colour": "red", "code": "PAR", "place": {"city": "Paris"}}'
+    leaked = Reply(status=200, content="", reasoning=good, finish="stop")
+    with pytest.raises(Failed, match="json_schema with thinking on: the content is empty and the "
+                                     "reasoning holds"):
+        params.judge_response_format(params.Sent(replies={
+            "response_format": Reply(status=200, content=good, finish="stop"),
+            "response_format thinking": leaked}), ctx())
+
+
 def test_response_format_passes_on_valid_json():
     good = '{"colour": "red", "code": "PAR", "place": {"city": "Paris"}}'
     params.judge_response_format(params.Sent(replies={"response_format": Reply(

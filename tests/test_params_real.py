@@ -125,3 +125,16 @@ def test_a_proxy_that_loses_the_parameter_fails_naming_it(chatty, run_fleet, par
                            "-k", f"test_params_{param}")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([line])
+
+
+def test_response_format_holds_with_thinking_asked_where_reasoning_is_asked(llama, run_fleet):
+    """vLLM issue 44012's shape: with reasoning asked, the schema is sent again with thinking
+    on, and must hold for the content, not the reasoning (`selftest` thinks, then writes JSON
+    under llama.cpp's grammar)."""
+    server = llama(model="selftest", alias="frank")
+    result = run_fleet(one_endpoint(server.url, alias="frank",
+                                    expect={"params": True, "reasoning": True}),
+                       "-k", "test_params_response_format", "-rA")
+    result.assert_outcomes(passed=1)
+    assert "with thinking on" not in result.stdout.str()  # nothing to say: both held
+    result.stdout.fnmatch_lines(["ep  cost: 2 generations*"])  # the default, then thinking on

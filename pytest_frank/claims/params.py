@@ -86,8 +86,14 @@ def stopped(target) -> Sent:
 
 
 def formatted(target) -> Sent:
-    return Sent(replies={"response_format": _answer(
+    """At the endpoint's default; again with thinking asked where the reasoning claim is asked
+    (vLLM issue 44012: the schema escapes through the reasoning channel with a parser on)."""
+    obs = Sent(replies={"response_format": _answer(
         target, Request(JSON_PROMPT, ANSWER, extra={"response_format": FORMAT}))})
+    if target.endpoint.asks("reasoning"):
+        obs.replies["response_format thinking"] = _answer(
+            target, Request(JSON_PROMPT, ANSWER, extra={"response_format": FORMAT}, think=True))
+    return obs
 
 
 def with_logprobs(target) -> Sent:
@@ -207,26 +213,32 @@ def judge_stop(obs: Sent, ctx: Context) -> None:
 
 def judge_response_format(obs: Sent, ctx: Context) -> None:
     """response_format json_schema (strict; an enum, a pattern, a nested object): the content
-    parses and validates, and the JSON is in the content, not the reasoning."""
+    parses and validates, and the JSON is in the content, not the reasoning; with thinking asked
+    too where the reasoning claim is asked."""
+    for key, r in obs.replies.items():
+        _judge_formatted(r, ctx, "" if key == "response_format" else " with thinking on")
+
+
+def _judge_formatted(r: Reply, ctx: Context, how: str) -> None:
     import jsonschema
 
-    r = obs.replies["response_format"]
-    require_answer(r, ctx.driver, "a request with response_format json_schema")
+    require_answer(r, ctx.driver, f"a request with response_format json_schema{how}")
     require_thinking_ended(r, ctx.driver, "expect.params")
+    sent = f"response_format json_schema{how}"
     if not r.content.strip() and r.reasoning.strip():
-        fail(f"response_format json_schema: the content is empty and the reasoning holds "
+        fail(f"{sent}: the content is empty and the reasoning holds "
              f"{one_line(r.reasoning, 80)!r}: the schema went to the reasoning channel",
              ctx.driver.structured_output_fix)
     try:
         value = json.loads(r.content)
     except ValueError:
-        fail(f"response_format json_schema was sent and the content is not JSON "
+        fail(f"{sent} was sent and the content is not JSON "
              f"({one_line(r.content, 80)!r}): the schema is not enforced",
              ctx.driver.structured_output_fix)
     errors = sorted(jsonschema.Draft202012Validator(SCHEMA).iter_errors(value), key=str)
     if errors:
         where = ".".join(str(p) for p in errors[0].absolute_path) or "the answer"
-        fail(f"response_format json_schema was sent and the content breaks it at {where}: "
+        fail(f"{sent} was sent and the content breaks it at {where}: "
              f"{one_line(errors[0].message, 120)} ({one_line(r.content, 80)!r})",
              ctx.driver.structured_output_fix)
 
