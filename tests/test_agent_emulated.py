@@ -1,7 +1,8 @@
 """agent through an Anthropic-shape endpoint that checks the history as the Messages API does
 (emulated: no engine here refuses a tool_use turn whose thinking blocks are missing, and
-llama.cpp's /v1/messages neither signs nor checks them). The client's echo passes, plain and
-streamed; a gateway that strips the thinking blocks fails with the diagnosis."""
+llama.cpp's /v1/messages neither signs nor checks them; no self-test model here makes two calls
+in one turn). The client's echo passes, plain and streamed; a gateway that strips the thinking
+blocks fails with the diagnosis; two results in one turn pass, and a gateway that loses one fails."""
 
 from emulator import Emulator, error_json, messages_json, serve_messages
 from fleets import one_endpoint
@@ -57,3 +58,40 @@ def test_a_gateway_that_strips_thinking_blocks_fails_with_the_diagnosis(run_flee
         "user (1 tool_result block(s))) but did not arrive: messages.1.content.0.type: Expected "
         "`thinking`*",
         "*fix: a proxy dropped the thinking blocks (and their signatures)*"])
+
+
+def parallel_messages(body):
+    """Two calls in one turn; the answer only once both results came back in one user turn."""
+    messages = body["messages"]
+    if len(messages) == 1:
+        return messages_json("", thinking="Two cities.", stop="tool_use",
+                             tool_uses=[("get_weather", {"city": "Paris", "days": 1}),
+                                        ("get_weather", {"city": "Tokyo", "days": 1})])
+    results = [b["tool_use_id"] for b in messages[2]["content"] if b.get("type") == "tool_result"]
+    if results != ["toolu_0", "toolu_1"]:
+        lost = ", ".join(sorted({"toolu_0", "toolu_1"} - set(results)))
+        return error_json(400, f"messages.2: tool_use ids were found without tool_result "
+                               f"blocks immediately after: {lost}")
+    return messages_json("Sunny in Paris, rain in Tokyo.", thinking="Both came back.")
+
+
+def drop_second_result(body):
+    """A gateway that loses the second tool_result of a turn."""
+    messages = [{**m, "content": [b for b in m["content"] if b.get("tool_use_id") != "toolu_1"]}
+                if m["role"] == "user" and isinstance(m.get("content"), list) else m
+                for m in body["messages"]]
+    return {**body, "messages": messages}
+
+
+def test_two_results_in_one_turn_pass_and_a_lost_one_fails(run_fleet):
+    expect = {"agent": {"parallel": True}, "reasoning": True}
+    with Emulator("anthropic") as em:
+        serve_messages(em, parallel_messages)
+        passed = run_fleet(one_endpoint(em.url, "anthropic", expect=expect), "-m", "agent",
+                           "-k", "parallel")
+        with Proxy(em.url, rewrite=drop_second_result) as gateway:
+            failed = run_fleet(one_endpoint(gateway.url, "anthropic", expect=expect), "-m",
+                               "agent", "-k", "parallel")
+    passed.assert_outcomes(passed=1)
+    failed.assert_outcomes(failed=1)
+    failed.stdout.fnmatch_lines(["*turn 2 (the answer to the tool result) answered 400*toolu_1*"])
