@@ -228,7 +228,9 @@ _JSON_SCRIPT = {
     ',"': ["Paris"],
     "Paris": ['"'],
 }
-SCRIPTS = {
+# token -> what follows it: a ranked list (peaked) or token -> logit offset (not peaked)
+Prefs = list[str] | dict[str, float]
+SCRIPTS: dict[str, dict[str, Prefs]] = {
     "default": {
         "\n": ["<think>", "<tool_call>"],
         "\n\n": ["Hello"],
@@ -325,7 +327,7 @@ def _ranking(vocab: Vocab) -> list[int]:
     return order + [i for i in range(len(vocab)) if i not in order]
 
 
-def _offsets(vocab: Vocab, prefs) -> dict[int, float]:
+def _offsets(vocab: Vocab, prefs: Prefs) -> dict[int, float]:
     """Next-token logit offsets: a list ranks GAP apart (peaked), a mapping gives them."""
     if isinstance(prefs, dict):
         return {vocab[t]: offset for t, offset in prefs.items()}

@@ -116,11 +116,11 @@ class Parsed:
 
     def items(self, role: str) -> list[str]:
         """A list-valued setting: vLLM's space-separated names, llama.cpp's comma list."""
-        found = [v for v in self.values.get(role, []) if v.on and v.text is not None]
+        found = [v.text for v in self.values.get(role, []) if v.on and v.text is not None]
         if not found:
             return []
         sep = self.table.alias_separator
-        last = found[-1].text
+        last = found[-1]
         if self.table.flags[role].takes == "many":
             return last.split("\0")
         return [p.strip() for p in last.split(sep)] if sep else [last]
