@@ -36,8 +36,8 @@ class Tolerances:
     # the fingerprint claim: the share of a prompt's recorded greedy tokens that must match
     # before the first divergence (a relaunch on one build repeats them exactly), and the mean
     # absolute logprob difference allowed on the common prefix
-    fingerprint_agreement: float = 1.0
-    logprob_drift: float = 0.05
+    fingerprint_agreement: float = fingerprint.AGREEMENT
+    logprob_drift: float = fingerprint.DRIFT
 
     @classmethod
     def from_fleet(cls, raw: dict[str, Any] | None) -> Tolerances:

@@ -89,3 +89,30 @@ def test_a_template_edit_diverges_at_its_position(run_fleet, baseline, pytester,
         "test_fingerprint[[]flat[]]: fingerprint 'short' diverges at token 0 of *: before "
         "'Hello!', now '<think>*' (agreement 0.00, tolerance 1)"])
     assert "diverges at token 0" in (pytester.path / "run.md").read_text()
+
+
+def test_replicas_agree_and_one_serving_another_model_does_not(run_fleet):
+    """Three launched servers in one run: `b` is a replica of `a` and agrees; `c` claims to be
+    one but serves `selftest` (peaked logprobs) where `a` serves `selftest:flat`."""
+    entry = {"alias": "frank", "expect": {"fingerprint": True}}
+    fleet = {"endpoints": {
+        "a": {**entry, "launch": FLAT},
+        "b": {**entry, "launch": FLAT, "same_as": "a"},
+        "c": {**entry, "launch": {**FLAT, "model": "selftest"}, "same_as": "a"}}}
+    result = run_fleet(yaml.safe_dump(fleet), "-m", "fingerprint", "-v")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines([
+        "*test_fingerprint[[]a[]] PASSED*", "*test_fingerprint[[]b[]] PASSED*",
+        "*test_fingerprint[[]c[]] FAILED*",
+        "*not the same model as a: 'short': logprob drift 0.5* on the common prefix, most at "
+        "token 1 ('!'): before -0.700, now 0.000 (before: a, now: this replica; tolerance "
+        "0.05)*",
+        "*a replica serves another model, template, cache type or build than a*"])
+
+
+def test_a_replica_of_no_endpoint_is_named(run_fleet):
+    fleet = {"endpoints": {"b": {"alias": "frank", "expect": {"fingerprint": True},
+                                 "launch": FLAT, "same_as": "gone"}}}
+    result = run_fleet(yaml.safe_dump(fleet), "-m", "fingerprint")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*same_as names 'gone', which is no endpoint of this fleet*"])

@@ -38,12 +38,18 @@ class Options(ClaimOptions):
     context_share: float = 0.5  # the long prompt fills this share of the served context
 
 
+AGREEMENT = 1.0  # the least share of tokens before a divergence: greedy repeats itself
+DRIFT = 0.05  # the most mean absolute logprob difference on the common prefix
+
+
 @dataclass(kw_only=True)
 class Asked(Observation):
-    """The fixed prompts' greedy replies, by prompt name."""
+    """The fixed prompts' greedy replies, by prompt name; with `same_as`, the replica's too."""
     replies: dict[str, Reply] = field(default_factory=dict)
     context: int | None = None  # the served context the long prompt was sized from
     long_words: int = 0
+    replica: dict[str, Reply] = field(default_factory=dict)
+    builds: tuple[str | None, str | None] = (None, None)  # this one's and the replica's
 
 
 def long_prompt(words: int) -> str:
@@ -77,11 +83,32 @@ def prompts(target, opts: Options) -> tuple[dict[str, Request], int | None, int]
     return reqs, context, max(words, 0)
 
 
-def asked(target) -> Asked:
+def answers(target) -> Asked:
     opts = target.endpoint.options("fingerprint")
     reqs, context, words = prompts(target, opts)
     return Asked(replies={name: target.chat(req) for name, req in reqs.items()},
                  context=context, long_words=words)
+
+
+def asked(target) -> Asked:
+    """This endpoint's answers and, where it is `same_as` another, that one's (its own probe,
+    shared with that endpoint's own test)."""
+    from pytest_frank.fingerprint import identity
+
+    mine = target.need(answers)
+    name = target.endpoint.same_as
+    if mine.failure or not name:
+        return mine
+    twin = target.peer(name)
+    if twin is None:
+        return Asked(failure=f"same_as names {name!r}, which is no endpoint of this fleet",
+                     fix="name the entry this endpoint is a replica of")
+    theirs = twin.need(answers)
+    if theirs.failure:
+        return Asked(failure=f"the replica's original {name}: {theirs.failure}")
+    builds = tuple(getattr(t.need(identity), "build", None) for t in (target, twin))
+    return Asked(replies=mine.replies, context=mine.context, long_words=mine.long_words,
+                 replica=theirs.replies, builds=builds, exchanges=mine.exchanges)
 
 
 # -- what is recorded, and how two records compare ----------------------------------------
@@ -177,6 +204,31 @@ def judge_fingerprint(obs: Asked, ctx: Context) -> None:
     if not any(r.logprobs for r in obs.replies.values()):
         ctx.note("no logprobs came back: the record is the answers' characters, and only "
                  "agreement is compared")
+    if obs.replica:
+        same_as(obs, recorded, ctx)
+
+
+def same_as(obs: Asked, recorded: dict[str, dict[str, Any]], ctx: Context) -> None:
+    """A replica answers as the endpoint it is `same_as`, within fleet.yaml's `regression:`
+    tolerances (the same that a baseline is held to)."""
+    name, tol = ctx.endpoint.same_as, ctx.endpoint.regression or {}
+    agreement = tol.get("fingerprint_agreement", AGREEMENT)
+    drift = tol.get("logprob_drift", DRIFT)
+    builds = (f" (builds: {obs.builds[1]} there, {obs.builds[0]} here)"
+              if obs.builds[0] != obs.builds[1] else "")
+    fix = (f"a replica serves another model, template, cache type or build than {name}: "
+           f"compare their serve configs{builds}")
+    for prompt, r in obs.replica.items():
+        if prompt not in recorded or not r.ok:
+            continue
+        diff = compare(record(r, ctx.options.tokens), recorded[prompt])
+        if diff.agreement < agreement:
+            fail(f"not the same answers as {name}: {diff.says(prompt)} (before: {name}, now: "
+                 f"this replica; agreement {diff.agreement:.2f}, tolerance {agreement:g})", fix)
+        if diff.drift is not None and diff.drift > drift:
+            fail(f"not the same model as {name}: {diff.drifted(prompt)} (before: {name}, now: "
+                 f"this replica; tolerance {drift:g})", fix)
+    ctx.note(f"the same answers as {name}, its replica original")
 
 
 FINGERPRINT = Check("test_fingerprint", "fingerprint", asked, judge_fingerprint)
