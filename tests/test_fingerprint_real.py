@@ -116,3 +116,18 @@ def test_a_replica_of_no_endpoint_is_named(run_fleet):
     result = run_fleet(yaml.safe_dump(fleet), "-m", "fingerprint")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*same_as names 'gone', which is no endpoint of this fleet*"])
+
+
+def test_runs_against_one_launch_agree(run_fleet, llama):
+    """One server, asked again and again (its prefix cache warm from the runs before): the same
+    tokens and logprobs each time."""
+    from fleets import one_endpoint
+
+    server = llama(**FLAT)
+    fleet = one_endpoint(server.url, alias="frank", expect={"fingerprint": True})
+    first = run_fleet(fleet, "-m", "fingerprint", "--frank-json", "first.json")
+    first.assert_outcomes(passed=1)
+    for _ in range(3):
+        result = run_fleet(fleet, "-m", "fingerprint", "--frank-baseline", "first.json")
+        result.assert_outcomes(passed=1)
+        assert not _regressions(result), result.stdout.str()[-2000:]
