@@ -45,12 +45,12 @@ def test_a_drafted_answer_that_differs_fails_quoting_both(run_fleet, llama):
         "*the draft or MTP patch changes outputs: try without it*"])
 
 
-def test_without_a_reference_it_is_skipped_saying_why(run_fleet):
+def test_without_a_reference_it_is_not_collected(run_fleet):
     fleet = yaml.safe_load(_fleet())
     fleet["endpoints"]["drafted"]["expect"]["spec_decode"] = True
-    result = run_fleet(yaml.safe_dump(fleet), "-k", "test_spec_decode_lossless", "-rs")
-    result.assert_outcomes(skipped=1)
-    result.stdout.fnmatch_lines(["*expect.spec_decode.reference is not set*"])
+    result = run_fleet(yaml.safe_dump(fleet), "-m", "spec_decode", "--collect-only", "-q")
+    assert "test_spec_decode_lossless" not in result.stdout.str()
+    assert "test_spec_decode[drafted]" in result.stdout.str()
 
 
 def test_a_reference_the_fleet_lacks_is_named(run_fleet):
