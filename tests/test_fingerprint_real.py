@@ -83,12 +83,15 @@ def test_a_template_edit_diverges_at_its_position(run_fleet, baseline, pytester,
     edited = pytester.path / "edited.jinja"
     edited.write_text(template.replace(NO_SWITCH, "{%- if false %}"))
     result = run_fleet(_fleet(chat_template_file=str(edited)), "-m", "fingerprint",
-                       "--frank-baseline", str(baseline), "--frank-report", "run.md")
+                       "--frank-baseline", str(baseline), "--frank-report", "run.md",
+                       "--html", "page.html", "--self-contained-html")
     assert result.ret == 0  # reported; only --frank-fail-on-regression fails the run
     result.stdout.fnmatch_lines([
         "test_fingerprint[[]flat[]]: fingerprint 'short' diverges at token 0 of *: before "
         "'Hello!', now '<think>*' (agreement 0.00, tolerance 1)"])
     assert "diverges at token 0" in (pytester.path / "run.md").read_text()
+    page = (pytester.path / "page.html").read_text()
+    assert "Regressions since the baseline" in page and "diverges at token 0 of" in page
 
 
 def test_replicas_agree_and_one_serving_another_model_does_not(run_fleet):
