@@ -134,3 +134,16 @@ def test_runs_against_one_launch_agree(run_fleet, llama):
         result = run_fleet(fleet, "-m", "fingerprint", "--frank-baseline", "first.json")
         result.assert_outcomes(passed=1)
         assert not _regressions(result), result.stdout.str()[-2000:]
+
+
+def test_a_quantized_k_cache_reaches_llamacpp_and_does_not_load_on_the_selftest_model():
+    """launch.cache_type_k is passed to llama.cpp: q8_0 needs a head size that is a multiple of
+    32, which the self-test models' is not, so the context is refused (why no test here shows a
+    KV cache change by its fingerprint); an unknown type is named before anything starts."""
+    from pytest_frank.local.launch import LaunchError, launch
+
+    pytest.importorskip("xllamacpp")
+    with pytest.raises(LaunchError, match="failed to create context"):
+        launch({**FLAT, "cache_type_k": "q8_0"})
+    with pytest.raises(LaunchError, match="cache_type_k 'q5_9' is not one of"):
+        launch({**FLAT, "cache_type_k": "q5_9"})
