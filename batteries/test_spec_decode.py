@@ -4,3 +4,4 @@ from pytest_frank.checks import battery_test
 from pytest_frank.claims import spec_decode
 
 test_spec_decode = battery_test(spec_decode.SPEC_DECODE)
+test_spec_decode_lossless = battery_test(spec_decode.LOSSLESS)

@@ -6,8 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_frank.results import RANK, Run
+from pytest_frank.claims import fingerprint
 from pytest_frank.figures import number
+from pytest_frank.results import RANK, Run, Row
 from pytest_frank.verdict import Verdict
 
 # (figure, how it is named, higher is better, the tolerance key)
@@ -32,6 +33,11 @@ class Tolerances:
     cached_share_drop: float = 0.10
     # relative: a reply thinks 50% longer (a template or effort change; clients' budgets follow)
     thinking_rise: float = 0.5
+    # the fingerprint claim: the share of a prompt's recorded greedy tokens that must match
+    # before the first divergence (a relaunch on one build repeats them exactly), and the mean
+    # absolute logprob difference allowed on the common prefix
+    fingerprint_agreement: float = fingerprint.AGREEMENT
+    logprob_drift: float = fingerprint.DRIFT
 
     @classmethod
     def from_fleet(cls, raw: dict[str, Any] | None) -> Tolerances:
@@ -48,7 +54,8 @@ def compare(before: Run, now: Run, tolerances: dict[str, Tolerances]) -> list[di
             continue  # new, or not run before: nothing to compare with
         tol = tolerances.get(row.endpoint, Tolerances())
         for what in [_verdict(old.verdict, row.verdict, row.line),
-                     *(_figure(f, old.figures, row.figures, tol) for f in FIGURES)]:
+                     *(_figure(f, old.figures, row.figures, tol) for f in FIGURES),
+                     *_fingerprints(old, row, tol)]:
             if what:
                 found.append({"test": row.test, "endpoint": row.endpoint, "what": what})
     return found
@@ -80,3 +87,20 @@ def _figure(spec: tuple, before: dict, now: dict, tol: Tolerances) -> str | None
     change = "down" if higher_better else "up"
     return (f"{label} {number(old, 4)} -> {number(new, 4)} {unit} ({change} {worse / old:.0%}, "
             f"tolerance {allowed:.0%})").replace("  ", " ")
+
+
+def _fingerprints(before: Row, now: Row, tol: Tolerances) -> list[str]:
+    """A fingerprint prompt whose greedy tokens diverge too early, or whose logprobs drifted on
+    the common prefix: named with its first diverging position, before and now."""
+    old, new = fingerprint.read(before.attachments), fingerprint.read(now.attachments)
+    if not old or not new:
+        return []
+    found = []
+    for prompt in (p for p in new if p in old):
+        diff = fingerprint.compare(old[prompt], new[prompt])
+        if diff.agreement < tol.fingerprint_agreement:
+            found.append(f"fingerprint {diff.says(prompt)} (agreement {diff.agreement:.2f}, "
+                         f"tolerance {tol.fingerprint_agreement:g})")
+        elif diff.drift is not None and diff.drift > tol.logprob_drift:
+            found.append(f"fingerprint {diff.drifted(prompt)} (tolerance {tol.logprob_drift:g})")
+    return found

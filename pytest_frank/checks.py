@@ -48,6 +48,9 @@ class Check(Generic[Obs]):
     offline: bool = False
     cases: Callable[[Any, Driver], list[str]] | None = None
     applies: Callable[[Any, Driver], str | None] | None = None
+    # Whether the claim's options ask this test at all: where not, it is not collected (no
+    # skip row), as a claim fleet.yaml does not ask is no test of the endpoint.
+    asked: Callable[[Any], bool] | None = None
     # For a `launch:` endpoint, advice in server flags reads as fleet.yaml keys; a check whose
     # advice is about another file (a serve script) keeps the flags.
     fleet_terms: bool = True

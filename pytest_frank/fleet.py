@@ -63,6 +63,7 @@ class Endpoint:
     timeout: float | None = None
     headers: dict[str, str] = field(default_factory=dict, repr=False)
     description: str = ""
+    same_as: str | None = None  # the endpoint this one is a replica of (the fingerprint claim)
     launch: dict[str, Any] | None = None
     expect: dict[str, Any] = field(default_factory=dict)
     concurrency: int = 1  # requests in flight at once on this endpoint
@@ -268,6 +269,7 @@ def _endpoint(name: str, raw: dict, where: str, base_dir: Path) -> Endpoint:
         timeout=raw.get("timeout"),
         headers=dict(raw.get("headers") or {}),
         description=raw.get("description", ""),
+        same_as=raw.get("same_as"),
         launch=launch,
         expect=expect,
         concurrency=int(raw.get("concurrency", 1)),

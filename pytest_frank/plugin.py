@@ -212,10 +212,14 @@ def pytest_generate_tests(metafunc):
         return
     cases = _cases_of(metafunc)
     claim = claim_of(metafunc.definition)
+    check = getattr(metafunc.function, "frank_check", None)
     params = []
     for name, target in session.targets.items():
         if claim and not target.endpoint.asks(claim):
             continue  # a claim fleet.yaml does not ask of this endpoint is no test of it
+        if check is not None and check.asked and not check.asked(
+                target.endpoint.options(check.claim)):
+            continue  # nor is a test its options do not ask
         if cases is None:
             params.append(pytest.param(name, id=name))
             continue

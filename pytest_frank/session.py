@@ -30,6 +30,7 @@ class FrankSession:
         self.interrupts = Interrupts(self.stop)
         limiters: dict[str, Limiter] = {}
         for target in self.targets.values():
+            target.peers = self.targets
             target.offline = offline
             target.stop = self.stop
             if target.endpoint.url and not target.endpoint.launch:

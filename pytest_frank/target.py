@@ -75,6 +75,15 @@ class Target:
         self._sdk: Any = None
         self._lock = threading.RLock()
         self._observed: dict[Key, Future[Any]] = {}
+        self.peers: dict[str, Target] = {}  # the fleet's targets, for claims that compare twins
+
+    def peer(self, name: str | None) -> Target | None:
+        """Another endpoint of the fleet, by name (a twin or replica to compare with); a
+        `launch:` one is started here if its own checks did not start it."""
+        twin = self.peers.get(name) if name else None
+        if twin is not None:
+            twin.start()
+        return twin
 
     # -- requests: every one goes through the endpoint's limiter and is recorded ----------------
     def url(self, path: str) -> str:

@@ -33,6 +33,7 @@ class Options(ClaimOptions):
     max_acceptance: float | None = None
     max_tokens: int = 128  # per generation: enough drafting steps, cheap on any endpoint
     min_draft_tokens: int = 64  # fewer than this and a rate is noise: inconclusive
+    reference: str | None = None  # a non-drafting twin's endpoint name, for the lossless test
 
 
 ASKS = 4  # generations at most, to gather min_draft_tokens from a model that answers briefly
@@ -266,3 +267,72 @@ def _fmt(value) -> str:
 
 
 SPEC_DECODE = Check("test_spec_decode", "spec_decode", drafting, judge)
+
+
+# -- lossless: drafting at temperature 0 changes no answer ---------------------------------
+LOSSLESS_TOKENS = 64
+
+
+@dataclass(kw_only=True)
+class Twins(Observation):
+    """The greedy answer with drafting, and the non-drafting twin's to the same request."""
+    drafted: Reply | None = None
+    reference: Reply | None = None
+
+
+def greedy(target: Target) -> Twins:
+    """The lossless prompt answered greedy (the fleet's sampling), thinking off."""
+    req = Request(PROMPT, LOSSLESS_TOKENS, extra=target.driver.thinking_off())
+    return Twins(drafted=target.chat(req))
+
+
+def lossless(target: Target) -> Twins:
+    name = target.endpoint.options("spec_decode").reference
+    twin = target.peer(name)
+    if twin is None:
+        return Twins(failure=f"expect.spec_decode.reference names {name!r}, which is no "
+                             f"endpoint of this fleet", fix="name a non-drafting twin's entry")
+    mine, theirs = target.need(greedy), twin.need(greedy)
+    for side, obs in ((target.name, mine), (name, theirs)):
+        if obs.failure:
+            return Twins(failure=f"{side}: {obs.failure}")
+    return Twins(drafted=mine.drafted, reference=theirs.drafted)
+
+
+def judge_lossless(obs: Twins, ctx: Context) -> None:
+    """At temperature 0 the drafted answer equals the non-drafting twin's, token for token:
+    speculative decoding may only make it faster."""
+    drafted, twin = obs.drafted, obs.reference
+    name = ctx.options.reference
+    for side, r in ((ctx.endpoint.name, drafted), (name, twin)):
+        assert r is not None
+        if not r.ok:
+            fail(f"{side} got no greedy answer to compare: {r.problem_line}")
+    mine, theirs = _said(drafted), _said(twin)
+    at = next((i for i, (a, b) in enumerate(zip(mine, theirs)) if a != b),
+              None if len(mine) == len(theirs) else min(len(mine), len(theirs)))
+    if at is not None:
+        fail(f"the greedy answer with drafting differs from {name}'s without it at character "
+             f"{at}: drafted {_from(mine, at)!r}, {name} {_from(theirs, at)!r}",
+             "the draft or MTP patch changes outputs: try without it (drafting at temperature "
+             "0 must be lossless); check that both serve the same model and template")
+    ctx.note(f"the same {len(mine)} characters as {name} ({drafted.generated} tokens)")
+
+
+def _said(r: Reply) -> str:
+    return r.reasoning + r.content
+
+
+def _from(text: str, at: int, width: int = 60) -> str:
+    cut = text[at:at + width]
+    return cut + ("..." if len(text) > at + width else "")
+
+
+def _referenced(opts: Options) -> bool:
+    """Asked where a non-drafting twin is named: no engine here turns drafting off per request
+    (llama.cpp accepts speculative.n_max 0 and still drafts)."""
+    return bool(opts.reference)
+
+
+LOSSLESS = Check("test_spec_decode_lossless", "spec_decode", lossless, judge_lossless,
+                 asked=_referenced)

@@ -61,7 +61,10 @@ KEYS = {
     "model", "alias", "ctx_size", "parallel", "kv_unified", "metrics", "reasoning_format",
     "chat_template_file", "jinja", "draft_model", "draft_without_spec_type", "draft_max",
     "mmproj", "host", "port", "api_key", "threads", "startup_timeout", "verbosity",
+    "cache_type_k", "cache_type_v", "rope_freq_base",
 }
+CACHE_TYPES = {"f16": "GGML_TYPE_F16", "bf16": "GGML_TYPE_BF16", "q8_0": "GGML_TYPE_Q8_0",
+               "q4_0": "GGML_TYPE_Q4_0"}
 REASONING_FORMATS = {
     "none": "COMMON_REASONING_FORMAT_NONE",
     "auto": "COMMON_REASONING_FORMAT_AUTO",
@@ -235,8 +238,19 @@ def _params(xllamacpp, spec: dict, model: pathlib.Path):
         p.chat_template = _read_text(spec["chat_template_file"], "chat template file")
     if spec.get("mmproj"):
         p.mmproj.path = str(resolve_projector(spec["mmproj"]))
+    for key in ("cache_type_k", "cache_type_v"):
+        if spec.get(key):
+            setattr(p, key, _cache_type(xllamacpp, key, spec[key]))
+    if spec.get("rope_freq_base"):
+        p.rope_freq_base = float(spec["rope_freq_base"])
     _speculative(xllamacpp, p, spec, threads)
     return p
+
+
+def _cache_type(xllamacpp, key: str, name: str):
+    if name not in CACHE_TYPES:
+        raise LaunchError(f"{key} {name!r} is not one of {sorted(CACHE_TYPES)}")
+    return getattr(xllamacpp.ggml_type, CACHE_TYPES[name])
 
 
 def _speculative(xllamacpp, p, spec: dict, threads: int) -> None:

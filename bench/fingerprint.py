@@ -1,0 +1,126 @@
+"""Fingerprints across relaunches, and the margin by which each configuration change is caught.
+
+Runs `pytest --endpoints fleet.yaml -m fingerprint --frank-json` RUNS times, each run launching
+its own llama.cpp server (`selftest:flat`: logprobs that are not peaked), and compares every
+run's recorded fingerprint with the first one's: the distribution of agreement and logprob
+drift over relaunches, which the default tolerances must sit beyond. Then one run per change
+(another GGUF under the same alias, a chat template edit, a rope frequency base, a q8_0 K
+cache), each compared with the same first run: whether it is caught, and by what margin.
+
+    python bench/fingerprint.py [--runs 50] [--threads 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+from pytest_frank.baseline import Tolerances
+from pytest_frank.claims.fingerprint import compare, read
+
+FLAT = {"model": "selftest:flat", "alias": "frank", "ctx_size": 2048}
+SWITCH = "{%- if enable_thinking is defined and enable_thinking is false %}"
+
+
+def run_once(folder: Path, name: str, launch: dict, timeout: float) -> dict | str:
+    """The recorded fingerprint of one launched run, or why there is none."""
+    fleet = {"endpoints": {"ep": {"alias": "frank", "launch": launch,
+                                  "expect": {"fingerprint": True}}}}
+    (folder / "fleet.yaml").write_text(yaml.safe_dump(fleet))
+    report = folder / f"{name}.json"
+    args = [sys.executable, "-m", "pytest", "--endpoints", "fleet.yaml", "-q", "-m",
+            "fingerprint", "-p", "no:cacheprovider", "-p", "no:hypothesispytest",
+            "--frank-json", str(report)]
+    done = subprocess.run(args, cwd=folder, capture_output=True, text=True, timeout=timeout)
+    if not report.exists():
+        return f"pytest exited {done.returncode}: {done.stdout.strip().splitlines()[-1:]}"
+    row = next(r for r in json.loads(report.read_text())["rows"] if "test_fingerprint" in r["key"])
+    return read(row["attachments"]) or f"{row['verdict']}: {row['line'][:200]}"
+
+
+def worst(before: dict, now: dict) -> tuple[float, float]:
+    """The lowest agreement and the highest drift over the prompts."""
+    diffs = [compare(before[p], now[p]) for p in before if p in now]
+    return min(d.agreement for d in diffs), max(d.drift or 0.0 for d in diffs)
+
+
+def template(folder: Path, threads: int) -> Path:
+    """The self-test template with its thinking-off switch cut out."""
+    import httpx
+
+    from pytest_frank.local.launch import launch
+
+    server = launch({**FLAT, "threads": threads})
+    try:
+        text = httpx.get(f"{server.url}/props").json()["chat_template"]
+    finally:
+        server.stop()
+    path = folder / "edited.jinja"
+    path.write_text(text.replace(SWITCH, "{%- if false %}"))
+    return path
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--timeout", type=float, default=120, help="seconds per run")
+    opts = parser.parse_args()
+    tol = Tolerances()
+    base = {**FLAT, "threads": opts.threads}
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        started = time.monotonic()
+        first = run_once(folder, "run-00", base, opts.timeout)
+        if isinstance(first, str):
+            sys.exit(f"the first run recorded nothing: {first}")
+        agreements, drifts = [], []
+        for i in range(1, opts.runs):
+            now = run_once(folder, f"run-{i:02d}", base, opts.timeout)
+            if isinstance(now, str):
+                sys.exit(f"run {i}: {now}")
+            a, d = worst(first, now)
+            agreements.append(a)
+            drifts.append(d)
+        spent = time.monotonic() - started
+        print(f"{opts.runs} relaunches of selftest:flat ({opts.threads} thread(s)), "
+              f"{spent / opts.runs:.1f} s a run; each compared with the first:")
+        print(f"  agreement: min {min(agreements):.3f}, median {statistics.median(agreements):.3f}"
+              f" (tolerance: at least {tol.fingerprint_agreement:g})")
+        print(f"  drift: max {max(drifts):.2e}, median {statistics.median(drifts):.2e} "
+              f"(tolerance: at most {tol.logprob_drift:g})")
+        false = sum(a < tol.fingerprint_agreement or d > tol.logprob_drift
+                    for a, d in zip(agreements, drifts))
+        print(f"  false regressions: {false} of {len(drifts)}")
+        changes = {
+            "another GGUF under the alias (selftest)": {**base, "model": "selftest"},
+            "chat template edit (thinking-off switch cut)": {
+                **base, "chat_template_file": str(template(folder, opts.threads))},
+            "rope_freq_base 1000": {**base, "rope_freq_base": 1000.0},
+            "cache_type_k q8_0": {**base, "cache_type_k": "q8_0"},
+            "4 threads instead of 1 (not a change of model)": {**base, "threads": 4},
+        }
+        print("changes, each compared with the first run:")
+        for label, launch in changes.items():
+            now = run_once(folder, "change", launch, opts.timeout)
+            if isinstance(now, str):
+                print(f"  {label}: no fingerprint ({now[:160]})")
+                continue
+            a, d = worst(first, now)
+            caught = a < tol.fingerprint_agreement or d > tol.logprob_drift
+            margin = (f"agreement {a:.2f} ({tol.fingerprint_agreement - a:+.2f} below the "
+                      f"tolerance), drift {d:.4f} ({d / tol.logprob_drift:.1f}x the tolerance)")
+            print(f"  {label}: {'caught' if caught else 'NOT caught'}: {margin}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

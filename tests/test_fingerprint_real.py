@@ -1,0 +1,149 @@
+"""fingerprint against real llama.cpp (xllamacpp), relaunched for every run: each run's fleet
+has a `launch:` block, so a baseline from one launch is compared with another launch.
+`selftest:flat` is the subject: its logprobs are not peaked, so a drift shows.
+
+What the self-test models cannot show: they answer whatever the prompt says, and read no
+positions, so a rope frequency base changes nothing they say; a quantized K cache (q8_0, q4_0)
+does not load on their head size. A changed GGUF under the same alias and a template edit are
+shown here by the real engine."""
+
+import json
+
+import pytest
+import yaml
+
+FLAT = {"model": "selftest:flat", "alias": "frank", "ctx_size": 2048, "threads": 1}
+# The self-test template with its thinking-off switch cut out: an edit that keeps every form.
+NO_SWITCH = "{%- if enable_thinking is defined and enable_thinking is false %}"
+
+
+def _fleet(**launch):
+    return yaml.safe_dump({"endpoints": {"flat": {
+        "launch": {**FLAT, **launch}, "alias": "frank", "expect": {"fingerprint": True}}}})
+
+
+@pytest.fixture
+def baseline(run_fleet, pytester):
+    result = run_fleet(_fleet(), "-m", "fingerprint", "--frank-json", "before.json")
+    result.assert_outcomes(passed=1)
+    return pytester.path / "before.json"
+
+
+def _regressions(result):
+    text = result.stdout.str()
+    return text.split("frank regressions since the baseline")[1] if \
+        "frank regressions since the baseline" in text else ""
+
+
+def test_records_without_a_baseline_and_passes_with_a_note(run_fleet, pytester):
+    result = run_fleet(_fleet(), "-m", "fingerprint", "--frank-json", "run.json")
+    result.assert_outcomes(passed=1)
+    run = json.loads((pytester.path / "run.json").read_text())
+    row = next(r for r in run["rows"] if r["key"].endswith("test_fingerprint[flat]"))
+    recorded = json.loads(next(a["data"] for a in row["attachments"]
+                               if a["name"] == "fingerprint"))
+    assert set(recorded) == {"short", "multi-turn", "long"}
+    assert recorded["short"]["tokens"][:2] == ["Hello", "!"]  # thinking off: no <think>
+    assert all(lp < -0.1 for lp in recorded["short"]["logprobs"][:2])  # flat: not peaked
+    assert any("--frank-baseline PREV.json compares them" in n for n in row["notes"])
+    # The long prompt fills half the served context, measured in its tokens.
+    long = next(n for n in row["notes"] if n.startswith("the long prompt"))
+    tokens = int(long.split(", ")[1].split()[0])
+    assert 0.45 * 2048 <= tokens <= 0.55 * 2048, long
+
+
+def test_relaunches_agree(run_fleet, baseline):
+    for _ in range(3):
+        result = run_fleet(_fleet(), "-m", "fingerprint", "--frank-baseline", str(baseline),
+                           "--frank-fail-on-regression")
+        result.assert_outcomes(passed=1)
+        assert result.ret == 0 and not _regressions(result), result.stdout.str()[-2000:]
+
+
+def test_another_gguf_under_the_alias_drifts(run_fleet, baseline, pytester):
+    """`selftest` says what `selftest:flat` says, greedy, with peaked logprobs: the same tokens,
+    another model; only the drift shows it."""
+    result = run_fleet(_fleet(model="selftest"), "-m", "fingerprint", "--frank-baseline",
+                       str(baseline), "--frank-report", "run.md", "--frank-fail-on-regression")
+    assert result.ret == 1
+    result.stdout.fnmatch_lines([
+        "test_fingerprint[[]flat[]]: fingerprint 'short': logprob drift 0.5* on the common "
+        "prefix, most at token 1 ('!'): before -0.700, now 0.000 (tolerance 0.05)"])
+    md = (pytester.path / "run.md").read_text()
+    assert "fingerprint 'multi-turn': logprob drift" in md and "fingerprint 'long'" in md
+
+
+def test_a_template_edit_diverges_at_its_position(run_fleet, baseline, pytester, llama):
+    """The thinking-off switch cut from the template: the answer now opens with a think block;
+    reported at token 0, before and now."""
+    import httpx
+
+    template = httpx.get(f"{llama(**FLAT).url}/props").json()["chat_template"]
+    assert NO_SWITCH in template
+    edited = pytester.path / "edited.jinja"
+    edited.write_text(template.replace(NO_SWITCH, "{%- if false %}"))
+    result = run_fleet(_fleet(chat_template_file=str(edited)), "-m", "fingerprint",
+                       "--frank-baseline", str(baseline), "--frank-report", "run.md",
+                       "--html", "page.html", "--self-contained-html")
+    assert result.ret == 0  # reported; only --frank-fail-on-regression fails the run
+    result.stdout.fnmatch_lines([
+        "test_fingerprint[[]flat[]]: fingerprint 'short' diverges at token 0 of *: before "
+        "'Hello!', now '<think>*' (agreement 0.00, tolerance 1)"])
+    assert "diverges at token 0" in (pytester.path / "run.md").read_text()
+    page = (pytester.path / "page.html").read_text()
+    assert "Regressions since the baseline" in page and "diverges at token 0 of" in page
+
+
+def test_replicas_agree_and_one_serving_another_model_does_not(run_fleet):
+    """Three launched servers in one run: `b` is a replica of `a` and agrees; `c` claims to be
+    one but serves `selftest` (peaked logprobs) where `a` serves `selftest:flat`."""
+    entry = {"alias": "frank", "expect": {"fingerprint": True}}
+    fleet = {"endpoints": {
+        "a": {**entry, "launch": FLAT},
+        "b": {**entry, "launch": FLAT, "same_as": "a"},
+        "c": {**entry, "launch": {**FLAT, "model": "selftest"}, "same_as": "a"}}}
+    result = run_fleet(yaml.safe_dump(fleet), "-m", "fingerprint", "-v")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines([
+        "*test_fingerprint[[]a[]] PASSED*", "*test_fingerprint[[]b[]] PASSED*",
+        "*test_fingerprint[[]c[]] FAILED*",
+        "*not the same model as a: 'short': logprob drift 0.5* on the common prefix, most at "
+        "token 1 ('!'): before -0.700, now 0.000 (before: a, now: this replica; tolerance "
+        "0.05)*",
+        "*a replica serves another model, template, cache type or build than a*"])
+
+
+def test_a_replica_of_no_endpoint_is_named(run_fleet):
+    fleet = {"endpoints": {"b": {"alias": "frank", "expect": {"fingerprint": True},
+                                 "launch": FLAT, "same_as": "gone"}}}
+    result = run_fleet(yaml.safe_dump(fleet), "-m", "fingerprint")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*same_as names 'gone', which is no endpoint of this fleet*"])
+
+
+def test_runs_against_one_launch_agree(run_fleet, llama):
+    """One server, asked again and again (its prefix cache warm from the runs before): the same
+    tokens and logprobs each time."""
+    from fleets import one_endpoint
+
+    server = llama(**FLAT)
+    fleet = one_endpoint(server.url, alias="frank", expect={"fingerprint": True})
+    first = run_fleet(fleet, "-m", "fingerprint", "--frank-json", "first.json")
+    first.assert_outcomes(passed=1)
+    for _ in range(3):
+        result = run_fleet(fleet, "-m", "fingerprint", "--frank-baseline", "first.json")
+        result.assert_outcomes(passed=1)
+        assert not _regressions(result), result.stdout.str()[-2000:]
+
+
+def test_a_quantized_k_cache_reaches_llamacpp_and_does_not_load_on_the_selftest_model():
+    """launch.cache_type_k is passed to llama.cpp: q8_0 needs a head size that is a multiple of
+    32, which the self-test models' is not, so the context is refused (why no test here shows a
+    KV cache change by its fingerprint); an unknown type is named before anything starts."""
+    from pytest_frank.local.launch import LaunchError, launch
+
+    pytest.importorskip("xllamacpp")
+    with pytest.raises(LaunchError, match="failed to create context"):
+        launch({**FLAT, "cache_type_k": "q8_0"})
+    with pytest.raises(LaunchError, match="cache_type_k 'q5_9' is not one of"):
+        launch({**FLAT, "cache_type_k": "q5_9"})
