@@ -106,9 +106,14 @@ def asked(target) -> Asked:
     theirs = twin.need(answers)
     if theirs.failure:
         return Asked(failure=f"the replica's original {name}: {theirs.failure}")
-    builds = tuple(getattr(t.need(identity), "build", None) for t in (target, twin))
     return Asked(replies=mine.replies, context=mine.context, long_words=mine.long_words,
-                 replica=theirs.replies, builds=builds, exchanges=mine.exchanges)
+                 replica=theirs.replies, builds=(_build(target), _build(twin)),
+                 exchanges=mine.exchanges)
+
+
+def _build(target) -> str | None:
+    build = getattr(target.need(identity), "build", None)  # a Failed has none
+    return build if isinstance(build, str) else None
 
 
 # -- what is recorded, and how two records compare ----------------------------------------
