@@ -93,8 +93,6 @@ def answers(target) -> Asked:
 def asked(target) -> Asked:
     """This endpoint's answers and, where it is `same_as` another, that one's (its own probe,
     shared with that endpoint's own test)."""
-    from pytest_frank.fingerprint import identity
-
     mine = target.need(answers)
     name = target.endpoint.same_as
     if mine.failure or not name:
@@ -112,6 +110,8 @@ def asked(target) -> Asked:
 
 
 def _build(target) -> str | None:
+    from pytest_frank.fingerprint import identity
+
     build = getattr(target.need(identity), "build", None)  # a Failed has none
     return build if isinstance(build, str) else None
 
