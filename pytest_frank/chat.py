@@ -73,6 +73,7 @@ class Reply:
     ceiling: str | None = None  # what bounds a larger budget (max_thinking_tokens or the context)
     engine: dict[str, Any] = field(default_factory=dict)  # engine fields, e.g. llama.cpp timings
     exchange: Exchange | None = None
+    fix: str | None = None  # what to do about a reply that did not come (a saturated server)
 
     @property
     def ok(self) -> bool:
@@ -169,8 +170,10 @@ def send(target: Target, req: Request) -> Reply:
     if ex is not None and ex.error and reply.error is None:
         reply.error = ex.error  # read whole by the SDK, yet cut by the reader's cap or deadline
     if ex is not None and ex.late:  # the next generation would take as long: none is sent
-        target.answered_late(f"{ex.method} {ex.url.removeprefix(target.endpoint.root)}: "
-                             f"{ex.error}")
+        slow = target.answered_late(ex)
+        if slow.busy and ex.error:
+            reply.error = f"{ex.error.removesuffix(http.HANGS)}: {slow.busy}"
+            reply.fix = slow.fix
     if reply.error and reply.status is None and ex is not None:
         reply.status = ex.status
     return reply

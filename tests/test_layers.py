@@ -21,7 +21,7 @@ LAYERS = {
     "config": ["fleet"],
     "runtime": ["http", "observation", "verdict", "target", "session", "probes", "chat",
                 "metrics", "drivers", "fingerprint", "interrupt", "gguf", "vram", "local",
-                "serve", "xdist_scheduling", "cli"],
+                "serve", "xdist_scheduling", "cli", "sizing"],
     "claims": ["claims", "checks"],  # checks: the judge contract each claim is written to
     "record": ["results"],  # the run record: the glue writes it, the reports read it
     "glue": ["plugin", "endpoint", "rows", "junit", "batteries"],  # junit: pytest's own XML, renamed

@@ -20,7 +20,7 @@ def require_answer(reply, driver, doing: str) -> None:
     if reply.error is None:
         return
     if reply.status is None:
-        fail(f"{doing}: {reply.error}")
+        fail(f"{doing}: {reply.error}", reply.fix)
     fail(f"{doing} answered {reply.status}: {one_line(reply.error)}",
          driver.known_fix(reply.error, reply.status))
 

@@ -16,6 +16,7 @@ from pytest_frank.chat import Reply, Request
 from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.observation import Observation
+from pytest_frank.target import first_and_alone
 from pytest_frank.claims import slots
 from pytest_frank.verdict import fail, inconclusive
 from pytest_frank.figures import COUNT, number
@@ -37,6 +38,9 @@ class Options(ClaimOptions):
 
 ASKS = 4  # generations at most, to gather min_draft_tokens from a model that answers briefly
 COUNTER_LAG = 1.0  # seconds to wait once for counters that trail the reply
+# Counted draft tokens past the probe's own that still read as its own window: what a counter
+# read a moment early or late may hold.
+OTHERS_SLACK, OTHERS_SHARE = 8, 0.1
 
 
 @dataclass(kw_only=True)
@@ -75,6 +79,7 @@ class Measured:
         return "; ".join(parts) + f" [source: {self.source}]"
 
 
+@first_and_alone
 def drafting(target: Target) -> Drafting:
     """Scrape, generate, scrape, with nothing else in flight (the counters are server-wide),
     and generate again while fewer than min_draft_tokens were drafted. The model writes of its
@@ -133,6 +138,7 @@ def judge(obs: Drafting, ctx: Context) -> None:
     if timings is not None and measured.source.endswith("counters"):
         note(f"cross-check, this reply's timings: draft_n {timings[0]}, draft_n_accepted "
              f"{timings[1]} (acceptance {_fmt(_ratio(timings[1], timings[0]))})")
+        _judge_window(measured, timings, note)
     least = ctx.options.min_draft_tokens
     if measured.draft_tokens is None:
         _judge_gauges(measured, obs, driver, least, asked)
@@ -141,6 +147,26 @@ def judge(obs: Drafting, ctx: Context) -> None:
         inconclusive(f"inconclusive ({number(measured.draft_tokens, COUNT)} draft tokens, fewer than "
                      f"min_draft_tokens {least}, over {asked}): {measured.line()}")
     _judge_band(measured, ctx.options, driver)
+
+
+def _judge_window(m: Measured, own: tuple[int, int], note) -> None:
+    """The counters' growth against what the probe's own replies drafted: where other requests
+    drafted as much as the probe or more, the counters' rate is theirs as much as the
+    endpoint's, and nothing is judged from it."""
+    seen, drafted = m.draft_tokens or 0.0, own[0]
+    others = seen - drafted
+    if others <= max(OTHERS_SLACK, OTHERS_SHARE * drafted):
+        return
+    counted = (f"the counters saw {number(seen, COUNT)} draft tokens over the probe's window, "
+               f"{number(others, COUNT)} more than its own replies drafted ({drafted}, "
+               f"timings.draft_n)")
+    if others < drafted:
+        note(f"{counted}: other requests drafted beside the probe")
+        return
+    inconclusive(f"inconclusive ({counted}: other requests drafted at least as much in the same "
+                 f"window, so the counters' rate is not this endpoint's own): {m.line()}; the "
+                 f"probe's own replies: acceptance {_fmt(_ratio(own[1], drafted))} ({own[1]} of "
+                 f"{drafted} draft tokens accepted)")
 
 
 def _written(obs: Drafting) -> int:
@@ -224,7 +250,7 @@ def _require_reply(reply: Reply, driver) -> None:
     if reply.ok:
         return
     fail(f"the generation request to {reply.url} failed: {reply.said}",
-         driver.known_fix(reply.error, reply.status))
+         reply.fix or driver.known_fix(reply.error, reply.status))
 
 
 def _judge_engaged(m: Measured, obs: Drafting, driver) -> None:
