@@ -31,7 +31,7 @@ CACHED_SHARE = 0.5  # min_cached_share when fleet.yaml sets none
 # Below this cold first token, a ratio of first tokens is jitter (as regression.ttft_noise_s).
 TTFT_NOISE_S = 0.05
 TEMPLATE_TOKENS = 64  # room kept in the slot for the chat template around the long prompt
-LEAST_CACHE_TOKENS = 128  # a shorter prompt leaves the cached share to the template's noise
+LEAST_CACHE_TOKENS = 256  # shorter, and the template and the reply weigh as much as the prompt
 COUNTER_LAG = 1.0  # seconds to wait once for server-wide counters that trail the reply
 
 
