@@ -172,8 +172,7 @@ def send(target: Target, req: Request) -> Reply:
     if ex is not None and ex.late:  # the next generation would take as long: none is sent
         slow = target.answered_late(ex)
         if slow.busy and ex.error:
-            reply.error = f"{ex.error.removesuffix(http.HANGS)}: {slow.busy}"
-            reply.fix = slow.fix
+            reply.error, reply.fix = ex.error, slow.fix  # the exchange now says saturated
     if reply.error and reply.status is None and ex is not None:
         reply.status = ex.status
     return reply

@@ -229,18 +229,20 @@ class Target:
                                                  "an answer too slow to wait for")
             slow = self.slow
         if first and not self.stop.why:
-            self._saturation(slow, said, ex.error or "")
+            self._saturation(slow, said, ex)
         return slow
 
-    def _saturation(self, slow: Slow, said: str, error: str) -> None:
+    def _saturation(self, slow: Slow, said: str, ex: http.Exchange) -> None:
         from pytest_frank.probes import load
 
         with http.recording(propagate=False):  # the cut request stays the evidence's last
             seen = load(self)
+        error = ex.error or ""
         if not seen.saturated:
             return
         slow.busy = f"the server is saturated ({seen.line()}): slow, not hung"
-        slow.line = f"{said}{error.removesuffix(http.HANGS)}: {slow.busy}"
+        ex.error = f"{error.removesuffix(http.HANGS)}: {slow.busy}"
+        slow.line = said + ex.error
         lower = (f"lower `concurrency` for this endpoint in fleet.yaml (now "
                  f"{self.gate.limit}) or " if self.gate.limit > 1 else "")
         slow.fix = (f"the server is busy, not broken: {lower}run the battery at a quieter time "

@@ -124,3 +124,110 @@ def test_the_offline_gate_reads_a_launch_block(run_fleet, pytester):
     result.assert_outcomes(passed=1)
     assert ("ctx 65536 (64K) gives each sequence 65536 tokens, more than the 8192 the model was "
             "trained on") in (pytester.path / "gate.md").read_text()
+
+
+# -- measurements that own their data: requests given up on, a saturated server, spec_decode
+# beside other traffic. Real llama.cpp: the self-test model that never stops talking.
+
+CHATTY = {"model": "selftest:chatty", "alias": "m", "ctx_size": 8192, "parallel": 1,
+          "metrics": True}
+
+
+def _target(url, **keys):
+    from pytest_frank.fleet import Endpoint
+    from pytest_frank.target import Target
+
+    return Target(Endpoint("ep", "llamacpp", url=url, alias="m", timeout=1,
+                           min_tokens_per_s=100000, **keys))
+
+
+def _busy_slots(url) -> list[bool]:
+    import httpx
+
+    return [s["is_processing"] for s in httpx.get(f"{url}/slots", timeout=10).json()]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_a_generation_given_up_on_leaves_its_slot_idle(llama, stream):
+    """A 7000-token answer cut after a second: the plugin closes the connection and sends
+    nothing for llama.cpp's abandon_quiet_s (a non-streamed request's connection is checked
+    only when its wait for a result has been left a second alone), so the server drops it:
+    the next reading of /slots finds the slot idle, and the late answer reads as slow, never as
+    a saturated server (the busy slot was its own)."""
+    import time
+
+    from pytest_frank.chat import Request
+
+    server = llama(**CHATTY)
+    target = _target(server.url)
+    try:
+        reply = target.chat(Request("Say hello.", 7000, stream=stream))
+        cut = reply.exchange.started + reply.exchange.elapsed  # when the plugin gave up
+        assert reply.exchange.late and not reply.ok, reply.error
+        assert "saturated" not in reply.error, reply.error
+        slots = target.get("/slots")  # waits out the quiet the cut left
+        idle_after = time.monotonic() - cut
+    finally:
+        target.close()
+    assert [s["is_processing"] for s in slots.json()] == [False], slots.body[:300]
+    assert idle_after < 4, idle_after
+    print(f"idle {idle_after:.2f}s after the cut ({'streamed' if stream else 'whole'})")
+
+
+class _Busy:
+    """Streams of the test's own that keep every slot of a server busy (two, so one waits for
+    the slot when the other ends), closed on exit."""
+
+    def __init__(self, url, streams=2):
+        import threading
+
+        self.url, self.done = url, threading.Event()
+        self.threads = [threading.Thread(target=self._talk, daemon=True) for _ in range(streams)]
+
+    def _talk(self):
+        import httpx
+
+        body = {"model": "m", "messages": [{"role": "user", "content": "Talk."}],
+                "max_tokens": 8000, "stream": True}
+        while not self.done.is_set():
+            with httpx.stream("POST", f"{self.url}/v1/chat/completions", json=body,
+                              timeout=60) as answer:
+                for _ in answer.iter_lines():
+                    if self.done.is_set():
+                        break
+
+    def __enter__(self):
+        import time
+
+        for thread in self.threads:
+            thread.start()
+        end = time.monotonic() + 20
+        while not all(_busy_slots(self.url)) and time.monotonic() < end:
+            time.sleep(0.2)
+        return self
+
+    def __exit__(self, *exc):
+        self.done.set()
+        for thread in self.threads:
+            thread.join(30)
+
+
+def test_a_saturated_server_reads_slow_not_hung(llama, run_fleet):
+    """Every slot busy with the test's own streams: the battery's first answer runs past its
+    time, and the diagnosis reads the server's load (/slots, llamacpp:requests_deferred)
+    instead of calling it hung; the fix is a quieter time, not a restart."""
+    server = llama(**CHATTY)
+    with _Busy(server.url):
+        result = run_fleet(one_endpoint(server.url, alias="m", timeout=1, min_tokens_per_s=1000,
+                                        expect={"reasoning": True}), "-m", "reasoning")
+    out = result.stdout.str()
+    result.assert_outcomes(failed=1, skipped=2)
+    result.stdout.fnmatch_lines([
+        "chat: no answer within *s: the server is saturated (1 of 1 slots busy, * waiting): "
+        "slow, not hung",
+        "  fix: the server is busy, not broken: run the battery at a quieter time (or give the "
+        "server more slots); restarting it would only drop the requests in flight"])
+    assert "hangs" not in out, out[-3000:]  # the evidence's own line says the same
+    result.stdout.fnmatch_lines(["*ep answered too slowly, see test_reasoning[[]ep[]]: POST "
+                                 "/v1/chat/completions: no answer within *s: the server is "
+                                 "saturated*"])
