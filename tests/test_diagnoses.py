@@ -231,3 +231,65 @@ def test_a_saturated_server_reads_slow_not_hung(llama, run_fleet):
     result.stdout.fnmatch_lines(["*ep answered too slowly, see test_reasoning[[]ep[]]: POST "
                                  "/v1/chat/completions: no answer within *s: the server is "
                                  "saturated*"])
+
+
+SELF_DRAFTING = {"model": "selftest:chatty", "alias": "m", "draft_model": "selftest:chatty",
+                 "parallel": 2, "metrics": True}
+JSON_ONLY = {"type": "json_schema", "json_schema": {"name": "city", "strict": True, "schema": {
+    "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+
+
+class _Others:
+    """Another client of the same server: grammar-bound answers (a JSON schema, as a tool call
+    is bound) one after another, where the draft, which knows no grammar, is mostly refused."""
+
+    def __init__(self, url):
+        import threading
+
+        self.url, self.done = url, threading.Event()
+        self.thread = threading.Thread(target=self._ask, daemon=True)
+
+    def _ask(self):
+        import httpx
+
+        body = {"model": "m", "messages": [{"role": "user", "content": "A city, as JSON."}],
+                "max_tokens": 256, "response_format": JSON_ONLY}
+        while not self.done.is_set():
+            httpx.post(f"{self.url}/v1/chat/completions", json=body, timeout=60)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.done.set()
+        self.thread.join(60)
+
+
+def test_spec_decode_beside_tools_on_a_self_drafting_endpoint_never_fails(llama, run_fleet,
+                                                                          tmp_path):
+    """Ten runs of spec_decode beside the tool checks (grammar-bound, two at once) on one
+    self-drafting llama.cpp; in every other run another client's grammar-bound answers share
+    the server too. spec_decode runs first and alone, and judges the counters against its own
+    replies' drafting: it passes, or is inconclusive naming both counts, never a failure."""
+    import contextlib
+    import json
+
+    server = llama(**SELF_DRAFTING)
+    fleet = one_endpoint(server.url, alias="m", concurrency=2, expect={
+        "spec_decode": {"min_acceptance": 0.5}, "tools": {"trials": 1}})
+    seen = []
+    for run in range(10):
+        report = tmp_path / f"run{run}.json"
+        shared = run % 2 == 1
+        with _Others(server.url) if shared else contextlib.nullcontext():
+            run_fleet(fleet, "-m", "spec_decode or tools", "--frank-json", str(report))
+        row = next(r for r in json.loads(report.read_text())["rows"]
+                   if r["key"].endswith("test_spec_decode[ep]"))
+        mixed = next((n for n in row["notes"] if n.startswith("the counters saw")), "")
+        seen.append((shared, row["verdict"], (row["figures"].get("acceptance") or {}).get("value"),
+                     row["line"] or mixed))
+    for shared, verdict, acceptance, line in seen:
+        print(f"{'shared' if shared else 'alone '} {verdict:12} {acceptance} {line[:300]}")
+    assert all(verdict in ("pass", "inconclusive") for _, verdict, _, _ in seen), seen
+    assert all(verdict == "pass" for shared, verdict, _, _ in seen if not shared), seen

@@ -232,19 +232,23 @@ def test_counters_that_saw_others_drafting_are_inconclusive_naming_both(run_flee
         "draft tokens accepted)*"])
 
 
-def test_a_little_of_others_drafting_is_noted_and_judged(run_fleet, tmp_path):
+def test_some_of_others_drafting_judges_the_probes_own_counts(run_fleet, tmp_path):
+    """Others drafted 20 tokens beside the probe's 80: the counters' 0.80 would fail a 0.81
+    floor that the probe's own replies (66 of 80, 0.82) meet; those are judged."""
     report = tmp_path / "frank.json"
     with Emulator("llamacpp", models=["m"]) as em:
         serve_shared(em, counted=(100, 80), own=(80, 66))
         result = run_fleet(one_endpoint(em.url, alias="m", expect={
-            "spec_decode": {"min_acceptance": 0.5}}), "-m", "spec_decode",
+            "spec_decode": {"min_acceptance": 0.81}}), "-m", "spec_decode",
             "--frank-json", str(report))
     result.assert_outcomes(passed=1)
     notes = _notes(report)
     assert ("the counters saw 100 draft tokens over the probe's window, 20 more than its own "
-            "replies drafted (80, timings.draft_n): other requests drafted beside the probe") \
-        in notes, notes
-    assert "acceptance 0.80 (80 of 100 draft tokens accepted)" in notes
+            "replies drafted (80, timings.draft_n): other requests drafted beside the probe, so "
+            "its own replies are judged, not the counters' acceptance 0.80 (80 of 100 draft "
+            "tokens accepted)") in notes, notes
+    row = json.loads(report.read_text())["rows"][-1]
+    assert row["figures"]["acceptance"]["value"] == 0.825
 
 
 def _notes(report) -> str:

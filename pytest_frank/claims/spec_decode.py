@@ -41,6 +41,7 @@ COUNTER_LAG = 1.0  # seconds to wait once for counters that trail the reply
 # Counted draft tokens past the probe's own that still read as its own window: what a counter
 # read a moment early or late may hold.
 OTHERS_SLACK, OTHERS_SHARE = 8, 0.1
+OWN = "the replies' own timings.draft_n / draft_n_accepted"
 
 
 @dataclass(kw_only=True)
@@ -138,7 +139,9 @@ def judge(obs: Drafting, ctx: Context) -> None:
     if timings is not None and measured.source.endswith("counters"):
         note(f"cross-check, this reply's timings: draft_n {timings[0]}, draft_n_accepted "
              f"{timings[1]} (acceptance {_fmt(_ratio(timings[1], timings[0]))})")
-        _judge_window(measured, timings, note)
+        measured = _own_window(measured, timings, note)
+        if measured.source == OWN:
+            ctx.figure("acceptance", measured.rate or 0.0, "")
     least = ctx.options.min_draft_tokens
     if measured.draft_tokens is None:
         _judge_gauges(measured, obs, driver, least, asked)
@@ -149,24 +152,25 @@ def judge(obs: Drafting, ctx: Context) -> None:
     _judge_band(measured, ctx.options, driver)
 
 
-def _judge_window(m: Measured, own: tuple[int, int], note) -> None:
-    """The counters' growth against what the probe's own replies drafted: where other requests
-    drafted as much as the probe or more, the counters' rate is theirs as much as the
-    endpoint's, and nothing is judged from it."""
+def _own_window(m: Measured, own: tuple[int, int], note) -> Measured:
+    """The counters' growth against what the probe's own replies drafted. Where other requests
+    drafted too, the counters' rate is a mix: the replies' own counts are judged instead; where
+    others drafted as much as the probe or more, nothing is judged (inconclusive, both counts)."""
     seen, drafted = m.draft_tokens or 0.0, own[0]
     others = seen - drafted
     if others <= max(OTHERS_SLACK, OTHERS_SHARE * drafted):
-        return
+        return m
     counted = (f"the counters saw {number(seen, COUNT)} draft tokens over the probe's window, "
                f"{number(others, COUNT)} more than its own replies drafted ({drafted}, "
                f"timings.draft_n)")
-    if others < drafted:
-        note(f"{counted}: other requests drafted beside the probe")
-        return
-    inconclusive(f"inconclusive ({counted}: other requests drafted at least as much in the same "
-                 f"window, so the counters' rate is not this endpoint's own): {m.line()}; the "
-                 f"probe's own replies: acceptance {_fmt(_ratio(own[1], drafted))} ({own[1]} of "
-                 f"{drafted} draft tokens accepted)")
+    mine = Measured(OWN, drafted, own[1], rate=_ratio(own[1], drafted))
+    if others >= drafted:
+        inconclusive(f"inconclusive ({counted}: other requests drafted at least as much in the "
+                     f"same window, so the counters' rate is not this endpoint's own): "
+                     f"{m.line()}; the probe's own replies: {mine.line()}")
+    note(f"{counted}: other requests drafted beside the probe, so its own replies are judged, "
+         f"not the counters' {m.line()}")
+    return mine
 
 
 def _written(obs: Drafting) -> int:
