@@ -223,11 +223,10 @@ class Target:
         said = f"{ex.method} {ex.url.removeprefix(self.endpoint.root)}: "
         with self._lock:
             first = self.slow is None
+            slow = self.slow = self.slow or Slow(self._blamed(), said + (ex.error or ""))
             if first:
-                self.slow = Slow(self._blamed(), said + (ex.error or ""))
                 self.deadline.bound(BOUND_SLACK, f"the endpoint's last {BOUND_SLACK:g}s after "
                                                  "an answer too slow to wait for")
-            slow = self.slow
         if first and not self.stop.why:
             self._saturation(slow, said, ex)
         return slow

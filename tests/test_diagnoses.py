@@ -293,3 +293,41 @@ def test_spec_decode_beside_tools_on_a_self_drafting_endpoint_never_fails(llama,
         print(f"{'shared' if shared else 'alone '} {verdict:12} {acceptance} {line[:300]}")
     assert all(verdict in ("pass", "inconclusive") for _, verdict, _, _ in seen), seen
     assert all(verdict == "pass" for shared, verdict, _, _ in seen if not shared), seen
+
+
+class _Unsized:
+    """What sizing reads of an endpoint whose engine cannot count tokens (no /tokenize)."""
+
+    def __init__(self, ctx):
+        from pytest_frank.drivers import driver_for
+
+        self.ctx, self.driver = ctx, driver_for("sglang")
+
+    def served_context(self):
+        return self.ctx
+
+    def model_name(self):
+        return "m"
+
+
+@pytest.mark.parametrize("ctx, words, sent, note", [
+    (None, 1500, 1500, ""),  # no slot size reported: the prompt as asked
+    (32768, 1500, 1500, ""),  # 1500 six-character words fit half of 32768 at a token a character
+    (4096, 1500, 324, "1500 words are 9000 tokens by an estimate of 1 token a character, more "
+                      "than the 2048 a 4096-token slot leaves a long prompt: 324 words (1944 "
+                      "tokens) sent"),
+])
+def test_without_a_tokenizer_route_a_long_prompt_is_sized_at_a_token_a_character(
+        ctx, words, sent, note):
+    from pytest_frank import sizing
+
+    fitted = sizing.fit(_Unsized(ctx), lambda n: "abcde " * n, words, 80, 256)
+    assert (fitted.words, fitted.note, fitted.too_small) == (sent, note, None)
+
+
+def test_a_slot_without_room_for_the_least_prompt_names_its_size():
+    from pytest_frank import sizing
+
+    fitted = sizing.fit(_Unsized(300), lambda n: "abcde " * n, 1500, 80, 256)
+    assert fitted.too_small == ("each slot holds 300 tokens: room for 150 prompt tokens, fewer "
+                                "than the 256 a measurement needs")

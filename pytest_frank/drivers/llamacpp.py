@@ -101,7 +101,7 @@ class LlamaCppDriver(Driver):
         flags = [s.get("is_processing") for s in slots]
         if not flags or not all(isinstance(f, bool) for f in flags):
             return None
-        return sum(flags), len(flags)
+        return sum(f is True for f in flags), len(flags)
 
     def served_model_path(self, payloads):
         path = (payloads.get("/props") or {}).get("model_path")
