@@ -33,6 +33,14 @@ class Call:
 
 
 @dataclass
+class Logprob:
+    """One generated token's log probability and the alternatives sent with it."""
+    token: str
+    logprob: float | None
+    top: int  # how many alternatives came (top_logprobs' width)
+
+
+@dataclass
 class Request:
     """What a probe asks; `content` is text or the driver's content parts (images)."""
     content: Any
@@ -44,6 +52,9 @@ class Request:
     extra: dict = field(default_factory=dict)  # driver-supplied params (thinking switch, effort)
     reasoning_field: str | None = None  # where fleet.yaml says reasoning arrives, read first
     think: bool = False  # ask for thinking where the API wants it asked (the driver's thinking_on)
+    budget_key: str = "max_tokens"  # or "max_completion_tokens": the OpenAI shape takes both
+    stream_usage: bool = True  # a stream asks for its usage (OpenAI stream_options.include_usage)
+    history: list[dict] = field(default_factory=list)  # messages sent before the user's (system)
 
     @property
     def event_budget(self) -> int:
@@ -54,7 +65,7 @@ class Request:
 @dataclass
 class Reply:
     status: int | None = None  # HTTP status; None when no answer came back
-    error: str | None = None  # the server's own message, or why nothing (whole) came back
+    problem: str | None = None  # the server's own message, or why nothing (whole) came back
     content: str = ""
     reasoning: str = ""
     reasoning_field: str | None = None  # where the reasoning was found
@@ -72,21 +83,27 @@ class Reply:
     first: Reply | None = None  # a second ask with a larger budget: the reply the first one got
     ceiling: str | None = None  # what bounds a larger budget (max_thinking_tokens or the context)
     engine: dict[str, Any] = field(default_factory=dict)  # engine fields, e.g. llama.cpp timings
+    stop_sequence: str | None = None  # Anthropic: the stop sequence that ended the answer
+    logprobs: list[Logprob] | None = None  # per generated token, where asked and sent
+    events: int = 0  # streams: the chunks read
+    usage_events: list[int] = field(default_factory=list)  # streams: the chunks that had usage
     exchange: Exchange | None = None
     fix: str | None = None  # what to do about a reply that did not come (a saturated server)
 
     @property
     def ok(self) -> bool:
-        return self.error is None
+        return self.problem is None
 
     @property
     def url(self) -> str:
         return self.exchange.url if self.exchange else "the endpoint"
 
     @property
-    def said(self) -> str:
+    def problem_line(self) -> str:
         """One line: why this reply is not an answer (no answer, or an error status)."""
-        return self.error if self.status is None else f"answered {self.status}: {self.error}"
+        if self.status is None:
+            return self.problem or "no answer came back"
+        return f"answered {self.status}: {self.problem}"
 
     @property
     def tool_finish(self) -> bool:
@@ -146,7 +163,7 @@ def typed(value: Any, kind: type | tuple[type, ...], where: str) -> Any:
 
 
 def send(target: Target, req: Request) -> Reply:
-    """Ask the endpoint once; a refused, broken or cut answer is a Reply with `error`. Not
+    """Ask the endpoint once; a refused, broken or cut answer is a Reply with `problem`. Not
     asked at all (`TooSlow`) once an earlier answer of the endpoint was cut as too slow."""
     target.pace()
     driver, model = target.driver, target.model_name()
@@ -167,13 +184,13 @@ def send(target: Target, req: Request) -> Reply:
         # first-call set-up, so a first request is not slower than a second one.
         reply.first_token_s -= ex.started
         reply.last_token_s -= ex.started
-    if ex is not None and ex.error and reply.error is None:
-        reply.error = ex.error  # read whole by the SDK, yet cut by the reader's cap or deadline
+    if ex is not None and ex.error and reply.problem is None:
+        reply.problem = ex.error  # read whole by the SDK, yet cut by the reader's cap or deadline
     if ex is not None and ex.late:  # the next generation would take as long: none is sent
         slow = target.answered_late(ex)
         if slow.busy and ex.error:
-            reply.error, reply.fix = ex.error, slow.fix  # the exchange now says saturated
-    if reply.error and reply.status is None and ex is not None:
+            reply.problem, reply.fix = ex.error, slow.fix  # the exchange now says saturated
+    if reply.problem and reply.status is None and ex is not None:
         reply.status = ex.status
     return reply
 
@@ -211,14 +228,14 @@ def thinking_budget(target: Target, cut: Reply) -> tuple[int, str]:
 
 def _failure(exc: Exception, ex: Exchange | None, driver) -> Reply:
     if ex is not None and ex.error:
-        return Reply(status=ex.status, error=ex.error)
+        return Reply(status=ex.status, problem=ex.error)
     status = getattr(exc, "status_code", None)
     message = driver.error_message(ex) if ex is not None and status is not None else None
     if not isinstance(exc, Unreadable) and type(exc).__module__.split(".")[0] not in SDKS:
         # Not the SDK's own error: its parse of a reply shaped unlike the API's broke on it.
-        return Reply(status=status, error=f"a reply the {driver.api_shape} client cannot read "
+        return Reply(status=status, problem=f"a reply the {driver.api_shape} client cannot read "
                                           f"({type(exc).__name__}: {_sdk_message(exc)})")
-    return Reply(status=status, error=message or _sdk_message(exc))
+    return Reply(status=status, problem=message or _sdk_message(exc))
 
 
 def _sdk_message(exc: Exception) -> str:

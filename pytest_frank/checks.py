@@ -58,12 +58,13 @@ class Check(Generic[Obs]):
 
 def battery_test(check: Check) -> Callable[..., None]:
     """A pytest test function for `check`, marked with its claim (and `offline`)."""
-    if check.cases:
-        def test(endpoint, case) -> None:
-            endpoint.verify(check, case)
-    else:
-        def test(endpoint) -> None:
-            endpoint.verify(check)
+    def with_case(endpoint, case) -> None:
+        endpoint.verify(check, case)
+
+    def plain(endpoint) -> None:
+        endpoint.verify(check)
+
+    test: Callable[..., None] = with_case if check.cases else plain
     test.__name__ = test.__qualname__ = check.test
     test.__doc__ = check.judge.__doc__
     test.frank_check = check  # type: ignore[attr-defined]

@@ -1,4 +1,5 @@
-"""The `frank` command: tools that work without pytest (model headers, the self-test model)."""
+"""The `frank` command: tools that work without pytest (a fleet file from running servers, model
+headers, the self-test model)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import sys
 
 # Subcommand -> module whose main(argv) runs it; imported only when asked for.
 COMMANDS = {
+    "init": ("pytest_frank.init",
+             "write a fleet file from what running servers say of themselves"),
     "preflight": ("pytest_frank.vram.preflight",
                   "read a GGUF header (path or URL) and model its memory"),
     "selftest-model": ("pytest_frank.local.selftest_model",

@@ -93,7 +93,21 @@ class EndpointUnderTest:
         if check.claim != "health" and not target.offline and not stopped:  # nothing to ask
             # Read without showing: the evidence and its curl line stay the failing request's.
             wrong = fingerprint.contradiction(self._target.need(fingerprint.engine), target)
-        return failed.message(fleet=bool(self.config.launch) and check.fleet_terms, first=wrong)
+        return failed.message(fleet=bool(self.config.launch) and check.fleet_terms, first=wrong,
+                              settings=self._in_effect())
+
+    def _in_effect(self):
+        """The server settings a fix must not ask for again: the `launch:` block's, and the
+        serve command's where fleet.yaml names one and it could be read."""
+        parsed = None
+        if self.config.serve and self.driver.serve_flags is not None:
+            from pytest_frank.claims.serve import config
+            from pytest_frank.serve.flags import parse
+
+            read = self._target.need(config)
+            command = getattr(read, "command", None)
+            parsed = parse(command, self.driver.serve_flags) if command is not None else None
+        return self.driver.settings_in_effect(self.config.launch, parsed)
 
     # -- evidence -------------------------------------------------------------------------------
     def note(self, text: str) -> None:

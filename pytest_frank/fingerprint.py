@@ -39,6 +39,24 @@ def engine(target: Target) -> Seen:
     return Seen()
 
 
+def recognise(target: Target) -> Seen:
+    """The engine by every sign it gives: owned_by and /metrics first, then the route where an
+    engine says its build (a proxy may rewrite the model list but pass /props through)."""
+    from pytest_frank.drivers import DRIVERS
+
+    seen = engine(target)
+    if seen.engine:
+        return seen
+    for driver in DRIVERS.values():
+        if driver.owned_by and driver.build_route:
+            route, key = driver.build_route
+            said = target.get(route)
+            body = said.json() if said.ok else None
+            if isinstance(body, dict) and isinstance(body.get(key), (str, int)):
+                return Seen(engine=driver.name, sign=f"{route} carries {key}")
+    return seen
+
+
 @dataclass(kw_only=True)
 class Identity(Observation):
     """What the reports' header says of an endpoint: its build and the models it serves."""

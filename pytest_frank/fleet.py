@@ -1,4 +1,7 @@
-"""fleet.yaml: load, expand ${VAR}, merge defaults, validate against the shipped JSON Schema."""
+"""fleet.yaml: load, expand ${VAR}, merge defaults, validate against the shipped JSON Schema.
+The claims are not known here: whoever loads the fleet hands each endpoint to a `bind` (the claim
+registry's, pytest_frank.claims.bind), which parses each claim's `expect:` value into its options
+and says which claims are asked."""
 
 from __future__ import annotations
 
@@ -10,9 +13,9 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterable, Mapping
 
-from pytest_frank import redact
+from pytest_frank import redact, schema_errors
 from pytest_frank.hosts import host_of
 
 ENGINES = ("llamacpp", "vllm", "sglang", "anthropic", "openai")
@@ -25,12 +28,28 @@ MAX_VALUES = 100_000  # scalars, lists and mappings once aliases are expanded
 # Generation probes are greedy and seeded unless fleet.yaml says otherwise: two answers then
 # differ only when the endpoint does, never because the server sampled twice.
 DEFAULT_SAMPLING = {"temperature": 0.0, "seed": 1234}
+# The `expect:` schema fragments of claims registered outside the package (by
+# pytest_frank.claims.register), by name, validated with the built-in ones.
+EXPECT_SCHEMAS: dict[str, dict[str, Any]] = {}
 _FROM_ENV: set[str] = set()  # values ${VAR} brought in: a usage error never echoes them
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
 class FleetError(Exception):
     """A fleet file that cannot be used; the message names file, key path and reason."""
+
+
+class OptionError(ValueError):
+    """A claim's `expect:` value that cannot be used, raised while a claim parses it; `key` is
+    the dotted path under `expect` ("reasoning_effort.from"), the message the reason."""
+
+    def __init__(self, key: str, reason: str):
+        super().__init__(reason)
+        self.key = key
+
+    def under(self, claim: str) -> OptionError:
+        """The same error, its key prefixed with the claim's name."""
+        return OptionError(f"{claim}.{self.key}" if self.key else claim, str(self))
 
 
 @dataclass
@@ -53,7 +72,9 @@ class Endpoint:
     sampling: dict[str, Any] = field(default_factory=lambda: dict(DEFAULT_SAMPLING))
     serve: dict[str, str] | None = None  # how it is started: unit/env/script paths, or command
     regression: dict[str, float] | None = None  # --frank-baseline tolerances
+    folder: Path | None = None  # the fleet file's: relative paths in claims' options start here
     _options: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    _asked: frozenset[str] | None = field(default=None, repr=False, compare=False)
 
     @property
     def root(self) -> str:
@@ -78,26 +99,32 @@ class Endpoint:
         """Whether two answers to one request must be the same (temperature 0)."""
         return self.sampling.get("temperature") == 0
 
+    def bind(self, options: Mapping[str, Any], asked: Iterable[str]) -> None:
+        """What the claim registry read from this entry: each claim's options, the claims asked."""
+        self._options, self._asked = dict(options), frozenset(asked)
+
     def asks(self, claim: str) -> bool:
-        """Whether fleet.yaml asks this claim: its key is present (`false` turns it off)."""
-        if claim == "health":
-            return self.expect.get("health", True) is not False
-        if claim == "alias":
-            return bool(self.alias)
-        if claim == "serve":
-            return bool(self.serve) and self.expect.get("serve", True) is not False
-        return claim in self.expect and self.expect[claim] not in (False, None)
+        """Whether fleet.yaml asks this claim of the endpoint."""
+        return claim in self._bound("asks")
 
     def options(self, claim: str) -> Any:
-        """The claim's typed options (pytest_frank.claims.<claim>.Options), built once."""
-        if claim not in self._options:
-            from pytest_frank.claims import options_type
-
-            self._options[claim] = options_type(claim).from_fleet(self.expect.get(claim))
+        """The claim's typed options (its `Options`, parsed from `expect.<claim>`)."""
+        self._bound("options")
         return self._options[claim]
 
+    def _bound(self, what: str) -> frozenset[str]:
+        if self._asked is None:
+            raise LookupError(f"endpoint {self.name}: its claims were never read, so it has no "
+                              f"{what}: load the fleet with bind=pytest_frank.claims.bind")
+        return self._asked
 
-def load(path: str | os.PathLike, environ: dict[str, str] | None = None) -> dict[str, Endpoint]:
+
+Bind = Callable[[Endpoint], Any]  # reads an entry's claims into it; raises OptionError
+
+
+def load(path: str | os.PathLike, environ: Mapping[str, str] | None = None,
+         bind: Bind | None = None) -> dict[str, Endpoint]:
+    """The fleet file's endpoints by name; with `bind`, each with its claims read."""
     path = Path(path)
     environ = os.environ if environ is None else environ
     where = str(path)
@@ -110,6 +137,11 @@ def load(path: str | os.PathLike, environ: dict[str, str] | None = None) -> dict
     for name, raw in data["endpoints"].items():
         merged = _merge(defaults, raw or {})
         fleet[name] = _endpoint(name, merged, where, path.parent)
+        if bind is not None:
+            try:
+                bind(fleet[name])
+            except OptionError as exc:
+                raise FleetError(f"{where}: endpoints.{name}.expect.{exc.key}: {exc}") from None
     return fleet
 
 
@@ -179,7 +211,8 @@ def _expand(value: Any, environ, where: str, keys: tuple) -> Any:
             return environ[var]
         if fallback is not None:
             return fallback
-        raise FleetError(f"{where}: {_dotted(keys)}: environment variable {var} is not set")
+        raise FleetError(f"{where}: {schema_errors.dotted(keys) or '(top level)'}: environment "
+                         f"variable {var} is not set")
 
     return _VAR.sub(substitute, value)
 
@@ -223,13 +256,7 @@ def _endpoint(name: str, raw: dict, where: str, base_dir: Path) -> Endpoint:
     if launch:
         _resolve_paths(launch, base_dir)
     expect = dict(raw.get("expect") or {})
-    if isinstance(expect.get("vram"), dict):
-        expect["vram"] = _resolve_files(dict(expect["vram"]), base_dir,
-                                        ("model", "draft", "mmproj"))
     serve = _serve(raw.get("serve"), at, base_dir)
-    if isinstance(expect.get("reasoning_effort"), dict) and "from" in expect["reasoning_effort"]:
-        expect["reasoning_effort"] = _effort_from(dict(expect["reasoning_effort"]), raw, at,
-                                                  base_dir)
     redact.register_variable(raw.get("api_key"), "API_KEY")  # the curl lines say $API_KEY
     return Endpoint(
         name=name,
@@ -250,6 +277,7 @@ def _endpoint(name: str, raw: dict, where: str, base_dir: Path) -> Endpoint:
         sampling={**DEFAULT_SAMPLING, **(raw.get("sampling") or {})},
         serve=serve,
         regression=raw.get("regression"),
+        folder=base_dir,
     )
 
 
@@ -268,24 +296,6 @@ def _serve(raw: dict | None, at: str, base_dir: Path) -> dict[str, str] | None:
     return serve
 
 
-def _effort_from(opts: dict, raw: dict, at: str, base_dir: Path) -> dict:
-    """reasoning_effort.from: the client's own map (pi's models.json) becomes `map`."""
-    from pytest_frank.serve.effort import EffortMapError, read_effort_map
-
-    path = Path(opts["from"]).expanduser()
-    path = path if path.is_absolute() else base_dir / path
-    model = opts.get("model") or raw.get("alias")
-    if not model:
-        raise FleetError(f"{at}.expect.reasoning_effort: `from` needs the model's id in the "
-                         "client config: set reasoning_effort.model or the endpoint's alias")
-    try:
-        opts["map"] = read_effort_map(path, model, raw.get("url"), opts.get("provider"))
-    except EffortMapError as exc:
-        raise FleetError(f"{at}.expect.reasoning_effort.from: {exc}") from None
-    opts["from"] = str(path)
-    return opts
-
-
 def _resolve_paths(launch: dict, base_dir: Path) -> None:
     """Relative file paths in `launch:` are relative to the fleet file, not the cwd."""
     for key in ("model", "draft_model", "mmproj", "chat_template_file"):
@@ -294,92 +304,43 @@ def _resolve_paths(launch: dict, base_dir: Path) -> None:
             launch[key] = str(base_dir / value)
 
 
-def _resolve_files(options: dict, base_dir: Path, keys: tuple[str, ...]) -> dict:
-    """Model files named in `expect:` are relative to the fleet file too; URLs stay as they are."""
-    for key in keys:
-        value = options.get(key)
-        if value and "://" not in value and not Path(value).expanduser().is_absolute():
-            options[key] = str(base_dir / value)
-        elif value and value.startswith("~"):
-            options[key] = str(Path(value).expanduser())
-    return options
-
-
 @lru_cache(maxsize=1)
 def schema() -> dict:
     return json.loads(resources.files("pytest_frank").joinpath("fleet.schema.json").read_text())
 
 
 def _validate(data: dict, where: str) -> None:
-    import jsonschema
-
-    validator = jsonschema.Draft202012Validator(_with_registered(schema()))
-    errors = sorted(validator.iter_errors(data), key=lambda e: (len(e.absolute_path), e.path))
-    if errors:
-        lines = [f"{where}: {_dotted(e.absolute_path)}: {_reason(e)}" for e in errors[:5]]
-        more = len(errors) - len(lines)
+    found = schema_errors.problems(_with_registered(schema()), data, _show, "a mapping")
+    if found:
+        lines = [f"{where}: {p.where or '(top level)'}: {_reason(p)}" for p in found[:5]]
+        more = len(found) - len(lines)
         if more > 0:
             lines.append(f"... and {more} more problem(s)")
         raise FleetError("\n".join(lines))
 
 
 def _with_registered(base: dict) -> dict:
-    """The schema with the registered claims' `expect:` keys (pytest_frank.claims.register)."""
-    from pytest_frank.claims import SCHEMAS
-
-    if not SCHEMAS:
+    """The schema with the `expect:` keys of claims registered outside the package."""
+    if not EXPECT_SCHEMAS:
         return base
     extended = copy.deepcopy(base)  # the cached schema stays the built-in one
-    extended["$defs"]["expect"]["properties"].update(SCHEMAS)
+    extended["$defs"]["expect"]["properties"].update(EXPECT_SCHEMAS)
     return extended
 
 
-def _dotted(keys) -> str:
-    parts = [f"[{k}]" if isinstance(k, int) else str(k) for k in keys]
-    return ".".join(parts).replace(".[", "[") or "(top level)"
+def _reason(problem: schema_errors.SchemaProblem) -> str:
+    """The schema's sentence, or what this schema's own patterns mean."""
+    if problem.keyword == "propertyNames":
+        return f"endpoint name {problem.shown} may hold only letters, digits and . _ : -"
+    if problem.keyword == "pattern" and problem.path[-1:] == ("url",):
+        return f"{problem.shown} is not an http(s) URL"
+    return problem.reason
 
 
-def _reason(error) -> str:
-    kind, value = error.validator, error.instance
-    if error.absolute_path and error.absolute_path[-1] == "api_key":
-        return f"{error.validator} check failed (the value is a secret and is not shown)"
-    if kind == "additionalProperties":
-        known = sorted(error.schema.get("properties", {}))
-        unknown = sorted(set(value) - set(known))
-        hint = f" (known keys: {', '.join(known)})" if known else ""
-        return f"unknown key {', '.join(repr(k) for k in unknown)}{hint}"
-    if kind == "required":
-        return error.message.replace("is a required property", "is required but missing")
-    if kind == "type":
-        return f"expected {_kind(error.validator_value)}, got {_kind(type(value))} {_show(value)}"
-    if kind == "enum":
-        return f"{_show(value)} is not one of {', '.join(map(str, error.validator_value))}"
-    if "propertyNames" in error.schema_path:
-        return f"endpoint name {_show(value)} may hold only letters, digits and . _ : -"
-    if kind == "pattern" and error.absolute_path and error.absolute_path[-1] == "url":
-        return f"{_show(value)} is not an http(s) URL"
-    if kind == "minProperties":
-        return "must not be empty"
-    if kind == "anyOf" and all("required" in alt for alt in error.validator_value):
-        keys = [k for alt in error.validator_value for k in alt["required"]]
-        return f"needs one of {', '.join(keys)}"
-    if kind == "oneOf":
-        return f"{_show(value)} has the wrong shape"
-    return error.message
-
-
-def _kind(t) -> str:
-    names = {"object": "a mapping", "array": "a list", "string": "a string", "number": "a number",
-             "integer": "an integer", "boolean": "true or false", "null": "nothing",
-             dict: "mapping", list: "list", str: "string", int: "integer", float: "number",
-             bool: "boolean", type(None): "empty value"}
-    if isinstance(t, list):
-        return " or ".join(names.get(x, str(x)) for x in t)
-    return names.get(t, getattr(t, "__name__", str(t)))
-
-
-def _show(value) -> str:
+def _show(value: Any, path: schema_errors.Path = ()) -> str:
+    if path[-1:] == ("api_key",):
+        return "(the value is a secret and is not shown)"
     text = repr(value)
     if any(len(env) >= 4 and env in text for env in _FROM_ENV):
         return "(a value from the environment, not shown)"  # it may be a key: never echo it
-    return redact.cut(text, 57) if len(text) > 60 else redact.scrub(text)
+    return schema_errors.short(value)

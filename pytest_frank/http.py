@@ -2,7 +2,7 @@
 
 httpx2 (the stack the openai and anthropic clients run on) with one transport, `Recorder`, under
 raw requests and the official clients alike. For each request it waits its turn at the endpoint's
-`Gate`, keeps an `Exchange` as evidence, reads the answer through a cap on decoded bytes and a
+`Limiter`, keeps an `Exchange` as evidence, reads the answer through a cap on decoded bytes and a
 wall-clock deadline, and hands streams on as they arrive so token clocks stay true.
 """
 
@@ -130,7 +130,7 @@ def _record(ex: Exchange) -> None:
 
 
 # -- how many requests one endpoint has in flight ------------------------------------------------
-class Gate:
+class Limiter:
     """At most `limit` requests in flight on one endpoint; `exclusive()` holds it alone, for
     probes that read server-wide counters. Counts the peak, so a benchmark can prove the limit."""
 
@@ -261,15 +261,15 @@ class Refused(Exception):
     """An answer this reader will not decode (stacked or unknown content encodings)."""
 
 
-def client(timeout: float, gate: Gate | None = None, deadline: Deadline | None = None, *,
+def client(timeout: float, limiter: Limiter | None = None, deadline: Deadline | None = None, *,
            max_body: int = MAX_BODY, follow_redirects: bool = False,
            stop: Stop | None = None, floor: float = MIN_TOKENS_PER_S,
            quiet: float = 0.0) -> httpx2.Client:
     """An httpx2 client whose every request goes through `Recorder`. Redirects are not followed
     for endpoints (a key must never travel to a host the fleet did not name); a model file's
-    URL, which carries no key, may follow them to its CDN. `quiet`: the seconds the gate stays
+    URL, which carries no key, may follow them to its CDN. `quiet`: the seconds the limiter stays
     silent after a generation is given up on (the driver's abandon_quiet_s)."""
-    recorder = Recorder(gate or Gate(), timeout, deadline or Deadline(), max_body, stop, floor,
+    recorder = Recorder(limiter or Limiter(), timeout, deadline or Deadline(), max_body, stop, floor,
                         quiet)
     return httpx2.Client(transport=recorder,
                          timeout=httpx2.Timeout(timeout, connect=min(CONNECT_TIMEOUT, timeout)),
@@ -328,11 +328,11 @@ def _budget(body: Any) -> int | None:
 
 
 class Recorder(httpx2.BaseTransport):
-    def __init__(self, gate: Gate, timeout: float, deadline: Deadline | None = None,
+    def __init__(self, limiter: Limiter, timeout: float, deadline: Deadline | None = None,
                  max_body: int = MAX_BODY, stop: Stop | None = None,
                  floor: float = MIN_TOKENS_PER_S, quiet: float = 0.0):
         self.inner = _fresh_connections()
-        self.gate, self.timeout, self.floor, self.quiet = gate, timeout, floor, quiet
+        self.limiter, self.timeout, self.floor, self.quiet = limiter, timeout, floor, quiet
         self.deadline, self.max_body = deadline or Deadline(), max_body
         self.stop = stop or Stop()
 
@@ -346,10 +346,10 @@ class Recorder(httpx2.BaseTransport):
         if left is not None and left <= 0:
             ex.error = f"not sent: {self.deadline.label} ran out"
             raise httpx2.ConnectTimeout(ex.error, request=request)
-        self.stop.wait(max(0.0, self.gate.quiet_left()))  # a request given up on is dropping
-        self.gate.enter()
+        self.stop.wait(max(0.0, self.limiter.quiet_left()))  # a request given up on is dropping
+        self.limiter.enter()
         if self.stop.why:  # checked after the wait for a turn, which may have been long
-            self.gate.leave()
+            self.limiter.leave()
             ex.error, ex.interrupted = f"not sent: {self.stop.why}", True
             raise httpx2.ConnectTimeout(ex.error, request=request)
         key = id(ex)
@@ -369,8 +369,8 @@ class Recorder(httpx2.BaseTransport):
             self.stop.forget(key)
             if pace.budget is not None and not isinstance(exc, (httpx2.ConnectError,
                                                                 httpx2.ConnectTimeout)):
-                self.gate.hush(self.quiet)  # sent, and given up on: the server may still run it
-            self.gate.leave()
+                self.limiter.hush(self.quiet)  # sent, and given up on: the server may still run it
+            self.limiter.leave()
             if resp is not None:
                 resp.close()
             if isinstance(exc, Refused):
@@ -380,8 +380,8 @@ class Recorder(httpx2.BaseTransport):
         def release(abandoned: bool) -> None:
             self.stop.forget(key)
             if abandoned and pace.budget is not None:
-                self.gate.hush(self.quiet)
-            self.gate.leave()
+                self.limiter.hush(self.quiet)
+            self.limiter.leave()
 
         body = _Body(resp, ex, decode, start, pace, release, self.deadline, self.max_body,
                      self.stop)

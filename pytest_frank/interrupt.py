@@ -7,8 +7,13 @@ from __future__ import annotations
 import os
 import signal
 import threading
+from types import FrameType
+from typing import Any, Callable
 
 from pytest_frank.http import Stop
+
+# What signal.signal hands back: the handler a signal had before.
+Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)  # a CI job's timeout sends SIGTERM
 
@@ -16,7 +21,7 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM)  # a CI job's timeout sends SIGTERM
 class Interrupts:
     def __init__(self, stop: Stop):
         self.stop = stop
-        self._previous: dict[int, object] = {}
+        self._previous: dict[int, Handler] = {}
 
     def install(self) -> None:
         """From the probe phase to the end of the reports; only the main thread may."""

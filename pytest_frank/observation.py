@@ -1,4 +1,9 @@
-"""What a probe saw of one endpoint: the one shape every claim's observation extends."""
+"""What a probe saw of one endpoint: the one shape every claim's observation extends.
+
+Below an Observation, each reading it is made of (a chat `Reply`, a `/metrics` `Scrape`, the
+`Health` poll, a GPU memory reading) says why it failed in one field, `problem` (None: it did
+not), and, where more than "read or not" matters, in one structured `state` (health's
+ready | loading | down; a GPU reading's read | unavailable | failed)."""
 
 from __future__ import annotations
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fnmatch import fnmatch
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -12,8 +13,11 @@ from pytest_frank.claims import CLAIMS
 from pytest_frank.fleet import FleetError, load
 from pytest_frank.verdict import Verdict
 
-SESSION = pytest.StashKey["FrankSession"]()
-PROBED = pytest.StashKey["object"]()
+if TYPE_CHECKING:
+    from pytest_frank.session import FrankSession
+
+SESSION: pytest.StashKey[FrankSession] = pytest.StashKey()
+PROBED: pytest.StashKey[object] = pytest.StashKey()
 UNASKED = "(asked of no endpoint)"
 
 
@@ -39,6 +43,12 @@ def pytest_addoption(parser):
     group.addoption("--frank-json", metavar="PATH", default=None,
                     help="write the run's verdicts, figures and evidence as JSON (secrets "
                          "redacted): the --frank-baseline of a later run")
+    group.addoption("--frank-prometheus", metavar="PATH.prom", default=None,
+                    help="write the run as Prometheus metrics, atomically, for node_exporter's "
+                         "textfile collector")
+    group.addoption("--frank-pushgateway", metavar="URL", default=None,
+                    help="push the run's Prometheus metrics to this Pushgateway (job "
+                         "pytest_frank, grouped by fleet)")
     group.addoption("--frank-baseline", metavar="PREV.json", default=None,
                     help="compare with a previous run's --frank-json and report what regressed")
     group.addoption("--frank-fail-on-regression", action="store_true", default=False,
@@ -70,7 +80,7 @@ def pytest_configure(config):
         return
     fleet_path = _resolve(config, fleet_path)
     try:
-        fleet = load(fleet_path)
+        fleet = load(fleet_path, bind=claims.bind)
     except FleetError as exc:
         raise pytest.UsageError(f"pytest-frank: bad fleet file\n{redact.scrub(str(exc))}") from None
     from pytest_frank.session import FrankSession
@@ -137,9 +147,13 @@ def _timeout(config) -> float:
 
 
 def battery_dir() -> Path:
-    import pytest_frank.batteries as battery
+    import importlib.util
 
-    return Path(battery.__file__).parent
+    # pytest_frank.batteries is installed from the checkout's batteries/ (pyproject package-dir)
+    spec = importlib.util.find_spec("pytest_frank.batteries")
+    if spec is None or spec.origin is None:
+        raise RuntimeError("pytest_frank.batteries is not installed: reinstall pytest-frank")
+    return Path(spec.origin).parent
 
 
 def _add_battery(config) -> None:
@@ -334,7 +348,7 @@ def pytest_collection_modifyitems(config, items):
             items[:] = [item for item in items if item.get_closest_marker("offline")]
     # Health first, then the claims in their listed order: a report reads top-down like a bring-up.
     order = {claim: i for i, claim in enumerate(CLAIMS)}
-    items.sort(key=lambda item: order.get(claim_of(item), len(order)))
+    items.sort(key=lambda item: order.get(claim_of(item) or "", len(order)))
 
 
 def _only_endpoints(config: pytest.Config, items: list[pytest.Item]) -> None:

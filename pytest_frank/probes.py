@@ -16,7 +16,7 @@ POLL_FIRST, POLL_MAX = 0.25, 2.0
 @dataclass(kw_only=True)
 class Health(Observation):
     state: str  # ready | loading | down
-    detail: str
+    problem: str | None  # why it is not ready: the last answer, or why none came
     url: str
     waited: float = 0.0
 
@@ -25,7 +25,7 @@ class Health(Observation):
         return self.state == "ready"
 
     def line(self) -> str:
-        return f"{self.url}: {self.detail}"
+        return f"{self.url}: {self.problem or 'ready'}"
 
 
 def health(target) -> Health:
@@ -35,7 +35,7 @@ def health(target) -> Health:
     url = target.url(target.driver.health_path)
     if target.launch_error:
         return Health(state="down", url=url,
-                      detail=f"the local server could not be launched: {target.launch_error}")
+                      problem=f"the local server could not be launched: {target.launch_error}")
     deadline = time.monotonic() + target.endpoint.ready_timeout
     start, pause = time.monotonic(), POLL_FIRST
     while True:
@@ -44,11 +44,11 @@ def health(target) -> Health:
         left = deadline - time.monotonic()
         if state.state != "loading" or left <= 0:
             fix = target.driver.known_fix(target.driver.error_message(ex), ex.status)
-            return Health(state=state.state, detail=state.detail, url=url,
+            return Health(state=state.state, problem=state.problem, url=url,
                           waited=time.monotonic() - start, fix=fix if state.state == "down" else None)
         # The last poll lands on the deadline, not before it; an interrupt ends the wait.
         if target.stop.wait(min(pause, left)):
-            return Health(state="loading", detail=f"not measured: {target.stop.why}", url=url,
+            return Health(state="loading", problem=f"not measured: {target.stop.why}", url=url,
                           waited=time.monotonic() - start)
         pause = min(pause * 2, POLL_MAX)
 
@@ -83,6 +83,7 @@ class SlotShape(Observation):
     count: int | None = None
     ctx_per_slot: int | None = None
     source: str = ""
+    ctx_train: int | None = None  # the model's training context, where the engine says
     payloads: dict = field(default_factory=dict)  # route -> JSON, for checks that read more
 
 
@@ -103,7 +104,8 @@ def slot_shape(target) -> SlotShape:
                          fix=target.driver.known_fix(target.driver.error_message(last),
                                                      last.status))
     count, ctx, source = target.driver.slot_shape(payloads)
-    return SlotShape(count=count, ctx_per_slot=ctx, source=source, payloads=payloads)
+    return SlotShape(count=count, ctx_per_slot=ctx, source=source, payloads=payloads,
+                     ctx_train=target.driver.ctx_train(payloads))
 
 
 @dataclass

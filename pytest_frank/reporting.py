@@ -4,6 +4,9 @@ data on the report), then the terminal table, the pytest-html page, `--frank-rep
 
 from __future__ import annotations
 
+import os
+import time
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,6 +33,11 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("frank_fail_on_regression") and not baseline:
         raise pytest.UsageError("pytest-frank: --frank-fail-on-regression needs --frank-baseline "
                                 "PREV.json (a previous run's --frank-json)")
+    for option in OUTPUTS:
+        problem = _unwritable(config.getoption(option))
+        if problem:
+            raise pytest.UsageError(f"pytest-frank: --{option.replace('_', '-')} "
+                                    f"{redact.inert(config.getoption(option))}: {problem}")
     try:
         previous = load(Path(baseline)) if baseline else None
     except BaselineError as exc:
@@ -37,6 +45,31 @@ def pytest_configure(config: pytest.Config) -> None:
             from None
     config.pluginmanager.register(Reports(config, source.fleet, source.fleet_path, previous),
                                   "frank-run-reports")
+
+
+OUTPUTS = ("frank_json", "frank_report", "frank_prometheus")
+
+
+def _unwritable(path: str | None) -> str | None:
+    """Why PATH cannot be written, asked before any endpoint is probed rather than after."""
+    if not path:
+        return None
+    target = Path(path)
+    if target.is_dir():
+        return "that is a folder; give a file name"
+    folder = target.parent
+    while not folder.exists():  # the nearest folder that exists must take the new ones
+        folder = folder.parent
+    if not folder.is_dir():
+        return f"{redact.inert(str(folder))} is a file, not a folder"
+    if not os.access(folder, os.W_OK | os.X_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        return "not writable here (permissions)"
+    return None
+
+
+def _write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
 
 
 class Reports:
@@ -50,6 +83,7 @@ class Reports:
         self.identities: dict[str, dict] = {}
         self.spends: dict[str, dict] = {}  # endpoint -> {"generations", "tokens"}
         self._run: Run | None = None
+        self.started = time.time()
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """The fleet in pytest-html's environment table too (pytest-metadata's, drawn by script)."""
@@ -94,7 +128,8 @@ class Reports:
 
             run = Run(fleet=str(self.fleet_path), sha256=fleet_digest(self.fleet_path),
                       version=__version__, endpoints=self._endpoints(),
-                      rows=list(self.rows.values()))
+                      rows=list(self.rows.values()), started=round(self.started, 3),
+                      duration_s=round(time.time() - self.started, 3))
             if self.baseline is not None:
                 from pytest_frank.baseline import Tolerances, compare
 
@@ -128,11 +163,46 @@ class Reports:
         for option, write in (("frank_json", run.to_json), ("frank_report", self._markdown)):
             path = self.config.getoption(option)
             if path:
-                Path(path).parent.mkdir(parents=True, exist_ok=True)
-                Path(path).write_text(write(), encoding="utf-8")
+                self._saved(session, option, partial(_write_text, Path(path), write()))
+        self._metrics(session, run)
         if run.regressions and self.config.getoption("frank_fail_on_regression") \
                 and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def _saved(self, session: pytest.Session, option: str, write) -> None:
+        """Write one report; a disk that refuses it is a red line and a non-zero exit, not a trace."""
+        try:
+            write()
+        except OSError as exc:
+            path = redact.inert(self.config.getoption(option))
+            self._say(f"pytest-frank: --{option.replace('_', '-')} {path}: not written "
+                      f"({redact.inert(exc.strerror or str(exc))})", red=True)
+            if session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+
+    def _say(self, line: str, **markup: bool) -> None:
+        terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+        if terminal is not None:
+            terminal.write_line(line, **markup)
+
+    def _metrics(self, session: pytest.Session, run: Run) -> None:
+        textfile, gateway = (self.config.getoption("frank_prometheus"),
+                             self.config.getoption("frank_pushgateway"))
+        if not (textfile or gateway):
+            return
+        from pytest_frank import prometheus
+
+        if textfile:
+            self._saved(session, "frank_prometheus", lambda: prometheus.write(run, textfile))
+        if gateway:
+            redact.register_url(gateway)  # a password in it is never shown
+            try:
+                prometheus.push(run, gateway)
+            except (OSError, ValueError) as exc:  # a gateway down must not turn a gate red
+                said = redact.inert(f"{type(exc).__name__}: {exc}")
+                self._say(f"pytest-frank: --frank-pushgateway {redact.scrub(gateway)}: the push "
+                          f"failed ({said}); the verdicts stand, the metrics were not pushed",
+                          yellow=True)
 
     def _markdown(self) -> str:
         from pytest_frank.markdown import render

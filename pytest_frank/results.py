@@ -94,6 +94,8 @@ class Run:
     endpoints: dict[str, EndpointInfo] = field(default_factory=dict)
     rows: list[Row] = field(default_factory=list)
     regressions: list[dict[str, str]] = field(default_factory=list)  # {"test", "endpoint", "what"}
+    started: float | None = None  # when the run started, Unix time
+    duration_s: float | None = None  # from the start to the last test's report
 
     def matrix(self) -> dict[str, dict[str, Verdict]]:
         """endpoint -> claim -> verdict, endpoints in fleet order, claims in battery order."""
@@ -155,4 +157,5 @@ def load(path: Path) -> Run:
     except TypeError as exc:
         raise BaselineError(f"{path}: a row or endpoint has unexpected fields ({exc})") from None
     return Run(fleet=data.get("fleet", ""), sha256=data.get("sha256", ""),
-               version=data.get("version", ""), endpoints=endpoints, rows=rows)
+               version=data.get("version", ""), endpoints=endpoints, rows=rows,
+               started=data.get("started"), duration_s=data.get("duration_s"))

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 
 from pytest_frank import http
 from pytest_frank.fleet import Endpoint
-from pytest_frank.http import Gate
+from pytest_frank.http import Limiter
 from pytest_frank.interrupt import Interrupts
 from pytest_frank.target import STRAGGLER_WAIT, Probe, Target, runs_first
 
@@ -28,15 +28,15 @@ class FrankSession:
         self.targets = {name: Target(ep, timeout) for name, ep in fleet.items()}
         self.stop = http.Stop()  # an interrupt's: no more requests, none in flight
         self.interrupts = Interrupts(self.stop)
-        gates: dict[str, Gate] = {}
+        limiters: dict[str, Limiter] = {}
         for target in self.targets.values():
             target.offline = offline
             target.stop = self.stop
             if target.endpoint.url and not target.endpoint.launch:
-                # Names for one server share its gate: its counters and slots are one.
-                gate = gates.setdefault(target.endpoint.root, target.gate)
-                gate.limit = min(gate.limit, target.gate.limit)
-                target.gate = gate
+                # Names for one server share its limiter: its counters and slots are one.
+                limiter = limiters.setdefault(target.endpoint.root, target.limiter)
+                limiter.limit = min(limiter.limit, target.limiter.limit)
+                target.limiter = limiter
         self.plan: dict[str, Work] = {}
         self._probed: set[str] = set()
         self._warming: threading.Thread | None = None
@@ -64,14 +64,14 @@ class FrankSession:
 
         target = self.targets[name]
         seen = target.need(probes.health)
-        if getattr(seen, "state", None) is not None:
+        if isinstance(seen, probes.Health):
             return seen
         # the probe itself broke on what the endpoint sent: that endpoint is down, no more
-        return probes.Health(state="down", detail=seen.failure or "no health answer",
+        return probes.Health(state="down", problem=seen.failure or "no health answer",
                              url=target.url(target.driver.health_path))
 
     def probe_all(self, names: list[str]) -> None:
-        """Probe the named endpoints side by side; each one's probes share its gate."""
+        """Probe the named endpoints side by side; each one's probes share its limiter."""
         names = [n for n in names if n not in self._probed]
         self._probed.update(names)
         # Launches first, one after another: local servers share the machine's cores.
@@ -116,7 +116,7 @@ class FrankSession:
                 return
             target.need(*job)
         rest = [job for job in work if job not in first]
-        _each(lambda job: target.need(*job), rest, target.gate.limit, self.stop)
+        _each(lambda job: target.need(*job), rest, target.limiter.limit, self.stop)
 
     def close(self) -> None:
         for target in self.targets.values():
@@ -159,7 +159,8 @@ def _each(fn: Callable, items: Iterable, workers: int, stop: http.Stop) -> None:
 
 
 def _warm(modules: list[str]) -> None:
-    steps = [http.tls, *(functools.partial(importlib.import_module, m) for m in modules)]
+    steps: list[Callable[[], object]] = [
+        http.tls, *(functools.partial(importlib.import_module, m) for m in modules)]
     for step in steps:
         try:
             step()

@@ -1,5 +1,5 @@
-"""One endpoint under verification: its fleet entry, driver, HTTP client, gate, local server and
-the observations of the probes already run (each probe runs once per session)."""
+"""One endpoint under verification: its fleet entry, driver, HTTP client, request limiter, local
+server and the observations of the probes already run (each probe runs once per session)."""
 
 from __future__ import annotations
 
@@ -77,7 +77,7 @@ class Target:
         self.name = endpoint.name
         self.driver = driver_for(endpoint.engine)
         self.timeout = float(endpoint.timeout or timeout)
-        self.gate = http.Gate(endpoint.concurrency)
+        self.limiter = http.Limiter(endpoint.concurrency)
         self.deadline = http.Deadline()
         self.stop = http.Stop()  # the session's, shared by every endpoint
         self.slow: Slow | None = None
@@ -94,7 +94,7 @@ class Target:
         self._lock = threading.RLock()
         self._observed: dict[Key, Future[Any]] = {}
 
-    # -- requests: every one goes through the endpoint's gate and is recorded ----------------
+    # -- requests: every one goes through the endpoint's limiter and is recorded ----------------
     def url(self, path: str) -> str:
         return self.endpoint.root + path
 
@@ -118,7 +118,7 @@ class Target:
         """Nothing else in flight on this endpoint inside the block (server-wide counters).
         Run any probe the block needs (`model_name()`) first: one waiting outside would wait
         for the block to end."""
-        return self.gate.exclusive()
+        return self.limiter.exclusive()
 
     @property
     def floor(self) -> float:
@@ -131,7 +131,7 @@ class Target:
     def client(self):
         with self._lock:
             if self._http is None:
-                self._http = http.client(self.timeout, self.gate, self.deadline, stop=self.stop,
+                self._http = http.client(self.timeout, self.limiter, self.deadline, stop=self.stop,
                                          floor=self.floor, quiet=self.driver.abandon_quiet_s)
             return self._http
 
@@ -243,7 +243,7 @@ class Target:
         ex.error = f"{error.removesuffix(http.HANGS)}: {slow.busy}"
         slow.line = said + ex.error
         lower = (f"lower `concurrency` for this endpoint in fleet.yaml (now "
-                 f"{self.gate.limit}) or " if self.gate.limit > 1 else "")
+                 f"{self.limiter.limit}) or " if self.limiter.limit > 1 else "")
         slow.fix = (f"the server is busy, not broken: {lower}run the battery at a quieter time "
                     "(or give the server more slots); restarting it would only drop the "
                     "requests in flight")

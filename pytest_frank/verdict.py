@@ -3,11 +3,14 @@ diagnosis and the usual fix, an `Inconclusive` why there is nothing to judge; bo
 own fail and skip, so a test fails or skips with the same line and no Python frames.
 
 Advice names server settings as `Setting`s inside a `Phrase`, so whether it reads in the
-server's flags or in fleet.yaml `launch:` keys is chosen when it is rendered."""
+server's flags or in fleet.yaml `launch:` keys is chosen when it is rendered, and a fix never
+asks for what is already in effect (`Phrase.unsettled`): an alternative (`Alt`) naming a setting
+already made is left out, and a fix whose own request is already made is dropped."""
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import NoReturn, Union
 
@@ -43,9 +46,22 @@ class Setting:
     flag: str
     key: str | None = None
     value: str | None = None
+    switch: bool = False  # a flag that takes no value (--kv-unified): naming it asks for it
 
     def __call__(self, value: object) -> Setting:
-        return Setting(self.flag, self.key, str(value))
+        return Setting(self.flag, self.key, str(value), self.switch)
+
+    @property
+    def asks(self) -> bool:
+        """A request for a state (a value, a switch on), not a mention of the flag."""
+        return self.value is not None or self.switch
+
+    def in_effect(self, settings: InEffect) -> bool:
+        """Already set to what it asks: `settings` maps each flag in effect to its value
+        (None for a switch that is on)."""
+        if not self.asks or self.flag not in settings:
+            return False
+        return self.value is None or settings[self.flag] == self.value
 
     def render(self, fleet: bool) -> str:
         if fleet and self.key is not None:
@@ -68,7 +84,34 @@ class Wording:
         return self.fleet if fleet else self.server
 
 
-Part = Union[str, Setting, Wording]
+InEffect = Mapping[str, Union[str, None]]  # server flag -> its value (None: a switch, on)
+
+
+class Alt:
+    """One alternative in a fix ("...; or --parallel 4 --kv-unified"): left out when a setting
+    it names is already in effect."""
+
+    def __init__(self, *parts: Union[str, Setting, Wording, Phrase]):
+        self.parts: tuple[Part, ...] = tuple(
+            q for p in parts for q in (p.parts if isinstance(p, Phrase) else (p,)))
+
+    def render(self, fleet: bool) -> str:
+        return "".join(p if isinstance(p, str) else p.render(fleet) for p in self.parts)
+
+    def settings(self) -> list[Setting]:
+        return [p for p in self.parts if isinstance(p, Setting)]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Alt) and self.parts == other.parts
+
+    def __hash__(self) -> int:
+        return hash(self.parts)
+
+    def __repr__(self) -> str:
+        return f"Alt{self.parts!r}"
+
+
+Part = Union[str, Setting, Wording, Alt]
 
 
 class Phrase:
@@ -79,6 +122,14 @@ class Phrase:
 
     def render(self, fleet: bool = False) -> str:
         return "".join(p if isinstance(p, str) else p.render(fleet) for p in self.parts)
+
+    def unsettled(self, settings: InEffect) -> Phrase | None:
+        """This fix without what is already in effect: alternatives naming a setting already
+        made are left out; None when the fix's own request is already made."""
+        if any(isinstance(p, Setting) and p.in_effect(settings) for p in self.parts):
+            return None
+        return Phrase(*(p for p in self.parts if not (
+            isinstance(p, Alt) and any(s.in_effect(settings) for s in p.settings()))))
 
     def __str__(self) -> str:
         return self.render()
@@ -106,6 +157,13 @@ def render(text: Text, fleet: bool = False) -> str:
     return text.render(fleet) if isinstance(text, Phrase) else text
 
 
+def unsettled(fix: Text | None, settings: InEffect | None) -> Text | None:
+    """`fix` as it may be given where `settings` are in effect (see Phrase.unsettled)."""
+    if not isinstance(fix, Phrase) or not settings:
+        return fix
+    return fix.unsettled(settings)
+
+
 class Failure(pytest.fail.Exception):  # type: ignore[name-defined]
     """The check fails: `line` is the diagnosis, `fix` the usual remedy (None: none known)."""
 
@@ -113,13 +171,16 @@ class Failure(pytest.fail.Exception):  # type: ignore[name-defined]
         self.line, self.fix = line, fix
         super().__init__(self.message(), pytrace=False)
 
-    def message(self, fleet: bool = False, first: str | None = None) -> str:
-        """The lines the reports parse: `first` above the diagnosis, then "  fix: ..."."""
+    def message(self, fleet: bool = False, first: str | None = None,
+                settings: InEffect | None = None) -> str:
+        """The lines the reports parse: `first` above the diagnosis, then "  fix: ..."; a fix
+        asking only for what `settings` already holds is left out."""
         text = render(self.line, fleet)
         if first:
             text = f"{first}\n{text}"
-        if self.fix:
-            text = f"{text}\n  fix: {render(self.fix, fleet)}"
+        fix = unsettled(self.fix, settings)
+        if fix:
+            text = f"{text}\n  fix: {render(fix, fleet)}"
         return redact.inert(text)
 
 

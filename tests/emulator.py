@@ -38,10 +38,10 @@ def _models_llamacpp(em):
                                         "aliases": sorted(em.models), "meta": {"n_ctx": 4096}}]}
 
 
-def _models_cards(owner):
+def _models_cards(owner, root=lambda m: f"/models/{m}"):
     def cards(em):
         return {"object": "list", "data": [
-            {"id": m, "object": "model", "owned_by": owner, "root": f"/models/{m}",
+            {"id": m, "object": "model", "owned_by": owner, "root": root(m),
              "max_model_len": 32768} for m in em.models]}
     return cards
 
@@ -55,7 +55,8 @@ SHAPES = {
     # engine: (health reply, models body)
     "llamacpp": (Reply(200, {"status": "ok"}), _models_llamacpp),
     "vllm": (Reply(200, ""), _models_cards("vllm")),
-    "sglang": (Reply(200, ""), _models_cards("sglang")),
+    # SGLang's card: ModelCard(id=served_model_name, root=served_model_name, ...)
+    "sglang": (Reply(200, ""), _models_cards("sglang", root=lambda m: m)),
     "anthropic": (Reply(200, {"status": "ok"}), _models_anthropic),
     "openai": (None, _models_cards("openai")),
 }

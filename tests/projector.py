@@ -4,7 +4,9 @@ llama.cpp's clip loader (tools/mtmd/clip.cpp) reads projector type "mlp": a CLIP
 conv, learned positions, one pre-norm block) then mm.0 -> GELU -> mm.2 into the text model's
 embedding width. With block_count 1 the LLaVA graph runs no block at all (it stops at the
 second-to-last layer), but the loader still wants the block's attn_out/ffn tensors. Weights are
-small seeded random numbers: the projector works, yet the self-test model ignores what it sends.
+small seeded random numbers: the projector works, yet the text-only self-test model ignores
+what it sends. (The projector that sees, with `selftest:vision`, is the package's own:
+pytest_frank.local.selftest_vision.)
 
 Observed with xllamacpp 2026.10.11549: the server starts in ~0.2 s with it, /props reports
 modalities vision true (video true, audio false), and an image (any size; it is resized to

@@ -1,12 +1,16 @@
 """Diagnoses an ops engineer can act on: the engine fleet.yaml names is wrong, a key is missing,
 the URL points at another server, the slot advice keeps each slot's context, the alias advice
 keeps the names served, a launched endpoint's advice names fleet.yaml keys, a loading server is
-waited for as long as configured. Real llama.cpp where it shows the fault, the emulator else."""
+waited for as long as configured; and each message true for the engine at hand: SGLang's drift
+read from what SGLang reports, llama.cpp's default reasoning format, the training context that
+caps llama.cpp's slots, MTP advice only with an MTP head, and no fix asking for a setting already
+in effect. Real llama.cpp where it shows the fault, the emulator else."""
 
 import pytest
 
 from emulator import Emulator, Reply
 from fleets import one_endpoint
+from pytest_frank.verdict import Alt, Phrase
 
 
 @pytest.fixture(scope="module")
@@ -124,6 +128,259 @@ def test_the_offline_gate_reads_a_launch_block(run_fleet, pytester):
     result.assert_outcomes(passed=1)
     assert ("ctx 65536 (64K) gives each sequence 65536 tokens, more than the 8192 the model was "
             "trained on") in (pytester.path / "gate.md").read_text()
+
+
+# -- engine facts: SGLang names its model card after the served name ----------------------------
+# SGLang's shapes (the emulator): /v1/models is ModelCard(id=served_model_name,
+# root=served_model_name, max_model_len=context_len); /get_server_info is the server's arguments,
+# model_path among them.
+SGLANG_COMMAND = ("python -m sglang.launch_server --model-path Qwen/Qwen3-8B "
+                  "--served-model-name frank --context-length 32768 --port {port}")
+
+
+def sglang_info(model_path: str) -> dict:
+    return {"model_path": model_path, "served_model_name": "frank", "context_length": 32768,
+            "max_running_requests": 48, "version": "0.5.4"}
+
+
+@pytest.mark.parametrize("running, outcome, lines", [
+    ("Qwen/Qwen3-8B", {"passed": 2}, []),
+    ("Qwen/Qwen3-14B", {"passed": 1, "failed": 1}, [
+        "serve.command:1: the serve command asks model Qwen/Qwen3-8B, the server runs "
+        "Qwen/Qwen3-14B: the service was not restarted since the edit",
+        "  fix: restart the server with the current command"]),
+], ids=["served-name-is-no-drift", "another-model-path-is-drift"])
+def test_sglang_drift_reads_the_server_info(run_fleet, running, outcome, lines):
+    with Emulator("sglang", models=["frank"]) as em:
+        em.route("GET", "/get_server_info", lambda r: Reply(200, sglang_info(running)))
+        port = em.url.rsplit(":", 1)[1]
+        fleet = one_endpoint(em.url, "sglang", alias="frank",
+                             serve={"command": SGLANG_COMMAND.format(port=port)})
+        result = run_fleet(fleet, "-m", "serve")
+    result.assert_outcomes(**outcome)
+    result.stdout.fnmatch_lines(lines)
+    assert "the server runs frank" not in result.stdout.str()
+
+
+# -- engine facts: llama.cpp splits reasoning out by default ------------------------------------
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_llamacpp_without_reasoning_format_passes_reasoning_and_the_gate(run_fleet, pytester):
+    """llama-server's default reasoning format is deepseek (common/common.h): a command without
+    --reasoning-format serves reasoning_content, so the gate notes the unpinned default and
+    does not fail it."""
+    pytest.importorskip("xllamacpp")
+    from pytest_frank.local.selftest_model import model_path
+
+    port = free_port()
+    command = (f"llama-server -m {model_path('default')} --alias frank-r --ctx-size 4096 "
+               f"--parallel 1 --jinja --port {port}")
+    fleet = {"endpoints": {"ep": {"engine": "llamacpp", "alias": "frank-r", "ready_timeout": 30,
+                                  "launch": {"model": "selftest", "alias": "frank-r",
+                                             "port": port},
+                                  "serve": {"command": command},
+                                  "expect": {"reasoning": True}}}}
+    result = run_fleet(fleet, "-m", "reasoning or serve", "--frank-report=r.md")
+    result.assert_outcomes(passed=5)  # reasoning plain, streamed and off; serve config, drift
+    report = (pytester.path / "r.md").read_text()
+    assert "leaves --reasoning-format at the default: llama-server splits the thinking" in report
+    assert "has no --reasoning-format" not in result.stdout.str() + report
+
+
+# -- fixes that read the facts: the training context caps llama.cpp's slots ----------------------
+# A real llama.cpp on a self-test model trained at 4096 tokens: every slot is capped there
+# (its log: "the slot context (8192) exceeds the training context of the model (4096) -
+# capping"), whatever --ctx-size, --parallel or --kv-unified say.
+TRAIN_CAP = [  # (id, launch settings, expect.slots, outcome, lines, never in the output)
+    ("unified-2-slots", {"ctx_size": 8192, "parallel": 2, "kv_unified": True},
+     {"count": 2, "ctx_per_slot": 8192}, "failed",
+     ["*each slot gets 4096 tokens of context, 8192 intended: the model was trained on 4096 "
+      "and llama.cpp caps every slot at the model's training context*",
+      "  fix: serve a model trained on at least 8192 tokens, or set expect.slots.ctx_per_slot "
+      "to 4096 (what this model holds)"], ["kv_unified", "divides the context"]),
+    ("one-slot", {"ctx_size": 8192, "parallel": 1}, {"count": 1, "ctx_per_slot": 8192},
+     "failed", ["*the model was trained on 4096 and llama.cpp caps every slot*"],
+     ["set the context size", "kv_unified"]),
+    ("within-the-cap", {"ctx_size": 8192, "parallel": 2, "kv_unified": True},
+     {"count": 2, "ctx_per_slot": 4096}, "passed", [], []),
+]
+
+
+@pytest.fixture(scope="module")
+def trained_4096(tmp_path_factory):
+    from pytest_frank.local.selftest_model import write_model
+
+    return str(write_model(tmp_path_factory.mktemp("cap") / "trained-4096.gguf", ctx_train=4096))
+
+
+@pytest.mark.parametrize("launch, slots, outcome, lines, never", [c[1:] for c in TRAIN_CAP],
+                         ids=[c[0] for c in TRAIN_CAP])
+def test_the_training_context_caps_the_slots(run_fleet, trained_4096, launch, slots, outcome,
+                                             lines, never):
+    pytest.importorskip("xllamacpp")
+    fleet = {"endpoints": {"ep": {"engine": "llamacpp", "ready_timeout": 30,
+                                  "launch": {"model": trained_4096, **launch},
+                                  "expect": {"slots": slots}}}}
+    result = run_fleet(fleet, "-m", "slots")
+    result.assert_outcomes(**{outcome: 1})
+    result.stdout.fnmatch_lines(lines)
+    for text in never:
+        assert text not in result.stdout.str()
+
+
+# -- fixes that read the facts: the MTP advice only with an MTP head ----------------------------
+# The offline gate on real GGUF headers: the self-test model (no MTP head) and sparse files the
+# tests write with and without nextn_predict_layers.
+MTP_ADVICE = "use --spec-type draft-mtp alone"
+DRAFTS = [  # (id, model, draft, the finding holds, never in it)
+    ("self-drafting-no-head", "selftest", "selftest",
+     "is the served model itself, with no MTP head (nextn_predict_layers 0)", MTP_ADVICE),
+    ("self-drafting-with-head", "mtp", "mtp",
+     "is the served model itself, a whole model carrying an MTP head (4 layers + 1 NextN)", None),
+    ("whole-mtp-model-as-draft", "selftest", "mtp",
+     "is a whole model carrying an MTP head", None),
+    ("unreadable-mtp-name", "selftest", "/gone/Big-mtp.gguf", "is an -mtp model file", None),
+    ("unreadable-itself", "/gone/Big.gguf", "/gone/Big.gguf", "is the served model itself",
+     None),
+    ("small-draft-no-head", "mtp", "small", None, None),
+]
+
+
+@pytest.fixture(scope="module")
+def draft_files(tmp_path_factory):
+    import gguf_files as gf
+
+    from pytest_frank.local.selftest_model import model_path
+
+    d = tmp_path_factory.mktemp("drafts")
+
+    def model(name, nextn, blocks):
+        kv = {"{arch}.block_count": blocks, "{arch}.embedding_length": 64,
+              "{arch}.attention.head_count": 4, "{arch}.attention.head_count_kv": 1}
+        if nextn:
+            kv["{arch}.nextn_predict_layers"] = nextn
+        return str(gf.write_gguf(d / name, "qwen3", kv,
+                                 [("token_embd.weight", (64, 32), gf.Q.F16)]))
+
+    return {"selftest": str(model_path("default")), "mtp": model("Q-mtp.gguf", 1, 5),
+            "small": model("Q-0.6B.gguf", 0, 2)}
+
+
+@pytest.mark.parametrize("model, draft, holds, never", [c[1:] for c in DRAFTS],
+                         ids=[c[0] for c in DRAFTS])
+def test_mtp_advice_only_with_an_mtp_head(draft_files, model, draft, holds, never):
+    from pytest_frank.drivers import driver_for
+    from pytest_frank.fleet import Endpoint
+    from pytest_frank.serve import findings, read
+
+    model, draft = draft_files.get(model, model), draft_files.get(draft, draft)
+    line = f"llama-server -m {model} -md {draft} --spec-type draft-simple --metrics"
+    ep = Endpoint("frank", "llamacpp", url="http://127.0.0.1:8080", expect={"spec_decode": True})
+    found = [f for f in findings(read({"command": line}), ep, driver_for("llamacpp"))
+             if f.what.startswith("--model-draft")]
+    if holds is None:
+        assert found == []
+        return
+    (finding,) = found
+    assert holds in finding.what and finding.severity == "fail"
+    if never:
+        assert never not in finding.fix
+        assert "small draft model of the same family" in finding.fix
+    else:
+        assert MTP_ADVICE in finding.fix
+
+
+# -- every fix names only what is not already in effect -------------------------------------------
+def _fixes():
+    from pytest_frank.drivers import driver_for
+
+    llama = driver_for("llamacpp")
+    return {"slots": llama.slots_fix(4, 4096), "metrics": llama.metrics_fix,
+            "unify": Phrase(Alt(llama.unify_hint, ", or "), "multiply the context size by 2"),
+            "plain": "a fix in plain words"}
+
+
+IN_EFFECT = [  # (id, fix, settings in effect, the fix as given; None: dropped)
+    ("nothing-set", "slots", {}, "--parallel 4 --ctx-size 16384 (each of the 4 slots keeps 4096 "
+     "tokens; or --parallel 4 --kv-unified)"),
+    ("unified-needs-only-the-count", "slots", {"--kv-unified": None}, "--parallel 4"),
+    ("total-already-set", "slots", {"--ctx-size": "16384"}, "--parallel 4"),
+    ("another-value-is-no-match", "slots", {"--parallel": "2"},
+     "--parallel 4 --ctx-size 16384 (each of the 4 slots keeps 4096 tokens; or --parallel 4 "
+     "--kv-unified)"),
+    ("asked-value-already-set", "slots", {"--parallel": "4"}, None),
+    ("switch-already-on", "metrics", {"--metrics": None}, None),
+    ("unified-leaves-the-other-way", "unify", {"--kv-unified": None},
+     "multiply the context size by 2"),
+    ("a-mention-asks-nothing", "unify", {"--ctx-size": "4096"},
+     "add --kv-unified (every slot then sees the whole --ctx-size), or multiply the context "
+     "size by 2"),
+    ("plain-text-stays", "plain", {"--kv-unified": None}, "a fix in plain words"),
+]
+
+
+@pytest.mark.parametrize("fix, settings, given", [c[1:] for c in IN_EFFECT],
+                         ids=[c[0] for c in IN_EFFECT])
+def test_a_fix_never_asks_for_what_is_in_effect(fix, settings, given):
+    from pytest_frank.verdict import render, unsettled
+
+    kept = unsettled(_fixes()[fix], settings)
+    assert (None if kept is None else render(kept)) == given
+
+
+def test_launch_and_serve_settings_are_in_effect():
+    from pytest_frank.drivers import driver_for
+    from pytest_frank.serve import read
+    from pytest_frank.serve.flags import parse
+
+    llama = driver_for("llamacpp")
+    assert llama.settings_in_effect({"model": "selftest", "kv_unified": True, "parallel": 2}) \
+        == {"--ctx-size": "4096", "--parallel": "2", "--kv-unified": None, "--metrics": None,
+            "--jinja": None}
+    command = read({"command": "llama-server -m /m.gguf -kvu -np 2 --no-jinja"})
+    found = llama.settings_in_effect(None, parse(command, llama.serve_flags))
+    assert found["--kv-unified"] is None and found["-kvu"] is None
+    assert found["--parallel"] == "2" and "--jinja" not in found
+
+
+def test_a_unified_launch_is_not_advised_to_unify(llama, run_fleet):
+    """Real llama.cpp: 2 unified slots, 4 wanted: every slot sees the whole context, so the
+    slot count is the whole fix (no larger context, no --kv-unified)."""
+    fleet = {"endpoints": {"ep": {"engine": "llamacpp", "ready_timeout": 30,
+                                  "launch": {"model": "selftest", "ctx_size": 4096, "parallel": 2,
+                                             "kv_unified": True},
+                                  "expect": {"slots": {"count": 4, "ctx_per_slot": 4096}}}}}
+    pytest.importorskip("xllamacpp")
+    result = run_fleet(fleet, "-m", "slots")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*2 slot(s) are served, 4 intended*",
+                                 "  fix: launch.parallel: 4"])
+    assert "kv_unified" not in result.stdout.str()
+
+
+@pytest.mark.parametrize("line, fix", [
+    ("-c 8192 -np 2", "the context is divided among the slots: --ctx-size 16384, or unify the "
+     "KV cache"),
+    ("-c 4096 -np 2 --kv-unified", "--ctx-size 8192 (each slot sees the whole context)"),
+    ("-c 4096 -np 1", "--ctx-size 8192 (each slot sees the whole context)"),
+], ids=["split", "unified", "one-slot"])
+def test_the_gates_slot_fix_reads_the_command(line, fix):
+    from pytest_frank.drivers import driver_for
+    from pytest_frank.fleet import Endpoint
+    from pytest_frank.serve import findings, read
+
+    ep = Endpoint("frank", "llamacpp", url="http://127.0.0.1:8080",
+                  expect={"slots": {"ctx_per_slot": 8192}})
+    found = findings(read({"command": f"llama-server -m /m.gguf {line}"}), ep,
+                     driver_for("llamacpp"))
+    (slot,) = [f for f in found if "ctx_per_slot" in f.what]
+    assert slot.fix == fix
 
 
 # -- measurements that own their data: requests given up on, a saturated server, spec_decode

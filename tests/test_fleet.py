@@ -2,6 +2,7 @@
 
 import pytest
 
+from pytest_frank.claims import bind
 from pytest_frank.fleet import load
 
 GOOD = """
@@ -24,7 +25,7 @@ endpoints:
 def test_good_fleet_loads_with_defaults_and_env(tmp_path):
     path = tmp_path / "fleet.yaml"
     path.write_text(GOOD)
-    fleet = load(path, environ={"FRANK_LARGE_KEY": "sk-abc123"})
+    fleet = load(path, environ={"FRANK_LARGE_KEY": "sk-abc123"}, bind=bind)
     large, small = fleet["frank-default-large"], fleet["small"]
     assert large.engine == "llamacpp" and small.engine == "vllm"
     assert large.api_key == "sk-abc123" and "sk-abc123" not in repr(large)
@@ -62,6 +63,13 @@ BROKEN = {
     "unknown-expect": ("endpoints:\n  a: {url: 'http://h:1', engine: vllm, expect: {magic: 1}}\n",
                        "endpoints.a.expect: unknown key 'magic'"),
     "no-endpoints-listed": ("endpoints: {}\n", "endpoints: must not be empty"),
+    # a claim's options, parsed by the claim: the same usage error, its key under expect
+    "effort-from-no-file": ("endpoints:\n  a: {url: 'http://h:1', engine: vllm, alias: m, "
+                            "expect: {reasoning_effort: {from: cfg/none.json}}}\n",
+                            "endpoints.a.expect.reasoning_effort.from: "),
+    "effort-from-no-model": ("endpoints:\n  a: {url: 'http://h:1', engine: vllm, "
+                             "expect: {reasoning_effort: {from: models.json}}}\n",
+                             "endpoints.a.expect.reasoning_effort: `from` needs the model's id"),
 }
 
 
@@ -116,7 +124,7 @@ def test_a_present_claim_key_asks_the_claim_and_false_turns_it_off(tmp_path):
     path = tmp_path / "fleet.yaml"
     path.write_text("endpoints:\n  a: {url: 'http://h:1', engine: vllm, expect: {reasoning: {}, "
                     "tools: false, perf: true}}\n")
-    a = load(path)["a"]
+    a = load(path, bind=bind)["a"]
     assert a.asks("reasoning") and a.asks("perf") and not a.asks("tools")
     assert a.options("reasoning").max_tokens == 512  # the defaults
 
@@ -137,3 +145,58 @@ def test_nested_anchors_are_refused_before_they_expand(run_fleet, tmp_path):
                        "endpoints: {a: {url: 'http://h:1', engine: vllm}}\n")
     assert result.ret == 4
     result.stderr.fnmatch_lines(["*its anchors and aliases expand past 100000 values*"])
+
+
+def test_a_from_path_is_relative_to_the_fleet_file_and_named_when_missing(run_fleet, pytester):
+    result = run_fleet("endpoints:\n  a: {url: 'http://h:1', engine: vllm, alias: m, "
+                       "expect: {reasoning_effort: {from: cfg/none.json}}}\n")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    missing = pytester.path / "cfg" / "none.json"
+    result.stderr.fnmatch_lines([f"*endpoints.a.expect.reasoning_effort.from: {missing}: cannot "
+                                 "be read (No such file or directory)"])
+
+
+def test_an_option_a_claim_does_not_take_is_a_usage_error_naming_it(run_fleet, pytester):
+    """A claim registered with a schema looser than its options: the claim's own parsing names
+    the key the schema let through, and the ones it takes."""
+    pytester.makeconftest("""
+from dataclasses import dataclass
+
+from pytest_frank.claims import Options
+
+
+@dataclass(frozen=True)
+class Lora(Options):
+    adapter: str = ""
+
+
+def pytest_frank_claims(register):
+    register("lora", "the LoRA adapter is loaded", options=Lora, schema={"type": "object"})
+""")
+    result = run_fleet("endpoints:\n  a: {url: 'http://h:1', engine: vllm, "
+                       "expect: {lora: {adaptr: x.gguf}}}\n")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*pytest-frank: bad fleet file",
+                                 "*fleet.yaml: endpoints.a.expect.lora.adaptr: unknown option "
+                                 "(known: adapter)"])
+    assert "Traceback" not in result.stderr.str() + result.stdout.str()
+
+
+def test_asked_claims_follow_the_registry(tmp_path):
+    """health always, alias and serve by their own endpoint keys, the rest by expect: keys."""
+    unit = tmp_path / "u.service"
+    unit.write_text("[Service]\nExecStart=llama-server\n")
+    path = tmp_path / "fleet.yaml"
+    path.write_text("endpoints:\n"
+                    "  bare: {url: 'http://h:1', engine: vllm}\n"
+                    "  full: {url: 'http://h:1', engine: vllm, alias: m, serve: {unit: u.service},"
+                    " expect: {tools: {}}}\n"
+                    "  quiet: {url: 'http://h:1', engine: vllm, alias: m, serve: {unit: u.service},"
+                    " expect: {health: false, serve: false, tools: false}}\n")
+    fleet = load(path, bind=bind)
+    asked = {name: {c for c in ("health", "alias", "serve", "tools") if ep.asks(c)}
+             for name, ep in fleet.items()}
+    assert asked == {"bare": {"health"}, "full": {"health", "alias", "serve", "tools"},
+                     "quiet": {"alias"}}
+    with pytest.raises(LookupError, match="claims were never read"):
+        load(path)["bare"].asks("health")

@@ -44,8 +44,10 @@ from hypothesis import strategies as st
 
 from pytest_frank import fingerprint, redact, rows
 from pytest_frank.claims import (
+    bind,
     alias,
     health,
+    params,
     perf,
     reasoning,
     reasoning_effort,
@@ -257,19 +259,21 @@ def healthy(em: Emulator) -> None:
 EXPECT = {"reasoning": True, "reasoning_effort": {"map": {"high": "xhigh"}, "unmapped": True},
           "tools": {"parallel": True, "named": True}, "spec_decode": {"min_draft_tokens": 1},
           "perf": {"runs": 1, "max_cached_ttft_ratio": 0.9}, "vision": True,
-          "slots": {"count": 2, "ctx_per_slot": 4096}}
+          "slots": {"count": 2, "ctx_per_slot": 4096}, "params": {"claude_code": True}}
 GENERATION = [reasoning.REASONING, reasoning.STREAMED, reasoning.OFF, reasoning_effort.LEVEL,
               reasoning_effort.UNMAPPED, tools.REQUIRED, tools.AUTO, tools.NAMED_CHOICE,
               tools.PARALLEL, tools.PLAIN, tools.STREAMED, spec_decode.SPEC_DECODE, perf.TTFT,
-              perf.DECODE, perf.PREFIX_CACHE, vision.VISION]
+              perf.DECODE, perf.PREFIX_CACHE, vision.VISION, params.MAX_TOKENS, params.STOP,
+              params.RESPONSE_FORMAT, params.LOGPROBS, params.STREAM_USAGE, params.CONTEXT_LIMIT,
+              params.COUNT_TOKENS, params.SYSTEM_MESSAGE]
 
 
 def target_for(em: Emulator, **fleet) -> Target:
     entry = {"alias": "model", "expect": EXPECT, **fleet}
     entry["expect"] = {**entry["expect"], "vram": {"source": "prometheus",
                                                    "metrics_url": f"{em.url}/metrics"}}
-    ep = Endpoint("ep", em.engine, url=em.url, ready_timeout=0, timeout=5,
-                  **{k: v for k, v in entry.items()})
+    ep = bind(Endpoint("ep", em.engine, url=em.url, ready_timeout=0, timeout=5,
+                       **{k: v for k, v in entry.items()}))
     return Target(ep)
 
 
@@ -446,7 +450,7 @@ def test_a_models_list_that_is_not_an_object_leaves_every_failure_a_verdict(run_
     assert len(failed) == 9, failed  # alias, three reasoning, five tools (parallel is not asked)
     for line in failed:
         assert "Error" not in line.split(" - ", 1)[-1], line  # a verdict, not an exception name
-    result.stdout.fnmatch_lines(["*/v1/models not a model list: GET /v1/models: the body is "
-                                 "[[]1, 2, 3[]], expected an object*",
+    result.stdout.fnmatch_lines(["*/v1/models not a model list: GET /v1/models: the body: "
+                                 "expected an object, got list [[]1, 2, 3[]]*",
                                  "*test_reasoning_streamed*",
                                  "streamed chat answered 500: upstream gone"])

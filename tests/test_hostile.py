@@ -181,7 +181,7 @@ def test_a_wrong_shape_says_where_in_one_line(run_fleet):
                            "-m", "slots")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["the slot shape could not be read: GET /props: "
-                                 "default_generation_settings is [], expected an object"])
+                                 "default_generation_settings: expected an object, got list []"])
 
 
 def test_a_models_list_of_numbers_is_named(run_fleet):
@@ -189,8 +189,8 @@ def test_a_models_list_of_numbers_is_named(run_fleet):
         em.route("GET", "/v1/models", lambda r: Reply(200, {"data": [1, 2]}))
         result = run_fleet(one_endpoint(em.url, "vllm", alias="m"), "-m", "alias")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*/v1/models not a model list: GET /v1/models: data[[]0[]] is 1, "
-                                 "expected an object"])
+    result.stdout.fnmatch_lines(["*/v1/models not a model list: GET /v1/models: data[[]0[]]: "
+                                 "expected an object, got integer 1"])
 
 
 def test_curl_lines_carry_every_header_sent_and_no_secret(run_fleet):

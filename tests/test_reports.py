@@ -225,3 +225,40 @@ def test_a_probe_image_is_inline_and_a_bad_one_is_not_markup():
     html = row_html(row)
     assert f'<img alt="data_url-red.png" src="data:image/png;base64,{png}">' in html
     assert "onerror" not in html and "evil.png: not base64, not shown" in html
+
+
+@pytest.mark.parametrize("option,value,reason", [
+    ("--frank-json", "blocker/run.json", "blocker is a file, not a folder"),
+    ("--frank-prometheus", "blocker/deeper/frank.prom", "blocker is a file, not a folder"),
+    ("--frank-report", ".", "that is a folder; give a file name"),
+])
+def test_a_report_path_that_cannot_be_written_is_a_usage_error_before_any_probe(
+        run_fleet, pytester, option, value, reason):
+    (pytester.path / "blocker").write_text("in the way")
+    result = run_fleet({"endpoints": {"ep": {"url": "http://127.0.0.1:9", "engine": "vllm"}}},
+                       f"{option}={value}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{option} {value}: {reason}*"])
+    assert "Traceback" not in result.stderr.str() and "test_health" not in result.stdout.str()
+
+
+def test_a_report_folder_made_later_is_created(run_fleet, pytester):
+    result = run_fleet({"endpoints": {"ep": {"url": "http://127.0.0.1:9", "engine": "vllm"}}},
+                       "--frank-json=out/nightly/run.json", "--frank-prometheus=out/frank.prom")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert (pytester.path / "out/nightly/run.json").is_file()
+    assert (pytester.path / "out/frank.prom").is_file()
+
+
+def test_a_report_the_disk_refuses_at_the_end_is_a_red_line_and_a_failed_exit(run_fleet, pytester):
+    # The path is fine at start; the file is turned into a folder while the run goes on.
+    pytester.makepyfile(in_the_way="""
+        import os
+        def pytest_runtest_teardown(item):
+            os.makedirs("late.json", exist_ok=True)
+    """)
+    pytester.syspathinsert()
+    result = run_fleet({"endpoints": {"ep": {"url": "http://127.0.0.1:9", "engine": "vllm"}}},
+                       "--frank-json=late.json", "-k", "health", "-p", "in_the_way")
+    result.stdout.fnmatch_lines(["*--frank-json late.json: not written (Is a directory)*"])
+    assert result.ret != pytest.ExitCode.OK and "Traceback" not in result.stdout.str()

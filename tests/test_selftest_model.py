@@ -40,9 +40,12 @@ def pool():
     servers.close()
 
 
-@pytest.fixture(scope="module")
-def default(pool):
-    return pool.get(model="selftest", alias=["selftest", "frank-alt"], parallel=2)
+# The vision variant, with its projector, must answer text and tools exactly as the default does.
+@pytest.fixture(scope="module", params=[{"model": "selftest"},
+                                        {"model": "selftest:vision", "mmproj": "selftest"}],
+                ids=["default", "vision"])
+def default(pool, request):
+    return pool.get(**request.param, alias=["selftest", "frank-alt"], parallel=2)
 
 
 def chat(server, timeout=30, **body):
@@ -241,6 +244,78 @@ def test_endless_think_never_closes_its_thinking(pool):
     assert off["content"] == "Hello!" and "reasoning_content" not in off and finish == "stop"
 
 
+# --- vision ------------------------------------------------------------------------------------
+
+def image_message(colour: str, form: str) -> list[dict]:
+    from pytest_frank.claims.vision import PROMPT, png
+
+    b64 = png(colour)
+    if form == "anthropic":
+        image = {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                             "data": b64}}
+    else:
+        url = b64 if form == "base64" else f"data:image/png;base64,{b64}"
+        image = {"type": "image_url", "image_url": {"url": url}}
+    return [{"role": "user", "content": [{"type": "text", "text": PROMPT}, image]}]
+
+
+@pytest.fixture(scope="module")
+def sighted(pool):
+    return pool.get(model="selftest:vision", mmproj="selftest", threads=1)
+
+
+def test_vision_palette_is_the_batterys():
+    from pytest_frank.claims.vision import COLOURS
+    from pytest_frank.local.selftest_vision import PALETTE
+
+    assert PALETTE == COLOURS
+
+
+@pytest.mark.parametrize("form", ["data_url", "base64", "anthropic"])
+@pytest.mark.parametrize("thinking", [True, False], ids=["thinking", "thinking-off"])
+def test_vision_names_each_colour(sighted, form, thinking):
+    from pytest_frank.local.selftest_vision import PALETTE
+
+    kwargs = {} if thinking else {"chat_template_kwargs": {"enable_thinking": False}}
+    for colour in PALETTE:
+        messages = image_message(colour, form)
+        if form == "anthropic":
+            reply = httpx.post(f"{sighted.url}/v1/messages", timeout=30, json={
+                "messages": messages, "max_tokens": 64, **kwargs})
+            assert reply.status_code == 200, reply.text
+            text = [b["text"] for b in reply.json()["content"] if b["type"] == "text"]
+            assert text == [colour]
+        else:
+            msg, finish = message(chat(sighted, messages=messages, **kwargs))
+            assert (msg["content"], finish) == (colour, "stop")
+            assert msg.get("reasoning_content") == ("Thinking" if thinking else None)
+
+
+def test_vision_margin_between_colours_is_wide(sighted):
+    """The right colour word leads the next token by a wide logit gap: at least 2 GAP less the
+    shrink of the final norm (~72 measured, black against green); llama.cpp reports gaps past
+    ~104 as the float minimum."""
+    from pytest_frank.local.selftest_vision import PALETTE
+
+    margins = {}
+    for colour in PALETTE:
+        reply = chat(sighted, messages=image_message(colour, "data_url"), temperature=0,
+                     logprobs=True, top_logprobs=2)
+        assert reply.status_code == 200, reply.text
+        steps = reply.json()["choices"][0]["logprobs"]["content"]
+        (step,) = [s for s in steps if s["token"] in PALETTE]
+        best, runner_up = step["top_logprobs"]
+        assert best["token"] == colour
+        margins[colour] = best["logprob"] - runner_up["logprob"]
+    assert min(margins.values()) > 60, margins
+
+
+def test_vision_with_an_image_and_tools_still_calls(sighted):
+    msg, finish = message(chat(sighted, messages=image_message("red", "data_url"),
+                               tools=[TOOL], tool_choice="required"))
+    assert finish == "tool_calls" and msg["tool_calls"][0]["function"]["name"] == "get_weather"
+
+
 # --- launch keys -------------------------------------------------------------------------------
 
 def spec_metric(server, name: str) -> float:
@@ -339,6 +414,15 @@ def test_write_model_is_deterministic(tmp_path):
     assert selftest_model.write_model(tmp_path / "c.gguf", "no_think").read_bytes() != a
 
 
+def test_vision_model_and_projector_are_quick_to_write(tmp_path):
+    import time
+
+    start = time.monotonic()
+    selftest_model.write_model(tmp_path / "v.gguf", "vision")
+    selftest_model.projector_path(cache_dir=tmp_path)
+    assert time.monotonic() - start < 2
+
+
 def test_long_thinkers_are_small_and_quick_to_write(tmp_path):
     import time
 
@@ -364,3 +448,20 @@ def test_cli_writes_the_model(tmp_path):
     assert out.stdout.strip() == str(target)
     expected = selftest_model.write_model(tmp_path / "n.gguf", "no_think")
     assert target.read_bytes() == expected.read_bytes()
+
+
+def test_cli_writes_the_vision_model_and_its_projector(tmp_path):
+    model, mmproj = tmp_path / "v.gguf", tmp_path / "v-mmproj.gguf"
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest_frank.cli", "selftest-model", str(model),
+         "--variant", "vision", "--mmproj", str(mmproj)],
+        capture_output=True, text=True, check=True,
+    )
+    assert out.stdout.split() == [str(model), str(mmproj)]
+    assert mmproj.read_bytes() == selftest_model.projector_path(cache_dir=tmp_path).read_bytes()
+    server = launch({"model": str(model), "mmproj": str(mmproj), "threads": 1})
+    try:
+        msg, _ = message(chat(server, messages=image_message("blue", "base64")))
+        assert msg["content"] == "blue"
+    finally:
+        server.stop()

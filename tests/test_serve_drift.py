@@ -9,7 +9,9 @@ import pytest
 
 from pytest_frank import fleet
 from pytest_frank.drivers import driver_for
-from pytest_frank.serve import EffortMapError, drift, read, read_effort_map
+from pytest_frank.claims import bind
+from pytest_frank.claims.effort_map import EffortMapError, read_effort_map
+from pytest_frank.serve import drift, read
 
 UNIT = """[Service]
 ExecStart=/opt/llama-server -m /m/Q-mtp.gguf --alias frank -c 131072 -np 1 \\
@@ -74,6 +76,20 @@ def test_vllm_max_model_len_and_root():
         "restarted since the edit"]
 
 
+def test_sglang_model_path_comes_from_the_server_info():
+    cmd = read({"command": "python -m sglang.launch_server --model-path Qwen/Qwen3-8B "
+                           "--served-model-name frank --context-length 32768"})
+    # SGLang's card carries the served name as root; the model path is in /get_server_info.
+    live = {"/v1/models": {"data": [{"id": "frank", "root": "frank", "max_model_len": 32768}]},
+            "/get_server_info": {"model_path": "Qwen/Qwen3-8B", "context_length": 32768}}
+    assert drift(cmd, live, driver_for("sglang")) == []
+    live["/get_server_info"]["model_path"] = "Qwen/Qwen3-14B"
+    (found,) = drift(cmd, live, driver_for("sglang"))
+    assert "asks model Qwen/Qwen3-8B, the server runs Qwen/Qwen3-14B" in found.what
+    del live["/get_server_info"]  # a build without the route: nothing to compare, no guess
+    assert drift(cmd, live, driver_for("sglang")) == []
+
+
 MODELS = {"providers": {
     "llamacpp (dankserver)": {"baseUrl": "http://192.168.0.235:7770/v1", "models": [
         {"id": "frank", "compat": {"reasoningEffortMap": {"minimal": "low", "high": "xhigh",
@@ -121,10 +137,12 @@ endpoints:
       serve: {unit_policy: true}
       reasoning_effort: {from: cfg/models.json}
 """)
-    ep = fleet.load(path)["frank"]
+    ep = fleet.load(path, bind=bind)["frank"]
     assert ep.serve == {"unit": str(tmp_path / "cfg" / "frank.service"),
                         "command": "llama-server -m x"}
-    assert ep.expect["reasoning_effort"]["map"] == {"minimal": "low", "high": "xhigh"}
+    effort = ep.options("reasoning_effort")
+    assert effort.map == {"minimal": "low", "high": "xhigh"}
+    assert effort.source == str(tmp_path / "cfg" / "models.json")
 
 
 @pytest.mark.parametrize("serve,expect,message", [
@@ -141,5 +159,5 @@ endpoints:
   frank: {{url: "http://h:1", engine: llamacpp, alias: frank, serve: {serve}, expect: {expect}}}
 """)
     with pytest.raises(fleet.FleetError) as err:
-        fleet.load(path)
+        fleet.load(path, bind=bind)
     assert message in str(err.value) and str(path) in str(err.value)

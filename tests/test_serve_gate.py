@@ -7,6 +7,7 @@ from __future__ import annotations
 import gguf_files as gf
 import pytest
 
+from pytest_frank.claims import bind
 from pytest_frank.drivers import driver_for
 from pytest_frank.fleet import Endpoint
 from pytest_frank.serve import findings, read
@@ -42,7 +43,7 @@ def llama_line(box) -> str:
 
 
 def endpoint(engine="llamacpp", url="http://10.0.0.5:7770/v1", **expect) -> Endpoint:
-    return Endpoint("frank", engine, url=url, alias="frank", expect=expect)
+    return bind(Endpoint("frank", engine, url=url, alias="frank", expect=expect))
 
 
 def run(line: str, ep: Endpoint):
@@ -96,6 +97,25 @@ def test_each_llamacpp_fault_yields_its_finding(box, edit, expected):
     assert any(expected in t for t in texts), texts
     hit = next(f for f in found if expected in f.what)
     assert hit.where == "serve.command:1" and hit.fix and hit.severity == "fail"
+
+
+def test_an_unpinned_reasoning_format_is_a_note(box):
+    """llama-server splits reasoning out by default; only `none` keeps it in content."""
+    line = llama_line(box).replace(" --reasoning-format deepseek", "")
+    (found,) = run(line, endpoint(**LLAMA_EXPECT))
+    assert found.severity == "note"
+    assert "leaves --reasoning-format at the default" in found.what
+    assert found.fix.startswith("pin it")
+
+
+@pytest.mark.parametrize("spelling, use", [("--draft-max 4", "--spec-draft-n-max N"),
+                                           ("--draft=4", "--spec-draft-n-max N"),
+                                           ("--draft-min 1", "--spec-draft-n-min N")])
+def test_a_removed_draft_spelling_is_a_note(box, spelling, use):
+    """llama.cpp's arg_removed: a current llama-server exits on it; a fork may still take it."""
+    (found,) = run(f"{llama_line(box)} {spelling}", endpoint(**LLAMA_EXPECT))
+    assert found.severity == "note" and "the argument has been removed" in found.what
+    assert found.fix == f"use {use}"
 
 
 def test_findings_point_at_the_file_and_line_that_sets_the_value(box, tmp_path):
@@ -168,7 +188,7 @@ def test_the_context_must_fit_the_card(tmp_path):
 VLLM = ("vllm serve /srv/qwen --served-model-name frank --port 7770 --max-model-len 131072 "
         "--enable-auto-tool-choice --tool-call-parser qwen3_xml --reasoning-parser qwen3 "
         "--enable-prefix-caching --speculative-config '{\"method\": \"ngram\"}'")
-VLLM_EXPECT = {"tools": True, "reasoning": True, "spec_decode": True}
+VLLM_EXPECT = {"tools": True, "reasoning": True, "spec_decode": True, "params": True}
 VLLM_FAULTS = [
     ("no-auto-tool-choice", ("--enable-auto-tool-choice ", ""), "has no "
      "--enable-auto-tool-choice: clients send tool_choice \"auto\""),
@@ -180,6 +200,9 @@ VLLM_FAULTS = [
     ("served-name", ("--served-model-name frank", "--served-model-name qwen other"),
      "serves it as qwen, other"),
     ("port", ("--port 7770", "--port 8000"), "listens on port 8000"),
+    # params asks top_logprobs 2; vLLM's default (20) serves, a lower cap refuses it
+    ("max-logprobs", ("--port 7770", "--port 7770 --max-logprobs 1"),
+     "params is asked, but --max-logprobs is 1: clients asking top_logprobs above it"),
 ]
 
 
@@ -227,14 +250,14 @@ WantedBy=multi-user.target
 ])
 def test_unit_policy(box, tmp_path, edit, expected):
     unit = tmp_path / "u.service"
-    ep = Endpoint("frank", "llamacpp", url="http://10.0.0.5:7770", expect={
-        "serve": {"unit_policy": True}})
+    ep = bind(Endpoint("frank", "llamacpp", url="http://10.0.0.5:7770", expect={
+        "serve": {"unit_policy": True}}))
     unit.write_text(GOOD_UNIT.format(**box))
     assert findings(read({"unit": str(unit)}), ep, driver_for("llamacpp")) == []
     unit.write_text(GOOD_UNIT.format(**box).replace(*edit))
     (found,) = findings(read({"unit": str(unit)}), ep, driver_for("llamacpp"))
     assert expected in found.what and found.where.startswith(str(unit))
-    plain = Endpoint("frank", "llamacpp", url="http://10.0.0.5:7770")  # the policy not asked
+    plain = bind(Endpoint("frank", "llamacpp", url="http://10.0.0.5:7770"))  # policy not asked
     assert findings(read({"unit": str(unit)}), plain, driver_for("llamacpp")) == []
 
 
@@ -246,7 +269,7 @@ def test_the_examples_gate_notes_the_weights_that_live_on_the_serving_host():
     from pytest_frank import fleet
 
     examples = Path(__file__).parent.parent / "examples" / "serve" / "fleet.yaml"
-    for name, ep in fleet.load(examples).items():
+    for name, ep in fleet.load(examples, bind=bind).items():
         driver = driver_for(ep.engine)
         cmd = read(ep.serve, is_server=lambda argv, d=driver: d.serve_flags.start(argv) is not None)
         found = findings(cmd, ep, driver)

@@ -6,6 +6,7 @@ the configuration that lacks the flag. Server configurations are few and shared 
          --tool-call-parser hermes, --api-key
   BARE   no parsers, no key, no speculative decoding
   NGRAM  --speculative-config ngram;  DRAFT  the flat model drafted for by the sharp one
+  LONG   the long thinker (1,000 tokens of thinking, then "Hello!"), --reasoning-parser qwen3
 """
 
 import json
@@ -20,6 +21,9 @@ BARE = {}
 # talking, so ngram lookups and a draft model have a long answer to draft.
 NGRAM = {"variant": "chatty", "speculative": "ngram"}
 DRAFT = {"variant": "chatty", "speculative": "chatty"}
+LONG = {"variant": "long_think", "reasoning_parser": "qwen3"}
+EFFORT = {"map": {"minimal": "minimal", "low": "low", "medium": "medium", "high": "high",
+                  "max": "max"}, "unmapped": True}
 
 
 def fleet(server, key=KEY, **expect):
@@ -79,9 +83,7 @@ def test_named_tool_choice_is_what_vllm_really_answers(vllm, run_fleet):
 
 
 def test_reasoning_effort_levels_vllm_accepts_pass(vllm, run_fleet):
-    effort = {"map": {"minimal": "minimal", "low": "low", "medium": "medium", "high": "high",
-                      "max": "max"}, "unmapped": True}
-    result = run_fleet(fleet(vllm(**FULL), reasoning_effort=effort), "-m", "reasoning_effort")
+    result = run_fleet(fleet(vllm(**FULL), reasoning_effort=EFFORT), "-m", "reasoning_effort")
     result.assert_outcomes(passed=6)
 
 
@@ -200,3 +202,60 @@ def test_draft_model_is_engaged_from_real_counters(vllm, run_fleet):
     result = run_fleet(fleet(vllm(**DRAFT), key=None, spec_decode=True), "-m", "spec_decode")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*spec_decode ok*"])
+
+
+# -- LONG: a model that thinks a thousand tokens before it answers ---------------------------------
+
+def recorded(pytester) -> tuple[dict, dict]:
+    """The run's --frank-json: the endpoint's record (its cost), and test name -> its row."""
+    data = json.loads((pytester.path / "run.json").read_text())
+    return data["endpoints"]["ep"], {row["key"].split("::")[-1]: row for row in data["rows"]}
+
+
+def test_long_thinker_passes_reasoning_at_the_defaults(vllm, run_fleet, pytester):
+    """vLLM cuts the first ask (max_tokens 512) with finish_reason "length", the reasoning in
+    `reasoning` and content null, plain and streamed; the second ask, with the room the served
+    context leaves, gets the answer. thinking_tokens is vLLM's own count
+    (usage.completion_tokens_details.reasoning_tokens), which leaves out <think> and </think>."""
+    result = run_fleet(fleet(vllm(**LONG), key=None, reasoning=True, reasoning_effort=EFFORT),
+                       "-p", "no:randomly", "-m", "reasoning or reasoning_effort",
+                       "--frank-json=run.json")
+    result.assert_outcomes(passed=9)  # plain, streamed, thinking off; 5 levels, unmapped
+    endpoint, found = recorded(pytester)
+    for test in ("test_reasoning[ep]", "test_reasoning_streamed[ep]"):
+        assert found[test]["figures"] == {"thinking_tokens": {"value": 1000.0,
+                                                              "unit": "tokens"}}, found[test]
+        # 4096 tokens of context less the prompt bound the second ask below 8192
+        assert found[test]["notes"] == [
+            "thinking took 1000 tokens here: clients need max_tokens above about 1,300 "
+            "(max_tokens=512 ran out while thinking; asked again with 4045)"], found[test]
+        assert len(found[test]["exchanges"]) == 2
+    assert found["test_reasoning_effort[ep-high]"]["notes"] == [
+        "reasoning_effort 'high' (sent as 'high'): cut at max_tokens=512 while thinking "
+        "(finish_reason 'length', reasoning, no answer yet): that proves what this check asks; "
+        "the answer itself is not judged here"]
+    # reasoning: 2 x (512 cut + 1005 answered) and 3 with thinking off; effort: 11 x 512 cut
+    assert (endpoint["generations"], endpoint["tokens"]) == (16, 8669)
+    result.stdout.fnmatch_lines(["ep  cost: 16 generations, 8669 tokens"])
+
+
+def test_long_thinker_fails_where_max_thinking_tokens_is_too_small(vllm, run_fleet):
+    fleet_ = one_endpoint(vllm(**LONG).url, "vllm", alias="tiny", max_thinking_tokens=600,
+                          expect={"reasoning": True})
+    result = run_fleet(fleet_, "-p", "no:randomly", "-m", "reasoning")
+    result.assert_outcomes(passed=1, failed=2)  # thinking off answers at once
+    result.stdout.fnmatch_lines([
+        "thinking did not end within 600 tokens: finish_reason 'length' with 599 tokens of "
+        "reasoning and no answer; `expect.reasoning.max_tokens` (512) ran out first, then this "
+        "larger budget, bounded by max_thinking_tokens",
+        "*fix: *if this model really thinks longer, raise max_thinking_tokens (and the served "
+        "context)"])
+
+
+# -- params: request parameters honoured, on the model that keeps talking ------------------------
+
+def test_params_pass_on_real_vllm(vllm, run_fleet):
+    server = vllm(variant="chatty", reasoning_parser="qwen3")
+    result = run_fleet(fleet(server, key=None, params=True), "-m", "params", "-v", "-rA")
+    result.assert_outcomes(passed=6, skipped=2)  # count_tokens and system: Anthropic shape only
+    result.stdout.fnmatch_lines(["ep *params ok*"])

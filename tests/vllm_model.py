@@ -1,7 +1,8 @@
 """Tiny Hugging Face model folders with scripted answers, for real vLLM servers in the tests.
 
 Run with the vLLM environment's python (it needs numpy and safetensors, nothing else):
-`python tests/vllm_model.py FOLDER [--variant sharp|flat|chatty]`. Writing one takes well under a second.
+`python tests/vllm_model.py FOLDER [--variant sharp|flat|chatty|long_think]`.
+Writing one takes well under a second.
 
 Like the self-test GGUF (pytest_frank/local/selftest_model.py), the model is a bigram table: a Llama
 with zero blocks, so the logits depend only on the last token. The embedding gives each scripted
@@ -22,6 +23,14 @@ template; everything vLLM does with the reply (parsers, grammars, streaming) is 
 
 Variants: "sharp" follows the script at any temperature (logit gaps of 400). "flat" has the same
 greedy answers, but gaps so small that sampling at temperature 1 wanders off the script.
+"long_think" thinks like an R1-style distill before it answers: reasoning " step0 step1 ...
+step999" (a thousand words, each its own token), then "Hello!", 1,005 tokens in all; thinking
+off, "Hello!" at once. A bigram table cannot count, so each word is its own token and names its
+successor in three one-hot base-10 digits (30 units): the chain fits in the same 64 units, and
+the folder (912 KB) is written in about 0.4 s. Observed on vLLM 0.32.0 with --reasoning-parser
+qwen3: max_tokens 512 ends with finish_reason "length", content null, reasoning up to " step510"
+and usage.completion_tokens_details.reasoning_tokens 511 (plain and streamed alike); a budget
+that fits gives reasoning_tokens 1000, content "Hello!", finish "stop".
 """
 
 from __future__ import annotations
@@ -70,6 +79,13 @@ GAPS = {"sharp": (400.0, 40.0), "flat": (6.0, 0.01), "chatty": (400.0, 40.0)}  #
 # step between ranks). chatty is sharp but never done: "Hello!" again until max_tokens, so a
 # drafter has a long answer of the model's own accord to draft.
 SCRIPTS = {"sharp": SCRIPT, "flat": SCRIPT, "chatty": {**SCRIPT, "!": ["Hello"]}}
+# The long thinker's thinking: distinct words, since the next token depends on the last alone.
+CHAIN_WORDS = tuple(f" step{i}" for i in range(1000))
+CHAIN_DIGITS = 3
+CHAINS = ("long_think",)
+# Only the chain's first and last words are scripted; the digits drive the rest.
+SCRIPTS["long_think"] = {**SCRIPT, "<think>": [CHAIN_WORDS[0]], CHAIN_WORDS[-1]: ["</think>"]}
+GAPS["long_think"] = GAPS["sharp"]
 
 
 def _byte_chars() -> list[str]:
@@ -90,11 +106,12 @@ def _spell(text: str) -> str:
 
 
 class Vocab:
-    def __init__(self) -> None:
-        self.bpe = list(BYTES) + [_spell("\n\n")] + [_spell(w) for w in WORDS + JSON_CHUNKS]
+    def __init__(self, extra: tuple[str, ...] = ()) -> None:
+        words = WORDS + JSON_CHUNKS + extra
+        self.bpe = list(BYTES) + [_spell("\n\n")] + [_spell(w) for w in words]
         self.added = list(SPECIAL + MARKERS)
         texts = [bytes([i]).decode("latin-1") if i < 256 else None for i in range(256)]
-        texts += ["\n\n", *WORDS, *JSON_CHUNKS, *self.added]
+        texts += ["\n\n", *words, *self.added]
         self.ids = {}
         for i, text in enumerate(texts):
             if i < 256 and i >= 128:
@@ -115,10 +132,12 @@ def weights(vocab: Vocab, variant: str) -> dict:
     script = {vocab[k]: [vocab[t] for t in v] for k, v in SCRIPTS[variant].items()}
     unit = {tid: 2 + n for n, tid in enumerate(sorted(script))}  # 0: bias, 1: every other token
     n = len(vocab)
+    chain = _chain(vocab, variant, script)
     embed = np.zeros((n, HIDDEN), dtype=np.float32)
     embed[:, 0] = 1.0
     for tid in range(n):
-        embed[tid, unit.get(tid, 1)] = 1.0
+        if tid not in chain:
+            embed[tid, unit.get(tid, 1)] = 1.0
     order = list(dict.fromkeys(vocab[t] for t in RANKING))
     order += [i for i in range(n) if i not in order]
     base = np.zeros(n)
@@ -128,6 +147,7 @@ def weights(vocab: Vocab, variant: str) -> dict:
     for tid, prefs in script.items():
         for i, nxt in enumerate(prefs):
             out[nxt, unit[tid]] = top - gap * i - base[nxt]
+    _write_chain(chain, 2 + len(script), embed, out, base, top)
     # Zero blocks and RMS norm leave the final state at embedding * sqrt(HIDDEN / 2).
     tensors = {"model.embed_tokens.weight": embed, "model.norm.weight": np.ones(HIDDEN),
                "lm_head.weight": out / (HIDDEN / 2) ** 0.5}
@@ -139,6 +159,39 @@ def weights(vocab: Vocab, variant: str) -> dict:
                      "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"):
             tensors[p + name + ".weight"] = np.zeros((HIDDEN, HIDDEN))
     return {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in tensors.items()}
+
+
+def _chain(vocab: Vocab, variant: str, script: dict) -> dict[int, int]:
+    """Chain word id -> the id of the word after it, for the words the digits drive (the last
+    word is scripted: its own unit leads to "</think>")."""
+    if variant not in CHAINS:
+        return {}
+    ids = [vocab[w] for w in CHAIN_WORDS]
+    return {tid: nxt for tid, nxt in zip(ids, ids[1:]) if tid not in script}
+
+
+def _write_chain(chain: dict[int, int], first_unit: int, embed, out, base, top: float) -> None:
+    """Each chain word's embedding holds its successor's digits; each word's output row matches
+    its own. Only the successor matches all three (3 * top); one sharing digits reaches 2 * top
+    at most, any other token stays under 0. The unit 1/sqrt(CHAIN_DIGITS) keeps a row's squared
+    norm at 2, like every other row, so the final RMS norm scales all rows alike."""
+    if not chain:
+        return
+    unit = CHAIN_DIGITS ** -0.5
+    assert first_unit + 10 * CHAIN_DIGITS <= HIDDEN, "the chain's digits need a larger HIDDEN"
+    words = sorted(set(chain) | set(chain.values()))
+    index = {tid: n for n, tid in enumerate(words)}
+
+    def units(tid: int) -> list[int]:
+        n = index[tid]
+        return [first_unit + 10 * d + (n // 10 ** d) % 10 for d in range(CHAIN_DIGITS)]
+
+    for tid, nxt in chain.items():
+        embed[tid, units(nxt)] = unit
+    for tid in words:
+        first, *rest = units(tid)
+        out[tid, first] = (top - base[tid]) / unit  # cancels the word's low global rank
+        out[tid, rest] = top / unit
 
 
 TEMPLATE = """\
@@ -202,7 +255,7 @@ def write(folder, variant: str = "sharp") -> Path:
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    vocab = Vocab()
+    vocab = Vocab(CHAIN_WORDS if variant in CHAINS else ())
     end, pad = vocab["<|im_end|>"], vocab["<|endoftext|>"]
     config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama",
               "hidden_size": HIDDEN, "intermediate_size": HIDDEN, "num_hidden_layers": LAYERS,

@@ -1,4 +1,4 @@
-"""One module per claim. Each declares its `Options` (built once from the fleet entry), its
+"""One module per claim. Each declares its `Options` (parsed from the fleet entry by `bind`), its
 probes (network and file work) and its checks (`pytest_frank.checks.Check`: probe + judge).
 A conftest.py or a plugin adds claims of its own with `register` (the `pytest_frank_claims`
 hook, pytest_frank.hooks)."""
@@ -8,7 +8,10 @@ from __future__ import annotations
 import importlib
 import re
 from dataclasses import dataclass, fields
-from typing import Any
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pytest_frank.fleet import EXPECT_SCHEMAS, Endpoint, OptionError
 
 # Claim names are marker names and fleet.yaml `expect:` keys: a public interface (`-m tools`).
 CLAIMS = {
@@ -19,36 +22,62 @@ CLAIMS = {
     "tools": "tool calls are well formed and validate against their schema",
     "spec_decode": "speculative decoding is engaged with a sane acceptance rate",
     "vision": "the model sees the image it is sent",
+    "params": "request parameters (caps, stops, schemas, logprobs, usage, context) are honoured",
     "perf": "time to first token and decode speed meet the fleet's floors",
     "slots": "the live slot shape matches the intended one",
     "vram": "GPU memory used matches the model's own header",
     "serve": "the serve config (unit, env, script) holds what the claims need, and is what runs",
 }
 BUILT_IN = frozenset(CLAIMS)
+# How a claim is asked besides its own `expect:` key (every other claim is asked by that key
+# alone, `false` turning it off): health always, unless `expect: {health: false}`; alias and
+# serve by an endpoint key of their own (`alias:`, `serve:`), unless turned off under expect.
+ALWAYS = frozenset({"health"})
+ASKED_BY = {"alias": "alias", "serve": "serve"}
 MARKER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")  # a claim's name is a marker's: `-m lora`
 
 
 @dataclass(frozen=True)
 class Options:
-    """A claim's options, from its fleet.yaml value: `true` or `{}` mean the defaults."""
+    """A claim's options, from its fleet.yaml value: `true` or `{}` mean the defaults. The keys
+    in PATHS name files, relative to the fleet file (a URL stays as written)."""
+
+    PATHS: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
-    def from_fleet(cls, value: Any) -> Options:
-        return cls(**value) if isinstance(value, dict) else cls()
+    def from_fleet(cls, value: Any, endpoint: Endpoint | None = None) -> Options:
+        """Parse `expect.<claim>`; raises fleet.OptionError naming the key and the reason."""
+        if not isinstance(value, dict):
+            return cls()
+        unknown = sorted(set(value) - cls.keys())
+        if unknown:  # a registered claim's schema may allow what its class does not take
+            raise OptionError(str(unknown[0]), f"unknown option (known: "
+                                               f"{', '.join(sorted(cls.keys())) or 'none'})")
+        folder = endpoint.folder if endpoint is not None else None
+        return cls(**{k: in_folder(v, folder) if k in cls.PATHS else v for k, v in value.items()})
 
     @classmethod
     def keys(cls) -> set[str]:
         return {f.name for f in fields(cls)}
 
 
+def in_folder(value: Any, folder: Path | None) -> Any:
+    """A file named in fleet.yaml, relative to the fleet file's folder; `~` expanded, URLs and
+    absolute paths as they are."""
+    if not isinstance(value, str) or not value or "://" in value:
+        return value
+    path = Path(value).expanduser()
+    return str(path if path.is_absolute() or folder is None else folder / path)
+
+
 class ClaimError(Exception):
     """A claim that cannot be registered; the message names it."""
 
 
-# The registered claims' options and `expect:` schema fragments, by name; they last as long as
-# the pytest configuration that registered them (`reset`).
+# The registered claims' options (their `expect:` schema fragments are the fleet's
+# EXPECT_SCHEMAS), by name; they last as long as the pytest configuration that registered them
+# (`reset`).
 _OPTIONS: dict[str, type[Options]] = {}
-SCHEMAS: dict[str, dict[str, Any]] = {}
 
 
 def register(name: str, about: str, options: type[Options] = Options,
@@ -65,7 +94,7 @@ def register(name: str, about: str, options: type[Options] = Options,
         raise ClaimError(f"claim {name!r}: options must be a pytest_frank.claims.Options class")
     CLAIMS[name] = about  # after the built-ins: its column comes after theirs
     _OPTIONS[name] = options
-    SCHEMAS[name] = schema if schema is not None else {"type": ["boolean", "object"]}
+    EXPECT_SCHEMAS[name] = schema if schema is not None else {"type": ["boolean", "object"]}
 
 
 def reset() -> None:
@@ -73,7 +102,7 @@ def reset() -> None:
     for name in [name for name in CLAIMS if name not in BUILT_IN]:
         del CLAIMS[name]
     _OPTIONS.clear()
-    SCHEMAS.clear()
+    EXPECT_SCHEMAS.clear()
 
 
 def options_type(claim: str) -> type[Options]:
@@ -81,3 +110,26 @@ def options_type(claim: str) -> type[Options]:
         return _OPTIONS[claim]
     module = importlib.import_module(f"pytest_frank.claims.{claim}")
     return getattr(module, "Options", Options)
+
+
+def asked(claim: str, endpoint: Endpoint) -> bool:
+    """Whether the fleet entry asks the claim (ALWAYS, ASKED_BY, else its `expect:` key)."""
+    value = endpoint.expect.get(claim)
+    if value is False:
+        return False
+    if claim in ASKED_BY:
+        return bool(getattr(endpoint, ASKED_BY[claim]))
+    return claim in ALWAYS or value is not None
+
+
+def bind(endpoint: Endpoint) -> Endpoint:
+    """Read every claim's options from the entry, and which claims it asks, into it (what
+    fleet.load's `bind` does); raises fleet.OptionError naming the claim's key."""
+    options = {}
+    for claim in CLAIMS:
+        try:
+            options[claim] = options_type(claim).from_fleet(endpoint.expect.get(claim), endpoint)
+        except OptionError as exc:
+            raise exc.under(claim) from None
+    endpoint.bind(options, [claim for claim in CLAIMS if asked(claim, endpoint)])
+    return endpoint

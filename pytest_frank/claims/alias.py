@@ -10,6 +10,8 @@ from pytest_frank.verdict import fail
 def judge(served: Served, ctx: Context) -> None:
     """The fleet's alias is among the served model names."""
     wanted = ctx.endpoint.alias
+    if wanted is None:  # asked only of an endpoint with an alias
+        fail("fleet.yaml sets no alias for this endpoint to look for")
     if wanted not in served.ids:
         listed = ", ".join(repr(i) for i in served.ids) or "no models at all"
         fail(f"alias {wanted!r} is not served by {served.url}; it serves {listed}",

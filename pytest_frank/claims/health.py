@@ -13,7 +13,7 @@ def judge(health: Health, ctx: Context) -> None:
         # Polled until the deadline, so the wait is the configured one (a loaded machine may
         # add a fraction of a second that would only confuse the line).
         fail(f"{health.url} is still loading after {ctx.endpoint.ready_timeout:g}s "
-             f"(ready_timeout {ctx.endpoint.ready_timeout:g}s); last answer: {health.detail}",
+             f"(ready_timeout {ctx.endpoint.ready_timeout:g}s); last answer: {health.problem}",
              "wait for the model to finish loading, or raise ready_timeout in fleet.yaml")
     if health.state == "down":
         fail(health.line(), health.fix)

@@ -274,7 +274,7 @@ def _judge_times(cache: CacheRuns, ctx: Context, cold_s: list[float], ratio: flo
 def _first_tokens(runs: list[Reply]) -> list[float]:
     for run in runs:
         if not run.ok:
-            fail(f"the streamed request to {run.url} failed: {run.said}", run.fix)
+            fail(f"the streamed request to {run.url} failed: {run.problem_line}", run.fix)
         if run.first_token_s is None:
             body = run.exchange.snippet(200) if run.exchange else ""
             fail(f"the stream from {run.url} carried no content or reasoning text: {body}")

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from pytest_frank.chat import Reply, Request
 from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Options as ClaimOptions
+from pytest_frank.claims import in_folder
+from pytest_frank.claims.effort_map import EffortMapError, read_effort_map
 from pytest_frank.claims.replies import (cut_while_thinking, one_line, require_answer,
                                          require_budget)
+from pytest_frank.fleet import Endpoint, OptionError
 from pytest_frank.observation import Observation
 from pytest_frank.verdict import fail
 
@@ -31,19 +34,33 @@ class Options(ClaimOptions):
     max_tokens: int = 512
     source: str | None = None  # the client config the map was read from (`from:`)
 
-    FROM_KEYS = ("from", "model", "provider")  # fleet.py reads the client's map into `map`
+    FROM_KEYS: ClassVar[tuple[str, ...]] = ("from", "model", "provider")  # read into `map`
 
     @classmethod
-    def from_fleet(cls, value: Any) -> Options:
-        """The long form `{map: {...}, unmapped: bool, max_tokens: n}` (or `from:` a client's
-        config, already read into `map` by the fleet loader) or the bare level map."""
+    def from_fleet(cls, value: Any, endpoint: Endpoint | None = None) -> Options:
+        """The long form `{map: {...}, unmapped: bool, max_tokens: n}`, the form that reads the
+        map `from:` a client's config (relative to the fleet file), or the bare level map."""
         value = dict(value) if isinstance(value, dict) else {}
+        if "from" in value:
+            source = in_folder(value.pop("from"), endpoint.folder if endpoint else None)
+            model, provider = value.pop("model", None), value.pop("provider", None)
+            return cls(**value, map=_client_map(source, model, provider, endpoint),
+                       source=source)
         if not isinstance(value.get("map"), dict):
             return cls(map=value)
-        source = value.get("from")
-        for key in cls.FROM_KEYS:
-            value.pop(key, None)
-        return cls(**value, source=source)
+        return cls(**value)
+
+
+def _client_map(path: str, model: str | None, provider: str | None,
+                endpoint: Endpoint | None) -> dict[str, str]:
+    model = model or (endpoint.alias if endpoint else None)
+    if not model:
+        raise OptionError("", "`from` needs the model's id in the client config: set "
+                              "reasoning_effort.model or the endpoint's alias")
+    try:
+        return read_effort_map(path, model, endpoint.url if endpoint else None, provider)
+    except EffortMapError as exc:
+        raise OptionError("from", str(exc)) from None
 
 
 @dataclass(kw_only=True)
@@ -73,14 +90,14 @@ def unmapped(target) -> Efforts:
 def judge_level(efforts: Efforts, ctx: Context) -> None:
     """The level, sent as mapped, is accepted by the template and answered with content (or
     cut while thinking)."""
-    lv = ctx.case
-    reply, value = efforts.replies[lv], efforts.sent[lv]
+    ((lv, reply),) = efforts.replies.items()  # the one level this case asked
+    value = efforts.sent[lv]
     doing = f"reasoning_effort {lv!r} (sent as {value!r})"
-    if reply.error and reply.status is not None and reply.status >= 400:
-        said = template_message(reply.error)
+    if reply.problem and reply.status is not None and reply.status >= 400:
+        said = template_message(reply.problem)
         if said:
             fail(f"{doing} answered {reply.status}: the chat template rejects it: {said}",
-                 map_fix([lv], supported(reply.error)))
+                 map_fix([lv], supported(reply.problem)))
     require_answer(reply, ctx.driver, doing)
     if cut_while_thinking(reply, ctx, doing):
         return
@@ -92,14 +109,15 @@ def judge_level(efforts: Efforts, ctx: Context) -> None:
 def judge_unmapped(efforts: Efforts, ctx: Context) -> None:
     """Note what the template does with each raw level; fail when one it rejects is unmapped."""
     mapping = ctx.options.map
-    missing, accepted = [], None
+    missing: list[str] = []
+    accepted: list[str] = []  # the levels the template says it takes, once one says
     for lv, reply in efforts.replies.items():
-        said = template_message(reply.error) if reply.error else None
+        said = template_message(reply.problem) if reply.problem else None
         if not said:
             ctx.note(f"{lv}: accepted as is" if reply.ok else
-                     f"{lv}: {reply.status}: {one_line(reply.error, 120)}")
+                     f"{lv}: {reply.status}: {one_line(reply.problem, 120)}")
             continue
-        accepted = accepted or supported(reply.error)
+        accepted = accepted or supported(reply.problem)
         mapped = f" (mapped to {mapping[lv]!r})" if lv in mapping else ""
         ctx.note(f"{lv}: rejected by the template{mapped}: {said}")
         if lv not in mapping:
@@ -135,7 +153,7 @@ def suggest(level: str, accepted: list[str]) -> str | None:
     if not accepted:
         return None
     rank = {name: i for i, name in enumerate(LEVELS)}
-    known = sorted((a for a in accepted if a in rank), key=rank.get)
+    known = sorted((a for a in accepted if a in rank), key=lambda a: rank[a])
     if not known:
         return accepted[0]
     want = rank.get(level, 0)

@@ -17,12 +17,12 @@ def one_line(text: str | None, limit: int = 300) -> str:
 
 def require_answer(reply, driver, doing: str) -> None:
     """Fail on an error answer, naming the server's message and a known fix."""
-    if reply.error is None:
+    if reply.problem is None:
         return
     if reply.status is None:
-        fail(f"{doing}: {reply.error}", reply.fix)
-    fail(f"{doing} answered {reply.status}: {one_line(reply.error)}",
-         driver.known_fix(reply.error, reply.status))
+        fail(f"{doing}: {reply.problem}", reply.fix)
+    fail(f"{doing} answered {reply.status}: {one_line(reply.problem)}",
+         driver.known_fix(reply.problem, reply.status))
 
 
 def require_budget(reply, max_tokens: int, option: str) -> None:

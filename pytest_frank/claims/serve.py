@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Options as ClaimOptions
-from pytest_frank.observation import Observation
+from pytest_frank.observation import Failed, Observation
 from pytest_frank.verdict import fail
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ def _read(target: Target) -> ServeConfig:
 
     flags = target.driver.serve_flags
     try:
-        command = serve.read(target.endpoint.serve,
+        command = serve.read(target.endpoint.serve or {},
                              is_server=lambda argv: flags is not None and flags.start(argv) is not None)
     except serve.ServeError as exc:
         return ServeConfig(failure=f"the serve files cannot be read: {exc}",
@@ -61,10 +61,11 @@ def drift(target: Target) -> Drift:
     from pytest_frank import serve
 
     read = target.need(config)
-    if read.command is None:
+    if isinstance(read, Failed) or read.command is None:
         return Drift(failure=read.failure, fix=read.fix)
     driver, live = target.driver, {}
-    routes = (*driver.slot_routes, driver.models_path, driver.vision_advert_path)
+    routes = (*driver.slot_routes, driver.models_path, driver.vision_advert_path,
+              *driver.drift_routes)
     for route in dict.fromkeys(r for r in routes if r):
         ex = target.get(route)
         if ex.ok and ex.json() is not None:

@@ -8,7 +8,7 @@ from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.probes import SlotShape
 from pytest_frank.probes import slot_shape as shape
-from pytest_frank.verdict import Phrase, fail
+from pytest_frank.verdict import Alt, Phrase, fail
 
 
 @dataclass(frozen=True)
@@ -37,10 +37,15 @@ def _judge_ctx(shape: SlotShape, want: int, count: int | None, driver) -> None:
         fail(f"the endpoint does not report its context per slot ({shape.source})")
     if got == want:
         return
+    capped = shape.ctx_train and driver.ctx_train_cap and got == shape.ctx_train < want
+    if capped:  # no slot setting helps: the model's own limit
+        fail(f"each slot gets {got} tokens of context, {want} intended: the model was trained "
+             f"on {shape.ctx_train} and {driver.ctx_train_cap} ({shape.source})",
+             driver.ctx_train_fix(shape.ctx_train, want))
     if count and count > 1 and got * count == want:
         fail(Phrase(f"each slot gets {got} tokens of context, 1/{count} of the intended {want}: ",
                     driver.parallel_flag(count), " divides the context among the slots"),
-             driver.unify_hint + f", or multiply the context size by {count}")
+             Phrase(Alt(driver.unify_hint, ", or "), f"multiply the context size by {count}"))
     fail(f"each slot gets {got} tokens of context, {want} intended ({shape.source})",
          "set the context size so each slot gets the intended context")
 

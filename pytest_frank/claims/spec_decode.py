@@ -58,7 +58,9 @@ class Drafting(Observation):
 
 
 @dataclass
-class Measured:
+class Acceptance:
+    """How many draft tokens were proposed and accepted in the probe's window, and from where."""
+
     source: str
     draft_tokens: float | None = None
     accepted: float | None = None
@@ -152,7 +154,7 @@ def judge(obs: Drafting, ctx: Context) -> None:
     _judge_band(measured, ctx.options, driver)
 
 
-def _own_window(m: Measured, own: tuple[int, int], note) -> Measured:
+def _own_window(m: Acceptance, own: tuple[int, int], note) -> Acceptance:
     """The counters' growth against what the probe's own replies drafted. Where other requests
     drafted too, the counters' rate is a mix: the replies' own counts are judged instead; where
     others drafted as much as the probe or more, nothing is judged (inconclusive, both counts)."""
@@ -163,7 +165,7 @@ def _own_window(m: Measured, own: tuple[int, int], note) -> Measured:
     counted = (f"the counters saw {number(seen, COUNT)} draft tokens over the probe's window, "
                f"{number(others, COUNT)} more than its own replies drafted ({drafted}, "
                f"timings.draft_n)")
-    mine = Measured(OWN, drafted, own[1], rate=_ratio(own[1], drafted))
+    mine = Acceptance(OWN, drafted, own[1], rate=_ratio(own[1], drafted))
     if others >= drafted:
         inconclusive(f"inconclusive ({counted}: other requests drafted at least as much in the "
                      f"same window, so the counters' rate is not this endpoint's own): "
@@ -177,7 +179,7 @@ def _written(obs: Drafting) -> int:
     return sum(r.generated for r in obs.replies)
 
 
-def _judge_gauges(m: Measured, obs: Drafting, driver, least: int, asked: str) -> None:
+def _judge_gauges(m: Acceptance, obs: Drafting, driver, least: int, asked: str) -> None:
     """Gauges hold the engine's latest logging window, not this probe's: too little written, or
     a window that was not refreshed, says nothing about the draft."""
     if _written(obs) < least:
@@ -197,17 +199,17 @@ def _timings(obs: Drafting, driver: Driver) -> tuple[int, int] | None:
     return (sum(c[0] for c in counts), sum(c[1] for c in counts)) if counts else None
 
 
-def measure(obs: Drafting, driver, timings) -> Measured:
+def measure(obs: Drafting, driver, timings) -> Acceptance:
     after, before = obs.after, obs.before
     names = after.names()
     for series in driver.spec_series:
         if series.counters and series.draft_tokens in names:
             return _from_counters(series, before, after)
         if not series.counters and series.rate_gauge in names:
-            return Measured(series.source, rate=after.total(series.rate_gauge),
+            return Acceptance(series.source, rate=after.total(series.rate_gauge),
                             mean_length=after.total(series.length_gauge))
     if timings is not None:
-        return Measured("the reply's timings.draft_n / draft_n_accepted (this build has no "
+        return Acceptance("the reply's timings.draft_n / draft_n_accepted (this build has no "
                         "spec_decode counters in /metrics)", timings[0], timings[1],
                         rate=_ratio(timings[1], timings[0]))
     wanted = ", ".join(s.draft_tokens or s.rate_gauge for s in driver.spec_series)
@@ -222,12 +224,12 @@ def measure(obs: Drafting, driver, timings) -> Measured:
          f"engaged)", driver.spec_engage_fix)
 
 
-def _from_counters(series, before, after) -> Measured:
+def _from_counters(series, before, after) -> Acceptance:
     tokens = metrics.delta(before, after, series.draft_tokens) or 0.0
     accepted = metrics.delta(before, after, series.accepted) or 0.0
     drafts = metrics.delta(before, after, series.drafts) if series.drafts else None
     per_pos = metrics.label_deltas(before, after, series.per_position, "position")
-    m = Measured(series.source, tokens, accepted, drafts, rate=_ratio(accepted, tokens))
+    m = Acceptance(series.source, tokens, accepted, drafts, rate=_ratio(accepted, tokens))
     if drafts:
         m.mean_length = 1 + accepted / drafts
         # isdigit() also takes "²", which int() refuses; a position is a few decimal digits.
@@ -253,11 +255,11 @@ def _require_metrics(obs: Drafting, driver) -> None:
 def _require_reply(reply: Reply, driver) -> None:
     if reply.ok:
         return
-    fail(f"the generation request to {reply.url} failed: {reply.said}",
-         reply.fix or driver.known_fix(reply.error, reply.status))
+    fail(f"the generation request to {reply.url} failed: {reply.problem_line}",
+         reply.fix or driver.known_fix(reply.problem, reply.status))
 
 
-def _judge_engaged(m: Measured, obs: Drafting, driver) -> None:
+def _judge_engaged(m: Acceptance, obs: Drafting, driver) -> None:
     if m.draft_tokens is None:  # gauges
         if not m.rate or not m.mean_length:
             fail(f"speculative decoding is configured but not engaged: {m.line()} after a "
@@ -275,7 +277,7 @@ def _judge_engaged(m: Measured, obs: Drafting, driver) -> None:
              driver.spec_low_fix)
 
 
-def _judge_band(m: Measured, options: Options, driver) -> None:
+def _judge_band(m: Acceptance, options: Options, driver) -> None:
     low, high = options.min_acceptance, options.max_acceptance
     if low is not None and m.rate < low:
         fail(f"acceptance {m.rate:.2f} is below min_acceptance {low:g}: {m.line()}",

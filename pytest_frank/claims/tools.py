@@ -12,12 +12,14 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from pytest_frank.chat import Reply, Request, think_through
 from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.replies import (cut_while_thinking, one_line, require_answer,
                                          require_thinking_ended, thinking_spent)
+from pytest_frank import schema_errors
 from pytest_frank.observation import Observation
 from pytest_frank.verdict import Text, fail
 
@@ -32,7 +34,7 @@ CLOCK = {"type": "function", "function": {
     "parameters": {"type": "object", "additionalProperties": False, "required": ["timezone"],
                    "properties": {"timezone": {"type": "string",
                                                "description": "IANA zone, e.g. Europe/Paris"}}}}}
-TOOLS = [WEATHER, CLOCK]
+TOOLS: list[dict[str, Any]] = [WEATHER, CLOCK]
 NAMED = "get_time"  # not the first tool: a server that ignores the name calls get_weather
 PROMPTS = {
     "required": "What is the weather in Paris tomorrow? Use the get_weather tool.",
@@ -135,30 +137,27 @@ def call_problems(call, expected_name: str | None = None) -> list[str]:
             return [f"not JSON: {call.name} arguments {one_line(args, 80)!r} do not parse"]
     if not isinstance(args, dict):
         return [f"not JSON: {call.name} arguments are a JSON {type(args).__name__}, not an object"]
-    problems = [_schema_reason(call.name, e) for e in _errors(offered[call.name], args)]
+    problems = [_schema_reason(call.name, p)
+                for p in schema_errors.problems(offered[call.name], args, _as_json)]
     if not call.id:
         problems.append(f"no id: the {call.name} call has no id to answer it with")
     return problems
 
 
-def _errors(schema: dict, args: dict):
-    import jsonschema
-
-    return sorted(jsonschema.Draft202012Validator(schema).iter_errors(args), key=str)
+def _as_json(value, path=()) -> str:
+    return one_line(json.dumps(value), 60)
 
 
-def _schema_reason(name: str, error) -> str:
-    where = ".".join(str(p) for p in error.absolute_path) or "arguments"
-    if error.validator == "required":
-        missing = error.message.split("'")[1] if "'" in error.message else error.message
-        return f"missing required: {name} lacks {missing!r}"
-    if error.validator == "additionalProperties":
-        extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
-        return f"unexpected parameter: {name} got {', '.join(map(repr, extra))}"
-    if error.validator == "type":
-        return (f"wrong type: {name}.{where} is {json.dumps(error.instance)} "
-                f"({type(error.instance).__name__}), the schema says {error.validator_value}")
-    return f"invalid value: {name}.{where}: {error.message}"
+def _schema_reason(name: str, problem: schema_errors.SchemaProblem) -> str:
+    """A schema problem in BFCL's categories: missing required, unexpected parameter, ..."""
+    where = f"{name}.{problem.where}" if problem.where else name
+    if problem.kind == "missing":
+        return f"missing required: {where} lacks {', '.join(map(repr, problem.names))}"
+    if problem.kind == "unknown":
+        return f"unexpected parameter: {where} got {', '.join(map(repr, problem.names))}"
+    if problem.kind == "type":
+        return f"wrong type: {where}: {problem.reason}"
+    return f"invalid value: {where}: {problem.reason}"
 
 
 def call_reply_problems(reply: Reply, expected_name=None, min_calls: int = 1) -> list[str]:

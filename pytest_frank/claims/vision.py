@@ -118,13 +118,13 @@ def judge(obs: Seen, ctx: Context) -> None:
 def _answer(s: Shown, obs: Seen, driver) -> str:
     r, form = s.reply, obs.form
     url = r.url
-    if r.status is None and r.error:
-        fail(f"the image request ({form}) to {url} failed: {r.error}", r.fix)
+    if r.status is None and r.problem:
+        fail(f"the image request ({form}) to {url} failed: {r.problem}", r.fix)
     if driver.no_projector(r):
-        fail(f"{url} answered {r.status}: {r.error}: no vision projector is loaded"
+        fail(f"{url} answered {r.status}: {r.problem}: no vision projector is loaded"
              f"{_advert(obs.advert)}", driver.vision_fix)
     if not r.ok:
-        fail(f"the image request ({form}) to {url} answered {r.status}: {r.error}"
+        fail(f"the image request ({form}) to {url} answered {r.status}: {r.problem}"
              f"{_advert(obs.advert)}")
     require_thinking_ended(r, driver, "expect.vision.max_tokens")
     return r.content

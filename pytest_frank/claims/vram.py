@@ -13,9 +13,10 @@ from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims import slots
 from pytest_frank.observation import Observation
 from pytest_frank.verdict import fail
+from pytest_frank.vram.memory import fmt_mib
 from pytest_frank.vram.plan import (
     KVPool,
-    Measured,
+    GpuReading,
     Modelled,
     PlanError,
     make_plan,
@@ -29,6 +30,8 @@ TABLE = "context math"
 
 @dataclass(frozen=True)
 class Options(ClaimOptions):
+    PATHS = ("model", "draft", "mmproj")  # GGUF files, relative to the fleet file, or URLs
+
     model: str | None = None
     draft: str | None = None
     mmproj: str | None = None
@@ -53,11 +56,6 @@ class Options(ClaimOptions):
     def as_dict(self) -> dict[str, Any]:
         """The keys fleet.yaml set, as the memory model (pytest_frank.vram.plan) reads them."""
         return {k: v for k, v in asdict(self).items() if v is not None}
-
-
-def _mib(n: float) -> str:
-    from pytest_frank.vram.memory import fmt_mib
-    return fmt_mib(n)
 
 
 # --------------------------------------------------------------------------- what should be used
@@ -131,6 +129,8 @@ def fit(target) -> Fit:
 
 def judge_fit(obs: Fit, ctx: Context) -> None:
     """The modelled memory fits the GPU with the headroom asked."""
+    if obs.modelled is None:  # the probe said why, as a failure or inconclusive
+        fail("the model's memory could not be modelled")
     result = _show_model(obs.modelled, ctx)
     from pytest_frank.vram.memory import trained_context_warning
 
@@ -142,7 +142,7 @@ def judge_fit(obs: Fit, ctx: Context) -> None:
         return
     s = result.plan.settings
     fix = (f"lower ctx_size to {result.max_context} or less (the largest that keeps "
-           f"{_mib(s.headroom)} MiB free), use a smaller K/V cache type, or a smaller quant"
+           f"{fmt_mib(s.headroom)} MiB free), use a smaller K/V cache type, or a smaller quant"
            if result.max_context else
            "the weights alone leave no room: use a smaller quant or a larger GPU")
     fail(f"{v.message}\n{result.table}", fix)
@@ -151,7 +151,7 @@ def judge_fit(obs: Fit, ctx: Context) -> None:
 def _show_model(result: Modelled, ctx: Context) -> Modelled:
     ctx.attach(TABLE, "text/markdown", result.table)
     ctx.figure("vram_modelled_mib", result.estimate.total / 2**20, "MiB")
-    ctx.note(f"modelled: {_mib(result.estimate.total)} MiB = {result.estimate.breakdown()} "
+    ctx.note(f"modelled: {fmt_mib(result.estimate.total)} MiB = {result.estimate.breakdown()} "
              f"(ctx_size, parallel from {result.plan.settings_from})")
     for note in result.estimate.notes:
         ctx.note(f"note: {note}")
@@ -162,7 +162,7 @@ def _show_model(result: Modelled, ctx: Context) -> Modelled:
 
 @dataclass(kw_only=True)
 class Live(Observation):
-    measured: Measured
+    measured: GpuReading
     pool: KVPool | None = None
     shape: slots.SlotShape | None = None
     expected: Fit | None = None  # the model, when the pool alone does not say what is expected
@@ -174,10 +174,10 @@ def live(target) -> Live:
     opts = target.endpoint.options("vram")
     elsewhere = _gpu_elsewhere(target.endpoint, opts)
     if elsewhere:
-        return Live(measured=Measured(where="nvidia-smi"), inconclusive=elsewhere)
+        return Live(measured=GpuReading(where="nvidia-smi"), inconclusive=elsewhere)
     measured = measure(opts.as_dict(), timeout=target.timeout)
-    if measured.unavailable:
-        return Live(measured=measured, inconclusive=measured.unavailable)
+    if measured.state == "unavailable":
+        return Live(measured=measured, inconclusive=measured.problem)
     if measured.problem:
         return Live(measured=measured, failure=f"GPU memory could not be read: {measured.problem}")
     pool = _pool(target.driver, measured.metrics_text)
@@ -238,15 +238,15 @@ def judge_live(obs: Live, ctx: Context) -> None:
         fail(f"{m.where} gives no memory-used reading (no DCGM_FI_DEV_FB_USED)")
     allowed = tolerance_bytes(ctx.options.as_dict(), expected)
     diff = m.used - expected
-    said = (f"{m.where} uses {_mib(m.used)} MiB, {_mib(abs(diff))} MiB "
-            f"{'more' if diff > 0 else 'less'} than the {_mib(expected)} MiB modelled ({what}; "
-            f"tolerance {_mib(allowed)} MiB)")
+    said = (f"{m.where} uses {fmt_mib(m.used)} MiB, {fmt_mib(abs(diff))} MiB "
+            f"{'more' if diff > 0 else 'less'} than the {fmt_mib(expected)} MiB modelled ({what}; "
+            f"tolerance {fmt_mib(allowed)} MiB)")
     ctx.note(said)
     ctx.figure("vram_used_mib", m.used / 2**20, "MiB")
     if diff > allowed:
         twice = ""
         if weights and abs(diff - weights) <= allowed:
-            twice = (f"\nthe excess is about the model's weights again ({_mib(weights)} MiB): "
+            twice = (f"\nthe excess is about the model's weights again ({fmt_mib(weights)} MiB): "
                      "the model is loaded twice")
         fail(said + twice + _apps(m), driver.vram_high_fix)
     if -diff > allowed:
@@ -255,18 +255,21 @@ def judge_live(obs: Live, ctx: Context) -> None:
 
 def _expected(obs: Live, ctx: Context) -> tuple[int, str, int]:
     """(bytes the endpoint should use, how that was reached, the model's weights if known)."""
-    if obs.expected is None:  # an engine that preallocates takes its fraction of the GPU
-        pool, total = obs.pool, obs.measured.total
-        return int(pool.fraction * total), f"{pool.fraction:g} of the {_mib(total)} MiB GPU", 0
+    pool, total = obs.pool, obs.measured.total
+    if obs.expected is None and pool and pool.fraction and total:
+        # an engine that preallocates takes its fraction of the GPU
+        return int(pool.fraction * total), f"{pool.fraction:g} of the {fmt_mib(total)} MiB GPU", 0
+    if obs.expected is None or obs.expected.modelled is None:
+        fail("neither the model's memory nor the engine's KV pool says what should be used")
     result = _show_model(obs.expected.modelled, ctx)
     return result.estimate.total, result.estimate.breakdown(), result.estimate.weights
 
 
-def _apps(m: Measured) -> str:
+def _apps(m: GpuReading) -> str:
     if not m.apps:
         return ""
     listed = "; ".join(f"pid {a.pid} {a.process_name} "
-                       f"{'?' if a.used is None else _mib(a.used)} MiB" for a in m.apps)
+                       f"{'?' if a.used is None else fmt_mib(a.used)} MiB" for a in m.apps)
     return f"\nprocesses on the GPU: {listed}"
 
 

@@ -49,6 +49,22 @@ class AnthropicDriver(Driver):
 
         return anthropic_messages.converse(sdk, model, req, clock)
 
+    # -- params: the Messages API's own parameters --------------------------------------------
+    shape_params = frozenset({"max_tokens", "stop", "count_tokens", "claude_code",
+                              "context_limit"})
+    budget_keys = ("max_tokens",)
+    stop_fix = ("the proxy must pass stop_sequences through and report the match as "
+                "stop_reason \"stop_sequence\" with stop_sequence set (update it, or the engine "
+                "behind it)")
+
+    def stop_param(self, stop):
+        return {"stop_sequences": [stop]}
+
+    def count_tokens(self, sdk, model, req):
+        from pytest_frank.drivers import anthropic_messages
+
+        return anthropic_messages.count_tokens(sdk, model, req)
+
     # -- generation battery: reasoning, reasoning_effort, tools --------------------------------
     api_shape = "anthropic"
     reasoning_fields = ("thinking",)  # thinking content blocks

@@ -9,7 +9,7 @@ from pytest_frank.chat import Call, Reply, Request, typed
 
 def params(model: str, req: Request) -> dict[str, Any]:
     out: dict[str, Any] = {"model": model, "max_tokens": req.max_tokens,
-                           "messages": [{"role": "user", "content": req.content}]}
+                           "messages": [*req.history, {"role": "user", "content": req.content}]}
     if req.tools is not None:
         out["tools"] = [_tool(t) for t in req.tools]
         if req.tool_choice is not None:
@@ -25,12 +25,19 @@ def converse(sdk, model: str, req: Request, clock: Callable[[], float]) -> Reply
     message = sdk.messages.create(**kwargs)
     reply = Reply(status=200, finish=typed(getattr(message, "stop_reason", None), str,
                                            "stop_reason"))
+    reply.stop_sequence = typed(getattr(message, "stop_sequence", None), str, "stop_sequence")
     usage = getattr(message, "usage", None)
     reply.tokens = _tokens(usage)
     reply.prompt_tokens = _prompt_tokens(usage)
     for block in typed(getattr(message, "content", None), list, "content") or []:
         _Block(block).close(reply)
     return reply
+
+
+def count_tokens(sdk, model: str, req: Request) -> int | None:
+    """/v1/messages/count_tokens for the request's messages (errors raise, as the SDK raises)."""
+    counted = sdk.messages.count_tokens(model=model, messages=params(model, req)["messages"])
+    return typed(getattr(counted, "input_tokens", None), int, "input_tokens")
 
 
 def _tokens(usage) -> int | None:
@@ -41,8 +48,8 @@ def _read_stream(stream, req: Request, clock: Callable[[], float]) -> Reply:
     reply, blocks = Reply(status=200), {}
     for n, event in enumerate(stream):
         if n > req.event_budget:
-            reply.error = (f"the stream ran past {req.event_budget} events for "
-                           f"{req.max_tokens} max_tokens without ending")
+            reply.problem = (f"the stream ran past {req.event_budget} events for "
+                             f"{req.max_tokens} max_tokens without ending")
             break
         kind = getattr(event, "type", None)
         if kind == "message_start":
@@ -56,12 +63,14 @@ def _read_stream(stream, req: Request, clock: Callable[[], float]) -> Reply:
         elif kind == "message_delta":
             finish = getattr(getattr(event, "delta", None), "stop_reason", None)
             reply.finish = typed(finish, str, "message_delta stop_reason") or reply.finish
+            said = getattr(getattr(event, "delta", None), "stop_sequence", None)
+            reply.stop_sequence = typed(said, str, "message_delta stop_sequence")
             tokens = _tokens(getattr(event, "usage", None))
             reply.tokens = tokens if tokens is not None else reply.tokens
         elif kind == "error":
             error = getattr(event, "error", None)
             said = typed(getattr(error, "message", None), str, "error.message")
-            reply.error = said or "the stream carried an error event"
+            reply.problem = said or "the stream carried an error event"
     for index in sorted(blocks):
         blocks[index].close(reply)
     return reply
@@ -81,7 +90,7 @@ def _prompt_tokens(usage) -> int | None:
 
 def _choice(choice, parallel):
     kind = {"auto": "auto", "required": "any", "none": "none"}.get(choice)
-    out = {"type": kind} if kind else {"type": "tool", "name": choice}
+    out: dict[str, Any] = {"type": kind} if kind else {"type": "tool", "name": choice}
     if parallel is False and kind != "none":
         out["disable_parallel_tool_use"] = True
     return out

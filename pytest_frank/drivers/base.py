@@ -5,18 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_frank import metrics, redact
+from pytest_frank import metrics, schema_errors
 from pytest_frank.http import NO_KEY, Exchange
-from pytest_frank.verdict import Phrase, Setting, Text
-
-_KINDS = {"object": "an object", "array": "a list", "integer": "an integer", "string": "a string",
-          "boolean": "true or false", "number": "a number"}
-
-
-def _short(value) -> str:
-    text = redact.scrub(repr(value))  # an echoed key is masked whole, not cut in half
-    return text if len(text) <= 60 else text[:57] + "..."
-
+from pytest_frank.verdict import InEffect, Phrase, Setting, Text
 
 STATUS_FIXES = {
     401: "the server wants a key: set `api_key` for this endpoint in fleet.yaml (e.g. "
@@ -32,7 +23,7 @@ STATUS_FIXES = {
 @dataclass
 class Readiness:
     state: str  # "ready" | "loading" | "down"
-    detail: str
+    problem: str | None = None  # why it is not ready: the last answer, or why none came
 
 
 class Driver:
@@ -57,7 +48,7 @@ class Driver:
         if ex.error:
             return Readiness("down", self.reason(ex))
         if ex.status == 200:
-            return Readiness("ready", f"{ex.status} {ex.snippet(80)}".strip())
+            return Readiness("ready")
         if self.is_loading(ex):
             return Readiness("loading", f"{ex.status} {self.error_message(ex) or ex.snippet(120)}")
         return Readiness("down", self.reason(ex))
@@ -91,18 +82,10 @@ class Driver:
             return None
         if payload is None:
             return f"GET {route}: not JSON"
-        import jsonschema
-
-        error = next(iter(sorted(jsonschema.Draft202012Validator(schema).iter_errors(payload),
-                                 key=lambda e: list(e.absolute_path))), None)
-        if error is None:
+        found = schema_errors.problems(schema, payload)
+        if not found:
             return None
-        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
-        where = where.lstrip(".") or "the body"
-        if error.validator == "type":
-            return (f"GET {route}: {where} is {_short(error.instance)}, expected "
-                    f"{_KINDS.get(error.validator_value, error.validator_value)}")
-        return f"GET {route}: {where}: {redact.cut(error.message, 200, '')}"
+        return f"GET {route}: {found[0].where or 'the body'}: {found[0].reason}"
 
     def is_loading(self, ex: Exchange) -> bool:
         return False
@@ -134,15 +117,48 @@ class Driver:
     parallel_flag = Setting("the server's concurrency setting")
     unify_hint: Text = "give each sequence the whole context"
 
+    # fleet.yaml `launch:` keys as the server settings they make, with launch's defaults:
+    # what a launched endpoint has in effect, so no fix asks for it again.
+    launch_settings: dict[str, Setting] = {}
+    launch_defaults: dict[str, Any] = {}
+
+    def settings_in_effect(self, launch: dict | None, parsed=None) -> InEffect:
+        """Server flag -> value in effect (None for a switch that is on), from a `launch:`
+        block and a parsed serve command (serve.flags.Parsed)."""
+        found: dict[str, str | None] = {}
+        for key, setting in self.launch_settings.items() if launch else ():
+            value = launch.get(key, self.launch_defaults.get(key))
+            if value is None or value is False:
+                continue
+            value = ",".join(map(str, value)) if isinstance(value, list) else value
+            found[setting.flag] = None if setting.switch else str(value)
+        for role in parsed.values if parsed is not None else ():
+            v, flag = parsed.get(role), parsed.table.flags[role]
+            if v is not None and v.on:
+                found.update(dict.fromkeys(flag.names, None if flag.takes == "none" else v.text))
+        return found
+
     def slots_fix(self, count: int, per_slot: int | None) -> Text:
         """How to serve `count` conversations at once, each keeping `per_slot` of context."""
         return Phrase("set ", self.parallel_flag(count))
 
+    # What the engine does with a slot context past the model's training context, where it
+    # caps it (then `ctx_train` reads the training context; None: not capped, or not said).
+    ctx_train_cap: str | None = None
+
+    def ctx_train(self, payloads: dict) -> int | None:
+        """The model's training context from the slot routes' payloads, where reported."""
+        return None
+
+    def ctx_train_fix(self, ctx_train: int, want: int) -> Text:
+        return (f"serve a model trained on at least {want} tokens, or set "
+                f"expect.slots.ctx_per_slot to {ctx_train} (what this model holds)")
+
     def slot_shape(self, payloads: dict) -> tuple[int | None, int | None, str]:
         """(slot count, context per slot, where it was read); None where the engine doesn't say."""
         cards = (payloads.get("/v1/models") or {}).get("data") or []
-        lengths = [c.get("max_model_len") for c in cards if isinstance(c, dict)]
-        lengths = [n for n in lengths if isinstance(n, int)]
+        lengths = [n for c in cards
+                   if isinstance(c, dict) and isinstance(n := c.get("max_model_len"), int)]
         return None, (max(lengths) if lengths else None), "/v1/models max_model_len"
 
     # -- sizing and load: the server's own token count, how busy it is, how soon it drops a
@@ -176,8 +192,11 @@ class Driver:
                     "cache to fit), layers run on the CPU, or the cache types are smaller than "
                     "expect.vram says; read the server's load log for the context it allocated")
 
+    # Routes the drift check reads beside the slot and model routes (SGLang's server info).
+    drift_routes: tuple[str, ...] = ()
+
     def served_model_path(self, payloads: dict) -> str | None:
-        """The model file the engine reports loading, from the slot routes' payloads."""
+        """The model file the engine reports loading, from the routes the drift check read."""
         return None
 
     def kv_pool(self, metrics_text: str):
@@ -188,6 +207,24 @@ class Driver:
     api_shape = "openai"  # which official client speaks to it: "openai" or "anthropic"
     keep_generating: dict = {}  # request params that keep a model writing past its natural end
     engine_keys: tuple[str, ...] = ("timings",)  # reply fields past the API (llama.cpp's timings)
+
+    # -- params: the request parameters of the API shape, and where each one is lost ---------
+    shape_params = frozenset({"max_tokens", "stop", "response_format", "logprobs",
+                              "stream_usage", "context_limit"})
+    budget_keys: tuple[str, ...] = ("max_tokens", "max_completion_tokens")
+    structured_output_fix: Text = ("update the engine: it accepts response_format without "
+                                   "enforcing it; a proxy in front must pass the field through")
+    stop_fix: Text = ("update the engine (stop strings are applied to the answer, and cut from it); "
+                      "a proxy in front must pass `stop` through")
+    context_fix: Text = ("the engine must refuse a prompt longer than its context (a 400 that "
+                         "names the limit), not truncate it or answer empty: update it, or "
+                         "turn off prompt truncation in the proxy or server")
+
+    def stop_param(self, stop: str) -> dict:
+        return {"stop": [stop]}
+
+    def count_tokens(self, sdk, model: str, req) -> int | None:
+        raise NotImplementedError("the OpenAI shape has no count_tokens route")
 
     # What sdk_client and the first request import: a fleet takes them ahead (FrankSession.warm).
     sdk_modules: tuple[str, ...] = ("openai", "openai.resources.chat")
@@ -263,13 +300,19 @@ class Driver:
     def vision_advertised(self, payload) -> bool | None:
         return None
 
+    # -- what the served chat template can do (frank init) -------------------------------------
+    def template_caps(self, payloads: dict) -> dict[str, tuple[bool, str]]:
+        """claim -> (whether the served template supports it, where that was read), for
+        `tools` and `reasoning_effort`, from the slot routes' payloads; {} where unsaid."""
+        return {}
+
     def image_part(self, b64: str, mime: str, form: str) -> dict:
         url = b64 if form == "base64" else f"data:{mime};base64,{b64}"
         return {"type": "image_url", "image_url": {"url": url}}
 
     def no_projector(self, reply) -> bool:
         """An error answer to an image that says the model has no vision at all."""
-        text = (reply.error or "").lower()
+        text = (reply.problem or "").lower()
         return reply.status is not None and reply.status >= 400 and any(
             m in text for m in self.no_projector_markers)
 
@@ -326,7 +369,7 @@ class Driver:
         """The usual fix for an error answer: by the server's words, else by its status."""
         lower = (message or "").lower()
         found = next((fix for needle, fix in self.known_errors if needle.lower() in lower), None)
-        return found or STATUS_FIXES.get(status)
+        return found or (STATUS_FIXES.get(status) if status is not None else None)
 
     # -- the serve command line (pytest_frank.serve): None where the engine is not started here
     serve_flags: Any = None  # a serve.flags.ServeFlags

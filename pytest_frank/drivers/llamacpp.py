@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from pytest_frank import metrics
 from pytest_frank.drivers.base import Driver
+from pytest_frank.local.launch import DEFAULT_CTX_SIZE
 from pytest_frank.serve.flags import Flag, Need, ServeFlags
-from pytest_frank.verdict import Phrase, Setting, Wording
+from pytest_frank.verdict import Alt, Phrase, Setting, Wording
 
 # llama-server's flags as fleet.yaml `launch:` keys: advice for a launched endpoint names the keys.
 ALIAS = Setting("--alias", "launch.alias")
 PARALLEL = Setting("--parallel", "launch.parallel")
 CTX_SIZE = Setting("--ctx-size", "launch.ctx_size")
-KV_UNIFIED = Setting("--kv-unified", "launch.kv_unified: true")
-METRICS = Setting("--metrics", "launch.metrics: true")
-JINJA = Setting("--jinja", "launch.jinja: true")
+KV_UNIFIED = Setting("--kv-unified", "launch.kv_unified: true", switch=True)
+METRICS = Setting("--metrics", "launch.metrics: true", switch=True)
+JINJA = Setting("--jinja", "launch.jinja: true", switch=True)
 REASONING_FORMAT = Setting("--reasoning-format", "launch.reasoning_format")
 MMPROJ = Setting("--mmproj", "launch.mmproj")
 TEMPLATE = Setting("--chat-template-file", "launch.chat_template_file")
@@ -58,16 +59,38 @@ class LlamaCppDriver(Driver):
         "/slots": {"type": "array", "items": {"type": "object", "properties": {
             "n_ctx": {"type": "integer"}, "speculative": {"type": "boolean"}}}},
     }
-    slot_routes = ("/props", "/slots")
+    launch_settings = {"alias": ALIAS, "ctx_size": CTX_SIZE, "parallel": PARALLEL,
+                       "kv_unified": KV_UNIFIED, "metrics": METRICS, "jinja": JINJA,
+                       "reasoning_format": REASONING_FORMAT, "mmproj": MMPROJ,
+                       "chat_template_file": TEMPLATE, "draft_model": DRAFT_MODEL,
+                       "draft_max": DRAFT_MAX}
+    launch_defaults = {"ctx_size": DEFAULT_CTX_SIZE, "parallel": 1, "metrics": True,
+                       "jinja": True}
+    slot_routes = ("/props", "/slots", "/v1/models")  # the model card's meta: n_ctx_train
+    # tools/server/server-context.cpp load_model(): n_ctx_slot = llama_n_ctx_seq(ctx), and
+    # "if (n_ctx_slot > n_ctx_train) { SRV_WRN(... - capping); n_ctx_slot = n_ctx_train; }"
+    ctx_train_cap = "llama.cpp caps every slot at the model's training context"
+
+    def ctx_train(self, payloads):
+        cards = (payloads.get("/v1/models") or {}).get("data") if isinstance(
+            payloads.get("/v1/models"), dict) else None
+        found = [(c.get("meta") or {}).get("n_ctx_train") for c in cards or []
+                 if isinstance(c, dict) and isinstance(c.get("meta"), dict)]
+        props = payloads.get("/props")
+        found.append(props.get("n_ctx_train") if isinstance(props, dict) else None)
+        return next((n for n in found if isinstance(n, int) and not isinstance(n, bool)
+                     and n > 0), None)
     parallel_flag = PARALLEL
     unify_hint = Phrase("add ", KV_UNIFIED, " (every slot then sees the whole ", CTX_SIZE, ")")
 
     def slots_fix(self, count, per_slot):
         if not per_slot:
             return Phrase(PARALLEL(count))
-        # --ctx-size is the total, divided among the slots (unless --kv-unified).
-        return Phrase(PARALLEL(count), " ", CTX_SIZE(count * per_slot), f" (each of the {count} "
-                      f"slots keeps {per_slot} tokens; or ", PARALLEL(count), " ", KV_UNIFIED, ")")
+        # --ctx-size is the total, divided among the slots unless --kv-unified: with a unified
+        # cache (or the total already set) the slot count alone is the fix.
+        return Phrase(PARALLEL(count), Alt(
+            " ", CTX_SIZE(count * per_slot), f" (each of the {count} slots keeps {per_slot} "
+            "tokens; or ", PARALLEL(count), " ", KV_UNIFIED, ")"))
 
     def slot_shape(self, payloads):
         props, slots = payloads.get("/props") or {}, payloads.get("/slots")
@@ -127,9 +150,13 @@ class LlamaCppDriver(Driver):
                              "speculative false)")
     spec_low_fix = Phrase("the draft does not fit the model (an MTP head or draft from another "
                           "quant or finetune); lower ", DRAFT_MAX, " or raise --spec-draft-p-min")
-    spec_high_fix = Phrase("acceptance this close to 1 means the draft is the model itself: never "
-                           "point --spec-draft-model/-md at the -mtp file (it loads the model "
-                           "twice); use ", SPEC_TYPE("draft-mtp"), " alone")
+    spec_high_fix = Phrase("acceptance this close to 1 means the draft is the model itself, "
+                           "loaded a second time: for an -mtp GGUF drop ", DRAFT_MODEL,
+                           " and use ", SPEC_TYPE("draft-mtp"), " alone; for a model without an "
+                           "MTP head, point ", DRAFT_MODEL, " at a small draft of the same family")
+    structured_output_fix = ("update llama.cpp (json_schema is turned into a grammar; a schema "
+                             "it cannot convert must be refused, not ignored) and serve with "
+                             "--jinja; a proxy in front must pass response_format through")
     image_forms = ("data_url", "base64")
     vision_advert_path = "/props"
     no_projector_markers = ("image input is not supported",)
@@ -148,6 +175,24 @@ class LlamaCppDriver(Driver):
         if isinstance(cached, int) and isinstance(evaluated, int) and cached + evaluated > 0:
             return cached, cached + evaluated, "timings.cache_n / prompt_n"
         return super().cached_prompt(reply)
+
+    # /props chat_template_caps (llama.cpp's own reading of the template), else the template text
+    CAPS = {"tools": ("supports_tools", "tools"),
+            "reasoning_effort": ("supports_reasoning_effort", "reasoning_effort")}
+
+    def template_caps(self, payloads):
+        props = payloads.get("/props") or {}
+        caps, template = props.get("chat_template_caps"), props.get("chat_template")
+        found = {}
+        for claim, (cap, word) in self.CAPS.items():
+            if isinstance(caps, dict) and isinstance(caps.get(cap), bool):
+                found[claim] = (caps[cap], f"/props chat_template_caps.{cap} "
+                                           f"{str(caps[cap]).lower()}")
+            elif isinstance(template, str) and template:
+                said = word in template
+                found[claim] = (said, f"/props chat_template {'reads' if said else 'never names'}"
+                                      f" {word}")
+        return found
 
     def vision_advertised(self, payload):
         modalities = payload.get("modalities") if isinstance(payload, dict) else None
@@ -169,45 +214,73 @@ class LlamaCppDriver(Driver):
                         "tool-call output on plain chat (pass grammars per request)")
 
     # -- the serve command line: llama-server and ik_llama.cpp's, same spellings ----------------
+    # Each rule with where llama.cpp says so: common/arg.cpp (the add_opt entry of the flag),
+    # common/common.h (struct common_params defaults), tools/server/server*.cpp.
     serve_flags = ServeFlags(
         programs=(("llama-server",),),
         example="llama-server",
         flags={
             "model": Flag(("--model", "-m")),
             "ctx": Flag(("--ctx-size", "-c")),
+            # arg.cpp {"-np", "--parallel"}: "number of server slots (default: -1 = auto)";
+            # server.cpp: n_parallel < 0 -> 4 slots with kv_unified = true
             "parallel": Flag(("--parallel", "-np")),
+            # arg.cpp {"-kvu", "--kv-unified"}, {"-no-kvu", "--no-kv-unified"}
             "kv_unified": Flag(("--kv-unified", "-kvu"), "none", ("-no-kvu", "--no-kv-unified")),
+            # arg.cpp {"-a", "--alias"}: "set model name aliases, comma-separated"
             "alias": Flag(("--alias", "-a")),
             "port": Flag(("--port",)),
             "host": Flag(("--host",)),
+            # common.h use_jinja = true (on by default); arg.cpp {"--jinja"}, {"--no-jinja"}
             "jinja": Flag(("--jinja",), "none", ("--no-jinja",)),
             "reasoning_format": Flag(("--reasoning-format",)),
+            # common.h endpoint_metrics = false: /metrics answers 501 without --metrics
             "metrics": Flag(("--metrics",), "none"),
             "mmproj": Flag(("--mmproj", "-mm"), off=("--no-mmproj",)),
+            # arg.cpp {"-md", "--model-draft"} is a live alias of --spec-draft-model
             "draft": Flag(("--model-draft", "--spec-draft-model", "--draft-model", "-md")),
+            # arg.cpp {"--spec-type"}: a comma-separated list, appended to speculative.types
             "spec_type": Flag(("--spec-type",)),
             "cache_k": Flag(("--cache-type-k", "-ctk")),
             "cache_v": Flag(("--cache-type-v", "-ctv")),
             "chat_template_file": Flag(("--chat-template-file",)),
             "chat_template": Flag(("--chat-template",)),
             "grammar_file": Flag(("--grammar-file",)),
+            # common.h cache_prompt = true
             "cache_prompt": Flag(("--cache-prompt",), "none", ("--no-cache-prompt",)),
             "api_key": Flag(("--api-key",)),
             "gpu_layers": Flag(("--gpu-layers", "--n-gpu-layers", "-ngl")),
             "threads": Flag(("--threads", "-t")),
             "draft_max": Flag(("--spec-draft-n-max", "--draft-max", "--draft", "--draft-n")),
+            "draft_min": Flag(("--spec-draft-n-min", "--draft-min", "--draft-n-min")),
         },
+        # common.h: port = 8080, hostnames = {"127.0.0.1"}, cache_type_k/v = GGML_TYPE_F16
         defaults={"port": "8080", "host": "127.0.0.1", "cache_k": "f16", "cache_v": "f16"},
+        # arg.cpp arg_removed: "the argument has been removed. use --spec-draft-n-max or
+        # --spec-ngram-mod-n-max" (and -n-min); llama-server exits with that error
+        removed={"--draft-max": "--spec-draft-n-max N", "--draft": "--spec-draft-n-max N",
+                 "--draft-n": "--spec-draft-n-max N", "--draft-min": "--spec-draft-n-min N",
+                 "--draft-n-min": "--spec-draft-n-min N"},
         needs={
+            # tools/server oaicompat_chat_params_parse(): without use_jinja a request with tools
+            # throws "tools param requires --jinja flag" (HTTP 500)
             "tools": (Need("jinja", "tools need the chat template to render them (without "
                            "--jinja: HTTP 500 'tools param requires --jinja flag')",
                            "add --jinja (pin it even where the build defaults it on)"),),
-            "reasoning": (Need("reasoning_format", "thinking stays inside content unless a "
-                               "reasoning format splits it out", "add --reasoning-format "
-                               "deepseek", bad=("none",)),),
+            # common/common.h struct common_params: reasoning_format =
+            # COMMON_REASONING_FORMAT_DEEPSEEK (the help says "default: auto", which is the same
+            # split); only `none` leaves the thinking in content.
+            "reasoning": (Need("reasoning_format", "the thinking then stays inside content",
+                               "--reasoning-format deepseek (or auto)",
+                               bad=("none",), default_serves="llama-server splits the "
+                               "thinking out into reasoning_content by default (deepseek); "
+                               "builds before that default kept it in content"),),
+            # reasoning_effort reaches the template as a chat template kwarg: Jinja only
             "reasoning_effort": (Need("jinja", "the chat template reads reasoning_effort only "
                                       "with --jinja", "add --jinja"),),
             "spec_decode": (
+                # common.h speculative.types defaults to {NONE}: a draft model alone is loaded
+                # and never drafts (/slots speculative false)
                 Need("spec_type", "a draft model without --spec-type is loaded but never used",
                      "add --spec-type draft-mtp (an -mtp GGUF) or draft-simple with "
                      "--spec-draft-model FILE", bad=("none",)),
@@ -220,8 +293,13 @@ class LlamaCppDriver(Driver):
         files=("model", "mmproj", "draft", "chat_template_file", "grammar_file"),
         gguf=("model", "mmproj", "draft"),
         alias_separator=",",
+        # src/llama-context.cpp: n_ctx_seq = kv_unified ? n_ctx : n_ctx / n_seq_max
         slots_split_ctx=True,
+        # ggml/CMakeLists.txt option GGML_CUDA_FA_ALL_QUANTS (FlashAttention kernels for every
+        # KV quant; without it a quantized cache falls off the fast path)
         quantized_kv_build="GGML_CUDA_FA_ALL_QUANTS",
+        # "draft-mtp" is llama.cpp's name (COMMON_SPECULATIVE_TYPE_DRAFT_MTP); "mtp" is none of
+        # llama.cpp's, kept so a fork spelling it so still reads as MTP
         mtp_spec_values=("draft-mtp", "mtp"),
         native_binary=True,
     )

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
-from pytest_frank.chat import Call, Reply, Request, Unreadable, typed
+from pytest_frank.chat import Call, Logprob, Reply, Request, Unreadable, typed
 
 if TYPE_CHECKING:
     from pytest_frank.drivers.base import Driver
 
 
 def params(model: str, req: Request) -> dict[str, Any]:
-    out: dict[str, Any] = {"model": model, "max_tokens": req.max_tokens,
-                           "messages": [{"role": "user", "content": req.content}]}
+    out: dict[str, Any] = {"model": model, req.budget_key: req.max_tokens,
+                           "messages": [*req.history, {"role": "user", "content": req.content}]}
     if req.tools is not None:
         out["tools"] = req.tools
         if req.tool_choice is not None:
@@ -25,7 +25,8 @@ def params(model: str, req: Request) -> dict[str, Any]:
 def converse(driver: Driver, sdk, model: str, req: Request, clock: Callable[[], float]) -> Reply:
     kwargs = params(model, req)
     if req.stream:
-        kwargs.setdefault("stream_options", {"include_usage": True})
+        if req.stream_usage:
+            kwargs.setdefault("stream_options", {"include_usage": True})
         with sdk.chat.completions.create(stream=True, **kwargs) as stream:
             return _read_stream(driver, stream, req, clock)
     completion = sdk.chat.completions.create(**kwargs)
@@ -40,12 +41,27 @@ def converse(driver: Driver, sdk, model: str, req: Request, clock: Callable[[], 
     reply.reasoning, reply.reasoning_field = _reasoning(_fields(driver, req), _extra(msg))
     reply.engine = driver.engine_fields(_extra(completion))
     _usage(reply, getattr(completion, "usage", None))
+    reply.logprobs = _logprobs(getattr(choice, "logprobs", None))
     calls = typed(getattr(msg, "tool_calls", None), list, "choices[0].message.tool_calls")
     for i, tc in enumerate(calls or []):
         fn = getattr(tc, "function", None)
         reply.calls.append(Call(typed(getattr(fn, "name", None), str, f"tool_calls[{i}].name"),
                                 getattr(fn, "arguments", None), getattr(tc, "id", None)))
     return reply
+
+
+def _logprobs(logprobs) -> list[Logprob] | None:
+    """choices[0].logprobs.content: a token, its logprob and top_logprobs each."""
+    tokens = typed(getattr(logprobs, "content", None), list, "choices[0].logprobs.content")
+    if tokens is None:
+        return None
+    out = []
+    for i, t in enumerate(tokens):
+        top = typed(getattr(t, "top_logprobs", None), list, f"logprobs.content[{i}].top_logprobs")
+        out.append(Logprob(typed(getattr(t, "token", None), str, f"logprobs.content[{i}].token")
+                           or "", typed(getattr(t, "logprob", None), (int, float),
+                                        f"logprobs.content[{i}].logprob"), len(top or ())))
+    return out
 
 
 def _extra(model) -> dict:
@@ -59,14 +75,20 @@ def _tokens(usage) -> int | None:
 
 
 def _read_stream(driver: Driver, stream, req: Request, clock: Callable[[], float]) -> Reply:
-    reply, texts, thoughts, calls = Reply(status=200), [], {}, {}
+    reply = Reply(status=200)
+    texts: list[str] = []
+    thoughts: dict[str, str] = {}  # reasoning text by the field it came in
+    calls: dict[int, Call] = {}  # tool calls by their index, grown piece by piece
     for n, chunk in enumerate(stream):
         if n > req.event_budget:
-            reply.error = (f"the stream ran past {req.event_budget} events for "
-                           f"{req.max_tokens} max_tokens without ending")
+            reply.problem = (f"the stream ran past {req.event_budget} events for "
+                             f"{req.max_tokens} max_tokens without ending")
             break
         reply.engine.update(driver.engine_fields(_extra(chunk)))
+        reply.events += 1
         usage = getattr(chunk, "usage", None)
+        if usage is not None:
+            reply.usage_events.append(n)
         if _tokens(usage) is not None:
             _usage(reply, usage)
         for choice in typed(getattr(chunk, "choices", None), list, f"chunk {n}: choices") or []:

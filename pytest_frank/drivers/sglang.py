@@ -18,6 +18,17 @@ class SglangDriver(Driver):
     def alias_fix(self, alias, served):
         return f"serve it under that name: --served-model-name {alias}"
 
+    # The model path is not on the model card: python/sglang/srt/entrypoints/http_server.py
+    # available_models() builds ModelCard(id=served_model_name, root=served_model_name, ...), so
+    # `root` is the served name. get_server_info() returns dataclasses.asdict(server_args),
+    # whose model_path is the --model-path the server was started with.
+    drift_routes = ("/get_server_info",)
+
+    def served_model_path(self, payloads):
+        info = payloads.get("/get_server_info")
+        path = info.get("model_path") if isinstance(info, dict) else None
+        return path if isinstance(path, str) and path else None
+
     # -- generation, /metrics, speculative decoding ----------------------------------------------
     keep_generating = {"extra_body": {"ignore_eos": True}}
     metrics_off_statuses = (404,)
@@ -40,12 +51,14 @@ class SglangDriver(Driver):
                        "e.g. qwen25, qwen3_coder>; a wrong parser leaves the call in content")
 
     # -- the serve command line: python -m sglang.launch_server ---------------------------------
+    # Each flag is a python/sglang/srt/server_args.py ServerArgs field (the flag is the field's
+    # name, --model an alias of model_path); `sglang serve` is python/sglang/cli/serve.py.
     serve_flags = ServeFlags(
         programs=(("-m", "sglang.launch_server"), ("sglang", "serve")),
         example="python -m sglang.launch_server",
         flags={
-            "model": Flag(("--model-path", "--model")),
-            "alias": Flag(("--served-model-name",)),
+            "model": Flag(("--model-path", "--model")),  # Arg(aliases=["--model"])
+            "alias": Flag(("--served-model-name",)),  # one name (Optional[str]), not a list
             "ctx": Flag(("--context-length",)),
             "parallel": Flag(("--max-running-requests",)),
             "port": Flag(("--port",)),
@@ -59,15 +72,18 @@ class SglangDriver(Driver):
             "cache_k": Flag(("--kv-cache-dtype",)),
             "api_key": Flag(("--api-key",)),
         },
-        defaults={"port": "30000", "host": "127.0.0.1"},
+        defaults={"port": "30000", "host": "127.0.0.1"},  # ServerArgs host, port
         needs={
             "tools": (Need("tool_parser", "without a parser the call stays in content",
                            "add --tool-call-parser <the model's parser, e.g. qwen25, "
                            "qwen3_coder>"),),
+            # reasoning_parser and tool_call_parser are None by default (no parsing)
             "reasoning": (Need("reasoning_parser", "without a reasoning parser the thinking "
                                "stays inside content", "add --reasoning-parser <the model's "
                                "parser, e.g. qwen3, deepseek-r1>"),),
             "spec_decode": (
+                # speculative_algorithm = None by default: EAGLE, EAGLE3, NEXTN, STANDALONE,
+                # NGRAM, ...; enable_metrics = False: /metrics only with the flag
                 Need("spec_algorithm", "SGLang drafts only with a speculative algorithm",
                      "add --speculative-algorithm EAGLE (or EAGLE3, NEXTN)"),
                 Need("metrics", "the acceptance gauges live on /metrics, off without "

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pytest_frank import metrics
 from pytest_frank.drivers.base import Driver
 from pytest_frank.serve.flags import Flag, Need, ServeFlags
+from pytest_frank.verdict import Setting
 
 
 class VllmDriver(Driver):
@@ -20,12 +21,18 @@ class VllmDriver(Driver):
         return ("add it to --served-model-name, keeping the names served now: "
                 f"--served-model-name {names}")
 
-    parallel_flag = "--max-num-seqs"
+    parallel_flag = Setting("--max-num-seqs")
     unify_hint = "raise --max-model-len"
 
     # -- generation, /metrics, speculative decoding, vision --------------------------------------
     keep_generating = {"extra_body": {"ignore_eos": True}}
     metrics_fix = "let /metrics through to the vLLM server (it is on by default)"
+    structured_output_fix = ("pass a structured-output backend (--structured-outputs-config "
+                             "'{\"backend\": \"xgrammar\"}', or guidance); with a "
+                             "--reasoning-parser, a vLLM whose schema holds for the content after "
+                             "the reasoning; a proxy in front must pass response_format through")
+    stop_fix = ("update vLLM: stop strings must apply to the answer, not the reasoning, with a "
+                "--reasoning-parser; a proxy in front must pass `stop` through")
     spec_series = (metrics.VLLM_SPEC,)
     spec_engage_fix = ("pass --speculative-config, e.g. "
                        "'{\"method\": \"mtp\", \"num_speculative_tokens\": 2}'")
@@ -58,6 +65,14 @@ class VllmDriver(Driver):
                     "clamped (a co-tenant held memory at start); free the GPU or lower "
                     "--max-model-len / --max-num-seqs, then restart")
 
+    def served_model_path(self, payloads):
+        # vllm/entrypoints/openai/serving_models.py show_available_models():
+        # ModelCard(id=base_model.name, root=base_model.model_path, ...): root is the model path.
+        cards = (payloads.get("/v1/models") or {}).get("data") if isinstance(
+            payloads.get("/v1/models"), dict) else None
+        roots = [c.get("root") for c in cards or [] if isinstance(c, dict)]
+        return next((r for r in roots if isinstance(r, str) and r), None)
+
     def kv_pool(self, metrics_text):
         from pytest_frank.vram.plan import KVPool
         from pytest_frank.vram.sources import parse_vllm_cache_config
@@ -88,6 +103,9 @@ class VllmDriver(Driver):
                         "template that always emits a tool call")
 
     # -- the serve command line: `vllm serve MODEL` or the api_server module ---------------------
+    # Flags from vllm/entrypoints/openai/cli_args.py (frontend: host, port, api key, tool and
+    # reasoning parsers, chat template) and vllm/engine/arg_utils.py EngineArgs (model, context,
+    # sequences, cache, speculative config).
     serve_flags = ServeFlags(
         programs=(("vllm", "serve"), ("-m", "vllm.entrypoints.openai.api_server")),
         example="vllm serve",
@@ -111,9 +129,13 @@ class VllmDriver(Driver):
             "gpu_memory": Flag(("--gpu-memory-utilization",)),
             "tensor_parallel": Flag(("-tp", "--tensor-parallel-size")),
             "mm_limit": Flag(("--limit-mm-per-prompt",)),
+            "max_logprobs": Flag(("--max-logprobs",)),
         },
+        # cli_args.py: port 8000; host None, which binds every interface
         defaults={"port": "8000", "host": "0.0.0.0"},
         needs={
+            # serving_chat.py: tool_choice "auto" without both flags is refused, '"auto" tool
+            # choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
             "tools": (
                 Need("auto_tool_choice", "clients send tool_choice \"auto\", which vLLM "
                      "answers with HTTP 400 unless auto tool choice is on",
@@ -122,6 +144,9 @@ class VllmDriver(Driver):
                      "add --tool-call-parser <the model's parser: hermes, qwen3_xml, "
                      "qwen3_coder, ...>"),
             ),
+            "params": (Need("max_logprobs", "clients asking top_logprobs above it get HTTP 400 "
+                            "(test_params_logprobs asks 2)", "raise --max-logprobs to at least 2 "
+                            "(vLLM's default is 20)", bad=("0", "1"), required=False),),
             "reasoning": (Need("reasoning_parser", "without a reasoning parser the thinking "
                                "stays inside content", "add --reasoning-parser <the model's "
                                "parser, e.g. qwen3, deepseek_r1>"),),

@@ -15,7 +15,7 @@ import os
 import re
 import struct
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 import gguf
 import httpx2
@@ -47,6 +47,8 @@ _MIN_SIZE = {**{t: struct.calcsize("<" + f) for t, f in _FIXED.items()}, VT.STRI
 
 class GGUFError(Exception):
     """The GGUF could not be read: bad or truncated data, or the source could not be fetched."""
+
+    frank_source: str | None = None  # which configured file it was, where a caller says
 
 
 class GGUFSourceError(GGUFError):
@@ -211,7 +213,7 @@ class _HttpSource(_Source):
                                              follow_redirects=True)
         self._timeout = timeout
         self._stream: httpx2.Response | None = None
-        self._chunks = None
+        self._chunks: Iterator[bytes] = iter(())  # the open stream's, once there is one
         self._pending = b""
         try:
             self.buf += self._first()

@@ -164,7 +164,7 @@ def summarize(header: GGUFHeader) -> GgufSummary:
     if blocks > MAX_LAYERS:
         raise header.error("block_count", f"{blocks} layers is absurd (more than {MAX_LAYERS})")
     nextn = min(_int(g("nextn_predict_layers")) or 0, blocks)
-    ssm = {k: _int(g(f"ssm.{k}")) for k in _SSM_KEYS if _int(g(f"ssm.{k}")) is not None}
+    ssm = {k: n for k in _SSM_KEYS if (n := _int(g(f"ssm.{k}"))) is not None}
     layers = _layers(header, blocks, nextn, bool(ssm))
     attn = [x for x in layers if x.kind == "attention"]
     tokens = g("tokenizer.ggml.tokens")

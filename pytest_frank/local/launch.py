@@ -14,8 +14,9 @@ Spec keys (all optional but `model`):
   not unified unless `kv_unified` is true, so each slot gets ctx_size / parallel, as with a
   native `-c 8192 -np 4`.
 - `metrics` (true): `/metrics`; without it that path answers 501.
-- `reasoning_format` ("auto", the llama-server default; xllamacpp's own default is "deepseek"):
-  "none" leaves `<think>...</think>` in content, "deepseek", "deepseek-legacy", "auto".
+- `reasoning_format` (unset: llama.cpp's own default, deepseek, which splits the thinking into
+  `reasoning_content`): "none" leaves `<think>...</think>` in content, "deepseek",
+  "deepseek-legacy", "auto".
 - `chat_template_file`: a Jinja template file that replaces the GGUF's.
 - `jinja` (true): false is `--no-jinja`; then a request with `tools` gets HTTP 500
   {"error": {"code": 500, "message": "tools param requires --jinja flag", "type": "server_error"}}
@@ -26,7 +27,9 @@ Spec keys (all optional but `model`):
   `timings.draft_n_accepted`. `draft_max` (3) is the longest draft.
 - `draft_without_spec_type` (false): load `draft_model` but give no spec type, the "configured
   but not engaged" fault: `/slots[0].speculative` false, spec_decode counters stay 0, no draft_n.
-- `mmproj`: a projector GGUF path (`--mmproj`).
+- `mmproj`: a projector GGUF path (`--mmproj`), or "selftest": the self-test projector, with
+  which "selftest:vision" names the colour of a solid image (any other self-test model loads it
+  and does not see).
 - `host` ("127.0.0.1"), `port` (0 = a free port), `api_key`: a key or a list (`--api-key`).
 - `threads` (2): CPU threads for the model (and the draft), so many servers share a small box.
 - `startup_timeout` (60): seconds to wait for `/health`.
@@ -187,6 +190,15 @@ def resolve_model(name) -> pathlib.Path:
     return path
 
 
+def resolve_projector(name) -> pathlib.Path:
+    """A projector GGUF path for 'selftest' or a path, checked to exist."""
+    if str(name) == "selftest":
+        from pytest_frank.local import selftest_model
+
+        return selftest_model.projector_path()
+    return _existing(name, "mmproj file")
+
+
 def _import_xllamacpp():
     try:
         import xllamacpp
@@ -211,7 +223,8 @@ def _params(xllamacpp, spec: dict, model: pathlib.Path):
     threads = int(spec.get("threads", 2))
     p.cpuparams.n_threads = threads
     p.cpuparams_batch.n_threads = threads
-    p.reasoning_format = _reasoning_format(xllamacpp, spec.get("reasoning_format", "auto"))
+    if spec.get("reasoning_format") is not None:  # unset: llama.cpp's own default, as without
+        p.reasoning_format = _reasoning_format(xllamacpp, spec["reasoning_format"])  # the flag
     if spec.get("alias"):
         alias = spec["alias"]
         p.model_alias = {alias} if isinstance(alias, str) else {str(a) for a in alias}
@@ -221,7 +234,7 @@ def _params(xllamacpp, spec: dict, model: pathlib.Path):
     if spec.get("chat_template_file"):
         p.chat_template = _read_text(spec["chat_template_file"], "chat template file")
     if spec.get("mmproj"):
-        p.mmproj.path = str(_existing(spec["mmproj"], "mmproj file"))
+        p.mmproj.path = str(resolve_projector(spec["mmproj"]))
     _speculative(xllamacpp, p, spec, threads)
     return p
 

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from pytest_frank.serve.command import Arg, ServeCommand, ServeError, read
 from pytest_frank.serve.drift import drift
-from pytest_frank.serve.effort import EffortMapError, read_effort_map
 from pytest_frank.serve.gate import Finding, findings, unit_policy
 from pytest_frank.serve.script import Site
 
-__all__ = ["Arg", "EffortMapError", "Finding", "ServeCommand", "ServeError", "Site", "drift",
-           "findings", "read", "read_effort_map", "unit_policy"]
+__all__ = ["Arg", "Finding", "ServeCommand", "ServeError", "Site", "drift", "findings", "read",
+           "unit_policy"]

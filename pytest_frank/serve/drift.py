@@ -58,7 +58,7 @@ def _slots(p: Parsed, live: dict, driver):
 
 def _model(p: Parsed, live: dict, driver):
     want = p.text("model")
-    running = driver.served_model_path(live) or _card_root(live)
+    running = driver.served_model_path(live)
     if not want or not running or _same_path(want, running):
         return None
     return p.where("model"), f"model {want}", running
@@ -99,13 +99,6 @@ def _draft(p: Parsed, live: dict, driver):
         return None
     return (p.where("spec_type"), "speculative decoding" if wants else "no speculative decoding",
             "drafting" if drafting else "without drafting")
-
-
-def _card_root(live: dict) -> str | None:
-    cards = (live.get("/v1/models") or {}).get("data") if isinstance(live.get("/v1/models"),
-                                                                      dict) else None
-    roots = [c.get("root") for c in cards or [] if isinstance(c, dict)]
-    return next((r for r in roots if isinstance(r, str) and r), None)
 
 
 def _same_path(a: str, b: str) -> bool:

@@ -29,6 +29,10 @@ class Need:
     why: str
     fix: str
     bad: tuple[str, ...] = ()
+    # Where the engine's default already serves the claim: an absent flag is a note saying so
+    # (the fix then pins it), not a failure.
+    default_serves: str | None = None
+    required: bool = True  # False: an absent flag is fine (only a bad value is a finding)
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,7 @@ class ServeFlags:
     slots_split_ctx: bool = False                  # --parallel divides --ctx-size
     quantized_kv_build: str | None = None          # the build option a quantized KV cache needs
     mtp_spec_values: tuple[str, ...] = ()          # spec types that draft from the model's head
+    removed: Mapping[str, str] = field(default_factory=dict)  # spelling -> what replaced it
     native_binary: bool = False                    # a CUDA binary: LimitMEMLOCK matters
     example: str = ""                              # the program, for messages
 

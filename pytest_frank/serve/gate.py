@@ -43,7 +43,7 @@ def findings(command: ServeCommand, endpoint, driver) -> list[Finding]:
                         f"not a {driver.label} ({table.example})", "point serve: at the files "
                         "that start this endpoint, or fix `engine:`")]
     found: list[Finding] = []
-    for rule in (_needs, _alias, _listen, _files, _draft, _kv_build, _slots, _fits):
+    for rule in (_needs, _removed, _alias, _listen, _files, _draft, _kv_build, _slots, _fits):
         found += rule(p, endpoint)
     if endpoint.options("serve").unit_policy:
         found += unit_policy(command, table)
@@ -66,7 +66,14 @@ def _needs(p: Parsed, endpoint) -> list[Finding]:
             continue
         for need in needs:
             flag, v = p.table.flags[need.role], p.get(need.role)
-            if v is None or not v.on:
+            if v is None and not need.required:
+                continue
+            if v is None and need.default_serves:
+                found.append(Finding(str(p.command.where), f"{claim} is asked and {_who(p)} "
+                                     f"leaves {flag.name} at the default: "
+                                     f"{need.default_serves}", f"pin it, so a build with "
+                                     f"another default cannot change it: {need.fix}", "note"))
+            elif v is None or not v.on:
                 how = "turns it off" if v is not None else "has no"
                 found.append(Finding(str(v.where if v else p.command.where),
                                      f"{claim} is asked, but {_who(p)} {how} {flag.name}: "
@@ -74,6 +81,21 @@ def _needs(p: Parsed, endpoint) -> list[Finding]:
             elif v.text in need.bad:
                 found.append(Finding(str(v.where), f"{claim} is asked, but {flag.name} is "
                                      f"{v.text}: {need.why}", need.fix))
+    return found
+
+
+def _removed(p: Parsed, endpoint) -> list[Finding]:
+    """Spellings the engine dropped: a current build refuses to start on them; a fork or an
+    older build may still take them, so a note."""
+    found = []
+    for values in p.values.values():
+        for v in values:
+            name = v.flag.text.partition("=")[0]
+            if name in p.table.removed:
+                found.append(Finding(str(v.flag.where), f"{name} was removed from "
+                                     f"{p.table.example} (a current build exits at start: \"the "
+                                     "argument has been removed\")",
+                                     f"use {p.table.removed[name]}", "note"))
     return found
 
 
@@ -178,36 +200,56 @@ def _nextn(header) -> tuple[int, int]:
 def _draft(p: Parsed, endpoint) -> list[Finding]:
     if "draft" not in p.table.flags:
         return []
-    found, draft, model = [], p.get("draft"), p.text("model")
-    flag = p.table.flags["draft"].name
-    spec = p.text("spec_type")
+    draft, model = p.get("draft"), p.text("model")
     if draft is not None and draft.on and draft.text:
-        head = _header(p, "draft")
-        nextn, blocks = _nextn(head) if head else (0, 0)
-        whole_with_head = head is not None and 0 < nextn < blocks
-        named_mtp = head is None and Path(draft.text).name.lower().removesuffix(".gguf") \
-            .endswith("-mtp")
-        if draft.text == model or whole_with_head or named_mtp:
-            why = ("is the served model itself" if draft.text == model else
-                   f"is a whole model carrying an MTP head ({blocks - nextn} layers + {nextn} "
-                   "NextN)" if whole_with_head else "is an -mtp model file")
-            found.append(Finding(str(draft.where), f"{flag} {draft.text} {why}: the model loads "
-                                 "a second time (twice the VRAM) for a head it already has",
-                                 f"drop {flag} and use --spec-type draft-mtp alone (the -mtp "
-                                 "GGUF drafts from its own head)"))
-    elif spec in p.table.mtp_spec_values:
-        head = _header(p, "model")
-        if head is not None and _nextn(head)[0] == 0:
-            found.append(Finding(str(p.where("spec_type")), f"--spec-type {spec}, but the "
-                                 f"model file {model} has no MTP head (nextn_predict_layers 0)",
-                                 "serve the release's -mtp GGUF, or another --spec-type"))
-    return found
+        found = _draft_file(p, draft, model)
+        return [found] if found else []
+    mtp = _spec_types(p) & set(p.table.mtp_spec_values)
+    head = _header(p, "model") if mtp else None
+    if head is not None and _nextn(head)[0] == 0:
+        return [Finding(str(p.where("spec_type")), f"--spec-type {p.text('spec_type')}, but "
+                        f"the model file {model} has no MTP head (nextn_predict_layers 0)",
+                        "serve the release's -mtp GGUF, or another --spec-type")]
+    return []
+
+
+def _spec_types(p: Parsed) -> set[str]:
+    """llama.cpp's --spec-type takes a comma-separated list (common/arg.cpp: string_split on
+    ',', appended to params.speculative.types)."""
+    return {t.strip() for t in (p.text("spec_type") or "").split(",") if t.strip()}
+
+
+def _draft_file(p: Parsed, draft, model) -> Finding | None:
+    """A draft that loads the served model a second time. The MTP advice only where the header
+    shows an MTP head, or cannot be read (a name ending -mtp, or the file not here)."""
+    flag = p.table.flags["draft"].name
+    itself = draft.text == model
+    head = _header(p, "draft")
+    nextn, blocks = _nextn(head) if head else (0, 0)
+    named_mtp = Path(draft.text).name.lower().removesuffix(".gguf").endswith("-mtp")
+    if head is not None and 0 < nextn < blocks:
+        why = ("is the served model itself, " if itself else "is ") + (
+            f"a whole model carrying an MTP head ({blocks - nextn} layers + {nextn} NextN)")
+    elif head is None and (itself or named_mtp):
+        why = "is the served model itself" if itself else "is an -mtp model file"
+    elif itself:  # the header shows no head: drafting from itself gains nothing
+        return Finding(str(draft.where), f"{flag} {draft.text} is the served model itself, with "
+                       "no MTP head (nextn_predict_layers 0): it loads a second time (twice the "
+                       "VRAM) to draft what the model writes anyway, so nearly every draft is "
+                       "accepted and nothing is gained", f"point {flag} at a small draft model "
+                       "of the same family (same tokenizer), or drop it and use --spec-type "
+                       "ngram-mod (drafts from the text, no model)")
+    else:
+        return None
+    return Finding(str(draft.where), f"{flag} {draft.text} {why}: the model loads a second time "
+                   "(twice the VRAM) for a head it already has", f"drop {flag} and use "
+                   "--spec-type draft-mtp alone (the -mtp GGUF drafts from its own head)")
 
 
 def _kv_build(p: Parsed, endpoint) -> list[Finding]:
     build = p.table.quantized_kv_build
-    quant = [(r, p.text(r)) for r in ("cache_k", "cache_v")
-             if p.text(r) and p.text(r).lower() not in FULL_PRECISION_KV]
+    quant = [(r, text) for r in ("cache_k", "cache_v")
+             if (text := p.text(r)) and text.lower() not in FULL_PRECISION_KV]
     if not build or not quant:
         return []
     role, kind = quant[0]
@@ -248,15 +290,19 @@ def _slots(p: Parsed, endpoint) -> list[Finding]:
         found.append(Finding(str(p.where("parallel")), f"expect.slots.count is {want.count}, "
                              f"{_who(p)} asks {flag} {parallel}", f"{flag} {want.count}"))
     per_slot = ctx
-    if ctx and p.table.slots_split_ctx and not p.on("kv_unified"):
-        per_slot = ctx // (parallel or 1)
+    split = bool(ctx and p.table.slots_split_ctx and not p.on("kv_unified")
+                 and (parallel or 1) > 1)
+    if split:
+        per_slot = ctx // parallel
     if want.ctx_per_slot and per_slot and per_slot != want.ctx_per_slot:
-        split = f" divided by {flag} {parallel}" if per_slot != ctx else ""
+        ctx_flag = p.table.flags["ctx"].name
+        how = f" divided by {flag} {parallel}" if split else ""
+        fix = (f"the context is divided among the slots: {ctx_flag} "
+               f"{want.ctx_per_slot * parallel}, or unify the KV cache" if split else
+               f"{ctx_flag} {want.ctx_per_slot} (each slot sees the whole context)")
         found.append(Finding(str(p.where("ctx")), f"expect.slots.ctx_per_slot is "
                              f"{want.ctx_per_slot}, {_who(p)} gives each slot {per_slot} "
-                             f"(ctx {ctx}{split})", "the context is divided among the slots: "
-                             f"set it to {want.ctx_per_slot * (parallel or 1)} or unify the "
-                             "KV cache"))
+                             f"(ctx {ctx}{how})", fix))
     return found
 
 

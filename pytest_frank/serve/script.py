@@ -68,15 +68,15 @@ def _groups(tokens, label: str):
     """Commands as lists of tokens; `NAME=( ... )` arrays come back whole, newlines and all."""
     cmd: list[Token] = []
     for t in tokens:
-        if t.sep and t.text == "(" and cmd and cmd[-1].text.endswith("=") and \
-                _ASSIGN.match(cmd[-1].text):
+        assign = _ASSIGN.match(cmd[-1].text) if cmd and cmd[-1].text.endswith("=") else None
+        if t.sep and t.text == "(" and assign:
             items = []
             for u in tokens:
                 if u.sep and u.text == ")":
                     break
                 if not u.sep:
                     items.append(u)
-            yield cmd[:-1], (cmd[-1], items)
+            yield cmd[:-1], (cmd[-1], assign, items)
             cmd = []
         elif t.sep:
             if cmd:
@@ -94,8 +94,8 @@ def run(text: str, label: str, scope: Scope, depth: int = 0) -> list[Located] | 
     last = None
     for cmd, array in _groups(tokens, label):
         if array:
-            head, items = array
-            name, append, _ = _ASSIGN.match(head.text).groups()
+            head, assign, items = array
+            name, append, _ = assign.groups()
             sites = [_site(i, label, scope) for i in items]
             scope.assign(name, [i.text for i in items], Site(label, head.line), bool(append))
             scope.elements[name] = (scope.elements.get(name, []) if append else []) + sites

@@ -61,11 +61,12 @@ class _Lexer:
         self.word: Word | None = None
 
     # -- words -----------------------------------------------------------------------------
-    def _piece(self, text: str, quoted: bool = False) -> None:
+    def _piece(self, text: str, quoted: bool = False) -> Word:
         if self.word is None:
             self.word = Word("", self.line)
         self.word.text += text
         self.word.quoted |= quoted
+        return self.word
 
     def _end_word(self) -> None:
         if self.word is not None and (self.word.text or self.word.quoted):
@@ -78,8 +79,7 @@ class _Lexer:
         for n, part in enumerate(fields):
             if n:
                 self._end_word()
-            self._piece(part)
-            self.word.vars.append(name)
+            self._piece(part).vars.append(name)
 
     # -- the scan ----------------------------------------------------------------------------
     def run(self) -> Iterator[Token]:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import gguf
@@ -208,20 +209,19 @@ def estimate(model: ModelShape, settings: Settings, *, draft: ModelShape | int |
     """Every part of the memory bill for `model` served with `settings`."""
     s, draft, mmproj = settings, _as_shape(draft), _as_shape(mmproj)
     notes = list(model.notes)
-    kv_args = {"n_parallel": s.n_parallel, "kv_unified": s.kv_unified,
-               "window": model.sliding_window}
-    kv = kv_cache_bytes(model.kv_layers, s.ctx_size, type_k=s.cache_type_k,
-                        type_v=s.cache_type_v, **kv_args)
+    cache = partial(kv_cache_bytes, n_parallel=s.n_parallel, kv_unified=s.kv_unified,
+                    window=model.sliding_window)
+    kv = cache(model.kv_layers, s.ctx_size, type_k=s.cache_type_k, type_v=s.cache_type_v)
     ctx_draft = s.ctx_size if s.ctx_size_draft is None else s.ctx_size_draft
-    draft_types = {"type_k": s.cache_type_k_draft, "type_v": s.cache_type_v_draft}
+    draft_cache = partial(cache, type_k=s.cache_type_k_draft, type_v=s.cache_type_v_draft)
     mtp = bool(model.nextn_layers) if s.mtp is None else s.mtp
     if mtp and not model.nextn_layers:
         notes.append("MTP asked for but the model has no NextN layers: no MTP draft KV counted")
-    mtp_kv = kv_cache_bytes(model.nextn_layers, ctx_draft, **draft_types, **kv_args) if mtp else 0
+    mtp_kv = draft_cache(model.nextn_layers, ctx_draft) if mtp else 0
     draft_kv = 0
     if draft is not None:
         notes.extend(f"draft: {n}" for n in draft.notes)
-        draft_kv = (kv_cache_bytes(draft.kv_layers, ctx_draft, **draft_types, **kv_args)
+        draft_kv = (draft_cache(draft.kv_layers, ctx_draft)
                     + draft.recurrent_layers * draft.recurrent_state_per_layer * s.n_parallel)
     parts = {
         "weights": model.weights, "kv": kv,
@@ -259,10 +259,10 @@ class Verdict:
 
 def fits(est: MemoryEstimate, headroom: int | None = None) -> Verdict:
     """Does it load, and does it leave `headroom` (default: settings.headroom) free?"""
-    if est.gpu_total is None:
+    free, ctx = est.free_after_load, fmt_ctx(est.settings.ctx_size)
+    if est.gpu_total is None or free is None:
         raise ValueError("fits() needs the GPU's size: set Settings.gpu_total")
     want = est.settings.headroom if headroom is None else headroom
-    free, ctx = est.free_after_load, fmt_ctx(est.settings.ctx_size)
     needs = (f"needs {fmt_mib(est.total)} MiB ({est.breakdown()}) "
              f"of a {fmt_mib(est.gpu_total)} MiB GPU")
     if free < 0:
@@ -281,7 +281,7 @@ def max_context(model: ModelShape, settings: Settings, *, draft: ModelShape | in
     """The largest ctx_size (a multiple of step) that still leaves settings.headroom free."""
     def ok(k: int) -> bool:
         est = estimate(model, replace(settings, ctx_size=k * step), draft=draft, mmproj=mmproj)
-        return est.free_after_load >= settings.headroom
+        return est.free_after_load is not None and est.free_after_load >= settings.headroom
     if settings.gpu_total is None:
         raise ValueError("max_context() needs the GPU's size: set Settings.gpu_total")
     lo, hi = 0, limit // step

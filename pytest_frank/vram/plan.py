@@ -5,7 +5,7 @@ does use (pytest_frank.vram.sources). No pytest here; claims/vram.py judges."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 MiB = 1 << 20
 DEFAULT_TOLERANCE = 0.10
@@ -36,7 +36,12 @@ class Modelled:
     trained_ctx: int | None = None      # the model's context_length
 
 
-def _mib(opts: dict, key: str, default: float | None = None) -> int | None:
+@overload
+def _option_bytes(opts: dict, key: str) -> int | None: ...
+@overload
+def _option_bytes(opts: dict, key: str, default: float) -> int: ...
+def _option_bytes(opts: dict, key: str, default: float | None = None) -> int | None:
+    """An option fleet.yaml gives in MiB (`gpu_mib`), in bytes."""
     value = opts.get(key, default)
     return None if value is None else int(value * MiB)
 
@@ -68,14 +73,14 @@ def make_plan(opts: dict, model: str | None, gpu_total: int | None = None, *,
     ctx, parallel, unified, where = slot_settings(opts, count, ctx_per_slot)
     if ctx is None:
         raise PlanError("expect.vram has no `ctx_size` and no live slot shape says it")
-    gpu = _mib(opts, "gpu_mib") or gpu_total
+    gpu = _option_bytes(opts, "gpu_mib") or gpu_total
     try:
         settings = Settings(
             ctx_size=ctx, n_parallel=parallel, kv_unified=unified,
             cache_type_k=opts.get("cache_type_k", "f16"),
             cache_type_v=opts.get("cache_type_v", "f16"), mtp=opts.get("mtp"),
-            gpu_total=gpu, fixed_overhead=_mib(opts, "fixed_mib", 1024),
-            headroom=_mib(opts, "headroom_mib", 0))
+            gpu_total=gpu, fixed_overhead=_option_bytes(opts, "fixed_mib", 1024),
+            headroom=_option_bytes(opts, "headroom_mib", 0))
     except ValueError as exc:
         raise PlanError(str(exc)) from None
     contexts = opts.get("contexts") or sorted({ctx, *(_round(ctx * f, parallel)
@@ -115,7 +120,7 @@ def model_memory(plan: Plan, timeout: float = 30) -> Modelled:
 def tolerance_bytes(opts: dict, modelled: int) -> int:
     """`tolerance` (a fraction of the model) and `tolerance_mib`: the larger when both are set."""
     frac = opts.get("tolerance")
-    absolute = _mib(opts, "tolerance_mib")
+    absolute = _option_bytes(opts, "tolerance_mib")
     if frac is None and absolute is None:
         frac = DEFAULT_TOLERANCE
     return max(int((frac or 0) * modelled), absolute or 0)
@@ -124,17 +129,19 @@ def tolerance_bytes(opts: dict, modelled: int) -> int:
 # --------------------------------------------------------------------------- measured
 
 @dataclass
-class Measured:
+class GpuReading:
+    """The GPU memory in use, as one source (nvidia-smi, a command, a DCGM exporter) read it."""
+
     used: int | None = None             # bytes on the chosen GPU
     total: int | None = None
     where: str = ""                     # "nvidia-smi GPU 0 (NVIDIA RTX 3090)"
     apps: list = field(default_factory=list)    # sources.ComputeApp, where listed
     metrics_text: str = ""              # a Prometheus source's text (may carry a KV pool too)
-    unavailable: str | None = None      # why there is nothing to measure here (skip)
-    problem: str | None = None          # the source failed (fail)
+    state: str = "read"                 # read | unavailable (nothing to measure here) | failed
+    problem: str | None = None          # why there is no reading
 
 
-def measure(opts: dict, timeout: float = 20) -> Measured:
+def measure(opts: dict, timeout: float = 20) -> GpuReading:
     source = opts.get("source", "nvidia-smi")
     from pytest_frank.vram import sources as vs
 
@@ -146,34 +153,34 @@ def measure(opts: dict, timeout: float = 20) -> Measured:
             cmd = opts["command"]
             gpus = vs.command_gpus(cmd, shell=isinstance(cmd, str), timeout=timeout)
             return _pick(gpus, opts.get("gpu"), "command")
-        gpus, why = vs.local_gpus(timeout)
-        if gpus is None:
-            return Measured(unavailable=f"no nvidia-smi on this machine ({why})")
-        found = _pick(gpus, opts.get("gpu"), "nvidia-smi")
+        local, why = vs.local_gpus(timeout)
+        if local is None:
+            return GpuReading(state="unavailable", problem=f"no nvidia-smi on this machine ({why})")
+        found = _pick(local, opts.get("gpu"), "nvidia-smi")
         found.apps = vs.local_compute_apps(timeout)[0] or []
         return found
     except vs.VRAMSourceError as exc:
-        return Measured(problem=str(exc))
+        return GpuReading(state="failed", problem=str(exc))
 
 
-def _pick(gpus: list, index: int | None, label: str) -> Measured:
+def _pick(gpus: list, index: int | None, label: str) -> GpuReading:
     gpu = _choose(gpus, index, lambda g: g.index, label)
-    if isinstance(gpu, Measured):
+    if isinstance(gpu, GpuReading):
         return gpu
     name = f" ({gpu.name})" if gpu.name else ""
-    return Measured(gpu.used, gpu.total, f"{label} GPU {gpu.index}{name}")
+    return GpuReading(gpu.used, gpu.total, f"{label} GPU {gpu.index}{name}")
 
 
-def _pick_dcgm(gpus: list, index: int | None, url: str, text: str) -> Measured:
+def _pick_dcgm(gpus: list, index: int | None, url: str, text: str) -> GpuReading:
     if not gpus:        # vLLM's own /metrics: no framebuffer gauge, maybe a KV pool
-        return Measured(where=url, metrics_text=text)
+        return GpuReading(where=url, metrics_text=text)
     from pytest_frank.vram.sources import gpu_index
 
     gpu = _choose(gpus, index, lambda g: gpu_index(g.gpu), url)
-    if isinstance(gpu, Measured):
+    if isinstance(gpu, GpuReading):
         return gpu
     name = f" ({gpu.model_name})" if gpu.model_name else ""
-    return Measured(gpu.used, gpu.total, f"DCGM_FI_DEV_FB_USED gpu {gpu.gpu}{name} at {url}",
+    return GpuReading(gpu.used, gpu.total, f"DCGM_FI_DEV_FB_USED gpu {gpu.gpu}{name} at {url}",
                     metrics_text=text)
 
 
@@ -182,13 +189,13 @@ def _choose(gpus: list, index: int | None, index_of, label: str):
         if len(gpus) == 1:
             return gpus[0]
         listed = ", ".join(str(index_of(g)) for g in gpus)
-        return Measured(problem=f"{label} reports {len(gpus)} GPUs ({listed}): set "
-                                "expect.vram.gpu to the one serving this endpoint")
+        return GpuReading(state="failed", problem=f"{label} reports {len(gpus)} GPUs ({listed}): "
+                        "set expect.vram.gpu to the one serving this endpoint")
     for g in gpus:
         if index_of(g) == index:
             return g
     listed = ", ".join(str(index_of(g)) for g in gpus)
-    return Measured(problem=f"{label} reports no GPU {index} (it has {listed})")
+    return GpuReading(state="failed", problem=f"{label} reports no GPU {index} (it has {listed})")
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,7 @@ class GPUMemory:
 
 @dataclass(frozen=True)
 class ComputeApp:
-    pid: int
+    pid: int | None  # None where nvidia-smi says [N/A]
     process_name: str
     used: int | None            # bytes
     extra: dict[str, str] = field(default_factory=dict)
@@ -54,7 +54,7 @@ class ComputeApp:
 
 # --------------------------------------------------------------------------- nvidia-smi CSV
 
-def _mib(value: str, unit: str = "MIB") -> int | None:
+def _parse_bytes(value: str, unit: str = "MIB") -> int | None:
     """'20512', '20512 MiB' -> bytes; [N/A] and friends -> None."""
     value = value.strip()
     if value in _MISSING:
@@ -120,7 +120,7 @@ def parse_gpus(text: str, fields: Sequence[str] = GPU_QUERY.split(",")) -> list[
         gpus.append(GPUMemory(
             index=_int(row["index"][0], "index") if "index" in row else None,
             name=row.get("name", ("", ""))[0],
-            used=_mib(*row["memory.used"]), total=_mib(*row["memory.total"]),
+            used=_parse_bytes(*row["memory.used"]), total=_parse_bytes(*row["memory.total"]),
             extra={k: v for k, (v, _) in row.items()
                    if k not in ("index", "name", "memory.used", "memory.total")}))
     return gpus
@@ -138,7 +138,7 @@ def parse_compute_apps(text: str,
             raise VRAMSourceError(f"nvidia-smi apps CSV needs pid and used memory: {sorted(row)}")
         apps.append(ComputeApp(
             pid=_int(row["pid"][0], "pid"), process_name=row.get("process_name", ("", ""))[0],
-            used=_mib(*mem),
+            used=_parse_bytes(*mem),
             extra={k: v for k, (v, _) in row.items()
                    if k not in ("pid", "process_name", "used_gpu_memory", "used_memory")}))
     return apps

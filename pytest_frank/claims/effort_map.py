@@ -1,5 +1,6 @@
 """A client's reasoning_effort map from its own config, so fleet.yaml does not repeat it: pi's
-models.json (`providers.<name>.models[].compat.reasoningEffortMap`)."""
+models.json (`providers.<name>.models[].compat.reasoningEffortMap`). Read when the
+reasoning_effort claim parses its `from:` option."""
 
 from __future__ import annotations
 

@@ -1,0 +1,370 @@
+"""params: the request parameters clients rely on are honoured, not just accepted. A server (or a
+proxy in front of it) can answer 200 and quietly ignore a token cap, a stop string, a JSON schema,
+logprobs, streamed usage or a prompt past its context; each test sends one parameter and judges
+that it took effect. One test per parameter, so a fleet turns off what its clients never send
+(`expect.params: {logprobs: false}`); the API shape says which parameters exist (the driver's
+`shape_params`)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+
+from pytest_frank.chat import Reply, Request, think_through
+from pytest_frank.checks import Check, Context
+from pytest_frank.claims import Options as ClaimOptions
+from pytest_frank.claims.replies import one_line, require_answer, require_thinking_ended
+from pytest_frank.observation import Observation
+from pytest_frank.verdict import fail
+
+LONG = "Count from one to one hundred in words, separated by commas."
+CAP = 16  # a cap far below the answer LONG asks for
+ANSWER = 512  # the first budget of an answer that is judged (asked again, larger, if cut thinking)
+SCHEMA = {
+    "type": "object", "additionalProperties": False, "required": ["colour", "code", "place"],
+    "properties": {
+        "colour": {"type": "string", "enum": ["red", "green", "blue"]},
+        "code": {"type": "string", "pattern": "^[A-Z]{3}$"},
+        "place": {"type": "object", "additionalProperties": False, "required": ["city"],
+                  "properties": {"city": {"type": "string", "minLength": 1, "maxLength": 40}}}}}
+FORMAT = {"type": "json_schema", "json_schema": {"name": "city_card", "strict": True,
+                                                 "schema": SCHEMA}}
+JSON_PROMPT = ("Describe Paris as JSON: a colour (red, green or blue), a three-letter upper-case "
+               "code, and place.city.")
+TOP = 2  # top_logprobs asked for
+SYSTEM = "Answer in one short sentence."
+COUNT_TOLERANCE = 0.1  # count_tokens may differ from usage by a tenth (templates add a few)
+COUNT_SLACK = 8
+ASKED = {"claude_code": "a system message inside `messages`", "count_tokens": "count_tokens",
+         "stream_usage": "stream_options.include_usage", "context_limit": "the context limit"}
+
+
+@dataclass(frozen=True)
+class Options(ClaimOptions):
+    max_tokens: bool = True
+    stop: bool = True
+    response_format: bool = True
+    logprobs: bool = True
+    stream_usage: bool = True
+    context_limit: bool = True
+    count_tokens: bool = True
+    claude_code: bool = False  # a system message inside `messages`, as newer Claude Code sends
+
+
+@dataclass(kw_only=True)
+class Sent(Observation):
+    """Replies to requests that each carry the parameter under test (`what`, as sent)."""
+    replies: dict[str, Reply] = field(default_factory=dict)
+    reference: Reply = field(default_factory=Reply)  # the request without the parameter
+    stop: str | None = None
+    sent_words: int = 0
+    context: int | None = None
+    counted: int | None = None  # count_tokens' answer
+    count_error: str | None = None
+
+
+def _answer(target, req: Request) -> Reply:
+    return think_through(target, req)
+
+
+# -- probes ---------------------------------------------------------------------------------
+def capped(target) -> Sent:
+    """The long answer asked with each budget field the API shape has, set small."""
+    return Sent(replies={key: target.chat(Request(LONG, CAP, budget_key=key))
+                         for key in target.driver.budget_keys})
+
+
+def stopped(target) -> Sent:
+    """The answer once without a stop string, then with one taken from its middle."""
+    ref = _answer(target, Request(LONG, ANSWER))
+    obs = Sent(reference=ref)
+    obs.stop = stop_string(ref.content, ref.reasoning)
+    if ref.ok and obs.stop:
+        obs.replies["stop"] = _answer(target, Request(LONG, ANSWER,
+                                                      extra=target.driver.stop_param(obs.stop)))
+    return obs
+
+
+def formatted(target) -> Sent:
+    return Sent(replies={"response_format": _answer(
+        target, Request(JSON_PROMPT, ANSWER, extra={"response_format": FORMAT}))})
+
+
+def with_logprobs(target) -> Sent:
+    return Sent(replies={"logprobs": target.chat(Request(
+        LONG, CAP, extra={"logprobs": True, "top_logprobs": TOP}))})
+
+
+def streamed_usage(target) -> Sent:
+    """The same capped request unstreamed, streamed with include_usage, and streamed without."""
+    req = Request(LONG, CAP)
+    return Sent(reference=target.chat(req),
+                replies={"asked": target.chat(replace(req, stream=True)),
+                         "unasked": target.chat(replace(req, stream=True, stream_usage=False))})
+
+
+def over_context(target) -> Sent:
+    """A prompt longer than the served context: a word is at least a token in any vocabulary."""
+    context = target.served_context()
+    obs = Sent(context=context)
+    if context is None:
+        obs.inconclusive = ("the endpoint does not say its context (/props, max_model_len), so "
+                            "no prompt is known to be too long")
+        return obs
+    obs.sent_words = context + 256
+    prompt = "Repeat the last word: " + "hello " * obs.sent_words
+    obs.replies["long"] = target.chat(Request(prompt, CAP))
+    return obs
+
+
+def counted(target) -> Sent:
+    """count_tokens for a prompt, and the usage of the same prompt answered."""
+    req = Request(LONG, CAP)
+    obs = Sent(replies={"usage": target.chat(req)})
+    try:
+        obs.counted = target.driver.count_tokens(target.sdk(), target.model_name(), req)
+    except Exception as exc:  # the SDK's status error: 404 where the route does not exist
+        status = getattr(exc, "status_code", None)
+        obs.count_error = f"{status}" if status is not None else one_line(str(exc), 120)
+    return obs
+
+
+def system_in_messages(target) -> Sent:
+    return Sent(replies={"system": _answer(target, Request(
+        "Say hello.", ANSWER, history=[{"role": "system", "content": SYSTEM}]))})
+
+
+def stop_string(content: str, reasoning: str = "") -> str | None:
+    """Four characters from the middle of an answer, no whitespace, not first met at its start,
+    not in the reasoning where avoidable: a stop the answer is sure to meet."""
+    middle = len(content) // 2
+    found = None
+    for start in list(range(middle, len(content) - 3)) + list(range(0, middle)):
+        piece = content[start:start + 4]
+        # Some answer before its first match, so the cut shows.
+        if len(piece) == 4 and not any(c.isspace() for c in piece) and content.find(piece):
+            if piece not in reasoning:
+                return piece
+            found = found or piece
+    return found
+
+
+# -- judges ---------------------------------------------------------------------------------
+def judge_max_tokens(obs: Sent, ctx: Context) -> None:
+    """A small max_tokens (and max_completion_tokens) ends the answer at the cap: finish_reason
+    length (stop_reason max_tokens) and no more tokens than the cap."""
+    for key, r in obs.replies.items():
+        require_answer(r, ctx.driver, f"a request with {key}={CAP}")
+        made = f"{r.tokens} tokens" if r.tokens is not None else f"{r.pieces} pieces"
+        if r.tokens is not None and r.tokens > CAP:
+            fail(f"{key}={CAP} was sent and {r.tokens} tokens came back (finish_reason "
+                 f"{r.finish!r}): the cap is not applied", _dropped(key, ctx))
+        if not r.cut:
+            fail(f"{key}={CAP} was sent for an answer that needs far more, and it ended with "
+                 f"finish_reason {r.finish!r} ({made}): not cut at the cap", _dropped(key, ctx))
+        if r.tokens is None:
+            ctx.note(f"{key}: the reply has no usage count; only finish_reason {r.finish!r} "
+                     f"shows the cap")
+
+
+def judge_stop(obs: Sent, ctx: Context) -> None:
+    """A stop string from the middle of the answer cuts the content before it, is not in it,
+    is reported as the reason, and leaves the reasoning intact."""
+    ref, stop = obs.reference, obs.stop
+    require_answer(ref, ctx.driver, "the answer without a stop string")
+    require_thinking_ended(ref, ctx.driver, "expect.params")
+    if stop is None:
+        fail(f"the answer without a stop string is too short to take one from "
+             f"({one_line(ref.content, 60)!r})")
+    r, key = obs.replies["stop"], ctx.driver.stop_param(stop)
+    param = next(iter(key))
+    require_answer(r, ctx.driver, f"a request with {param}")
+    expected = ref.content[:ref.content.find(stop)]
+    if stop in r.content:
+        fail(f"{param}={[stop]} was sent and the content still holds it "
+             f"({one_line(r.content, 80)!r}): the stop string is ignored", ctx.driver.stop_fix)
+    if r.content.startswith(expected) and r.content != expected and stop.startswith(
+            r.content[len(expected):]):
+        fail(f"{param}={[stop]} cut the answer, but {r.content[len(expected):]!r} of the stop "
+             f"string leaked into the content", ctx.driver.stop_fix)
+    if ref.reasoning.strip() and not r.reasoning.strip():
+        fail(f"{param}={[stop]} was sent and the reasoning came back empty (it was "
+             f"{one_line(ref.reasoning, 60)!r} without): the stop cut the reasoning, not the "
+             f"answer", ctx.driver.stop_fix)
+    if r.cut or r.tool_finish:
+        fail(f"{param}={[stop]}: the answer ended with {r.finish!r}, not at the stop string",
+             ctx.driver.stop_fix)
+    if "stop_sequences" in key:
+        if r.finish != "stop_sequence" or r.stop_sequence != stop:
+            fail(f"stop_sequences={[stop]} cut the answer but it came back as stop_reason "
+                 f"{r.finish!r}, stop_sequence {r.stop_sequence!r}: clients look for "
+                 f"stop_reason \"stop_sequence\" and the sequence that matched",
+                 ctx.driver.stop_fix)
+    elif r.finish != "stop":
+        fail(f"stop={[stop]}: finish_reason {r.finish!r}, not \"stop\"", ctx.driver.stop_fix)
+
+
+def judge_response_format(obs: Sent, ctx: Context) -> None:
+    """response_format json_schema (strict; an enum, a pattern, a nested object): the content
+    parses and validates, and the JSON is in the content, not the reasoning."""
+    import jsonschema
+
+    r = obs.replies["response_format"]
+    require_answer(r, ctx.driver, "a request with response_format json_schema")
+    require_thinking_ended(r, ctx.driver, "expect.params")
+    if not r.content.strip() and r.reasoning.strip():
+        fail(f"response_format json_schema: the content is empty and the reasoning holds "
+             f"{one_line(r.reasoning, 80)!r}: the schema went to the reasoning channel",
+             ctx.driver.structured_output_fix)
+    try:
+        value = json.loads(r.content)
+    except ValueError:
+        fail(f"response_format json_schema was sent and the content is not JSON "
+             f"({one_line(r.content, 80)!r}): the schema is not enforced",
+             ctx.driver.structured_output_fix)
+    errors = sorted(jsonschema.Draft202012Validator(SCHEMA).iter_errors(value), key=str)
+    if errors:
+        where = ".".join(str(p) for p in errors[0].absolute_path) or "the answer"
+        fail(f"response_format json_schema was sent and the content breaks it at {where}: "
+             f"{one_line(errors[0].message, 120)} ({one_line(r.content, 80)!r})",
+             ctx.driver.structured_output_fix)
+
+
+def judge_logprobs(obs: Sent, ctx: Context) -> None:
+    """logprobs with top_logprobs=2: one entry per generated token, each with two alternatives,
+    the tokens spelling the content."""
+    r = obs.replies["logprobs"]
+    require_answer(r, ctx.driver, "a request with logprobs")
+    fix = "update the engine; a proxy in front must pass logprobs and top_logprobs through"
+    if not r.logprobs:
+        fail(f"logprobs: true, top_logprobs: {TOP} were sent and the reply has no logprobs "
+             f"(choices[0].logprobs.content {'empty' if r.logprobs == [] else 'absent'})", fix)
+    narrow = [t for t in r.logprobs if t.top != TOP or t.logprob is None]
+    if narrow:
+        t = narrow[0]
+        fail(f"top_logprobs: {TOP} was sent and token {t.token!r} came with {t.top} "
+             f"alternatives (logprob {t.logprob})", fix)
+    spelled = "".join(t.token for t in r.logprobs)
+    if r.content.strip() and r.content.strip() not in spelled:
+        fail(f"the logprobs' tokens spell {one_line(spelled, 80)!r}, not the content "
+             f"{one_line(r.content, 80)!r}", fix)
+    if r.tokens is not None and len(r.logprobs) > r.tokens:
+        fail(f"{len(r.logprobs)} logprobs for {r.tokens} generated tokens", fix)
+
+
+def judge_stream_usage(obs: Sent, ctx: Context) -> None:
+    """stream_options.include_usage: usage once, in the last chunk, equal to the same request
+    unstreamed; without it, no usage."""
+    plain, asked, unasked = obs.reference, obs.replies["asked"], obs.replies["unasked"]
+    for r, doing in ((plain, "the request unstreamed"), (asked, "the stream with usage"),
+                     (unasked, "the stream without usage")):
+        require_answer(r, ctx.driver, doing)
+    fix = ("update the engine; a proxy in front must pass stream_options through, and add "
+           "usage only where it was asked")
+    if not asked.usage_events:
+        fail("stream_options.include_usage was sent and no chunk carried usage: clients that "
+             "bill or budget by it see nothing", fix)
+    if len(asked.usage_events) > 1 or asked.usage_events[-1] != asked.events - 1:
+        fail(f"stream_options.include_usage: usage came in chunk(s) {asked.usage_events[:5]} "
+             f"of {asked.events}, not once in the last", fix)
+    if (asked.tokens, asked.prompt_tokens) != (plain.tokens, plain.prompt_tokens):
+        fail(f"the streamed usage ({asked.tokens} completion, {asked.prompt_tokens} prompt "
+             f"tokens) is not the unstreamed one ({plain.tokens}, {plain.prompt_tokens}) for the "
+             f"same request", fix)
+    if unasked.usage_events:
+        fail(f"a stream without stream_options.include_usage carried usage in "
+             f"{len(unasked.usage_events)} chunk(s): strict clients do not expect it", fix)
+
+
+def judge_context_limit(obs: Sent, ctx: Context) -> None:
+    """A prompt over the served context answers a 4xx that names the limit: not a 200 with
+    nothing, not a silent truncation."""
+    r, context = obs.replies["long"], obs.context
+    sent = f"a prompt of at least {obs.sent_words} tokens over a {context}-token context"
+    if r.status is None:
+        fail(f"{sent}: {r.error}")
+    if r.ok:
+        if r.prompt_tokens is not None and r.prompt_tokens < obs.sent_words:
+            fail(f"{sent} answered 200 with usage.prompt_tokens {r.prompt_tokens}: the prompt "
+                 f"was silently truncated, and the client never knows", ctx.driver.context_fix)
+        fail(f"{sent} answered 200 ({one_line(r.content, 60)!r}, finish_reason {r.finish!r}) "
+             f"instead of refusing it", ctx.driver.context_fix)
+    said = r.error or ""
+    if not 400 <= r.status < 500:
+        fail(f"{sent} answered {r.status}: {one_line(said)}; a client cannot tell its own "
+             f"mistake from a server fault", ctx.driver.context_fix)
+    if not any(word in said.lower() for word in ("context", "token", "length", str(context))):
+        fail(f"{sent} answered {r.status} without naming the limit: {one_line(said)}",
+             ctx.driver.context_fix)
+    ctx.note(f"refused with {r.status}: {one_line(said, 160)}")
+
+
+def judge_count_tokens(obs: Sent, ctx: Context) -> None:
+    """/v1/messages/count_tokens counts the prompt as usage.input_tokens does (within a tenth),
+    where the route exists."""
+    r = obs.replies["usage"]
+    require_answer(r, ctx.driver, "the message whose prompt is counted")
+    if obs.count_error in ("404", "405"):
+        ctx.note(f"/v1/messages/count_tokens answered {obs.count_error}: the route does not "
+                 f"exist here; clients that size prompts by it fall back to estimates")
+        return
+    if obs.count_error is not None or obs.counted is None:
+        fail(f"/v1/messages/count_tokens failed: {obs.count_error or 'no input_tokens'}",
+             "a proxy must forward count_tokens to the engine or count with its tokenizer")
+    if r.prompt_tokens is None:
+        fail("the message's usage has no input_tokens to compare count_tokens with")
+    gap = abs(obs.counted - r.prompt_tokens)
+    if gap > max(COUNT_SLACK, COUNT_TOLERANCE * r.prompt_tokens):
+        fail(f"count_tokens says {obs.counted} tokens, the same prompt's usage "
+             f"{r.prompt_tokens} (input plus cache tokens): clients that trim to fit are misled",
+             "a proxy must count with the served model's tokenizer and chat template")
+    ctx.note(f"count_tokens {obs.counted}, usage {r.prompt_tokens}")
+
+
+def judge_system_message(obs: Sent, ctx: Context) -> None:
+    """A system-role message inside `messages` (newer Claude Code sends one) is accepted and
+    answered."""
+    r = obs.replies["system"]
+    if not r.ok and r.status is not None and 400 <= r.status < 500:
+        fail(f"a system message inside `messages` answered {r.status}: {one_line(r.error)}; "
+             f"Claude Code clients that send one get errors",
+             "the proxy must accept system-role messages in `messages` (move them to the "
+             "top-level `system`); update it or the engine")
+    require_answer(r, ctx.driver, "a message list with a system message")
+    require_thinking_ended(r, ctx.driver, "expect.params")
+    if not r.content.strip():
+        fail(f"a system message inside `messages` answered 200 with empty content (finish "
+             f"{r.finish!r})")
+
+
+def _dropped(key: str, ctx: Context) -> str:
+    return (f"update the engine ({key} must cap the answer, reasoning included); a proxy in "
+            f"front must pass {key} through")
+
+
+def _asked(param: str):
+    """Applies where the API shape has the parameter and fleet.yaml does not turn it off."""
+    def applies(opts: Options, driver) -> str | None:
+        if param not in driver.shape_params:
+            return f"{ASKED.get(param, param)} is not part of the {driver.api_shape} API shape"
+        if param == "claude_code":
+            return None if opts.claude_code else "expect.params.claude_code is not set"
+        return None if getattr(opts, param) else f"expect.params.{param} is false"
+    return applies
+
+
+MAX_TOKENS = Check("test_params_max_tokens", "params", capped, judge_max_tokens,
+                   applies=_asked("max_tokens"))
+STOP = Check("test_params_stop", "params", stopped, judge_stop, applies=_asked("stop"))
+RESPONSE_FORMAT = Check("test_params_response_format", "params", formatted,
+                        judge_response_format, applies=_asked("response_format"))
+LOGPROBS = Check("test_params_logprobs", "params", with_logprobs, judge_logprobs,
+                 applies=_asked("logprobs"))
+STREAM_USAGE = Check("test_params_stream_usage", "params", streamed_usage, judge_stream_usage,
+                     applies=_asked("stream_usage"))
+CONTEXT_LIMIT = Check("test_params_context_limit", "params", over_context, judge_context_limit,
+                      applies=_asked("context_limit"))
+COUNT_TOKENS = Check("test_params_count_tokens", "params", counted, judge_count_tokens,
+                     applies=_asked("count_tokens"))
+SYSTEM_MESSAGE = Check("test_params_system_message", "params", system_in_messages,
+                       judge_system_message, applies=_asked("claude_code"))

@@ -1,0 +1,221 @@
+"""What one running server says of itself, read as fleet.yaml would ask it: its engine, the
+models it serves, and each claim its own configuration implies, with the evidence.
+
+The same probes the battery runs: the fingerprint, health, the model list, the slot shape, the
+driver's reading of the template, /metrics, one short generation and the perf probe's speed
+runs. Nothing here is written down yet (pytest_frank.init.render does that)."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_frank import metrics, redact
+from pytest_frank.chat import Request
+from pytest_frank.fleet import Endpoint
+from pytest_frank.observation import Failed
+
+MARGIN = 3.0  # perf bounds: a measured figure times this (or divided by it)
+TTFT_SLACK_S = 0.25  # and never closer than this to a measured first token
+TOOL = {"type": "function", "function": {
+    "name": "get_time", "description": "The current time in a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                   "required": ["city"]}}}
+
+
+class InitError(Exception):
+    """A URL that cannot be written down: one line naming it and why."""
+
+
+@dataclass
+class Found:
+    """One claim to ask: its fleet.yaml value and why (a YAML comment)."""
+
+    value: Any
+    why: str
+
+
+@dataclass
+class Survey:
+    url: str
+    engine: str
+    engine_why: str
+    models: list[str]
+    claims: dict[str, Found] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+def survey(url: str, api_key: str | None, timeout: float, ready_timeout: float,
+           perf: bool = True, margin: float = MARGIN) -> Survey:
+    start = time.monotonic()
+    engine, why = identify(url, api_key, timeout)
+    target = _target(url, engine, api_key, timeout, ready_timeout)
+    try:
+        found = Survey(url=url, engine=engine, engine_why=why, models=_models(target))
+        _configured(target, found)
+        _generated(target, found)
+        if perf:
+            _perf(target, found, margin)
+    finally:
+        target.close()
+    found.seconds = time.monotonic() - start
+    return found
+
+
+def _target(url, engine, api_key, timeout, ready_timeout=0.0):
+    from pytest_frank.target import Target
+
+    return Target(Endpoint(name="init", engine=engine, url=url, api_key=api_key,
+                           ready_timeout=ready_timeout), timeout)
+
+
+def identify(url: str, api_key: str | None, timeout: float) -> tuple[str, str]:
+    """(engine, the sign that gave it away); InitError for a URL that is no LLM server."""
+    from pytest_frank.fingerprint import recognise
+    from pytest_frank.probes import served
+
+    target = _target(url, "openai", api_key, timeout)
+    try:
+        listed = target.get("/v1/models")
+        if listed.status is None:
+            raise InitError(f"{listed.url}: {target.driver.reason(listed)}")
+        if listed.status in (401, 403):
+            raise InitError(f"{listed.url} {target.driver.reason(listed)}: the server wants a "
+                            "key; pass --api-key-env NAME, NAME being the environment variable "
+                            "that holds it")
+        seen = recognise(target)
+        if seen.engine:
+            return seen.engine, seen.sign
+        models = served(target)
+        if models.failure or not models.ids:
+            said = models.failure or f"{listed.url} lists no model"
+            raise InitError(f"{url}: not an LLM endpoint: {said}")
+        return "openai", ("a model list on /v1/models and no engine's own sign: a generic "
+                          "OpenAI-compatible server")
+    finally:
+        target.close()
+
+
+def _models(target) -> list[str]:
+    from pytest_frank.probes import health, served
+
+    up = health(target)
+    if not up.ready:
+        raise InitError(up.line())
+    listed = served(target)
+    if listed.failure or not listed.ids:
+        raise InitError(listed.failure or f"{listed.url} lists no model")
+    return listed.ids
+
+
+def _configured(target, found: Survey) -> None:
+    """Claims read from the server's configuration: slots, template, vision, drafting, vram."""
+    from pytest_frank.probes import slot_shape
+
+    driver = target.driver
+    shape = target.need(slot_shape)
+    payloads = {} if isinstance(shape, Failed) else shape.payloads
+    if not isinstance(shape, Failed) and (shape.count or shape.ctx_per_slot):
+        value = {k: v for k, v in (("count", shape.count), ("ctx_per_slot", shape.ctx_per_slot))
+                 if v}
+        found.claims["slots"] = Found(value, f"from {shape.source}")
+    for claim, (yes, why) in driver.template_caps(payloads).items():
+        if yes:
+            found.claims[claim] = Found(_effort_levels() if claim == "reasoning_effort" else True,
+                                        why)
+    if driver.vision_advert_path:
+        advert = payloads.get(driver.vision_advert_path)
+        if advert is None:
+            said = target.get(driver.vision_advert_path)
+            advert = said.json() if said.ok else None
+        if driver.vision_advertised(advert):
+            found.claims["vision"] = Found(True, f"{driver.vision_advert_path} advertises vision "
+                                                 "(a projector is loaded)")
+    drafting = driver.speculative_live(payloads)
+    if drafting:
+        found.claims["spec_decode"] = Found(True, f"{driver.speculative_source} true")
+    elif drafting is None:
+        scraped = metrics.scrape(target, driver.metrics_path)
+        names = scraped.names() if scraped.ok else set()
+        series = next((s for s in driver.spec_series if {s.draft_tokens, s.rate_gauge} & names),
+                      None)
+        if series is not None:
+            found.claims["spec_decode"] = Found(True, f"/metrics has {series.source}")
+    model = driver.served_model_path(payloads)
+    if model and os.access(model, os.R_OK):
+        vram: dict[str, Any] = {"model": model}
+        if not isinstance(shape, Failed) and shape.count == 1 and shape.ctx_per_slot:
+            vram["ctx_size"] = shape.ctx_per_slot  # one slot: its context is the whole
+        live = "" if "ctx_size" in vram else " (the context is read live)"
+        found.claims["vram"] = Found(vram, f"the served model file is readable here{live}")
+
+
+def _effort_levels() -> dict[str, str]:
+    """Each client level sent as itself: the map a fleet edits when its clients translate."""
+    return {level: level for level in ("low", "medium", "high")}
+
+
+def _generated(target, found: Survey) -> None:
+    """One short answer: whether reasoning comes separated; tools where the template is silent."""
+    reply = target.chat(Request("Say hello.", 256))
+    if not reply.ok:
+        raise InitError(f"{reply.url} {reply.said}: a plain chat request must work")
+    if reply.reasoning.strip():
+        found.claims["reasoning"] = Found(True, f"a reply carried reasoning in "
+                                                f"{reply.reasoning_field or 'its own field'}")
+    if "tools" not in found.claims and "tools" not in target.driver.template_caps(
+            _payloads(target)):
+        called = target.chat(Request("What time is it in Paris?", 256, tools=[TOOL],
+                                     tool_choice="auto"))
+        if called.ok:
+            found.claims["tools"] = Found(True, "a request with tools and tool_choice auto "
+                                                "answered 200")
+
+
+def _payloads(target) -> dict:
+    from pytest_frank.probes import slot_shape
+
+    shape = target.need(slot_shape)
+    return {} if isinstance(shape, Failed) else shape.payloads
+
+
+def _perf(target, found: Survey, margin: float) -> None:
+    """Bounds from one measured run (three streamed answers) and a margin."""
+    from pytest_frank.claims.perf import speed
+
+    runs = speed(target).runs
+    firsts = [r.first_token_s for r in runs if r.ok and r.first_token_s is not None]
+    rates = [rate for r in runs if r.ok and (rate := r.decode_rate())]
+    if len(firsts) < len(runs) or len(rates) < len(runs) or not runs:
+        return  # nothing to derive a bound from; the battery's perf would say why
+    ttft, rate = statistics.median(firsts), statistics.median(rates)
+    bounds = {"max_ttft_s": _round_up(max(ttft * margin, ttft + TTFT_SLACK_S)),
+              "min_decode_tps": _round_down(rate / margin)}
+    found.claims["perf"] = Found(bounds, f"measured {time.strftime('%Y-%m-%d')}: time to first "
+                                         f"token {ttft:.3f}s, decode {rate:.1f} tok/s (median "
+                                         f"of {len(runs)}); bounds leave a {margin:g}x margin")
+
+
+def _round_up(value: float) -> float:
+    """Two significant figures, rounded up: 0.2634 -> 0.27."""
+    from math import ceil, floor, log10
+
+    scale = 10 ** (floor(log10(value)) - 1)
+    return round(ceil(value / scale) * scale, 10)
+
+
+def _round_down(value: float) -> float:
+    from math import floor, log10
+
+    if value <= 0:
+        return 0.0
+    scale = 10 ** (floor(log10(value)) - 1)
+    return round(floor(value / scale) * scale, 10)
+
+
+def inert(text: str) -> str:
+    """Evidence for a YAML comment: one line, masked, no control characters."""
+    return " ".join(redact.inert(text, 300).split())

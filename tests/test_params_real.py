@@ -1,0 +1,127 @@
+"""params against a real llama.cpp (xllamacpp): the passing side on the self-test models, and
+each fault the claim exists to catch through a proxy that rewrites the request (tests/proxy.py,
+in front of the real server: no engine here drops a parameter by itself).
+
+`selftest:chatty` never stops talking ("Hello!" until max_tokens), so a cap and a stop string
+always have something to cut; `selftest` writes JSON under a schema through llama.cpp's grammar.
+The Anthropic shape goes through llama.cpp's own /v1/messages and count_tokens.
+"""
+
+
+from pathlib import Path
+
+import pytest
+
+from fleets import one_endpoint
+from proxy import Proxy
+
+OPENAI = ["max_tokens", "stop", "response_format", "logprobs", "stream_usage", "context_limit"]
+
+
+@pytest.fixture(scope="module")
+def chatty(llama):
+    return llama(model="selftest:chatty", alias="frank", ctx_size=1024, threads=1)
+
+
+def _params(result):
+    """{test name: outcome} from a -v run of one endpoint."""
+    out = {}
+    for line in result.outlines:
+        if line.startswith("test_params.py::") and " " in line:
+            test, outcome = line.split()[:2]
+            out[test.split("::")[1].split("[")[0]] = outcome
+    return out
+
+
+def test_openai_shape_passes_on_real_llamacpp(chatty, run_fleet):
+    result = run_fleet(one_endpoint(chatty.url, alias="frank", expect={"params": True}),
+                       "-m", "params", "-v", "-rA")
+    outcomes = _params(result)
+    assert outcomes == {f"test_params_{p}": "PASSED" for p in OPENAI} | {
+        "test_params_count_tokens": "SKIPPED", "test_params_system_message": "SKIPPED"}, \
+        result.stdout.str()[-3000:]
+
+
+def test_the_embedded_default_asks_params_and_passes(run_fleet):
+    """examples/selftest.yaml (the README's main command) asks params of its chatty endpoint."""
+    example = Path(__file__).resolve().parent.parent / "examples" / "selftest.yaml"
+    result = run_fleet(example.read_text(), "-m", "params", "-v")
+    result.assert_outcomes(passed=6, skipped=2)
+    result.stdout.fnmatch_lines(["frank-selftest-params *params ok*"])
+
+
+def test_logprobs_behind_a_draft_model_lack_their_alternatives(llama, run_fleet):
+    """A field failure shown by the real engine: with a draft model, llama.cpp sends no
+    top_logprobs for the tokens the draft proposed, so a client asking for two gets none."""
+    drafted = llama(model="selftest:chatty", alias="frank", draft_model="selftest:chatty",
+                    threads=1)
+    result = run_fleet(one_endpoint(drafted.url, alias="frank", expect={"params": True}),
+                       "-k", "test_params_logprobs")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["top_logprobs: 2 was sent and token '*' came with 0 "
+                                 "alternatives*"])
+
+
+def test_anthropic_shape_on_llamacpp_messages(chatty, run_fleet):
+    """max_tokens, count_tokens (llama.cpp has the route) and a system message inside
+    `messages` pass. stop_sequences cuts the answer, but this llama.cpp reports the match as
+    stop_reason "end_turn" (with stop_sequence set), not "stop_sequence": the field failure the
+    test exists for, shown by a real engine. The context limit is inconclusive: an Anthropic
+    endpoint does not say its context."""
+    fleet = one_endpoint(chatty.url, "anthropic", alias="frank",
+                         expect={"params": {"claude_code": True}})
+    result = run_fleet(fleet, "-m", "params", "-v", "-rA")
+    outcomes = _params(result)
+    assert {k: v for k, v in outcomes.items() if v != "SKIPPED"} == {
+        "test_params_max_tokens": "PASSED", "test_params_stop": "FAILED",
+        "test_params_count_tokens": "PASSED", "test_params_system_message": "PASSED"}, \
+        result.stdout.str()[-3000:]
+    result.stdout.fnmatch_lines([
+        "*stop_sequences=[[]'*'[]] cut the answer but it came back as stop_reason 'end_turn', "
+        "stop_sequence '*': clients look for stop_reason \"stop_sequence\"*"])
+
+
+# -- faults: a proxy in front of the real server rewrites what clients send ---------------------
+def _without(*keys):
+    return lambda body: {k: v for k, v in body.items() if k not in keys}
+
+
+def _usage_always(body):
+    return {**body, "stream_options": {"include_usage": True}} if body.get("stream") else body
+
+
+def _truncating(body):
+    """A gateway that keeps the last 200 characters of an over-long prompt and answers."""
+    messages = [{**m, "content": m["content"][-200:]} if isinstance(m.get("content"), str)
+                else m for m in body.get("messages", [])]
+    return {**body, "messages": messages}
+
+
+FAULTS = [
+    ("max_tokens", _without("max_tokens", "max_completion_tokens"),
+     "*max_tokens=16 was sent and * tokens came back (finish_reason *): the cap is not applied*"),
+    ("stop", _without("stop"),
+     "*stop=[[]'*'[]] was sent and the content still holds it (*): the stop string is ignored*"),
+    ("response_format", _without("response_format"),
+     "*response_format json_schema was sent and the content is not JSON (*'Hello!Hello!*"),
+    ("logprobs", _without("logprobs", "top_logprobs"),
+     "*logprobs: true, top_logprobs: 2 were sent and the reply has no logprobs*"),
+    ("stream_usage", _usage_always,
+     "*a stream without stream_options.include_usage carried usage in 1 chunk(s)*"),
+    ("stream_usage", _without("stream_options"),
+     "*stream_options.include_usage was sent and no chunk carried usage*"),
+    ("context_limit", _truncating,
+     "*a prompt of at least 1280 tokens over a 1024-token context answered 200 with "
+     "usage.prompt_tokens *: the prompt was silently truncated*"),
+]
+
+
+@pytest.mark.parametrize("param, rewrite, line", FAULTS,
+                         ids=[f[0] + ("_never" if i == 5 else "") for i, f in enumerate(FAULTS)])
+def test_a_proxy_that_loses_the_parameter_fails_naming_it(chatty, run_fleet, param, rewrite,
+                                                          line):
+    with Proxy(chatty.url, rewrite=rewrite) as proxy:
+        result = run_fleet(one_endpoint(proxy.url, alias="frank", expect={"params": True}),
+                           "-k", f"test_params_{param}")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([line])
