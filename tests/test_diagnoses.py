@@ -420,8 +420,8 @@ def test_a_generation_given_up_on_leaves_its_slot_idle(llama, stream):
     try:
         reply = target.chat(Request("Say hello.", 7000, stream=stream))
         cut = reply.exchange.started + reply.exchange.elapsed  # when the plugin gave up
-        assert reply.exchange.late and not reply.ok, reply.error
-        assert "saturated" not in reply.error, reply.error
+        assert reply.exchange.late and not reply.ok, reply.problem
+        assert "saturated" not in reply.problem, reply.problem
         slots = target.get("/slots")  # waits out the quiet the cut left
         idle_after = time.monotonic() - cut
     finally:
