@@ -93,6 +93,7 @@ class Reply:
     # tool_use), so a client's next turn can echo them verbatim.
     blocks: list[dict] = field(default_factory=list)
     exchange: Exchange | None = None
+    fix: str | None = None  # what to do about a reply that did not come (a saturated server)
 
     @property
     def ok(self) -> bool:
@@ -191,8 +192,9 @@ def send(target: Target, req: Request) -> Reply:
     if ex is not None and ex.error and reply.problem is None:
         reply.problem = ex.error  # read whole by the SDK, yet cut by the reader's cap or deadline
     if ex is not None and ex.late:  # the next generation would take as long: none is sent
-        target.answered_late(f"{ex.method} {ex.url.removeprefix(target.endpoint.root)}: "
-                             f"{ex.error}")
+        slow = target.answered_late(ex)
+        if slow.busy and ex.error:
+            reply.problem, reply.fix = ex.error, slow.fix  # the exchange now says saturated
     if reply.problem and reply.status is None and ex is not None:
         reply.status = ex.status
     return reply

@@ -30,6 +30,7 @@ MAX_BODY = 4 * 1024 * 1024  # decoded bytes: a hostile endpoint must not make us
 CONNECT_TIMEOUT = 5.0
 DEADLINE_FACTOR = 4  # an answer with no token budget may take this many read timeouts
 MIN_TOKENS_PER_S = 5.0  # the slowest decode a generation is waited for: its budget over this
+STREAM_ENDS = (b"data: [DONE]", b"data:[DONE]", b"event: message_stop")  # OpenAI, Anthropic
 EVIDENCE_HEAD = 64 * 1024  # what an exchange keeps of a body that was cut: enough to show
 KEY_HEADERS = ("authorization", "x-api-key")
 NO_KEY = "frank-no-key"  # the SDKs insist on a key; a server without one ignores it
@@ -139,6 +140,17 @@ class Limiter:
         self._in_flight = 0
         self._owner: int | None = None
         self._cond = threading.Condition()
+        self._quiet_until = 0.0
+
+    def hush(self, seconds: float) -> None:
+        """Send nothing for `seconds`: a generation given up on runs on in the server until it
+        notices the closed connection, which an engine may only look for when left alone."""
+        if seconds > 0:
+            with self._cond:
+                self._quiet_until = max(self._quiet_until, time.monotonic() + seconds)
+
+    def quiet_left(self) -> float:
+        return self._quiet_until - time.monotonic()
 
     def enter(self) -> None:
         me = threading.get_ident()
@@ -251,11 +263,14 @@ class Refused(Exception):
 
 def client(timeout: float, limiter: Limiter | None = None, deadline: Deadline | None = None, *,
            max_body: int = MAX_BODY, follow_redirects: bool = False,
-           stop: Stop | None = None, floor: float = MIN_TOKENS_PER_S) -> httpx2.Client:
+           stop: Stop | None = None, floor: float = MIN_TOKENS_PER_S,
+           quiet: float = 0.0) -> httpx2.Client:
     """An httpx2 client whose every request goes through `Recorder`. Redirects are not followed
     for endpoints (a key must never travel to a host the fleet did not name); a model file's
-    URL, which carries no key, may follow them to its CDN."""
-    recorder = Recorder(limiter or Limiter(), timeout, deadline or Deadline(), max_body, stop, floor)
+    URL, which carries no key, may follow them to its CDN. `quiet`: the seconds the limiter stays
+    silent after a generation is given up on (the driver's abandon_quiet_s)."""
+    recorder = Recorder(limiter or Limiter(), timeout, deadline or Deadline(), max_body, stop, floor,
+                        quiet)
     return httpx2.Client(transport=recorder,
                          timeout=httpx2.Timeout(timeout, connect=min(CONNECT_TIMEOUT, timeout)),
                          follow_redirects=follow_redirects)
@@ -315,9 +330,9 @@ def _budget(body: Any) -> int | None:
 class Recorder(httpx2.BaseTransport):
     def __init__(self, limiter: Limiter, timeout: float, deadline: Deadline | None = None,
                  max_body: int = MAX_BODY, stop: Stop | None = None,
-                 floor: float = MIN_TOKENS_PER_S):
+                 floor: float = MIN_TOKENS_PER_S, quiet: float = 0.0):
         self.inner = _fresh_connections()
-        self.limiter, self.timeout, self.floor = limiter, timeout, floor
+        self.limiter, self.timeout, self.floor, self.quiet = limiter, timeout, floor, quiet
         self.deadline, self.max_body = deadline or Deadline(), max_body
         self.stop = stop or Stop()
 
@@ -331,6 +346,7 @@ class Recorder(httpx2.BaseTransport):
         if left is not None and left <= 0:
             ex.error = f"not sent: {self.deadline.label} ran out"
             raise httpx2.ConnectTimeout(ex.error, request=request)
+        self.stop.wait(max(0.0, self.limiter.quiet_left()))  # a request given up on is dropping
         self.limiter.enter()
         if self.stop.why:  # checked after the wait for a turn, which may have been long
             self.limiter.leave()
@@ -351,6 +367,9 @@ class Recorder(httpx2.BaseTransport):
             _cut(ex, exc, pace.first_byte, self.stop)
             ex.elapsed = time.monotonic() - start
             self.stop.forget(key)
+            if pace.budget is not None and not isinstance(exc, (httpx2.ConnectError,
+                                                                httpx2.ConnectTimeout)):
+                self.limiter.hush(self.quiet)  # sent, and given up on: the server may still run it
             self.limiter.leave()
             if resp is not None:
                 resp.close()
@@ -358,8 +377,10 @@ class Recorder(httpx2.BaseTransport):
                 raise httpx2.DecodingError(ex.error, request=request) from None
             raise
 
-        def release() -> None:
+        def release(abandoned: bool) -> None:
             self.stop.forget(key)
+            if abandoned and pace.budget is not None:
+                self.limiter.hush(self.quiet)
             self.limiter.leave()
 
         body = _Body(resp, ex, decode, start, pace, release, self.deadline, self.max_body,
@@ -387,6 +408,7 @@ class _Body(httpx2.SyncByteStream):
             self.deadline, self.why = bound.at, bound.label
         self.kept = bytearray()
         self._release = release
+        self.ended = False  # read to its end: nothing of it runs on in the server
         self.progress_at = start  # the last token of a stream (a completed `data:` line)
         self._line = b""  # the start of the stream's current line, enough to know its kind
 
@@ -412,6 +434,7 @@ class _Body(httpx2.SyncByteStream):
                                f"{self.deadline - self.start:g}s ({len(self.kept)} bytes came)")
                 self._paced(chunk, now)
                 yield chunk
+            self.ended = True
         except httpx2.HTTPError as exc:
             if self.ex.error is None:
                 _cut(self.ex, exc, self.deadline - self.start, self.stop)
@@ -445,14 +468,17 @@ class _Body(httpx2.SyncByteStream):
                        "only keeps the connection alive")
 
     def _tokens(self, chunk: bytes) -> bool:
-        """Whether `chunk` completes a `data:` line (an SSE event that carries something)."""
+        """Whether `chunk` completes a `data:` line (an SSE event that carries something). A
+        stream's last event ends it for the server too, though a client may stop reading there."""
         found = False
         for piece in re.split(rb"(\n)", chunk):
             if piece == b"\n":
-                found = found or self._line.lstrip().startswith(b"data:")
+                line = self._line.lstrip()
+                found = found or line.startswith(b"data:")
+                self.ended = self.ended or line.startswith(STREAM_ENDS)
                 self._line = b""
-            elif len(self._line) < 8:
-                self._line = (self._line + piece)[:8]
+            elif len(self._line) < 24:
+                self._line = (self._line + piece)[:24]
         return found
 
     def _fail(self, why: str) -> None:
@@ -471,9 +497,9 @@ class _Body(httpx2.SyncByteStream):
         self.kept = bytearray()
         self.ex.elapsed = time.monotonic() - self.start
         try:
-            self.resp.close()
+            self.resp.close()  # an answer not read to its end: closing it tells the server
         finally:
-            release()
+            release(not self.ended)
 
 
 def _cut(ex: Exchange, exc: BaseException, timeout: float, stop: Stop) -> None:
@@ -544,6 +570,9 @@ def send(http, method: str, url: str, *, headers=None, json_body=None) -> Exchan
     return seen[-1]
 
 
+HANGS = " (the server accepted the connection but hangs)"
+
+
 def describe(exc: BaseException, timeout: float | None) -> str:
     """The cause of a failed request in the words an operator searches for."""
     text = " ".join((str(exc) or type(exc).__name__).split())
@@ -553,7 +582,7 @@ def describe(exc: BaseException, timeout: float | None) -> str:
     if isinstance(exc, httpx2.ConnectTimeout):
         return "connection timed out (host unreachable or a firewall drops packets)"
     if isinstance(exc, httpx2.TimeoutException):
-        return f"no answer within {timeout:g}s (the server accepted the connection but hangs)"
+        return f"no answer within {timeout:g}s{HANGS}"
     if isinstance(exc, httpx2.ConnectError):
         if "refused" in lower:
             return "connection refused (nothing listens on that port: is the server running?)"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from pytest_frank import metrics
 from pytest_frank.observation import Observation
 
 POLL_FIRST, POLL_MAX = 0.25, 2.0
@@ -105,3 +106,43 @@ def slot_shape(target) -> SlotShape:
     count, ctx, source = target.driver.slot_shape(payloads)
     return SlotShape(count=count, ctx_per_slot=ctx, source=source, payloads=payloads,
                      ctx_train=target.driver.ctx_train(payloads))
+
+
+@dataclass
+class Load:
+    """How busy the server is now, where it says: its slots, its running and queued requests."""
+
+    busy: int | None = None
+    slots: int | None = None
+    running: float | None = None
+    waiting: float | None = None
+
+    @property
+    def saturated(self) -> bool:
+        full = self.slots is not None and self.busy is not None and self.busy >= self.slots
+        return full or bool(self.waiting)
+
+    def line(self) -> str:
+        parts = []
+        if self.slots is not None:
+            parts.append(f"{self.busy} of {self.slots} slots busy")
+        elif self.running is not None:
+            parts.append(f"{self.running:g} running")
+        if self.waiting is not None:
+            parts.append(f"{self.waiting:g} waiting")
+        return ", ".join(parts)
+
+
+def load(target) -> Load:
+    """A reading of the server's load (not kept: it is of the moment)."""
+    driver, seen = target.driver, Load()
+    if driver.load_slots_route:
+        ex = target.get(driver.load_slots_route)
+        counted = driver.busy_slots(ex.json()) if ex.ok else None
+        if counted is not None:
+            seen.busy, seen.slots = counted
+    if driver.load_series:
+        scrape = metrics.scrape(target, driver.metrics_path)
+        if scrape.ok:
+            seen.running, seen.waiting = (scrape.total(name) for name in driver.load_series)
+    return seen

@@ -13,7 +13,7 @@ from pytest_frank import http
 from pytest_frank.fleet import Endpoint
 from pytest_frank.http import Limiter
 from pytest_frank.interrupt import Interrupts
-from pytest_frank.target import STRAGGLER_WAIT, Probe, Target
+from pytest_frank.target import STRAGGLER_WAIT, Probe, Target, runs_first
 
 if TYPE_CHECKING:
     from pytest_frank.probes import Health
@@ -111,7 +111,13 @@ class FrankSession:
         if work and target.driver.owned_by:  # which engine it is, for any failure's first line
             work = [*work, (fingerprint.engine, None)]
         work = [*work, (fingerprint.identity, None)]  # which build serves what, for the reports
-        _each(lambda job: target.need(*job), work, target.limiter.limit, self.stop)
+        first = [job for job in work if runs_first(job[0])]
+        for job in first:  # before any other traffic of the endpoint's, one at a time
+            if self.stop.why:
+                return
+            target.need(*job)
+        rest = [job for job in work if job not in first]
+        _each(lambda job: target.need(*job), rest, target.limiter.limit, self.stop)
 
     def close(self) -> None:
         for target in self.targets.values():

@@ -43,14 +43,32 @@ class Spend:
 
 @dataclass
 class Slow:
-    """The first answer of an endpoint that a timeout or a deadline cut, and which probe saw it."""
+    """The first answer of an endpoint that a timeout or a deadline cut, and which probe saw it;
+    `busy` says so where the server was saturated then."""
 
     key: Key
     line: str
+    busy: str | None = None
+    fix: str | None = None
 
 
 def key_of(probe: Probe, case: str | None = None) -> Key:
     return f"{probe.__module__}.{probe.__qualname__}", case
+
+
+_FIRST: set[Callable[..., Any]] = set()
+
+
+def first_and_alone(probe: Callable[..., Obs]) -> Callable[..., Obs]:
+    """Mark a probe that measures through server-wide counters or gauges: it runs before the
+    endpoint's other probes, one at a time, so none of their requests (a grammar-bound tool
+    call, one given up on and still generating) shares its window."""
+    _FIRST.add(probe)
+    return probe
+
+
+def runs_first(probe: Probe) -> bool:
+    return probe in _FIRST
 
 
 class Target:
@@ -123,7 +141,7 @@ class Target:
         with self._lock:
             if self._http is None:
                 self._http = http.client(self.timeout, self.limiter, self.deadline, stop=self.stop,
-                                         floor=self.floor)
+                                         floor=self.floor, quiet=self.driver.abandon_quiet_s)
             return self._http
 
     def sdk(self):
@@ -208,12 +226,36 @@ class Target:
             self.spend.generations += 1
             self.spend.tokens += tokens
 
-    def answered_late(self, line: str) -> None:
+    def answered_late(self, ex: http.Exchange) -> Slow:
+        """The first answer cut as too slow stops the endpoint's generations; the server's load
+        then says whether it is saturated (slow, not hung)."""
+        said = f"{ex.method} {ex.url.removeprefix(self.endpoint.root)}: "
         with self._lock:
-            if self.slow is None:
-                self.slow = Slow(self._blamed(), line)
+            first = self.slow is None
+            slow = self.slow = self.slow or Slow(self._blamed(), said + (ex.error or ""))
+            if first:
                 self.deadline.bound(BOUND_SLACK, f"the endpoint's last {BOUND_SLACK:g}s after "
                                                  "an answer too slow to wait for")
+        if first and not self.stop.why:
+            self._saturation(slow, said, ex)
+        return slow
+
+    def _saturation(self, slow: Slow, said: str, ex: http.Exchange) -> None:
+        from pytest_frank.probes import load
+
+        with http.recording(propagate=False):  # the cut request stays the evidence's last
+            seen = load(self)
+        error = ex.error or ""
+        if not seen.saturated:
+            return
+        slow.busy = f"the server is saturated ({seen.line()}): slow, not hung"
+        ex.error = f"{error.removesuffix(http.HANGS)}: {slow.busy}"
+        slow.line = said + ex.error
+        lower = (f"lower `concurrency` for this endpoint in fleet.yaml (now "
+                 f"{self.limiter.limit}) or " if self.limiter.limit > 1 else "")
+        slow.fix = (f"the server is busy, not broken: {lower}run the battery at a quieter time "
+                    "(or give the server more slots); restarting it would only drop the "
+                    "requests in flight")
 
     def _blamed(self) -> Key:
         # The innermost running probe that a test judges (one probe may need another's

@@ -59,3 +59,39 @@ def test_cache_prompt_false_forced_by_a_proxy_fails_with_the_fix(llama, run_flee
     bad.stdout.fnmatch_lines([f"*prefix-cache share {was:.2f} -> 0.00 (down {was:.2f}, "
                               "tolerance 0.1)*"])
     assert figures(after)["figures"]["cached_tokens"]["value"] == 0
+
+
+# -- the long prompt sized to the slot, by the server's own count ----------------------------------
+
+def _notes(report, test="test_perf_prefix_cache[ep]"):
+    return "\n".join(figures(report, test)["notes"])
+
+
+def test_the_prompt_fits_2048_token_slots_by_the_servers_count(llama, run_fleet, tmp_path):
+    """-c 8192 -np 4: 2048 tokens a slot. The default 1500 words are some 8700 tokens to the
+    self-test's byte-level tokenizer (llama.cpp answered 400 "exceeds the available context
+    size" to a prompt sized by words): /tokenize counts them, and half the slot goes out."""
+    report = tmp_path / "frank.json"
+    server = llama(alias="m", ctx_size=8192, parallel=4, metrics=True)
+    result = run_fleet(one_endpoint(server.url, alias="m", expect={
+        "perf": {"min_cached_share": 0.5}}), "-m", "perf", "-k", "test_perf_prefix_cache",
+        "--frank-json", str(report))
+    result.assert_outcomes(passed=1)
+    notes = _notes(report)
+    assert "1500 words are " in notes and "tokens by the server's /tokenize, more than the " \
+        "1024 a 2048-token slot leaves a long prompt: " in notes, notes
+    sent = [ex["sent"] for ex in figures(report)["exchanges"]
+            if ex["request"].endswith("/v1/chat/completions")]
+    tokens = int(notes.split("-word prompt (")[1].split(" tokens")[0])
+    assert len(sent) == 6 and 512 < tokens <= 1024, (len(sent), tokens)
+
+
+def test_a_slot_too_small_to_measure_is_inconclusive_with_its_size(llama, run_fleet):
+    server = llama(alias="m", ctx_size=512, parallel=4)  # 256 tokens a slot (llama.cpp's least)
+    result = run_fleet(one_endpoint(server.url, alias="m", expect={
+        "perf": {"min_cached_share": 0.5}}), "-m", "perf", "-k", "test_perf_prefix_cache")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines([
+        "*inconclusive: the prefix cache is not measured: each slot holds 256 tokens: room for "
+        "128 prompt tokens, fewer than the 256 a measurement needs*"])
+    assert "/v1/chat/completions" not in result.stdout.str()

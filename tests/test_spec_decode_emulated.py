@@ -1,7 +1,10 @@
 """spec_decode against emulated engines: vLLM and SGLang metric shapes, an old llama.cpp with only
 per-reply timings, collapsed acceptance, speculation not configured."""
 
-from emulator import Emulator, Reply, chat_json, metrics_text
+import json
+
+from emulator import Emulator, Reply, chat_json, metrics_text, serve_chat
+from healthy_engines import healthy_chat
 from fleets import one_endpoint
 
 VLLM_LABELS = [{"model_name": "m", "engine": "0"}, {"model_name": "m", "engine": "1"}]
@@ -190,3 +193,111 @@ def test_too_few_draft_tokens_is_inconclusive_not_a_rate(run_fleet):
     result.stdout.fnmatch_lines(["*inconclusive (16 draft tokens, fewer than min_draft_tokens 64, "
                                  "over 4 generation(s) of up to 128 tokens*"])
     assert sum(r.path == "/v1/chat/completions" for r in em.requests) == 4
+
+
+# -- the probe owns its window --------------------------------------------------------------------
+
+def serve_shared(em, counted, own):
+    """llama.cpp shape (Aug 2026 build): each generation's reply says what it drafted itself
+    (`own`: draft_n, draft_n_accepted), while the server-wide counters grow by `counted`
+    (drafted, accepted): other requests drafted in the same window."""
+    totals = {"drafts": 0, "tokens": 0, "accepted": 0, "per_pos": [0, 0]}
+
+    def chat(req):
+        totals["drafts"] += counted[0] // 2
+        totals["tokens"] += counted[0]
+        totals["accepted"] += counted[1]
+        reply = chat_json("one\ntwo\nthree", model="m", finish="length")
+        reply["timings"] = {"predicted_n": 128, "draft_n": own[0], "draft_n_accepted": own[1]}
+        return Reply(200, reply)
+
+    em.route("POST", "/v1/chat/completions", chat)
+    em.route("GET", "/metrics", lambda r: Reply(200, llamacpp_metrics(totals)))
+
+
+def test_counters_that_saw_others_drafting_are_inconclusive_naming_both(run_fleet):
+    """The loaded box of the field: the counters grew by 400 draft tokens, 69 accepted, while
+    the probe's own answer drafted 70: the 0.17 is mostly others' (abandoned, grammar-bound)
+    requests, never this endpoint's failure."""
+    with Emulator("llamacpp", models=["m"]) as em:
+        serve_shared(em, counted=(400, 69), own=(70, 66))
+        result = run_fleet(one_endpoint(em.url, alias="m", expect={
+            "spec_decode": {"min_acceptance": 0.5}}), "-m", "spec_decode")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines([
+        "*inconclusive (the counters saw 400 draft tokens over the probe's window, 330 more than "
+        "its own replies drafted (70, timings.draft_n): other requests drafted at least as much "
+        "in the same window, so the counters' rate is not this endpoint's own): acceptance 0.17 "
+        "(69 of 400 draft tokens accepted)*the probe's own replies: acceptance 0.94 (66 of 70 "
+        "draft tokens accepted)*"])
+
+
+def test_some_of_others_drafting_judges_the_probes_own_counts(run_fleet, tmp_path):
+    """Others drafted 20 tokens beside the probe's 80: the counters' 0.80 would fail a 0.81
+    floor that the probe's own replies (66 of 80, 0.82) meet; those are judged."""
+    report = tmp_path / "frank.json"
+    with Emulator("llamacpp", models=["m"]) as em:
+        serve_shared(em, counted=(100, 80), own=(80, 66))
+        result = run_fleet(one_endpoint(em.url, alias="m", expect={
+            "spec_decode": {"min_acceptance": 0.81}}), "-m", "spec_decode",
+            "--frank-json", str(report))
+    result.assert_outcomes(passed=1)
+    notes = _notes(report)
+    assert ("the counters saw 100 draft tokens over the probe's window, 20 more than its own "
+            "replies drafted (80, timings.draft_n): other requests drafted beside the probe, so "
+            "its own replies are judged, not the counters' acceptance 0.80 (80 of 100 draft "
+            "tokens accepted)") in notes, notes
+    row = json.loads(report.read_text())["rows"][-1]
+    assert row["figures"]["acceptance"]["value"] == 0.825
+
+
+def _notes(report) -> str:
+    rows = json.loads(report.read_text())["rows"]
+    return "\n".join(next(r for r in rows if r["key"].endswith("test_spec_decode[ep]"))["notes"])
+
+
+def sglang_window(em, *, interval=40):
+    """SGLang shape (python/sglang/srt/managers/scheduler_metrics_mixin.py): the spec_accept_*
+    gauges hold the last logging window, the decode steps of every running request since the
+    previous log (decode_log_interval, 40 steps), not one request's. A grammar-bound tool call
+    accepts about 1 draft in 128 over a short answer (24 steps); a free answer 53 of 56 over 48
+    steps (the field's figures)."""
+    window = {"accepted": 0, "drafted": 0, "steps": 0}
+    gauges = [0.0, 0.0]
+
+    def answer(body):
+        bound = bool(body.get("tools")) and body.get("tool_choice") != "none"
+        accepted, drafted, steps = (1, 128, 24) if bound else (53, 56, 48)
+        window["accepted"] += accepted
+        window["drafted"] += drafted
+        window["steps"] += steps
+        if window["steps"] >= interval:  # the scheduler logs, and the gauges take the window
+            rate = window["accepted"] / window["drafted"]
+            gauges[:] = [rate, 1 + 3 * rate]
+            window.update(accepted=0, drafted=0, steps=0)
+        reply = healthy_chat()(body)
+        reply["usage"]["completion_tokens"] = 128
+        return reply
+
+    serve_chat(em, answer)
+    em.route("GET", "/metrics", lambda r: Reply(200, metrics_text(
+        {"sglang:spec_accept_rate": [({"model_name": "m"}, gauges[0])],
+         "sglang:spec_accept_length": [({"model_name": "m"}, gauges[1])]},
+        {"sglang:spec_accept_rate": "gauge", "sglang:spec_accept_length": "gauge"})))
+
+
+def test_sglang_gauges_read_before_any_tool_call_share_their_window(run_fleet, tmp_path):
+    """spec_decode beside tools on one self-drafting SGLang endpoint, four requests at once:
+    the spec_decode probe runs first and alone, so the window its gauges report holds its own
+    steps, not the grammar-bound tool calls' (which read 0.17 in the field)."""
+    report = tmp_path / "frank.json"
+    with Emulator("sglang", models=["m"]) as em:
+        sglang_window(em)
+        result = run_fleet(one_endpoint(em.url, "sglang", alias="m", concurrency=4, expect={
+            "spec_decode": {"min_acceptance": 0.6}, "tools": {"trials": 2}}),
+            "-m", "spec_decode or tools", "--frank-json", str(report))
+    chats = [r.body for r in em.requests if r.path == "/v1/chat/completions"]
+    spec = [i for i, b in enumerate(chats) if b["messages"][0]["content"].startswith("Count")]
+    assert spec and len(chats) > len(spec) and spec == list(range(len(spec))), spec
+    assert "PASSED test_spec_decode.py::test_spec_decode[ep]" in result.stdout.str()
+    assert "acceptance 0.95; mean acceptance length 3.84" in _notes(report)

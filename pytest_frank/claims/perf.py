@@ -14,12 +14,12 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from pytest_frank import metrics
+from pytest_frank import metrics, sizing
 from pytest_frank.chat import Reply, Request
 from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Options as ClaimOptions
-from pytest_frank.claims import slots
 from pytest_frank.observation import Observation
+from pytest_frank.target import first_and_alone
 from pytest_frank.verdict import fail, inconclusive
 from pytest_frank.figures import COUNT, number
 
@@ -30,10 +30,8 @@ FILLER = ("The keeper climbed the spiral stairs at dusk, trimmed the wick, wound
 CACHED_SHARE = 0.5  # min_cached_share when fleet.yaml sets none
 # Below this cold first token, a ratio of first tokens is jitter (as regression.ttft_noise_s).
 TTFT_NOISE_S = 0.05
-# A long prompt must fit the slot: at most this many tokens a word (a byte-level tokenizer spends
-# one a character), and room for the chat template and the answer.
-TOKENS_PER_WORD = 8
-TEMPLATE_TOKENS = 64
+TEMPLATE_TOKENS = 64  # room kept in the slot for the chat template around the long prompt
+LEAST_CACHE_TOKENS = 256  # shorter, and the template and the reply weigh as much as the prompt
 COUNTER_LAG = 1.0  # seconds to wait once for server-wide counters that trail the reply
 
 
@@ -72,6 +70,8 @@ class CacheRuns(Observation):
     counts: list[Counted | None] = field(default_factory=list)  # per pair, the repeat's count
     words: int
     fitted: str = ""  # why fewer words were sent than cache_prompt_words asks
+    tokens: int | None = None  # the prompt's size, where it was sized to the slot
+    counted_by: str = ""
 
 
 def speed(target) -> Runs:
@@ -87,18 +87,24 @@ def speed(target) -> Runs:
     return out
 
 
+@first_and_alone
 def cache(target) -> CacheRuns:
     """The same long prompt twice, per run, with nothing else in flight (a neighbour's prefill
     would read as a slow cache, a neighbour's tokens as cache hits); a fresh prefix per run so
     no earlier run warms it. The engine's count of cached tokens comes from the repeat's reply,
     else from server-wide counters scraped around it."""
     opts = target.endpoint.options("perf")
-    words, fitted = _fitting(target, opts.cache_prompt_words)
-    out = CacheRuns(words=words, fitted=fitted)
     target.model_name()  # any probe it needs runs before the endpoint is held
+    fitted = sizing.fit(target, _long_prompt, opts.cache_prompt_words,
+                        CACHE_MAX_TOKENS + TEMPLATE_TOKENS, LEAST_CACHE_TOKENS)
+    out = CacheRuns(words=fitted.words, fitted=fitted.note, tokens=fitted.tokens,
+                    counted_by=fitted.counted_by)
+    if fitted.too_small:
+        out.inconclusive = f"the prefix cache is not measured: {fitted.too_small}"
+        return out
     with target.exclusive():
         for _ in range(opts.runs):
-            prompt = _long_prompt(words)
+            prompt = _long_prompt(fitted.words)
             start = _counters(target)
             cold = target.chat(Request(prompt, CACHE_MAX_TOKENS, stream=True))
             middle = _settled(target, start, cold)
@@ -108,20 +114,6 @@ def cache(target) -> CacheRuns:
             if not (cold.ok and warm.ok):
                 break
     return out
-
-
-def _fitting(target, words: int) -> tuple[int, str]:
-    """As many of `words` as surely fit the slot the engine reports (llama.cpp /props, vLLM
-    max_model_len), with why it is fewer."""
-    shape = target.need(slots.shape)
-    ctx = shape.ctx_per_slot if shape.seen else None
-    if not ctx:
-        return words, ""
-    room = max(1, (ctx - CACHE_MAX_TOKENS - TEMPLATE_TOKENS) // TOKENS_PER_WORD)
-    if words <= room:
-        return words, ""
-    return room, (f"{words} words might not fit the {ctx}-token slot ({shape.source}): "
-                  f"{room} sent")
 
 
 def _counters(target) -> metrics.Scrape | None:
@@ -229,7 +221,9 @@ def judge_cache(cache: CacheRuns, ctx: Context) -> None:
     ctx.figure("cached_ttft_ratio", ratio, "")
     times = (f"first token cold {_list(cold_s)}s, repeated {_list(warm_s)}s; median ratio "
              f"{ratio:.2f}")
-    ctx.note(f"prefix cache: a {cache.words}-word prompt, {times}")
+    sized = (f" ({number(cache.tokens, COUNT)} tokens by {cache.counted_by})"
+             if cache.tokens is not None else "")
+    ctx.note(f"prefix cache: a {cache.words}-word prompt{sized}, {times}")
     if cache.fitted:
         ctx.note(cache.fitted)
     if all(cache.counts):
@@ -280,7 +274,7 @@ def _judge_times(cache: CacheRuns, ctx: Context, cold_s: list[float], ratio: flo
 def _first_tokens(runs: list[Reply]) -> list[float]:
     for run in runs:
         if not run.ok:
-            fail(f"the streamed request to {run.url} failed: {run.problem_line}")
+            fail(f"the streamed request to {run.url} failed: {run.problem_line}", run.fix)
         if run.first_token_s is None:
             body = run.exchange.snippet(200) if run.exchange else ""
             fail(f"the stream from {run.url} carried no content or reasoning text: {body}")

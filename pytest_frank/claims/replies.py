@@ -20,7 +20,7 @@ def require_answer(reply, driver, doing: str) -> None:
     if reply.problem is None:
         return
     if reply.status is None:
-        fail(f"{doing}: {reply.problem}")
+        fail(f"{doing}: {reply.problem}", reply.fix)
     fail(f"{doing} answered {reply.status}: {one_line(reply.problem)}",
          driver.known_fix(reply.problem, reply.status))
 

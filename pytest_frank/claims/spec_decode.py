@@ -16,6 +16,7 @@ from pytest_frank.chat import Reply, Request
 from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.observation import Observation
+from pytest_frank.target import first_and_alone
 from pytest_frank.claims import slots
 from pytest_frank.verdict import fail, inconclusive
 from pytest_frank.figures import COUNT, number
@@ -38,6 +39,10 @@ class Options(ClaimOptions):
 
 ASKS = 4  # generations at most, to gather min_draft_tokens from a model that answers briefly
 COUNTER_LAG = 1.0  # seconds to wait once for counters that trail the reply
+# Counted draft tokens past the probe's own that still read as its own window: what a counter
+# read a moment early or late may hold.
+OTHERS_SLACK, OTHERS_SHARE = 8, 0.1
+OWN = "the replies' own timings.draft_n / draft_n_accepted"
 
 
 @dataclass(kw_only=True)
@@ -78,6 +83,7 @@ class Acceptance:
         return "; ".join(parts) + f" [source: {self.source}]"
 
 
+@first_and_alone
 def drafting(target: Target) -> Drafting:
     """Scrape, generate, scrape, with nothing else in flight (the counters are server-wide),
     and generate again while fewer than min_draft_tokens were drafted. The model writes of its
@@ -136,6 +142,9 @@ def judge(obs: Drafting, ctx: Context) -> None:
     if timings is not None and measured.source.endswith("counters"):
         note(f"cross-check, this reply's timings: draft_n {timings[0]}, draft_n_accepted "
              f"{timings[1]} (acceptance {_fmt(_ratio(timings[1], timings[0]))})")
+        measured = _own_window(measured, timings, note)
+        if measured.source == OWN:
+            ctx.figure("acceptance", measured.rate or 0.0, "")
     least = ctx.options.min_draft_tokens
     if measured.draft_tokens is None:
         _judge_gauges(measured, obs, driver, least, asked)
@@ -144,6 +153,27 @@ def judge(obs: Drafting, ctx: Context) -> None:
         inconclusive(f"inconclusive ({number(measured.draft_tokens, COUNT)} draft tokens, fewer than "
                      f"min_draft_tokens {least}, over {asked}): {measured.line()}")
     _judge_band(measured, ctx.options, driver)
+
+
+def _own_window(m: Acceptance, own: tuple[int, int], note) -> Acceptance:
+    """The counters' growth against what the probe's own replies drafted. Where other requests
+    drafted too, the counters' rate is a mix: the replies' own counts are judged instead; where
+    others drafted as much as the probe or more, nothing is judged (inconclusive, both counts)."""
+    seen, drafted = m.draft_tokens or 0.0, own[0]
+    others = seen - drafted
+    if others <= max(OTHERS_SLACK, OTHERS_SHARE * drafted):
+        return m
+    counted = (f"the counters saw {number(seen, COUNT)} draft tokens over the probe's window, "
+               f"{number(others, COUNT)} more than its own replies drafted ({drafted}, "
+               f"timings.draft_n)")
+    mine = Acceptance(OWN, drafted, own[1], rate=_ratio(own[1], drafted))
+    if others >= drafted:
+        inconclusive(f"inconclusive ({counted}: other requests drafted at least as much in the "
+                     f"same window, so the counters' rate is not this endpoint's own): "
+                     f"{m.line()}; the probe's own replies: {mine.line()}")
+    note(f"{counted}: other requests drafted beside the probe, so its own replies are judged, "
+         f"not the counters' {m.line()}")
+    return mine
 
 
 def _written(obs: Drafting) -> int:
@@ -227,7 +257,7 @@ def _require_reply(reply: Reply, driver) -> None:
     if reply.ok:
         return
     fail(f"the generation request to {reply.url} failed: {reply.problem_line}",
-         driver.known_fix(reply.problem, reply.status))
+         reply.fix or driver.known_fix(reply.problem, reply.status))
 
 
 def _judge_engaged(m: Acceptance, obs: Drafting, driver) -> None:

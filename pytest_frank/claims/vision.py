@@ -119,7 +119,7 @@ def _answer(s: Shown, obs: Seen, driver) -> str:
     r, form = s.reply, obs.form
     url = r.url
     if r.status is None and r.problem:
-        fail(f"the image request ({form}) to {url} failed: {r.problem}")
+        fail(f"the image request ({form}) to {url} failed: {r.problem}", r.fix)
     if driver.no_projector(r):
         fail(f"{url} answered {r.status}: {r.problem}: no vision projector is loaded"
              f"{_advert(obs.advert)}", driver.vision_fix)

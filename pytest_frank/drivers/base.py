@@ -161,6 +161,28 @@ class Driver:
                    if isinstance(c, dict) and isinstance(n := c.get("max_model_len"), int)]
         return None, (max(lengths) if lengths else None), "/v1/models max_model_len"
 
+    # -- sizing and load: the server's own token count, how busy it is, how soon it drops a
+    # request given up on ---------------------------------------------------------------------
+    # Series in /metrics: requests running and requests queued for a slot (None: not reported).
+    load_series: tuple[str, str] | None = None
+    load_slots_route: str | None = None  # where the engine lists its slots, busy or idle
+    # Seconds with no traffic the engine needs to notice a closed connection and stop the
+    # generation (0: it notices at once).
+    abandon_quiet_s = 0.0
+
+    def tokenize_request(self, model: str, text: str) -> tuple[str, dict] | None:
+        """(route, body) that asks the server to count `text` in its own tokens; None where it
+        cannot."""
+        return None
+
+    def token_count(self, payload) -> int | None:
+        """The count from the tokenize route's answer; None when it is not one."""
+        return None
+
+    def busy_slots(self, payload) -> tuple[int, int] | None:
+        """(slots busy, slots) from the slots route's answer; None when it is not one."""
+        return None
+
     # -- vram: the model file the engine loaded, its KV pool, what unexpected memory means ------
     kv_pool_route: str | None = None  # where the engine describes a preallocated KV pool
     vram_high_fix: Text = ("the usual causes: a draft that loads the whole model a second time (a "

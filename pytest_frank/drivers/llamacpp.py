@@ -103,6 +103,29 @@ class LlamaCppDriver(Driver):
             source += "; /slots"
         return count, ctx, source
 
+    # -- sizing and load ------------------------------------------------------------------------
+    load_series = ("llamacpp:requests_processing", "llamacpp:requests_deferred")
+    load_slots_route = "/slots"  # is_processing per slot
+    # tools/server: a non-streamed request's HTTP thread checks its connection only when
+    # server_response::recv_with_timeout(..., HTTP_POLLING_SECONDS = 1) times out, and every
+    # result sent to any request (another slot's token, a /slots or /metrics answer) restarts
+    # that wait; the server stops a request given up on once it has been left a second alone.
+    abandon_quiet_s = 1.5
+
+    def tokenize_request(self, model, text):
+        return "/tokenize", {"content": text}  # {"tokens": [...]}, no template, no BOS
+
+    def token_count(self, payload):
+        tokens = payload.get("tokens") if isinstance(payload, dict) else None
+        return len(tokens) if isinstance(tokens, list) else None
+
+    def busy_slots(self, payload):
+        slots = [s for s in payload if isinstance(s, dict)] if isinstance(payload, list) else []
+        flags = [s.get("is_processing") for s in slots]
+        if not flags or not all(isinstance(f, bool) for f in flags):
+            return None
+        return sum(f is True for f in flags), len(flags)
+
     def served_model_path(self, payloads):
         path = (payloads.get("/props") or {}).get("model_path")
         return path if isinstance(path, str) and path else None

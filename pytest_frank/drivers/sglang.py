@@ -41,6 +41,9 @@ class SglangDriver(Driver):
     spec_low_fix = ("the draft does not fit the model; lower --speculative-num-steps / "
                     "--speculative-num-draft-tokens")
 
+    # -- load: the scheduler's gauges (sglang/srt/metrics/collector.py) ---------------------------
+    load_series = ("sglang:num_running_reqs", "sglang:num_queue_reqs")
+
     # -- generation battery: reasoning, reasoning_effort, tools --------------------------------
     reasoning_parser_fix = ("start SGLang with --reasoning-parser <the model's parser, e.g. qwen3, "
                             "deepseek-r1>")

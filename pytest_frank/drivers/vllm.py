@@ -54,6 +54,9 @@ class VllmDriver(Driver):
     vision_fix = ("serve the model's multimodal checkpoint (with its vision tower; llama.cpp "
                   "would need --mmproj) and do not set --limit-mm-per-prompt image=0")
 
+    # -- load: the scheduler's gauges (vllm/v1/metrics/loggers.py) ---------------------------------
+    load_series = ("vllm:num_requests_running", "vllm:num_requests_waiting")
+
     # -- vram: vLLM preallocates gpu_memory_utilization of the GPU; the KV pool fills the rest
     kv_pool_route = "/metrics"
     vram_high_fix = ("another process on the GPU, or --gpu-memory-utilization higher than "

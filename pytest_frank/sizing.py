@@ -1,0 +1,67 @@
+"""Long prompts sized to the served slot: a share of the context one conversation gets, counted in
+the server's own tokens where the engine can count them (llama.cpp /tokenize), else estimated
+at a byte-level tokenizer's worst case. A prompt past the slot is refused (llama.cpp answers 400
+"exceeds the available context size"), which says nothing about what a probe measures."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+from pytest_frank.figures import COUNT, number
+
+if TYPE_CHECKING:
+    from pytest_frank.target import Target
+
+SHARE = 0.5  # of the slot's context a long prompt may take: room for the template and the reply
+CHARS_PER_TOKEN = 1.0  # without the server's count: a byte-level tokenizer spends one a character
+ROUNDS = 3  # counts at most, shrinking the prompt each time it is still too long
+MARGIN = 0.95  # shrink a little more than the count says: each run's prompt differs a little
+
+
+@dataclass(frozen=True)
+class Fit:
+    words: int  # how many words of filler to send
+    tokens: int | None = None  # the prompt's size, counted or estimated; None: not sized
+    counted_by: str = ""  # "the server's /tokenize" or the estimate's words
+    note: str = ""  # why fewer words go out than were asked
+    too_small: str | None = None  # the slot cannot hold a prompt worth measuring: why
+
+
+def count(target: Target, text: str) -> tuple[int, str]:
+    """The prompt's tokens by the server's own tokenizer where the engine has a route for it,
+    else a worst-case estimate; and which of the two it is."""
+    asked = target.driver.tokenize_request(target.model_name(), text)
+    if asked is not None:
+        ex = target.post(*asked)
+        counted = target.driver.token_count(ex.json()) if ex.ok else None
+        if counted is not None:
+            return counted, f"the server's {asked[0]}"
+    return round(len(text) / CHARS_PER_TOKEN), f"an estimate of {CHARS_PER_TOKEN:g} token a character"
+
+
+def fit(target: Target, build: Callable[[int], str], words: int, reserve: int,
+        least: int) -> Fit:
+    """As many of `words` as fit SHARE of the slot's context, and `reserve` tokens (template,
+    reply) besides; `too_small` where fewer than `least` prompt tokens would fit."""
+    ctx = target.served_context()
+    if not ctx:
+        return Fit(words)
+    room = min(int(ctx * SHARE), ctx - reserve)
+    if room < least:
+        return Fit(words, too_small=(f"each slot holds {number(ctx, COUNT)} tokens: room for "
+                                     f"{max(room, 0)} prompt tokens, fewer than the {least} a "
+                                     f"measurement needs"))
+    sent, (tokens, how) = words, count(target, build(words))
+    asked_tokens = tokens
+    for _ in range(ROUNDS):
+        if tokens <= room or sent <= 1:
+            break
+        sent = max(1, int(sent * room / tokens * MARGIN))
+        tokens, how = count(target, build(sent))
+    if sent == words:
+        return Fit(words, tokens, how)
+    return Fit(sent, tokens, how, note=(
+        f"{words} words are {number(asked_tokens, COUNT)} tokens by {how}, more than the "
+        f"{number(room, COUNT)} a {number(ctx, COUNT)}-token slot leaves a long prompt: {sent} "
+        f"words ({number(tokens, COUNT)} tokens) sent"))
