@@ -28,37 +28,45 @@ class Fit:
     too_small: str | None = None  # the slot cannot hold a prompt worth measuring: why
 
 
-def count(target: Target, text: str) -> tuple[int, str]:
-    """The prompt's tokens by the server's own tokenizer where the engine has a route for it,
-    else a worst-case estimate; and which of the two it is."""
+def count(target: Target, text: str, by_usage: bool = False) -> tuple[int, str]:
+    """The prompt's tokens by the server's own tokenizer where the engine has a route for it;
+    else, with `by_usage`, by the usage of a one-token answer to it (a generation, and the prompt
+    then sits in the prefix cache: never for a probe that measures the cache); else a worst-case
+    estimate. And which of these it is."""
     asked = target.driver.tokenize_request(target.model_name(), text)
     if asked is not None:
         ex = target.post(*asked)
         counted = target.driver.token_count(ex.json()) if ex.ok else None
         if counted is not None:
             return counted, f"the server's {asked[0]}"
+    if by_usage:
+        from pytest_frank.chat import Request
+
+        used = target.chat(Request(text, 1)).prompt_tokens
+        if used is not None:
+            return used, "the usage of a one-token answer"
     return round(len(text) / CHARS_PER_TOKEN), f"an estimate of {CHARS_PER_TOKEN:g} token a character"
 
 
 def fit(target: Target, build: Callable[[int], str], words: int, reserve: int,
-        least: int) -> Fit:
-    """As many of `words` as fit SHARE of the slot's context, and `reserve` tokens (template,
+        least: int, share: float = SHARE, by_usage: bool = False) -> Fit:
+    """As many of `words` as fit `share` of the slot's context, and `reserve` tokens (template,
     reply) besides; `too_small` where fewer than `least` prompt tokens would fit."""
     ctx = target.served_context()
     if not ctx:
         return Fit(words)
-    room = min(int(ctx * SHARE), ctx - reserve)
+    room = min(int(ctx * share), ctx - reserve)
     if room < least:
         return Fit(words, too_small=(f"each slot holds {number(ctx, COUNT)} tokens: room for "
                                      f"{max(room, 0)} prompt tokens, fewer than the {least} a "
                                      f"measurement needs"))
-    sent, (tokens, how) = words, count(target, build(words))
+    sent, (tokens, how) = words, count(target, build(words), by_usage)
     asked_tokens = tokens
     for _ in range(ROUNDS):
         if tokens <= room or sent <= 1:
             break
         sent = max(1, int(sent * room / tokens * MARGIN))
-        tokens, how = count(target, build(sent))
+        tokens, how = count(target, build(sent), by_usage)
     if sent == words:
         return Fit(words, tokens, how)
     return Fit(sent, tokens, how, note=(

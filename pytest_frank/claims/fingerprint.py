@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_frank import sizing
 from pytest_frank.chat import Reply, Request
 from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Options as ClaimOptions
@@ -28,7 +29,6 @@ TURNS = [{"role": "system", "content": SYSTEM},
          {"role": "user", "content": "Name another one."}]
 CODE = "heron"  # what the long prompt asks for, from its start
 FILLER = " hello"
-SAMPLE = 64  # filler words in the prompt that measures what one costs in tokens
 ROOM = 64  # tokens of the long prompt's share left for the answer
 
 
@@ -57,16 +57,6 @@ def long_prompt(words: int) -> str:
             + " What was the code word?")
 
 
-def filler_words(target, tokens: int) -> int:
-    """How many filler words make a prompt of `tokens` tokens: measured, as vocabularies differ
-    (one token a word, or one a character), from the usage of two one-token answers."""
-    bare, sample = (target.chat(Request(long_prompt(n), 1)) for n in (0, SAMPLE))
-    if bare.prompt_tokens is None or sample.prompt_tokens is None:
-        return tokens // 4  # no usage: a word is rarely more than four tokens
-    per_word = max(1.0, (sample.prompt_tokens - bare.prompt_tokens) / SAMPLE)
-    return int((tokens - bare.prompt_tokens) / per_word)
-
-
 def prompts(target, opts: Options) -> tuple[dict[str, Request], int | None, int]:
     """The fixed greedy requests: thinking off, logprobs asked where the API shape has them."""
     driver = target.driver
@@ -76,11 +66,17 @@ def prompts(target, opts: Options) -> tuple[dict[str, Request], int | None, int]
     reqs = {"short": Request(SHORT, opts.tokens, extra=extra),
             "multi-turn": Request("", opts.tokens, extra=extra, messages=TURNS)}
     context = target.served_context()
-    share = int(context * opts.context_share) if context else 0
-    words = filler_words(target, min(share, context - opts.tokens - ROOM)) if context else 0
+    words = 0
+    if context:
+        # Every filler word is a token at least, so this many words overfill the share; sizing
+        # shrinks them by the server's own count (its /tokenize, else a one-token answer's usage).
+        fitted = sizing.fit(target, long_prompt, int(context * opts.context_share),
+                            reserve=opts.tokens + ROOM, least=ROOM, share=opts.context_share,
+                            by_usage=True)
+        words = 0 if fitted.too_small else fitted.words
     if words > 0:
         reqs["long"] = Request(long_prompt(words), opts.tokens, extra=extra)
-    return reqs, context, max(words, 0)
+    return reqs, context, words
 
 
 def answers(target) -> Asked:
