@@ -374,7 +374,7 @@ class Recorder(httpx2.BaseTransport):
             if resp is not None:
                 resp.close()
             if isinstance(exc, Refused):
-                raise httpx2.DecodingError(ex.error, request=request) from None
+                raise httpx2.DecodingError(ex.error or str(exc), request=request) from None
             raise
 
         def release(abandoned: bool) -> None:

@@ -15,7 +15,7 @@ from pytest_frank import metrics
 from pytest_frank.chat import Reply, Request
 from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Options as ClaimOptions
-from pytest_frank.observation import Observation
+from pytest_frank.observation import Failed, Observation
 from pytest_frank.target import first_and_alone
 from pytest_frank.claims import slots
 from pytest_frank.verdict import fail, inconclusive
@@ -57,6 +57,11 @@ class Drafting(Observation):
     def reply(self) -> Reply | None:
         return self.replies[-1] if self.replies else None
 
+    @property
+    def latest(self) -> metrics.Scrape:
+        """The last scrape: after the replies, or before them where none followed."""
+        return self.after if self.after is not None else self.before
+
 
 @dataclass
 class Acceptance:
@@ -73,7 +78,7 @@ class Acceptance:
     def line(self) -> str:
         parts = [f"acceptance {_fmt(self.rate)}"]
         if self.draft_tokens is not None:
-            accepted, drafted = number(self.accepted, COUNT), number(self.draft_tokens, COUNT)
+            accepted, drafted = number(self.accepted or 0, COUNT), number(self.draft_tokens, COUNT)
             parts[0] += f" ({accepted} of {drafted} draft tokens accepted)"
         if self.mean_length is not None:
             parts.append(f"mean acceptance length {self.mean_length:.2f}")
@@ -95,18 +100,20 @@ def drafting(target: Target) -> Drafting:
     with target.exclusive():
         obs = Drafting(before=metrics.scrape(target, driver.metrics_path),
                        max_tokens=opts.max_tokens,
-                       configured=driver.speculative_live(shape.payloads) if shape.seen else None)
+                       configured=None if isinstance(shape, Failed) or not shape.seen
+                       else driver.speculative_live(shape.payloads))
         for _ in range(ASKS):
-            obs.replies.append(target.chat(Request(PROMPT, opts.max_tokens)))
+            reply = target.chat(Request(PROMPT, opts.max_tokens))
+            obs.replies.append(reply)
             if obs.before.ok:
                 obs.after = metrics.scrape(target, driver.metrics_path)
             drafted = _drafted(obs, driver)
-            if drafted == 0 and obs.reply.ok and obs.before.ok:
+            if drafted == 0 and reply.ok and obs.before.ok:
                 # Counters may trail the reply (vLLM publishes them from its engine loop).
                 time.sleep(COUNTER_LAG)
                 obs.after = metrics.scrape(target, driver.metrics_path)
                 drafted = _drafted(obs, driver)
-            if not obs.reply.ok or not drafted or drafted >= opts.min_draft_tokens:
+            if not reply.ok or not drafted or drafted >= opts.min_draft_tokens:
                 break  # failed, not drafting at all (asking again changes nothing), or enough
     return obs
 
@@ -187,7 +194,7 @@ def _judge_gauges(m: Acceptance, obs: Drafting, driver, least: int, asked: str) 
         inconclusive(f"inconclusive ({_written(obs)} tokens written, fewer than min_draft_tokens "
                      f"{least}, over {asked}; the gauges count no draft tokens): {m.line()}")
     series = next(s for s in driver.spec_series
-                  if not s.counters and s.rate_gauge in obs.after.names())
+                  if not s.counters and s.rate_gauge in obs.latest.names())
     before = (obs.before.total(series.rate_gauge), obs.before.total(series.length_gauge))
     if m.rate and before == (m.rate, m.mean_length):
         inconclusive(f"inconclusive (the gauges did not move over {asked}: they still hold an earlier "
@@ -201,7 +208,7 @@ def _timings(obs: Drafting, driver: Driver) -> tuple[int, int] | None:
 
 
 def measure(obs: Drafting, driver, timings) -> Acceptance:
-    after, before = obs.after, obs.before
+    after, before = obs.latest, obs.before
     names = after.names()
     for series in driver.spec_series:
         if series.counters and series.draft_tokens in names:
@@ -280,6 +287,8 @@ def _judge_engaged(m: Acceptance, obs: Drafting, driver) -> None:
 
 def _judge_band(m: Acceptance, options: Options, driver) -> None:
     low, high = options.min_acceptance, options.max_acceptance
+    if m.rate is None:
+        return  # nothing accepted or drafted to rate: _judge_engaged has said so
     if low is not None and m.rate < low:
         fail(f"acceptance {m.rate:.2f} is below min_acceptance {low:g}: {m.line()}",
              driver.spec_low_fix)
@@ -324,8 +333,9 @@ def lossless(target: Target) -> Twins:
                              f"endpoint of this fleet", fix="name a non-drafting twin's entry")
     mine, theirs = target.need(greedy), twin.need(greedy)
     for side, obs in ((target.name, mine), (name, theirs)):
-        if obs.failure:
+        if isinstance(obs, Failed):
             return Twins(failure=f"{side}: {obs.failure}")
+    assert isinstance(mine, Twins) and isinstance(theirs, Twins)
     return Twins(drafted=mine.drafted, reference=theirs.drafted)
 
 
@@ -334,8 +344,9 @@ def judge_lossless(obs: Twins, ctx: Context) -> None:
     speculative decoding may only make it faster."""
     drafted, twin = obs.drafted, obs.reference
     name = ctx.options.reference
+    if drafted is None or twin is None:
+        fail(f"no greedy answers came to compare with {name}'s")
     for side, r in ((ctx.endpoint.name, drafted), (name, twin)):
-        assert r is not None
         if not r.ok:
             fail(f"{side} got no greedy answer to compare: {r.problem_line}")
     mine, theirs = _said(drafted), _said(twin)
