@@ -97,25 +97,7 @@ def attention(n_embd: int):
 
 def write_projector(path, n_text_embd: int = 64) -> pathlib.Path:
     """The projector GGUF: each patch becomes (marker, mean r, g, b) in the text units M, R, G, B."""
-    import gguf
     import numpy as np
-
-    path = pathlib.Path(path)
-    w = gguf.GGUFWriter(str(path), "clip")
-    w.add_name("frank-selftest-vision-mmproj")
-    w.add_file_type(gguf.LlamaFileType.ALL_F32)
-    w.add_clip_projector_type("mlp")
-    w.add_clip_has_vision_encoder(True)
-    w.add_vision_image_size(IMAGE)
-    w.add_vision_patch_size(PATCH)
-    w.add_vision_embedding_length(EMBD)
-    w.add_vision_feed_forward_length(FF)
-    w.add_vision_block_count(1)  # the LLaVA graph stops before the last block: none runs
-    w.add_vision_head_count(HEADS)
-    w.add_vision_attention_layernorm_eps(1e-6)
-    w.add_vision_projection_dim(n_text_embd)
-    w.add_vision_image_mean([0.5, 0.5, 0.5])
-    w.add_vision_image_std([0.5, 0.5, 0.5])
 
     def zeros(*shape):
         return np.zeros(shape, dtype=np.float32)
@@ -133,25 +115,50 @@ def write_projector(path, n_text_embd: int = 64) -> pathlib.Path:
         mm0_bias[unit] = PASS
         mm2[unit, unit] = 1.0
         mm2_bias[unit] = -PASS
-    tensors = {  # numpy shapes: ggml's dimensions reversed
+    return write_clip(path, "frank-selftest-vision-mmproj", n_text_embd, {
         "v.patch_embd.weight": conv,
         "v.patch_embd.bias": conv_bias,
         "v.position_embd.weight": zeros((IMAGE // PATCH) ** 2, EMBD),
         "mm.0.weight": mm0, "mm.0.bias": mm0_bias,
         "mm.2.weight": mm2, "mm.2.bias": mm2_bias,
-    }
-    blk = "v.blk.0."  # loaded, never run
-    for name in ("attn_q", "attn_k", "attn_v", "attn_out"):
-        tensors[blk + name + ".weight"] = zeros(EMBD, EMBD)
-        tensors[blk + name + ".bias"] = zeros(EMBD)
-    for name in ("ln1", "ln2"):
-        tensors[blk + name + ".weight"] = np.ones(EMBD, dtype=np.float32)
-        tensors[blk + name + ".bias"] = zeros(EMBD)
-    tensors[blk + "ffn_up.weight"], tensors[blk + "ffn_up.bias"] = zeros(FF, EMBD), zeros(FF)
-    tensors[blk + "ffn_down.weight"], tensors[blk + "ffn_down.bias"] = zeros(EMBD, FF), zeros(EMBD)
-    for name, data in tensors.items():
-        w.add_tensor(name, data)
+    }, block=zeros)
 
+
+def write_clip(path, name: str, n_text_embd: int, tensors: dict, block) -> pathlib.Path:
+    """A LLaVA "mlp" projector file (llama.cpp tools/mtmd/clip.cpp): the header, the given
+    patch, position and mm tensors, and one ViT block made by `block(*shape)` that the loader
+    wants and the LLaVA graph never runs (it stops before the last block)."""
+    import gguf
+    import numpy as np
+
+    path = pathlib.Path(path)
+    w = gguf.GGUFWriter(str(path), "clip")
+    w.add_name(name)
+    w.add_file_type(gguf.LlamaFileType.ALL_F32)
+    w.add_clip_projector_type("mlp")
+    w.add_clip_has_vision_encoder(True)
+    w.add_vision_image_size(IMAGE)
+    w.add_vision_patch_size(PATCH)
+    w.add_vision_embedding_length(EMBD)
+    w.add_vision_feed_forward_length(FF)
+    w.add_vision_block_count(1)
+    w.add_vision_head_count(HEADS)
+    w.add_vision_attention_layernorm_eps(1e-6)
+    w.add_vision_projection_dim(n_text_embd)
+    w.add_vision_image_mean([0.5, 0.5, 0.5])
+    w.add_vision_image_std([0.5, 0.5, 0.5])
+    tensors = dict(tensors)
+    blk = "v.blk.0."
+    for part in ("attn_q", "attn_k", "attn_v", "attn_out"):
+        tensors[blk + part + ".weight"] = block(EMBD, EMBD)
+        tensors[blk + part + ".bias"] = block(EMBD)
+    for part in ("ln1", "ln2"):
+        tensors[blk + part + ".weight"] = np.ones(EMBD, dtype=np.float32)
+        tensors[blk + part + ".bias"] = np.zeros(EMBD, dtype=np.float32)
+    tensors[blk + "ffn_up.weight"], tensors[blk + "ffn_up.bias"] = block(FF, EMBD), block(FF)
+    tensors[blk + "ffn_down.weight"], tensors[blk + "ffn_down.bias"] = block(EMBD, FF), block(EMBD)
+    for tensor, data in tensors.items():
+        w.add_tensor(tensor, data)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
