@@ -1,0 +1,38 @@
+"""The attention head of the self-test variant `positional`, whose logprobs depend on where
+earlier tokens stand, through RoPE, so that a rope setting or a quantized K cache moves them.
+
+Block 0 has two heads of 32 (one q4_0/q8_0 block each, so llama.cpp accepts a quantized K
+cache; the other variants' 16 are refused). Head 0 alone does anything:
+- Q and K read the bias unit every token has, so before RoPE every query and key is the same
+  vector; after it a score is SCORE * cos(distance * theta), theta = base ** -(2 * PAIR / 32).
+  The rope frequency base sets how the head weighs the tokens behind it.
+- K also carries BALLAST in rope pair 0, where Q has nothing: it adds nothing to a score, but
+  sets each cache block's scale, so a quantized K keeps the scoring pair only coarsely.
+- V reads the shared state unit, which every unscripted token has: the head's output is the
+  attention-weighted share of unscripted tokens behind the query, written into unit SHARE.
+The output matrix turns that share into the rivals' logits (selftest_model), so the chosen
+tokens' logprobs move with it while greedy keeps its answer."""
+
+from __future__ import annotations
+
+HEADS = 2
+HEAD_DIM = 32
+PAIR = 8  # the scoring rope pair: theta 0.01 at base 10000, 0.032 at base 1000
+SCORE = 8.0  # the peak score: the head looks ~50 tokens back at base 10000, ~16 at 1000
+BALLAST = 8.0  # K's pair-0 size against the scoring pair's
+SHARE = 63  # the residual unit the head writes the share into
+SHARE_SIZE = 0.25  # the most it writes: small beside a token's own two units
+
+
+def attention(n_embd: int):
+    """Block 0's Q, K, V and output matrices (numpy shapes: out x in)."""
+    import numpy as np
+
+    q, k, v, o = (np.zeros((n_embd, n_embd), dtype=np.float32) for _ in range(4))
+    unit = (n_embd / 2) ** 0.5  # a token's unit after RMS norm
+    q[2 * PAIR, 0] = 1.0
+    k[2 * PAIR, 0] = SCORE * HEAD_DIM ** 0.5 / unit ** 2
+    k[0, 0] = BALLAST * k[2 * PAIR, 0]
+    v[0, 1] = 1.0 / unit  # 1 for an unscripted token, 0 for a scripted one
+    o[SHARE, 0] = SHARE_SIZE
+    return q, k, v, o
