@@ -19,7 +19,10 @@ HEADS = 2
 HEAD_DIM = 32
 PAIR = 8  # the scoring rope pair: theta 0.01 at base 10000, 0.032 at base 1000
 SCORE = 8.0  # the peak score: the head looks ~50 tokens back at base 10000, ~16 at 1000
-BALLAST = 8.0  # K's pair-0 size against the scoring pair's
+TYPE_PAIR = 14  # a slow pair (theta ~3e-4): unscripted tokens score TYPE more through it
+TYPE = -3.0
+BALLAST_PAIR = 15  # the slowest pair: BALLAST sets every K block's scale, scoring nothing
+BALLAST = 254.0  # in score units: a q8_0 step is 2, a q4_0 step 32
 SHARE = 63  # the residual unit the head writes the share into
 SHARE_SIZE = 0.25  # the most it writes: small beside a token's own two units
 
@@ -30,9 +33,11 @@ def attention(n_embd: int):
 
     q, k, v, o = (np.zeros((n_embd, n_embd), dtype=np.float32) for _ in range(4))
     unit = (n_embd / 2) ** 0.5  # a token's unit after RMS norm
-    q[2 * PAIR, 0] = 1.0
-    k[2 * PAIR, 0] = SCORE * HEAD_DIM ** 0.5 / unit ** 2
-    k[0, 0] = BALLAST * k[2 * PAIR, 0]
+    per_score = HEAD_DIM ** 0.5 / unit ** 2  # the K weight that scores 1 against Q's 1
+    q[[2 * PAIR, 2 * TYPE_PAIR], 0] = 1.0
+    k[2 * PAIR, 0] = SCORE * per_score
+    k[2 * TYPE_PAIR, 1] = TYPE * per_score
+    k[2 * BALLAST_PAIR, 0] = BALLAST * per_score
     v[0, 1] = 1.0 / unit  # 1 for an unscripted token, 0 for a scripted one
     o[SHARE, 0] = SHARE_SIZE
     return q, k, v, o
