@@ -15,8 +15,8 @@ POSITIONAL = {**FLAT, "model": "selftest:positional"}
 NO_SWITCH = "{%- if enable_thinking is defined and enable_thinking is false %}"
 
 
-def _fleet(base=FLAT, **launch):
-    return yaml.safe_dump({"endpoints": {"flat": {
+def _fleet(base=FLAT, name="flat", **launch):
+    return yaml.safe_dump({"endpoints": {name: {
         "launch": {**base, **launch}, "alias": "frank", "expect": {"fingerprint": True}}}})
 
 
@@ -136,33 +136,35 @@ def test_runs_against_one_launch_agree(run_fleet, llama):
 
 @pytest.fixture
 def positional_baseline(run_fleet, pytester):
-    result = run_fleet(_fleet(POSITIONAL), "-m", "fingerprint", "--frank-json", "before.json")
+    result = run_fleet(_fleet(POSITIONAL, "pos"), "-m", "fingerprint", "--frank-json",
+                       "before.json")
     result.assert_outcomes(passed=1)
     return pytester.path / "before.json"
 
 
 def test_relaunches_of_the_positional_model_agree(run_fleet, positional_baseline):
     for _ in range(2):
-        result = run_fleet(_fleet(POSITIONAL), "-m", "fingerprint", "--frank-baseline",
+        result = run_fleet(_fleet(POSITIONAL, "pos"), "-m", "fingerprint", "--frank-baseline",
                            str(positional_baseline), "--frank-fail-on-regression")
         result.assert_outcomes(passed=1)
         assert result.ret == 0 and not _regressions(result), result.stdout.str()[-2000:]
 
 
-# Greedy keeps its words ("Hello!"); the logprobs move: rope base 1000 by 0.13 on the
-# multi-turn prompt, a q4_0 K cache by 0.08 (bench/fingerprint.py measures the margins).
-@pytest.mark.parametrize("change", [{"rope_freq_base": 1000.0}, {"cache_type_k": "q4_0"}],
-                         ids=["rope_freq_base", "cache_type_k"])
+# Greedy keeps its words ("Hello!"); the logprobs move, most on the long prompt: rope base 1000
+# by 0.32, a q4_0 K cache by 0.34, q8_0 by 0.10 (bench/fingerprint.py measures the margins).
+@pytest.mark.parametrize("change", [{"rope_freq_base": 1000.0}, {"cache_type_k": "q4_0"},
+                                    {"cache_type_k": "q8_0"}],
+                         ids=["rope_freq_base", "cache_type_k_q4_0", "cache_type_k_q8_0"])
 def test_a_rope_base_or_a_quantized_k_cache_drifts(run_fleet, positional_baseline, pytester,
                                                    change):
-    result = run_fleet(_fleet(POSITIONAL, **change), "-m", "fingerprint", "--frank-baseline",
-                       str(positional_baseline), "--frank-report", "run.md",
+    result = run_fleet(_fleet(POSITIONAL, "pos", **change), "-m", "fingerprint",
+                       "--frank-baseline", str(positional_baseline), "--frank-report", "run.md",
                        "--frank-fail-on-regression")
     assert result.ret == 1, result.stdout.str()[-2000:]
     result.stdout.fnmatch_lines([
-        "test_fingerprint[[]flat[]]: fingerprint 'multi-turn': logprob drift 0.* on the common "
-        "prefix, most at token ? ('*'): before -0.*, now -0.* (tolerance 0.05)"])
-    assert "fingerprint 'multi-turn': logprob drift" in (pytester.path / "run.md").read_text()
+        "test_fingerprint[[]pos[]]: fingerprint 'long': logprob drift 0.* on the common prefix, "
+        "most at token ? ('*'): before -0.*, now -0.* (tolerance 0.05)"])
+    assert "fingerprint 'long': logprob drift" in (pytester.path / "run.md").read_text()
 
 
 def test_an_unknown_cache_type_is_named_before_anything_starts():

@@ -6,8 +6,11 @@ cache; the other variants' 16 are refused). Head 0 alone does anything:
 - Q and K read the bias unit every token has, so before RoPE every query and key is the same
   vector; after it a score is SCORE * cos(distance * theta), theta = base ** -(2 * PAIR / 32).
   The rope frequency base sets how the head weighs the tokens behind it.
-- K also carries BALLAST in rope pair 0, where Q has nothing: it adds nothing to a score, but
-  sets each cache block's scale, so a quantized K keeps the scoring pair only coarsely.
+- Through a slow pair (it barely turns over a prompt) an unscripted key scores TYPE (3 less)
+  than a scripted one. Beside it, in the slowest pair, where Q has nothing, K carries BALLAST: it
+  adds nothing to a score but sets each cache block's scale. A quantized K cache then rounds
+  TYPE the same way at every position (a q8_0 step is 2 score units, TYPE lies halfway between two)
+  and the scoring pair coarsely: the weights shift as a whole, not as noise that averages out.
 - V reads the shared state unit, which every unscripted token has: the head's output is the
   attention-weighted share of unscripted tokens behind the query, written into unit SHARE.
 The output matrix turns that share into the rivals' logits (selftest_model), so the chosen
@@ -19,7 +22,7 @@ HEADS = 2
 HEAD_DIM = 32
 PAIR = 8  # the scoring rope pair: theta 0.01 at base 10000, 0.032 at base 1000
 SCORE = 8.0  # the peak score: the head looks ~50 tokens back at base 10000, ~16 at 1000
-TYPE_PAIR = 14  # a slow pair (theta ~3e-4): unscripted tokens score TYPE more through it
+TYPE_PAIR = 14  # a slow pair (theta ~3e-4): unscripted keys score TYPE through it
 TYPE = -3.0
 BALLAST_PAIR = 15  # the slowest pair: BALLAST sets every K block's scale, scoring nothing
 BALLAST = 254.0  # in score units: a q8_0 step is 2, a q4_0 step 32
