@@ -7,10 +7,11 @@ cache; the other variants' 16 are refused). Head 0 alone does anything:
   vector; after it a score is SCORE * cos(distance * theta), theta = base ** -(2 * PAIR / 32).
   The rope frequency base sets how the head weighs the tokens behind it.
 - Through a slow pair (it barely turns over a prompt) an unscripted key scores TYPE (3 less)
-  than a scripted one. Beside it, in the slowest pair, where Q has nothing, K carries BALLAST: it
-  adds nothing to a score but sets each cache block's scale. A quantized K cache then rounds
-  TYPE the same way at every position (a q8_0 step is 2 score units, TYPE lies halfway between two)
-  and the scoring pair coarsely: the weights shift as a whole, not as noise that averages out.
+  than a scripted one. Beside it, in the slowest pair, where Q has nothing, K carries BALLAST:
+  it adds nothing to a score but sets each cache block's scale. A quantized K cache then rounds
+  TYPE the same way at every position (a q8_0 step is 2 score units, TYPE lies halfway between
+  two) and the scoring pair coarsely: the weights shift as a whole, not as noise that averages
+  out.
 - V reads the shared state unit, which every unscripted token has: the head's output is the
   attention-weighted share of unscripted tokens behind the query, written into unit SHARE.
 The output matrix turns that share into the rivals' logits (selftest_model), so the chosen
