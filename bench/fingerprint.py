@@ -1,11 +1,13 @@
 """Fingerprints across relaunches, and the margin by which each configuration change is caught.
 
 Runs `pytest --endpoints fleet.yaml -m fingerprint --frank-json` RUNS times, each run launching
-its own llama.cpp server (`selftest:flat`: logprobs that are not peaked), and compares every
-run's recorded fingerprint with the first one's: the distribution of agreement and logprob
-drift over relaunches, which the default tolerances must sit beyond. Then one run per change
-(another GGUF under the same alias, a chat template edit, a rope frequency base, a q8_0 K
-cache), each compared with the same first run: whether it is caught, and by what margin.
+its own llama.cpp server, and compares every run's recorded fingerprint with the first one's:
+the distribution of agreement and logprob drift over relaunches, which the default tolerances
+must sit beyond. Then one run per change, compared with the same first run: whether it is
+caught, and by what margin. Two subjects: `selftest:flat` (logprobs that are not peaked) for
+another GGUF under the same alias and a chat template edit; `selftest:positional` (logprobs
+that follow RoPE attention, heads a quantized K cache fits) for a rope frequency base and a
+q8_0 or q4_0 K cache.
 
     python bench/fingerprint.py [--runs 50] [--threads 1]
 """
@@ -27,6 +29,7 @@ from pytest_frank.baseline import Tolerances
 from pytest_frank.claims.fingerprint import compare, read
 
 FLAT = {"model": "selftest:flat", "alias": "frank", "ctx_size": 2048}
+POSITIONAL = {**FLAT, "model": "selftest:positional"}
 SWITCH = "{%- if enable_thinking is defined and enable_thinking is false %}"
 
 
@@ -68,57 +71,76 @@ def template(folder: Path, threads: int) -> Path:
     return path
 
 
+def relaunches(folder: Path, base: dict, runs: int, timeout: float, tol: Tolerances) -> dict:
+    """Relaunch one configuration `runs` times; print how the later runs compare with the first
+    and return the first run's fingerprint."""
+    started = time.monotonic()
+    first = run_once(folder, "run-00", base, timeout)
+    if isinstance(first, str):
+        sys.exit(f"the first run of {base['model']} recorded nothing: {first}")
+    agreements, drifts = [], []
+    for i in range(1, runs):
+        now = run_once(folder, f"run-{i:02d}", base, timeout)
+        if isinstance(now, str):
+            sys.exit(f"run {i}: {now}")
+        a, d = worst(first, now)
+        agreements.append(a)
+        drifts.append(d)
+    spent = time.monotonic() - started
+    print(f"{runs} relaunches of {base['model']} ({base['threads']} thread(s)), "
+          f"{spent / runs:.1f} s a run; each compared with the first:")
+    print(f"  agreement: min {min(agreements):.3f}, median {statistics.median(agreements):.3f}"
+          f" (tolerance: at least {tol.fingerprint_agreement:g})")
+    print(f"  drift: max {max(drifts):.2e}, median {statistics.median(drifts):.2e} "
+          f"(tolerance: at most {tol.logprob_drift:g})")
+    false = sum(a < tol.fingerprint_agreement or d > tol.logprob_drift
+                for a, d in zip(agreements, drifts))
+    print(f"  false regressions: {false} of {len(drifts)}")
+    return first
+
+
+def changes(folder: Path, first: dict, runs: dict, timeout: float, tol: Tolerances) -> None:
+    """One run per change, each compared with the first run: caught or not, and the margin."""
+    for label, launch in runs.items():
+        now = run_once(folder, "change", launch, timeout)
+        if isinstance(now, str):
+            print(f"  {label}: no fingerprint ({now[:160]})")
+            continue
+        a, d = worst(first, now)
+        caught = a < tol.fingerprint_agreement or d > tol.logprob_drift
+        margin = (f"agreement {a:.2f} ({tol.fingerprint_agreement - a:+.2f} below the "
+                  f"tolerance), drift {d:.4f} ({d / tol.logprob_drift:.1f}x the tolerance)")
+        print(f"  {label}: {'caught' if caught else 'NOT caught'}: {margin}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--runs", type=int, default=50, help="relaunches of each subject")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=120, help="seconds per run")
     opts = parser.parse_args()
     tol = Tolerances()
-    base = {**FLAT, "threads": opts.threads}
+    flat = {**FLAT, "threads": opts.threads}
+    positional = {**POSITIONAL, "threads": opts.threads}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        started = time.monotonic()
-        first = run_once(folder, "run-00", base, opts.timeout)
-        if isinstance(first, str):
-            sys.exit(f"the first run recorded nothing: {first}")
-        agreements, drifts = [], []
-        for i in range(1, opts.runs):
-            now = run_once(folder, f"run-{i:02d}", base, opts.timeout)
-            if isinstance(now, str):
-                sys.exit(f"run {i}: {now}")
-            a, d = worst(first, now)
-            agreements.append(a)
-            drifts.append(d)
-        spent = time.monotonic() - started
-        print(f"{opts.runs} relaunches of selftest:flat ({opts.threads} thread(s)), "
-              f"{spent / opts.runs:.1f} s a run; each compared with the first:")
-        print(f"  agreement: min {min(agreements):.3f}, median {statistics.median(agreements):.3f}"
-              f" (tolerance: at least {tol.fingerprint_agreement:g})")
-        print(f"  drift: max {max(drifts):.2e}, median {statistics.median(drifts):.2e} "
-              f"(tolerance: at most {tol.logprob_drift:g})")
-        false = sum(a < tol.fingerprint_agreement or d > tol.logprob_drift
-                    for a, d in zip(agreements, drifts))
-        print(f"  false regressions: {false} of {len(drifts)}")
-        changes = {
-            "another GGUF under the alias (selftest)": {**base, "model": "selftest"},
+        first = relaunches(folder, flat, opts.runs, opts.timeout, tol)
+        print("changes, each compared with the first run of selftest:flat:")
+        changes(folder, first, {
+            "another GGUF under the alias (selftest)": {**flat, "model": "selftest"},
             "chat template edit (thinking-off switch cut)": {
-                **base, "chat_template_file": str(template(folder, opts.threads))},
-            "rope_freq_base 1000": {**base, "rope_freq_base": 1000.0},
-            "cache_type_k q8_0": {**base, "cache_type_k": "q8_0"},
-            "4 threads instead of 1 (not a change of model)": {**base, "threads": 4},
-        }
-        print("changes, each compared with the first run:")
-        for label, launch in changes.items():
-            now = run_once(folder, "change", launch, opts.timeout)
-            if isinstance(now, str):
-                print(f"  {label}: no fingerprint ({now[:160]})")
-                continue
-            a, d = worst(first, now)
-            caught = a < tol.fingerprint_agreement or d > tol.logprob_drift
-            margin = (f"agreement {a:.2f} ({tol.fingerprint_agreement - a:+.2f} below the "
-                      f"tolerance), drift {d:.4f} ({d / tol.logprob_drift:.1f}x the tolerance)")
-            print(f"  {label}: {'caught' if caught else 'NOT caught'}: {margin}")
+                **flat, "chat_template_file": str(template(folder, opts.threads))},
+            "4 threads instead of 1 (not a change of model)": {**flat, "threads": 4},
+        }, opts.timeout, tol)
+        first = relaunches(folder, positional, opts.runs, opts.timeout, tol)
+        print("changes, each compared with the first run of selftest:positional:")
+        changes(folder, first, {
+            "rope_freq_base 1000 (10000 before)": {**positional, "rope_freq_base": 1000.0},
+            "rope_freq_base 20000": {**positional, "rope_freq_base": 20000.0},
+            "cache_type_k q8_0 (f16 before)": {**positional, "cache_type_k": "q8_0"},
+            "cache_type_k q4_0": {**positional, "cache_type_k": "q4_0"},
+            "4 threads instead of 1 (not a change of model)": {**positional, "threads": 4},
+        }, opts.timeout, tol)
     return 0
 
 

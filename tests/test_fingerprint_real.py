@@ -1,11 +1,8 @@
 """fingerprint against real llama.cpp (xllamacpp), relaunched for every run: each run's fleet
 has a `launch:` block, so a baseline from one launch is compared with another launch.
-`selftest:flat` is the subject: its logprobs are not peaked, so a drift shows.
-
-What the self-test models cannot show: they answer whatever the prompt says, and read no
-positions, so a rope frequency base changes nothing they say; a quantized K cache (q8_0, q4_0)
-does not load on their head size. A changed GGUF under the same alias and a template edit are
-shown here by the real engine."""
+`selftest:flat` is the subject: its logprobs are not peaked, so a drift shows. A change of
+rope frequency base or K cache type needs a model that reads positions: `selftest:positional`
+(its attention goes through RoPE, its heads are 32 wide, so a quantized K cache loads)."""
 
 import json
 
@@ -13,13 +10,14 @@ import pytest
 import yaml
 
 FLAT = {"model": "selftest:flat", "alias": "frank", "ctx_size": 2048, "threads": 1}
+POSITIONAL = {**FLAT, "model": "selftest:positional"}
 # The self-test template with its thinking-off switch cut out: an edit that keeps every form.
 NO_SWITCH = "{%- if enable_thinking is defined and enable_thinking is false %}"
 
 
-def _fleet(**launch):
-    return yaml.safe_dump({"endpoints": {"flat": {
-        "launch": {**FLAT, **launch}, "alias": "frank", "expect": {"fingerprint": True}}}})
+def _fleet(base=FLAT, name="flat", **launch):
+    return yaml.safe_dump({"endpoints": {name: {
+        "launch": {**base, **launch}, "alias": "frank", "expect": {"fingerprint": True}}}})
 
 
 @pytest.fixture
@@ -136,14 +134,42 @@ def test_runs_against_one_launch_agree(run_fleet, llama):
         assert not _regressions(result), result.stdout.str()[-2000:]
 
 
-def test_a_quantized_k_cache_reaches_llamacpp_and_does_not_load_on_the_selftest_model():
-    """launch.cache_type_k is passed to llama.cpp: q8_0 needs a head size that is a multiple of
-    32, which the self-test models' is not, so the context is refused (why no test here shows a
-    KV cache change by its fingerprint); an unknown type is named before anything starts."""
+@pytest.fixture
+def positional_baseline(run_fleet, pytester):
+    result = run_fleet(_fleet(POSITIONAL, "pos"), "-m", "fingerprint", "--frank-json",
+                       "before.json")
+    result.assert_outcomes(passed=1)
+    return pytester.path / "before.json"
+
+
+def test_relaunches_of_the_positional_model_agree(run_fleet, positional_baseline):
+    for _ in range(2):
+        result = run_fleet(_fleet(POSITIONAL, "pos"), "-m", "fingerprint", "--frank-baseline",
+                           str(positional_baseline), "--frank-fail-on-regression")
+        result.assert_outcomes(passed=1)
+        assert result.ret == 0 and not _regressions(result), result.stdout.str()[-2000:]
+
+
+# Greedy keeps its words ("Hello!"); the logprobs move, most on the long prompt: rope base 1000
+# by 0.32, a q4_0 K cache by 0.34, q8_0 by 0.10 (bench/fingerprint.py measures the margins).
+@pytest.mark.parametrize("change", [{"rope_freq_base": 1000.0}, {"cache_type_k": "q4_0"},
+                                    {"cache_type_k": "q8_0"}],
+                         ids=["rope_freq_base", "cache_type_k_q4_0", "cache_type_k_q8_0"])
+def test_a_rope_base_or_a_quantized_k_cache_drifts(run_fleet, positional_baseline, pytester,
+                                                   change):
+    result = run_fleet(_fleet(POSITIONAL, "pos", **change), "-m", "fingerprint",
+                       "--frank-baseline", str(positional_baseline), "--frank-report", "run.md",
+                       "--frank-fail-on-regression")
+    assert result.ret == 1, result.stdout.str()[-2000:]
+    result.stdout.fnmatch_lines([
+        "test_fingerprint[[]pos[]]: fingerprint 'long': logprob drift 0.* on the common prefix, "
+        "most at token ? ('*'): before -0.*, now -0.* (tolerance 0.05)"])
+    assert "fingerprint 'long': logprob drift" in (pytester.path / "run.md").read_text()
+
+
+def test_an_unknown_cache_type_is_named_before_anything_starts():
     from pytest_frank.local.launch import LaunchError, launch
 
     pytest.importorskip("xllamacpp")
-    with pytest.raises(LaunchError, match="failed to create context"):
-        launch({**FLAT, "cache_type_k": "q8_0"})
     with pytest.raises(LaunchError, match="cache_type_k 'q5_9' is not one of"):
-        launch({**FLAT, "cache_type_k": "q5_9"})
+        launch({**POSITIONAL, "cache_type_k": "q5_9"})

@@ -244,6 +244,34 @@ def test_endless_think_never_closes_its_thinking(pool):
     assert off["content"] == "Hello!" and "reasoning_content" not in off and finish == "stop"
 
 
+# --- positional --------------------------------------------------------------------------------
+
+def _answer_logprobs(server, messages):
+    reply = chat(server, messages=messages, logprobs=True, temperature=0,
+                 chat_template_kwargs={"enable_thinking": False})
+    msg, finish = message(reply)
+    assert msg["content"] == "Hello!" and finish == "stop"
+    return [t["logprob"] for t in reply.json()["choices"][0]["logprobs"]["content"]]
+
+
+@pytest.mark.parametrize("change", [{}, {"cache_type_k": "q8_0"}, {"cache_type_k": "q4_0"},
+                                    {"rope_freq_base": 1000.0}],
+                         ids=["f16", "q8_0", "q4_0", "rope_1000"])
+def test_positional_reads_positions_and_keeps_its_answer(pool, change):
+    """Greedy says "Hello!" whatever the K cache or rope base (its heads of 32 take a q8_0 or
+    q4_0 cache); the logprobs follow where the earlier tokens stand."""
+    spec = {"model": "selftest:positional", "threads": 1}
+    server = pool.get(**spec, **change)
+    near = [{"role": "user", "content": "Hi"}]
+    far = [{"role": "user", "content": "Hi" + " there" * 60}]
+    short, long = _answer_logprobs(server, near), _answer_logprobs(server, far)
+    assert all(-3.5 < lp < -0.01 for lp in short + long)  # ahead, never certain
+    assert abs(short[0] - long[0]) > 0.01  # the earlier tokens move them
+    if change:
+        reference = pool.get(**spec)
+        assert _answer_logprobs(server, far) != _answer_logprobs(reference, far)
+
+
 # --- vision ------------------------------------------------------------------------------------
 
 def image_message(colour: str, form: str) -> list[dict]:

@@ -109,6 +109,15 @@ vision
   get_weather call. Without the projector llama.cpp refuses images; default with the projector
   answers "Hello!" whatever the image. Model ~380 KB, projector ~140 KB, each written in
   ~15 ms; the server starts in ~0.1 s.
+positional
+  Reads positions (pytest_frank.local.selftest_positional): greedy it answers as default, but
+  each answer token leads a rival by a margin (0.5 to 3.5) that attention over the earlier
+  tokens sets, through RoPE, so the logprobs depend on the prompt's layout. Two heads of 32, so
+  a q8_0 or q4_0 K cache loads. With thinking off, the fingerprint claim's prompts (ctx_size
+  2048, 1 thread): "Hello", "!" at logprobs -0.045/-0.043 (short), -0.052/-0.049 (multi-turn),
+  -0.140/-0.125 (long); a relaunch repeats them exactly. The mean change over the answer's
+  tokens, on the prompt that moves most: rope_freq_base 1000 0.32 (long), cache_type_k q4_0
+  0.34, q8_0 0.10 (long); 4 threads instead of 1 0.0002.
 """
 
 from __future__ import annotations
@@ -118,11 +127,11 @@ import os
 import pathlib
 import tempfile
 
-from pytest_frank.local import selftest_vision
+from pytest_frank.local import selftest_positional, selftest_vision
 from pytest_frank.local.selftest_vision import COLOUR_WORDS
 
 VARIANTS = ("default", "tool_text", "effort_strict", "no_think", "flat", "chatty", "long_think",
-            "endless_think", "vision", "agent")
+            "endless_think", "vision", "agent", "positional")
 
 N_EMBD = 64
 N_LAYER = 2
@@ -303,6 +312,21 @@ SCRIPTS["flat"] = {
     "_": {"w": 0.0, "t": -1.0},
 }
 
+# Greedy it answers as the default does, each answer token a fixed margin ahead of a rival that
+# the positional head raises (see pytest_frank.local.selftest_positional): by up to RISE as the
+# share of unscripted tokens it attends to goes from 0 to 1. The top token stays ahead by
+# -RIVAL - RISE at the least, so greedy keeps its text while the logprobs follow the positions.
+RIVAL = -3.5
+RISE = 3.0
+SCRIPTS["positional"] = {
+    **SCRIPTS["default"],
+    "\n\n": {"Hello": 0.0, "Hi": RIVAL},
+    "</think>": {"Hello": 0.0, "Hi": RIVAL, "<tool_call>": -GAP},
+    "Hello": {"!": 0.0, " there": RIVAL},
+    "!": {"<|im_end|>": 0.0, " How can I help": RIVAL},
+}
+RIVALS = ("Hi", " there", " How can I help")
+
 # Global ranking used under grammars: end the turn when allowed, else start the tool call
 # (tool_choice "required" lets free text precede it); for a free JSON value a string beats an
 # object; close objects and arrays as soon as allowed; a one-digit integer; whitespace last.
@@ -367,6 +391,10 @@ def _weights(vocab: Vocab, variant: str):
     if variant == "vision":
         assert 2 + len(script) <= selftest_vision.M, "the states need the units sight uses"
         selftest_vision.add_sight(out, vocab, states, base, top, GAP)
+    if variant == "positional":
+        assert 2 + len(script) <= selftest_positional.SHARE, "the states need the share's unit"
+        for rival in RIVALS:
+            out[vocab[rival], selftest_positional.SHARE] = RISE / selftest_positional.SHARE_SIZE
     return embd, (out / scale).astype(np.float32)
 
 
@@ -506,9 +534,10 @@ def write_model(path, variant: str = "default", ctx_train: int = N_CTX_TRAIN) ->
     w.add_embedding_length(N_EMBD)
     w.add_block_count(N_LAYER)
     w.add_feed_forward_length(N_FF)
-    w.add_head_count(N_HEAD)
-    w.add_head_count_kv(N_HEAD)
-    w.add_rope_dimension_count(N_EMBD // N_HEAD)
+    heads = selftest_positional.HEADS if variant == "positional" else N_HEAD
+    w.add_head_count(heads)
+    w.add_head_count_kv(heads)
+    w.add_rope_dimension_count(N_EMBD // heads)
     w.add_layer_norm_rms_eps(1e-5)
     if variant == "vision":
         w.add_rope_freq_base(selftest_vision.ROPE_FREQ_BASE)
@@ -530,8 +559,7 @@ def write_model(path, variant: str = "default", ctx_train: int = N_CTX_TRAIN) ->
     w.add_tensor("output_norm.weight", np.ones(N_EMBD, dtype=np.float32))
     w.add_tensor("output.weight", out)
     for i in range(N_LAYER):
-        _add_block(w, i, selftest_vision.attention(N_EMBD) if variant == "vision" and i == 0
-                   else None)
+        _add_block(w, i, _attention(variant) if i == 0 else None)
 
     w.write_header_to_file()
     w.write_kv_data_to_file()
@@ -540,9 +568,16 @@ def write_model(path, variant: str = "default", ctx_train: int = N_CTX_TRAIN) ->
     return path
 
 
+def _attention(variant: str):
+    """Block 0's attention matrices where the variant has a head that does something."""
+    if variant == "vision":
+        return selftest_vision.attention(N_EMBD)
+    return selftest_positional.attention(N_EMBD) if variant == "positional" else None
+
+
 def _extra_words(variant: str) -> tuple[str, ...]:
     """The words a variant writes beyond the shared ones, appended after them."""
-    if variant == "flat":
+    if variant in ("flat", "positional"):
         return FLAT_WORDS
     if variant in CHAINS:
         return CHAIN_WORDS
@@ -611,8 +646,10 @@ def _cached(stem: str, key: str, write, cache_dir) -> pathlib.Path:
 def _digest(key: str) -> str:
     import hashlib
 
-    # Both generators: the vision module writes part of the model and the whole projector.
-    source = b"".join(pathlib.Path(f).read_bytes() for f in (__file__, selftest_vision.__file__))
+    # Every generator: the vision module writes part of the model and the whole projector, the
+    # positional module the positional head.
+    files = (__file__, selftest_vision.__file__, selftest_positional.__file__)
+    source = b"".join(pathlib.Path(f).read_bytes() for f in files)
     return hashlib.sha256(source + key.encode()).hexdigest()[:12]
 
 
