@@ -78,8 +78,9 @@ def play(target, stream: bool = False, parallel: bool | None = None) -> list[Tur
         last = step == opts.steps
         req = Request(prompt, opts.max_tokens, tools=TOOLS,
                       tool_choice="auto" if last else "required", parallel=parallel,
-                      stream=stream, messages=messages, think=driver.api_shape == "anthropic"
-                      and target.endpoint.expect.get("reasoning") not in (None, False))
+                      stream=stream, messages=messages,
+                      # thinking asked where the API wants it asked (the driver's thinking_on)
+                      think=target.endpoint.asks("reasoning"))
         reply = think_through(target, req)
         turn = Turn(sent=messages, reply=reply)
         turns.append(turn)
