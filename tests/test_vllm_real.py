@@ -6,6 +6,7 @@ the configuration that lacks the flag. Server configurations are few and shared 
          --tool-call-parser hermes, --api-key
   BARE   no parsers, no key, no speculative decoding
   NGRAM  --speculative-config ngram;  DRAFT  the flat model drafted for by the sharp one
+  CHATTY the chatty model without drafting: NGRAM's non-drafting twin
   LONG   the long thinker (1,000 tokens of thinking, then "Hello!"), --reasoning-parser qwen3
 """
 
@@ -21,6 +22,7 @@ BARE = {}
 # talking, so ngram lookups and a draft model have a long answer to draft.
 NGRAM = {"variant": "chatty", "speculative": "ngram"}
 DRAFT = {"variant": "chatty", "speculative": "chatty"}
+CHATTY = {"variant": "chatty"}
 LONG = {"variant": "long_think", "reasoning_parser": "qwen3"}
 EFFORT = {"map": {"minimal": "minimal", "low": "low", "medium": "medium", "high": "high",
                   "max": "max"}, "unmapped": True}
@@ -196,6 +198,17 @@ def test_ngram_drafting_is_engaged_from_real_counters(vllm, run_fleet):
         "*acceptance * is above max_acceptance 0.2: acceptance * (* of * draft tokens "
         "accepted); mean acceptance length *; per position {0: *, 1: *, 2: *} "
         "[[]source: vllm:spec_decode_* counters]"])
+
+
+def test_ngram_drafting_is_lossless_against_its_non_drafting_twin(vllm, run_fleet):
+    drafted, plain = vllm(**NGRAM), vllm(**CHATTY)
+    result = run_fleet({"endpoints": {
+        "ngram": {"url": drafted.url, "engine": "vllm", "alias": drafted.model,
+                  "expect": {"spec_decode": {"reference": "plain"}}},
+        "plain": {"url": plain.url, "engine": "vllm", "alias": plain.model}}},
+        "-k", "test_spec_decode_lossless", "-rA")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*the same * characters as plain (* tokens)*"])
 
 
 def test_draft_model_is_engaged_from_real_counters(vllm, run_fleet):
