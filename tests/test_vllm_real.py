@@ -200,15 +200,17 @@ def test_ngram_drafting_is_engaged_from_real_counters(vllm, run_fleet):
         "[[]source: vllm:spec_decode_* counters]"])
 
 
-def test_ngram_drafting_is_lossless_against_its_non_drafting_twin(vllm, run_fleet):
+def test_ngram_drafting_is_lossless_against_its_non_drafting_twin(vllm, run_fleet, pytester):
     drafted, plain = vllm(**NGRAM), vllm(**CHATTY)
     result = run_fleet({"endpoints": {
         "ngram": {"url": drafted.url, "engine": "vllm", "alias": drafted.model,
                   "expect": {"spec_decode": {"reference": "plain"}}},
         "plain": {"url": plain.url, "engine": "vllm", "alias": plain.model}}},
-        "-k", "test_spec_decode_lossless", "-rA")
+        "-k", "test_spec_decode_lossless", "--frank-json", "run.json")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*the same * characters as plain (* tokens)*"])
+    (row,) = json.loads((pytester.path / "run.json").read_text())["rows"]
+    assert row["notes"][0].startswith("the same "), row["notes"]
+    assert row["notes"][0].endswith("characters as plain (64 tokens)"), row["notes"]
 
 
 def test_draft_model_is_engaged_from_real_counters(vllm, run_fleet):
