@@ -12,7 +12,7 @@ from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims import slots
 from pytest_frank.observation import Observation
-from pytest_frank.verdict import fail
+from pytest_frank.verdict import fail, inconclusive
 from pytest_frank.vram.memory import fmt_mib
 from pytest_frank.vram.plan import (
     KVPool,
@@ -39,6 +39,8 @@ class Options(ClaimOptions):
     ctx_size: int | None = None
     parallel: int | None = None
     kv_unified: bool | None = None
+    ubatch_size: int | None = None
+    swa_full: bool | None = None
     cache_type_k: str | None = None
     cache_type_v: str | None = None
     gpu_mib: float | None = None
@@ -138,7 +140,12 @@ def judge_fit(obs: Fit, ctx: Context) -> None:
     if overflow:  # the same warning as frank preflight's: it fits, but past what was trained
         ctx.note(f"warning: {overflow}")  # a note, not warnings.warn: -W error must not crash
     v = result.verdict
-    if v is None or v.ok:
+    if v is None:  # nothing to judge the model against: not a pass
+        inconclusive(f"modelled {fmt_mib(result.estimate.total)} MiB "
+                     f"({result.estimate.breakdown()}), but no GPU size to judge it against: "
+                     "set expect.vram.gpu_mib to the GPU's memory in MiB (nvidia-smi "
+                     "--query-gpu=memory.total --format=csv)")
+    if v.ok:
         return
     s = result.plan.settings
     fix = (f"lower ctx_size to {result.max_context} or less (the largest that keeps "

@@ -24,6 +24,7 @@ import atexit
 import ctypes
 import os
 import platform
+import re
 import sys
 import tempfile
 import threading
@@ -154,6 +155,64 @@ def _drain() -> None:
         return  # another build: its lines arrive a moment later, still in the file
     main.restype, flush.argtypes = ctypes.c_void_p, [ctypes.c_void_p]
     flush(main())
+
+
+# llama_kv_cache's summary of each cache it allocates (src/llama-kv-cache.cpp). xllamacpp
+# 2026.10.11549 logs it at verbosity 4 (debug), not at 3.
+_KV_LINE = re.compile(
+    r"llama_kv_cache: size = *(?P<mib>[\d.]+) MiB \( *(?P<cells>\d+) cells, *(?P<layers>\d+) "
+    r"layers, *(?P<seqs>\d+)/(?P<streams>\d+) seqs\), K \((?P<type_k>\w+)\): *[\d.]+ MiB, "
+    r"V \((?P<type_v>\w+)\): *[\d.]+ MiB")
+
+
+@dataclass(frozen=True)
+class KVCache:
+    """One KV cache as llama.cpp's log reports allocating it."""
+
+    mib: float  # K and V together, as logged (two decimals)
+    cells: int  # per stream
+    layers: int
+    seqs: int
+    streams: int
+    type_k: str
+    type_v: str
+
+
+def kv_caches(text: str) -> list[KVCache]:
+    """The KV caches a server's log says it allocated (a sliding-window model has two)."""
+    found = []
+    for m in _KV_LINE.finditer(text):
+        d = m.groupdict()
+        found.append(KVCache(float(d["mib"]), int(d["cells"]), int(d["layers"]), int(d["seqs"]),
+                             int(d["streams"]), d["type_k"], d["type_v"]))
+    return found
+
+
+def verbosity() -> int | None:
+    """llama.cpp's log threshold for the whole process (a launch sets it), where readable."""
+    fn = _native("_Z30common_log_get_verbosity_tholdv")  # common_log_get_verbosity_thold()
+    if fn is None:
+        return None
+    fn.restype = ctypes.c_int
+    return int(fn())
+
+
+def set_verbosity(level: int) -> None:
+    """Set the process's threshold back, e.g. after a server launched at debug level."""
+    fn = _native("_Z30common_log_set_verbosity_tholdi")  # common_log_set_verbosity_thold(int)
+    if fn is not None:
+        fn.argtypes = [ctypes.c_int]
+        fn(level)
+
+
+def _native(symbol: str):
+    """A function of xllamacpp's llama.cpp build, or None in another build."""
+    try:
+        import xllamacpp.xllamacpp as native
+
+        return getattr(ctypes.CDLL(native.__file__), symbol)
+    except (ImportError, OSError, AttributeError):
+        return None
 
 
 def _read(path: str, start: int, end: int) -> str:

@@ -131,7 +131,7 @@ from pytest_frank.local import selftest_positional, selftest_vision
 from pytest_frank.local.selftest_vision import COLOUR_WORDS
 
 VARIANTS = ("default", "tool_text", "effort_strict", "no_think", "flat", "chatty", "long_think",
-            "endless_think", "vision", "agent", "positional")
+            "endless_think", "vision", "agent", "positional", "swa")
 
 N_EMBD = 64
 N_LAYER = 2
@@ -268,6 +268,9 @@ SCRIPTS: dict[str, dict[str, Prefs]] = {
     },
 }
 SCRIPTS["effort_strict"] = SCRIPTS["default"]
+# The Gemma 3 shaped model: its logits come out of the same two units, so it answers as the
+# default does; what it exists for is its KV cache (see SWA below).
+SCRIPTS["swa"] = SCRIPTS["default"]
 # Thinks the whole chain, then closes the block and answers as the default does. Only the
 # chain's last word is scripted; the others follow by their digits (see _chain).
 SCRIPTS["long_think"] = {**SCRIPTS["default"], "<think>": [CHAIN_WORDS[0]],
@@ -326,6 +329,13 @@ SCRIPTS["positional"] = {
     "!": {"<|im_end|>": 0.0, " How can I help": RIVAL},
 }
 RIVALS = ("Hi", " there", " How can I help")
+
+# The swa variant: Gemma 3's architecture (arch gemma3), whose layers slide in periods of six
+# (llama.cpp hard-codes the period; the last layer of each period attends to everything), so
+# six blocks are five sliding-window layers and one full one. The window and head sizes are
+# Gemma 3 270M's window and a head wide enough that each cache is MiBs, not KiBs, at 4,096
+# tokens; every block adds nothing, as the default's do.
+SWA = {"blocks": 6, "window": 512, "heads": 2, "head_dim": 64}
 
 # Global ranking used under grammars: end the turn when allowed, else start the tool call
 # (tool_choice "required" lets free text precede it); for a free JSON value a string beats an
@@ -527,17 +537,20 @@ def write_model(path, variant: str = "default", ctx_train: int = N_CTX_TRAIN) ->
     vocab = Vocab(_extra_words(variant))
     embd, out = _weights(vocab, variant)
 
-    w = gguf.GGUFWriter(str(path), "llama")
+    w = gguf.GGUFWriter(str(path), "gemma3" if variant == "swa" else "llama")
     w.add_name(f"frank-selftest-{variant}")
     w.add_file_type(gguf.LlamaFileType.ALL_F32)
     w.add_context_length(ctx_train)
     w.add_embedding_length(N_EMBD)
-    w.add_block_count(N_LAYER)
+    w.add_block_count(SWA["blocks"] if variant == "swa" else N_LAYER)
     w.add_feed_forward_length(N_FF)
-    heads = selftest_positional.HEADS if variant == "positional" else N_HEAD
-    w.add_head_count(heads)
-    w.add_head_count_kv(heads)
-    w.add_rope_dimension_count(N_EMBD // heads)
+    if variant == "swa":
+        _swa_shape(w)
+    else:
+        heads = selftest_positional.HEADS if variant == "positional" else N_HEAD
+        w.add_head_count(heads)
+        w.add_head_count_kv(heads)
+        w.add_rope_dimension_count(N_EMBD // heads)
     w.add_layer_norm_rms_eps(1e-5)
     if variant == "vision":
         w.add_rope_freq_base(selftest_vision.ROPE_FREQ_BASE)
@@ -558,7 +571,10 @@ def write_model(path, variant: str = "default", ctx_train: int = N_CTX_TRAIN) ->
     w.add_tensor("token_embd.weight", embd)
     w.add_tensor("output_norm.weight", np.ones(N_EMBD, dtype=np.float32))
     w.add_tensor("output.weight", out)
-    for i in range(N_LAYER):
+    if variant == "swa":
+        for i in range(SWA["blocks"]):
+            _add_gemma3_block(w, i)
+    for i in range(0 if variant == "swa" else N_LAYER):
         _add_block(w, i, _attention(variant) if i == 0 else None)
 
     w.write_header_to_file()
@@ -603,6 +619,32 @@ def _add_block(w, i: int, attention=None) -> None:
     given = dict(zip(("attn_q", "attn_k", "attn_v", "attn_output"), attention or ()))
     for name, shape in zero.items():
         w.add_tensor(f"blk.{i}.{name}.weight", given.get(name, np.zeros(shape, dtype=np.float32)))
+
+
+def _swa_shape(w) -> None:
+    """Gemma 3's attention keys: heads wider than embedding / heads, and the window."""
+    w.add_head_count(SWA["heads"])
+    w.add_head_count_kv(SWA["heads"])
+    w.add_key_length(SWA["head_dim"])
+    w.add_value_length(SWA["head_dim"])
+    w.add_sliding_window(SWA["window"])
+
+
+def _add_gemma3_block(w, i: int) -> None:
+    """A Gemma 3 block that adds nothing: zero projections, whose output its post-norms keep
+    at zero (Gemma's norm weights are stored with the 1 added)."""
+    import numpy as np
+
+    qkv = SWA["heads"] * SWA["head_dim"]
+    zero = {"attn_q": (qkv, N_EMBD), "attn_k": (qkv, N_EMBD), "attn_v": (qkv, N_EMBD),
+            "attn_output": (N_EMBD, qkv), "ffn_gate": (N_FF, N_EMBD), "ffn_up": (N_FF, N_EMBD),
+            "ffn_down": (N_EMBD, N_FF)}
+    norms = {"attn_norm": N_EMBD, "attn_q_norm": SWA["head_dim"], "attn_k_norm": SWA["head_dim"],
+             "post_attention_norm": N_EMBD, "ffn_norm": N_EMBD, "post_ffw_norm": N_EMBD}
+    for name, size in norms.items():
+        w.add_tensor(f"blk.{i}.{name}.weight", np.ones(size, dtype=np.float32))
+    for name, shape in zero.items():
+        w.add_tensor(f"blk.{i}.{name}.weight", np.zeros(shape, dtype=np.float32))
 
 
 def default_cache_dir() -> pathlib.Path:

@@ -2,11 +2,18 @@
 
 The arithmetic follows llama.cpp's caches:
 
-- KV: per token and per attention layer, one K row of n_head_kv x key_length elements and one V
+- KV: per cell and per attention layer, one K row of n_head_kv x key_length elements and one V
   row of n_head_kv x value_length, each sized by the cache type's ggml block (q8_0 packs 32
   elements in 34 bytes). Recurrent (SSM / DeltaNet) layers and layers with no KV heads cost
-  nothing per token. `--parallel N` splits ctx_size into N streams of ctx_size / N (unless
-  kv_unified); a sliding-window layer keeps at most `window` tokens per stream.
+  nothing. The cells, as llama.cpp allocates them (llama-context.cpp, llama-kv-cache-iswa.cpp):
+      n_ctx     = pad(ctx_size)                       pad: up to a multiple of 256
+      n_ctx_seq = n_ctx if kv_unified else pad(n_ctx / n_parallel)
+      streams   = 1 if kv_unified else n_parallel
+      full-attention layers: n_ctx_seq cells per stream
+      sliding-window layers: pad(min(n_ctx_seq, window x (n_parallel if kv_unified else 1)
+                                     + n_ubatch)) cells per stream; n_ctx_seq with --swa-full
+  so a sliding layer stops growing at window + n_ubatch cells; only full layers grow with
+  context.
 - Recurrent state, per recurrent layer and per sequence (n_parallel sequences), in f32:
       conv  = (conv_kernel - 1) x (inner_size + 2 x group_count x state_size) x 4 bytes
       state = state_size x inner_size x 4 bytes
@@ -33,6 +40,8 @@ if TYPE_CHECKING:   # the header reader is imported only when a GGUF is read
 MiB = 1 << 20
 GiB = 1 << 30
 CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl")
+CELL_PAD = 256      # llama.cpp pads n_ctx, each sequence's share and the SWA cache to this
+N_UBATCH = 512      # llama-server's default --ubatch-size
 
 
 def row_bytes(cache_type: str, n_elements: int) -> int:
@@ -132,6 +141,8 @@ class Settings:
     kv_unified: bool = False
     cache_type_k: str = "f16"
     cache_type_v: str = "f16"
+    n_ubatch: int = N_UBATCH
+    swa_full: bool = False
     mtp: bool | None = None             # None: on when the file has NextN layers
     ctx_size_draft: int | None = None   # None: same as ctx_size
     cache_type_k_draft: str = "f16"
@@ -141,9 +152,10 @@ class Settings:
     headroom: int = 0
 
     def __post_init__(self) -> None:
-        if self.ctx_size < 0 or self.n_parallel < 1:
-            raise ValueError(f"ctx_size {self.ctx_size} / n_parallel {self.n_parallel}: need "
-                             "ctx_size >= 0 and n_parallel >= 1")
+        if self.ctx_size < 0 or self.n_parallel < 1 or self.n_ubatch < 1:
+            raise ValueError(f"ctx_size {self.ctx_size} / n_parallel {self.n_parallel} / n_ubatch "
+                             f"{self.n_ubatch}: need ctx_size >= 0, n_parallel >= 1 and "
+                             "n_ubatch >= 1")
         for name in ("cache_type_k", "cache_type_v", "cache_type_k_draft", "cache_type_v_draft"):
             if getattr(self, name).lower() not in CACHE_TYPES:
                 raise ValueError(f"{name} {getattr(self, name)!r} is not one of "
@@ -151,20 +163,59 @@ class Settings:
 
 
 def kv_bytes_per_token(layers: Iterable[LayerKV], type_k: str = "f16", type_v: str = "f16") -> int:
-    """What one more token of context costs (before any sliding window caps it)."""
+    """What one cell of the given layers costs."""
     return sum(x.bytes_per_token(type_k, type_v) for x in layers)
+
+
+def sliding_layers(model: ModelShape, swa_full: bool = False) -> tuple[LayerKV, ...]:
+    """The attention layers whose cache stops growing at the window (none with --swa-full)."""
+    if swa_full or not model.sliding_window:
+        return ()
+    return tuple(x for x in model.kv_layers if x.sliding)
+
+
+def growing_layers(model: ModelShape, swa_full: bool = False) -> tuple[LayerKV, ...]:
+    """The attention layers whose cache grows with context: all but the sliding-window ones."""
+    if swa_full or not model.sliding_window:
+        return model.kv_layers
+    return tuple(x for x in model.kv_layers if not x.sliding)
+
+
+def pad(n: int, to: int = CELL_PAD) -> int:
+    return -(-n // to) * to
+
+
+@dataclass(frozen=True)
+class Cells:
+    """llama.cpp's KV cells per stream: of the full-attention cache and of the sliding-window
+    cache, and how many streams (one per sequence unless kv_unified)."""
+    full: int
+    sliding: int
+    streams: int
+
+
+def cache_cells(ctx_size: int, *, n_parallel: int = 1, kv_unified: bool = False,
+                window: int | None = None, n_ubatch: int = N_UBATCH,
+                swa_full: bool = False) -> Cells:
+    """The cells llama.cpp allocates for ctx_size (see the module doc)."""
+    n_ctx = pad(ctx_size)
+    per_seq = n_ctx if kv_unified else pad(n_ctx // n_parallel)
+    sliding = per_seq
+    if window and not swa_full:
+        sliding = pad(min(per_seq, window * (n_parallel if kv_unified else 1) + n_ubatch))
+    return Cells(per_seq, sliding, 1 if kv_unified else n_parallel)
 
 
 def kv_cache_bytes(layers: Iterable[LayerKV], ctx_size: int, *, n_parallel: int = 1,
                    kv_unified: bool = False, window: int | None = None,
-                   type_k: str = "f16", type_v: str = "f16") -> int:
-    streams, cells = (1, ctx_size) if kv_unified else (n_parallel, ctx_size // n_parallel)
+                   type_k: str = "f16", type_v: str = "f16", n_ubatch: int = N_UBATCH,
+                   swa_full: bool = False) -> int:
+    cells = cache_cells(ctx_size, n_parallel=n_parallel, kv_unified=kv_unified, window=window,
+                        n_ubatch=n_ubatch, swa_full=swa_full)
     total = 0
     for layer in layers:
-        n = cells
-        if layer.sliding and window:
-            n = min(cells, window * (n_parallel if kv_unified else 1))
-        total += layer.bytes_per_token(type_k, type_v) * n * streams
+        n = cells.sliding if layer.sliding and window else cells.full
+        total += layer.bytes_per_token(type_k, type_v) * n * cells.streams
     return total
 
 
@@ -210,7 +261,7 @@ def estimate(model: ModelShape, settings: Settings, *, draft: ModelShape | int |
     s, draft, mmproj = settings, _as_shape(draft), _as_shape(mmproj)
     notes = list(model.notes)
     cache = partial(kv_cache_bytes, n_parallel=s.n_parallel, kv_unified=s.kv_unified,
-                    window=model.sliding_window)
+                    window=model.sliding_window, n_ubatch=s.n_ubatch, swa_full=s.swa_full)
     kv = cache(model.kv_layers, s.ctx_size, type_k=s.cache_type_k, type_v=s.cache_type_v)
     ctx_draft = s.ctx_size if s.ctx_size_draft is None else s.ctx_size_draft
     draft_cache = partial(cache, type_k=s.cache_type_k_draft, type_v=s.cache_type_v_draft)
@@ -230,9 +281,10 @@ def estimate(model: ModelShape, settings: Settings, *, draft: ModelShape | int |
         "projector": mmproj.weights if mmproj else 0, "fixed_overhead": s.fixed_overhead}
     total = sum(parts.values())
     free = None if s.gpu_total is None else s.gpu_total - total
+    per_token = kv_bytes_per_token(growing_layers(model, s.swa_full), s.cache_type_k,
+                                   s.cache_type_v)
     return MemoryEstimate(
-        settings=s, kv_bytes_per_token=kv_bytes_per_token(model.kv_layers, s.cache_type_k,
-                                                          s.cache_type_v),
+        settings=s, kv_bytes_per_token=per_token,
         total=total, gpu_total=s.gpu_total, free_after_load=free, notes=notes, **parts)
 
 
@@ -344,7 +396,8 @@ def _free_cell(free_mib: float | None) -> str:
 
 def per_sequence_context(settings: Settings) -> int:
     """The context each sequence (slot) gets: llama.cpp's n_ctx_seq."""
-    return settings.ctx_size if settings.kv_unified else settings.ctx_size // settings.n_parallel
+    return cache_cells(settings.ctx_size, n_parallel=settings.n_parallel,
+                       kv_unified=settings.kv_unified).full
 
 
 def trained_context_warning(settings: Settings, trained: int | None) -> str | None:

@@ -66,7 +66,7 @@ def slot_settings(opts: dict, count: int | None = None, ctx_per_slot: int | None
 
 def make_plan(opts: dict, model: str | None, gpu_total: int | None = None, *,
               count: int | None = None, ctx_per_slot: int | None = None) -> Plan:
-    from pytest_frank.vram.memory import Settings
+    from pytest_frank.vram.memory import N_UBATCH, Settings
 
     if not model:
         raise PlanError("expect.vram names no `model` (a GGUF path or URL) to read")
@@ -79,18 +79,22 @@ def make_plan(opts: dict, model: str | None, gpu_total: int | None = None, *,
             ctx_size=ctx, n_parallel=parallel, kv_unified=unified,
             cache_type_k=opts.get("cache_type_k", "f16"),
             cache_type_v=opts.get("cache_type_v", "f16"), mtp=opts.get("mtp"),
+            n_ubatch=opts.get("ubatch_size", N_UBATCH), swa_full=bool(opts.get("swa_full")),
             gpu_total=gpu, fixed_overhead=_option_bytes(opts, "fixed_mib", 1024),
             headroom=_option_bytes(opts, "headroom_mib", 0))
     except ValueError as exc:
         raise PlanError(str(exc)) from None
-    contexts = opts.get("contexts") or sorted({ctx, *(_round(ctx * f, parallel)
-                                                      for f in TABLE_STEPS)})
+    contexts = opts.get("contexts") or table_contexts(ctx, 1 if unified else parallel)
     return Plan(model, opts.get("draft"), opts.get("mmproj"), settings, list(contexts), where)
 
 
-def _round(n: float, parallel: int) -> int:
-    step = 1024 * parallel
-    return max(step, int(n) // step * step)
+def table_contexts(ctx: int, streams: int) -> list[int]:
+    """The context table's rows: the configured context and its TABLE_STEPS fractions, each to
+    the nearest context llama.cpp allocates differently (256 cells per stream), none twice."""
+    from pytest_frank.vram.memory import CELL_PAD
+
+    step = CELL_PAD * streams
+    return sorted({ctx, *(max(step, round(ctx * f / step) * step) for f in TABLE_STEPS)})
 
 
 def model_memory(plan: Plan, timeout: float = 30) -> Modelled:

@@ -16,15 +16,21 @@ from pytest_frank.gguf.reader import GGUFError, read_header
 from pytest_frank.gguf.summary import GgufSummary, summarize
 from pytest_frank.vram.memory import (
     CACHE_TYPES,
+    CELL_PAD,
+    N_UBATCH,
     MiB,
     ModelShape,
     Settings,
+    cache_cells,
     context_table,
     estimate,
     fits,
     fmt_mib,
+    growing_layers,
+    kv_bytes_per_token,
     max_context,
     row_bytes,
+    sliding_layers,
     trained_context_warning,
 )
 
@@ -109,6 +115,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="total --ctx-size to tabulate; repeat or comma-separate")
     p.add_argument("--parallel", type=int, default=1, help="--parallel slots (default 1)")
     p.add_argument("--kv-unified", action="store_true", help="one KV stream shared by all slots")
+    p.add_argument("--ubatch-size", type=int, default=N_UBATCH,
+                   help=f"--ubatch-size (default {N_UBATCH}): sizes the sliding-window cache")
+    p.add_argument("--swa-full", action="store_true",
+                   help="full-size sliding-window cache (llama-server --swa-full)")
     p.add_argument("--cache-type-k", default="f16", choices=CACHE_TYPES)
     p.add_argument("--cache-type-v", default="f16", choices=CACHE_TYPES)
     p.add_argument("--gpu-mib", type=float, help="GPU memory in MiB")
@@ -147,23 +157,28 @@ def _settings(args: argparse.Namespace, ctx: int) -> Settings:
     return Settings(
         ctx_size=ctx, n_parallel=args.parallel, kv_unified=args.kv_unified,
         cache_type_k=args.cache_type_k, cache_type_v=args.cache_type_v, mtp=args.mtp,
+        n_ubatch=args.ubatch_size, swa_full=args.swa_full,
         gpu_total=None if args.gpu_mib is None else int(args.gpu_mib * MiB),
         fixed_overhead=int(args.fixed_mib * MiB), headroom=int(args.headroom_mib * MiB))
 
 
 def _kv_lines(model: ModelShape, args: argparse.Namespace) -> list[tuple[str, str]]:
     k, v = args.cache_type_k, args.cache_type_v
-    layers = model.kv_layers
+    layers = growing_layers(model, args.swa_full)
+    sliding = sliding_layers(model, args.swa_full)
+    kind = "full-attention" if sliding else "attention"
     if layers and all(x == layers[0] for x in layers):
         x = layers[0]
         kb = row_bytes(k, x.n_head_kv * x.key_length)
         vb = row_bytes(v, x.n_head_kv * x.value_length)
-        text = (f"{len(layers)} attention layers x {x.n_head_kv} KV heads x {x.key_length} dim: "
+        text = (f"{len(layers)} {kind} layers x {x.n_head_kv} KV heads x {x.key_length} dim: "
                 f"K {k} {kb} B + V {v} {vb} B per layer = {(kb + vb) * len(layers)} B/token")
     else:
-        per = sum(x.bytes_per_token(k, v) for x in layers)
-        text = f"{len(layers)} attention layers, K {k}, V {v}: {per} B/token"
+        per = kv_bytes_per_token(layers, k, v)
+        text = f"{len(layers)} {kind} layers, K {k}, V {v}: {per} B/token"
     lines = [("KV per token", text)]
+    if sliding:
+        lines.append(("sliding-window KV", _sliding_text(model, sliding, args)))
     if model.nextn_layers:
         per = sum(x.bytes_per_token("f16", "f16") for x in model.nextn_layers)
         lines.append(("MTP draft KV",
@@ -174,6 +189,17 @@ def _kv_lines(model: ModelShape, args: argparse.Namespace) -> list[tuple[str, st
                                           f"{model.recurrent_state_per_layer} B = "
                                           f"{human_bytes(per_seq)} per sequence (f32)")))
     return lines
+
+
+def _sliding_text(model: ModelShape, sliding: tuple, args: argparse.Namespace) -> str:
+    """What the sliding-window layers hold at any context (llama.cpp's SWA cache)."""
+    cells = cache_cells(1 << 30, n_parallel=args.parallel, kv_unified=args.kv_unified,
+                        window=model.sliding_window, n_ubatch=args.ubatch_size)
+    per = kv_bytes_per_token(sliding, args.cache_type_k, args.cache_type_v)
+    streams = f" x {cells.streams} streams" if cells.streams > 1 else ""
+    return (f"{len(sliding)} layers with window {model.sliding_window}: {per} B/cell, at most "
+            f"{cells.sliding} cells{streams} (window + ubatch {args.ubatch_size}, padded to "
+            f"{CELL_PAD}) = {human_bytes(per * cells.sliding * cells.streams)} at any context")
 
 
 def _companion(source: str | None, timeout: float, label: str):
@@ -250,6 +276,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.parallel < 1:
             raise ValueError(f"--parallel {args.parallel}: need at least 1 slot")
+        if args.ubatch_size < 1:
+            raise ValueError(f"--ubatch-size {args.ubatch_size}: need at least 1 token")
         out = run(args)
     except (GGUFError, ValueError, OSError) as exc:
         print(f"frank preflight: {exc}", file=sys.stderr)
