@@ -211,7 +211,8 @@ class Reports:
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         run = self.run()
-        tables = [(r, a) for r in run.rows if r.verdict is Verdict.PASS for a in r.attachments
+        shown = (Verdict.PASS, Verdict.INCONCLUSIVE)  # a failure's message holds its table
+        tables = [(r, a) for r in run.rows if r.verdict in shown for a in r.attachments
                   if a["mime"] == "text/markdown"]
         if tables:
             terminalreporter.write_sep("=", "frank tables")

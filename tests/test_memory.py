@@ -16,12 +16,15 @@ from pytest_frank.vram.memory import (
     Settings,
     context_table,
     estimate,
+    cache_cells,
     fits,
+    growing_layers,
     kv_bytes_per_token,
     kv_cache_bytes,
     max_context,
     recurrent_state_bytes,
     row_bytes,
+    sliding_layers,
 )
 
 # frank-program-redo.md, "Context Math (frank-default-large, RTX 3090)"
@@ -158,14 +161,47 @@ def test_sliding_window_layers_are_capped(shapes):
     m = shapes["sliding"]
     assert sum(x.sliding for x in m.kv_layers) == 10 and m.sliding_window == 1024
     per = 1 * 256 * 2 * 2                                           # per layer per token, f16
+    # llama.cpp's SWA cache: window + n_ubatch (512) cells per stream, padded to 256
     est = estimate(m, Settings(ctx_size=32768))
-    assert est.kv == 2 * per * 32768 + 10 * per * 1024
+    assert est.kv == 2 * per * 32768 + 10 * per * 1536
     # two slots, separate streams: each slot keeps its own window
     est = estimate(m, Settings(ctx_size=32768, n_parallel=2))
-    assert est.kv == 2 * per * 32768 + 10 * per * 1024 * 2
+    assert est.kv == 2 * per * 32768 + 10 * per * 1536 * 2
+    # one stream for both: two windows and one ubatch
     est = estimate(m, Settings(ctx_size=32768, n_parallel=2, kv_unified=True))
-    assert est.kv == 2 * per * 32768 + 10 * per * 2048
+    assert est.kv == 2 * per * 32768 + 10 * per * 2560
     assert estimate(m, Settings(ctx_size=512)).kv == 12 * per * 512
+    # a smaller ubatch shrinks the window's cache; --swa-full gives it the whole context
+    assert estimate(m, Settings(ctx_size=32768, n_ubatch=128)).kv == \
+        2 * per * 32768 + 10 * per * 1280
+    assert estimate(m, Settings(ctx_size=32768, swa_full=True)).kv == 12 * per * 32768
+
+
+def test_only_full_attention_layers_cost_per_token(shapes):
+    m = shapes["sliding"]
+    per = 1 * 256 * 2 * 2
+    assert len(growing_layers(m)) == 2 and len(sliding_layers(m)) == 10
+    assert estimate(m, Settings(ctx_size=4096)).kv_bytes_per_token == 2 * per
+    assert estimate(m, Settings(ctx_size=4096, swa_full=True)).kv_bytes_per_token == 12 * per
+    # past the window a token more costs only the full layers
+    grow = estimate(m, Settings(ctx_size=65536)).kv - estimate(m, Settings(ctx_size=32768)).kv
+    assert grow == 2 * per * 32768
+
+
+@pytest.mark.parametrize("ctx,parallel,unified,cells", [
+    (4096, 1, False, (4096, 4096, 1)),
+    (4096, 2, False, (2048, 2048, 2)),
+    (1000, 1, False, (1024, 1024, 1)),      # n_ctx padded to 256
+    (1000, 3, False, (512, 512, 3)),        # 1024 / 3 = 341, padded to 512 a slot
+    (4096, 3, False, (1536, 1536, 3)),      # 1365 -> 1536: llama.cpp allocates 4608 cells
+    (4000, 4, True, (4096, 4096, 1)),
+])
+def test_cells_are_padded_as_llamacpp_pads_them(ctx, parallel, unified, cells):
+    got = cache_cells(ctx, n_parallel=parallel, kv_unified=unified)
+    assert (got.full, got.sliding, got.streams) == cells
+    layers = (LayerKV(1, 64, 64),)
+    assert kv_cache_bytes(layers, ctx, n_parallel=parallel, kv_unified=unified) == \
+        256 * cells[0] * cells[2]
 
 
 def test_parallel_divides_context():

@@ -124,3 +124,43 @@ def test_the_cli_exit_status_is_the_verdict(model):
     done = subprocess.run([sys.executable, "-m", "pytest_frank.cli", "preflight", model, "--ctx",
                            "4096", *TINY_GPU], capture_output=True, text=True)
     assert done.returncode == 1 and done.stderr.startswith("nothing fits:")
+
+
+# Gemma 3 270M's shape: 18 layers of 1 KV head x 256, a window of 512 on 5 of every 6. Its own
+# llama.cpp log at 4,096 tokens: 12 MiB full (3 layers x 4096 cells) + 15 MiB SWA (15 layers x
+# 1024 cells) = 27 MiB; with --parallel 2, 12 + 30 = 42 MiB.
+@pytest.fixture(scope="module")
+def gemma3_270m(tmp_path_factory):
+    import gguf_files
+
+    return str(gguf_files.sliding(tmp_path_factory.mktemp("g") / "g.gguf", window=512,
+                                  blocks=18))
+
+
+def test_kv_per_token_counts_only_the_layers_that_grow(gemma3_270m, capsys):
+    _, out, _ = run(capsys, gemma3_270m, "--ctx", "4096")
+    lines = dict((line[:22].strip(), line[22:].strip())
+                 for line in out.splitlines() if line[:22].strip())
+    assert lines["KV per token"] == ("3 full-attention layers x 1 KV heads x 256 dim: K f16 512 B "
+                                     "+ V f16 512 B per layer = 3072 B/token")
+    assert lines["sliding-window KV"] == (
+        "15 layers with window 512: 15360 B/cell, at most 1024 cells (window + ubatch 512, "
+        "padded to 256) = 15.00 MiB however long the context")
+    assert "| 4096 (4K) | 27 | - |" in out
+
+
+@pytest.mark.parametrize("argv,kv_mib", [
+    (["--parallel", "2"], 42),
+    (["--parallel", "2", "--kv-unified"], 12 + 22.5),    # one stream: 2 x 512 + 512 cells
+    (["--ubatch-size", "256"], 12 + 11.25),              # 512 + 256 = 768 cells
+    (["--swa-full"], 72),
+])
+def test_the_sliding_window_cache_follows_the_flags(gemma3_270m, capsys, argv, kv_mib):
+    _, out, _ = run(capsys, gemma3_270m, "--ctx", "4096", "--json", *argv)
+    (row,) = json.loads(out)["context_table"]
+    assert row["kv_mib"] == kv_mib
+
+
+def test_swa_full_makes_every_layer_grow(gemma3_270m, capsys):
+    _, out, _ = run(capsys, gemma3_270m, "--ctx", "4096", "--swa-full")
+    assert "18 attention layers x 1 KV heads x 256 dim" in out and "sliding-window KV" not in out

@@ -120,9 +120,31 @@ def test_offline_gate_relative_model_path_and_missing_settings(run_fleet, pytest
     no_ctx.assert_outcomes(skipped=1)
     no_ctx.stdout.fnmatch_lines(["*no `ctx_size` and no live slot shape says it*"])
     no_gpu = run_fleet(one_endpoint(DEAD, expect={"vram": {"model": "m.gguf", "ctx_size": 8192}}),
-                       "--frank-offline")
-    no_gpu.assert_outcomes(passed=1)   # the header reads; no GPU size to fit
-    no_gpu.stdout.fnmatch_lines(["| 8192 (8K) | 512 | - |"])
+                       "--frank-offline", "-rs")
+    no_gpu.assert_outcomes(skipped=1)   # the header reads; no GPU size to fit: no verdict
+    no_gpu.stdout.fnmatch_lines([
+        "*frank tables*", "| 8192 (8K) | 512 | - |",
+        "*modelled 16518 MiB (weights 14982 + kv 512 + fixed overhead 1024 MiB), but no GPU size "
+        "to judge it against (no gpu_mib, and no GPU memory source read one): set "
+        "expect.vram.gpu_mib to the GPU's memory in MiB*"])
+    assert "vram ok" not in no_gpu.stdout.str()
+
+
+def test_the_context_table_keeps_its_rows_around_the_context(pytester, run_fleet):
+    """The rows are ctx_size x 0.875, 0.9375, 1, 1.125, each on a context llama.cpp allocates
+    differently (256 cells a slot), not floored to whole thousands."""
+    seed_model(pytester.path / "m.gguf")
+
+    def rows(**vram):
+        vram = {"model": "m.gguf", "ctx_size": 4096, "gpu_mib": 24576, **vram}
+        result = run_fleet(one_endpoint(DEAD, expect={"vram": vram}), "--frank-offline")
+        result.assert_outcomes(passed=1)
+        return [line.split(" |")[0].lstrip("| ") for line in result.stdout.lines
+                if line.startswith("| ") and "Context" not in line]
+
+    assert rows() == ["3584", "3840", "4096 (4K)", "4608"]
+    assert rows(parallel=2) == ["3584", "4096 (4K)", "4608"]   # 3840 a slot pads to 4096
+    assert rows(parallel=2, kv_unified=True) == ["3584", "3840", "4096 (4K)", "4608"]
 
 
 def test_vram_options_typos_are_usage_errors(run_fleet):
@@ -150,8 +172,18 @@ def test_live_models_the_served_model_path(llama, run_fleet):
     result = run_fleet(live_fleet(server, "0, NVIDIA GeForce RTX 3090, 1050, 24576"),
                        "-m", "vram")
     result.assert_outcomes(passed=2)
+    # no gpu_mib: the fit is judged against the source's total (24576 MiB)
     result.stdout.fnmatch_lines(["test_vram_fits[[]ep[]]: context math",
-                                 "| 4096 (4K) | 2 | - |"])
+                                 "| 4096 (4K) | 2 | 23549.6 (23.00 GiB) |"])
+
+
+def test_live_fit_is_judged_against_the_gpu_the_source_reads(llama, run_fleet):
+    server = llama(parallel=2, ctx_size=4096)
+    result = run_fleet(live_fleet(server, "0, NVIDIA T400, 300, 512"), "-m", "vram",
+                       "-k", "fits")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*does not fit: ctx 4096 (4K) needs 1026.4 MiB (*) of a 512 "
+                                 "MiB GPU: 514.4 MiB short*"])
 
 
 def test_live_far_over_the_model_lists_the_causes(llama, run_fleet):
@@ -178,8 +210,9 @@ def test_live_without_nvidia_smi_skips_saying_so(llama, run_fleet, tmp_path):
     server = llama(parallel=2, ctx_size=4096)
     result = run_fleet(one_endpoint(server.url, expect={"vram": True}), "-m", "vram",
                        env={"PATH": str(tmp_path)})
-    result.assert_outcomes(passed=1, skipped=1)
-    result.stdout.fnmatch_lines(["*no nvidia-smi on this machine (nvidia-smi is not on PATH)*"])
+    result.assert_outcomes(skipped=2)  # nothing read: neither the fit nor the use is judged
+    result.stdout.fnmatch_lines(["*test_vram_fits*no GPU size to judge it against*",
+                                 "*no nvidia-smi on this machine (nvidia-smi is not on PATH)*"])
 
 
 def test_live_lists_the_processes_on_the_gpu(llama, run_fleet, tmp_path):

@@ -126,7 +126,16 @@ def _served_model(target, shape) -> tuple[str | None, str]:
 
 
 def fit(target) -> Fit:
-    return _model(target, strict=False)
+    return _model(target, strict=False, gpu_total=_gpu_total(target))
+
+
+def _gpu_total(target) -> int | None:
+    """Live and without gpu_mib: the GPU's size as the memory source reads it (None offline,
+    for a GPU nvidia-smi here cannot see, or where the source gives none)."""
+    opts = target.endpoint.options("vram")
+    if target.offline or opts.gpu_mib or _gpu_elsewhere(target.endpoint, opts):
+        return None
+    return measure(opts.as_dict(), timeout=target.timeout).total
 
 
 def judge_fit(obs: Fit, ctx: Context) -> None:
@@ -142,9 +151,10 @@ def judge_fit(obs: Fit, ctx: Context) -> None:
     v = result.verdict
     if v is None:  # nothing to judge the model against: not a pass
         inconclusive(f"modelled {fmt_mib(result.estimate.total)} MiB "
-                     f"({result.estimate.breakdown()}), but no GPU size to judge it against: "
-                     "set expect.vram.gpu_mib to the GPU's memory in MiB (nvidia-smi "
-                     "--query-gpu=memory.total --format=csv)")
+                     f"({result.estimate.breakdown()}), but no GPU size to judge it against "
+                     "(no gpu_mib, and no GPU memory source read one): set expect.vram.gpu_mib "
+                     "to the GPU's memory in MiB (nvidia-smi --query-gpu=memory.total "
+                     "--format=csv)")
     if v.ok:
         return
     s = result.plan.settings

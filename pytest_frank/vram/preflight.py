@@ -167,7 +167,7 @@ def _kv_lines(model: ModelShape, args: argparse.Namespace) -> list[tuple[str, st
     layers = growing_layers(model, args.swa_full)
     sliding = sliding_layers(model, args.swa_full)
     kind = "full-attention" if sliding else "attention"
-    if layers and all(x == layers[0] for x in layers):
+    if len({(x.n_head_kv, x.key_length, x.value_length) for x in layers}) == 1:
         x = layers[0]
         kb = row_bytes(k, x.n_head_kv * x.key_length)
         vb = row_bytes(v, x.n_head_kv * x.value_length)
@@ -199,7 +199,8 @@ def _sliding_text(model: ModelShape, sliding: tuple, args: argparse.Namespace) -
     streams = f" x {cells.streams} streams" if cells.streams > 1 else ""
     return (f"{len(sliding)} layers with window {model.sliding_window}: {per} B/cell, at most "
             f"{cells.sliding} cells{streams} (window + ubatch {args.ubatch_size}, padded to "
-            f"{CELL_PAD}) = {human_bytes(per * cells.sliding * cells.streams)} at any context")
+            f"{CELL_PAD}) = {human_bytes(per * cells.sliding * cells.streams)} however long "
+            "the context")
 
 
 def _companion(source: str | None, timeout: float, label: str):
