@@ -442,6 +442,38 @@ def test_write_model_is_deterministic(tmp_path):
     assert selftest_model.write_model(tmp_path / "c.gguf", "no_think").read_bytes() != a
 
 
+# Each variant's file, byte for byte (gguf 0.19): a new variant, or a change made for one, must
+# leave the others' files as they are, since tests and baselines are measured on them.
+DIGESTS = {
+    "default": "16e2892e1a4d1c7a88f896855fa0ba581f6bb2bbbf8cf356066e169d59c452ea",
+    "tool_text": "966a38a4ba130e638ee388493ad103343316bc116f1a01dddf4f495586dff344",
+    "effort_strict": "272f2331d5b609d09869e9278905952f3f656c62bcfc5e46aaec3945e7b4d4dd",
+    "no_think": "3d5ea0428e0daaf10b58f9b62253e15c260dcaf3d524c42ccba50e97029af1ee",
+    "flat": "bdefdd7c3733d67ae51b785def3c7910dc766cb1b92d78acca955e7431509c38",
+    "chatty": "a98a8aacf5ef1794e500448192777885db48f821d0be73bfb9d0e6af17dbaf35",
+    "long_think": "98e9113c09e398f760d1ee7e87d73fd2c5682a32da57975b988e0e0fb3eafe37",
+    "endless_think": "dd0bd575c0f239ee92255f257c6c3c9331c70f623ccd19fa9290c6efcd8ba9ca",
+    "vision": "edaa7ec280ae6b321ac6ec369bde845a2102ef6b9022ef007cbc99b127cdd8f7",
+    "agent": "25cdf7fd8cd15f8fac2a9e8df57a05e4bd86a6c1c9e0a899d6b231ceea44c174",
+    "positional": "4ad98a28991ef65e706b0dd0d270f78813d73a46936932aff3dfe040b0a936c6",
+    "swa": "86072561dc11b3ced256969b90a2220aa31b3cb6935f75f88a5edd09781780df",
+    "mmproj": "36f79fc14a484da3af6087350839df5957876b504081ea4e63b6ccec9c2ab623",
+}
+
+
+def test_every_variants_file_is_byte_for_byte_what_it_was(tmp_path):
+    import hashlib
+
+    def digest(path):
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+
+    got = {v: digest(selftest_model.write_model(tmp_path / f"{v}.gguf", v))
+           for v in selftest_model.VARIANTS}
+    got["mmproj"] = digest(selftest_model.selftest_vision.write_projector(
+        tmp_path / "mmproj.gguf", selftest_model.N_EMBD))
+    assert got == DIGESTS
+
+
 def test_vision_model_and_projector_are_quick_to_write(tmp_path):
     import time
 

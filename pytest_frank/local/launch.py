@@ -34,8 +34,10 @@ Spec keys (all optional but `model`):
 - `threads` (2): CPU threads for the model (and the draft), so many servers share a small box.
 - `startup_timeout` (60): seconds to wait for `/health`.
 - `verbosity` (2): llama.cpp log level: 1 errors, 2 warnings, 3 info (timings and
-  "draft acceptance = ..." lines), 4 debug. The threshold is shared by the whole process, so the
-  last server started sets it for all.
+  "draft acceptance = ..." lines), 4 debug (also the library's own info: the context's n_ctx and
+  each "llama_kv_cache: size = ..." line, see llama_log.kv_caches). The threshold is shared by
+  the whole process, so the last server started sets it for all (llama_log.set_verbosity puts
+  it back).
 
 llama.cpp's log goes to a file, not to stderr, while a launched server runs (see
 pytest_frank.local.llama_log): `LaunchedServer.log_tail()` is the end of this server's part of it.

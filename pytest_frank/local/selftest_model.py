@@ -118,6 +118,13 @@ positional
   -0.140/-0.125 (long); a relaunch repeats them exactly. The mean change over the answer's
   tokens, on the prompt that moves most: rope_freq_base 1000 0.32 (long), cache_type_k q4_0
   0.34, q8_0 0.10 (long); 4 threads instead of 1 0.0002.
+swa
+  Gemma 3's architecture (arch gemma3; 6 blocks of 2 heads x 64, ~1.2 MB): plain chat as default
+  ("Thinking", "Hello!"). llama.cpp reads is_swa_any 1, n_swa 512 and makes two caches
+  (llama_kv_cache_iswa), logged at verbosity 4: ctx 4096, 1 slot: non-SWA 4096 cells x 1 layer
+  (2.00 MiB) + SWA 1024 cells x 5 layers (2.50 MiB); 2 slots: 2048 cells x 2 streams (2.00 MiB)
+  + 1024 cells x 2 streams (5.00 MiB); 2 slots unified: 4096 + 1536 cells (2.00 + 3.75 MiB); ctx
+  1000 over 3 slots: 512 + 512 cells x 3 streams (0.75 + 3.75 MiB).
 """
 
 from __future__ import annotations
