@@ -185,6 +185,19 @@ def test_the_context_must_fit_the_card(tmp_path):
     assert short.fix.startswith("lower the context to ")
 
 
+def test_the_sliding_window_cache_follows_the_serve_flags(tmp_path):
+    """Gemma 3 270M's shape at 128K: 384 MiB for the 3 full layers and 15 MiB for the 15 sliding
+    ones fit a 1 GiB card; --swa-full gives the sliding ones the whole context (2304 MiB more)."""
+    gemma = str(gf.sliding(tmp_path / "gemma.gguf", window=512, blocks=18))
+    vram = {"gpu_mib": 1024, "fixed_mib": 64}
+    line = f"llama-server -m {gemma} -c 131072 --port 7770 --host 0.0.0.0 --alias frank"
+    assert [f for f in run(line, endpoint(vram=vram)) if f.severity == "fail"] == []
+    (full,) = [f for f in run(line + " --swa-full", endpoint(vram=vram)) if f.severity == "fail"]
+    assert "does not fit" in full.what and "kv 2304 " in full.what
+    (wide,) = [f for f in run(line + " -ub 65536", endpoint(vram=vram)) if f.severity == "fail"]
+    assert "kv 1351.5 " in wide.what  # 384 MiB + 15 layers x (512 + 65536 cells) x 1 KiB
+
+
 VLLM = ("vllm serve /srv/qwen --served-model-name frank --port 7770 --max-model-len 131072 "
         "--enable-auto-tool-choice --tool-call-parser qwen3_xml --reasoning-parser qwen3 "
         "--enable-prefix-caching --speculative-config '{\"method\": \"ngram\"}'")

@@ -227,6 +227,10 @@ class LlamaCppDriver(Driver):
             "parallel": Flag(("--parallel", "-np")),
             # arg.cpp {"-kvu", "--kv-unified"}, {"-no-kvu", "--no-kv-unified"}
             "kv_unified": Flag(("--kv-unified", "-kvu"), "none", ("-no-kvu", "--no-kv-unified")),
+            # arg.cpp {"-ub", "--ubatch-size"} (common.h n_ubatch = 512) and {"--swa-full"}:
+            # they size the sliding-window KV cache (src/llama-kv-cache-iswa.cpp)
+            "ubatch": Flag(("--ubatch-size", "-ub")),
+            "swa_full": Flag(("--swa-full",), "none"),
             # arg.cpp {"-a", "--alias"}: "set model name aliases, comma-separated"
             "alias": Flag(("--alias", "-a")),
             "port": Flag(("--port",)),

@@ -333,7 +333,8 @@ def _fits(p: Parsed, endpoint) -> list[Finding]:
     from pytest_frank.vram.plan import PlanError, make_plan, model_memory
 
     settings = {"ctx_size": p.number("ctx"), "parallel": p.number("parallel"),
-                "kv_unified": p.on("kv_unified") or None, "cache_type_k": p.text("cache_k"),
+                "kv_unified": p.on("kv_unified") or None, "ubatch_size": p.number("ubatch"),
+                "swa_full": p.on("swa_full") or None, "cache_type_k": p.text("cache_k"),
                 "cache_type_v": p.text("cache_v"), "draft": p.text("draft"),
                 "mmproj": p.text("mmproj")}
     merged = {**opts, **{k: v for k, v in settings.items() if v is not None}}
