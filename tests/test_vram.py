@@ -125,7 +125,7 @@ def test_offline_gate_relative_model_path_and_missing_settings(run_fleet, pytest
     no_gpu.stdout.fnmatch_lines([
         "*frank tables*", "| 8192 (8K) | 512 | - |",
         "*modelled 16518 MiB (weights 14982 + kv 512 + fixed overhead 1024 MiB), but no GPU size "
-        "to judge it against (no gpu_mib, and no GPU memory source read one): set "
+        "to judge it against (no gpu_mib; an offline run reads no GPU): set "
         "expect.vram.gpu_mib to the GPU's memory in MiB*"])
     assert "vram ok" not in no_gpu.stdout.str()
 
@@ -211,7 +211,9 @@ def test_live_without_nvidia_smi_skips_saying_so(llama, run_fleet, tmp_path):
     result = run_fleet(one_endpoint(server.url, expect={"vram": True}), "-m", "vram",
                        env={"PATH": str(tmp_path)})
     result.assert_outcomes(skipped=2)  # nothing read: neither the fit nor the use is judged
-    result.stdout.fnmatch_lines(["*test_vram_fits*no GPU size to judge it against*",
+    result.stdout.fnmatch_lines(["*test_vram_fits*no GPU size to judge it against (no gpu_mib; "
+                                 "the GPU memory source gave no size: no nvidia-smi on this "
+                                 "machine (nvidia-smi is not on PATH)): set expect.vram.gpu_mib*",
                                  "*no nvidia-smi on this machine (nvidia-smi is not on PATH)*"])
 
 
@@ -259,6 +261,21 @@ def test_live_nvidia_smi_for_a_gpu_on_another_host_is_inconclusive(seed_files, r
         "command with command: ssh 10.255.255.1 nvidia-smi --query-gpu=index,name,memory.used,"
         "memory.total --format=csv,noheader,nounits, or source: prometheus with metrics_url: the "
         "host's dcgm-exporter (http://10.255.255.1:9400/metrics)*"])
+    assert not (tmp_path / "ran").exists()
+
+
+def test_live_fit_without_gpu_mib_on_another_host_says_why_it_is_unjudged(seed_files, run_fleet,
+                                                                          tmp_path):
+    env = fake_nvidia_smi(tmp_path, "0, NVIDIA GeForce RTX 3090, 22000, 24576")
+    with Emulator("llamacpp") as em:
+        vram = seed_vram(seed_files, host="10.255.255.1", gpu_mib=None)
+        vram = {k: v for k, v in vram.items() if v is not None}
+        result = run_fleet(one_endpoint(em.url, expect={"vram": vram}), "-m", "vram", "-k",
+                           "fits", env=env)
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*test_vram_fits[[]ep[]]: modelled 23139 MiB (*), but no GPU "
+                                 "size to judge it against (no gpu_mib; expect.vram.host is "
+                                 "10.255.255.1, not this machine*): set expect.vram.gpu_mib*"])
     assert not (tmp_path / "ran").exists()
 
 

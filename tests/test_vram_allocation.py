@@ -30,10 +30,12 @@ def allocated(model: str, **spec) -> list[llama_log.KVCache]:
     stopped at once; the process's log threshold is put back for the servers that go on."""
     pytest.importorskip("xllamacpp")
     before = llama_log.verbosity()
-    server = launch({"model": model, "verbosity": 4, **spec})
-    server.stop()
-    if before is not None:
-        llama_log.set_verbosity(before)
+    try:
+        server = launch({"model": model, "verbosity": 4, **spec})
+        server.stop()
+    finally:
+        if before is not None:
+            llama_log.set_verbosity(before)
     if server.log is None:
         pytest.skip("llama.cpp's log cannot be redirected on this platform")
     caches = llama_log.kv_caches(server.log.text())

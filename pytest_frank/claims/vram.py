@@ -65,6 +65,7 @@ class Options(ClaimOptions):
 @dataclass(kw_only=True)
 class Fit(Observation):
     modelled: Modelled | None = None
+    gpu_unread: str = ""  # why no GPU size was read, where none was
 
 
 def _model(target, *, strict: bool, gpu_total: int | None = None) -> Fit:
@@ -126,16 +127,27 @@ def _served_model(target, shape) -> tuple[str | None, str]:
 
 
 def fit(target) -> Fit:
-    return _model(target, strict=False, gpu_total=_gpu_total(target))
+    total, why = _gpu_total(target)
+    obs = _model(target, strict=False, gpu_total=total)
+    obs.gpu_unread = why
+    return obs
 
 
-def _gpu_total(target) -> int | None:
-    """Live and without gpu_mib: the GPU's size as the memory source reads it (None offline,
-    for a GPU nvidia-smi here cannot see, or where the source gives none)."""
+def _gpu_total(target) -> tuple[int | None, str]:
+    """Without gpu_mib, in a live run: the GPU's size as the memory source reads it; else
+    None and why none was read."""
     opts = target.endpoint.options("vram")
-    if target.offline or opts.gpu_mib or _gpu_elsewhere(target.endpoint, opts):
-        return None
-    return measure(opts.as_dict(), timeout=target.timeout).total
+    if opts.gpu_mib:
+        return None, ""
+    if target.offline:
+        return None, "an offline run reads no GPU"
+    elsewhere = _gpu_elsewhere(target.endpoint, opts)
+    if elsewhere:
+        return None, elsewhere
+    reading = measure(opts.as_dict(), timeout=target.timeout)
+    if reading.total is None:
+        return None, f"the GPU memory source gave no size: {reading.problem or reading.where}"
+    return reading.total, ""
 
 
 def judge_fit(obs: Fit, ctx: Context) -> None:
@@ -152,9 +164,8 @@ def judge_fit(obs: Fit, ctx: Context) -> None:
     if v is None:  # nothing to judge the model against: not a pass
         inconclusive(f"modelled {fmt_mib(result.estimate.total)} MiB "
                      f"({result.estimate.breakdown()}), but no GPU size to judge it against "
-                     "(no gpu_mib, and no GPU memory source read one): set expect.vram.gpu_mib "
-                     "to the GPU's memory in MiB (nvidia-smi --query-gpu=memory.total "
-                     "--format=csv)")
+                     f"(no gpu_mib; {obs.gpu_unread}): set expect.vram.gpu_mib to the GPU's "
+                     "memory in MiB (nvidia-smi --query-gpu=memory.total --format=csv)")
     if v.ok:
         return
     s = result.plan.settings
