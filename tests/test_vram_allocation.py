@@ -2,8 +2,8 @@
 (`llama_kv_cache: size = ... MiB (N cells, L layers, S/T seqs)`, logged at verbosity 4): on the
 real SmolLM2, on every self-test variant, and on the Gemma 3 shaped `swa` variant, whose five
 sliding-window layers get their own cache of window + n_ubatch cells per stream, at 1 and 2
-slots (and unified, and a context that does not split evenly). Modelled and logged totals agree
-within 5%, and the cell counts are exactly llama.cpp's."""
+slots (on some also unified, and a context that does not split evenly). Modelled and logged
+totals agree within 5%, and the cell counts are exactly llama.cpp's."""
 
 from __future__ import annotations
 
@@ -62,8 +62,7 @@ def check(path, ctx_size: int, parallel: int, unified: bool, caches) -> tuple[fl
 SHAPES = [(4096, 1, False), (4096, 2, False)]
 
 
-@pytest.mark.parametrize("ctx_size,parallel,unified",
-                         SHAPES + [(4096, 2, True), (1000, 3, False)])
+@pytest.mark.parametrize("ctx_size,parallel,unified", SHAPES + [(1000, 3, False)])
 def test_smollm2_cache_is_as_modelled(smollm2_path, ctx_size, parallel, unified):
     caches = allocated(str(smollm2_path), ctx_size=ctx_size, parallel=parallel,
                        kv_unified=unified)
