@@ -7,8 +7,11 @@ llama.cpp (SmolLM2, the self-test models, a rewriting proxy in front) for the fa
 here can show."""
 
 import json
+import re
 
 import pytest
+from fleets import one_endpoint
+from proxy import Proxy
 
 from pytest_frank.chat import Call, Reply
 from pytest_frank.checks import Context
@@ -256,3 +259,133 @@ def test_response_format_tells_leaked_thinking_from_an_unenforced_schema(content
     for text in holds:
         assert text in said, said
     assert never not in said, said
+
+
+# -- on real llama.cpp ------------------------------------------------------------------------------
+def test_smollm2_names_a_template_without_tools_or_thinking(smollm2, run_fleet):
+    """SmolLM2's own ChatML template renders no tools and opens no thinking: llama.cpp answers
+    a forced call in text (/props supports_tools false, the tools dropped from the prompt) and
+    plain chat without reasoning. Each failure names the template, not a serving flag."""
+    server = smollm2(alias="smol")
+    # Short answers, and time for them on a busy machine: the faults show in the first tokens.
+    fleet = one_endpoint(server.url, alias="smol", timeout=300, min_tokens_per_s=0.5, expect={
+        "tools": {"max_tokens": 24, "stream": False},
+        "reasoning": {"max_tokens": 24, "stream": False, "thinking_off": False}})
+    result = run_fleet(fleet, "-k", "test_tools_required or (test_reasoning and not effort)")
+    result.assert_outcomes(failed=2, skipped=2)  # streamed and off: not asked
+    out = result.stdout.str()
+    result.stdout.fnmatch_lines([
+        "*no tool call: answered * the chat template cannot carry tools (/props "
+        "chat_template_caps.supports_tools false; the prompt counted * tokens with the tools "
+        "and * without them): the engine drops them without a word and the model never sees "
+        "them",
+        "  fix: serve a model whose own template renders tools*",
+        "*with no reasoning (`reasoning_content` / `reasoning` empty or absent): the served chat "
+        "template has no thinking (/props chat_template names no thinking block, "
+        "enable_thinking or reasoning_content), so this model answers without thinking here",
+        "  fix: serve a thinking model with its own template*"])
+    counted = re.search(r"counted (\d+) tokens with the tools and (\d+) without", out)
+    assert counted and counted.group(1) == counted.group(2), out[-3000:]
+    for wrong in ("so thinking opens", "although thinking is on by default", "--jinja"):
+        assert wrong not in out, out[-3000:]
+
+
+def _forced_call(body):
+    """A gateway that forces a tool call on every chat request (a global grammar's effect)."""
+    if "messages" in body and not body.get("tools"):
+        return {**body, "tools": [tools.WEATHER], "tool_choice": "required"}
+    return body
+
+
+def _capped(body):
+    """A gateway that caps every answer at 3 tokens, whatever the client asked."""
+    return {**body, "max_tokens": 3} if "messages" in body else body
+
+
+def _messages(payload, change):
+    for choice in payload.get("choices") or []:
+        change(choice.get("message") or {})
+    return payload
+
+
+def _drop_reasoning(payload):
+    return _messages(payload, lambda m: m.pop("reasoning_content", None))
+
+
+def _fold_thinking(payload):
+    """A gateway that puts the thinking back into content, as <think>...</think>."""
+    def fold(m):
+        if m.get("reasoning_content"):
+            m["content"] = f"<think>{m.pop('reasoning_content')}</think>{m.get('content') or ''}"
+    return _messages(payload, fold)
+
+
+def _calls(change):
+    def each(m):
+        for call in m.get("tool_calls") or []:
+            change(call["function"])
+    return lambda payload: _messages(payload, each)
+
+
+RENAMED = _calls(lambda f: f.__setitem__("name", "weather"))
+EMPTIED = _calls(lambda f: f.update(name="get_weather", arguments="{}"))
+NO_THINK_OFF = {"thinking_off": False}
+PROXIED = [  # (id, request rewrite, answer rewrite, expect, -k, outcomes, lines, never)
+    ("healthy", None, None, {"reasoning": NO_THINK_OFF, "tools": True},
+     "(test_reasoning and not effort and not off) or test_tools_required or "
+     "test_tools_streamed or test_tools_plain", {"passed": 5}, [], []),
+    ("plain-answers-lose-reasoning", None, _drop_reasoning, {"reasoning": NO_THINK_OFF},
+     "test_reasoning and not effort and not off", {"failed": 1, "passed": 1},
+     ["*chat answered 'Hello!' with no reasoning (`reasoning_content` / `reasoning` empty or "
+      "absent), while the streamed answer to the same prompt carried it in "
+      "`reasoning_content`: the template thinks and the engine splits the thinking out; the "
+      "plain (non-streamed) path loses the field*",
+      "  fix: make the proxy or gateway pass `reasoning_content` through on plain "
+      "(non-streamed) answers, as it does on streamed ones"], ["--jinja"]),
+    ("every-chat-forced-into-a-call", _forced_call, None, {"reasoning": True, "tools": True},
+     "(test_reasoning and not effort and not streamed and not off) or test_tools_plain",
+     {"failed": 2},
+     ["*chat without tools came back as a tool call (get_weather): every request is forced "
+      "into tool-call output*", "*plain chat without tools came back as a tool call*"],
+     ["landed in reasoning", "--reasoning-format"]),
+    ("answers-capped-at-3-tokens", _capped, None, {"reasoning": True},
+     "test_reasoning and not effort and not streamed and not off", {"failed": 1},
+     ["*finish_reason 'length' after 3 token(s) (usage) of the max_tokens=512 asked, with "
+      "'Thinking' of reasoning and no answer: the budget was not spent*",
+      "  fix: look for what lowers max_tokens on the way*"],
+     ["did not end within", "whole budget"]),
+    ("thinking-folded-into-content", None, _fold_thinking,
+     {"params": {k: k == "response_format" for k in ("max_tokens", "stop", "response_format",
+                                                      "logprobs", "stream_usage",
+                                                      "context_limit")}},
+     "test_params_response_format", {"failed": 1},
+     ["*response_format json_schema: the content holds the model's thinking ('<think>Thinking"
+      "</think>*'); the JSON after it validates, so the schema is enforced: the reasoning "
+      "parser is off or wrong*", "  fix: start llama-server with --reasoning-format deepseek*"],
+     ["not enforced"]),
+    ("whole-answers-rename-the-tool", None, RENAMED, {"tools": True},
+     "test_tools_required or test_tools_streamed", {"failed": 1, "passed": 1},
+     ["*wrong name: 'weather' is not an offered tool*"], ["streaming tool parser"]),
+    ("whole-answers-lose-the-arguments", None, EMPTIED, {"tools": {"stream": False}},
+     "test_tools_required", {"failed": 1},
+     ["*0/1 trial(s) valid (0%, need 100%); missing required: get_weather lacks 'city', "
+      "'days'"], []),
+]
+
+
+@pytest.mark.parametrize("request_rewrite, answer_rewrite, expect, select, outcomes, lines, never",
+                         [c[1:] for c in PROXIED], ids=[c[0] for c in PROXIED])
+def test_a_gateway_in_front_of_llamacpp_is_named(llama, run_fleet, request_rewrite,
+                                                 answer_rewrite, expect, select, outcomes,
+                                                 lines, never):
+    """Real llama.cpp on the self-test model, behind a gateway that rewrites requests or whole
+    answers: each fault fails with the cause the server showed; the healthy pass-through
+    passes."""
+    server = llama(alias="m")
+    with Proxy(server.url, rewrite=request_rewrite, answer=answer_rewrite) as gateway:
+        result = run_fleet(one_endpoint(gateway.url, alias="m", expect=expect), "-k", select)
+    result.assert_outcomes(**outcomes)
+    result.stdout.fnmatch_lines(lines)
+    out = result.stdout.str()
+    for text in never:
+        assert text not in out, out[-3000:]
