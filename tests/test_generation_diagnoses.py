@@ -327,6 +327,20 @@ def _calls(change):
     return lambda payload: _messages(payload, each)
 
 
+def _never_calls(payload):
+    """Whole answers with the call taken out: what a model that never opens a call sends (no
+    model here declines a forced call: llama.cpp's grammar writes one for the self-test
+    models, and SmolLM2's template drops the tools). The template's caps and the prompt's
+    size with and without the tools stay the real server's."""
+    def text(m):
+        if m.pop("tool_calls", None) is not None:
+            m["content"] = "Paris will be sunny tomorrow."
+    for choice in payload.get("choices") or []:
+        if choice.get("finish_reason") == "tool_calls":
+            choice["finish_reason"] = "stop"
+    return _messages(payload, text)
+
+
 RENAMED = _calls(lambda f: f.__setitem__("name", "weather"))
 EMPTIED = _calls(lambda f: f.update(name="get_weather", arguments="{}"))
 NO_THINK_OFF = {"thinking_off": False}
@@ -363,6 +377,13 @@ PROXIED = [  # (id, request rewrite, answer rewrite, expect, -k, outcomes, lines
       "</think>*'); the JSON after it validates, so the schema is enforced: the reasoning "
       "parser is off or wrong*", "  fix: start llama-server with --reasoning-format deepseek*"],
      ["not enforced"]),
+    ("model-never-opens-a-call", None, _never_calls, {"tools": {"stream": False}},
+     "test_tools_required", {"failed": 1},
+     ["*no tool call: answered 'Paris will be sunny tomorrow.' (finish_reason 'stop'): the "
+      "template carries the tools (/props chat_template_caps.supports_tools true; the prompt "
+      "grew from * to * tokens with the tools) and the model still answered in text, a model "
+      "limit, not a serving fault", "  fix: serve a model trained to call tools*"],
+     ["--jinja", "cannot carry"]),
     ("whole-answers-rename-the-tool", None, RENAMED, {"tools": True},
      "test_tools_required or test_tools_streamed", {"failed": 1, "passed": 1},
      ["*wrong name: 'weather' is not an offered tool*"], ["streaming tool parser"]),
