@@ -274,16 +274,16 @@ def test_smollm2_names_a_template_without_tools_or_thinking(smollm2, run_fleet):
     result = run_fleet(fleet, "-k", "test_tools_required or (test_reasoning and not effort)")
     result.assert_outcomes(failed=2, skipped=2)  # streamed and off: not asked
     out = result.stdout.str()
-    result.stdout.fnmatch_lines([
+    result.stdout.fnmatch_lines([  # in the order of the report: reasoning, then tools
+        "*with no reasoning (`reasoning_content` / `reasoning` empty or absent): the served chat "
+        "template has no thinking (/props chat_template names no thinking block, "
+        "enable_thinking or reasoning_content), so this model answers without thinking here",
+        "  fix: serve a thinking model with its own template*",
         "*no tool call: answered * the chat template cannot carry tools (/props "
         "chat_template_caps.supports_tools false; the prompt counted * tokens with the tools "
         "and * without them): the engine drops them without a word and the model never sees "
         "them",
-        "  fix: serve a model whose own template renders tools*",
-        "*with no reasoning (`reasoning_content` / `reasoning` empty or absent): the served chat "
-        "template has no thinking (/props chat_template names no thinking block, "
-        "enable_thinking or reasoning_content), so this model answers without thinking here",
-        "  fix: serve a thinking model with its own template*"])
+        "  fix: serve a model whose own template renders tools*"])
     counted = re.search(r"counted (\d+) tokens with the tools and (\d+) without", out)
     assert counted and counted.group(1) == counted.group(2), out[-3000:]
     for wrong in ("so thinking opens", "although thinking is on by default", "--jinja"):
