@@ -108,6 +108,7 @@ REASONING = [  # (id, the judge, the observation, in the failure (None: passes),
 ]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("judge, obs, holds, never", [c[1:] for c in REASONING],
                          ids=[c[0] for c in REASONING])
 def test_reasoning_names_the_cause_it_read(judge, obs, holds, never):
@@ -121,6 +122,7 @@ def test_reasoning_names_the_cause_it_read(judge, obs, holds, never):
     assert never is None or never not in said, said
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("props, thinks", [
     ({"chat_template": "{{ '<|im_start|>' + message['role'] }}"}, NO_THINKING),
     ({"chat_template": "{{ '<think>\\n' }}{{ reasoning_content }}"},
@@ -137,6 +139,7 @@ def test_llamacpp_reads_whether_the_template_thinks(props, thinks):
     assert driver_for("llamacpp").template_thinks({"/props": props}) == thinks
 
 
+@pytest.mark.unit
 def test_other_engines_do_not_say_whether_the_template_thinks():
     assert driver_for("vllm").template_thinks({"/v1/models": {"data": []}}) is None
 
@@ -197,6 +200,7 @@ TOOLS = [  # (id, the judge, the observation, in the failure (None: passes), nev
 ]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("judge, obs, holds, never", [c[1:] for c in TOOLS],
                          ids=[c[0] for c in TOOLS])
 def test_tools_name_the_cause_they_read(judge, obs, holds, never):
@@ -212,6 +216,7 @@ def test_tools_name_the_cause_they_read(judge, obs, holds, never):
     assert said.count("missing required") <= 1, said
 
 
+@pytest.mark.unit
 def test_the_stream_right_and_the_plain_call_wrong_is_noted_not_failed():
     notes = []
     obs = TOOLS[8][2]
@@ -222,6 +227,7 @@ def test_the_stream_right_and_the_plain_call_wrong_is_noted_not_failed():
                for n in notes), notes
 
 
+@pytest.mark.unit
 def test_an_agent_turn_answered_in_text_reads_whether_the_tools_arrived():
     turn = agent.Turn(sent=[{"role": "user", "content": "weather?"}], reply=TEXT)
     dropped = tools.Carried(caps=NO_TOOLS, with_tools=42, without=42)
@@ -237,6 +243,7 @@ def test_an_agent_turn_answered_in_text_reads_whether_the_tools_arrived():
 VALID = json.dumps({"colour": "green", "code": "PAR", "place": {"city": "Paris"}})
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("content, holds, never", [
     (VALID, None, None),
     (f"<think>The user wants JSON.</think>{VALID}",
