@@ -121,6 +121,13 @@ class Reply:
         return self.finish in ("length", "max_tokens")
 
     @property
+    def cut_short(self) -> bool:
+        """finish says the budget ran out, yet the server's own count (usage) is below the
+        budget asked: something else cut the answer (a proxy or a server-side cap)."""
+        return (self.cut and self.tokens is not None and self.max_tokens is not None
+                and self.tokens < self.max_tokens)
+
+    @property
     def thinking_cut(self) -> bool:
         """The budget ran out while the model was still thinking: reasoning, no answer, no call."""
         return (self.cut and bool(self.reasoning.strip()) and not self.content.strip()
@@ -206,7 +213,7 @@ def think_through(target: Target, req: Request) -> Reply:
     one kept in `first`. For checks that judge the answer: one that a reply cut while thinking
     already proves asks with send alone, and spends no more."""
     reply = send(target, req)
-    if not reply.thinking_cut:
+    if not reply.thinking_cut or reply.cut_short:  # a larger budget would be cut the same
         return reply
     budget, reply.ceiling = thinking_budget(target, reply)
     if budget <= req.max_tokens:

@@ -41,8 +41,10 @@ def problems(schema: dict, instance: Any, show: Show | None = None,
     import jsonschema
 
     show = show or short
-    found = [_problem(e, show, object_word)
-             for e in jsonschema.Draft202012Validator(schema).iter_errors(instance)]
+    # jsonschema reports `required` once per missing key, each naming every key missing: one
+    # problem each, not the same sentence twice.
+    found = dict.fromkeys(_problem(e, show, object_word)
+                          for e in jsonschema.Draft202012Validator(schema).iter_errors(instance))
     return sorted(found, key=lambda p: (len(p.path), [str(k) for k in p.path], p.reason))
 
 

@@ -220,12 +220,16 @@ def _handler(em: Emulator):
 
 # -- reply builders any test can reuse: chat JSON, SSE streams, Prometheus text, sent images -----
 
-def chat_json(content="Hello!", *, model="model", finish="stop", **message_extra) -> dict:
-    """An OpenAI chat completion; extra keys go into `message` (e.g. reasoning_content)."""
+def chat_json(content="Hello!", *, model="model", finish="stop", tokens=5,
+              **message_extra) -> dict:
+    """An OpenAI chat completion; extra keys go into `message` (e.g. reasoning_content).
+    `tokens` is usage.completion_tokens: a reply cut by the budget it was asked with says the
+    budget (the request's max_tokens), as engines count."""
     return {"id": "chatcmpl-emu", "object": "chat.completion", "model": model,
             "choices": [{"index": 0, "finish_reason": finish,
                          "message": {"role": "assistant", "content": content, **message_extra}}],
-            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}
+            "usage": {"prompt_tokens": 10, "completion_tokens": tokens,
+                      "total_tokens": 10 + tokens}}
 
 
 def paced(pieces, gap: float):

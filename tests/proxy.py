@@ -25,9 +25,11 @@ HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length",
 class Proxy:
     def __init__(self, upstream: str, *, jitter_s: float = 0.0,
                  rewrite: Callable[[dict], dict] | None = None, seed: int | None = None,
-                 pace_s: float = 0.0) -> None:
+                 pace_s: float = 0.0, answer: Callable[[dict], dict] | None = None) -> None:
         self.upstream = upstream.rstrip("/")
         self.jitter_s, self.rewrite = jitter_s, rewrite
+        # A gateway that rebuilds whole (non-streamed) JSON answers; streams pass untouched.
+        self.answer = answer
         # A slow, steady GPU: each streamed event `pace_s` after the last, and a whole answer
         # held for `pace_s` per token it generated (a server sends it only when it is done).
         self.pace_s = pace_s
@@ -59,6 +61,11 @@ class Proxy:
 
     def paced(self, upstream) -> Iterator[bytes]:
         """The answer's pieces as the upstream sends them, or slowed down to `pace_s`."""
+        kind = upstream.headers.get("content-type", "")
+        if self.answer is not None and "json" in kind and "event-stream" not in kind:
+            payload = json.loads(upstream.read())
+            return iter([json.dumps(self.answer(payload) if isinstance(payload, dict)
+                                    else payload).encode()])
         if not self.pace_s:
             return upstream.iter_bytes()
         if "event-stream" in upstream.headers.get("content-type", ""):

@@ -45,9 +45,16 @@ def test_model_that_never_thinks_is_reported(llama, run_fleet):
     server = llama(alias="frank-default-large", model="selftest:no_think")
     result = run(run_fleet, server, "-m", "reasoning", reasoning=True)
     result.assert_outcomes(passed=1, failed=2)  # thinking off is fine
+    # Its template names no thinking: the diagnosis says so, not "thinking is on by default".
     result.stdout.fnmatch_lines([
         "*chat answered 'Hello!' with no reasoning (`reasoning_content` / `reasoning` empty or "
-        "absent) although thinking is on by default*"])
+        "absent): the served chat template has no thinking (/props chat_template names no "
+        "thinking block, enable_thinking or reasoning_content), so this model answers without "
+        "thinking here",
+        "  fix: serve a thinking model with its own template*",
+        "*streamed chat answered 'Hello!' with no reasoning*: the served chat template has no "
+        "thinking*"])
+    assert "although thinking is on by default" not in result.stdout.str()
 
 
 def rows(pytester) -> dict:

@@ -54,7 +54,8 @@ def test_reasoning_in_another_field_than_fleet_says(run_fleet):
 
 def test_thinking_that_never_ends_is_asked_once_more_then_fails(run_fleet):
     with Emulator("sglang", models=["model"]) as em:
-        serve_chat(em, lambda b: chat_json("", finish="length", reasoning_content="Hmm " * 50))
+        serve_chat(em, lambda b: chat_json("", finish="length", reasoning_content="Hmm " * 50,
+                                           tokens=b["max_tokens"]))
         fleet = one_endpoint(em.url, "sglang", alias="model", max_thinking_tokens=2000,
                              expect={"reasoning": {"max_tokens": 300}})
         result = run_fleet(fleet, "-p", "no:randomly", "-k",
@@ -70,7 +71,7 @@ def test_thinking_that_never_ends_is_asked_once_more_then_fails(run_fleet):
 
 def test_length_with_neither_answer_nor_reasoning_names_the_budget(run_fleet):
     with Emulator("sglang", models=["model"]) as em:
-        serve_chat(em, lambda b: chat_json("", finish="length"))
+        serve_chat(em, lambda b: chat_json("", finish="length", tokens=b["max_tokens"]))
         result = run(run_fleet, em, "sglang", "-k", "test_reasoning and not off and not effort "
                      "and not streamed", reasoning={"max_tokens": 300})
     result.assert_outcomes(failed=1)

@@ -96,7 +96,8 @@ def test_answer_naming_every_colour_fails(run_fleet):
 def test_thinking_that_eats_the_budget_is_named(run_fleet):
     with Emulator("vllm", models=["vl"]) as em:
         em.route("POST", "/v1/chat/completions", lambda r: Reply(200, chat_json(
-            "", finish="length", reasoning="Let me look at the pixels...")))
+            "", finish="length", reasoning="Let me look at the pixels...",
+            tokens=r.body["max_tokens"])))
         result = run_fleet(one_endpoint(em.url, "vllm", alias="vl",
                                         expect={"vision": {"max_tokens": 64}}), "-m", "vision")
     result.assert_outcomes(failed=1)

@@ -18,8 +18,9 @@ from pytest_frank.chat import Reply, Request, think_through
 from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.replies import one_line, require_thinking_ended, thinking_spent
-from pytest_frank.claims.tools import MARKUP, PROMPTS, TOOLS, call_reply_problems
-from pytest_frank.observation import Observation
+from pytest_frank.claims.tools import (MARKUP, PROMPTS, TOOLS, Carried, answered_in_text,
+                                       call_reply_problems, carried, no_call)
+from pytest_frank.observation import Failed, Observation
 from pytest_frank.verdict import Text, fail
 
 THINK_TAGS = re.compile(r"</?think>|<\|channel\|>|<\|start\|>assistant")
@@ -51,6 +52,7 @@ class Conversations(Observation):
     kind: str  # plain | streamed | parallel
     trials: list[list[Turn]]
     steps: int
+    carried: Carried | None = None  # where a forced call came back as text alone
 
 
 def _result(call, step: int) -> tuple[str, str]:
@@ -97,7 +99,11 @@ def play(target, stream: bool = False, parallel: bool | None = None) -> list[Tur
 def _conversations(target, kind: str, stream=False, parallel=None) -> Conversations:
     opts = target.endpoint.options("agent")
     trials = [play(target, stream, parallel) for _ in range(opts.trials)]
-    return Conversations(kind=kind, trials=trials, steps=opts.steps)
+    found = Conversations(kind=kind, trials=trials, steps=opts.steps)
+    if any(answered_in_text(turns[0].reply) for turns in trials if opts.steps):
+        seen = target.need(carried)
+        found.carried = None if isinstance(seen, Failed) else seen
+    return found
 
 
 def plain(target) -> Conversations:
@@ -166,9 +172,10 @@ def held(turn: Turn) -> str:
 
 
 def conversation_problem(turns: list[Turn], steps: int, driver, grounded: bool = False,
-                         min_calls: int = 1) -> Problem | None:
+                         min_calls: int = 1, carried: Carried | None = None) -> Problem | None:
     """The first reason this conversation is not a working agent loop; None when it is.
-    `min_calls`: calls the first turn must make at once (2 where parallel calls are asked)."""
+    `min_calls`: calls the first turn must make at once (2 where parallel calls are asked);
+    `carried`: whether the tools reached the model, where a forced call came back as text."""
     for n, turn in enumerate(turns[:-1], 1):
         found = call_reply_problems(turn.reply, min_calls=min_calls if n == 1 else 1)
         if not turn.reply.ok:
@@ -181,8 +188,10 @@ def conversation_problem(turns: list[Turn], steps: int, driver, grounded: bool =
         turn = turns[-1]
         if not turn.reply.ok:
             return _error(turn, len(turns), driver)
+        why, fix = no_call(carried, driver) if answered_in_text(turn.reply) else (
+            "", driver.tool_parser_fix)
         return Problem(f"turn {len(turns)} (the tool call) is not a usable call: "
-                       f"{call_reply_problems(turn.reply)[0]}", driver.tool_parser_fix)
+                       f"{call_reply_problems(turn.reply)[0]}{why}", fix)
     return answer_problem(turns, driver, grounded)
 
 
@@ -272,7 +281,7 @@ def judge(convs: Conversations, ctx: Context) -> None:
     for i, turns in enumerate(convs.trials, 1):
         _show(turns, i, ctx)
         found.append(conversation_problem(turns, convs.steps, driver, opts.grounded,
-                                          2 if convs.kind == "parallel" else 1))
+                                          2 if convs.kind == "parallel" else 1, convs.carried))
     replies = [t.reply for turns in convs.trials for t in turns]
     thinking_spent(replies, ctx)
     k, passed = len(found), sum(p is None for p in found)

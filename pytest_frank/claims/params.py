@@ -13,7 +13,8 @@ from dataclasses import dataclass, field, replace
 from pytest_frank.chat import Reply, Request, think_through
 from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Options as ClaimOptions
-from pytest_frank.claims.replies import one_line, require_answer, require_thinking_ended
+from pytest_frank.claims.replies import (THINK_TAGS, one_line, require_answer,
+                                         require_thinking_ended)
 from pytest_frank.observation import Observation
 from pytest_frank.verdict import fail
 
@@ -229,6 +230,7 @@ def _judge_formatted(r: Reply, ctx: Context, how: str) -> None:
         fail(f"{sent}: the content is empty and the reasoning holds "
              f"{one_line(r.reasoning, 80)!r}: the schema went to the reasoning channel",
              ctx.driver.structured_output_fix)
+    _thinking_in_json(r, ctx, sent)
     try:
         value = json.loads(r.content)
     except ValueError:
@@ -241,6 +243,25 @@ def _judge_formatted(r: Reply, ctx: Context, how: str) -> None:
         fail(f"{sent} was sent and the content breaks it at {where}: "
              f"{one_line(errors[0].message, 120)} ({one_line(r.content, 80)!r})",
              ctx.driver.structured_output_fix)
+
+
+def _thinking_in_json(r: Reply, ctx: Context, sent: str) -> None:
+    """Thinking left in content ahead of the JSON: the schema may well be enforced on the answer
+    after it; what is broken is the split of thinking from content."""
+    import jsonschema
+
+    if not any(tag in r.content for tag in THINK_TAGS):
+        return
+    rest = r.content.rsplit(THINK_TAGS[1], 1)[-1].strip()
+    try:
+        valid = not any(jsonschema.Draft202012Validator(SCHEMA).iter_errors(json.loads(rest)))
+    except ValueError:
+        valid = False
+    after = ("the JSON after it validates, so the schema is enforced" if valid
+             else f"and what follows is no valid answer either ({one_line(rest, 60)!r})")
+    fail(f"{sent}: the content holds the model's thinking ({one_line(r.content, 80)!r}); "
+         f"{after}: the reasoning parser is off or wrong, so clients parse the thinking as the "
+         f"JSON", ctx.driver.reasoning_parser_fix)
 
 
 def judge_logprobs(obs: Sent, ctx: Context) -> None:

@@ -12,7 +12,8 @@ from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.replies import (one_line, require_answer, require_no_think_tags,
                                          require_thinking_ended, thinking_spent)
-from pytest_frank.observation import Observation
+from pytest_frank.observation import Failed, Observation
+from pytest_frank.probes import slot_shape
 from pytest_frank.verdict import fail
 
 PROMPT = "Say hello in one short sentence."
@@ -32,6 +33,11 @@ class Thought(Observation):
     reply: Reply
     max_tokens: int
     plain: Thought | None = None  # beside a streamed one: the plain reply, to compare fields
+    # Read where a reply came without reasoning, to name the cause: whether the served template
+    # thinks (the driver's reading, and where it read it), and the other path's reply to the
+    # same prompt (beside a plain one: the streamed reply).
+    thinks: tuple[bool, str] | None = None
+    twin: Thought | None = None
 
 
 def _ask(target, mode: str) -> Thought:
@@ -44,13 +50,38 @@ def _ask(target, mode: str) -> Thought:
     return Thought(mode=mode, reply=reply, max_tokens=opts.max_tokens)
 
 
+def _thinks(target) -> tuple[bool, str] | None:
+    shape = target.need(slot_shape)
+    return None if isinstance(shape, Failed) else target.driver.template_thinks(shape.payloads)
+
+
+def _streamed_alone(target) -> Thought:
+    return _ask(target, "streamed")
+
+
+def _unthinking(thought: Thought) -> bool:
+    return thought.reply.ok and not thought.reply.calls and not thought.reply.reasoning.strip()
+
+
 def answer(target) -> Thought:
-    return _ask(target, "on")
+    thought = _ask(target, "on")
+    if _unthinking(thought):  # the facts that name the cause: the template, the stream
+        thought.thinks = _thinks(target)
+        twin = target.need(_streamed_alone)
+        thought.twin = None if isinstance(twin, Failed) else twin
+    return thought
 
 
 def streamed(target) -> Thought:
-    thought = _ask(target, "streamed")
-    thought.plain = target.need(answer)
+    alone = target.need(_streamed_alone)
+    if isinstance(alone, Failed):
+        return Thought(mode="streamed", reply=Reply(problem=alone.failure), max_tokens=0)
+    thought = Thought(mode="streamed", reply=alone.reply, max_tokens=alone.max_tokens,
+                      exchanges=list(alone.exchanges))
+    plain = target.need(answer)
+    thought.plain = None if isinstance(plain, Failed) else plain
+    if _unthinking(thought):
+        thought.thinks = _thinks(target)
     return thought
 
 
@@ -60,18 +91,41 @@ def off(target) -> Thought:
 
 def judge(thought: Thought, ctx: Context) -> None:
     """Thinking on (plain or streamed): non-empty content and non-empty reasoning."""
-    r, driver, expected = thought.reply, ctx.driver, ctx.options.field
+    r, expected = thought.reply, ctx.options.field
     how = "streamed chat" if r.streamed else "chat"
-    _answer(thought, driver, how)
+    _answer(thought, ctx.driver, how)
     thinking_spent([r], ctx, figure=True)
     if expected and r.reasoning_field and r.reasoning_field != expected:
         fail(f"{how} reasoning arrived in `{r.reasoning_field}`, not in `{expected}` where "
              f"fleet.yaml expects it; clients reading `{expected}` see none",
              "set expect.reasoning.field to where this server puts it, or fix the client")
     if not r.reasoning.strip():
-        where = expected or " / ".join(f"`{f}`" for f in driver.reasoning_fields)
-        fail(f"{how} answered {one_line(r.content, 80)!r} with no reasoning ({where} empty or "
-             f"absent) {driver.no_reasoning_said}", driver.thinking_missing_fix)
+        _no_reasoning(thought, ctx, how)
+
+
+def _no_reasoning(thought: Thought, ctx: Context, how: str) -> None:
+    """No reasoning: named by what the server showed, the other path's reply to the same
+    prompt first (one path losing the field), then whether the template thinks at all."""
+    r, driver, expected = thought.reply, ctx.driver, ctx.options.field
+    where = expected or " / ".join(f"`{f}`" for f in driver.reasoning_fields)
+    said = f"{how} answered {one_line(r.content, 80)!r} with no reasoning ({where} empty or absent)"
+    other = thought.plain if r.streamed else thought.twin
+    if other is not None and other.reply.ok and other.reply.reasoning.strip():
+        field, lost = other.reply.reasoning_field or "its reasoning field", (
+            ("streamed", "plain (non-streamed)") if r.streamed else ("plain (non-streamed)",
+                                                                      "streamed"))
+        fail(f"{said}, while the {lost[1]} answer to the same prompt carried it in `{field}`: "
+             f"the template thinks and the engine splits the thinking out; the {lost[0]} path "
+             f"loses the field (a proxy in front that rebuilds {lost[0]} answers?)",
+             f"make the proxy or gateway pass `{field}` through on {lost[0]} answers, as it "
+             f"does on {lost[1]} ones")
+    if thought.thinks is not None and not thought.thinks[0]:
+        fail(f"{said}: the served chat template has no thinking ({thought.thinks[1]}), so this "
+             f"model answers without thinking here", driver.no_thinking_template_fix)
+    if thought.thinks is not None:
+        fail(f"{said}, although the served chat template thinks ({thought.thinks[1]})",
+             driver.thinking_switched_off_fix)
+    fail(f"{said} {driver.no_reasoning_said}", driver.thinking_missing_fix)
 
 
 def judge_streamed(thought: Thought, ctx: Context) -> None:
@@ -98,6 +152,10 @@ def judge_off(thought: Thought, ctx: Context) -> None:
 def _answer(thought: Thought, driver, how: str) -> None:
     r = thought.reply
     require_answer(r, driver, how)
+    if r.calls or r.tool_finish:  # no tools were sent: nothing but a forcing can make a call
+        shown = ", ".join(str(c.name) for c in r.calls) or f"finish_reason {r.finish!r}"
+        fail(f"{how} without tools came back as a tool call ({shown}): every request is "
+             f"forced into tool-call output, so no answer is left to judge", driver.forced_tools_fix)
     require_thinking_ended(r, driver, "expect.reasoning.max_tokens")
     require_no_think_tags(r, driver)
     if not r.content.strip():

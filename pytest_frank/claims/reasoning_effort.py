@@ -101,7 +101,7 @@ def judge_level(efforts: Efforts, ctx: Context) -> None:
     require_answer(reply, ctx.driver, doing)
     if cut_while_thinking(reply, ctx, doing):
         return
-    require_budget(reply, efforts.max_tokens, "expect.reasoning_effort.max_tokens")
+    require_budget(reply, efforts.max_tokens, "expect.reasoning_effort.max_tokens", ctx.driver)
     if not reply.content.strip():
         fail(f"{doing} answered 200 with empty content (finish_reason {reply.finish!r})")
 

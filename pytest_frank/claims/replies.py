@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 from pytest_frank import redact
+from pytest_frank.drivers.base import Driver
 from pytest_frank.verdict import fail
 
 THINK_TAGS = ("<think>", "</think>")
@@ -25,9 +26,11 @@ def require_answer(reply, driver, doing: str) -> None:
          driver.known_fix(reply.problem, reply.status))
 
 
-def require_budget(reply, max_tokens: int, option: str) -> None:
-    """Empty content cut at the budget is thinking that ate max_tokens, not a broken endpoint."""
+def require_budget(reply, max_tokens: int, option: str, driver=None) -> None:
+    """Empty content cut at the budget is thinking that ate max_tokens, not a broken endpoint;
+    cut before it (usage says so), something else cut it."""
     if reply.cut and not reply.content.strip() and not reply.calls:
+        require_not_cut_short(reply, driver)
         spent = " (all of it reasoning)" if reply.reasoning else ""
         fail(f"finish_reason {reply.finish!r} with empty content: thinking used the whole budget "
              f"of max_tokens={max_tokens}{spent} before any answer; the endpoint works, the "
@@ -39,8 +42,9 @@ def require_thinking_ended(reply, driver, option: str) -> None:
     """For a check that judges the answer: the reply it judges is cut while thinking only when
     the larger budget (chat.think_through) ran out too, or none larger could be asked."""
     if not reply.thinking_cut:
-        require_budget(reply, reply.max_tokens, option)
+        require_budget(reply, reply.max_tokens, option, driver)
         return
+    require_not_cut_short(reply, driver)
     if reply.first is not None:
         tried = (f"`{option}` ({reply.first.max_tokens}) ran out first, then this larger "
                  f"budget, bounded by {reply.ceiling}")
@@ -50,6 +54,20 @@ def require_thinking_ended(reply, driver, option: str) -> None:
     fail(f"thinking did not end within {reply.max_tokens} tokens: finish_reason {reply.finish!r} "
          f"with {spent} and no answer; {tried}",
          driver.endless_thinking_fix)
+
+
+def require_not_cut_short(reply, driver=None) -> None:
+    """A reply that says the budget ran out after fewer tokens than it was given was cut by
+    neither that budget nor thinking: a proxy or the server capped it, or the context filled."""
+    if not reply.cut_short:
+        return
+    had = (f"{one_line(reply.reasoning, 60)!r} of reasoning" if reply.reasoning.strip()
+           else "nothing")
+    fail(f"finish_reason {reply.finish!r} after {reply.tokens} token(s) (usage) of the "
+         f"max_tokens={reply.max_tokens} asked, with {had} and no answer: the budget was not "
+         f"spent, so neither it nor thinking cut this reply; something between the client and "
+         f"the model capped it",
+         (driver or Driver).budget_cap_fix)
 
 
 def cut_while_thinking(reply, ctx, doing: str) -> bool:

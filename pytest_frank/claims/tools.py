@@ -20,7 +20,8 @@ from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.replies import (cut_while_thinking, one_line, require_answer,
                                          require_thinking_ended, thinking_spent)
 from pytest_frank import schema_errors
-from pytest_frank.observation import Observation
+from pytest_frank.observation import Failed, Observation
+from pytest_frank.probes import slot_shape
 from pytest_frank.verdict import Text, fail
 
 WEATHER = {"type": "function", "function": {
@@ -61,11 +62,55 @@ class Options(ClaimOptions):
 
 
 @dataclass(kw_only=True)
+class Carried(Observation):
+    """Whether the served template carries the tools into the prompt: the engine's own reading
+    of the template (`caps`: yes or no, and where read) and the prompt's size (usage) with the
+    tools and without them."""
+    caps: tuple[bool, str] | None = None
+    with_tools: int | None = None
+    without: int | None = None
+
+    @property
+    def counted(self) -> bool:
+        return self.with_tools is not None and self.without is not None
+
+    @property
+    def dropped(self) -> bool | None:
+        """Whether the tools never reach the model: the counts first (what the engine did),
+        else the engine's reading of its template; None where neither says."""
+        if self.counted:
+            return self.with_tools == self.without
+        return None if self.caps is None else not self.caps[0]
+
+    def evidence(self) -> str:
+        parts = [self.caps[1]] if self.caps else []
+        if self.counted and self.with_tools == self.without:
+            parts.append(f"the prompt counted {self.with_tools} tokens with the tools and "
+                         f"{self.without} without them")
+        elif self.counted:
+            parts.append(f"the prompt grew from {self.without} to {self.with_tools} tokens "
+                         f"with the tools")
+        return "; ".join(parts)
+
+
+def carried(target) -> Carried:
+    """Asked where a call was forced and text came back: whether the tools reached the model."""
+    shape = target.need(slot_shape)
+    caps = None if isinstance(shape, Failed) else target.driver.template_caps(
+        shape.payloads).get("tools")
+    counts = [target.chat(Request(PROMPTS["required"], 1, tools=tools, tool_choice=choice))
+              for tools, choice in ((TOOLS, "auto"), (None, None))]
+    with_tools, without = (r.prompt_tokens if r.ok else None for r in counts)
+    return Carried(caps=caps, with_tools=with_tools, without=without)
+
+
+@dataclass(kw_only=True)
 class Trials(Observation):
     kind: str  # required | auto | named | parallel | plain | streamed
     replies: list[Reply]
     max_tokens: int
     plain: Trials | None = None  # beside the streamed trial: the non-streamed one
+    carried: Carried | None = None  # where a forced call came back as text alone
 
 
 def _run(target, kind: str, choice, trials: int | None = None, stream=False, parallel=None):
@@ -76,7 +121,17 @@ def _run(target, kind: str, choice, trials: int | None = None, stream=False, par
     replies = [ask(Request(prompt, opts.max_tokens, tools=tools, tool_choice=choice,
                            parallel=parallel, stream=stream))
                for _ in range(trials or opts.trials)]
-    return Trials(kind=kind, replies=replies, max_tokens=opts.max_tokens)
+    found = Trials(kind=kind, replies=replies, max_tokens=opts.max_tokens)
+    if choice not in (None, "auto") and any(answered_in_text(r) for r in replies):
+        seen = target.need(carried)
+        found.carried = None if isinstance(seen, Failed) else seen
+    return found
+
+
+def answered_in_text(reply: Reply) -> bool:
+    """A reply that had to call and answered text with no call and no call markup in it."""
+    return reply.ok and not reply.calls and not MARKUP.search(reply.content) and \
+        not reply.thinking_cut
 
 
 def required(target) -> Trials:
@@ -238,6 +293,11 @@ def judge_streamed(streamed: Trials, ctx: Context) -> None:
     s, p = streamed.replies[0], streamed.plain.replies[0] if streamed.plain else None
     if p is None or not p.ok or not p.calls:
         return
+    wrong = call_reply_problems(p)
+    if wrong:  # the stream's call is usable (judged above): the non-streamed path is at fault
+        ctx.note(f"the streamed call is usable; the non-streamed answer to the same request is "
+                 f"not ({wrong[0]}): test_tools_required judges that path")
+        return
     names_s, names_p = [c.name for c in s.calls], [c.name for c in p.calls]
     if names_s != names_p and ctx.endpoint.greedy:
         fail(f"streamed tool calls {names_s} differ from the non-streamed {names_p} at "
@@ -274,16 +334,35 @@ def _judge_rate(trials: Trials, found: list[list[str]], ctx: Context,
         return
     first = next(p for p in found if p)
     head = f"{_doing(trials)}: {passed}/{k} trial(s) valid ({rate:.0%}, need {min_pass_rate:.0%})"
-    fail(f"{head}; {'; '.join(first)}", _fix(first, driver))
+    why = no_call(trials.carried, driver)[0] if NO_CALL in {_cause(p) for p in first} else ""
+    fail(f"{head}; {'; '.join(first)}{why}", _fix(first, driver, trials.carried))
 
 
 def _cause(problem: str) -> str | None:
     return problem.cause if isinstance(problem, Problem) else None
 
 
-def _fix(problems: list[str], driver) -> Text | None:
+def no_call(carried: Carried | None, driver) -> tuple[str, Text | None]:
+    """Why a forced call came back as text, from whether the tools reached the model: what
+    the diagnosis adds, and the fix. Unknown: the parser, as before any facts."""
+    dropped = carried.dropped if carried is not None else None
+    if dropped is None or carried is None:
+        return "", driver.tool_parser_fix
+    if dropped:
+        return (f": the chat template cannot carry tools ({carried.evidence()}): the engine "
+                f"drops them without a word and the model never sees them",
+                driver.tools_template_fix)
+    return (f": the template carries the tools ({carried.evidence()}) and the model still "
+            f"answered in text, a model limit, not a serving fault",
+            "serve a model trained to call tools, or turn expect.tools (and expect.agent) off "
+            "for this one")
+
+
+def _fix(problems: list[str], driver, carried: Carried | None = None) -> Text | None:
     """The fix for the worst cause among a trial's problems: the parser, then parallel calls."""
     causes = {_cause(p) for p in problems}
+    if NO_CALL in causes and MARKUP_LEFT not in causes:
+        return no_call(carried, driver)[1]
     if causes & {MARKUP_LEFT, NO_CALL}:
         return driver.tool_parser_fix
     if TRUNCATED in causes:

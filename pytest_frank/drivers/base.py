@@ -315,6 +315,11 @@ class Driver:
         `tools` and `reasoning_effort`, from the slot routes' payloads; {} where unsaid."""
         return {}
 
+    def template_thinks(self, payloads: dict) -> tuple[bool, str] | None:
+        """Whether the served chat template opens thinking at all, and where that was read,
+        from the slot routes' payloads; None where the engine does not say."""
+        return None
+
     def image_part(self, b64: str, mime: str, form: str) -> dict:
         url = b64 if form == "base64" else f"data:{mime};base64,{b64}"
         return {"type": "image_url", "image_url": {"url": url}}
@@ -338,6 +343,9 @@ class Driver:
     tool_parser_fix: Text = ("turn on the server's tool-call parser for this model's format (vLLM "
                        "--enable-auto-tool-choice --tool-call-parser <name>; llama.cpp --jinja "
                        "with the model's own template)")
+    tools_template_fix: Text = ("serve a model whose chat template renders tools (or give this "
+                                "model one that does), or turn expect.tools (and expect.agent) "
+                                "off for this endpoint")
     forced_tools_fix = ("something forces tool-call output on every request: drop a server-wide "
                         "grammar (llama.cpp --grammar-file) or structured-output default and pass "
                         "grammars per request")
@@ -360,6 +368,16 @@ class Driver:
                             "enable_thinking: false), or serve a model that does not loop; if "
                             "this model really thinks longer, raise max_thinking_tokens (and the "
                             "served context)")
+    budget_cap_fix: Text = ("look for what lowers max_tokens on the way: a proxy or gateway that "
+                            "rewrites it, a server-side cap on generated tokens, or a served "
+                            "context too small for the prompt and the answer")
+    no_thinking_template_fix: Text = ("serve a thinking model (with its own chat template, which "
+                                      "opens a thinking block), or turn expect.reasoning off "
+                                      "for this endpoint: this model answers without thinking")
+    thinking_switched_off_fix: Text = ("the template thinks, so something switches it off: a "
+                                       "server-wide default (chat_template_kwargs "
+                                       "enable_thinking: false) or a proxy that drops the "
+                                       "reasoning field")
     no_reasoning_said = "although thinking is on by default"  # after "answered X with no reasoning"
 
     def thinking_on(self, max_tokens: int) -> dict:

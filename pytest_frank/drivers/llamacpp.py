@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from pytest_frank import metrics
 from pytest_frank.drivers.base import Driver
 from pytest_frank.local.launch import DEFAULT_CTX_SIZE
@@ -194,6 +196,25 @@ class LlamaCppDriver(Driver):
                                       f" {word}")
         return found
 
+    # A template that thinks opens a block (<think>, <seed:think>, <|START_THINKING|>), reads
+    # the enable_thinking switch or renders reasoning_content / thinking in the history.
+    THINKING = re.compile(r"<[^<>\s]*think[^<>\s]*>|enable_thinking|reasoning_content|"
+                          r"\bthinking\b", re.IGNORECASE)
+
+    def template_thinks(self, payloads):
+        props = payloads.get("/props") or {}
+        caps, template = props.get("chat_template_caps"), props.get("chat_template")
+        if isinstance(caps, dict) and isinstance(caps.get("supports_thinking"), bool):
+            said = str(caps["supports_thinking"]).lower()
+            return caps["supports_thinking"], f"/props chat_template_caps.supports_thinking {said}"
+        if not isinstance(template, str) or not template:
+            return None
+        found = self.THINKING.search(template)
+        if found:
+            return True, f"/props chat_template reads {found.group(0)!r}"
+        return False, ("/props chat_template names no thinking block, enable_thinking or "
+                       "reasoning_content")
+
     def vision_advertised(self, payload):
         modalities = payload.get("modalities") if isinstance(payload, dict) else None
         return bool(modalities.get("vision")) if isinstance(modalities, dict) else None
@@ -202,14 +223,30 @@ class LlamaCppDriver(Driver):
     honours_named_tool_choice = False  # the object form is silently treated as "auto"
     reasoning_parser_fix = Phrase(START, REASONING_FORMAT("deepseek"), " (or auto); 'none' "
                                   "leaves the thinking inside content")
+    no_thinking_template_fix = Phrase("serve a thinking model with its own template (or, for a "
+                                      "model trained to think, point ", TEMPLATE, " at its "
+                                      "thinking template), or turn expect.reasoning off for this "
+                                      "endpoint: this model answers without thinking")
+    thinking_switched_off_fix = ("the template thinks, so something switches it off: llama-server "
+                                 "--reasoning off, --reasoning-budget 0 or --chat-template-kwargs "
+                                 "'{\"enable_thinking\": false}' on the command line, or a proxy "
+                                 "that drops reasoning_content")
     thinking_missing_fix = Phrase("serve with ", JINJA, " and the model's own template (", TEMPLATE,
                                   ") so thinking opens; --reasoning-budget -1 keeps it unlimited")
     tool_parser_fix = Phrase("llama.cpp reads the tool-call format from the chat template: serve "
                              "with ", JINJA, " and the model's own template (", TEMPLATE, ") so "
                              "the autoparser recognises the model's tool markup")
+    tools_template_fix = Phrase("serve a model whose own template renders tools (llama.cpp "
+                                "reads chat_template_caps.supports_tools from it), or give this "
+                                "model a template that does (", TEMPLATE, "); else turn "
+                                "expect.tools (and expect.agent) off for this endpoint")
     known_errors = (("tools param requires --jinja", Phrase(
         START, JINJA, " (the chat template renders the tools; a wrapper or an old build turned "
         "it off)")), *Driver.known_errors)
+    budget_cap_fix = Phrase("look for what lowers max_tokens on the way: a proxy or gateway that "
+                            "rewrites it, llama-server's --n-predict (it caps every request), or "
+                            "a slot context (", CTX_SIZE, " / ", PARALLEL, ") too small for the "
+                            "prompt and the answer")
     forced_tools_fix = ("drop --grammar-file from the server command: a global grammar forces "
                         "tool-call output on plain chat (pass grammars per request)")
 
