@@ -183,6 +183,19 @@ def test_a_model_that_never_calls_gets_no_tools(smollm2, tmp_path_factory, templ
     assert "      # agent: not written: an agent step needs tools" in text
 
 
+def test_a_call_with_markup_left_in_content_is_not_usable(llama, tmp_path):
+    """selftest:tool_text: under tool_choice required the grammar forces a real call, after
+    markup the parser leaves in content; a strict client cannot use that turn."""
+    server = llama(model="selftest:tool_text", alias="tool-text")
+    rc, text, _ = init(tmp_path, server.url, "--no-perf")
+    assert rc == 0
+    (entry,) = validates(text)["endpoints"].values()
+    assert not {"tools", "agent"} & set(entry["expect"])
+    assert ("      # tools: not written: a forced call (tool_choice required) came back with no "
+            "usable call: leaked markup: tool markup left in content beside the structured call "
+            "('<function=get_weather>") in text
+
+
 def test_projector_server_asks_vision(llama, tmp_path_factory, run_fleet):
     # The seeing self-test model (the same server configuration as tests/test_vision_real.py).
     server = llama(model="selftest:vision", mmproj="selftest", threads=1)
