@@ -2,8 +2,10 @@
 models it serves, and each claim its own configuration implies, with the evidence.
 
 The same probes the battery runs: the fingerprint, health, the model list, the slot shape, the
-driver's reading of the template, /metrics, one short generation and the perf probe's speed
-runs. Nothing here is written down yet (pytest_frank.init.render does that)."""
+driver's reading of the template, /metrics, one short generation, one forced tool call and the
+perf probe's speed runs. What a probe showed against a claim is kept too (Survey.notes), so the
+file says why a claim is not written. Nothing here is written down yet
+(pytest_frank.init.render does that)."""
 
 from __future__ import annotations
 
@@ -219,7 +221,7 @@ def _effort_levels() -> dict[str, str]:
 
 
 def _generated(target, found: Survey) -> None:
-    """One short answer: whether reasoning comes separated; tools where the template is silent."""
+    """One short answer: whether reasoning comes separated."""
     reply = target.chat(Request("Say hello.", 256))
     if not reply.ok:
         raise InitError(f"{reply.url} {reply.problem_line}: a plain chat request must work")
