@@ -203,3 +203,35 @@ def test_what_was_not_written_is_a_comment_beside_its_claim(tmp_path):
         "      # tools: not written: a forced call (tool_choice required) came back as text "
         "('Hi', 3 tokens, finish_reason 'stop'): the model never opened a call",
         "      # agent: not written: an agent step needs tools"]
+
+
+@pytest.mark.emulated  # no engine here is a generic OpenAI server that says nothing of its template
+@pytest.mark.parametrize("auto_status", [200, 400])
+def test_a_server_silent_on_its_template_is_asked_a_forced_call_and_auto(tmp_path, auto_status):
+    from emulator import serve_chat
+
+    call = {"id": "call_1", "type": "function",
+            "function": {"name": "get_time", "arguments": '{"timezone": "Europe/Paris"}'}}
+
+    def answer(body):
+        if body.get("tool_choice") == "required":
+            return chat_json(None, finish="tool_calls", tool_calls=[call])
+        if body.get("tool_choice") == "auto" and auto_status != 200:
+            return Reply(auto_status, {"error": {"message": '"auto" tool choice requires '
+                                                 "--enable-auto-tool-choice", "code": 400}})
+        return chat_json("Hello!")
+
+    with Emulator("openai", models=["m"]) as em:
+        serve_chat(em, answer)
+        out = tmp_path / "fleet.yaml"
+        assert main(["init", em.url, "--no-perf", "-o", str(out)]) == 0
+        text = out.read_text()
+    (entry,) = yaml.safe_load(text)["endpoints"].values()
+    forced = "a forced call (tool_choice required) came back as a valid get_time call"
+    if auto_status == 200:
+        assert {"tools", "agent"} <= set(entry["expect"])
+        assert f"tools: true  # {forced}; tool_choice auto answered 200" in text
+    else:
+        assert not {"tools", "agent"} & set(entry["expect"])
+        assert (f"      # tools: not written: {forced}, but tool_choice auto: answered 400: "
+                '"auto" tool choice requires --enable-auto-tool-choice') in text
