@@ -34,10 +34,10 @@ def command(spec: dict[str, str], engine: str):
     if table is None or "unmatched" in spec:
         return None
     try:
-        argv = read(spec, is_server=lambda argv: table.start(argv) is not None)
+        served = read(spec, is_server=lambda argv: table.start(argv) is not None)
     except (ServeError, OSError):
         return None
-    parsed = parse(argv, table)
+    parsed = parse(served, table)
     return parsed if parsed.launched else None
 
 
