@@ -11,7 +11,7 @@ import yaml
 from emulator import Emulator, Reply, chat_json
 from pytest_frank.cli import main
 from pytest_frank.init import render, serve_files
-from pytest_frank.init.survey import _round_down, _round_up
+from pytest_frank.init.survey import Survey, _round_down, _round_up, _vram, with_serve
 
 EXAMPLES = Path(__file__).parent.parent / "examples" / "serve"
 
@@ -86,3 +86,152 @@ def test_every_claim_init_can_write_loads(tmp_path):
     assert set(entry.expect) == set(claims)
     assert entry.expect["reasoning_effort"] == {"low": "low", "medium": "medium", "high": "high"}
     assert "engine: llamacpp  # w x" in text  # evidence stays on its line
+
+
+def _drafting(model: Path) -> Survey:
+    from pytest_frank.init.survey import Found
+
+    found = Survey(url="http://127.0.0.1:8080", engine="llamacpp", engine_why="w", models=["m"],
+                   claims={"spec_decode": Found(True, "/slots speculative true")})
+    _vram(found, str(model), None)
+    return found
+
+
+@pytest.mark.unit
+def test_a_relative_model_path_is_written_absolute(tmp_path, monkeypatch):
+    """The engine reports the path it was given; the battery reads expect.vram relative to the
+    fleet file, so init writes where the file is, not where init ran."""
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "x.gguf").write_bytes(b"GGUF" + bytes(8))
+    monkeypatch.chdir(tmp_path)
+    found = Survey(url="http://h:1", engine="llamacpp", engine_why="w", models=["m"])
+    _vram(found, "models/x.gguf", None)
+    assert found.claims["vram"].value == {"model": str(tmp_path / "models" / "x.gguf")}
+    assert f"the engine reports models/x.gguf, read from {tmp_path}" in found.claims["vram"].why
+    _vram(found, "elsewhere/y.gguf", None)
+    assert found.notes["vram"].startswith("not written: the engine reports the model "
+                                          "elsewhere/y.gguf, not a GGUF file readable here")
+
+
+@pytest.mark.unit
+def test_a_drafting_server_without_serve_files_says_the_draft_is_left_out(tmp_path):
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    found = _drafting(model)
+    assert "draft" not in found.claims["vram"].value
+    assert found.notes["vram"].startswith("the draft is left out: the server drafts (/slots "
+                                          "speculative true) and no route names a draft file")
+    with_serve(found, None)
+    assert "vram" in found.notes
+
+
+def _serve(tmp_path: Path, name: str, text: str) -> dict:
+    script = tmp_path / name
+    script.write_text(text)
+    specs = serve_files.specs([str(script)])
+    served = serve_files.match(specs, "http://127.0.0.1:8080", "llamacpp", tmp_path)
+    assert served is not None
+    return served
+
+
+@pytest.mark.unit
+def test_the_serve_file_names_the_draft(tmp_path):
+    from pytest_frank.local.selftest_model import write_model
+
+    model, draft = write_model(tmp_path / "m.gguf"), write_model(tmp_path / "d.gguf", "no_think")
+    unit = (f"[Service]\nWorkingDirectory={tmp_path}\nExecStart=llama-server -m {model} "
+            "-md d.gguf --spec-type draft-simple --port 8080\n")
+    found = _drafting(model)
+    with_serve(found, _serve(tmp_path, "frank.service", unit))
+    assert found.claims["vram"].value == {"model": str(model), "draft": str(draft)}
+    assert "; the draft --model-draft d.gguf (--serve)" in found.claims["vram"].why
+    assert "vram" not in found.notes
+    # the memory model counts it: the draft's weights and KV on top of the model's
+    from pytest_frank.vram.plan import make_plan, model_memory
+
+    alone, both = (model_memory(make_plan({"ctx_size": 4096, **value}, str(model))).estimate
+                   for value in ({}, {"draft": str(draft)}))
+    assert both.draft_weights > 0 and both.draft_kv > 0
+    assert both.total == alone.total + both.draft_weights + both.draft_kv
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("flags, value, said", [
+    ("--spec-type draft-mtp", {"mtp": True}, "; --spec-type draft-mtp (--serve)"),
+    ("--spec-type ngram-mod", {}, "; --spec-type ngram-mod (--serve) drafts with no model"),
+])
+def test_the_serve_file_says_what_drafts(tmp_path, flags, value, said):
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    found = _drafting(model)
+    with_serve(found, _serve(tmp_path, "s.sh", f"exec llama-server -m {model} {flags} "
+                                                "--port 8080\n"))
+    assert found.claims["vram"].value == {"model": str(model), **value}
+    assert found.claims["vram"].why.endswith(said) and "vram" not in found.notes
+
+
+@pytest.mark.unit
+def test_a_draft_file_not_readable_here_is_said(tmp_path):
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    found = _drafting(model)
+    with_serve(found, _serve(tmp_path, "s.sh", f"exec llama-server -m {model} -md "
+                                               "/nowhere/d.gguf --spec-type draft-simple "
+                                               "--port 8080\n"))
+    assert "draft" not in found.claims["vram"].value
+    assert found.notes["vram"] == ("the draft is left out: --model-draft /nowhere/d.gguf "
+                                   "(--serve) is not a GGUF file readable here")
+
+
+@pytest.mark.unit
+def test_what_was_not_written_is_a_comment_beside_its_claim(tmp_path):
+    from pytest_frank.fleet import load
+    from pytest_frank.init.survey import Found
+
+    found = Survey(url="http://127.0.0.1:8080", engine="llamacpp", engine_why="w",
+                   models=["a"], claims={"reasoning": Found(True, "r")},
+                   notes={"tools": "not written: a forced call (tool_choice required) came "
+                                   "back as text ('Hi', 3 tokens, finish_reason 'stop'): the "
+                                   "model never opened a call",
+                          "agent": "not written: an agent step needs tools"})
+    text = render.render([(found, None)], key_env=None, all_models=False, out_name="f.yaml")
+    (tmp_path / "f.yaml").write_text(text)
+    (entry,) = load(tmp_path / "f.yaml").values()
+    assert set(entry.expect) == {"reasoning"}
+    assert text.splitlines()[-3:] == [
+        "      reasoning: true  # r",
+        "      # tools: not written: a forced call (tool_choice required) came back as text "
+        "('Hi', 3 tokens, finish_reason 'stop'): the model never opened a call",
+        "      # agent: not written: an agent step needs tools"]
+
+
+@pytest.mark.emulated  # no engine here is a generic OpenAI server that says nothing of its template
+@pytest.mark.parametrize("auto_status", [200, 400])
+def test_a_server_silent_on_its_template_is_asked_a_forced_call_and_auto(tmp_path, auto_status):
+    from emulator import serve_chat
+
+    call = {"id": "call_1", "type": "function",
+            "function": {"name": "get_time", "arguments": '{"timezone": "Europe/Paris"}'}}
+
+    def answer(body):
+        if body.get("tool_choice") == "required":
+            return chat_json(None, finish="tool_calls", tool_calls=[call])
+        if body.get("tool_choice") == "auto" and auto_status != 200:
+            return Reply(auto_status, {"error": {"message": '"auto" tool choice requires '
+                                                 "--enable-auto-tool-choice", "code": 400}})
+        return chat_json("Hello!")
+
+    with Emulator("openai", models=["m"]) as em:
+        serve_chat(em, answer)
+        out = tmp_path / "fleet.yaml"
+        assert main(["init", em.url, "--no-perf", "-o", str(out)]) == 0
+        text = out.read_text()
+    (entry,) = yaml.safe_load(text)["endpoints"].values()
+    forced = "a forced call (tool_choice required) came back as a valid get_time call"
+    if auto_status == 200:
+        assert {"tools", "agent"} <= set(entry["expect"])
+        assert f"tools: true  # {forced}; tool_choice auto answered 200" in text
+    else:
+        assert not {"tools", "agent"} & set(entry["expect"])
+        assert (f"      # tools: not written: {forced}, but tool_choice auto: answered 400: "
+                '"auto" tool choice requires --enable-auto-tool-choice') in text

@@ -60,7 +60,9 @@ def test_plain_server_round_trip(llama, tmp_path, run_fleet, capsys):
     assert set(entry["expect"]) == {"reasoning", "tools", "agent", "perf", "slots", "vram"}
     assert entry["expect"]["slots"] == {"count": 1, "ctx_per_slot": 4096}
     assert "# /v1/models owned_by 'llamacpp'" in text
-    assert "# /props chat_template_caps.supports_tools true" in claims_line(text, "tools")
+    assert ("# /props chat_template_caps.supports_tools true; a forced call (tool_choice "
+            "required) came back as a valid get_time call") in claims_line(text, "tools")
+    assert Path(entry["expect"]["vram"]["model"]).is_absolute()
     assert "# a reply carried reasoning in reasoning_content" in claims_line(text, "reasoning")
     assert "# tools are served: a tool result sent back" in claims_line(text, "agent")
     assert f"measured {time.strftime('%Y-%m-%d')}: time to first token" in claims_line(text,
@@ -78,10 +80,120 @@ def test_draft_server_asks_spec_decode(llama, tmp_path, run_fleet):
     (entry,) = validates(text)["endpoints"].values()
     assert entry["expect"]["spec_decode"] is True
     assert "# /slots speculative true" in claims_line(text, "spec_decode")
+    # No route names the draft file: the vram claim leaves it out, and says so.
+    assert "draft" not in entry["expect"]["vram"]
+    assert ("      # vram: the draft is left out: the server drafts (/slots speculative true) "
+            "and no route names a draft file") in text
     result = round_trip(run_fleet, text)
     assert result.ret == 0, result.stdout.str()[-3000:]
     # Its answer is six tokens: too few drafts for a rate, an inconclusive skip, not a failure.
     result.stdout.fnmatch_lines(["SKIPPED * test_spec_decode[[]m[]]: inconclusive (* draft tokens*"])
+
+
+def test_the_draft_a_serve_file_names_is_in_vram(llama, pytester, run_fleet, tmp_path_factory):
+    """A draft model named in the serve file: a copy of the served model under another name (a
+    draft that drafts as self-drafting does, which the serve gate does not take for the served
+    file loaded twice)."""
+    import shutil
+
+    import httpx
+
+    from pytest_frank.claims import bind
+    from pytest_frank.fleet import load
+    from pytest_frank.local.selftest_model import model_path
+    from pytest_frank.vram.plan import make_plan, model_memory
+
+    draft = tmp_path_factory.mktemp("draft") / "selftest-draft.gguf"
+    shutil.copy(model_path(), draft)
+    server = llama(alias="m", draft_model=str(draft))
+    model = httpx.get(f"{server.url}/props", timeout=10).json()["model_path"]
+    port, here = server.url.rsplit(":", 1)[1], pytester.path
+    (here / "drafted.sh").write_text(
+        f"exec llama-server -m {model} -md {draft} --spec-type draft-simple --host 127.0.0.1 "
+        f"--port {port} --alias m --ctx-size 4096 --parallel 1 --jinja --metrics\n")
+    rc, text, out = init(here, server.url, "--serve", str(here / "drafted.sh"), name="init.yaml")
+    assert rc == 0
+    (entry,) = validates(text)["endpoints"].values()
+    assert entry["expect"]["vram"] == {"model": model, "ctx_size": 4096, "draft": str(draft)}
+    assert f"; the draft --model-draft {draft} (--serve)" in claims_line(text, "vram")
+    assert "# vram:" not in text
+    # The memory model counts the draft: its weights and its KV beside the model's.
+    (bound,) = load(out, bind=bind).values()
+    opts = bound.options("vram").as_dict()
+    both = model_memory(make_plan(opts, opts["model"])).estimate
+    alone = model_memory(make_plan({**opts, "draft": None}, opts["model"])).estimate
+    assert both.draft_weights == alone.weights and both.draft_kv == alone.kv > 0
+    assert both.total == alone.total + both.draft_weights + both.draft_kv
+    print(f"vram modelled: {alone.total / 2**20:.2f} MiB alone, {both.total / 2**20:.2f} MiB "
+          "with the draft")
+    result = round_trip(run_fleet, text, "-v")
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    result.stdout.fnmatch_lines(["*test_vram_fits*PASSED*", "*test_serve_config*PASSED*"])
+
+
+def test_a_relative_model_path_round_trip(llama, tmp_path, monkeypatch, pytester, run_fleet):
+    """A server given models/x.gguf in its own folder; init run there with -o sub/fleet.yaml;
+    the battery, run from another folder, reads the same file."""
+    import shutil
+
+    from pytest_frank.local.selftest_model import model_path
+
+    served = tmp_path / "served"
+    (served / "models").mkdir(parents=True)
+    (served / "sub").mkdir()
+    shutil.copy(model_path(), served / "models" / "x.gguf")
+    monkeypatch.chdir(served)
+    server = llama(model="models/x.gguf", alias="relative")
+    assert main(["init", server.url, "--no-perf", "-o", "sub/fleet.yaml"]) == 0
+    out = served / "sub" / "fleet.yaml"
+    text = out.read_text()
+    (entry,) = validates(text)["endpoints"].values()
+    assert entry["expect"]["vram"]["model"] == str(served / "models" / "x.gguf")
+    assert f"(the engine reports models/x.gguf, read from {served})" in claims_line(text, "vram")
+    monkeypatch.chdir(pytester.path)
+    result = pytester.runpytest("--endpoints", str(out), "-p", "no:cacheprovider", "-v",
+                                "-p", "no:randomly", "-p", "no:hypothesispytest")
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    result.stdout.fnmatch_lines(["*test_vram_fits*PASSED*"])
+
+
+@pytest.mark.parametrize("template", ["own", "tools"])
+def test_a_model_that_never_calls_gets_no_tools(smollm2, tmp_path_factory, template):
+    """SmolLM2: its own template cannot carry tools (llama.cpp's caps say so, and it is not
+    asked); under a ChatML template that carries them (the self-test's) llama.cpp reads the
+    tool format, but the model answers a forced call in prose."""
+    from pytest_frank.local.selftest_model import chat_template
+
+    spec = {}
+    if template == "tools":
+        path = tmp_path_factory.mktemp("template") / "chatml-tools.jinja"
+        path.write_text(chat_template("no_think"))
+        spec = {"chat_template_file": str(path)}
+    server = smollm2(**spec)
+    rc, text, _ = init(tmp_path_factory.mktemp("init"), server.url, "--no-perf")
+    assert rc == 0
+    print(text)
+    (entry,) = validates(text)["endpoints"].values()
+    assert not {"tools", "agent"} & set(entry["expect"])
+    said = {"own": "      # tools: not written: /props chat_template_caps.supports_tools false: "
+                   "the served template cannot carry tools",
+            "tools": "      # tools: not written: a forced call (tool_choice required) came "
+                     "back "}[template]
+    assert said in text
+    assert "      # agent: not written: an agent step needs tools" in text
+
+
+def test_a_call_with_markup_left_in_content_is_not_usable(llama, tmp_path):
+    """selftest:tool_text: under tool_choice required the grammar forces a real call, after
+    markup the parser leaves in content; a strict client cannot use that turn."""
+    server = llama(model="selftest:tool_text", alias="tool-text")
+    rc, text, _ = init(tmp_path, server.url, "--no-perf")
+    assert rc == 0
+    (entry,) = validates(text)["endpoints"].values()
+    assert not {"tools", "agent"} & set(entry["expect"])
+    assert ("      # tools: not written: a forced call (tool_choice required) came back with no "
+            "usable call: leaked markup: tool markup left in content beside the structured call "
+            "('<function=get_weather>") in text
 
 
 def test_projector_server_asks_vision(llama, tmp_path_factory, run_fleet):

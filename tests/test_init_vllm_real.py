@@ -36,7 +36,8 @@ def test_vllm_round_trip(vllm, tmp_path, run_fleet, monkeypatch, capsys):
         assert "spec_decode" not in entry["expect"] and "vision" not in entry["expect"]
         assert "vram" not in entry["expect"]  # vLLM serves a model folder: no GGUF header to model
     assert "# /v1/models owned_by 'vllm'" in text
-    assert "tools: true  # a request with tools and tool_choice auto answered 200" in text
+    assert ("tools: true  # a forced call (tool_choice required) came back as a valid get_time "
+            "call; tool_choice auto answered 200") in text
     assert "reasoning: true  # a reply carried reasoning in reasoning" in text
     result = run_fleet(text, "-p", "no:randomly", env={"FRANK_VLLM_KEY": KEY})
     outcomes = result.parseoutcomes()

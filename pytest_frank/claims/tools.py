@@ -176,9 +176,9 @@ class Problem(str):
 MARKUP_LEFT, NO_CALL, TRUNCATED, NAME_IGNORED = "markup", "no call", "truncated", "name ignored"
 
 
-def call_problems(call, expected_name: str | None = None) -> list[str]:
+def call_problems(call, expected_name: str | None = None, tools: list[dict] = TOOLS) -> list[str]:
     """Typed reasons this call would break a strict client; empty when it is usable."""
-    offered = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
+    offered = {t["function"]["name"]: t["function"]["parameters"] for t in tools}
     if call.name not in offered:
         return [f"wrong name: {call.name!r} is not an offered tool ({', '.join(offered)})"]
     if expected_name and call.name != expected_name:
@@ -215,7 +215,8 @@ def _schema_reason(name: str, problem: schema_errors.SchemaProblem) -> str:
     return f"invalid value: {where}: {problem.reason}"
 
 
-def call_reply_problems(reply: Reply, expected_name=None, min_calls: int = 1) -> list[str]:
+def call_reply_problems(reply: Reply, expected_name=None, min_calls: int = 1,
+                        tools: list[dict] = TOOLS) -> list[str]:
     """Why a reply that had to call a tool is not a usable tool call."""
     if not reply.calls:
         if MARKUP.search(reply.content):
@@ -224,7 +225,7 @@ def call_reply_problems(reply: Reply, expected_name=None, min_calls: int = 1) ->
                             MARKUP_LEFT)]
         return [Problem(f"no tool call: answered {one_line(reply.content, 60)!r} "
                         f"(finish_reason {reply.finish!r})", NO_CALL)]
-    problems = [p for call in reply.calls for p in call_problems(call, expected_name)]
+    problems = [p for call in reply.calls for p in call_problems(call, expected_name, tools)]
     if not reply.tool_finish:
         problems.append(f"finish_reason {reply.finish!r}, not tool_calls (tool_use)")
     if MARKUP.search(reply.content):

@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 
 from pytest_frank import redact
-from pytest_frank.init.survey import MARGIN, InitError, survey
+from pytest_frank.init.survey import MARGIN, InitError, survey, with_serve
 
 DEFAULT_TIMEOUT = 30.0
 
@@ -77,7 +77,9 @@ def build(args) -> str:
                        perf=not args.no_perf, margin=args.perf_margin)
         print(f"frank init: {url}: {found.engine}, {len(found.models)} model(s), "
               f"{len(found.claims)} claim(s) ({found.seconds:.1f}s)", file=sys.stderr)
-        surveys.append((found, serve_files.match(files, found.url, found.engine, out_dir)))
+        serve = serve_files.match(files, found.url, found.engine, out_dir)
+        with_serve(found, serve)
+        surveys.append((found, serve))
     for spec in files:
         print(f"frank init: --serve {spec.get('unit') or spec.get('script') or spec['env']}: "
               f"{spec.get('unmatched') or 'its port matches no URL given'}; left out",

@@ -54,9 +54,13 @@ def render(surveys: list[tuple[Survey, dict | None]], *, key_env: str | None, al
                              "never written here")
             if serve:
                 lines.append(f"    serve: {flow(serve['files'])}  # {inert(serve['why'])}")
-            claims = sorted(found.claims.items(), key=lambda kv: order.get(kv[0], len(order)))
-            if claims:
+            if found.claims:
                 lines.append("    expect:")
-            for claim, said in claims:
-                lines.append(f"      {claim}: {flow(said.value)}  # {inert(said.why)}")
+            for claim in sorted({*found.claims, *found.notes},
+                                key=lambda c: order.get(c, len(order))):
+                said = found.claims.get(claim)
+                if said is not None:
+                    lines.append(f"      {claim}: {flow(said.value)}  # {inert(said.why)}")
+                if claim in found.notes:  # what was not written, or what the value leaves out
+                    lines.append(f"      # {claim}: {inert(found.notes[claim])}")
     return "\n".join(lines) + "\n"

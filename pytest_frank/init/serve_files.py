@@ -23,8 +23,9 @@ def specs(files: list[str]) -> list[dict[str, str]]:
             for spec in groups.values()]
 
 
-def port(spec: dict[str, str], engine: str) -> str | None:
-    """The port the files start the engine on; None where they cannot be read as its command."""
+def command(spec: dict[str, str], engine: str):
+    """The engine's command line the files start (serve.flags.Parsed); None where they cannot
+    be read as its command."""
     from pytest_frank.drivers import driver_for
     from pytest_frank.serve.command import ServeError, read
     from pytest_frank.serve.flags import parse
@@ -33,22 +34,25 @@ def port(spec: dict[str, str], engine: str) -> str | None:
     if table is None or "unmatched" in spec:
         return None
     try:
-        command = read(spec, is_server=lambda argv: table.start(argv) is not None)
+        served = read(spec, is_server=lambda argv: table.start(argv) is not None)
     except (ServeError, OSError):
         return None
-    parsed = parse(command, table)
-    return parsed.text("port") if parsed.launched else None
+    parsed = parse(served, table)
+    return parsed if parsed.launched else None
 
 
 def match(spec_list: list[dict[str, str]], url: str, engine: str,
           out_dir: Path) -> dict | None:
-    """The serve: mapping for the server at `url` (paths relative to the fleet file)."""
+    """The serve: mapping for the server at `url` (paths relative to the fleet file), with
+    the command it starts (`parsed`)."""
     parts = urlsplit(url)
     want = str(parts.port or (443 if parts.scheme == "https" else 80))
     for spec in spec_list:
-        if port(spec, engine) == want:
+        parsed = command(spec, engine)
+        if parsed is not None and parsed.text("port") == want:
             spec_list.remove(spec)
             files = {k: os.path.relpath(spec[k], out_dir) for k in ("unit", "env", "script")
                      if k in spec}
-            return {"files": files, "why": f"--serve: its command listens on port {want}"}
+            return {"files": files, "why": f"--serve: its command listens on port {want}",
+                    "parsed": parsed}
     return None

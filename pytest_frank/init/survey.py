@@ -2,14 +2,18 @@
 models it serves, and each claim its own configuration implies, with the evidence.
 
 The same probes the battery runs: the fingerprint, health, the model list, the slot shape, the
-driver's reading of the template, /metrics, one short generation and the perf probe's speed
-runs. Nothing here is written down yet (pytest_frank.init.render does that)."""
+driver's reading of the template, /metrics, one short generation, one forced tool call and the
+perf probe's speed runs. What a probe showed against a claim is kept too (Survey.notes), so the
+file says why a claim is not written. Nothing here is written down yet
+(pytest_frank.init.render does that)."""
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pytest_frank import metrics, redact
@@ -19,10 +23,12 @@ from pytest_frank.observation import Failed
 
 MARGIN = 3.0  # perf bounds: a measured figure times this (or divided by it)
 TTFT_SLACK_S = 0.25  # and never closer than this to a measured first token
-TOOL = {"type": "function", "function": {
-    "name": "get_time", "description": "The current time in a city.",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
-                   "required": ["city"]}}}
+# One forced call of one small tool (the tools claim's own get_time): 42 tokens on the self-test
+# model with its thinking, about 30 for a real model's call; a thinking model whose reasoning
+# used them all is asked again with room. A model that answers in prose spends them all, under
+# the tool grammar (SmolLM2-135M on a loaded 2-core CPU: 1 to 2 tokens a second).
+TOOL_PROBE_TOKENS = 64
+FORCED = "a forced call (tool_choice required)"
 
 
 class InitError(Exception):
@@ -44,6 +50,8 @@ class Survey:
     engine_why: str
     models: list[str]
     claims: dict[str, Found] = field(default_factory=dict)
+    # claim -> why it is not written (or what its value leaves out): a comment in the file
+    notes: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
 
 
@@ -56,6 +64,7 @@ def survey(url: str, api_key: str | None, timeout: float, ready_timeout: float,
         found = Survey(url=url, engine=engine, engine_why=why, models=_models(target))
         _configured(target, found)
         _generated(target, found)
+        _tools(target, found)
         if perf:
             _perf(target, found, margin)
     finally:
@@ -64,7 +73,7 @@ def survey(url: str, api_key: str | None, timeout: float, ready_timeout: float,
     return found
 
 
-def _gguf_file(path: str) -> bool:
+def _gguf_file(path: str | Path) -> bool:
     """The vram claim models a GGUF file; a model folder (vLLM, SGLang) or an unreadable path
     gives it nothing to read."""
     try:
@@ -133,7 +142,7 @@ def _configured(target, found: Survey) -> None:
                  if v}
         found.claims["slots"] = Found(value, f"from {shape.source}")
     for claim, (yes, why) in driver.template_caps(payloads).items():
-        if yes:
+        if yes and claim != "tools":  # tools: after a forced call (_tools)
             found.claims[claim] = Found(_effort_levels() if claim == "reasoning_effort" else True,
                                         why)
     if driver.vision_advert_path:
@@ -155,12 +164,57 @@ def _configured(target, found: Survey) -> None:
         if series is not None:
             found.claims["spec_decode"] = Found(True, f"/metrics has {series.source}")
     model = driver.served_model_path(payloads)
-    if model and _gguf_file(model):
-        vram: dict[str, Any] = {"model": model}
-        if not isinstance(shape, Failed) and shape.count == 1 and shape.ctx_per_slot:
-            vram["ctx_size"] = shape.ctx_per_slot  # one slot: its context is the whole
-        live = "" if "ctx_size" in vram else " (the context is read live)"
-        found.claims["vram"] = Found(vram, f"the served model file is readable here{live}")
+    if model:
+        _vram(found, model, None if isinstance(shape, Failed) else shape)
+
+
+def _vram(found: Survey, model: str, shape) -> None:
+    """The served GGUF, written absolute: the battery reads expect.vram paths relative to the
+    fleet file, not to the folder init ran in. A drafting server's draft file is named by no
+    route: a serve file's command names it (with_serve), else a comment says it is left out."""
+    path = Path(model).expanduser()
+    if not _gguf_file(path):
+        found.notes["vram"] = (f"not written: the engine reports the model {model}, not a GGUF "
+                               "file readable here (the memory model reads its header)")
+        return
+    vram: dict[str, Any] = {"model": str(path.resolve())}
+    if shape is not None and shape.count == 1 and shape.ctx_per_slot:
+        vram["ctx_size"] = shape.ctx_per_slot  # one slot: its context is the whole
+    live = "" if "ctx_size" in vram else " (the context is read live)"
+    where = "" if path.is_absolute() else f" (the engine reports {model}, read from {os.getcwd()})"
+    found.claims["vram"] = Found(vram, f"the served model file is readable here{where}{live}")
+    if "spec_decode" in found.claims:
+        found.notes["vram"] = (f"the draft is left out: the server drafts "
+                               f"({found.claims['spec_decode'].why}) and no route names a draft "
+                               "file; add draft: PATH (a draft model's GGUF) or mtp: true (an "
+                               "MTP head), or pass its serve file with --serve")
+
+
+def with_serve(found: Survey, serve: dict | None) -> None:
+    """What a drafting server's serve file says its draft is, into the vram claim: no route
+    names the draft file, and the memory model counts a draft model's weights and KV."""
+    vram, parsed = found.claims.get("vram"), (serve or {}).get("parsed")
+    if vram is None or parsed is None or "spec_decode" not in found.claims:
+        return
+    from pytest_frank.serve.gate import _local, _spec_types
+
+    draft = parsed.get("draft") if "draft" in parsed.table.flags else None
+    types = _spec_types(parsed)
+    spec = f"--spec-type {','.join(sorted(types))} (--serve)"
+    if draft is not None and draft.on and draft.text:
+        said = f"{parsed.table.flags['draft'].name} {draft.text} (--serve)"
+        path = _local(parsed, draft.text)
+        if not _gguf_file(path):
+            found.notes["vram"] = f"the draft is left out: {said} is not a GGUF file readable here"
+            return
+        vram.value["draft"], vram.why = str(path.resolve()), f"{vram.why}; the draft {said}"
+    elif types & set(parsed.table.mtp_spec_values):
+        vram.value["mtp"], vram.why = True, f"{vram.why}; {spec}"
+    elif types and all(t.startswith("ngram") for t in types):
+        vram.why += f"; {spec} drafts with no model"
+    else:
+        return
+    found.notes.pop("vram", None)
 
 
 def _effort_levels() -> dict[str, str]:
@@ -169,23 +223,63 @@ def _effort_levels() -> dict[str, str]:
 
 
 def _generated(target, found: Survey) -> None:
-    """One short answer: whether reasoning comes separated; tools where the template is silent."""
+    """One short answer: whether reasoning comes separated."""
     reply = target.chat(Request("Say hello.", 256))
     if not reply.ok:
         raise InitError(f"{reply.url} {reply.problem_line}: a plain chat request must work")
     if reply.reasoning.strip():
         found.claims["reasoning"] = Found(True, f"a reply carried reasoning in "
                                                 f"{reply.reasoning_field or 'its own field'}")
-    if "tools" not in found.claims and "tools" not in target.driver.template_caps(
-            _payloads(target)):
-        called = target.chat(Request("What time is it in Paris?", 256, tools=[TOOL],
-                                     tool_choice="auto"))
-        if called.ok:
-            found.claims["tools"] = Found(True, "a request with tools and tool_choice auto "
-                                                "answered 200")
-    if "tools" in found.claims:  # where tools are served, agent clients send results back
-        found.claims["agent"] = Found(True, "tools are served: a tool result sent back must "
-                                            "get an answer")
+
+
+def _tools(target, found: Survey) -> None:
+    """tools and agent only where one forced call came back as a call a strict client can use
+    (the tools claim's own judge); a template that cannot carry tools is not asked."""
+    from pytest_frank.chat import think_through
+    from pytest_frank.claims.tools import CLOCK, PROMPTS, call_reply_problems
+
+    said = target.driver.template_caps(_payloads(target)).get("tools")
+    if said is not None and not said[0]:
+        _no_tools(found, f"{said[1]}: the served template cannot carry tools (they would be "
+                         "dropped from the prompt)")
+        return
+    reply = think_through(target, Request(PROMPTS["named"], TOOL_PROBE_TOKENS, tools=[CLOCK],
+                                          tool_choice="required"))
+    if not reply.ok:
+        _no_tools(found, f"{FORCED}: {reply.problem_line}")
+        return
+    problems = call_reply_problems(reply, tools=[CLOCK])
+    if problems:
+        _no_tools(found, f"{FORCED} came back {_unusable(reply, problems)}")
+        return
+    why = f"{FORCED} came back as a valid {reply.calls[0].name} call"
+    if said is None:  # the engine says nothing of its template: the battery asks auto too
+        auto = target.chat(Request(PROMPTS["named"], TOOL_PROBE_TOKENS, tools=[CLOCK],
+                                   tool_choice="auto"))
+        if not auto.ok:
+            _no_tools(found, f"{why}, but tool_choice auto: {auto.problem_line}")
+            return
+        why += "; tool_choice auto answered 200"
+    found.claims["tools"] = Found(True, f"{said[1]}; {why}" if said else why)
+    found.claims["agent"] = Found(True, "tools are served: a tool result sent back must get an "
+                                        "answer")
+
+
+def _unusable(reply, problems: list[str]) -> str:
+    from pytest_frank.claims.replies import one_line
+    from pytest_frank.claims.tools import NO_CALL
+
+    if reply.thinking_cut:
+        return f"cut while thinking, at {reply.generated} tokens, before any call"
+    if getattr(problems[0], "cause", None) == NO_CALL:
+        return (f"as text ({one_line(reply.content, 60)!r}, {reply.generated} tokens, "
+                f"finish_reason {reply.finish!r}): the model never opened a call")
+    return f"with no usable call: {'; '.join(problems)}"
+
+
+def _no_tools(found: Survey, why: str) -> None:
+    found.notes["tools"] = f"not written: {why}"
+    found.notes["agent"] = "not written: an agent step needs tools"
 
 
 def _payloads(target) -> dict:
