@@ -331,13 +331,18 @@ class Pace:
 
 
 def _budget(body: Any) -> int | None:
+    return budget_of(body)[1]
+
+
+def budget_of(body: Any) -> tuple[str, int | None]:
+    """The request's token budget and the field that sets it (max_tokens where none does)."""
     if not isinstance(body, dict):
-        return None
+        return "max_tokens", None
     for key in ("max_completion_tokens", "max_tokens"):
         value = body.get(key)
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return value
-    return None
+            return key, value
+    return "max_tokens", None
 
 
 class Recorder(httpx2.BaseTransport):

@@ -52,6 +52,11 @@ class Slow:
     fix: str | None = None
 
 
+def _plain(error: str) -> str:
+    """A cut request's line without its guess at the cause, which the server's load replaces."""
+    return error.removesuffix(http.HANGS).removesuffix(http.SILENT)
+
+
 def key_of(probe: Probe, case: str | None = None) -> Key:
     return f"{probe.__module__}.{probe.__qualname__}", case
 
@@ -274,13 +279,24 @@ class Target:
             return
         if others == 0 and seen.held() <= 1:  # the one busy slot may be the cut request's own
             running = (f", {seen.decoded} tokens decoded" if seen.decoded is not None else "")
-            slow.busy = (f"the server's one busy request is this one ({seen.line()}{running}), "
-                         f"nothing else was in flight from the battery: slow, not saturated")
-            ex.error = f"{error.removesuffix(http.HANGS).removesuffix(http.SILENT)}: {slow.busy}"
+            key, budget = http.budget_of(ex.request_json)
+            if seen.decoded is not None and budget is not None and seen.decoded > budget:
+                slow.busy = (f"the one request the server was running is this one "
+                             f"({seen.line()}{running} of a request capped at {key}={budget}): "
+                             f"the cap is not applied, so the answer runs on")
+                slow.fix = (f"update the engine ({key} must cap the answer); a proxy in front "
+                            f"must pass {key} through")
+                ex.error = f"{_plain(error)}: {slow.busy}"
+                slow.line = said + ex.error
+                return
+            slow.busy = (f"the one request the server was running is this one "
+                         f"({seen.line()}{running}; nothing else of the battery's in flight): "
+                         f"slow, not hung, and not busy with others")
+            ex.error = f"{_plain(error)}: {slow.busy}"
             slow.line = said + ex.error
             return
         slow.busy = f"the server is saturated ({seen.line()}): slow, not hung"
-        ex.error = f"{error.removesuffix(http.HANGS).removesuffix(http.SILENT)}: {slow.busy}"
+        ex.error = f"{_plain(error)}: {slow.busy}"
         slow.line = said + ex.error
         lower = (f"lower `concurrency` for this endpoint in fleet.yaml (now "
                  f"{self.limiter.limit}) or " if self.limiter.limit > 1 else "")
@@ -310,7 +326,7 @@ class Target:
         assert self.slow is not None
         if key != self.slow.key:
             self.held.add(key)
-        return Failed(failure=self.slow.line)
+        return Failed(failure=self.slow.line, fix=self.slow.fix)
 
     # -- a local server started for the session (fleet.yaml `launch:`) ------------------------
     def start(self) -> None:

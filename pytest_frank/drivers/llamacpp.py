@@ -134,7 +134,7 @@ class LlamaCppDriver(Driver):
                      "is engaged, and that no other load shares the card")
     slow_cpu_hint = ("the server runs on the CPU, where speed is bound by cores and memory "
                      "bandwidth: set --threads to the physical cores (and --threads-batch for "
-                     "prompts), serve a smaller quant or model, or move it to a GPU (-ngl); "
+                     "prompts), serve a smaller quant or model, or move it to a GPU; "
                      "check that no other load shares the machine")
 
     def backend(self, payloads, log):
