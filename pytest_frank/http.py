@@ -509,8 +509,8 @@ class _Body(httpx2.SyncByteStream):
         if self.pace.stream and self.events:
             span = now - self.start
             return (f"{self.events} events with data in {span:.1f}s, about "
-                    f"{self.events / span:.0f} a second, the last {now - self.progress_at:.1f}s "
-                    f"before the cut")
+                    f"{self.events / span:.0f} a second, the last one "
+                    f"{now - self.progress_at:.1f}s before the cut")
         return f"{len(self.kept)} bytes came"
 
     def _unfinished(self, now: float) -> str:

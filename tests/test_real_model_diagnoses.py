@@ -7,6 +7,7 @@ a slow GPU), as no engine here shows them on its own."""
 from __future__ import annotations
 
 import collections
+import json
 
 import pytest
 
@@ -133,11 +134,13 @@ def test_the_context_limit_reads_a_gateways_max_model_len(smol, run_fleet, hide_
     with Proxy(smol.url, routes=_gateway(hide_context)) as proxy:
         result = run_fleet(one_endpoint(proxy.url, alias="m", expect={"params": True}),
                            "-k", "test_params_context_limit")
+        asked = [b for b in proxy.sent if "Repeat the last word" in json.dumps(b)]
     result.assert_outcomes(**{outcome: 1})
     if hide_context:
         result.stdout.fnmatch_lines(["*the endpoint does not say its context*"])
-    else:
-        result.stdout.fnmatch_lines(["*refused with 400: *context*"])
+        assert not asked
+    else:  # a prompt past the card's 2048 tokens went out, and llama.cpp refused it
+        assert len(asked) == 1 and asked[0]["messages"][0]["content"].count("hello") == 2048 + 256
 
 
 def test_a_cpu_server_gets_a_cpu_fix_for_slow_decode(smollm2_path, run_fleet):
@@ -158,27 +161,26 @@ def test_a_cpu_server_gets_a_cpu_fix_for_slow_decode(smollm2_path, run_fleet):
 
 
 # -- healthy and slow: a proxy that paces the real model's answer like a slow GPU ------------
-def _slow(url, stream_test):
-    return one_endpoint(url, alias="m", timeout=1, min_tokens_per_s=1000,
-                        expect={"perf": {"min_decode_tps": 1}} if stream_test else
-                        {"params": True})
+def _slow(url, floor, timeout, expect):
+    return one_endpoint(url, alias="m", timeout=timeout, min_tokens_per_s=floor, expect=expect)
 
 
 def test_a_slow_stream_still_producing_tokens_is_slow_not_hung(smol, run_fleet):
-    """64 tokens streamed 20 ms apart (50 tok/s) against a wait of 1 s + 64 tokens at 1000
-    tok/s: cut while tokens were arriving. The message says what came and where the wait came
-    from, and the fix gives the answers more time; the one busy request was its own."""
-    with Proxy(smol.url, pace_s=0.02) as proxy:
-        result = run_fleet(_slow(proxy.url, True), "-k", "test_perf_ttft")
+    """64 tokens streamed 100 ms apart (10 tok/s) against a wait of 3 s + 64 tokens at 32
+    tok/s: cut at 5 s while tokens were arriving. The message says what came and where the wait
+    came from, and the fix gives the answers more time."""
+    with Proxy(smol.url, pace_s=0.1) as proxy:
+        result = run_fleet(_slow(proxy.url, 32, 3, {"perf": {"min_decode_tps": 1}}),
+                           "-k", "test_perf_ttft")
     out = result.stdout.str()
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
-        "*the stream was still producing tokens when its 1.064s (timeout 1 s + 64 tokens at "
-        "min_tokens_per_s 1000 tok/s) ran out (* events with data in *s, about * a second, the "
-        "last *s before the cut): slower than min_tokens_per_s 1000 tok/s, not hung*",
+        "*the stream was still producing tokens when its 5s (timeout 3 s + 64 tokens at "
+        "min_tokens_per_s 32 tok/s) ran out (* events with data in *s, about * a second, the "
+        "last one *s before the cut): slower than min_tokens_per_s 32 tok/s, not hung*",
         "  fix: the server is slow, not broken: give its answers more time: lower "
-        "`min_tokens_per_s` (now 1000 tok/s, min_tokens_per_s) below the speed it decodes at "
-        "under the battery's load, or raise `timeout` (now 1 s) for this endpoint in fleet.yaml"])
+        "`min_tokens_per_s` (now 32 tok/s, min_tokens_per_s) below the speed it decodes at "
+        "under the battery's load, or raise `timeout` (now 3 s) for this endpoint in fleet.yaml"])
     assert "hangs" not in out and "saturated" not in out, out[-3000:]
 
 
@@ -187,7 +189,7 @@ def test_a_slow_whole_answer_explains_its_wait_and_gives_a_fix(smol, run_fleet):
     + 512 tokens at 1000 tok/s ends. The budget is explained, and the fix gives answers more
     time (conditional where /slots, read after the cut, no longer shows the request)."""
     with Proxy(smol.url, pace_s=0.5) as proxy:  # even a terse answer is held past the wait
-        result = run_fleet(_slow(proxy.url, False), "-k", "test_params_stop")
+        result = run_fleet(_slow(proxy.url, 1000, 1, {"params": True}), "-k", "test_params_stop")
     out = result.stdout.str()
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
