@@ -520,7 +520,7 @@ class _Body(httpx2.SyncByteStream):
             return (f"the stream was still producing tokens when its {limit} ran out "
                     f"({self._came(now)}): slower than {self.pace.floor_from} "
                     f"{self.pace.floor:g} tok/s, not hung")
-        return f"the answer did not finish within {limit} ({self._came(now)})"
+        return f"the answer did not finish within {limit}: {self._came(now)}"
 
     def _fail(self, why: str) -> None:
         self.ex.error, self.ex.progress = why, self.events

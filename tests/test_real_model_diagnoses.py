@@ -108,6 +108,7 @@ def test_logprobs_on_a_self_drafting_real_model_name_drafting(smollm2, smollm2_p
         "draft proposed with logprob 0.0 and no alternatives",
         "  fix: serve clients that need top_logprobs from a llama-server that does not draft*"])
     assert "a proxy in front must pass logprobs" not in result.stdout.str()
+    print(next(line for line in result.outlines if line.startswith("top_logprobs")))
 
 
 def test_logprobs_pass_on_the_real_model_without_drafting(smol, run_fleet):
