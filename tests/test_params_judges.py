@@ -162,7 +162,7 @@ def test_a_model_terse_under_every_cap_is_inconclusive_never_failed():
     under the cap shows nothing of it."""
     with pytest.raises(Inconclusive, match=r"ended its answer by itself under every cap asked "
                                            r"\(max_tokens: 6 tokens under a cap of 16, 2 tokens "
-                                           r"under a cap of 3, 1 tokens under a cap of 1 "
+                                           r"under a cap of 3, 1 token under a cap of 1 "
                                            r"\(finish_reason 'stop'\)\).*too tersely"):
         params.judge_max_tokens(_capped(_ask(16, 6), _ask(3, 2), _ask(1, 1)), ctx())
 

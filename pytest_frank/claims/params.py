@@ -239,8 +239,9 @@ def _cap(r: Reply) -> int:
 
 def _under(tries: list[Reply]) -> str:
     """How each ask that ended by itself came back: '6 tokens under a cap of 16, ...'."""
-    unit = "tokens" if all(t.tokens is not None for t in tries) else "words"
-    return ", ".join(f"{least_tokens(t)} {unit} under a cap of {_cap(t)}" for t in tries) + (
+    unit = "token" if all(t.tokens is not None for t in tries) else "word"
+    counts = [(least_tokens(t), _cap(t)) for t in tries]
+    return ", ".join(f"{n} {unit}{'s' * (n != 1)} under a cap of {cap}" for n, cap in counts) + (
         f" (finish_reason {tries[-1].finish!r})")
 
 
