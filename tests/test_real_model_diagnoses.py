@@ -77,12 +77,14 @@ def test_a_proxy_that_overrides_the_cap_still_fails_on_the_real_model(smol):
     assert all("the cap is not applied" in s for s in said), said
 
 
-def test_a_proxy_that_drops_the_cap_fails_on_the_real_model(smol, run_fleet):
+def test_a_proxy_that_drops_the_cap_fails_on_the_real_model(smollm2, run_fleet):
     """Dropped altogether: the greedy answer counts on past the request's wait (5 s + 16 tokens
     at 5 tok/s); the server's /slots, read after the cut, shows the request still decoding far
-    past its cap of 16, which names the fault instead of a slow server."""
+    past its cap of 16, which names the fault instead of a slow server. A server of its own:
+    the proxy keeps the uncapped answer running to the end of the context after the cut."""
+    server = smollm2(**{**SMOL, "ctx_size": 1024})
     drop = ("max_tokens", "max_completion_tokens")
-    with Proxy(smol.url, rewrite=lambda b: {k: v for k, v in b.items() if k not in drop}) as p:
+    with Proxy(server.url, rewrite=lambda b: {k: v for k, v in b.items() if k not in drop}) as p:
         result = run_fleet(one_endpoint(p.url, alias="m", timeout=5, expect={"params": True}),
                            "-k", "test_params_max_tokens")
     result.assert_outcomes(failed=1)
