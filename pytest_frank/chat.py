@@ -183,10 +183,13 @@ def send(target: Target, req: Request) -> Reply:
     req = replace(req, extra=combine(driver.sampling(target.endpoint.sampling), thinking,
                                      req.extra))
     with http.recording() as seen:
+        target.sending(+1)
         try:
             reply = driver.converse(target.sdk(), model, req, time.monotonic)
         except Exception as exc:  # the SDK's errors carry the status; the exchange the words
             reply = _failure(exc, seen[-1] if seen else None, driver)
+        finally:
+            target.sending(-1)
     reply.streamed, reply.max_tokens = req.stream, req.max_tokens
     reply.exchange = ex = seen[-1] if seen else None
     if ex is not None:
@@ -200,8 +203,8 @@ def send(target: Target, req: Request) -> Reply:
         reply.problem = ex.error  # read whole by the SDK, yet cut by the reader's cap or deadline
     if ex is not None and ex.late:  # the next generation would take as long: none is sent
         slow = target.answered_late(ex)
-        if slow.busy and ex.error:
-            reply.problem, reply.fix = ex.error, slow.fix  # the exchange now says saturated
+        if ex.error:  # the exchange now says what the server's load showed
+            reply.problem, reply.fix = ex.error, slow.fix
     if reply.problem and reply.status is None and ex is not None:
         reply.status = ex.status
     return reply

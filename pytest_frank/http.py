@@ -30,6 +30,7 @@ MAX_BODY = 4 * 1024 * 1024  # decoded bytes: a hostile endpoint must not make us
 CONNECT_TIMEOUT = 5.0
 DEADLINE_FACTOR = 4  # an answer with no token budget may take this many read timeouts
 MIN_TOKENS_PER_S = 5.0  # the slowest decode a generation is waited for: its budget over this
+FLOOR_FROM = "min_tokens_per_s"  # the setting that floor is, where nothing else names it
 STREAM_ENDS = (b"data: [DONE]", b"data:[DONE]", b"event: message_stop")  # OpenAI, Anthropic
 EVIDENCE_HEAD = 64 * 1024  # what an exchange keeps of a body that was cut: enough to show
 KEY_HEADERS = ("authorization", "x-api-key")
@@ -56,6 +57,7 @@ class Exchange:
     truncated: bool = False
     late: bool = False  # cut by a timeout or a deadline: the endpoint answers too slowly
     interrupted: bool = False  # cut or not sent because the run was stopped
+    progress: int = 0  # a stream cut short: the events with data it had sent (tokens produced)
     headers: dict[str, str] = field(default_factory=dict)
     # The headers sent, as curl -H words with secrets as $VARIABLEs (never the values).
     curl_headers: list[str] = field(default_factory=list)
@@ -264,13 +266,14 @@ class Refused(Exception):
 def client(timeout: float, limiter: Limiter | None = None, deadline: Deadline | None = None, *,
            max_body: int = MAX_BODY, follow_redirects: bool = False,
            stop: Stop | None = None, floor: float = MIN_TOKENS_PER_S,
-           quiet: float = 0.0) -> httpx2.Client:
+           quiet: float = 0.0, floor_from: str = FLOOR_FROM) -> httpx2.Client:
     """An httpx2 client whose every request goes through `Recorder`. Redirects are not followed
     for endpoints (a key must never travel to a host the fleet did not name); a model file's
     URL, which carries no key, may follow them to its CDN. `quiet`: the seconds the limiter stays
-    silent after a generation is given up on (the driver's abandon_quiet_s)."""
+    silent after a generation is given up on (the driver's abandon_quiet_s); `floor_from`: the
+    setting the floor rate comes from, for the messages that explain a wait."""
     recorder = Recorder(limiter or Limiter(), timeout, deadline or Deadline(), max_body, stop, floor,
-                        quiet)
+                        quiet, floor_from)
     return httpx2.Client(transport=recorder,
                          timeout=httpx2.Timeout(timeout, connect=min(CONNECT_TIMEOUT, timeout)),
                          follow_redirects=follow_redirects)
@@ -302,14 +305,24 @@ class Pace:
     limit: float  # seconds for the whole answer
     stream: bool = False
     budget: int | None = None  # the request's token budget, where it names one
+    floor: float = MIN_TOKENS_PER_S
+    floor_from: str = FLOOR_FROM
 
     @classmethod
-    def of(cls, body: Any, timeout: float, floor: float) -> Pace:
+    def of(cls, body: Any, timeout: float, floor: float, floor_from: str = FLOOR_FROM) -> Pace:
         budget = _budget(body)
         stream = isinstance(body, dict) and body.get("stream") is True
         if budget is None:
-            return cls(timeout, DEADLINE_FACTOR * timeout, stream)
-        return cls(timeout, timeout + budget / floor, stream, budget)
+            return cls(timeout, DEADLINE_FACTOR * timeout, stream, None, floor, floor_from)
+        return cls(timeout, timeout + budget / floor, stream, budget, floor, floor_from)
+
+    @property
+    def why(self) -> str:
+        """Where `limit` comes from, in the settings that make it."""
+        if self.budget is None:
+            return f"{DEADLINE_FACTOR} x timeout {self.timeout:g} s"
+        return (f"timeout {self.timeout:g} s + {self.budget} tokens at {self.floor_from} "
+                f"{self.floor:g} tok/s")
 
     @property
     def first_byte(self) -> float:
@@ -318,21 +331,28 @@ class Pace:
 
 
 def _budget(body: Any) -> int | None:
+    return budget_of(body)[1]
+
+
+def budget_of(body: Any) -> tuple[str, int | None]:
+    """The request's token budget and the field that sets it (max_tokens where none does)."""
     if not isinstance(body, dict):
-        return None
+        return "max_tokens", None
     for key in ("max_completion_tokens", "max_tokens"):
         value = body.get(key)
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return value
-    return None
+            return key, value
+    return "max_tokens", None
 
 
 class Recorder(httpx2.BaseTransport):
     def __init__(self, limiter: Limiter, timeout: float, deadline: Deadline | None = None,
                  max_body: int = MAX_BODY, stop: Stop | None = None,
-                 floor: float = MIN_TOKENS_PER_S, quiet: float = 0.0):
+                 floor: float = MIN_TOKENS_PER_S, quiet: float = 0.0,
+                 floor_from: str = FLOOR_FROM):
         self.inner = _fresh_connections()
         self.limiter, self.timeout, self.floor, self.quiet = limiter, timeout, floor, quiet
+        self.floor_from = floor_from
         self.deadline, self.max_body = deadline or Deadline(), max_body
         self.stop = stop or Stop()
 
@@ -353,7 +373,7 @@ class Recorder(httpx2.BaseTransport):
             ex.error, ex.interrupted = f"not sent: {self.stop.why}", True
             raise httpx2.ConnectTimeout(ex.error, request=request)
         key = id(ex)
-        pace = Pace.of(ex.request_json, self.timeout, self.floor)
+        pace = Pace.of(ex.request_json, self.timeout, self.floor, self.floor_from)
         waits = {**(request.extensions.get("timeout") or {}), "read": pace.first_byte}
         request.extensions = {**request.extensions, "timeout": waits,
                               "trace": self.stop.tracer(key, request.extensions.get("trace"))}
@@ -365,6 +385,8 @@ class Recorder(httpx2.BaseTransport):
             decode = _decoder(resp.headers.get("content-encoding", ""))
         except Exception as exc:  # every transport failure becomes one line of evidence
             _cut(ex, exc, pace.first_byte, self.stop)
+            if ex.late and pace.budget is not None:
+                ex.error = _nothing_came(pace)
             ex.elapsed = time.monotonic() - start
             self.stop.forget(key)
             if pace.budget is not None and not isinstance(exc, (httpx2.ConnectError,
@@ -410,6 +432,7 @@ class _Body(httpx2.SyncByteStream):
         self._release = release
         self.ended = False  # read to its end: nothing of it runs on in the server
         self.progress_at = start  # the last token of a stream (a completed `data:` line)
+        self.events = 0  # a stream's `data:` events so far: the tokens it was producing
         self._line = b""  # the start of the stream's current line, enough to know its kind
 
     def __iter__(self) -> Iterator[bytes]:
@@ -427,12 +450,11 @@ class _Body(httpx2.SyncByteStream):
                     self.ex.interrupted = True
                     self._fail(f"{self.stop.why} during the answer ({len(self.kept)} bytes came)")
                 now = time.monotonic()
+                self._paced(chunk, now)
                 if now > self.deadline:
                     self.ex.late = True
-                    self._fail(f"{self.why} ran out during the answer ({len(self.kept)} bytes "
-                               "came)" if self.why else f"the answer did not finish within "
-                               f"{self.deadline - self.start:g}s ({len(self.kept)} bytes came)")
-                self._paced(chunk, now)
+                    self._fail(f"{self.why} ran out during the answer ({self._came(now)})"
+                               if self.why else self._unfinished(now))
                 yield chunk
             self.ended = True
         except httpx2.HTTPError as exc:
@@ -474,6 +496,7 @@ class _Body(httpx2.SyncByteStream):
         for piece in re.split(rb"(\n)", chunk):
             if piece == b"\n":
                 line = self._line.lstrip()
+                self.events += line.startswith(b"data:")
                 found = found or line.startswith(b"data:")
                 self.ended = self.ended or line.startswith(STREAM_ENDS)
                 self._line = b""
@@ -481,8 +504,26 @@ class _Body(httpx2.SyncByteStream):
                 self._line = (self._line + piece)[:24]
         return found
 
+    def _came(self, now: float) -> str:
+        """What an answer cut short had sent: a stream's events and their rate, else bytes."""
+        if self.pace.stream and self.events:
+            span = now - self.start
+            return (f"{self.events} events with data in {span:.1f}s, about "
+                    f"{self.events / span:.0f} a second, the last one "
+                    f"{now - self.progress_at:.1f}s before the cut")
+        return f"{len(self.kept)} bytes came"
+
+    def _unfinished(self, now: float) -> str:
+        """A deadline cut: a stream still producing tokens is slow, not hung."""
+        limit = f"{self.deadline - self.start:g}s ({self.pace.why})"
+        if self.pace.stream and self.events and now - self.progress_at <= self.pace.timeout:
+            return (f"the stream was still producing tokens when its {limit} ran out "
+                    f"({self._came(now)}): slower than {self.pace.floor_from} "
+                    f"{self.pace.floor:g} tok/s, not hung")
+        return f"the answer did not finish within {limit}: {self._came(now)}"
+
     def _fail(self, why: str) -> None:
-        self.ex.error = why
+        self.ex.error, self.ex.progress = why, self.events
         raise httpx2.ReadError(why)
 
     def close(self) -> None:
@@ -571,6 +612,16 @@ def send(http, method: str, url: str, *, headers=None, json_body=None) -> Exchan
 
 
 HANGS = " (the server accepted the connection but hangs)"
+# A whole answer's first byte is its last token: silence until then is no sign of a hang.
+SILENT = ": a whole answer comes only once it is all generated, so the server is slower than " \
+         "that or hangs"
+
+
+def _nothing_came(pace: Pace) -> str:
+    """A generation's first byte did not come in time: the wait, and where it comes from."""
+    if pace.stream:
+        return f"no answer within {pace.first_byte:g}s, the stream's timeout{HANGS}"
+    return f"no answer within {pace.first_byte:g}s ({pace.why}){SILENT}"
 
 
 def describe(exc: BaseException, timeout: float | None) -> str:

@@ -116,11 +116,17 @@ class Load:
     slots: int | None = None
     running: float | None = None
     waiting: float | None = None
+    decoded: int | None = None  # tokens the busy slots have generated so far, where said
 
     @property
     def saturated(self) -> bool:
         full = self.slots is not None and self.busy is not None and self.busy >= self.slots
         return full or bool(self.waiting)
+
+    def held(self) -> float:
+        """Requests the server holds: running (busy slots) and waiting."""
+        running = self.busy if self.busy is not None else (self.running or 0)
+        return running + (self.waiting or 0)
 
     def line(self) -> str:
         parts = []
@@ -141,6 +147,7 @@ def load(target) -> Load:
         counted = driver.busy_slots(ex.json()) if ex.ok else None
         if counted is not None:
             seen.busy, seen.slots = counted
+            seen.decoded = driver.decoded_tokens(ex.json())
     if driver.load_series:
         scrape = metrics.scrape(target, driver.metrics_path)
         if scrape.ok:

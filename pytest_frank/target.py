@@ -52,6 +52,11 @@ class Slow:
     fix: str | None = None
 
 
+def _plain(error: str) -> str:
+    """A cut request's line without its guess at the cause, which the server's load replaces."""
+    return error.removesuffix(http.HANGS).removesuffix(http.SILENT)
+
+
 def key_of(probe: Probe, case: str | None = None) -> Key:
     return f"{probe.__module__}.{probe.__qualname__}", case
 
@@ -82,6 +87,7 @@ class Target:
         self.stop = http.Stop()  # the session's, shared by every endpoint
         self.slow: Slow | None = None
         self.spend = Spend()
+        self.generating = 0  # generations of this battery's in flight on the endpoint now
         self.held: set[Key] = set()  # probes whose generations were not sent after `slow`
         self.cut: set[Key] = set()  # probes a stop cut short: nothing to judge
         self.judged: dict[Key, str] = {}  # the selected tests' probes: the first test of each
@@ -133,15 +139,28 @@ class Target:
     def floor(self) -> float:
         """The slowest decode (tokens/s) an answer is waited for: fleet.yaml's min_tokens_per_s,
         else the decode speed perf asserts, else the reader's default."""
+        return self._floor()[0]
+
+    @property
+    def floor_from(self) -> str:
+        """The setting `floor` comes from, as a message names it."""
+        return self._floor()[1]
+
+    def _floor(self) -> tuple[float, str]:
         perf = self.endpoint.expect.get("perf")
         claimed = perf.get("min_decode_tps") if isinstance(perf, dict) else None
-        return float(self.endpoint.min_tokens_per_s or claimed or http.MIN_TOKENS_PER_S)
+        if self.endpoint.min_tokens_per_s:
+            return float(self.endpoint.min_tokens_per_s), "min_tokens_per_s"
+        if claimed:
+            return float(claimed), "expect.perf.min_decode_tps"
+        return http.MIN_TOKENS_PER_S, "the default min_tokens_per_s"
 
     def client(self):
         with self._lock:
             if self._http is None:
                 self._http = http.client(self.timeout, self.limiter, self.deadline, stop=self.stop,
-                                         floor=self.floor, quiet=self.driver.abandon_quiet_s)
+                                         floor=self.floor, quiet=self.driver.abandon_quiet_s,
+                                         floor_from=self.floor_from)
             return self._http
 
     def sdk(self):
@@ -220,6 +239,11 @@ class Target:
         if slow is not None:
             raise TooSlow(slow.line)
 
+    def sending(self, delta: int) -> None:
+        """A generation goes out (+1) or is done (-1): the battery's own share of the load."""
+        with self._lock:
+            self.generating += delta
+
     def spent(self, tokens: int) -> None:
         """One generation went out; it made `tokens` tokens (the server's count, else pieces)."""
         with self._lock:
@@ -241,21 +265,56 @@ class Target:
         return slow
 
     def _saturation(self, slow: Slow, said: str, ex: http.Exchange) -> None:
+        """The server's load after the cut, read against the battery's own requests: the cut one
+        (the engine may not have dropped it yet) and any others still in flight."""
         from pytest_frank.probes import load
 
+        with self._lock:
+            others = self.generating
         with http.recording(propagate=False):  # the cut request stays the evidence's last
             seen = load(self)
         error = ex.error or ""
+        slow.fix = self._slower_fix(ex.progress > 0 or bool(seen.decoded))
         if not seen.saturated:
             return
+        if others == 0 and seen.held() <= 1:  # the one busy slot may be the cut request's own
+            running = (f", {seen.decoded} tokens decoded" if seen.decoded is not None else "")
+            key, budget = http.budget_of(ex.request_json)
+            if seen.decoded is not None and budget is not None and seen.decoded > budget:
+                slow.busy = (f"the one request the server was running is this one "
+                             f"({seen.line()}{running} of a request capped at {key}={budget}): "
+                             f"the cap is not applied, so the answer runs on")
+                slow.fix = (f"update the engine ({key} must cap the answer); a proxy in front "
+                            f"must pass {key} through")
+                ex.error = f"{_plain(error)}: {slow.busy}"
+                slow.line = said + ex.error
+                return
+            slow.busy = (f"the one request the server was running is this one "
+                         f"({seen.line()}{running}; nothing else of the battery's in flight): "
+                         f"slow, not hung, and not busy with others")
+            ex.error = f"{_plain(error)}: {slow.busy}"
+            slow.line = said + ex.error
+            return
         slow.busy = f"the server is saturated ({seen.line()}): slow, not hung"
-        ex.error = f"{error.removesuffix(http.HANGS)}: {slow.busy}"
+        ex.error = f"{_plain(error)}: {slow.busy}"
         slow.line = said + ex.error
         lower = (f"lower `concurrency` for this endpoint in fleet.yaml (now "
                  f"{self.limiter.limit}) or " if self.limiter.limit > 1 else "")
         slow.fix = (f"the server is busy, not broken: {lower}run the battery at a quieter time "
                     "(or give the server more slots); restarting it would only drop the "
                     "requests in flight")
+
+    def _slower_fix(self, producing: bool) -> str:
+        """More time for a server that is slow: the settings that bound the wait, as set now;
+        conditional where nothing showed it generating."""
+        more = (f"give its answers more time: lower `min_tokens_per_s` (now {self.floor:g} "
+                f"tok/s, {self.floor_from}) below the speed it decodes at under the battery's "
+                f"load, or raise `timeout` (now {self.timeout:g} s) for this endpoint in "
+                f"fleet.yaml")
+        if producing:
+            return f"the server is slow, not broken: {more}"
+        return (f"if the server is only slow (its log shows this request's tokens being "
+                f"generated), {more}; if it generated nothing, read its log for a stuck request")
 
     def _blamed(self) -> Key:
         # The innermost running probe that a test judges (one probe may need another's
@@ -267,7 +326,7 @@ class Target:
         assert self.slow is not None
         if key != self.slow.key:
             self.held.add(key)
-        return Failed(failure=self.slow.line)
+        return Failed(failure=self.slow.line, fix=self.slow.fix)
 
     # -- a local server started for the session (fleet.yaml `launch:`) ------------------------
     def start(self) -> None:
@@ -283,6 +342,17 @@ class Target:
                 self.launch_error, self._launch_log = str(exc), exc.log
                 return
             self.endpoint.url, self._launch_log = self._server.url, self._server.log
+
+    def backend(self) -> tuple[str, str] | None:
+        """("cpu" or "gpu", where read) for the server the model runs on, where known: a
+        launched server's devices, else what the driver reads in the slot routes or the log."""
+        if self._server is not None and self._server.backend is not None:
+            return self._server.backend
+        from pytest_frank.probes import slot_shape
+
+        shape = self.need(slot_shape)
+        log = self._launch_log.text() if self._launch_log is not None else ""
+        return self.driver.backend(getattr(shape, "payloads", {}), log)
 
     def launch_log(self) -> str | None:
         """The end of llama.cpp's log for a `launch:` endpoint (its start, its warnings, why it

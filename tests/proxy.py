@@ -15,7 +15,7 @@ import random
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import httpx
 
@@ -25,7 +25,8 @@ HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length",
 class Proxy:
     def __init__(self, upstream: str, *, jitter_s: float = 0.0,
                  rewrite: Callable[[dict], dict] | None = None, seed: int | None = None,
-                 pace_s: float = 0.0, answer: Callable[[dict], dict] | None = None) -> None:
+                 pace_s: float = 0.0, answer: Callable[[dict], dict] | None = None,
+                 routes: dict[str, Callable[[Any], Any]] | None = None) -> None:
         self.upstream = upstream.rstrip("/")
         self.jitter_s, self.rewrite = jitter_s, rewrite
         # A gateway that rebuilds whole (non-streamed) JSON answers; streams pass untouched.
@@ -33,6 +34,9 @@ class Proxy:
         # A slow, steady GPU: each streamed event `pace_s` after the last, and a whole answer
         # held for `pace_s` per token it generated (a server sends it only when it is done).
         self.pace_s = pace_s
+        # A gateway's own answer for a GET path: a function of the upstream's JSON (None: the
+        # gateway does not serve the path, 404), e.g. a /v1/models card with max_model_len.
+        self.routes = routes or {}
         self.random = random.Random(seed)
         self.delays: list[float] = []  # every delay added, for the tests to show
         self.sent: list[dict] = []  # every JSON body forwarded, after any rewrite
@@ -106,7 +110,23 @@ def _handler(proxy: Proxy):
         def log_message(self, *args):
             pass
 
+        def _answer(self, status: int, payload) -> None:
+            raw = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(raw)))
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(raw)
+            self.close_connection = True
+
         def _forward(self):
+            route = proxy.routes.get(self.path) if self.command == "GET" else None
+            if route is not None:
+                found = route(proxy._client.get(proxy.upstream + self.path).json())
+                self._answer(404, {"error": "not found"}) if found is None else \
+                    self._answer(200, found)
+                return
             length = int(self.headers.get("content-length") or 0)
             raw = self.rfile.read(length) if length else b""
             body = proxy.body(raw, self.headers.get("content-type", ""))

@@ -119,7 +119,7 @@ def test_a_drip_is_cut_by_the_wall_clock_deadline(run_fleet):
     result.assert_outcomes(failed=1)
     assert took < 10, took
     result.stdout.fnmatch_lines(["*/health: answered 200, then the answer did not finish within "
-                                 "4s (* bytes came)"])
+                                 "4s (4 x timeout 1 s): * bytes came"])
 
 
 def test_json_nested_past_any_parser_is_one_line(run_fleet):

@@ -9,6 +9,7 @@ from pytest_frank.checks import Context
 from pytest_frank.claims import bind, params
 from pytest_frank.drivers import driver_for
 from pytest_frank.fleet import Endpoint
+from pytest_frank.verdict import Inconclusive
 
 Failed = pytest.fail.Exception
 REF = Reply(status=200, content="one, two, three, four, five", reasoning="counting", finish="stop")
@@ -104,10 +105,107 @@ def test_logprobs_of_the_wrong_width_fail():
         params.judge_logprobs(params.Sent(replies={"logprobs": r}), ctx())
 
 
-def test_max_tokens_not_cut_fails():
-    r = Reply(status=200, content="one, two", finish="stop", tokens=9)
-    with pytest.raises(Failed, match="max_tokens=16 was sent .* ended with finish_reason 'stop'"):
-        params.judge_max_tokens(params.Sent(replies={"max_tokens": r}), ctx())
+DRAFTED = Reply(status=200, content="One, two", tokens=3, logprobs=[
+    Logprob("One", -0.4, 2), Logprob(",", 0.0, 0), Logprob(" two", 0.0, 0)])
+
+
+def test_bare_drafted_tokens_name_drafting_where_the_server_drafts():
+    with pytest.raises(Failed) as failed:
+        params.judge_logprobs(params.Sent(replies={"logprobs": DRAFTED}, drafting=True), ctx())
+    said = str(failed.value)
+    assert ("token ',' came with 0 alternatives (logprob 0.0), 2 of 3 tokens so: the server "
+            "drafts (/slots speculative true), and llama.cpp sends the tokens the draft proposed "
+            "with logprob 0.0 and no alternatives") in said, said
+    assert "fix: serve clients that need top_logprobs from a llama-server that does not draft" \
+        in said and "a proxy in front must pass" not in said, said
+
+
+@pytest.mark.parametrize("drafting", [False, None])
+def test_bare_tokens_without_drafting_keep_the_proxy_fix(drafting):
+    with pytest.raises(Failed) as failed:
+        params.judge_logprobs(params.Sent(replies={"logprobs": DRAFTED}, drafting=drafting),
+                              ctx())
+    assert "drafts" not in str(failed.value)
+    assert "a proxy in front must pass logprobs" in str(failed.value)
+
+
+def _capped(*replies, key="max_tokens"):
+    """The asks of one budget field, first to last, as the probe keeps them."""
+    return params.Sent(replies={key: replies[-1]}, under={key: list(replies[:-1])})
+
+
+def _ask(cap, tokens, finish="stop", content="one, two"):
+    return Reply(status=200, content=content, finish=finish, tokens=tokens, max_tokens=cap)
+
+
+def test_max_tokens_past_the_cap_fails():
+    with pytest.raises(Failed, match=r"max_tokens=16 was sent and 945 tokens came back "
+                                     r"\(finish_reason 'length'\): the cap is not applied"):
+        params.judge_max_tokens(_capped(_ask(16, 945, "length")), ctx())
+
+
+def test_max_tokens_without_usage_counts_words():
+    r = Reply(status=200, content="one two three four five", finish="stop", max_tokens=3)
+    with pytest.raises(Failed, match="an answer of 5 words .* came back .* not applied"):
+        params.judge_max_tokens(_capped(_ask(16, 2), r), ctx())
+
+
+def test_a_terse_answer_asked_again_under_a_smaller_cap_passes_when_cut():
+    notes = []
+    params.judge_max_tokens(_capped(_ask(16, 6), _ask(3, 3, "length")), ctx(notes=notes))
+    assert notes == ["max_tokens: 6 tokens under a cap of 16 (finish_reason 'stop'); cut at "
+                     "max_tokens=3 (finish_reason 'length')"]
+
+
+def test_a_model_terse_under_every_cap_is_inconclusive_never_failed():
+    """SmolLM2 answers 'Count from one to one hundred' with 'One hundred.' at times: an answer
+    under the cap shows nothing of it."""
+    with pytest.raises(Inconclusive, match=r"ended its answer by itself under every cap asked "
+                                           r"\(max_tokens: 6 tokens under a cap of 16, 2 tokens "
+                                           r"under a cap of 3, 1 token under a cap of 1 "
+                                           r"\(finish_reason 'stop'\)\).*too tersely"):
+        params.judge_max_tokens(_capped(_ask(16, 6), _ask(3, 2), _ask(1, 1)), ctx())
+
+
+def test_a_cut_reported_as_a_natural_end_fails():
+    with pytest.raises(Failed, match="stopped at exactly 4 tokens with finish_reason 'stop'.*"
+                                     "clients read the finish as a complete answer"):
+        params.judge_max_tokens(_capped(_ask(16, 16), _ask(8, 8), _ask(4, 4)), ctx())
+
+
+class _Terse:
+    """A target whose model ends its answer at `lengths[i]` tokens, or at the cap; `honours`
+    False: a proxy that drops the cap."""
+
+    def __init__(self, lengths, honours=True):
+        from pytest_frank.drivers import driver_for
+
+        self.lengths, self.honours, self.driver = list(lengths), honours, driver_for("llamacpp")
+        self.asked = []
+
+    def chat(self, req):
+        cap = req.max_tokens
+        self.asked.append(cap)
+        natural = self.lengths.pop(0)
+        cut = self.honours and natural > cap
+        return _ask(cap, cap if cut else natural, "length" if cut else "stop")
+
+
+@pytest.mark.parametrize("lengths, honours, asked, outcome", [
+    ([40, 40], True, [16, 16], "pass"),                      # cut at once, both fields
+    ([6, 6, 40, 40], True, [16, 3, 16], "pass"),              # terse once, then cut
+    ([6, 2, 1, 6, 2, 1], True, [16, 3, 1, 16, 3, 1], "inconclusive"),
+    ([6, 6, 6, 6], False, [16, 3, 16, 3], "fail"),            # dropped: 6 tokens past a cap of 3
+])
+def test_the_probe_asks_again_under_a_smaller_cap(lengths, honours, asked, outcome):
+    target = _Terse(lengths, honours)
+    obs = params.capped(target)
+    assert target.asked == asked[:len(target.asked)] and len(target.asked) <= len(asked)
+    if outcome == "pass":
+        params.judge_max_tokens(obs, ctx())
+        return
+    with pytest.raises(Inconclusive if outcome == "inconclusive" else Failed):
+        params.judge_max_tokens(obs, ctx())
 
 
 @pytest.mark.parametrize("reply, line", [

@@ -16,10 +16,11 @@ from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.replies import (THINK_TAGS, one_line, require_answer,
                                          require_thinking_ended)
 from pytest_frank.observation import Observation
-from pytest_frank.verdict import fail
+from pytest_frank.verdict import fail, inconclusive
 
 LONG = "Count from one to one hundred in words, separated by commas."
 CAP = 16  # a cap far below the answer LONG asks for
+TRIES = 3  # asks at most per budget field: a terse model may end its answer under the cap
 ANSWER = 512  # the first budget of an answer that is judged (asked again, larger, if cut thinking)
 SCHEMA = {
     "type": "object", "additionalProperties": False, "required": ["colour", "code", "place"],
@@ -57,11 +58,15 @@ class Sent(Observation):
     """Replies to requests that each carry the parameter under test (`what`, as sent)."""
     replies: dict[str, Reply] = field(default_factory=dict)
     reference: Reply = field(default_factory=Reply)  # the request without the parameter
+    # max_tokens: the earlier asks that ended by themselves under their cap (each asked again
+    # with a smaller one), first to last; `replies` holds the last ask
+    under: dict[str, list[Reply]] = field(default_factory=dict)
     stop: str | None = None
     sent_words: int = 0
     context: int | None = None
     counted: int | None = None  # count_tokens' answer
     count_error: str | None = None
+    drafting: bool | None = None  # logprobs: the server says it drafts (speculative decoding)
 
 
 def _answer(target, req: Request) -> Reply:
@@ -70,9 +75,29 @@ def _answer(target, req: Request) -> Reply:
 
 # -- probes ---------------------------------------------------------------------------------
 def capped(target) -> Sent:
-    """The long answer asked with each budget field the API shape has, set small."""
-    return Sent(replies={key: target.chat(Request(LONG, CAP, budget_key=key))
-                         for key in target.driver.budget_keys})
+    """The long answer asked with each budget field the API shape has, set small; an answer that
+    ends by itself under the cap shows nothing of it, so it is asked again under a cap half its
+    length (a few times at most)."""
+    obs = Sent()
+    for key in target.driver.budget_keys:
+        cap, earlier = CAP, obs.under.setdefault(key, [])
+        for _ in range(TRIES):
+            reply = obs.replies[key] = target.chat(Request(LONG, cap, budget_key=key))
+            if not reply.ok or reply.cut or least_tokens(reply) > cap or cap == 1:
+                break
+            earlier.append(reply)
+            cap = max(1, min(cap, least_tokens(reply)) // 2)
+        if earlier and earlier[-1] is obs.replies[key]:
+            earlier.pop()
+    return obs
+
+
+def least_tokens(r: Reply) -> int:
+    """The reply's generated tokens: the server's count, else its words (each at least one
+    token in any vocabulary)."""
+    if r.tokens is not None:
+        return r.tokens
+    return len((r.reasoning + " " + r.content).split()) + len(r.calls)
 
 
 def stopped(target) -> Sent:
@@ -98,8 +123,16 @@ def formatted(target) -> Sent:
 
 
 def with_logprobs(target) -> Sent:
-    return Sent(replies={"logprobs": target.chat(Request(
+    """The capped answer with logprobs, and whether the server drafts: drafted tokens may come
+    without their alternatives."""
+    from pytest_frank.probes import slot_shape
+
+    obs = Sent(replies={"logprobs": target.chat(Request(
         LONG, CAP, extra={"logprobs": True, "top_logprobs": TOP}))})
+    shape = target.need(slot_shape)
+    if shape.failure is None:
+        obs.drafting = target.driver.speculative_live(getattr(shape, "payloads", {}))
+    return obs
 
 
 def streamed_usage(target) -> Sent:
@@ -160,19 +193,57 @@ def stop_string(content: str, reasoning: str = "") -> str | None:
 # -- judges ---------------------------------------------------------------------------------
 def judge_max_tokens(obs: Sent, ctx: Context) -> None:
     """A small max_tokens (and max_completion_tokens) ends the answer at the cap: finish_reason
-    length (stop_reason max_tokens) and no more tokens than the cap."""
+    length (stop_reason max_tokens) and no more tokens than the cap. An answer that ends by
+    itself under the cap is asked again under a smaller one; a model that stays under every
+    cap leaves it inconclusive."""
+    terse = []
     for key, r in obs.replies.items():
-        require_answer(r, ctx.driver, f"a request with {key}={CAP}")
-        made = f"{r.tokens} tokens" if r.tokens is not None else f"{r.pieces} pieces"
-        if r.tokens is not None and r.tokens > CAP:
-            fail(f"{key}={CAP} was sent and {r.tokens} tokens came back (finish_reason "
-                 f"{r.finish!r}): the cap is not applied", _dropped(key, ctx))
-        if not r.cut:
-            fail(f"{key}={CAP} was sent for an answer that needs far more, and it ended with "
-                 f"finish_reason {r.finish!r} ({made}): not cut at the cap", _dropped(key, ctx))
+        tries = [*obs.under.get(key, []), r]
+        for t in tries:
+            require_answer(t, ctx.driver, f"a request with {key}={_cap(t)}")
+            _over_cap(key, t, ctx)
         if r.tokens is None:
             ctx.note(f"{key}: the reply has no usage count; only finish_reason {r.finish!r} "
                      f"shows the cap")
+        if r.cut:
+            if len(tries) > 1:
+                ctx.note(f"{key}: {_under(tries[:-1])}; cut at {key}={_cap(r)} "
+                         f"(finish_reason {r.finish!r})")
+            continue
+        if r.tokens is not None and all(t.tokens == _cap(t) for t in tries):
+            fail(f"{key}={_cap(r)} was sent and the answer stopped at exactly "
+                 f"{r.tokens} tokens with finish_reason {r.finish!r} ({_under(tries)}): the cap "
+                 f"cut it, but clients read the finish as a complete answer",
+                 "update the engine, or the proxy in front that rewrites finish_reason: an "
+                 "answer cut by the budget must end with finish_reason \"length\" "
+                 "(stop_reason \"max_tokens\")")
+        terse.append(f"{key}: {_under(tries)}")
+    if terse:
+        inconclusive(f"the model ended its answer by itself under every cap asked "
+                     f"({'; '.join(terse)}): an answer under the cap shows nothing of it; this "
+                     f"model answers the long request too tersely to show the cap")
+
+
+def _over_cap(key: str, r: Reply, ctx: Context) -> None:
+    cap, made = _cap(r), least_tokens(r)
+    if made <= cap:
+        return
+    came = (f"{made} tokens came back" if r.tokens is not None else
+            f"an answer of {made} words (at least as many tokens) came back")
+    fail(f"{key}={cap} was sent and {came} (finish_reason {r.finish!r}): the cap is not "
+         f"applied", _dropped(key, ctx))
+
+
+def _cap(r: Reply) -> int:
+    return r.max_tokens if r.max_tokens is not None else CAP
+
+
+def _under(tries: list[Reply]) -> str:
+    """How each ask that ended by itself came back: '6 tokens under a cap of 16, ...'."""
+    unit = "token" if all(t.tokens is not None for t in tries) else "word"
+    counts = [(least_tokens(t), _cap(t)) for t in tries]
+    return ", ".join(f"{n} {unit}{'s' * (n != 1)} under a cap of {cap}" for n, cap in counts) + (
+        f" (finish_reason {tries[-1].finish!r})")
 
 
 def judge_stop(obs: Sent, ctx: Context) -> None:
@@ -276,8 +347,14 @@ def judge_logprobs(obs: Sent, ctx: Context) -> None:
     narrow = [t for t in r.logprobs if t.top != TOP or t.logprob is None]
     if narrow:
         t = narrow[0]
-        fail(f"top_logprobs: {TOP} was sent and token {t.token!r} came with {t.top} "
-             f"alternatives (logprob {t.logprob})", fix)
+        said = (f"top_logprobs: {TOP} was sent and token {t.token!r} came with {t.top} "
+                f"alternatives (logprob {t.logprob})")
+        if obs.drafting and t.top == 0:
+            bare = sum(1 for n in narrow if n.top == 0)
+            fail(f"{said}, {bare} of {len(r.logprobs)} tokens so: the server drafts "
+                 f"({ctx.driver.speculative_source} true), and "
+                 f"{ctx.driver.drafted_logprobs}", ctx.driver.drafted_logprobs_fix)
+        fail(said, fix)
     spelled = "".join(t.token for t in r.logprobs)
     if r.content.strip() and r.content.strip() not in spelled:
         fail(f"the logprobs' tokens spell {one_line(spelled, 80)!r}, not the content "

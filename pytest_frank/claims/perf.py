@@ -50,6 +50,7 @@ class Options(ClaimOptions):
 class Runs(Observation):
     runs: list[Reply] = field(default_factory=list)
     max_tokens: int
+    backend: tuple[str, str] | None = None  # ("cpu" or "gpu", where read): what a fix names
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ class CacheRuns(Observation):
 def speed(target) -> Runs:
     """A few sequential streamed generations: time to first token and decode rate."""
     opts = target.endpoint.options("perf")
-    out = Runs(max_tokens=opts.max_tokens)
+    out = Runs(max_tokens=opts.max_tokens, backend=target.backend())
     for _ in range(opts.runs):
         run = target.chat(Request(PROMPT, opts.max_tokens, stream=True,
                                   extra=target.driver.keep_generating))
@@ -185,8 +186,8 @@ def judge_ttft(runs: Runs, ctx: Context) -> None:
     floor = ctx.options.max_ttft_s
     if floor is not None and ttft > floor:
         fail(f"time to first token {ttft:.3f}s (median of {len(runs.runs)}) is over max_ttft_s "
-             f"{floor:g}s", "check the load on the server, the prompt-processing batch size "
-             "and that the model runs on the GPU; or relax expect.perf.max_ttft_s")
+             f"{floor:g}s", f"check the load on the server and the prompt-processing batch size; "
+             f"{_hardware(runs, ctx)}; or relax expect.perf.max_ttft_s")
 
 
 def judge_decode(runs: Runs, ctx: Context) -> None:
@@ -206,9 +207,18 @@ def judge_decode(runs: Runs, ctx: Context) -> None:
     if floor is not None and rate < floor:
         fail(f"decode speed {rate:.1f} tok/s (median of {len(rates)}, {runs.runs[0].generated} "
              f"tokens each) is under min_decode_tps {floor:g}",
-             "check that every layer is offloaded to the GPU (-ngl), that speculative decoding "
-             "is engaged, and that no other load shares the card; or relax "
-             "expect.perf.min_decode_tps")
+             f"{_hardware(runs, ctx)}; or relax expect.perf.min_decode_tps")
+
+
+def _hardware(runs: Runs, ctx: Context) -> str:
+    """What to check of the machine, by what the server runs on (unknown: both)."""
+    kind, where = runs.backend or (None, "")
+    if kind == "cpu":
+        return f"{ctx.driver.slow_cpu_hint} [{where}]"
+    if kind == "gpu":
+        return f"check {ctx.driver.slow_gpu_hint} [{where}]"
+    return (f"on a GPU, check {ctx.driver.slow_gpu_hint}; if it runs on the CPU, "
+            f"{ctx.driver.slow_cpu_hint.removeprefix('the server runs on the CPU, ')}")
 
 
 def judge_cache(cache: CacheRuns, ctx: Context) -> None:

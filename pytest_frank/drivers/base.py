@@ -183,6 +183,23 @@ class Driver:
         """(slots busy, slots) from the slots route's answer; None when it is not one."""
         return None
 
+    def backend(self, payloads: dict, log: str) -> tuple[str, str] | None:
+        """("cpu" or "gpu", where read) from the slot routes' payloads or the server's log;
+        None where neither says."""
+        return None
+
+    # What a slow server is told to check, by what it runs on.
+    slow_gpu_hint = ("that every layer runs on the GPU, that speculative decoding is engaged, "
+                     "and that no other load shares the card")
+    slow_cpu_hint = ("the server runs on the CPU, where speed is bound by cores and memory "
+                     "bandwidth: give it more threads (the physical cores), serve a smaller "
+                     "quant or model, or move it to a GPU; check that no other load shares the "
+                     "machine")
+
+    def decoded_tokens(self, payload) -> int | None:
+        """Tokens the busy slots have generated so far, from the slots route; None: unsaid."""
+        return None
+
     # -- vram: the model file the engine loaded, its KV pool, what unexpected memory means ------
     kv_pool_route: str | None = None  # where the engine describes a preallocated KV pool
     vram_high_fix: Text = ("the usual causes: a draft that loads the whole model a second time (a "
@@ -402,6 +419,11 @@ class Driver:
     serve_flags: Any = None  # a serve.flags.ServeFlags
 
     speculative_source = "the server"  # where speculative_live reads it, for messages
+    # What drafting does to logprobs, and what a client that needs them can do.
+    drafted_logprobs = "drafted tokens may come without their top_logprobs alternatives"
+    drafted_logprobs_fix: Text = ("serve clients that need top_logprobs from an endpoint without "
+                                  "speculative decoding; where none sends top_logprobs, set "
+                                  "expect.params.logprobs: false")
 
     def speculative_live(self, payloads: dict) -> bool | None:
         """Whether the running server drafts, from its slot routes; None where it doesn't say."""

@@ -103,7 +103,9 @@ class LlamaCppDriver(Driver):
             count = count or len(slots)
             ctx = ctx or max(s.get("n_ctx", 0) for s in slots if isinstance(s, dict))
             source += "; /slots"
-        return count, ctx, source
+        if not ctx:  # a proxy in front that serves no /props or /slots, or vLLM's model card
+            _, ctx, source = super().slot_shape(payloads)
+        return count, ctx or None, source
 
     # -- sizing and load ------------------------------------------------------------------------
     load_series = ("llamacpp:requests_processing", "llamacpp:requests_deferred")
@@ -127,6 +129,40 @@ class LlamaCppDriver(Driver):
         if not flags or not all(isinstance(f, bool) for f in flags):
             return None
         return sum(f is True for f in flags), len(flags)
+
+    slow_gpu_hint = ("that every layer is offloaded to the GPU (-ngl), that speculative decoding "
+                     "is engaged, and that no other load shares the card")
+    slow_cpu_hint = ("the server runs on the CPU, where speed is bound by cores and memory "
+                     "bandwidth: set --threads to the physical cores (and --threads-batch for "
+                     "prompts), serve a smaller quant or model, or move it to a GPU; "
+                     "check that no other load shares the machine")
+
+    def backend(self, payloads, log):
+        # The load log (info level): common_params_print_info's device_info lists the devices
+        # ("  - CPU : ...", "  - CUDA0 : ..."); load_tensors says "offloaded N/M layers to GPU".
+        offloaded = re.findall(r"offloaded (\d+)/(\d+) layers to GPU", log)
+        if offloaded:
+            n, total = offloaded[-1]
+            return ("gpu" if int(n) else "cpu"), f"the log: offloaded {n}/{total} layers to GPU"
+        listed = re.findall(r"device_info:\s*\n((?:.*\s-\s+\S+\s*:.*\n)+)", log)
+        names = re.findall(r"\s-\s+(\S+)\s*:", listed[-1]) if listed else []
+        if names:
+            gpu = any(not n.upper().startswith("CPU") for n in names)
+            return ("gpu" if gpu else "cpu"), f"the log's device_info: {', '.join(names)}"
+        return None
+
+    def decoded_tokens(self, payload):
+        # /slots: "next_token": [{"n_decoded": ...}] per slot (a dict on older builds)
+        found = []
+        for slot in payload if isinstance(payload, list) else []:
+            if not isinstance(slot, dict) or slot.get("is_processing") is not True:
+                continue
+            nxt = slot.get("next_token")
+            nxt = nxt[0] if isinstance(nxt, list) and nxt else nxt
+            n = nxt.get("n_decoded") if isinstance(nxt, dict) else None
+            if isinstance(n, int) and not isinstance(n, bool):
+                found.append(n)
+        return sum(found) if found else None
 
     def served_model_path(self, payloads):
         path = (payloads.get("/props") or {}).get("model_path")
@@ -350,6 +386,16 @@ class LlamaCppDriver(Driver):
     )
 
     speculative_source = "/slots speculative"
+    # tools/server: a token the draft proposed and the model accepted is sent with its logprob
+    # as 0.0 and no top_logprobs (seen on xllamacpp with any draft model)
+    drafted_logprobs = ("llama.cpp sends the tokens the draft proposed with logprob 0.0 and no "
+                        "alternatives")
+    # Plain text: a Phrase naming the draft flag would read as asking for it, and be dropped
+    # as already in effect on the very server that drafts.
+    drafted_logprobs_fix = ("serve clients that need top_logprobs from a llama-server that "
+                            "does not draft (no --spec-draft-model or --spec-type; "
+                            "launch.draft_model unset); where no client sends top_logprobs, set "
+                            "expect.params.logprobs: false")
 
     def speculative_live(self, payloads):
         slots = payloads.get("/slots")

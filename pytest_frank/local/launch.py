@@ -91,6 +91,8 @@ class LaunchedServer:
     spec: dict = field(default_factory=dict, repr=False)
     _server: object = field(default=None, repr=False)
     log: llama_log.ServerLog | None = field(default=None, repr=False)  # None: it is on stderr
+    # What the model runs on: ("cpu" or "gpu", where read), from xllamacpp's device list
+    backend: tuple[str, str] | None = None
 
     @property
     def port(self) -> int:
@@ -123,6 +125,22 @@ class LaunchedServer:
         self.stop()
 
 
+def devices(xllamacpp) -> tuple[str, str] | None:
+    """("gpu" or "cpu", the devices named) from the ggml devices this build sees: with a GPU
+    among them llama.cpp offloads every layer by default (-ngl auto)."""
+    try:
+        found = xllamacpp.get_device_info()
+    except Exception:  # an older build without the call: the backend stays unknown
+        return None
+    named = [(str(getattr(d.get("type"), "name", d.get("type"))), str(d.get("name")))
+             for d in found if isinstance(d, dict)]
+    if not named:
+        return None
+    gpu = any(kind.endswith(("_GPU", "_IGPU")) for kind, _ in named)
+    listed = ", ".join(name for _, name in named)
+    return ("gpu" if gpu else "cpu"), f"xllamacpp's ggml devices: {listed}"
+
+
 def launch(spec: dict) -> LaunchedServer:
     """Start a server for a fleet.yaml `launch:` block and wait until it is healthy."""
     spec = dict(spec)
@@ -144,7 +162,7 @@ def launch(spec: dict) -> LaunchedServer:
             log.close()
         raise
     launched = LaunchedServer(_client_url(server.listening_address), str(model), spec, server,
-                              log)
+                              log, devices(xllamacpp))
     try:
         _wait_healthy(launched.url, float(spec.get("startup_timeout", 60)))
     except LaunchError as exc:
