@@ -77,11 +77,12 @@ def init(folder: Path, url: str, timeout: float) -> tuple[Path | None, str]:
     return (out if done.returncode == 0 and out.exists() else None), last
 
 
-def battery(folder: Path, fleet: Path, index: int, timeout: float) -> list[dict]:
+def battery(folder: Path, fleet: Path, index: int, timeout: float,
+            extra: list[str]) -> list[dict]:
     """`pytest --endpoints fleet.yaml --frank-json`: the rows of its JSON record."""
     report = folder / f"run-{index:02d}.json"
     args = [sys.executable, "-m", "pytest", "--endpoints", str(fleet), "-q", "-p", "no:randomly",
-            "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "--frank-json", str(report)]
+            "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "--frank-json", str(report), *extra]
     done = subprocess.run(args, cwd=folder, capture_output=True, text=True, timeout=timeout)
     if not report.exists():
         tail = "\n".join(done.stdout.strip().splitlines()[-20:])
@@ -163,7 +164,8 @@ def run_config(model: Path, config: str, opts, folder: Path, everything_asked: b
             if fleet is None:
                 rows = [{"key": "frank::init", "endpoint": "", "verdict": "FAIL", "line": last}]
             else:
-                rows = battery(folder, fleet, i, opts.timeout)
+                rows = battery(folder, fleet, i, opts.timeout,
+                               ["-k", opts.keyword] if opts.keyword else [])
         finally:
             server.stop()
         spent = time.monotonic() - started
@@ -207,6 +209,7 @@ def main() -> int:
     parser.add_argument("--config", nargs="+", choices=list(CONFIGS), default=list(CONFIGS))
     parser.add_argument("--everything", action="store_true",
                         help="ask every claim (the battery only, no init, no fingerprints)")
+    parser.add_argument("-k", dest="keyword", help="pytest -k expression (part of the battery)")
     parser.add_argument("--threads", type=int, default=1,
                         help="CPU threads per server (1: a shared machine stays fair)")
     parser.add_argument("--timeout", type=float, default=600, help="seconds per command")
