@@ -189,15 +189,14 @@ def everything(folder: Path, url: str, spec: dict) -> Path:
     return path
 
 
-def fingerprints(model: Path, runs: int, threads: int, timeout: float) -> None:
+def fingerprints(model: Path, runs: int, ctx: int, threads: int, timeout: float) -> None:
     """Relaunches of SmolLM2, each run's fingerprint compared with the first one's."""
     from fingerprint import relaunches
 
     from pytest_frank.baseline import Tolerances
 
     print(f"\nfingerprint: {runs} relaunches of SmolLM2")
-    # A 2,048-token context: the long prompt (half of it) is read in seconds on a busy CPU.
-    base = {"model": str(model), "alias": "frank", "ctx_size": 2048, "threads": threads}
+    base = {"model": str(model), "alias": "frank", "ctx_size": ctx, "threads": threads}
     with tempfile.TemporaryDirectory() as tmp:
         relaunches(Path(tmp), base, runs, timeout, Tolerances())
 
@@ -211,6 +210,8 @@ def main() -> int:
     parser.add_argument("--config", nargs="+", choices=list(CONFIGS), default=list(CONFIGS))
     parser.add_argument("--everything", action="store_true",
                         help="ask every claim (the battery only, no init, no fingerprints)")
+    parser.add_argument("--fingerprint-ctx", type=int, default=2048, metavar="TOKENS",
+                        help="the relaunched servers' context; the long prompt fills half")
     parser.add_argument("-k", dest="keyword", help="pytest -k expression (part of the battery)")
     parser.add_argument("--threads", type=int, default=1,
                         help="CPU threads per server (1: a shared machine stays fair)")
@@ -232,7 +233,7 @@ def main() -> int:
         return 0
     print(f"\nfalse failures in all: {total} in {sum(t.runs for t in tallies)} runs")
     if opts.relaunches > 1:
-        fingerprints(model, opts.relaunches, opts.threads, opts.timeout)
+        fingerprints(model, opts.relaunches, opts.fingerprint_ctx, opts.threads, opts.timeout)
     return 0 if total == 0 else 1
 
 
