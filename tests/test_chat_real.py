@@ -11,6 +11,7 @@ import pytest
 from proxy import Proxy
 
 from fleets import one_endpoint
+from pytest_frank.cli import main
 from pytest_frank.gguf.reader import read_header
 
 # Another family's templates, as their models ship them (whitespace trimmed): under either,
@@ -88,11 +89,16 @@ def test_a_base_models_transcript_fails_as_a_base_model(smollm2, run_fleet):
         "*fix: serve the instruct (chat) model*"])
 
 
-def test_a_gguf_without_a_template_gets_the_no_template_fix(smollm2_path, llama, run_fleet,
-                                                             tmp_path):
-    bare = tmp_path / "no-template.gguf"
-    _copy_without_template(smollm2_path, bare)
-    assert read_header(bare).get("tokenizer.chat_template") is None
+@pytest.fixture(scope="module")
+def bare(smollm2_path, tmp_path_factory):
+    """SmolLM2's GGUF, its header less tokenizer.chat_template: what a base GGUF looks like."""
+    path = tmp_path_factory.mktemp("bare") / "no-template.gguf"
+    _copy_without_template(smollm2_path, path)
+    assert read_header(path).get("tokenizer.chat_template") is None
+    return path
+
+
+def test_a_gguf_without_a_template_gets_the_no_template_fix(bare, llama, run_fleet):
     server = llama(model=str(bare))
     # SmolLM2 is ChatML itself, so the guess answers well: the header shows it was a guess.
     result = run_fleet(one_endpoint(server.url))
@@ -101,6 +107,20 @@ def test_a_gguf_without_a_template_gets_the_no_template_fix(smollm2_path, llama,
         "*no chat template in the GGUF (no-template.gguf has no tokenizer.chat_template): "
         "llama.cpp fell back to its built-in ChatML template, a guess; a plain question got *",
         "*fix: serve with --chat-template-file <the model's template> or an instruct GGUF*"])
+
+
+def test_init_refuses_a_server_that_fails_the_chat_check(bare, llama, tmp_path, capsys):
+    server = llama(model=str(bare))
+    out = tmp_path / "fleet.yaml"
+    started = time.monotonic()
+    rc = main(["init", server.url, "-o", str(out)])
+    print(f"frank init refused in {time.monotonic() - started:.2f}s")
+    assert rc == 1 and not out.exists() and list(tmp_path.iterdir()) == []
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"frank init: {server.url}: test_chat fails: no chat template in "
+                           "the GGUF (no-template.gguf has no tokenizer.chat_template)"), line
+    assert "; fix: serve with --chat-template-file <the model's template>" in line, line
+    assert line.endswith("; nothing written"), line
 
 
 def _copy_without_template(src, dst) -> None:
