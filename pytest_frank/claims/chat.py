@@ -65,6 +65,7 @@ class Answer(Observation):
     template: Template = field(default_factory=Template)
 
 
+@first_and_alone  # before the endpoint's other generations: chatting comes first
 def answer(target) -> Answer:
     opts = target.endpoint.options("chat")
     req = Request(PROMPT, opts.max_tokens)
@@ -72,10 +73,6 @@ def answer(target) -> Answer:
     if reply.ok and reply.cut and not markup(reply.content):
         reply = _again(target, req, reply)
     return Answer(reply=reply, template=_template(target))
-
-
-# Run before the endpoint's other generations: the first thing a server must do is chat.
-first_and_alone(answer)
 
 
 def _again(target, req: Request, cut: Reply) -> Reply:
