@@ -50,11 +50,12 @@ class Template:
     end_token: str | None = None  # the model's end-of-turn token, as the engine reports it
     model_file: str | None = None  # the served GGUF, where it is readable here
     in_gguf: bool | None = None  # tokenizer.chat_template in its header; None: not read
-    tokens: frozenset[str] = field(default_factory=frozenset)  # the model's special tokens
+    # Of TOKEN_MARKUP, what is one token of the model's vocabulary (read with in_gguf)
+    tokens: frozenset[str] = field(default_factory=frozenset)
 
     def foreign(self) -> list[str]:
         """The served template's markup that is no token of the model (read from the GGUF)."""
-        if not self.served or not self.tokens:
+        if not self.served or self.in_gguf is None:
             return []
         return [m for m in TOKEN_MARKUP if m in self.served and m not in self.tokens]
 
@@ -123,10 +124,11 @@ def _read_gguf(path: str, found: Template) -> None:
         header = read_header(path)
     except (GGUFError, OSError):
         return  # unread: the failure names no cause it cannot show
-    tokens, kinds = header.get("tokenizer.ggml.tokens"), header.get("tokenizer.ggml.token_type")
-    if isinstance(tokens, list) and isinstance(kinds, list):
-        # gguf TokenType: 3 CONTROL, 4 USER_DEFINED: what a template's markup is made of
-        found.tokens = frozenset(t for t, k in zip(tokens, kinds) if k in (3, 4))
+    vocab = header.get("tokenizer.ggml.tokens")
+    if not isinstance(vocab, list):
+        return  # no vocabulary to hold the template's markup against
+    # Any token type: a converter may store a special token as a normal one.
+    found.tokens = frozenset(set(TOKEN_MARKUP) & set(vocab))
     found.model_file = path
     found.in_gguf = isinstance(header.get("tokenizer.chat_template"), str)
 
@@ -205,7 +207,7 @@ def _definite(t: Template, driver) -> tuple[str, Text] | None:
 
 def _unfollowed(t: Template) -> tuple[str, Text]:
     """An answer that runs on under a template the server shows to be the model's own."""
-    if t.tokens and t.served:
+    if t.in_gguf is not None and t.served:
         return ("a base model: it continues the transcript (the served template's markup is "
                 "the model's own tokens, yet the model writes the turns on instead of ending "
                 "its own)",
