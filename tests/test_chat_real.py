@@ -26,6 +26,9 @@ LLAMA3 = ("{{ bos_token }}{% for message in messages %}{{ '<|start_header_id|>' 
           "'<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{% endif %}")
 RUNS = 5  # sampled answers of the healthy model judged: none may fail
 SAMPLED = {"temperature": 1.0, "seed": None}  # the fleet default is greedy
+# The shared 2-core machine, loaded by other suites, can take a minute for 128 tokens: the
+# answers are judged here, not the speed.
+PATIENT = 300
 
 
 @pytest.fixture
@@ -38,7 +41,7 @@ def test_smollm2_with_its_own_template_passes_every_time(smollm2, run_fleet):
     passed, spent = 0, []
     for _ in range(RUNS):  # the server's default sampling: the answer differs run to run
         start = time.monotonic()
-        result = run_fleet(one_endpoint(server.url, sampling=SAMPLED), "-v")
+        result = run_fleet(one_endpoint(server.url, sampling=SAMPLED, timeout=PATIENT), "-v")
         spent.append(time.monotonic() - start)
         result.assert_outcomes(passed=1)
         result.stdout.fnmatch_lines(["*test_chat*PASSED*"])
@@ -53,7 +56,7 @@ def test_another_familys_template_fails_naming_it(smollm2, run_fleet, tmp_path, 
     path.write_text(template)
     server = smollm2(chat_template_file=str(path))
     # Sampled answers vary (some read well, some run on); the template's markers do not.
-    result = run_fleet(one_endpoint(server.url))
+    result = run_fleet(one_endpoint(server.url, timeout=PATIENT))
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
         "*the served template is another family's than the model's tokens "
@@ -81,7 +84,7 @@ def test_a_base_models_transcript_fails_as_a_base_model(smollm2, run_fleet):
     # The answers are rewritten (no engine here serves a base model's behaviour on demand);
     # /props and the GGUF behind the proxy are SmolLM2's own: its template is the model's.
     with Proxy(server.url, rewrite_answer=_endless_markup) as proxy:
-        result = run_fleet(one_endpoint(proxy.url))
+        result = run_fleet(one_endpoint(proxy.url, timeout=PATIENT))
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
         "*a plain question got the chat template's own markup in its answer (<|im_start|>, "
@@ -101,7 +104,7 @@ def bare(smollm2_path, tmp_path_factory):
 def test_a_gguf_without_a_template_gets_the_no_template_fix(bare, llama, run_fleet):
     server = llama(model=str(bare))
     # SmolLM2 is ChatML itself, so the guess answers well: the header shows it was a guess.
-    result = run_fleet(one_endpoint(server.url))
+    result = run_fleet(one_endpoint(server.url, timeout=PATIENT))
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
         "*no chat template in the GGUF (no-template.gguf has no tokenizer.chat_template): "
@@ -113,7 +116,7 @@ def test_init_refuses_a_server_that_fails_the_chat_check(bare, llama, tmp_path, 
     server = llama(model=str(bare))
     out = tmp_path / "fleet.yaml"
     started = time.monotonic()
-    rc = main(["init", server.url, "-o", str(out)])
+    rc = main(["init", server.url, "-o", str(out), "--timeout", str(PATIENT)])
     print(f"frank init refused in {time.monotonic() - started:.2f}s")
     assert rc == 1 and not out.exists() and list(tmp_path.iterdir()) == []
     (line,) = capsys.readouterr().err.strip().splitlines()
@@ -145,7 +148,7 @@ def test_smollm2_budget_is_small(smollm2, run_fleet):
     """The probe's one request: within expect.chat.max_tokens, no tools, no schema."""
     server = smollm2()
     with Proxy(server.url) as proxy:
-        run_fleet(one_endpoint(proxy.url)).assert_outcomes(passed=1)
+        run_fleet(one_endpoint(proxy.url, timeout=PATIENT)).assert_outcomes(passed=1)
     asked = [b for b in proxy.sent if "messages" in b]
     assert len(asked) == 1, json.dumps(asked)
     assert asked[0]["max_tokens"] == 128 and "tools" not in asked[0]
