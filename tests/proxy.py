@@ -25,12 +25,13 @@ HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length",
 class Proxy:
     def __init__(self, upstream: str, *, jitter_s: float = 0.0,
                  rewrite: Callable[[dict], dict] | None = None, seed: int | None = None,
-                 pace_s: float = 0.0, answer: Callable[[dict], dict] | None = None,
-                 routes: dict[str, Callable[[Any], Any]] | None = None) -> None:
+                 pace_s: float = 0.0,
+                 routes: dict[str, Callable[[Any], Any]] | None = None,
+                 rewrite_answer: Callable[[dict, dict], dict] | None = None) -> None:
         self.upstream = upstream.rstrip("/")
         self.jitter_s, self.rewrite = jitter_s, rewrite
-        # A gateway that rebuilds whole (non-streamed) JSON answers; streams pass untouched.
-        self.answer = answer
+        # rewrite_answer(request, answer): a whole JSON answer as the client receives it
+        self.rewrite_answer = rewrite_answer
         # A slow, steady GPU: each streamed event `pace_s` after the last, and a whole answer
         # held for `pace_s` per token it generated (a server sends it only when it is done).
         self.pace_s = pace_s
@@ -63,13 +64,12 @@ class Proxy:
             self.delays.append(wait)
             time.sleep(wait)
 
-    def paced(self, upstream) -> Iterator[bytes]:
+    def paced(self, upstream, request: bytes) -> Iterator[bytes]:
         """The answer's pieces as the upstream sends them, or slowed down to `pace_s`."""
         kind = upstream.headers.get("content-type", "")
-        if self.answer is not None and "json" in kind and "event-stream" not in kind:
-            payload = json.loads(upstream.read())
-            return iter([json.dumps(self.answer(payload) if isinstance(payload, dict)
-                                    else payload).encode()])
+        if self.rewrite_answer is not None and "json" in kind and request:
+            answer = self.rewrite_answer(json.loads(request), json.loads(upstream.read()))
+            return iter([json.dumps(answer).encode()])
         if not self.pace_s:
             return upstream.iter_bytes()
         if "event-stream" in upstream.headers.get("content-type", ""):
@@ -136,7 +136,7 @@ def _handler(proxy: Proxy):
             upstream = proxy._client.send(request, stream=True)
             try:
                 proxy.delay()  # before the answer's first byte: the time to first token moves
-                pieces = proxy.paced(upstream)
+                pieces = proxy.paced(upstream, body)
                 self.send_response(upstream.status_code)
                 for key, value in upstream.headers.items():
                     if key.lower() not in HOP_BY_HOP and key.lower() != "content-encoding":

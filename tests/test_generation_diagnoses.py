@@ -410,7 +410,8 @@ def test_a_gateway_in_front_of_llamacpp_is_named(llama, run_fleet, request_rewri
     answers: each fault fails with the cause the server showed; the healthy pass-through
     passes."""
     server = llama(alias="m")
-    with Proxy(server.url, rewrite=request_rewrite, answer=answer_rewrite) as gateway:
+    answer = answer_rewrite and (lambda request, answer: answer_rewrite(answer))
+    with Proxy(server.url, rewrite=request_rewrite, rewrite_answer=answer) as gateway:
         result = run_fleet(one_endpoint(gateway.url, alias="m", expect=expect), "-k", select)
     result.assert_outcomes(**outcomes)
     result.stdout.fnmatch_lines(lines)

@@ -87,10 +87,12 @@ def test_long_thinker_passes_the_whole_battery_at_the_defaults(run_fleet, pytest
     fleet = {"endpoints": {"ep": {"engine": "llamacpp", "alias": "frank-long", "launch": LONG,
                                   "expect": BATTERY}}}
     result = run_fleet(fleet, "-p", "no:randomly", "--frank-json=run.json")
-    # health, alias, 3 reasoning, 5 levels, required, auto, plain, streamed; named, parallel
-    # and unmapped are not asked.
-    result.assert_outcomes(passed=14, skipped=3)
+    # health, alias, chat, 3 reasoning, 5 levels, required, auto, plain, streamed; named,
+    # parallel and unmapped are not asked.
+    result.assert_outcomes(passed=15, skipped=3)
     found = rows(pytester)
+    # cut at 128 while thinking, asked again with room: the answer ended, the chat check passed
+    assert found["test_chat[ep]"]["verdict"] == "pass"
     thought = found["test_reasoning[ep]"]
     assert thought["figures"]["thinking_tokens"]["value"] > 990
     # launch's 4096 tokens of context, less the prompt, bound the second ask below 8192

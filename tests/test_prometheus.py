@@ -94,7 +94,7 @@ def test_textfile_and_push_carry_every_claim_and_the_json_figures(llama, run_fle
     found = samples(textfile)
     record = json.loads((pytester.path / "run.json").read_text())
 
-    asked = {"health", "alias", "perf", "slots", "tools", "vram"}
+    asked = {"health", "alias", "chat", "perf", "slots", "tools", "vram"}
     matrix = load(pytester.path / "run.json").matrix()  # the JSON report's verdict per claim
     for endpoint in ("up", "down"):
         claims = {dict(k[1])["claim"]: v
@@ -102,7 +102,7 @@ def test_textfile_and_push_carry_every_claim_and_the_json_figures(llama, run_fle
         assert set(claims) == asked, endpoint
         assert claims == {c: float(v is Verdict.PASS) for c, v in matrix[endpoint].items()}
     assert set(series(found, "frank_claim_success", endpoint="down").values()) == {0.0}
-    assert {"health", "alias", "slots"} <= {dict(k[1])["claim"] for k, v in series(
+    assert {"health", "alias", "chat", "slots"} <= {dict(k[1])["claim"] for k, v in series(
         found, "frank_claim_success", endpoint="up").items() if v == 1.0}
 
     tests = series(found, "frank_test_success")

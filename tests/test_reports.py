@@ -46,11 +46,12 @@ def test_one_run_writes_the_matrix_figures_and_the_failure_everywhere(run_fleet,
         good.route("GET", "/version", lambda r: Reply(200, {"version": "0.32.0"}))  # vLLM's
         serve_chat(bad, no_reasoning)
         result, files = _reports(run_fleet, pytester, two_endpoints(good, bad))
-    result.assert_outcomes(passed=7, failed=3)
+    result.assert_outcomes(passed=9, failed=3)  # health, alias, chat of both; good's reasoning
     md, page, data = files["wiki/report.md"], files["report.html"], json.loads(files["run.json"])
 
     # Markdown: the matrix as a table, the failure with its fix and curl in a code block
-    assert "| good | pass | pass | pass |" in md and "| bad | pass | pass | FAIL |" in md
+    assert "| good | pass | pass | pass | pass |" in md
+    assert "| bad | pass | pass | pass | FAIL |" in md
     assert re.search(r"\| good \| vllm \| 0\.32\.0 \| model \| http://127\.0\.0\.1:\d+ \| "
                      r"[1-9]\d* generations, [1-9]\d* tokens \| the wiki's own model \|", md)
     # what the battery cost each endpoint: in the terminal, the JSON and the page
@@ -102,9 +103,9 @@ def test_a_blocked_endpoint_reads_as_blocked_in_one_line(run_fleet, pytester):
         result = run_fleet({"endpoints": {"down": {
             "url": dead.url, "engine": "vllm", "alias": "model", "ready_timeout": 0.5,
             "expect": {"reasoning": True}}}}, "--html=report.html", "--frank-report=r.md")
-    result.assert_outcomes(failed=1, skipped=4)
+    result.assert_outcomes(failed=1, skipped=5)
     md = (pytester.path / "r.md").read_text()
-    assert "| down | FAIL | blocked | blocked |" in md
+    assert "| down | FAIL | blocked | blocked | blocked |" in md
     assert "- **blocked** `test_alias[down]`; down is not healthy, see test\\_health\\[down\\]" in md
     page = (pytester.path / "report.html").read_text()
     assert "site-packages" not in re.sub(r"(?s)<table id=\"environment\">.*?</table>", "", page) \

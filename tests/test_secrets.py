@@ -57,7 +57,8 @@ def test_a_key_behind_300_characters_is_masked_before_the_cut(run_fleet, pyteste
         serve_chat(em, lambda body: Reply(401, {"error": {"message": message}}))
         result = run_fleet(one_endpoint(em.url, "vllm", alias="m", api_key=SECRET,
                                         expect={"reasoning": True}), *ALL_REPORTS)
-    result.assert_outcomes(passed=1, failed=4)  # health answers; alias and reasoning are refused
+    # health answers; alias, chat and reasoning are refused
+    result.assert_outcomes(passed=1, failed=5)
     texts = outputs(result, pytester)
     assert_nowhere(texts, SECRET)
     assert "answered 401: Invalid API key: ....." in texts["terminal"]

@@ -38,13 +38,14 @@ def example(pytester):
 
 @pytest.fixture
 def fleet(example):
-    """`good` loaded the adapter, `bad` did not, `plain` does not ask the claim."""
+    """`good` loaded the adapter, `bad` did not, `plain` does not ask the claim. The emulated
+    servers generate nothing: the built-in chat check is turned off."""
     with llamacpp([ADAPTER]) as good, llamacpp([]) as bad:
-        lora = {"lora": {"adapter": ADAPTER}}
+        lora = {"lora": {"adapter": ADAPTER}, "chat": False}
         yield {"endpoints": {
             "good": {"url": good.url, "engine": "llamacpp", "expect": lora},
             "bad": {"url": bad.url, "engine": "llamacpp", "expect": lora},
-            "plain": {"url": good.url, "engine": "llamacpp"}}}
+            "plain": {"url": good.url, "engine": "llamacpp", "expect": {"chat": False}}}}
 
 
 def test_the_readme_example_is_a_conftest_and_a_test_module():

@@ -17,6 +17,7 @@ from pytest_frank.fleet import EXPECT_SCHEMAS, Endpoint, OptionError
 CLAIMS = {
     "health": "the health route answers ready",
     "alias": "the intended alias is served by /v1/models",
+    "chat": "a plain question gets a plain answer that ends by itself",
     "reasoning": "chat returns content and reasoning",
     "reasoning_effort": "every client reasoning_effort level maps to one the template accepts",
     "tools": "tool calls are well formed and validate against their schema",
@@ -32,9 +33,10 @@ CLAIMS = {
 }
 BUILT_IN = frozenset(CLAIMS)
 # How a claim is asked besides its own `expect:` key (every other claim is asked by that key
-# alone, `false` turning it off): health always, unless `expect: {health: false}`; alias and
+# alone, `false` turning it off): health and chat always, unless turned off under expect
+# (`expect: {chat: false}`); alias and
 # serve by an endpoint key of their own (`alias:`, `serve:`), unless turned off under expect.
-ALWAYS = frozenset({"health"})
+ALWAYS = frozenset({"health", "chat"})
 ASKED_BY = {"alias": "alias", "serve": "serve"}
 MARKER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")  # a claim's name is a marker's: `-m lora`
 

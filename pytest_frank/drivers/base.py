@@ -337,6 +337,21 @@ class Driver:
         from the slot routes' payloads; None where the engine does not say."""
         return None
 
+    # -- chat: the template the server renders a conversation with ----------------------------
+    # What the engine serves where the model file carries no template: the template's text and
+    # a line saying so (None: it refuses, or does not say); the usual fixes for a template that
+    # is missing or another family's.
+    fallback_template: str | None = None
+    template_fallback: str | None = None
+    no_template_fix: Text = ("serve the model with its own chat template, or an instruct "
+                             "checkpoint that carries one")
+    wrong_template_fix: Text = "serve the model with its own chat template"
+
+    def served_template(self, payloads: dict) -> tuple[str | None, str | None]:
+        """(the chat template the server renders with, the model's end-of-turn token), from the
+        slot routes' payloads; None where the engine does not say."""
+        return None, None
+
     def image_part(self, b64: str, mime: str, form: str) -> dict:
         url = b64 if form == "base64" else f"data:{mime};base64,{b64}"
         return {"type": "image_url", "image_url": {"url": url}}

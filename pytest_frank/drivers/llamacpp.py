@@ -251,6 +251,27 @@ class LlamaCppDriver(Driver):
         return False, ("/props chat_template names no thinking block, enable_thinking or "
                        "reasoning_content")
 
+    # common/chat.cpp common_chat_templates_init(): a GGUF without tokenizer.chat_template (and
+    # no --chat-template) gets CHATML_TEMPLATE_SRC, which /props chat_template shows verbatim
+    fallback_template = (
+        "{%- for message in messages -%}\n"
+        "  {{- '<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>\n' -}}\n"
+        "{%- endfor -%}\n"
+        "{%- if add_generation_prompt -%}\n"
+        "  {{- '<|im_start|>assistant\n' -}}\n"
+        "{%- endif -%}")
+    template_fallback = "llama.cpp fell back to its built-in ChatML template, a guess"
+    no_template_fix = Phrase("serve with ", TEMPLATE("<the model's template>"), " or an instruct "
+                             "GGUF (one whose header carries tokenizer.chat_template)")
+    wrong_template_fix = Phrase("serve the model's own template: ", TEMPLATE, " pointed at it, "
+                                "or none (the GGUF's own is used)")
+
+    def served_template(self, payloads):
+        props = payloads.get("/props") or {}
+        template, eos = props.get("chat_template"), props.get("eos_token")
+        return (template if isinstance(template, str) and template else None,
+                eos if isinstance(eos, str) and eos else None)
+
     def vision_advertised(self, payload):
         modalities = payload.get("modalities") if isinstance(payload, dict) else None
         return bool(modalities.get("vision")) if isinstance(modalities, dict) else None

@@ -62,6 +62,7 @@ def survey(url: str, api_key: str | None, timeout: float, ready_timeout: float,
     target = _target(url, engine, api_key, timeout, ready_timeout)
     try:
         found = Survey(url=url, engine=engine, engine_why=why, models=_models(target))
+        _chats(target)
         _configured(target, found)
         _generated(target, found)
         _tools(target, found)
@@ -71,6 +72,13 @@ def survey(url: str, api_key: str | None, timeout: float, ready_timeout: float,
         target.close()
     found.seconds = time.monotonic() - start
     return found
+
+
+def _chats(target) -> None:
+    """The chat check first: no file for a server that cannot answer a plain question."""
+    from pytest_frank.init.chat_gate import require_chat
+
+    require_chat(target)
 
 
 def _gguf_file(path: str | Path) -> bool:
