@@ -96,7 +96,7 @@ def _fingerprints(before: Row, now: Row, tol: Tolerances) -> list[str]:
     if not old or not new:
         return []
     found = []
-    for prompt in (p for p in new if p in old):
+    for prompt in (p for p in new if p in old and fingerprint.comparable(old[p], new[p])):
         diff = fingerprint.compare(old[prompt], new[prompt])
         if diff.agreement < tol.fingerprint_agreement:
             found.append(f"fingerprint {diff.says(prompt)} (agreement {diff.agreement:.2f}, "
