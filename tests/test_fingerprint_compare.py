@@ -107,3 +107,20 @@ def test_the_baseline_long_prompt_is_asked_again_where_it_can_be_rebuilt():
     assert older is None and "does not record its long prompt's size" in why
     changed, why = from_baseline({"long": {**rec, "prompt": "0123456789abcdef"}})
     assert changed is None and "its text changed" in why
+
+
+def test_a_divergence_at_a_near_tie_is_no_regression():
+    """SmolLM2's plain server put ' type' 0.099 above ' word' at token 11 of the long prompt; a
+    drafting twin, verifying its drafts in batches, took ' word'. Arithmetic broke a tie."""
+    top = [["type", -3.4485], ["reference", -3.4859], ["word", -3.5479]]
+    before = {**_rec(["a", "type"], [-0.1, -3.4485]), "top": [[["a", -0.1]], top]}
+    drafted = {**_rec(["a", "word"], [-0.1, None]), "top": [[["a", -0.1]], []]}
+    d = compare(before, drafted)
+    assert d.tie == pytest.approx(0.0994) and not d.regressed(1.0)
+    assert "diverges at token 1 of 2 at a near tie (the two tokens 0.099 apart" in d.says("long")
+    assert "compared up to there" in d.figures()
+    assert regressions(_run({"long": before}), _run({"long": drafted}), {}) == []
+    # A token the server put far below its choice, or not among its alternatives, is a change.
+    far = {**before, "top": [[["a", -0.1]], [["type", -3.4485], ["word", -4.0]]]}
+    assert compare(far, drafted).regressed(1.0)
+    assert compare(before, {**drafted, "tokens": ["a", "cat"]}).tie is None
