@@ -30,7 +30,7 @@ from pathlib import Path
 import yaml
 
 from pytest_frank.baseline import Tolerances
-from pytest_frank.claims.fingerprint import compare, read
+from pytest_frank.claims.fingerprint import comparable, compare, read
 
 FLAT = {"model": "selftest:flat", "alias": "frank", "ctx_size": 2048}
 POSITIONAL = {**FLAT, "model": "selftest:positional"}
@@ -58,9 +58,12 @@ def run_once(folder: Path, name: str, launch: dict, timeout: float,
 
 
 def worst(before: dict, now: dict) -> tuple[float, float]:
-    """The lowest agreement and the highest drift over the prompts."""
-    diffs = [compare(before[p], now[p]) for p in before if p in now]
-    return min(d.agreement for d in diffs), max(d.drift or 0.0 for d in diffs)
+    """The lowest agreement and the highest drift over the prompts both asked alike (a
+    divergence at a near tie counts as full agreement, as the baseline counts it)."""
+    diffs = [compare(before[p], now[p]) for p in before
+             if p in now and comparable(before[p], now[p])]
+    return (min(1.0 if d.tie is not None else d.agreement for d in diffs),
+            max(d.drift or 0.0 for d in diffs))
 
 
 def template(folder: Path, threads: int) -> Path:

@@ -292,7 +292,7 @@ def test_smollm2_relaunch_agrees_with_its_baseline_and_a_template_edit_is_caught
                        "--frank-fail-on-regression")
     assert caught.ret == 1, caught.stdout.str()[-3000:]
     caught.stdout.fnmatch_lines(["test_fingerprint[[]smol[]]: fingerprint 'short' diverges "
-                                 "at token * of *: before '*', now '*' (agreement 0.*, "
+                                 "at token 0 of *: before *, now * (agreement 0.00, "
                                  "tolerance 1)"])
     assert "fingerprint 'multi-turn'" not in _regressions(caught)  # it has its own system
 
