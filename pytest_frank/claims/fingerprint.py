@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_frank import redact, sizing
 from pytest_frank.chat import Reply, Request, combine
@@ -24,6 +24,9 @@ from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.observation import Observation
 from pytest_frank.verdict import fail, inconclusive
+
+if TYPE_CHECKING:
+    from pytest_frank.target import Target
 
 ATTACHMENT = "fingerprint"  # the attachment's name in the run record; the baseline reads it
 SHORT = "Say hello."
@@ -149,7 +152,7 @@ def unfit(target, long: Long, context: int | None, opts: Options) -> str | None:
             f"(context / parallel), or take a new baseline with --frank-json")
 
 
-def root(target) -> Any:
+def root(target: Target) -> Target | str:
     """The endpoint at the end of this one's same_as chain (itself where it names none), or
     why there is none."""
     chain, here = [target.name], target
@@ -176,7 +179,7 @@ def answers(target) -> Asked:
     before, said = recorded(target), []
     if first is not target:
         theirs = first.need(answers)
-        if theirs.failure:
+        if not isinstance(theirs, Asked) or theirs.failure:
             return Asked(failure=f"the replica's original {first.name}: {theirs.failure}")
         sent = theirs.replies.get("long")
         fixed = theirs.long and replace(theirs.long, source=f"{first.name}'s, its original",
