@@ -298,3 +298,12 @@ def test_smollm2_relaunch_agrees_with_its_baseline_and_a_template_edit_is_caught
 
 
 SMOL_SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
+
+
+def test_replicas_of_each_other_are_named_before_anything_is_asked(run_fleet, llama):
+    entry = {"url": llama(**FLAT).url, "engine": "llamacpp", "alias": "frank",
+             "expect": {"fingerprint": True}}
+    fleet = {"endpoints": {"a": {**entry, "same_as": "b"}, "b": {**entry, "same_as": "a"}}}
+    result = run_fleet(fleet, "-m", "fingerprint")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["*same_as goes round in a circle: a -> b -> a*"])
