@@ -90,15 +90,16 @@ def _figure(spec: tuple, before: dict, now: dict, tol: Tolerances) -> str | None
 
 
 def _fingerprints(before: Row, now: Row, tol: Tolerances) -> list[str]:
-    """A fingerprint prompt whose greedy tokens diverge too early, or whose logprobs drifted on
-    the common prefix: named with its first diverging position, before and now."""
+    """A fingerprint prompt whose greedy tokens diverge too early (not at a near tie), or whose
+    logprobs drifted on the common prefix: named with its first diverging position, before and
+    now."""
     old, new = fingerprint.read(before.attachments), fingerprint.read(now.attachments)
     if not old or not new:
         return []
     found = []
-    for prompt in (p for p in new if p in old):
+    for prompt in (p for p in new if p in old and fingerprint.comparable(old[p], new[p])):
         diff = fingerprint.compare(old[prompt], new[prompt])
-        if diff.agreement < tol.fingerprint_agreement:
+        if diff.regressed(tol.fingerprint_agreement):
             found.append(f"fingerprint {diff.says(prompt)} (agreement {diff.agreement:.2f}, "
                          f"tolerance {tol.fingerprint_agreement:g})")
         elif diff.drift is not None and diff.drift > tol.logprob_drift:

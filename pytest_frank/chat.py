@@ -38,6 +38,7 @@ class Logprob:
     token: str
     logprob: float | None
     top: int  # how many alternatives came (top_logprobs' width)
+    alternatives: tuple[tuple[str, float], ...] = ()  # (token, logprob) of each, as sent
 
 
 @dataclass

@@ -86,7 +86,8 @@ def pytest_configure(config):
     from pytest_frank.session import FrankSession
 
     config.stash[SESSION] = FrankSession(fleet, _timeout(config),
-                                         offline=config.getoption("frank_offline"))
+                                         offline=config.getoption("frank_offline"),
+                                         baseline=_baseline(config))
     from pytest_frank.results import SOURCE, Source
 
     config.stash[SOURCE] = Source(fleet_path, fleet)  # what the reports plugin reports on
@@ -102,6 +103,20 @@ def pytest_configure(config):
         config.stash[SESSION].bound_run(run_deadline)
     if _probes_here(config):
         config.stash[SESSION].warm()
+
+
+def _baseline(config):
+    """The --frank-baseline run, for probes that ask what it asked (the fingerprint's prompts);
+    None where there is none or it cannot be read (the reports then say why, as a usage error)."""
+    from pathlib import Path
+
+    from pytest_frank.results import BaselineError, load
+
+    path = config.getoption("frank_baseline")
+    try:
+        return load(Path(path)) if path else None
+    except BaselineError:
+        return None
 
 
 def _user_claims(config) -> None:

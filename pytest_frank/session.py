@@ -17,6 +17,7 @@ from pytest_frank.target import STRAGGLER_WAIT, Probe, Target, runs_first
 
 if TYPE_CHECKING:
     from pytest_frank.probes import Health
+    from pytest_frank.results import Run
 
 Work = list[tuple[Probe, "str | None"]]  # the probes (and cases) one endpoint's checks need
 # Imported by the probes on first use, beside each driver's SDK (Driver.sdk_modules).
@@ -24,8 +25,12 @@ PROBE_MODULES = ("prometheus_client.parser",)
 
 
 class FrankSession:
-    def __init__(self, fleet: dict[str, Endpoint], timeout: float, offline: bool = False):
+    def __init__(self, fleet: dict[str, Endpoint], timeout: float, offline: bool = False,
+                 baseline: Run | None = None):
         self.targets = {name: Target(ep, timeout) for name, ep in fleet.items()}
+        for target in self.targets.values():
+            target.baseline = [r for r in baseline.rows if r.endpoint == target.name] \
+                if baseline is not None else []
         self.stop = http.Stop()  # an interrupt's: no more requests, none in flight
         self.interrupts = Interrupts(self.stop)
         limiters: dict[str, Limiter] = {}

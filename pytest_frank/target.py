@@ -18,6 +18,7 @@ from pytest_frank.observation import Failed, Obs, Observation
 
 if TYPE_CHECKING:
     from pytest_frank.chat import Reply, Request
+    from pytest_frank.results import Row
 
 DEFAULT_TIMEOUT = 30.0
 STRAGGLER_WAIT = 1.0  # after a stop, how long a probe still running is waited for
@@ -100,6 +101,7 @@ class Target:
         self._lock = threading.RLock()
         self._observed: dict[Key, Future[Any]] = {}
         self.peers: dict[str, Target] = {}  # the fleet's targets, for claims that compare twins
+        self.baseline: list[Row] = []  # this endpoint's rows in the --frank-baseline run
 
     def peer(self, name: str | None) -> Target | None:
         """Another endpoint of the fleet, by name (a twin or replica to compare with); a

@@ -173,3 +173,137 @@ def test_an_unknown_cache_type_is_named_before_anything_starts():
     pytest.importorskip("xllamacpp")
     with pytest.raises(LaunchError, match="cache_type_k 'q5_9' is not one of"):
         launch({**POSITIONAL, "cache_type_k": "q5_9"})
+
+
+# -- SmolLM2-135M-Instruct, a real trained model (tests/real_models.py) -------------------------
+# Slots of 1,024 tokens keep its long prompt near 500 tokens: quick on a shared CPU. `timeout`
+# is generous for the same reason: a loaded machine evaluates such a prompt in tens of seconds.
+SMOL = {"alias": "frank", "ctx_size": 1024, "threads": 2}
+PATIENT = {"alias": "frank", "engine": "llamacpp", "timeout": 600,
+           "expect": {"fingerprint": True}}
+
+
+def _logprobs(server, extra, words=300):
+    import httpx
+
+    from pytest_frank.claims.fingerprint import long_prompt
+
+    body = {"model": "frank", "max_tokens": 4, "temperature": 0, "logprobs": True,
+            "top_logprobs": 1, "messages": [{"role": "user", "content": long_prompt(words)}],
+            **extra}
+    answer = httpx.post(f"{server.url}/v1/chat/completions", json=body, timeout=600).json()
+    return ([t["logprob"] for t in answer["choices"][0]["logprobs"]["content"]],
+            answer["timings"]["cache_n"])
+
+
+def test_smollm2_a_reused_prefix_moves_logprobs_and_the_uncached_repeat_does_not(smollm2):
+    """llama.cpp evaluates only the part of a prompt its slot has not cached, in other batches:
+    the same greedy request then gets other logprobs. The driver's uncached request
+    (`cache_prompt: false`) is computed whole each time: bit-identical."""
+    from pytest_frank.drivers import driver_for
+
+    server = smollm2(**SMOL)
+    uncached = driver_for("llamacpp").uncached()["extra_body"]
+    first, cached = _logprobs(server, uncached)
+    again, _ = _logprobs(server, uncached)
+    assert cached == 0 and first == again
+    reused, cached = _logprobs(server, {"cache_prompt": True})  # the slot holds that prompt
+    assert cached > 300 and reused != first
+    assert max(abs(a - b) for a, b in zip(first, reused)) > 1e-3, (first, reused)
+
+
+def test_smollm2_replicas_at_one_and_two_slots_and_a_drafting_twin_agree(
+        run_fleet, pytester, smollm2, smollm2_path):
+    """Replicas ask their original's long prompt, not one sized to their own slot: one slot
+    of 1,024 tokens and a drafting server agree with two slots of 512. The drafting twin's
+    tokens taken from its draft come with logprob 0.0 and no alternatives: not judged for
+    drift; where its batched verification breaks a near tie otherwise, that is no change."""
+    two = smollm2(**SMOL, parallel=2)
+    one = smollm2(**SMOL)
+    drafting = smollm2(**SMOL, draft_model=str(smollm2_path))
+    fleet = {"endpoints": {"two": {**PATIENT, "url": two.url},
+                           "one": {**PATIENT, "url": one.url, "same_as": "two"},
+                           "drafting": {**PATIENT, "url": drafting.url, "same_as": "two"}}}
+    result = run_fleet(fleet, "-m", "fingerprint", "--frank-json", "run.json")
+    result.assert_outcomes(passed=3)
+    rows = {r["endpoint"]: r for r in json.loads((pytester.path / "run.json").read_text())[
+        "rows"]}
+    for name in ("one", "drafting"):
+        notes = rows[name]["notes"]
+        assert any(n.startswith("the long prompt: ") and n.endswith("(two's, its original)")
+                   for n in notes), notes
+        same = next(n for n in notes if n.startswith("the same answers as two"))
+        assert "'short' agreement 1.00" in same and "(tolerance: agreement at least 1, drift " \
+            "at most 0.05)" in same, same
+    same = next(n for n in rows["one"]["notes"] if n.startswith("the same answers as two"))
+    assert all(f"'{p}' agreement 1.00, drift 0.0000" in same
+               for p in ("short", "multi-turn", "long")), same
+    assert any("not judged for drift" in n for n in rows["drafting"]["notes"])
+
+
+def test_smollm2_a_replica_whose_slot_cannot_hold_the_original_prompt_says_so(run_fleet,
+                                                                             smollm2):
+    two, one = smollm2(**SMOL, parallel=2), smollm2(**SMOL)
+    fleet = {"endpoints": {"one": {**PATIENT, "url": one.url},
+                           "two": {**PATIENT, "url": two.url, "same_as": "one"}}}
+    result = run_fleet(fleet, "-m", "fingerprint", "-v")
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines([
+        "*test_fingerprint[[]two[]]*the long prompt is one's, its original (* tokens), and this "
+        "server's slot of 512 tokens no longer holds it with the 32 tokens answered: not sent*"])
+
+
+def test_smollm2_relaunch_agrees_with_its_baseline_and_a_template_edit_is_caught(
+        run_fleet, pytester, smollm2, smollm2_path):
+    """A baseline run, then a relaunch: the same prompts (the baseline's long one), the same
+    tokens, its figures noted. The same server at two slots cannot hold that prompt: said, not
+    a regression. A template with another default system message: 'short' diverges."""
+    import httpx
+
+    launch = {**SMOL, "model": str(smollm2_path)}
+    fleet = {"endpoints": {"smol": {**PATIENT, "launch": launch}}}
+    run_fleet(fleet, "-m", "fingerprint", "--frank-json", "before.json").assert_outcomes(
+        passed=1)
+    again = run_fleet(fleet, "-m", "fingerprint", "--frank-baseline", "before.json",
+                      "--frank-fail-on-regression", "--frank-json", "again.json")
+    again.assert_outcomes(passed=1)
+    assert again.ret == 0 and not _regressions(again), again.stdout.str()[-3000:]
+    notes = json.loads((pytester.path / "again.json").read_text())["rows"][0]["notes"]
+    assert any(n.endswith("(the baseline's)") for n in notes), notes
+    figures = next(n for n in notes if n.startswith("against the baseline: "))
+    for prompt in ("short", "multi-turn", "long"):
+        assert f"'{prompt}' agreement 1.00, drift 0.0000" in figures, figures
+
+    two = smollm2(**SMOL, parallel=2)
+    narrow = run_fleet({"endpoints": {"smol": {**PATIENT, "url": two.url}}}, "-m",
+                       "fingerprint", "--frank-baseline", "before.json",
+                       "--frank-fail-on-regression")
+    narrow.assert_outcomes(skipped=1)
+    assert narrow.ret == 0 and not _regressions(narrow)
+    narrow.stdout.fnmatch_lines(["*the long prompt is the baseline's (* tokens), and this "
+                                 "server's slot of 512 tokens no longer holds it*"])
+
+    template = httpx.get(f"{smollm2(**SMOL).url}/props").json()["chat_template"]
+    assert SMOL_SYSTEM in template
+    edited = pytester.path / "edited.jinja"
+    edited.write_text(template.replace(SMOL_SYSTEM, "You are a pirate."))
+    fleet["endpoints"]["smol"]["launch"] = {**launch, "chat_template_file": str(edited)}
+    caught = run_fleet(fleet, "-m", "fingerprint", "--frank-baseline", "before.json",
+                       "--frank-fail-on-regression")
+    assert caught.ret == 1, caught.stdout.str()[-3000:]
+    caught.stdout.fnmatch_lines(["test_fingerprint[[]smol[]]: fingerprint 'short' diverges "
+                                 "at token 0 of *: before *, now * (agreement 0.00, "
+                                 "tolerance 1)"])
+    assert "fingerprint 'multi-turn'" not in _regressions(caught)  # it has its own system
+
+
+SMOL_SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
+
+
+def test_replicas_of_each_other_are_named_before_anything_is_asked(run_fleet, llama):
+    entry = {"url": llama(**FLAT).url, "engine": "llamacpp", "alias": "frank",
+             "expect": {"fingerprint": True}}
+    fleet = {"endpoints": {"a": {**entry, "same_as": "b"}, "b": {**entry, "same_as": "a"}}}
+    result = run_fleet(fleet, "-m", "fingerprint")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["*same_as goes round in a circle: a -> b -> a*"])

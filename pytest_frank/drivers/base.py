@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_frank import metrics, schema_errors
 from pytest_frank.http import NO_KEY, Exchange
 from pytest_frank.verdict import InEffect, Phrase, Setting, Text
+
+if TYPE_CHECKING:
+    from pytest_frank.chat import Logprob
 
 STATUS_FIXES = {
     401: "the server wants a key: set `api_key` for this endpoint in fleet.yaml (e.g. "
@@ -314,6 +317,19 @@ class Driver:
         if not isinstance(drafted, int) or not isinstance(accepted, int):
             return None
         return drafted, accepted
+
+    # -- fingerprint: a repeat of a greedy request computed as the first one was -----------------
+    def uncached(self) -> dict:
+        """Request params that keep one request off the prefix another one left cached, so a
+        repeat is computed from scratch as the first was; {} where the API has no switch (the
+        fingerprint's tolerance then covers what a reused prefix moves)."""
+        return {}
+
+    def unmeasured(self, token: Logprob) -> bool:
+        """A token that came without a logprob of its own: asked for an alternative, it has
+        none, and its logprob is exactly 0.0. llama.cpp sends the tokens a drafting server took
+        from its draft that way (a proxy in front passes them on as they are)."""
+        return token.logprob == 0.0 and token.top == 0
 
     # -- vision --------------------------------------------------------------------------------
     image_forms: tuple[str, ...] = ("data_url",)

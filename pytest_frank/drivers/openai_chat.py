@@ -60,8 +60,16 @@ def _logprobs(logprobs) -> list[Logprob] | None:
         top = typed(getattr(t, "top_logprobs", None), list, f"logprobs.content[{i}].top_logprobs")
         out.append(Logprob(typed(getattr(t, "token", None), str, f"logprobs.content[{i}].token")
                            or "", typed(getattr(t, "logprob", None), (int, float),
-                                        f"logprobs.content[{i}].logprob"), len(top or ())))
+                                        f"logprobs.content[{i}].logprob"), len(top or ()),
+                           _alternatives(top or [])))
     return out
+
+
+def _alternatives(top: list) -> tuple[tuple[str, float], ...]:
+    """The alternatives that name a token and a number (a malformed one is left out)."""
+    pairs = ((getattr(a, "token", None), getattr(a, "logprob", None)) for a in top)
+    return tuple((t, float(lp)) for t, lp in pairs
+                 if isinstance(t, str) and isinstance(lp, (int, float)))
 
 
 def _extra(model) -> dict:

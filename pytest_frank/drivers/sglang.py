@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import secrets
+
 from pytest_frank import metrics
 from pytest_frank.drivers.base import Driver
 from pytest_frank.serve.flags import Flag, Need, ServeFlags
@@ -28,6 +30,13 @@ class SglangDriver(Driver):
         info = payloads.get("/get_server_info")
         path = info.get("model_path") if isinstance(info, dict) else None
         return path if isinstance(path, str) and path else None
+
+    def uncached(self):
+        # No request switches the radix cache off (--disable-radix-cache is server-wide); a
+        # fresh `cache_salt` (ChatCompletionRequest, joined into the radix key's extra_key)
+        # matches no cached prefix. An SGLang older than the field ignores it: there a radix
+        # hit may move the logprobs, and the logprob_drift tolerance must cover that.
+        return {"extra_body": {"cache_salt": secrets.token_urlsafe(16)}}
 
     # -- generation, /metrics, speculative decoding ----------------------------------------------
     keep_generating = {"extra_body": {"ignore_eos": True}}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import secrets
+
 from pytest_frank import metrics
 from pytest_frank.drivers.base import Driver
 from pytest_frank.serve.flags import Flag, Need, ServeFlags
@@ -20,6 +22,12 @@ class VllmDriver(Driver):
         names = " ".join(dict.fromkeys([*served, alias]))
         return ("add it to --served-model-name, keeping the names served now: "
                 f"--served-model-name {names}")
+
+    def uncached(self):
+        # No request switches the prefix cache off (--enable-prefix-caching is server-wide); a
+        # fresh `cache_salt` (ChatCompletionRequest, V1 engine) salts the request's block
+        # hashes, so no block of an earlier request matches and the prompt is computed whole.
+        return {"extra_body": {"cache_salt": secrets.token_urlsafe(16)}}
 
     parallel_flag = Setting("--max-num-seqs")
     unify_hint = "raise --max-model-len"
