@@ -189,16 +189,19 @@ def everything(folder: Path, url: str, spec: dict) -> Path:
     return path
 
 
-def fingerprints(model: Path, runs: int, ctx: int, threads: int, timeout: float) -> None:
-    """Relaunches of SmolLM2, each run's fingerprint compared with the first one's."""
+def fingerprints(model: Path, runs: int, ctx: int, threads: int, timeout: float) -> int:
+    """Relaunches of SmolLM2, each run's fingerprint compared with the first one's; returns the
+    false regressions (the server and the model never changed)."""
     from fingerprint import relaunches
 
-    from pytest_frank.baseline import Tolerances
-
-    print(f"\nfingerprint: {runs} relaunches of SmolLM2")
-    base = {"model": str(model), "alias": "frank", "ctx_size": ctx, "threads": threads}
-    with tempfile.TemporaryDirectory() as tmp:
-        relaunches(Path(tmp), base, runs, timeout, Tolerances())
+    print(f"\nfingerprint: {runs} relaunches of SmolLM2 (ctx_size {ctx}, {threads} thread(s))")
+    rows = relaunches(model, runs, timeout, ctx_size=ctx, threads=threads)
+    for row in rows[1:]:
+        print(f"  run {row['run']:>2}  {row['seconds']:6.1f} s  agreement {row['agreement']:.3f}  "
+              f"drift {row['drift']:.4f}  {'REGRESSION' if row['regression'] else 'same'}")
+    false = sum(1 for row in rows[1:] if row["regression"])
+    print(f"false regressions: {false} in {len(rows) - 1} comparisons")
+    return false
 
 
 def main() -> int:
@@ -233,7 +236,8 @@ def main() -> int:
         return 0
     print(f"\nfalse failures in all: {total} in {sum(t.runs for t in tallies)} runs")
     if opts.relaunches > 1:
-        fingerprints(model, opts.relaunches, opts.fingerprint_ctx, opts.threads, opts.timeout)
+        total += fingerprints(model, opts.relaunches, opts.fingerprint_ctx, opts.threads,
+                              opts.timeout)
     return 0 if total == 0 else 1
 
 

@@ -128,7 +128,9 @@ def test_the_draft_a_serve_file_names_is_in_vram(llama, pytester, run_fleet, tmp
           "with the draft")
     result = round_trip(run_fleet, text, "-v")
     assert result.ret == 0, result.stdout.str()[-3000:]
-    result.stdout.fnmatch_lines(["*test_vram_fits*PASSED*", "*test_serve_config*PASSED*"])
+    # the GGUF and its draft were read and modelled; with no GPU size the fit is unjudged
+    result.stdout.fnmatch_lines(["*test_serve_config*PASSED*",
+                                 "SKIPPED [1] test_vram_fits[*]: modelled * + draft weights *"])
 
 
 def test_a_relative_model_path_round_trip(llama, tmp_path, monkeypatch, pytester, run_fleet):
@@ -154,7 +156,8 @@ def test_a_relative_model_path_round_trip(llama, tmp_path, monkeypatch, pytester
     result = pytester.runpytest("--endpoints", str(out), "-p", "no:cacheprovider", "-v",
                                 "-p", "no:randomly", "-p", "no:hypothesispytest")
     assert result.ret == 0, result.stdout.str()[-3000:]
-    result.stdout.fnmatch_lines(["*test_vram_fits*PASSED*"])
+    # the served file was found from the fleet file's folder and modelled (no GPU size here)
+    result.stdout.fnmatch_lines(["SKIPPED [1] test_vram_fits[*]: modelled *"])
 
 
 @pytest.mark.parametrize("template", ["own", "tools"])

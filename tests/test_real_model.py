@@ -1,6 +1,6 @@
 """`frank init` plus the battery on a real trained model: SmolLM2-135M-Instruct served by real
 llama.cpp on one slot, on two, and drafting for itself. The server is healthy and init asks only
-what it showed, so no test of the battery may fail or error, over a few runs each (the model's
+what it showed, so no test of the battery may fail or error, over two runs each (the model's
 answers vary: terse, never a tool call, no thinking). bench/real_model.py runs the same 20 times
 with fresh servers and prints each test's verdicts."""
 
@@ -12,7 +12,7 @@ import pytest
 
 from pytest_frank.cli import main
 
-RUNS = 3
+RUNS = 2
 CONFIGS = {"1-slot": {}, "2-slots": {"parallel": 2}, "self-drafting": {"draft": True}}
 # One thread: llama.cpp's threads spin while they wait for each other, and two of them on a busy
 # 2-core machine decode ten times slower than one.
