@@ -222,7 +222,7 @@ class Target:
                 try:
                     obs = probe(self) if case is None else probe(self, case)
                 except TooSlow:
-                    obs = self._not_sent(key)
+                    obs = self._not_sent()
                 except Exception as exc:  # an endpoint's oddity is its own failure, not a crash
                     obs = Failed(failure=f"{probe.__name__} could not read what {self.name} "
                                               f"sent: {type(exc).__name__}: {exc}")
@@ -324,10 +324,11 @@ class Target:
         probing = _PROBING.get() or (("", None),)
         return next((key for key in reversed(probing) if key in self.judged), probing[-1])
 
-    def _not_sent(self, key: Key) -> Failed:
+    def _not_sent(self) -> Failed:
+        """A generation not sent: its probe is held, and so is every probe running it (one
+        that needs another's observation waits on the same unsent answer)."""
         assert self.slow is not None
-        if key != self.slow.key:
-            self.held.add(key)
+        self.held.update(key for key in _PROBING.get() if key != self.slow.key)
         return Failed(failure=self.slow.line, fix=self.slow.fix)
 
     # -- a local server started for the session (fleet.yaml `launch:`) ------------------------
