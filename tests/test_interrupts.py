@@ -64,8 +64,9 @@ def _two_endpoints(quick: Emulator, slow: Emulator) -> dict:
 def test_an_interrupt_in_the_probe_phase_keeps_what_was_measured(tmp_path, sig):
     with Emulator("vllm") as quick, Emulator("vllm") as slow:
         run = _start(tmp_path, _two_endpoints(quick, slow))
-        # The quick endpoint's three generations are done and the drip's first is in flight.
-        _until(lambda: _chats(quick) == 3 and _chats(slow) == 1)
+        # The quick endpoint's four generations (chat, then reasoning's three) are done and the
+        # drip's first is in flight.
+        _until(lambda: _chats(quick) == 4 and _chats(slow) == 1)
         time.sleep(0.5)
         run.send_signal(sig)
         sent = time.monotonic()
@@ -80,21 +81,26 @@ def test_an_interrupt_in_the_probe_phase_keeps_what_was_measured(tmp_path, sig):
         assert (tmp_path / report).stat().st_size > 0, report
     rows = _rows(tmp_path)
     verdicts = {test: row["verdict"] for test, row in rows.items()}
-    assert {verdicts[f"{t}[quick]"] for t in ("test_health", "test_alias", "test_reasoning",
+    assert {verdicts[f"{t}[quick]"] for t in ("test_health", "test_alias", "test_chat",
+                                              "test_reasoning",
                                               "test_reasoning_streamed",
                                               "test_reasoning_off")} == {"pass"}
-    assert verdicts["test_health[drip]"] == verdicts["test_alias[drip]"] == "pass"
-    for test in ("test_reasoning", "test_reasoning_streamed", "test_reasoning_off"):
+    assert verdicts["test_health[drip]"] == "pass"
+    # The chat check is the endpoint's first probe, run before any other: what waits behind
+    # its dripping answer (the alias's model list too) was never measured.
+    for test in ("test_alias", "test_chat", "test_reasoning", "test_reasoning_streamed",
+                 "test_reasoning_off"):
         assert verdicts[f"{test}[drip]"] == "interrupted", rows[f"{test}[drip]"]
         assert rows[f"{test}[drip]"]["line"] == f"interrupted by {sig.name} before this was " \
                                                 "measured"
-    assert "drip   health ok  alias ok  reasoning interrupted" in out
-    assert "quick  health ok  alias ok  reasoning ok" in out
-    assert "| drip | pass | pass | interrupted |" in (tmp_path / "report.md").read_text()
+    assert "drip   health ok  alias interrupted  chat interrupted  reasoning interrupted" in out
+    assert "quick  health ok  alias ok  chat ok  reasoning ok" in out
+    assert "| drip | pass | interrupted | interrupted | interrupted |" in \
+        (tmp_path / "report.md").read_text()
     page = (tmp_path / "report.html").read_text()
     assert '<td class="v-interrupted">' in page and "<b>interrupted</b>" in page
     junit = (tmp_path / "junit.xml").read_text()
-    assert junit.count(f'message="interrupted by {sig.name} before this was measured"') == 3
+    assert junit.count(f'message="interrupted by {sig.name} before this was measured"') == 5
 
 
 def test_a_second_interrupt_ends_at_once(tmp_path):
@@ -138,18 +144,18 @@ def test_a_dripping_endpoint_costs_one_slow_answer(tmp_path):
     print(f"dripping endpoint, every claim asked: {took:.1f}s")
     assert chats == 1  # one answer was waited for, not twenty
     rows = _rows(tmp_path)
-    # spec_decode runs before the endpoint's other traffic: its answer is the one waited for
-    # (its row fails first on the emulator's missing /metrics).
-    assert rows["test_spec_decode[drip]"]["verdict"] == "FAIL"
+    # The chat check is the endpoint's first generation: its answer is the one waited for.
+    assert rows["test_chat[drip]"]["verdict"] == "FAIL", rows["test_chat[drip]"]
     held = {test: row for test, row in rows.items() if "answered too slowly" in row["line"]}
     generations = {"test_reasoning", "test_reasoning_streamed", "test_reasoning_off",
                    "test_reasoning_effort", "test_tools_required", "test_tools_streamed",
-                   "test_vision", "test_perf_ttft", "test_perf_decode", "test_perf_prefix_cache"}
+                   "test_vision", "test_perf_ttft", "test_perf_decode", "test_perf_prefix_cache",
+                   "test_spec_decode"}
     assert generations <= {test.split("[")[0] for test in held}, sorted(held)
     for test, row in held.items():
         assert row["verdict"] == "blocked", (test, row)
         # A whole answer that begins and then drips is cut `timeout` after it began.
-        assert row["line"].startswith("drip answered too slowly, see test_spec_decode[drip]: "
+        assert row["line"].startswith("drip answered too slowly, see test_chat[drip]: "
                                       "POST /v1/chat/completions: the answer began but was still "
                                       f"arriving {timeout:g}s later ("), row
 
