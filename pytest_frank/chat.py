@@ -19,7 +19,6 @@ from pytest_frank.http import Exchange
 if TYPE_CHECKING:
     from pytest_frank.target import Target
 
-NO_KEY = "frank-no-key"  # the SDKs insist on a key; a server without one ignores it
 SDKS = ("openai", "anthropic", "httpx2", "httpx")  # whose errors say what went wrong themselves
 PROMPT_ROOM = 1024  # tokens kept for the prompt under the served context, where no count came
 
@@ -175,18 +174,19 @@ def typed(value: Any, kind: type | tuple[type, ...], where: str) -> Any:
     raise Unreadable(f"{where} is {shown}, not {names}")
 
 
-def send(target: Target, req: Request) -> Reply:
-    """Ask the endpoint once; a refused, broken or cut answer is a Reply with `problem`. Not
-    asked at all (`TooSlow`) once an earlier answer of the endpoint was cut as too slow."""
+def send(target: Target, req: Request, api: str | None = None) -> Reply:
+    """Ask the endpoint once, on `api`'s route (None: the endpoint's own); a refused, broken
+    or cut answer is a Reply with `problem`. Not asked at all (`TooSlow`) once an earlier
+    answer of the endpoint was cut as too slow."""
     target.pace()
-    driver, model = target.driver, target.model_name()
+    driver, model = target.wire(api), target.model_name()
     thinking = driver.thinking_on(req.max_tokens) if req.think else {}
     req = replace(req, extra=combine(driver.sampling(target.endpoint.sampling), thinking,
                                      req.extra))
     with http.recording() as seen:
         target.sending(+1)
         try:
-            reply = driver.converse(target.sdk(), model, req, time.monotonic)
+            reply = driver.converse(target.sdk(api), model, req, time.monotonic)
         except Exception as exc:  # the SDK's errors carry the status; the exchange the words
             reply = _failure(exc, seen[-1] if seen else None, driver)
         finally:

@@ -57,6 +57,7 @@ class Endpoint:
     name: str
     engine: str
     url: str | None = None
+    api: str | None = None  # the route generation uses: chat, messages, responses; None: engine's
     alias: str | None = None
     api_key: str | None = field(default=None, repr=False)
     ready_timeout: float = DEFAULT_READY_TIMEOUT
@@ -263,6 +264,7 @@ def _endpoint(name: str, raw: dict, where: str, base_dir: Path) -> Endpoint:
         name=name,
         engine=engine,
         url=raw.get("url"),
+        api=raw.get("api"),
         alias=raw.get("alias"),
         api_key=raw.get("api_key") or None,
         ready_timeout=float(raw.get("ready_timeout", DEFAULT_READY_TIMEOUT)),

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from pytest_frank import http
-from pytest_frank.drivers import driver_for
+from pytest_frank.drivers import Driver, driver_for
 from pytest_frank.fleet import Endpoint
 from pytest_frank.observation import Failed, Obs, Observation
 
@@ -81,7 +81,7 @@ class Target:
     def __init__(self, endpoint: Endpoint, timeout: float = DEFAULT_TIMEOUT):
         self.endpoint = endpoint
         self.name = endpoint.name
-        self.driver = driver_for(endpoint.engine)
+        self.driver = driver_for(endpoint.engine).with_api(endpoint.api)
         self.timeout = float(endpoint.timeout or timeout)
         self.limiter = http.Limiter(endpoint.concurrency)
         self.deadline = http.Deadline()
@@ -97,7 +97,8 @@ class Target:
         self._server: Any = None  # launch.LaunchedServer
         self._launch_log: Any = None  # llama_log.ServerLog of a launched server, kept after it stops
         self._http: Any = None
-        self._sdk: Any = None
+        self._sdks: dict[str, Any] = {}  # the official client of each route asked on
+        self._drivers: dict[str, Driver] = {}
         self._lock = threading.RLock()
         self._observed: dict[Key, Future[Any]] = {}
         self.peers: dict[str, Target] = {}  # the fleet's targets, for claims that compare twins
@@ -165,12 +166,22 @@ class Target:
                                          floor_from=self.floor_from)
             return self._http
 
-    def sdk(self):
-        """The openai or anthropic client, on the same recorded HTTP client."""
+    def wire(self, api: str | None = None) -> Driver:
+        """The driver generating on `api`'s route (None: the endpoint's own)."""
+        if api is None:
+            return self.driver
         with self._lock:
-            if self._sdk is None:
-                self._sdk = self.driver.sdk_client(self.endpoint, self.client(), self.timeout)
-            return self._sdk
+            return self._drivers.setdefault(api, self.driver.with_api(api))
+
+    def sdk(self, api: str | None = None):
+        """The official client of `api`'s route (None: the endpoint's own), on the same
+        recorded HTTP client."""
+        driver = self.wire(api)
+        with self._lock:
+            if driver.api not in self._sdks:
+                self._sdks[driver.api] = driver.sdk_client(self.endpoint, self.client(),
+                                                           self.timeout)
+            return self._sdks[driver.api]
 
     def model_name(self) -> str:
         """The name requests ask for: the fleet's alias, else the first model the server lists."""

@@ -6,6 +6,10 @@ import json
 from typing import Any, Callable
 
 from pytest_frank.chat import Call, Reply, Request, typed
+from pytest_frank.http import NO_KEY
+from pytest_frank.verdict import Text
+
+ANTHROPIC_VERSION = "2023-06-01"
 
 
 def params(model: str, req: Request) -> dict[str, Any]:
@@ -168,3 +172,65 @@ def agent_history(messages: list[dict], reply: Reply, results: list[str]) -> lis
                for c, result in zip(reply.calls, results)]
     return [*messages, {"role": "assistant", "content": list(reply.blocks)},
             {"role": "user", "content": answers}]
+
+
+class MessagesWire:
+    """The Messages API as a driver wears it: an Anthropic proxy's own shape, and the
+    `/v1/messages` route an OpenAI-family engine serves beside chat (fleet.yaml `api:
+    messages`). Its members replace the chat shape's wherever the driver composes it."""
+
+    api = "messages"
+    api_shape = "anthropic"
+    sdk_modules: tuple[str, ...] = ("anthropic", "anthropic.resources.messages")
+    image_forms: tuple[str, ...] = ("anthropic",)
+    reasoning_fields: tuple[str, ...] = ("thinking",)  # thinking content blocks
+    shape_params = frozenset({"max_tokens", "stop", "count_tokens", "claude_code",
+                              "context_limit"})
+    budget_keys: tuple[str, ...] = ("max_tokens",)
+    stop_fix: Text = ("the server must take stop_sequences and report the match as stop_reason "
+                "\"stop_sequence\" with stop_sequence set (update it, or the engine behind a "
+                "proxy)")
+
+    def sdk_client(self, endpoint, http_client, timeout):
+        import anthropic
+
+        return anthropic.Anthropic(base_url=endpoint.root, api_key=endpoint.api_key or NO_KEY,
+                                   http_client=http_client, max_retries=0, timeout=timeout,
+                                   default_headers=dict(endpoint.headers) or None)
+
+    def image_part(self, b64, mime, form):
+        return {"type": "image", "source": {"type": "base64", "media_type": mime, "data": b64}}
+
+    def sampling(self, sampling):
+        # The Messages API has no seed (temperature 0 is as repeatable as it goes), and the
+        # client no longer takes sampling arguments: they travel in the body.
+        body = {k: v for k, v in sampling.items() if k in ("temperature", "top_p", "top_k")
+                and v is not None}
+        return {"extra_body": body} if body else {}
+
+    def converse(self, sdk, model, req, clock):
+        return converse(sdk, model, req, clock)
+
+    def stop_param(self, stop):
+        return {"stop_sequences": [stop]}
+
+    def count_tokens(self, sdk, model, req):
+        return count_tokens(sdk, model, req)
+
+    def agent_history(self, messages, reply, results):
+        return agent_history(messages, reply, results)
+
+    def thinking_on(self, max_tokens):
+        # As Claude Code asks when thinking is on: the Messages API sends thinking blocks only
+        # then. The budget stays under max_tokens (the API requires it; 1024 at least upstream).
+        return {"thinking": {"type": "enabled", "budget_tokens": max(1, max_tokens - 1)}}
+
+    def thinking_off(self):
+        # The Messages API switch, and the template kwarg a llama.cpp upstream actually reads.
+        return {"thinking": {"type": "disabled"},
+                "extra_body": {"chat_template_kwargs": {"enable_thinking": False}}}
+
+    def effort(self, value):
+        # output_config.effort is the Messages API field; a llama.cpp upstream reads the kwarg.
+        return {"extra_body": {"output_config": {"effort": value},
+                               "chat_template_kwargs": {"reasoning_effort": value}}}

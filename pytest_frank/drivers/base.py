@@ -224,7 +224,20 @@ class Driver:
         return None
 
     # -- generation: the official client and wire format of the API shape ---------------------
+    api = "chat"  # the route it generates on by default: chat, messages or responses
     api_shape = "openai"  # which official client speaks to it: "openai" or "anthropic"
+
+    def with_api(self, api: str | None) -> Driver:
+        """This driver generating on another route (fleet.yaml `api:`, a client profile): the
+        route's wire replaces the default one; an engine whose own route is not chat lends the
+        others to a generic server (a proxy's other routes are the generic shape's)."""
+        if api is None or api == self.api:
+            return self
+        base = type(self) if self.api == "chat" else Driver
+        wire = _wires().get(api)
+        if wire is None:
+            return base()
+        return type(f"{base.__name__}On{wire.__name__}", (wire, base), {})()
     keep_generating: dict = {}  # request params that keep a model writing past its natural end
     engine_keys: tuple[str, ...] = ("timings",)  # reply fields past the API (llama.cpp's timings)
 
@@ -459,3 +472,10 @@ class Driver:
     def speculative_live(self, payloads: dict) -> bool | None:
         """Whether the running server drafts, from its slot routes; None where it doesn't say."""
         return None
+
+
+def _wires() -> dict[str, type]:
+    """The routes besides chat, each a mixin of the members its wire replaces."""
+    from pytest_frank.drivers.anthropic_messages import MessagesWire
+
+    return {"messages": MessagesWire}
