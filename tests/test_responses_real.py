@@ -162,3 +162,23 @@ def test_vllm_passes_the_battery_through_responses(vllm, run_fleet):
     result.stdout.fnmatch_lines([
         "*tool_choice named 'get_time': 0/1 trial(s) valid (0%, need 100%); not JSON: get_time "
         "arguments are a JSON str, not an object"])
+
+
+def test_llama_cpp_reports_a_cut_answer_as_completed(llama, run_fleet):
+    # selftest:chatty talks until the cap: llama.cpp's /v1/responses cuts it at
+    # max_output_tokens and still says status "completed" (vLLM says "incomplete"), so a
+    # Responses client takes the cut answer for a whole one.
+    server = llama(model="selftest:chatty", alias="frank", ctx_size=1024, threads=1)
+    result = run_fleet(one_endpoint(server.url, "llamacpp", api="responses", alias="frank",
+                                    expect={"params": True}),
+                       "-p", "no:randomly", "-k", "max_tokens")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        # Every cap is met exactly (16, 8, 4: each ask "ended by itself" is asked again smaller).
+        "*max_output_tokens=4 was sent and the answer stopped at exactly 4 tokens with "
+        "finish_reason 'stop' (16 tokens under a cap of 16, 8 tokens under a cap of 8, 4 tokens "
+        "under a cap of 4 (finish_reason 'stop')): the cap cut it, but clients read the finish "
+        "as a complete answer",
+        "*fix: update the engine, or the proxy in front that rewrites the status: an answer cut "
+        "by the budget must end with status \"incomplete\" and incomplete_details.reason "
+        "\"max_output_tokens\""])
