@@ -182,3 +182,38 @@ def test_llama_cpp_reports_a_cut_answer_as_completed(llama, run_fleet):
         "*fix: update the engine, or the proxy in front that rewrites the status: an answer cut "
         "by the budget must end with status \"incomplete\" and incomplete_details.reason "
         "\"max_output_tokens\""])
+
+
+def test_send_on_the_responses_route_takes_a_client_shaped_request(llama):
+    # As a client profile sends it (chat.send with api="responses" on a chat endpoint): its
+    # own input items and fields past the battery's, which pass through unchanged.
+    from pytest_frank.chat import Request, send
+    from pytest_frank.claims.tools import TOOLS
+    from pytest_frank.fleet import Endpoint
+    from pytest_frank.target import Target
+
+    server = llama(model="selftest:agent", alias="frank-default-large")
+    target = Target(Endpoint("ep", "llamacpp", url=server.url, alias="frank-default-large"))
+    items = [{"type": "message", "role": "developer",
+              "content": [{"type": "input_text", "text": "Work in the repository."}]},
+             {"type": "message", "role": "developer",
+              "content": [{"type": "input_text", "text": "Sandbox: read-only."}]},
+             {"type": "message", "role": "user",
+              "content": [{"type": "input_text", "text": "Weather in Paris?"}]}]
+    extra = {"instructions": "You are a coding agent.", "store": False,
+             "include": ["reasoning.encrypted_content"], "prompt_cache_key": "conv-1",
+             "reasoning": {"effort": "medium", "summary": "auto"}}
+    try:
+        reply = send(target, Request("", 256, tools=TOOLS, tool_choice="auto", parallel=False,
+                                     stream=True, messages=items, extra=extra), api="responses")
+    finally:
+        target.close()
+    assert reply.ok, reply.problem_line
+    assert reply.exchange is not None and reply.exchange.url.endswith("/v1/responses")
+    sent = reply.exchange.request_json
+    assert sent["input"] == items and sent["prompt_cache_key"] == "conv-1", sent
+    assert sent["tools"][0] == {"type": "function", "name": TOOLS[0]["function"]["name"],
+                                "description": TOOLS[0]["function"]["description"],
+                                "parameters": TOOLS[0]["function"]["parameters"],
+                                "strict": False}
+    assert reply.reasoning == "Thinking" and reply.events > 0
