@@ -101,8 +101,9 @@ def _extra(model) -> dict:
     return extra if isinstance(extra, dict) else {}
 
 
-def _close(reply: Reply, response) -> None:
-    """The response's own verdict: its status (why incomplete), usage, and error if it failed."""
+def _close(reply: Reply, response, came: str = "the response came back with status") -> None:
+    """The response's own verdict: its status (why incomplete), usage, and error if it failed
+    (`came`: how the failure arrived, for the problem line)."""
     status = typed(getattr(response, "status", None), str, "response.status")
     reason = typed(getattr(getattr(response, "incomplete_details", None), "reason", None), str,
                    "incomplete_details.reason")
@@ -113,7 +114,7 @@ def _close(reply: Reply, response) -> None:
     if status == "failed":
         error = getattr(response, "error", None)
         said = typed(getattr(error, "message", None), str, "response.error.message")
-        reply.problem = f"the response failed: {said or 'no error message'}"
+        reply.problem = f"{came} failed: {said or 'no error message'}"
     usage = getattr(response, "usage", None)
     if usage is not None:
         reply.tokens = _count(getattr(usage, "output_tokens", None))
@@ -170,8 +171,9 @@ def _item(reply: Reply, item, where: str, thoughts: dict[str, str] | None) -> No
 
 
 def _as_dict(item) -> dict:
+    """The item as it came, to echo (an endpoint's odd values as they are, unwarned)."""
     dump = getattr(item, "to_dict", None)
-    found = dump() if callable(dump) else item
+    found = dump(warnings=False) if callable(dump) else item
     return found if isinstance(found, dict) else {}
 
 
@@ -231,7 +233,7 @@ class _Stream:
         elif kind in TERMINAL:
             self.ended = kind
             response = getattr(event, "response", None)
-            _close(self.reply, response)
+            _close(self.reply, response, f"the stream ended with {kind}: status")
             self.reply.usage_events.append(n)
         elif kind == "error":
             said = typed(getattr(event, "message", None), str, "error event message")
@@ -258,13 +260,22 @@ class _Stream:
 
 
 def _read_stream(driver: Driver, stream, req: Request, clock: Callable[[], float]) -> Reply:
+    import openai
+
     folded = _Stream(driver, req, clock)
-    for n, event in enumerate(stream):
-        if n > req.event_budget:
-            folded.reply.problem = (f"the stream ran past {req.event_budget} events for "
-                                    f"{req.max_tokens} max_output_tokens without ending")
-            return folded.reply
-        folded.fold(n, event)
+    try:
+        for n, event in enumerate(stream):
+            if n > req.event_budget:
+                folded.reply.problem = (f"the stream ran past {req.event_budget} events for "
+                                        f"{req.max_tokens} max_output_tokens without ending")
+                return folded.reply
+            folded.fold(n, event)
+    except openai.APIError as exc:
+        if type(exc) is not openai.APIError:  # a status or the connection: send says which
+            raise
+        # The client raises on an event whose data holds an `error` object.
+        folded.reply.problem = f"the stream carried an error event: {exc.message}"
+        return folded.reply
     return folded.result()
 
 
