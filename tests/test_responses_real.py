@@ -229,3 +229,15 @@ def test_send_on_the_responses_route_takes_a_client_shaped_request(llama):
                                 "parameters": TOOLS[0]["function"]["parameters"],
                                 "strict": False}
     assert reply.reasoning == "Thinking" and reply.events > 0
+
+
+def test_reasoning_effort_a_template_rejects_fails_through_responses(llama, run_fleet):
+    # reasoning.effort reaches the template as reasoning_effort, as chat's field does.
+    server = llama(alias="frank-default-large", model="selftest:effort_strict")
+    raw = {"low": "low", "medium": "medium", "high": "high", "max": "max"}
+    result = run(run_fleet, server, "-m", "reasoning_effort", reasoning_effort=raw)
+    result.assert_outcomes(passed=2, failed=2, skipped=1)
+    result.stdout.fnmatch_lines([
+        "*reasoning_effort 'high' (sent as 'high') answered 400: the chat template rejects it: "
+        "Unexpected reasoning effort high. Supported types are xhigh, medium, and low*",
+        "*fix: map it to a level the template accepts (xhigh, medium, low): `high: xhigh`*"])
