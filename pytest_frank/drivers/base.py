@@ -375,6 +375,8 @@ class Driver:
     no_template_fix: Text = ("serve the model with its own chat template, or an instruct "
                              "checkpoint that carries one")
     wrong_template_fix: Text = "serve the model with its own chat template"
+    # How a chat template edited by hand is served (a template that raises on what clients send).
+    edited_template_fix: Text = "serve the edited template with the server's chat template setting"
 
     def served_template(self, payloads: dict) -> tuple[str | None, str | None]:
         """(the chat template the server renders with, the model's end-of-turn token), from the

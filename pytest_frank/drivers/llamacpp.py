@@ -271,6 +271,8 @@ class LlamaCppDriver(Driver):
                              "GGUF (one whose header carries tokenizer.chat_template)")
     wrong_template_fix = Phrase("serve the model's own template: ", TEMPLATE, " pointed at it, "
                                 "or none (the GGUF's own is used)")
+    edited_template_fix = Phrase("serve the edited template: ", TEMPLATE("<the edited file>"),
+                                 " (with ", JINJA, ")")
 
     def served_template(self, payloads):
         props = payloads.get("/props") or {}
