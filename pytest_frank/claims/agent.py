@@ -153,7 +153,9 @@ def held(turn: Turn) -> str:
     roles: list[str] = []
     for m in turn.sent:
         role, content = m.get("role"), m.get("content")
-        if role == "assistant":
+        if role is None or m.get("type") not in (None, "message"):  # a Responses input item
+            roles.append(str(m.get("type") if role is None else role))
+        elif role == "assistant":
             parts = []
             if m.get("tool_calls"):
                 parts.append(f"{len(m['tool_calls'])} tool_call(s)")

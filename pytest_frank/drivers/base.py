@@ -249,12 +249,25 @@ class Driver:
                                    "enforcing it; a proxy in front must pass the field through")
     stop_fix: Text = ("update the engine (stop strings are applied to the answer, and cut from it); "
                       "a proxy in front must pass `stop` through")
+    budget_cut_fix: Text = ("update the engine, or the proxy in front that rewrites finish_reason: "
+                            "an answer cut by the budget must end with finish_reason \"length\" "
+                            "(stop_reason \"max_tokens\")")
+    logprobs_fix: Text = ("update the engine; a proxy in front must pass logprobs and "
+                          "top_logprobs through")
     context_fix: Text = ("the engine must refuse a prompt longer than its context (a 400 that "
                          "names the limit), not truncate it or answer empty: update it, or "
                          "turn off prompt truncation in the proxy or server")
 
     def stop_param(self, stop: str) -> dict:
         return {"stop": [stop]}
+
+    def response_format(self, fmt: dict) -> dict:
+        """Request params for a chat-shaped response_format (json_schema)."""
+        return {"response_format": fmt}
+
+    def logprobs(self, top: int) -> dict:
+        """Request params that ask each token's logprob and `top` alternatives."""
+        return {"logprobs": True, "top_logprobs": top}
 
     def count_tokens(self, sdk, model: str, req) -> int | None:
         """The prompt's tokens by the API's own counting route; None: the shape has none (the
@@ -479,5 +492,6 @@ class Driver:
 def _wires() -> dict[str, type]:
     """The routes besides chat, each a mixin of the members its wire replaces."""
     from pytest_frank.drivers.anthropic_messages import MessagesWire
+    from pytest_frank.drivers.openai_responses import ResponsesWire
 
-    return {"messages": MessagesWire}
+    return {"messages": MessagesWire, "responses": ResponsesWire}
