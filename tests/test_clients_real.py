@@ -52,7 +52,12 @@ def test_healthy_server_passes_every_profile(healthy, run_fleet, pytester):
     names = ALL if RESPONSES else tuple(n for n in ALL if n != "codex")
     result = run(run_fleet, healthy.url, small(*names))
     result.assert_outcomes(passed=len(names))
-    notes = "\n".join(json.loads((pytester.path / "run.json").read_text())["rows"][0]["notes"])
+    rows = json.loads((pytester.path / "run.json").read_text())["rows"]
+    notes = "\n".join(note for row in rows for note in row["notes"])
+    if RESPONSES:
+        assert "turn 2 sent: developer [input_text], developer [input_text], user [input_text], " \
+               "user [input_text], reasoning [reasoning_text], function_call, " \
+               "function_call_output" in notes, notes
     assert "claude_code: first request 14." in notes, notes
     assert "prompt 1" in notes and "(usage)" in notes, notes
     assert "turn 2 sent: user [text, text], system, assistant [thinking, tool_use], " \

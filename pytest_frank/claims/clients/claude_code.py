@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from pytest_frank.chat import Request
+from pytest_frank.chat import Call, Request
 from pytest_frank.claims.clients import filler
 from pytest_frank.claims.clients.profile import (ARRAYS, CACHE_CONTROL, LATE_SYSTEM, PROMPT,
                                                  Choices, First, Profile, text_blocks)
@@ -67,6 +67,9 @@ class ClaudeCode(Profile):
         results[-1]["cache_control"] = CACHED
         return [*before, {"role": "user", "content": [
             *results, {"type": "text", "text": "Carry on with the task."}]}]
+
+    def echoed(self, call: Call, args: dict) -> list[dict]:
+        return [{"type": "tool_use", "id": call.id, "name": call.name, "input": args}]
 
 
 PROFILE = ClaudeCode()

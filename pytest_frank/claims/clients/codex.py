@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import uuid
 
-from pytest_frank.chat import Request
+from pytest_frank.chat import Call, Request
 from pytest_frank.claims.clients import filler
 from pytest_frank.claims.clients.profile import LATE_SYSTEM, PROMPT, Choices, First, Profile
 
@@ -44,6 +44,10 @@ class Codex(Profile):
         return First(request, request.tools or [], 0, budget,
                      "max_output_tokens" if budget else self.budget_field,
                      {LATE_SYSTEM: "two developer input items after its instructions"})
+
+    def echoed(self, call: Call, args: dict) -> list[dict]:
+        return [{"type": "function_call", "name": call.name, "arguments": call.arguments,
+                 "call_id": call.id}]
 
 
 PROFILE = Codex()

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from pytest_frank.chat import Call, Reply, send
 from pytest_frank.claims.clients.filler import example_arguments
-from pytest_frank.claims.clients.profile import First
+from pytest_frank.claims.clients.profile import First, Profile
 from pytest_frank.claims.clients.registry import PROFILES
 from pytest_frank.observation import Failed, Observation
 from pytest_frank.probes import slot_shape
@@ -57,7 +57,7 @@ def play(target, case: str) -> Played:
     calls = reply
     if not reply.calls:  # as a client's history holds one: an earlier call and its result
         found.earlier_call = True
-        calls = _earlier(first)
+        calls = _earlier(profile, first)
     results = [json.dumps({"path": "notes.txt", "lines": 3, "text": "shopping list"})
                for _ in calls.calls]
     found.steps[0].results = results
@@ -66,12 +66,12 @@ def play(target, case: str) -> Played:
     return found
 
 
-def _earlier(first: First) -> Reply:
+def _earlier(profile: Profile, first: First) -> Reply:
     tool = first.tools[0]
     name, args = tool["function"]["name"], example_arguments(tool)
     call = Call(name, json.dumps(args), "call_frank_1")
     return Reply(status=200, calls=[call], finish="tool_calls",
-                 blocks=[{"type": "tool_use", "id": call.id, "name": name, "input": args}])
+                 blocks=profile.echoed(call, args))
 
 
 def _count(target, found: Played, reply: Reply) -> None:

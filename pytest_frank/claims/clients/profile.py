@@ -8,7 +8,7 @@ import abc
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pytest_frank.chat import Reply, Request
+from pytest_frank.chat import Call, Reply, Request
 from pytest_frank.claims.clients.filler import prose, size_of
 
 PROMPT = ("Look at notes.txt in this project and tell me in one sentence what it is for. "
@@ -71,6 +71,11 @@ class Profile(abc.ABC):
 
     def reshape(self, history: list[dict]) -> list[dict]:
         return history
+
+    def echoed(self, call: Call, args: dict) -> list[dict]:
+        """An earlier assistant turn's call as the route's reply blocks hold it (the chat shape
+        keeps calls alone)."""
+        return []
 
 
 def text_blocks(*texts: str, cached: bool = False) -> list[dict[str, Any]]:
