@@ -168,3 +168,24 @@ def test_proxy_refusing_cache_control_fails_claude_code_alone(healthy, run_fleet
         "cache_control (cache_control on system and user text blocks): cache_control: Extra "
         "inputs are not permitted",
         "*fix: a translation proxy in front refuses cache_control*"])
+
+
+def test_init_offers_the_clients_whose_route_answers_and_request_fits(llama, tmp_path_factory):
+    # The default self-test model (init's chat gate wants a plain answer to a plain question).
+    from pytest_frank.init.survey import survey
+
+    model = write_model(tmp_path_factory.mktemp("long") / "default-64k.gguf", ctx_train=65536)
+    roomy = survey(llama(model=str(model), ctx_size=49152).url, None, 60, 10, perf=False)
+    # The self-test tokenizer spends a token a byte: Claude Code's 96 KB and opencode's 30 KB
+    # with their 32000-token budgets do not fit 49152 tokens; the others do.
+    assert roomy.claims["clients"].value == (["codex"] if RESPONSES else []) + ["pi", "openwebui"]
+    assert roomy.claims["clients"].why.startswith("/v1/chat/completions") and \
+        roomy.claims["clients"].why.endswith("answered; each fits the 49152-token context per "
+                                             "slot"), roomy.claims["clients"].why
+    assert roomy.notes["clients"].startswith("left out: claude_code (its typical first request "
+                                             "and output budget need ~1"), roomy.notes
+    assert "; opencode (" in roomy.notes["clients"]
+    small_slots = survey(llama().url, None, 60, 10, perf=False)
+    assert small_slots.claims["clients"].value == ["openwebui"]
+    assert "claude_code (its typical first request and output budget need ~" in \
+        small_slots.notes["clients"], small_slots.notes

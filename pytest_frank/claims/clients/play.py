@@ -85,7 +85,7 @@ def _count(target, found: Played, reply: Reply) -> None:
         if match:
             found.prompt_tokens, found.counted_by = int(match.group(1)), "the refusal"
             return
-    asked = target.driver.tokenize_request(target.model_name(), _text(found.first))
+    asked = target.driver.tokenize_request(target.model_name(), request_text(found.first))
     if asked is None:
         return
     ex = target.post(*asked)
@@ -94,7 +94,8 @@ def _count(target, found: Played, reply: Reply) -> None:
         found.prompt_tokens, found.counted_by = counted, f"{asked[0]} (its text alone)"
 
 
-def _text(first: First) -> str:
+def request_text(first: First) -> str:
+    """The request's text as JSON: what the tokenize route counts for it."""
     req = first.request
     return json.dumps([req.extra.get("system"), req.extra.get("instructions"), req.messages,
                        req.tools])
