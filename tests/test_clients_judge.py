@@ -56,22 +56,37 @@ def test_a_call_breaking_a_keyword_the_grammar_ignored_fails_on_the_full_schema(
            "unenforced" in said, said
 
 
+# llama.cpp's answer to a template that raises (xllamacpp 2026.10, recorded): the Jinja trace
+# with the template's line and source, then the template's own words.
+RAISED = ("Unable to generate parser for this template. Automatic parser generation failed: \n"
+          "------------\nWhile executing CallExpression at line 1, column 106 in source:\n"
+          "...and not loop.first %}{{- raise_exception('System message must be at the "
+          "beginnin...\n                                           ^\n"
+          "Error: Jinja Exception: System message must be at the beginning.")
+
+
 def test_late_system_message_refused_by_the_template_names_it_and_the_template_fix():
-    # llama.cpp answers the template's exception; the words are the template's own.
-    refused = Reply(status=500, problem="Jinja Exception: System message must be at the "
-                                        "beginning.")
-    said, _ = verdict(played("claude_code", refused))
-    assert "answered 500: the chat template raised on a role: system message at the end of " \
+    said, _ = verdict(played("claude_code", Reply(status=400, problem=RAISED)))
+    assert "answered 400: the chat template raised on a role: system message at the end of " \
            "messages (sent where the model name is not claude-*): Exception: System message " \
-           "must be at the beginning." in said, said
+           "must be at the beginning. (template line 1, column 106: ...and not loop.first %}" \
+           "{{- raise_exception('System message must be at the beginnin...)" in said, said
     assert "then serve the edited template: --chat-template-file <the edited file> (with " \
            "--jinja)" in said, said
 
 
+def test_the_template_line_is_read_from_the_trace_folded_or_not():
+    folded = " ".join(RAISED.split())
+    assert driver_for("llamacpp").template_line(folded) == driver_for(
+        "llamacpp").template_line(RAISED) == ("line 1, column 106: ...and not loop.first %}{{- "
+                                              "raise_exception('System message must be at the "
+                                              "beginnin...")
+
+
 def test_the_same_refusal_of_a_client_sending_no_late_system_is_a_template_error():
-    refused = Reply(status=500, problem="Jinja Exception: System message must be at the "
-                                        "beginning.")
-    said, _ = verdict(played("opencode", refused))
+    said, _ = verdict(played("opencode", Reply(status=500, problem="Jinja Exception: System "
+                                                                  "message must be at the "
+                                                                  "beginning.")))
     assert "the chat template could not render it (user)" in said, said
 
 
@@ -80,6 +95,21 @@ def test_prompt_plus_budget_over_the_context_is_named_in_tokens():
     assert "5000 tokens of prompt (counted by usage) plus its output budget (max_tokens " \
            "32000) need 37000 tokens, over the 16384-token context" in said, said
     assert "--ctx-size 37888" in said, said
+
+
+@pytest.mark.parametrize("said, tokens", [
+    ("request (13870 tokens) exceeds the available context size (4096 tokens), try increasing "
+     "it", 13870),
+    ("This model's maximum context length is 4096 tokens. However, you requested 45870 tokens "
+     "(13870 in the messages, 32000 in the completion). Please reduce the length.", 13870)])
+def test_a_context_refusal_is_named_with_the_prompt_it_counted(said, tokens):
+    from pytest_frank.claims.clients.play import PROMPT_WORDS
+
+    assert next(int(m.group(1)) for p in PROMPT_WORDS if (m := p.search(said))) == tokens
+    obs = played("claude_code", Reply(status=400, problem=said), context=4096, prompt=tokens)
+    line, _ = verdict(obs)
+    assert f"{tokens} tokens of prompt (counted by usage) plus its output budget (max_tokens " \
+           f"32000) need {tokens + 32000} tokens, over the 4096-token context" in line, line
 
 
 def test_empty_answer_to_the_tool_result_fails():

@@ -84,7 +84,8 @@ def test_template_raising_on_late_system_fails_claude_code_not_pi(llama, long_mo
     result.stdout.fnmatch_lines([
         "*Claude Code (claude_code), its first request (14.* KB) on /v1/messages answered *: the "
         "chat template raised on a role: system message at the end of messages (sent where the "
-        "model name is not claude-*): *System message must be at the beginning.*",
+        "model name is not claude-*): *System message must be at the beginning. (template line "
+        "1, column 106: *raise_exception(*",
         "*fix: edit the chat template so a system (developer) message that is not first renders*"
         "then serve the edited template: --chat-template-file <the edited file>*"])
 

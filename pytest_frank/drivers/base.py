@@ -468,6 +468,11 @@ class Driver:
         """Request params that send a reasoning_effort level."""
         return {"reasoning_effort": value}
 
+    def template_line(self, message: str | None) -> str | None:
+        """Where in the chat template an error answer says it raised ("line 3, column 12:
+        <the source there>"); None where the engine's words do not say."""
+        return None
+
     def known_fix(self, message: str | None, status: int | None = None) -> Text | None:
         """The usual fix for an error answer: by the server's words, else by its status."""
         lower = (message or "").lower()

@@ -74,11 +74,13 @@ def _refused(played: Played, n: int, ctx: Context) -> None:
              ARRAY_FIX)
     if any(w in lower for w in TEMPLATE_WORDS) or "exception" in lower:
         raised = _raised(reply.problem or "")
+        line = ctx.driver.template_line(reply.problem)
+        at = f" (template {line})" if line else ""
         if LATE_SYSTEM in sends and any(w in lower for w in LATE_WORDS):
             fail(f"{who} answered {reply.status}: the chat template raised on "
-                 f"{sends[LATE_SYSTEM]}: {raised}", LATE_FIX + ctx.driver.edited_template_fix)
+                 f"{sends[LATE_SYSTEM]}: {raised}{at}", LATE_FIX + ctx.driver.edited_template_fix)
         fail(f"{who} answered {reply.status}: the chat template could not render it "
-             f"({played.steps[n - 1].held}): {raised}", ctx.driver.wrong_template_fix)
+             f"({played.steps[n - 1].held}): {raised}{at}", ctx.driver.wrong_template_fix)
     fail(f"{who} answered {reply.status}: {said}",
          ctx.driver.known_fix(reply.problem, reply.status))
 

@@ -15,11 +15,12 @@ from pytest_frank.claims.clients.registry import PROFILES
 from pytest_frank.observation import Failed, Observation
 from pytest_frank.probes import slot_shape
 
-# A refusal that names the prompt's tokens and the context: llama.cpp's "request (73695
-# tokens) exceeds the available context size (4096 tokens)", vLLM's "maximum context length is
-# 4096 tokens. However, you requested 73695 tokens".
-PROMPT_WORDS = (re.compile(r"\((\d+) tokens?\) exceeds"), re.compile(r"requested (\d+) tokens"),
-                re.compile(r"n_prompt_tokens\D{0,4}(\d+)"))
+# A refusal that names the prompt's tokens: llama.cpp's "request (73695 tokens) exceeds the
+# available context size (4096 tokens)"; vLLM's "maximum context length is 4096 tokens. However,
+# you requested 105695 tokens (73695 in the messages, 32000 in the completion)", or "your request
+# has 73695 input tokens".
+PROMPT_WORDS = (re.compile(r"\((\d+) tokens?\) exceeds"), re.compile(r"(\d+) in the messages"),
+                re.compile(r"has (\d+) input tokens"), re.compile(r"n_prompt_tokens\D{0,4}(\d+)"))
 
 
 @dataclass
