@@ -190,3 +190,21 @@ def test_init_offers_the_clients_whose_route_answers_and_request_fits(llama, tmp
     assert small_slots.claims["clients"].value == ["openwebui"]
     assert "claude_code (its typical first request and output budget need ~" in \
         small_slots.notes["clients"], small_slots.notes
+
+
+def test_a_plain_first_answer_is_followed_by_an_earlier_call_and_its_result(llama, run_fleet,
+                                                                              pytester):
+    # The default model answers "Hello!" under tool_choice auto: turn 2 carries an earlier call
+    # of the first tool and its result, as a client's history holds one, and is answered.
+    result = run(run_fleet, llama().url, small("openwebui", "opencode"))
+    assert outcomes(pytester) == {"openwebui": "pass", "opencode": "FAIL"}
+    notes = "\n".join(n for row in json.loads((pytester.path / "run.json").read_text())["rows"]
+                      for n in row["notes"])
+    assert "turn 1 came back: finish stop, content 'Hello!'" in notes, notes
+    assert "turn 2 sent: system, user, assistant (1 tool_call(s)), tool" in notes, notes
+    assert "turn 1 answered in text: turn 2 carries an earlier call" in notes, notes
+    # opencode's 12 tools alone outgrow the 4096-token slot (the self-test tokenizer: a token
+    # a byte), and its 32000-token budget would anyway.
+    result.stdout.fnmatch_lines(["*opencode (opencode), its first request (*) on "
+                                 "/v1/chat/completions: * tokens of prompt (counted by the "
+                                 "refusal) plus its output budget (max_tokens 32000) need *"])
