@@ -3,8 +3,9 @@ endpoint's API shape.
 
 The `openai` and `anthropic` SDKs are what real clients run, so a probe sees what they see: the
 SDK builds the request and parses the reply (streams included). The driver owns the wire format
-(pytest_frank.drivers.openai_chat, .anthropic_messages); every HTTP exchange underneath is
-recorded by pytest_frank.http. Both shapes come back as one `Reply`, with a clock on the stream.
+(pytest_frank.drivers.openai_chat, .anthropic_messages, .openai_responses); every HTTP exchange
+underneath is recorded by pytest_frank.http. Every shape comes back as one `Reply`, with a clock
+on the stream.
 """
 
 from __future__ import annotations

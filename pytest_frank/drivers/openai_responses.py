@@ -106,9 +106,10 @@ def _close(reply: Reply, response, req: Request) -> None:
     status = typed(getattr(response, "status", None), str, "response.status")
     reason = typed(getattr(getattr(response, "incomplete_details", None), "reason", None), str,
                    "incomplete_details.reason")
-    reply.finish = {"completed": "stop", "incomplete": {
-        "max_output_tokens": "length", "content_filter": "content_filter"}.get(
-            reason or "", f"incomplete: {reason}")}.get(status or "", status)
+    # In the chat shape's words, which the claims read: a cut answer is "length".
+    incomplete = {"max_output_tokens": "length", "content_filter": "content_filter"}.get(
+        reason or "", f"incomplete: {reason}" if reason else "incomplete")
+    reply.finish = {"completed": "stop", "incomplete": incomplete}.get(status or "", status)
     if status == "failed":
         error = getattr(response, "error", None)
         said = typed(getattr(error, "message", None), str, "response.error.message")
@@ -192,6 +193,9 @@ class _Stream:
         self.texts: list[str] = []
         self.thoughts: dict[str, str] = {}
         self.arguments: dict[str, str] = {}  # function-call arguments by item id, from deltas
+        # The done message items carry the logprobs whole; deltas, where a server sends them
+        # only there.
+        self.delta_logprobs: list[Logprob] = []
         self.ended: str | None = None  # the terminal event's type
         self.last: str | None = None
 
@@ -204,9 +208,7 @@ class _Stream:
             field = self.DELTAS[kind]
             if field is None:
                 self.texts.append(delta)
-                found = _logprobs(getattr(event, "logprobs", None), kind)
-                if found:
-                    self.reply.logprobs = (self.reply.logprobs or []) + found
+                self.delta_logprobs += _logprobs(getattr(event, "logprobs", None), kind)
             else:
                 self.thoughts[field] = self.thoughts.get(field, "") + delta
             if delta:
@@ -236,6 +238,7 @@ class _Stream:
     def result(self) -> Reply:
         reply = self.reply
         reply.content = "".join(self.texts)
+        reply.logprobs = reply.logprobs or self.delta_logprobs or None
         for field in (self.req.reasoning_field, *REASONING_PARTS):
             said = self.thoughts.get(field or "", "")
             if said.strip():
