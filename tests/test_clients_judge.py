@@ -147,3 +147,20 @@ def test_options_name_the_clients_and_refuse_unknown_ones():
     with pytest.raises(OptionError) as err:
         bind(Endpoint("ep", "llamacpp", url="http://x", expect={"clients": [{"pi": {"kb": 1}}]}))
     assert err.value.key == "clients.pi.kb"
+
+
+def test_fleet_file_errors_name_the_client_entry(tmp_path):
+    from pytest_frank.fleet import FleetError, load
+
+    def loaded(value):
+        path = tmp_path / "fleet.yaml"
+        path.write_text("endpoints:\n  ep:\n    url: http://127.0.0.1:1\n    engine: llamacpp\n"
+                        f"    expect:\n      clients: {value}\n")
+        return load(path, bind=bind)
+
+    with pytest.raises(FleetError, match=r"expect.clients\[0\]: 'cursor' is not one of "
+                                         "claude_code, codex, pi, opencode, openwebui"):
+        loaded("[cursor]")
+    with pytest.raises(FleetError, match=r"clients\[1\].pi: unknown key 'kb'"):
+        loaded("[codex, {pi: {kb: 1}}]")
+    assert loaded("[{pi: }]")["ep"].options("clients").of("pi") == Choices()

@@ -52,9 +52,9 @@ def test_clients_options_take_every_client_and_its_keys():
     from pytest_frank.claims.clients import CHOICES
     from pytest_frank.claims.clients.registry import PROFILES
 
-    named = _defs()["expect"]["properties"]["clients"]["items"]["anyOf"]
-    assert named[0]["enum"] == list(PROFILES) == named[1]["propertyNames"]["enum"]
-    assert set(named[1]["additionalProperties"]["anyOf"][1]["properties"]) == set(CHOICES)
+    named = _defs()["expect"]["properties"]["clients"]["items"]
+    assert named["then"]["enum"] == list(PROFILES) == named["else"]["propertyNames"]["enum"]
+    assert set(named["else"]["additionalProperties"]["properties"]) == set(CHOICES)
     opts = options_type("clients")
     assert [n for n, _ in opts.from_fleet(True).clients] == list(PROFILES)
     parsed = opts.from_fleet(["pi", {"claude_code": {"request_kb": 8, "model": "claude-x"}}])
