@@ -64,6 +64,12 @@ def _refused(played: Played, n: int, ctx: Context) -> None:
     who = _who(played, n)
     if reply.status is None:
         fail(f"{who}: {said}", reply.fix)
+    if n == 1 and reply.status in (404, 405):
+        route = ROUTES[PROFILES[played.client].api]
+        fail(f"{who} answered {reply.status}: the server does not serve {route}: {said}",
+             f"serve {route} (a newer engine, or a proxy in front that translates it), or "
+             f"drop {played.client} from expect.clients: the client cannot talk to this "
+             f"endpoint")
     if any(w in lower for w in CONTEXT_WORDS):
         _too_long(played, ctx, f"; it answered {reply.status}: {said}")
     if CACHE_CONTROL in sends and "cache_control" in lower:
