@@ -145,6 +145,10 @@ class Driver:
         """How to serve `count` conversations at once, each keeping `per_slot` of context."""
         return Phrase("set ", self.parallel_flag(count))
 
+    def more_context_fix(self, per_slot: int, count: int | None) -> Text:
+        """How to give each of `count` conversations `per_slot` tokens of context."""
+        return self.slots_fix(count or 1, per_slot)
+
     # What the engine does with a slot context past the model's training context, where it
     # caps it (then `ctx_train` reads the training context; None: not capped, or not said).
     ctx_train_cap: str | None = None
@@ -388,6 +392,8 @@ class Driver:
     no_template_fix: Text = ("serve the model with its own chat template, or an instruct "
                              "checkpoint that carries one")
     wrong_template_fix: Text = "serve the model with its own chat template"
+    # How a chat template edited by hand is served (a template that raises on what clients send).
+    edited_template_fix: Text = "serve the edited template with the server's chat template setting"
 
     def served_template(self, payloads: dict) -> tuple[str | None, str | None]:
         """(the chat template the server renders with, the model's end-of-turn token), from the
@@ -465,6 +471,11 @@ class Driver:
     def effort(self, value: str) -> dict:
         """Request params that send a reasoning_effort level."""
         return {"reasoning_effort": value}
+
+    def template_line(self, message: str | None) -> str | None:
+        """Where in the chat template an error answer says it raised ("line 3, column 12:
+        <the source there>"); None where the engine's words do not say."""
+        return None
 
     def known_fix(self, message: str | None, status: int | None = None) -> Text | None:
         """The usual fix for an error answer: by the server's words, else by its status."""

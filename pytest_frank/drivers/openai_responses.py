@@ -20,9 +20,11 @@ LOGPROBS_INCLUDE = "message.output_text.logprobs"
 
 
 def params(model: str, req: Request) -> dict[str, Any]:
-    out: dict[str, Any] = {"model": model, "max_output_tokens": req.max_tokens, "store": False,
+    out: dict[str, Any] = {"model": model, "store": False,
                            "input": items(req.messages) if req.messages else
                            [{"role": "user", "content": _content(req.content)}]}
+    if req.budget_key:  # None: no budget sent, as Codex sends none
+        out["max_output_tokens"] = req.max_tokens
     if req.tools is not None:
         out["tools"] = [_tool(t) for t in req.tools]
         if req.tool_choice is not None:
