@@ -110,6 +110,28 @@ def test_template_raising_on_late_system_fails_codex(llama, long_model, run_flee
         "raised on two developer input items after its instructions: *must be at the beginning*"])
 
 
+def test_template_dropping_tool_results_fails_every_profile(llama, long_model, run_fleet,
+                                                           pytester, tmp_path):
+    # The agent model's template less its role-tool branch (llama.cpp renders tool_result blocks
+    # and function_call_output items as role tool too): the result never reaches the prompt, so
+    # the model calls again, as every real client then loops.
+    deaf = chat_template().replace("message.role == 'tool'", "message.role == 'nobody'")
+    assert deaf != chat_template()
+    path = tmp_path / "deaf.jinja"
+    path.write_text(deaf)
+    server = llama(model=long_model, ctx_size=49152, chat_template_file=str(path))
+    names = ALL if RESPONSES else tuple(n for n in ALL if n != "codex")
+    result = run(run_fleet, server.url, small(*names))
+    result.assert_outcomes(failed=len(names))
+    assert set(outcomes(pytester).values()) == {"FAIL"}, outcomes(pytester)
+    result.stdout.fnmatch_lines([
+        "*pi (pi), its request carrying the tool result on /v1/chat/completions called * again "
+        "with the same arguments (*) instead of answering: the result never reached the model, "
+        "so pi would loop on it*",
+        "*fix: the tool result did not reach the prompt: does the chat template render role "
+        "tool*"])
+
+
 def test_small_slots_fail_claude_code_naming_the_context(llama, long_model, run_fleet, pytester):
     server = llama(model=long_model, ctx_size=4096)
     result = run(run_fleet, server.url, small("claude_code", "openwebui"))

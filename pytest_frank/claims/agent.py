@@ -212,11 +212,11 @@ def answer_problem(turns: list[Turn], driver, grounded: bool = False) -> Problem
     reply = last.reply
     if not reply.ok:
         return _error(last, n, driver)
-    earlier = [(c.name, _args(c.arguments)) for t in turns[:-1] for c in t.reply.calls]
+    earlier = [(c.name, call_args(c.arguments)) for t in turns[:-1] for c in t.reply.calls]
     for call in reply.calls:
-        if (call.name, _args(call.arguments)) in earlier:
+        if (call.name, call_args(call.arguments)) in earlier:
             return Problem(f"turn {n} called {call.name} again with the same arguments "
-                           f"({one_line(json.dumps(_args(call.arguments)), 80)}) instead of "
+                           f"({one_line(json.dumps(call_args(call.arguments)), 80)}) instead of "
                            f"answering: the model never saw the result, so an agent would loop "
                            f"forever", REPEAT_FIX)
     if reply.calls:
@@ -279,7 +279,8 @@ def _raised(error: str) -> str:
     return one_line(error[at:] if at >= 0 else error, 240)
 
 
-def _args(arguments):
+def call_args(arguments):
+    """A call's arguments as an object where they are JSON text (else as sent)."""
     if isinstance(arguments, str):
         try:
             return json.loads(arguments)
@@ -320,7 +321,7 @@ def _show(turns: list[Turn], trial: int, ctx: Context) -> None:
         if not reply.ok:
             ctx.note(f"trial {trial} turn {n} came back: {one_line(reply.problem_line, 200)}")
             continue
-        calls = "; ".join(f"{c.name} {one_line(json.dumps(_args(c.arguments)), 80)}"
+        calls = "; ".join(f"{c.name} {one_line(json.dumps(call_args(c.arguments)), 80)}"
                           for c in reply.calls)
         came = [f"finish {reply.finish}"] + ([f"calls {calls}"] if calls else []) + (
             [f"content {one_line(reply.content, 80)!r}"] if reply.content else [])

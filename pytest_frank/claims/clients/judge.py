@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 from pytest_frank.checks import Context
-from pytest_frank.claims.agent import TEMPLATE_WORDS, _raised
+from pytest_frank.claims.agent import REPEAT_FIX, TEMPLATE_WORDS, _raised, call_args
 from pytest_frank.claims.clients.play import Played
 from pytest_frank.claims.clients.profile import ARRAYS, CACHE_CONTROL, LATE_SYSTEM
 from pytest_frank.claims.clients.registry import PROFILES
@@ -47,6 +47,7 @@ def judge(played: Played, ctx: Context) -> None:
     _usable(played, 1, ctx)
     if not played.steps[1].reply.ok:
         _refused(played, 2, ctx)
+    _repeated(played)
     _usable(played, 2, ctx)
 
 
@@ -117,6 +118,18 @@ def _too_long(played: Played, ctx: Context, said: str) -> None:
     advice = (f"; or configure {label} with a smaller output budget "
               f"(expect.clients {played.client} max_tokens says what it sends)")
     fail(line, fix + advice if fix is not None else None)
+
+
+def _repeated(played: Played) -> None:
+    """The request carrying a call's result answered by the same call again: the result never
+    reached the model, and the client loops on it."""
+    carried = [(c.name, call_args(c.arguments)) for c in played.carried]
+    for call in played.steps[1].reply.calls:
+        if (call.name, call_args(call.arguments)) in carried:
+            fail(f"{_who(played, 2)} called {call.name} again with the same arguments "
+                 f"({one_line(_args(call_args(call.arguments)), 80)}) instead of answering: "
+                 f"the result never reached the model, so "
+                 f"{PROFILES[played.client].label} would loop on it", REPEAT_FIX)
 
 
 def _usable(played: Played, n: int, ctx: Context) -> None:

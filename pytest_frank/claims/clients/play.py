@@ -36,6 +36,7 @@ class Played(Observation):
     first: First
     steps: list[Step] = field(default_factory=list)
     earlier_call: bool = False  # turn 1 answered in text: turn 2 carries an earlier turn's call
+    carried: list[Call] = field(default_factory=list)  # the calls turn 2 carries results of
     context: int | None = None  # tokens one conversation gets, where the server says
     slots: int | None = None
     prompt_tokens: int | None = None
@@ -61,7 +62,7 @@ def play(target, case: str) -> Played:
         calls = _earlier(profile, first)
     results = [json.dumps({"path": "notes.txt", "lines": 3, "text": "shopping list"})
                for _ in calls.calls]
-    found.steps[0].results = results
+    found.steps[0].results, found.carried = results, list(calls.calls)
     after = profile.then(target.wire(profile.api), first, calls, results)
     found.steps.append(Step(_held(after.messages or []), send(target, after, api=profile.api)))
     return found
