@@ -38,14 +38,22 @@ class SchemaProblem:
 def problems(schema: dict, instance: Any, show: Show | None = None,
              object_word: str = "an object") -> list[SchemaProblem]:
     """Every way `instance` breaks `schema`, shallowest first."""
-    import jsonschema
 
     show = show or short
     # jsonschema reports `required` once per missing key, each naming every key missing: one
     # problem each, not the same sentence twice.
     found = dict.fromkeys(_problem(e, show, object_word)
-                          for e in jsonschema.Draft202012Validator(schema).iter_errors(instance))
+                          for e in _validator(schema).iter_errors(instance))
     return sorted(found, key=lambda p: (len(p.path), [str(k) for k in p.path], p.reason))
+
+
+def _validator(schema: dict):
+    """The schema's own draft (2020-12 unless `$schema` says), checking `format` as strict
+    clients do (a tool's "uri" argument of "" is refused by them)."""
+    import jsonschema
+
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    return cls(schema, format_checker=cls.FORMAT_CHECKER)
 
 
 def dotted(path: Path) -> str:

@@ -55,6 +55,18 @@ def test_a_call_breaking_a_keyword_the_grammar_ignored_fails_on_the_full_schema(
            "unenforced" in said, said
 
 
+def test_a_uri_argument_that_is_no_uri_fails_on_the_full_schema():
+    # format is not enforced by llama.cpp's grammar either; the client checks it.
+    first = PROFILES["claude_code"].first(Choices(request_kb=2))
+    tool = next(t for t in first.tools if "url" in t["function"]["parameters"]["properties"])
+    fn = tool["function"]
+    args = {**{k: "notes.txt" for k in fn["parameters"].get("required", [])}, "url": "not a uri"}
+    call = Call(fn["name"], json.dumps(args), "toolu_1")
+    said, _ = verdict(played("claude_code", Reply(status=200, calls=[call], finish="tool_use"),
+                             context=65536))
+    assert said is not None and f"{fn['name']}.url" in said and "uri" in said, said
+
+
 # llama.cpp's answer to a template that raises (xllamacpp 2026.10, recorded): the Jinja trace
 # with the template's line and source, then the template's own words.
 RAISED = ("Unable to generate parser for this template. Automatic parser generation failed: \n"
