@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterator
 
 import httpx
 
+ERROR_KEPT = 2000  # characters of an error answer the exchange log keeps
 HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "host"}
 
 
@@ -41,6 +42,9 @@ class Proxy:
         self.random = random.Random(seed)
         self.delays: list[float] = []  # every delay added, for the tests to show
         self.sent: list[dict] = []  # every JSON body forwarded, after any rewrite
+        # every request forwarded, in order: method, path, the upstream's status, the JSON body
+        # sent (None: not JSON) and, for an error status, the start of the upstream's answer
+        self.exchanges: list[dict] = []
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
         # An upstream closed under a request still in flight (a server stopped after its test)
@@ -95,6 +99,13 @@ class Proxy:
         return json.dumps(payload).encode()
 
 
+def _json(raw: bytes):
+    try:
+        return json.loads(raw) if raw else None
+    except ValueError:
+        return None
+
+
 def _events(upstream) -> Iterator[bytes]:
     """An event stream re-cut at its event boundaries."""
     held = b""
@@ -137,6 +148,9 @@ def _handler(proxy: Proxy):
             request = proxy._client.build_request(self.command, proxy.upstream + self.path,
                                                   headers=headers, content=body or None)
             upstream = proxy._client.send(request, stream=True)
+            exchange = {"method": self.command, "path": self.path,
+                        "status": upstream.status_code, "body": _json(body), "error": ""}
+            proxy.exchanges.append(exchange)
             try:
                 proxy.delay()  # before the answer's first byte: the time to first token moves
                 pieces = proxy.paced(upstream, body)
@@ -148,6 +162,8 @@ def _handler(proxy: Proxy):
                 self.send_header("Connection", "close")
                 self.end_headers()
                 for piece in pieces:
+                    if upstream.status_code >= 400 and len(exchange["error"]) < ERROR_KEPT:
+                        exchange["error"] += piece[:ERROR_KEPT].decode("utf-8", "replace")
                     self.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
                     self.wfile.flush()
                 self.wfile.write(b"0\r\n\r\n")
