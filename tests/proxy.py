@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterator
 import httpx
 
 ERROR_KEPT = 2000  # characters of an error answer the exchange log keeps
+SECRET_HEADERS = {"authorization", "x-api-key", "api-key"}  # never kept in the exchange log
 HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "host"}
 
 
@@ -42,8 +43,9 @@ class Proxy:
         self.random = random.Random(seed)
         self.delays: list[float] = []  # every delay added, for the tests to show
         self.sent: list[dict] = []  # every JSON body forwarded, after any rewrite
-        # every request forwarded, in order: method, path, the upstream's status, the JSON body
-        # sent (None: not JSON) and, for an error status, the start of the upstream's answer
+        # every request forwarded, in order: method, path, headers (less credentials), the
+        # upstream's status, the JSON body sent (None: not JSON) and, for an error status, the
+        # start of the upstream's answer
         self.exchanges: list[dict] = []
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
@@ -149,7 +151,9 @@ def _handler(proxy: Proxy):
                                                   headers=headers, content=body or None)
             upstream = proxy._client.send(request, stream=True)
             exchange = {"method": self.command, "path": self.path,
-                        "status": upstream.status_code, "body": _json(body), "error": ""}
+                        "status": upstream.status_code, "body": _json(body), "error": "",
+                        "headers": {k.lower(): v for k, v in headers.items()
+                                    if k.lower() not in SECRET_HEADERS}}
             proxy.exchanges.append(exchange)
             try:
                 proxy.delay()  # before the answer's first byte: the time to first token moves

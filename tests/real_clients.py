@@ -1,5 +1,5 @@
-"""Real coding agents for the tests: pi and Codex from npm, run non-interactively in a sandbox
-against a server, with every request they send recorded.
+"""Real coding agents for the tests: pi, Codex and Claude Code from npm, run non-interactively
+in a sandbox against a server, with every request they send recorded.
 
 The clients are fetched with npm at pinned versions into `~/.cache/pytest-frank/clients/`, one
 fetcher at a time, as tests/real_models.py fetches its model with pip. The sandbox is
@@ -13,7 +13,8 @@ Each client is configured from its public docs for a custom local provider and n
 pi through `models.json` (api "openai-completions", a reasoning model: it then sends the
 `developer` role) in print mode; Codex through a `config.toml` model provider (wire_api
 "responses") and `codex exec` with approvals and its own sandbox off (bubblewrap is the
-sandbox). Codex's `goals` feature is off: with it, a model that calls `create_goal` makes Codex
+sandbox); Claude Code through ANTHROPIC_BASE_URL, a dummy key and `-p`, with the built-in
+tools a run names. Codex's `goals` feature is off: with it, a model that calls `create_goal` makes Codex
 send a `function_call_output` item with no `call_id`, which llama.cpp refuses with 400 "Cannot
 determine type of 'item'" (observed with Codex 0.171.0), a fault of that feature, not of the
 endpoint. A recording proxy (tests/proxy.py) sits between client and server.
@@ -53,6 +54,7 @@ class Client:
 CLIENTS = {
     "pi": Client("pi", "@mariozechner/pi-coding-agent", "0.73.1", "pi"),
     "codex": Client("codex", "@openai/codex", "0.171.0", "codex"),
+    "claude": Client("claude", "@anthropic-ai/claude-code", "2.1.197", "claude"),
 }
 FETCH_TIMEOUT_S = 600
 MODEL = "selftest"
@@ -142,7 +144,7 @@ def or_skip(fetch, *args):
 
 # -- configuring a client for the local provider, from its public docs --------------------------
 
-def _pi(home: Path, base_url: str) -> tuple[list[str], dict]:
+def _pi(home: Path, base_url: str, **options) -> tuple[list[str], dict]:
     agent = home / ".pi" / "agent"
     agent.mkdir(parents=True)
     models = {"providers": {"frank": {
@@ -154,7 +156,7 @@ def _pi(home: Path, base_url: str) -> tuple[list[str], dict]:
     return argv, {"PI_CODING_AGENT_DIR": str(agent), "PI_OFFLINE": "1"}
 
 
-def _codex(home: Path, base_url: str) -> tuple[list[str], dict]:
+def _codex(home: Path, base_url: str, **options) -> tuple[list[str], dict]:
     codex_home = home / ".codex"
     codex_home.mkdir()
     (codex_home / "config.toml").write_text(
@@ -165,7 +167,20 @@ def _codex(home: Path, base_url: str) -> tuple[list[str], dict]:
     return argv, {"CODEX_HOME": str(codex_home)}
 
 
-CONFIGURE = {"pi": _pi, "codex": _codex}
+def _claude(home: Path, base_url: str, model: str = MODEL, tools: str = "Bash"
+            ) -> tuple[list[str], dict]:
+    # Its full tool set makes a 78 KB first request, over five minutes of prompt for the
+    # self-test model's byte-sized tokens: the runs name the built-in tools they need. The Agent
+    # tool brings the trailing system message ("Available agent types ...") under a local model
+    # name; a `claude-*` name leaves it out.
+    argv = ["-p", "--model", model, "--tools", tools, "--dangerously-skip-permissions", PROMPT]
+    return argv, {"ANTHROPIC_BASE_URL": base_url.removesuffix("/v1"),
+                  "ANTHROPIC_API_KEY": "sk-frank-dummy", "IS_SANDBOX": "1",
+                  "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1",
+                  "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
+
+
+CONFIGURE = {"pi": _pi, "codex": _codex, "claude": _claude}
 
 
 # -- one run -------------------------------------------------------------------------------------
@@ -204,7 +219,7 @@ class ClientRun:
 
 
 def run_client(sandbox: Path, client: Client, upstream: str, home: Path, *,
-               timeout_s: float = 240, max_generations: int = 6) -> ClientRun:
+               timeout_s: float = 240, max_generations: int = 6, **options) -> ClientRun:
     """Run the client once in the sandbox against upstream (a server's base URL) through a
     recording proxy. A client that starts a request beyond max_generations (a model that never
     answers calls its tool forever) or runs past timeout_s is stopped, and `stopped` says so."""
@@ -212,7 +227,7 @@ def run_client(sandbox: Path, client: Client, upstream: str, home: Path, *,
     work.mkdir(parents=True)
     (home / "tmp").mkdir()
     with Proxy(upstream) as proxy:
-        args, env = CONFIGURE[client.name](home, f"{proxy.url}/v1")
+        args, env = CONFIGURE[client.name](home, f"{proxy.url}/v1", **options)
         env = {"HOME": str(home), "TMPDIR": str(home / "tmp"), "PATH": os.environ["PATH"],
                "LANG": "C.UTF-8", "TERM": "dumb", "NO_COLOR": "1", **env}
         argv = [str(sandbox), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
@@ -264,10 +279,10 @@ def templates() -> dict[str, str | None]:
             "{{- raise_exception('System message must be at the beginning.') }}"
             "{%- endif %}{%- endfor %}\n" + agent)
     # As llama.cpp issue 19851's template: roles must alternate, a tool message raises. The raise
-    # keys on real tool results (a shell's exit, or the battery's "ref-" marker): llama.cpp
-    # renders sample conversations with role tool to learn the tool-call format, and a template
-    # that raised on those would break turn 1 too.
-    strict = ("{%- for m in messages %}{%- if m.role == 'tool' and ('exited with code' in "
+    # keys on real tool results (the shell's answer to the model's command "Paris", or the
+    # battery's "ref-" marker): llama.cpp renders sample conversations with role tool to learn
+    # the tool-call format, and a template that raised on those would break turn 1 too.
+    strict = ("{%- for m in messages %}{%- if m.role == 'tool' and ('command not found' in "
               "m.content or 'ref-' in m.content) %}{{- raise_exception("
               "'Conversation roles must alternate user/assistant/user/assistant/...') }}"
               "{%- endif %}{%- endfor %}\n" + agent)
@@ -307,12 +322,14 @@ def sandbox() -> Path:
 
 @pytest.fixture(scope="session")
 def coding_agent(sandbox, tmp_path_factory):
-    """Factory fixture: coding_agent(name, url, **limits) -> ClientRun, the named client
-    (CLIENTS) run once against the server at url, in its own fresh HOME."""
-    def run(name: str, url: str, **limits) -> ClientRun:
+    """Factory fixture: coding_agent(name, url, **options) -> ClientRun, the named client
+    (CLIENTS) run once against the server at url, in its own fresh HOME (options: run_client's
+    limits, and Claude Code's model and tools)."""
+    def run(name: str, url: str, **options) -> ClientRun:
         client = CLIENTS[name]
         or_skip(client_bin, client)
-        return run_client(sandbox, client, url, tmp_path_factory.mktemp(f"{name}-home"), **limits)
+        return run_client(sandbox, client, url, tmp_path_factory.mktemp(f"{name}-home"),
+                          **options)
     return run
 
 

@@ -1,10 +1,10 @@
-"""Real coding agents (pi, Codex; tests/real_clients.py) against real llama.cpp servers on the
-self-test agent model: what each sends, and how each fares healthy, under a template that raises
-on a late system message, and under the agent claim's two turn-2 faults."""
+"""Real coding agents (pi, Codex, Claude Code; tests/real_clients.py) against real llama.cpp
+servers on the self-test agent model: what each sends, and how each fares healthy, under a
+template that raises on a late system message, and under the agent claim's two turn-2 faults."""
 
 import pytest
 
-CLIENTS = ("pi", "codex")
+CLIENTS = ("pi", "codex", "claude")
 
 
 def run(coding_agent, client_server, client, scenario, record_property, **limits):
@@ -58,18 +58,61 @@ def test_codex_healthy_sends_the_responses_shape(coding_agent, client_server, re
     assert kinds == ["reasoning", "function_call", "function_call_output"], kinds
 
 
-@pytest.mark.parametrize("client", CLIENTS)
+def test_claude_code_healthy_sends_the_messages_shape(coding_agent, client_server,
+                                                       record_property):
+    done = run(coding_agent, client_server, "claude", "healthy", record_property)
+    assert done.answered, done.describe()
+    assert [(e["path"], e["status"]) for e in done.generations] == \
+        [("/v1/messages?beta=true", 200)] * 2, done.describe()
+    headers = done.generations[0]["headers"]
+    assert headers["anthropic-version"] == "2023-06-01" and headers["anthropic-beta"]
+    assert "x-api-key" not in headers  # the log keeps no credentials
+    first, second = sent(done, 0), sent(done, 1)
+    assert all(block["type"] == "text" for block in first["system"])
+    assert any("cache_control" in block for block in first["system"])
+    assert first["max_tokens"] == 32000 and first["thinking"] == {"type": "adaptive"}
+    assert first["output_config"]["effort"] and first["metadata"]["user_id"]
+    assert not {"temperature", "top_p", "top_k"} & set(first)
+    assert all(isinstance(m["content"], list) for m in first["messages"])
+    result = second["messages"][-1]["content"][-1]
+    assert result["type"] == "tool_result" and "cache_control" in result and "is_error" in result
+
+
+@pytest.mark.parametrize("client", ("pi", "codex"))
 def test_late_system_message_template(coding_agent, client_server, record_property, client):
     done = run(coding_agent, client_server, client, "late_system", record_property)
     if client == "pi":  # one developer message, first: the template has nothing to refuse
         assert done.answered, done.describe()
         return
     # Codex's two developer items: refused at its first request, and it gives up.
+    refused_at_once(done)
+
+
+def refused_at_once(done):
     assert not done.answered and done.rc, done.describe()
     first = done.generations[0]
     assert first["status"] == 400, done.describe()
     assert "System message must be at the beginning" in first["error"], done.describe()
     assert all(e["status"] == 400 for e in done.generations), done.describe()
+
+
+def test_late_system_message_template_claude_code(coding_agent, client_server,
+                                                  record_property):
+    # With its Agent tool, under a local model name, Claude Code ends its first request with a
+    # role system message ("Available agent types ..."): refused at once.
+    local = run(coding_agent, client_server, "claude", "late_system", record_property,
+                tools="Bash,Agent")
+    assert sent(local, 0)["messages"][-1]["role"] == "system", local.describe()
+    refused_at_once(local)
+    # Under a claude-* name it sends none: the template renders its first request, which is
+    # then refused only for its size (the agent types move into a 27 KB system, ~47,800 tokens
+    # of the self-test model's byte-sized ones, over these 40,960-token slots).
+    named = run(coding_agent, client_server, "claude", "late_system", record_property,
+                tools="Bash,Agent", model="claude-sonnet-4-5")
+    assert "system" not in {m["role"] for m in sent(named, 0)["messages"]}, named.describe()
+    first = named.generations[0]
+    assert first["status"] == 400 and "exceeds the available context size" in first["error"] \
+        and "System message" not in first["error"], named.describe()
 
 
 @pytest.mark.parametrize("client", CLIENTS)
@@ -95,6 +138,9 @@ def test_template_dropping_tool_results(coding_agent, client_server, record_prop
 
 def calls(body):
     """The tool calls (name, arguments) in a request's history, chat or Responses shaped."""
+    if "system" in body:  # Anthropic Messages: tool_use blocks
+        return [(b["name"], b["input"]) for m in body["messages"] if isinstance(m["content"], list)
+                for b in m["content"] if b["type"] == "tool_use"]
     if "messages" in body:
         return [(c["function"]["name"], c["function"]["arguments"])
                 for m in body["messages"] for c in m.get("tool_calls") or ()]
