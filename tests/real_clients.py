@@ -267,6 +267,11 @@ LONG_CTX_TRAIN = 65536  # Codex's first request is ~24,500 tokens of the self-te
 CTX_SIZE = 40960  # byte-level vocabulary, pi's ~2,000
 
 
+# What the tool results sent to the servers below hold: the shell's answer to the self-test
+# model's command ("Paris"), and the agent claim's reference marker.
+RESULT_MARKS = ("command not found", "ref-")
+
+
 def templates() -> dict[str, str | None]:
     """Scenario -> the chat template it serves (None: the model's own)."""
     from pytest_frank.local.selftest_model import chat_template
@@ -279,11 +284,12 @@ def templates() -> dict[str, str | None]:
             "{{- raise_exception('System message must be at the beginning.') }}"
             "{%- endif %}{%- endfor %}\n" + agent)
     # As llama.cpp issue 19851's template: roles must alternate, a tool message raises. The raise
-    # keys on real tool results (the shell's answer to the model's command "Paris", or the
-    # battery's "ref-" marker): llama.cpp renders sample conversations with role tool to learn
-    # the tool-call format, and a template that raised on those would break turn 1 too.
-    strict = ("{%- for m in messages %}{%- if m.role == 'tool' and ('command not found' in "
-              "m.content or 'ref-' in m.content) %}{{- raise_exception("
+    # keys on the tool results these tests send (RESULT_MARKS): llama.cpp renders sample
+    # conversations with role tool to learn the template's capabilities and tool-call format,
+    # and a template that raised on those too would break turn 1 as well.
+    marked = " or ".join(f"{mark!r} in m.content" for mark in RESULT_MARKS)
+    strict = ("{%- for m in messages %}{%- if m.role == 'tool' and (" + marked + ") %}"
+              "{{- raise_exception("
               "'Conversation roles must alternate user/assistant/user/assistant/...') }}"
               "{%- endif %}{%- endfor %}\n" + agent)
     # The template less its role-tool branch: the result never reaches the prompt, so the agent
