@@ -3,8 +3,9 @@ endpoint's API shape.
 
 The `openai` and `anthropic` SDKs are what real clients run, so a probe sees what they see: the
 SDK builds the request and parses the reply (streams included). The driver owns the wire format
-(pytest_frank.drivers.openai_chat, .anthropic_messages); every HTTP exchange underneath is
-recorded by pytest_frank.http. Both shapes come back as one `Reply`, with a clock on the stream.
+(pytest_frank.drivers.openai_chat, .anthropic_messages, .openai_responses); every HTTP exchange
+underneath is recorded by pytest_frank.http. Every shape comes back as one `Reply`, with a clock
+on the stream.
 """
 
 from __future__ import annotations
@@ -52,8 +53,13 @@ class Request:
     extra: dict = field(default_factory=dict)  # driver-supplied params (thinking switch, effort)
     reasoning_field: str | None = None  # where fleet.yaml says reasoning arrives, read first
     think: bool = False  # ask for thinking where the API wants it asked (the driver's thinking_on)
-    budget_key: str = "max_tokens"  # or "max_completion_tokens": the OpenAI shape takes both
+    # or "max_completion_tokens": the OpenAI shape takes both; None sends no budget (the
+    # server's default decides; max_tokens then only bounds how long a stream is read)
+    budget_key: str | None = "max_tokens"
     stream_usage: bool = True  # a stream asks for its usage (OpenAI stream_options.include_usage)
+    # The fleet's sampling goes with the request; False sends none, as clients that leave
+    # sampling to the server's defaults do (Claude Code, Codex, pi, opencode).
+    sampling: bool = True
     # A conversation so far, in the driver's wire shape (an agent step's history); `content`
     # is then unused. Drivers build it (Driver.agent_history).
     messages: list[dict] | None = None
@@ -181,8 +187,8 @@ def send(target: Target, req: Request, api: str | None = None) -> Reply:
     target.pace()
     driver, model = target.wire(api), target.model_name()
     thinking = driver.thinking_on(req.max_tokens) if req.think else {}
-    req = replace(req, extra=combine(driver.sampling(target.endpoint.sampling), thinking,
-                                     req.extra))
+    sampling = driver.sampling(target.endpoint.sampling) if req.sampling else {}
+    req = replace(req, extra=combine(sampling, thinking, req.extra))
     with http.recording() as seen:
         target.sending(+1)
         try:

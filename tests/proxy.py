@@ -29,11 +29,14 @@ class Proxy:
                  rewrite: Callable[[dict], dict] | None = None, seed: int | None = None,
                  pace_s: float = 0.0,
                  routes: dict[str, Callable[[Any], Any]] | None = None,
-                 rewrite_answer: Callable[[dict, dict], dict] | None = None) -> None:
+                 rewrite_answer: Callable[[dict, dict], dict] | None = None,
+                 refuse: Callable[[dict], str | None] | None = None) -> None:
         self.upstream = upstream.rstrip("/")
         self.jitter_s, self.rewrite = jitter_s, rewrite
         # rewrite_answer(request, answer): a whole JSON answer as the client receives it
         self.rewrite_answer = rewrite_answer
+        # refuse(request): a gateway's own 400 with that message, the upstream never asked
+        self.refuse = refuse
         # A slow, steady GPU: each streamed event `pace_s` after the last, and a whole answer
         # held for `pace_s` per token it generated (a server sends it only when it is done).
         self.pace_s = pace_s
@@ -146,6 +149,11 @@ def _handler(proxy: Proxy):
             length = int(self.headers.get("content-length") or 0)
             raw = self.rfile.read(length) if length else b""
             body = proxy.body(raw, self.headers.get("content-type", ""))
+            refused = proxy.refuse(json.loads(body)) if proxy.refuse and body else None
+            if refused is not None:
+                self._answer(400, {"error": {"message": refused,
+                                             "type": "invalid_request_error"}})
+                return
             headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
             request = proxy._client.build_request(self.command, proxy.upstream + self.path,
                                                   headers=headers, content=body or None)

@@ -32,7 +32,8 @@ def test_schema_launch_keys_are_the_launcher_keys():
     assert set(_defs()["launch"]["properties"]) == launch.KEYS
 
 
-@pytest.mark.parametrize("claim", sorted(set(CLAIMS) - {"health", "alias", "reasoning_effort"}))
+@pytest.mark.parametrize("claim", sorted(set(CLAIMS) - {"health", "alias", "reasoning_effort",
+                                                        "clients"}))
 def test_claim_options_take_the_schema_keys(claim):
     allowed = set(_defs()["expect"]["properties"][claim].get("properties", {}))
     assert options_type(claim).keys() == allowed
@@ -45,6 +46,20 @@ def test_reasoning_effort_options_take_every_form():
     assert set(forms[2]["properties"]) - set(opts.FROM_KEYS) < opts.keys()
     assert opts.from_fleet({"low": "low"}).map == {"low": "low"}
     assert opts.from_fleet({"map": {"high": "xhigh"}, "unmapped": True}).unmapped is True
+
+
+def test_clients_options_take_every_client_and_its_keys():
+    from pytest_frank.claims.clients import CHOICES
+    from pytest_frank.claims.clients.registry import PROFILES
+
+    named = _defs()["expect"]["properties"]["clients"]["items"]["anyOf"]
+    assert named[0]["enum"] == list(PROFILES) == named[1]["propertyNames"]["enum"]
+    assert set(named[1]["additionalProperties"]["anyOf"][1]["properties"]) == set(CHOICES)
+    opts = options_type("clients")
+    assert [n for n, _ in opts.from_fleet(True).clients] == list(PROFILES)
+    parsed = opts.from_fleet(["pi", {"claude_code": {"request_kb": 8, "model": "claude-x"}}])
+    assert parsed.of("claude_code").request_kb == 8 and [n for n, _ in parsed.clients] == [
+        "pi", "claude_code"]
 
 
 def _battery_tests():

@@ -15,6 +15,8 @@ Which engine shape each fuzzed route imitates (the other routes answer as that e
   /v1/chat/completions   OpenAI chat JSON and SSE chunks (llama.cpp with timings, vLLM, SGLang,
                          a generic OpenAI server)
   /v1/messages           Anthropic Messages JSON and SSE events (the proxy)
+  /v1/responses          Responses JSON and named SSE events, as llama.cpp sends them (api:
+                         responses)
 
 Examples per route and engine shape: EXAMPLES below (the whole file runs in about a minute).
 """
@@ -64,7 +66,7 @@ from pytest_frank.target import Target
 
 # Hypothesis examples per (route, engine shape): each generation example runs every generation
 # check once (16 checks, some 30 requests), a cheap route's example a few checks.
-EXAMPLES = {"chat": 12, "messages": 12, "cheap": 40}
+EXAMPLES = {"chat": 12, "messages": 12, "responses": 12, "cheap": 40}
 # The longest line a verdict may be: a message is cut to MAX_MESSAGE, a wrong-engine line and a
 # fix may stand beside it.
 LONGEST = redact.MAX_MESSAGE + 1000
@@ -205,6 +207,34 @@ def _message_events(message):
 
 
 MESSAGE_EVENTS = _message_events(MESSAGE)
+# /v1/responses as llama.cpp answered it (reasoning item with reasoning_text, a message, a call).
+RESPONSE_OUTPUT = [
+    {"id": "rs_1", "type": "reasoning", "summary": [], "encrypted_content": "",
+     "content": [{"type": "reasoning_text", "text": "Thinking"}], "status": "completed"},
+    {"id": "msg_1", "type": "message", "role": "assistant", "status": "completed",
+     "content": [{"type": "output_text", "text": "Hello!", "annotations": [], "logprobs": [
+         {"token": "Hello!", "logprob": -0.1, "top_logprobs": [{"token": "Hello!",
+                                                                "logprob": -0.1}]}]}]},
+    {"id": "fc_1", "type": "function_call", "status": "completed", "call_id": "call_1",
+     "name": "get_weather", "arguments": json.dumps(ARGS["get_weather"])}]
+RESPONSE = {"id": "resp_1", "object": "response", "status": "completed", "model": "model",
+            "output": RESPONSE_OUTPUT,
+            "usage": {"input_tokens": 21, "output_tokens": 6, "total_tokens": 27,
+                      "input_tokens_details": {"cached_tokens": 0}}}
+RESPONSE_EVENTS = [
+    {"type": "response.created", "response": {"id": "resp_1", "status": "in_progress"}},
+    {"type": "response.output_item.added", "output_index": 0,
+     "item": {**RESPONSE_OUTPUT[0], "content": [], "status": "in_progress"}},
+    {"type": "response.reasoning_text.delta", "item_id": "rs_1", "delta": "Thinking"},
+    {"type": "response.output_item.done", "output_index": 0, "item": RESPONSE_OUTPUT[0]},
+    {"type": "response.output_text.delta", "item_id": "msg_1", "delta": "Hello!"},
+    {"type": "response.output_item.done", "output_index": 1, "item": RESPONSE_OUTPUT[1]},
+    {"type": "response.output_item.added", "output_index": 2,
+     "item": {**RESPONSE_OUTPUT[2], "arguments": ""}},
+    {"type": "response.function_call_arguments.delta", "item_id": "fc_1",
+     "delta": RESPONSE_OUTPUT[2]["arguments"]},
+    {"type": "response.output_item.done", "output_index": 2, "item": RESPONSE_OUTPUT[2]},
+    {"type": "response.completed", "response": RESPONSE}]
 PROPS = {"total_slots": 2, "model_path": "/models/m.gguf", "build_info": "b6000-abc",
          "modalities": {"vision": True}, "default_generation_settings": {"n_ctx": 4096}}
 SLOTS = [{"id": 0, "n_ctx": 4096, "speculative": True}, {"id": 1, "n_ctx": 4096,
@@ -431,6 +461,21 @@ def test_any_messages_answer_is_a_verdict(emulators, plain, stream, swap):
         target.close()
 
 
+@fuzzed(EXAMPLES["responses"])
+@given(plain=json_reply(RESPONSE), stream=sse_stream(RESPONSE_EVENTS, named=True),
+       swap=st.booleans())
+def test_any_responses_answer_is_a_verdict(emulators, plain, stream, swap):
+    """/v1/responses (fleet.yaml api: responses): Responses JSON for plain requests, named SSE
+    events for streamed ones."""
+    em = emulators("llamacpp")
+    route_answers(em, "/v1/responses", plain, stream, swap)
+    target = target_for(em, api="responses")
+    try:
+        verdicts(target, GENERATION)
+    finally:
+        target.close()
+
+
 def route_answers(em: Emulator, path: str, plain: Reply, stream: Reply, swap: bool) -> None:
     def answer(req):
         streamed = bool((req.body or {}).get("stream")) if isinstance(req.body, dict) else False
@@ -458,3 +503,42 @@ def test_a_models_list_that_is_not_an_object_leaves_every_failure_a_verdict(run_
                                  "expected an object, got list [[]1, 2, 3[]]*",
                                  "*test_reasoning_streamed*",
                                  "streamed chat answered 500: upstream gone"])
+
+
+# -- the Responses stream's own verdicts: it must end with response.completed -----------------------
+def _events(events) -> Reply:
+    lines = [f"event: {e['type']}\ndata: {json.dumps(e)}\n" for e in events]
+    return Reply(200, "\n".join(lines) + "\n", {"content-type": "text/event-stream"})
+
+
+FAILED = {**RESPONSE, "status": "failed", "output": [],
+          "error": {"code": "server_error", "message": "the model crashed"}}
+
+
+@pytest.mark.parametrize("events,problem", [
+    (RESPONSE_EVENTS, None),
+    (RESPONSE_EVENTS[:-1], "the event stream ended without response.completed (its last event: "
+                           "response.output_item.done): a client waits for it, or reports the "
+                           "turn as failed"),
+    ([*RESPONSE_EVENTS[:3], {"type": "response.failed", "response": FAILED}],
+     "the response failed: the model crashed"),
+    ([*RESPONSE_EVENTS[:3], {"type": "error", "code": "x", "message": "out of memory"}],
+     "the stream carried an error event: out of memory"),
+])
+def test_a_responses_stream_ends_with_response_completed(emulators, events, problem):
+    from pytest_frank.chat import Request, send
+
+    em = emulators("llamacpp")
+    em.route("POST", "/v1/responses", lambda r: _events(events))
+    target = target_for(em, api="responses")
+    try:
+        reply = send(target, Request("Hi", 64, stream=True))
+    finally:
+        target.close()
+    assert reply.problem == problem
+    if problem is None:
+        assert (reply.content, reply.reasoning, reply.reasoning_field) == (
+            "Hello!", "Thinking", "reasoning_text")
+        assert [(c.name, c.id) for c in reply.calls] == [("get_weather", "call_1")]
+        assert (reply.finish, reply.tokens, reply.prompt_tokens) == ("tool_calls", 6, 21)
+        assert [t.token for t in reply.logprobs or []] == ["Hello!"]

@@ -77,7 +77,8 @@ def test_every_claim_init_can_write_loads(tmp_path):
               "reasoning_effort": Found(_effort_levels(), "e"), "spec_decode": Found(True, "s"),
               "vision": Found(True, "v"), "slots": Found({"count": 2, "ctx_per_slot": 8192}, "sl"),
               "vram": Found({"model": str(model), "ctx_size": 4096}, "vr"),
-              "perf": Found({"max_ttft_s": 0.27, "min_decode_tps": 760.0}, "p # not a key")}
+              "perf": Found({"max_ttft_s": 0.27, "min_decode_tps": 760.0}, "p # not a key"),
+              "clients": Found(["claude_code", "pi"], "c")}
     found = Survey(url="http://127.0.0.1:8080", engine="llamacpp", engine_why="w\nx",
                    models=["a"], claims=claims)
     text = render.render([(found, None)], key_env="KEY", all_models=False, out_name="f.yaml")

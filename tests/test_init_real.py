@@ -57,8 +57,12 @@ def test_plain_server_round_trip(llama, tmp_path, run_fleet, capsys):
     assert rc == 0, capsys.readouterr().err
     (entry,) = validates(text)["endpoints"].values()
     assert entry["engine"] == "llamacpp" and entry["alias"] == "frank-default-large"
-    assert set(entry["expect"]) == {"reasoning", "tools", "agent", "perf", "slots", "vram"}
+    assert set(entry["expect"]) == {"reasoning", "tools", "agent", "clients", "perf", "slots",
+                                    "vram"}
     assert entry["expect"]["slots"] == {"count": 1, "ctx_per_slot": 4096}
+    # A coding client's typical request and budget outgrow 4096 tokens; Open WebUI's do not.
+    assert entry["expect"]["clients"] == ["openwebui"]
+    assert "# clients: left out: claude_code (its typical first request" in text
     assert "# /v1/models owned_by 'llamacpp'" in text
     assert ("# /props chat_template_caps.supports_tools true; a forced call (tool_choice "
             "required) came back as a valid get_time call") in claims_line(text, "tools")

@@ -332,7 +332,7 @@ def test_fleet_reasons_read_like_a_colleague(tmp_path):
     bad = {"endpoints": {"x": {"url": "ftp://h", "engine": "tgi", "api_key": 5, "colour": 1}}}
     reasons = sorted(_reason(p) for p in problems(schema(), bad, _show, "a mapping"))
     assert "'tgi' is not one of llamacpp, vllm, sglang, anthropic, openai" in reasons
-    assert any(r.startswith("unknown key 'colour' (known keys: alias, api_key") for r in reasons)
+    assert any(r.startswith("unknown key 'colour' (known keys: alias, api, api_key") for r in reasons)
     assert "'ftp://h' is not an http(s) URL" in reasons
     assert "expected a string, got integer (the value is a secret and is not shown)" in reasons
 

@@ -22,6 +22,8 @@ CLAIMS = {
     "reasoning_effort": "every client reasoning_effort level maps to one the template accepts",
     "tools": "tool calls are well formed and validate against their schema",
     "agent": "a tool result sent back gets a final answer, as agent clients loop",
+    "clients": "each coding client's own requests (Claude Code, Codex, pi, opencode, Open WebUI) "
+               "are answered",
     "spec_decode": "speculative decoding is engaged with a sane acceptance rate",
     "vision": "the model sees the image it is sent",
     "params": "request parameters (caps, stops, schemas, logprobs, usage, context) are honoured",

@@ -143,6 +143,15 @@ LOST_RESULTS_FIX = ("the history reached the engine ending in the assistant's to
 LOST_THINKING_FIX = ("a proxy dropped the thinking blocks (and their signatures) the client "
                      "echoes with a tool call in extended thinking: make it forward assistant "
                      "content verbatim")
+# What a Responses server says when a reasoning item comes back without the content it reads
+# (llama.cpp reads the reasoning_text in `content`; Codex echoes a summary-only item as it came).
+REFUSED_REASONING = ("item['content'] is not an array", "item['content'] is empty")
+REFUSED_REASONING_FIX = ("Codex sends a reasoning item back as it came: a summary without "
+                         "`content` where the server (or a proxy in front) sent the reasoning "
+                         "only as a summary, and llama.cpp's /v1/responses refuses such an item. "
+                         "Send reasoning items with their reasoning_text content (a proxy must "
+                         "pass the upstream's items through unchanged), or update the engine to "
+                         "a build that accepts reasoning items without content")
 REPEAT_FIX = ("the tool result did not reach the prompt: does the chat template render role "
               "tool (OpenAI) or tool_result blocks (Anthropic)? Serve the model's own template; "
               "behind a proxy, check that it forwards the results")
@@ -153,7 +162,9 @@ def held(turn: Turn) -> str:
     roles: list[str] = []
     for m in turn.sent:
         role, content = m.get("role"), m.get("content")
-        if role == "assistant":
+        if role is None or m.get("type") not in (None, "message"):  # a Responses input item
+            roles.append(str(m.get("type") if role is None else role))
+        elif role == "assistant":
             parts = []
             if m.get("tool_calls"):
                 parts.append(f"{len(m['tool_calls'])} tool_call(s)")
@@ -245,6 +256,10 @@ def _error(turn: Turn, n: int, driver) -> Problem:
     if n > 1 and any(w in lower for w in LOST_THINKING):
         return Problem(f"turn {n} ({what}) answered {reply.status}: the thinking blocks were "
                        f"sent back ({held(turn)}) but did not arrive: {said}", LOST_THINKING_FIX)
+    if n > 1 and any(w.lower() in lower for w in REFUSED_REASONING):
+        return Problem(f"turn {n} ({what}) answered {reply.status}: the reasoning item echoed "
+                       f"back as Codex echoes it ({held(turn)}) was refused: {said}",
+                       REFUSED_REASONING_FIX)
     if n > 1 and any(w in lower for w in TEMPLATE_WORDS):
         return Problem(f"turn {n} ({what}) answered {reply.status}: the chat template could not "
                        f"render the history ({held(turn)}): {_raised(reply.problem or '')}",

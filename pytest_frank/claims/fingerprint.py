@@ -22,6 +22,7 @@ from pytest_frank import redact, sizing
 from pytest_frank.chat import Reply, Request, combine
 from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Options as ClaimOptions
+from pytest_frank.claims.replies import one_line
 from pytest_frank.observation import Observation
 from pytest_frank.verdict import fail, inconclusive
 
@@ -96,7 +97,7 @@ def greedy(driver) -> dict[str, Any]:
     token that comes without one was not measured: Driver.unmeasured)."""
     parts = [driver.sampling({"temperature": 0.0}), driver.thinking_off(), driver.uncached()]
     if "logprobs" in driver.shape_params:
-        parts.append({"logprobs": True, "top_logprobs": TOP})
+        parts.append(driver.logprobs(TOP))
     return combine(*parts)
 
 
@@ -196,10 +197,25 @@ def answers(target) -> Asked:
     reqs = requests(target, opts, long)
     target.model_name()  # before the block: a probe waited for inside it would wait on it
     with target.exclusive():  # alone: a batch shared with other requests moves the numbers
-        replies = {name: target.chat(req) for name, req in reqs.items()}
+        replies = {name: greedy_answer(target, req) for name, req in reqs.items()}
     return Asked(replies=replies, context=context, long=long, said=said, unfit=problem,
                  before=before, digests={n: digest(r.messages or r.content)
                                          for n, r in reqs.items()})
+
+
+def greedy_answer(target, req: Request) -> Reply:
+    """The answer, asked again without logprobs where the route refuses them (llama.cpp's
+    /v1/responses answers 400 to top_logprobs): then the record is the answer's characters;
+    the refusal itself is test_params_logprobs' to judge. The refused reply is kept in
+    `first`."""
+    reply = target.chat(req)
+    asked = target.driver.logprobs(TOP) if "logprobs" in target.driver.shape_params else {}
+    plain = {k: v for k, v in req.extra.items() if k not in asked}
+    if reply.status != 400 or plain == req.extra:
+        return reply
+    again = target.chat(replace(req, extra=plain))
+    again.first = reply
+    return again
 
 
 def recorded(target) -> dict[str, Any] | None:
@@ -407,6 +423,10 @@ def _about_prompts(obs: Asked, ctx: Context) -> None:
                  f"tokens of a {obs.context}-token context{whose}")
     for line in obs.said:
         ctx.note(line)
+    refused = next((r.first for r in obs.replies.values() if r.first is not None), None)
+    if refused is not None:
+        ctx.note(f"logprobs were refused ({one_line(refused.problem_line, 120)}): asked "
+                 f"without them")
     if not any(r.logprobs for r in obs.replies.values()):
         ctx.note("no logprobs came back: the record is the answers' characters, and only "
                  "agreement is compared")

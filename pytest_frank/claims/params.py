@@ -114,11 +114,12 @@ def stopped(target) -> Sent:
 def formatted(target) -> Sent:
     """At the endpoint's default; again with thinking asked where the reasoning claim is asked
     (vLLM issue 44012: the schema escapes through the reasoning channel with a parser on)."""
-    obs = Sent(replies={"response_format": _answer(
-        target, Request(JSON_PROMPT, ANSWER, extra={"response_format": FORMAT}))})
+    extra = target.driver.response_format(FORMAT)
+    obs = Sent(replies={"response_format": _answer(target, Request(JSON_PROMPT, ANSWER,
+                                                                   extra=extra))})
     if target.endpoint.asks("reasoning"):
         obs.replies["response_format thinking"] = _answer(
-            target, Request(JSON_PROMPT, ANSWER, extra={"response_format": FORMAT}, think=True))
+            target, Request(JSON_PROMPT, ANSWER, extra=extra, think=True))
     return obs
 
 
@@ -127,8 +128,8 @@ def with_logprobs(target) -> Sent:
     without their alternatives."""
     from pytest_frank.probes import slot_shape
 
-    obs = Sent(replies={"logprobs": target.chat(Request(
-        LONG, CAP, extra={"logprobs": True, "top_logprobs": TOP}))})
+    obs = Sent(replies={"logprobs": target.chat(Request(LONG, CAP,
+                                                        extra=target.driver.logprobs(TOP)))})
     shape = target.need(slot_shape)
     if shape.failure is None:
         obs.drafting = target.driver.speculative_live(getattr(shape, "payloads", {}))
@@ -175,6 +176,14 @@ def system_in_messages(target) -> Sent:
                                        {"role": "user", "content": "Say hello."}]))})
 
 
+def field_name(params: dict) -> str:
+    """A request field as a client names it: `response_format`, or `text.format` where the
+    field sits in a one-key object."""
+    key = next(iter(params))
+    value = params[key]
+    return f"{key}.{next(iter(value))}" if isinstance(value, dict) and len(value) == 1 else key
+
+
 def stop_string(content: str, reasoning: str = "") -> str | None:
     """Four characters from the middle of an answer, no whitespace, not first met at its start,
     not in the reasoning where avoidable: a stop the answer is sure to meet."""
@@ -214,9 +223,7 @@ def judge_max_tokens(obs: Sent, ctx: Context) -> None:
             fail(f"{key}={_cap(r)} was sent and the answer stopped at exactly "
                  f"{r.tokens} tokens with finish_reason {r.finish!r} ({_under(tries)}): the cap "
                  f"cut it, but clients read the finish as a complete answer",
-                 "update the engine, or the proxy in front that rewrites finish_reason: an "
-                 "answer cut by the budget must end with finish_reason \"length\" "
-                 "(stop_reason \"max_tokens\")")
+                 ctx.driver.budget_cut_fix)
         terse.append(f"{key}: {_under(tries)}")
     if terse:
         inconclusive(f"the model ended its answer by itself under every cap asked "
@@ -294,9 +301,9 @@ def judge_response_format(obs: Sent, ctx: Context) -> None:
 def _judge_formatted(r: Reply, ctx: Context, how: str) -> None:
     import jsonschema
 
-    require_answer(r, ctx.driver, f"a request with response_format json_schema{how}")
+    sent = f"{field_name(ctx.driver.response_format(FORMAT))} json_schema{how}"
+    require_answer(r, ctx.driver, f"a request with {sent}")
     require_thinking_ended(r, ctx.driver, "expect.params")
-    sent = f"response_format json_schema{how}"
     if not r.content.strip() and r.reasoning.strip():
         fail(f"{sent}: the content is empty and the reasoning holds "
              f"{one_line(r.reasoning, 80)!r}: the schema went to the reasoning channel",
@@ -340,10 +347,11 @@ def judge_logprobs(obs: Sent, ctx: Context) -> None:
     the tokens spelling the content."""
     r = obs.replies["logprobs"]
     require_answer(r, ctx.driver, "a request with logprobs")
-    fix = "update the engine; a proxy in front must pass logprobs and top_logprobs through"
+    fix = ctx.driver.logprobs_fix
     if not r.logprobs:
-        fail(f"logprobs: true, top_logprobs: {TOP} were sent and the reply has no logprobs "
-             f"(choices[0].logprobs.content {'empty' if r.logprobs == [] else 'absent'})", fix)
+        sent = ", ".join(f"{k}: {json.dumps(v)}" for k, v in ctx.driver.logprobs(TOP).items())
+        fail(f"{sent} were sent and the reply has no logprobs "
+             f"({'an empty list' if r.logprobs == [] else 'none at all'})", fix)
     narrow = [t for t in r.logprobs if t.top != TOP or t.logprob is None]
     if narrow:
         t = narrow[0]
@@ -457,7 +465,8 @@ def _asked(param: str):
     """Applies where the API shape has the parameter and fleet.yaml does not turn it off."""
     def applies(opts: Options, driver) -> str | None:
         if param not in driver.shape_params:
-            return f"{ASKED.get(param, param)} is not part of the {driver.api_shape} API shape"
+            shape = "Responses" if driver.api == "responses" else driver.api_shape
+            return f"{ASKED.get(param, param)} is not part of the {shape} API shape"
         if param == "claude_code":
             return None if opts.claude_code else "expect.params.claude_code is not set"
         return None if getattr(opts, param) else f"expect.params.{param} is false"

@@ -249,12 +249,25 @@ class Driver:
                                    "enforcing it; a proxy in front must pass the field through")
     stop_fix: Text = ("update the engine (stop strings are applied to the answer, and cut from it); "
                       "a proxy in front must pass `stop` through")
+    budget_cut_fix: Text = ("update the engine, or the proxy in front that rewrites finish_reason: "
+                            "an answer cut by the budget must end with finish_reason \"length\" "
+                            "(stop_reason \"max_tokens\")")
+    logprobs_fix: Text = ("update the engine; a proxy in front must pass logprobs and "
+                          "top_logprobs through")
     context_fix: Text = ("the engine must refuse a prompt longer than its context (a 400 that "
                          "names the limit), not truncate it or answer empty: update it, or "
                          "turn off prompt truncation in the proxy or server")
 
     def stop_param(self, stop: str) -> dict:
         return {"stop": [stop]}
+
+    def response_format(self, fmt: dict) -> dict:
+        """Request params for a chat-shaped response_format (json_schema)."""
+        return {"response_format": fmt}
+
+    def logprobs(self, top: int) -> dict:
+        """Request params that ask each token's logprob and `top` alternatives."""
+        return {"logprobs": True, "top_logprobs": top}
 
     def count_tokens(self, sdk, model: str, req) -> int | None:
         """The prompt's tokens by the API's own counting route; None: the shape has none (the
@@ -375,6 +388,8 @@ class Driver:
     no_template_fix: Text = ("serve the model with its own chat template, or an instruct "
                              "checkpoint that carries one")
     wrong_template_fix: Text = "serve the model with its own chat template"
+    # How a chat template edited by hand is served (a template that raises on what clients send).
+    edited_template_fix: Text = "serve the edited template with the server's chat template setting"
 
     def served_template(self, payloads: dict) -> tuple[str | None, str | None]:
         """(the chat template the server renders with, the model's end-of-turn token), from the
@@ -453,6 +468,11 @@ class Driver:
         """Request params that send a reasoning_effort level."""
         return {"reasoning_effort": value}
 
+    def template_line(self, message: str | None) -> str | None:
+        """Where in the chat template an error answer says it raised ("line 3, column 12:
+        <the source there>"); None where the engine's words do not say."""
+        return None
+
     def known_fix(self, message: str | None, status: int | None = None) -> Text | None:
         """The usual fix for an error answer: by the server's words, else by its status."""
         lower = (message or "").lower()
@@ -477,5 +497,6 @@ class Driver:
 def _wires() -> dict[str, type]:
     """The routes besides chat, each a mixin of the members its wire replaces."""
     from pytest_frank.drivers.anthropic_messages import MessagesWire
+    from pytest_frank.drivers.openai_responses import ResponsesWire
 
-    return {"messages": MessagesWire}
+    return {"messages": MessagesWire, "responses": ResponsesWire}

@@ -271,6 +271,20 @@ class LlamaCppDriver(Driver):
                              "GGUF (one whose header carries tokenizer.chat_template)")
     wrong_template_fix = Phrase("serve the model's own template: ", TEMPLATE, " pointed at it, "
                                 "or none (the GGUF's own is used)")
+    edited_template_fix = Phrase("serve the edited template: ", TEMPLATE("<the edited file>"),
+                                 " (with ", JINJA, ")")
+
+    # The Jinja engine's trace (common/jinja): "While executing CallExpression at line 1, column
+    # 106 in source:\n...and not loop.first %}{{- raise_exception(...", then a caret line (the
+    # client may have folded the lines into one).
+    TEMPLATE_WHERE = re.compile(r"at line (\d+), column (\d+) in source:\s*(.+?)\s+\^", re.S)
+
+    def template_line(self, message):
+        found = self.TEMPLATE_WHERE.search(message or "")
+        if found is None:
+            return None
+        line, column, source = found.groups()
+        return f"line {line}, column {column}: {source.strip()}"
 
     def served_template(self, payloads):
         props = payloads.get("/props") or {}

@@ -11,8 +11,10 @@ if TYPE_CHECKING:
 
 
 def params(model: str, req: Request) -> dict[str, Any]:
-    out: dict[str, Any] = {"model": model, req.budget_key: req.max_tokens,
+    out: dict[str, Any] = {"model": model,
                            "messages": req.messages or [{"role": "user", "content": req.content}]}
+    if req.budget_key:  # None: no budget sent, the server's default decides (as Open WebUI)
+        out[req.budget_key] = req.max_tokens
     if req.tools is not None:
         out["tools"] = req.tools
         if req.tool_choice is not None:

@@ -30,6 +30,7 @@ class VllmDriver(Driver):
         return {"extra_body": {"cache_salt": secrets.token_urlsafe(16)}}
 
     parallel_flag = Setting("--max-num-seqs")
+    edited_template_fix = "serve the edited template: vllm serve --chat-template <the edited file>"
     unify_hint = "raise --max-model-len"
 
     # -- generation, /metrics, speculative decoding, vision --------------------------------------

@@ -19,6 +19,7 @@ from typing import Any
 from pytest_frank import metrics, redact
 from pytest_frank.chat import Request
 from pytest_frank.fleet import Endpoint
+from pytest_frank.init import clients
 from pytest_frank.observation import Failed
 
 MARGIN = 3.0  # perf bounds: a measured figure times this (or divided by it)
@@ -66,6 +67,7 @@ def survey(url: str, api_key: str | None, timeout: float, ready_timeout: float,
         _configured(target, found)
         _generated(target, found)
         _tools(target, found)
+        clients.offer(target, found)
         if perf:
             _perf(target, found, margin)
     finally:

@@ -1,0 +1,117 @@
+"""The probe: a client's first request, then its next one carrying a tool's result; and what
+bounds them: the served context, the prompt's tokens (usage, else the numbers of a refusal,
+else the server's tokenize route)."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+from pytest_frank.chat import Call, Reply, send
+from pytest_frank.claims.clients.filler import example_arguments
+from pytest_frank.claims.clients.profile import First, Profile
+from pytest_frank.claims.clients.registry import PROFILES
+from pytest_frank.observation import Failed, Observation
+from pytest_frank.probes import slot_shape
+
+# A refusal that names the prompt's tokens: llama.cpp's "request (73695 tokens) exceeds the
+# available context size (4096 tokens)"; vLLM's "maximum context length is 4096 tokens. However,
+# you requested 105695 tokens (73695 in the messages, 32000 in the completion)", or "your request
+# has 73695 input tokens".
+PROMPT_WORDS = (re.compile(r"\((\d+) tokens?\) exceeds"), re.compile(r"(\d+) in the messages"),
+                re.compile(r"has (\d+) input tokens"), re.compile(r"n_prompt_tokens\D{0,4}(\d+)"))
+
+
+@dataclass
+class Step:
+    held: str  # what the request's history held, in the client's words
+    reply: Reply
+    results: list[str] = field(default_factory=list)
+
+
+@dataclass(kw_only=True)
+class Played(Observation):
+    client: str
+    first: First
+    steps: list[Step] = field(default_factory=list)
+    earlier_call: bool = False  # turn 1 answered in text: turn 2 carries an earlier turn's call
+    context: int | None = None  # tokens one conversation gets, where the server says
+    slots: int | None = None
+    prompt_tokens: int | None = None
+    counted_by: str = ""
+
+
+def play(target, case: str) -> Played:
+    profile = PROFILES[case]
+    choices = target.endpoint.options("clients").of(case)
+    first = profile.first(choices, seed=len(case))
+    found = Played(client=case, first=first)
+    shape = target.need(slot_shape)
+    if not isinstance(shape, Failed):
+        found.context, found.slots = shape.ctx_per_slot, shape.count
+    reply = send(target, first.request, api=profile.api)
+    found.steps.append(Step(_held(first.request.messages or []), reply))
+    _count(target, found, reply)
+    if not reply.ok:
+        return found
+    calls = reply
+    if not reply.calls:  # as a client's history holds one: an earlier call and its result
+        found.earlier_call = True
+        calls = _earlier(profile, first)
+    results = [json.dumps({"path": "notes.txt", "lines": 3, "text": "shopping list"})
+               for _ in calls.calls]
+    found.steps[0].results = results
+    after = profile.then(target.wire(profile.api), first, calls, results)
+    found.steps.append(Step(_held(after.messages or []), send(target, after, api=profile.api)))
+    return found
+
+
+def _earlier(profile: Profile, first: First) -> Reply:
+    tool = first.tools[0]
+    name, args = tool["function"]["name"], example_arguments(tool)
+    call = Call(name, json.dumps(args), "call_frank_1")
+    return Reply(status=200, calls=[call], finish="tool_calls",
+                 blocks=profile.echoed(call, args))
+
+
+def _count(target, found: Played, reply: Reply) -> None:
+    """The first request's prompt tokens: by usage, a refusal's numbers, or /tokenize."""
+    if reply.prompt_tokens is not None:
+        found.prompt_tokens, found.counted_by = reply.prompt_tokens, "usage"
+        return
+    said = reply.problem or ""
+    for pattern in PROMPT_WORDS:
+        match = pattern.search(said)
+        if match:
+            found.prompt_tokens, found.counted_by = int(match.group(1)), "the refusal"
+            return
+    asked = target.driver.tokenize_request(target.model_name(), request_text(found.first))
+    if asked is None:
+        return
+    ex = target.post(*asked)
+    counted = target.driver.token_count(ex.json()) if ex.ok else None
+    if counted is not None:
+        found.prompt_tokens, found.counted_by = counted, f"{asked[0]} (its text alone)"
+
+
+def request_text(first: First) -> str:
+    """The request's text as JSON: what the tokenize route counts for it."""
+    req = first.request
+    return json.dumps([req.extra.get("system"), req.extra.get("instructions"), req.messages,
+                       req.tools])
+
+
+def _held(messages: list[dict]) -> str:
+    """The history's turns: role (or item type) and, for arrays, the block types."""
+    out = []
+    for m in messages:
+        role = m.get("role") or m.get("type", "?")
+        content = m.get("content")
+        if isinstance(content, list):
+            kinds = [str(b.get("type", "?")) for b in content if isinstance(b, dict)]
+            role += f" [{', '.join(kinds)}]"
+        if m.get("tool_calls"):
+            role += f" ({len(m['tool_calls'])} tool_call(s))"
+        out.append(role)
+    return ", ".join(out)

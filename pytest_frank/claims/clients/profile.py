@@ -1,0 +1,86 @@
+"""What a client profile is: the client's first request on its own route, built to its size,
+and its next request carrying a tool's result, in the client's own history shape. The features
+a profile sends that a server or proxy may refuse are named, so a failure says which broke."""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from pytest_frank.chat import Call, Reply, Request
+from pytest_frank.claims.clients.filler import prose, size_of
+
+PROMPT = ("Look at notes.txt in this project and tell me in one sentence what it is for. "
+          "Use a tool if you need one.")
+# The names of the features a server or proxy may refuse, as profiles declare them.
+LATE_SYSTEM, ARRAYS, CACHE_CONTROL = "late_system", "arrays", "cache_control"
+
+
+@dataclass(frozen=True)
+class Choices:
+    """One client's options under expect.clients (None: the client's own default)."""
+
+    request_kb: float | None = None  # the first request's size; the client's typical one if None
+    model: str | None = None  # the model name the client is configured with, sent as it sends it
+    max_tokens: int | None = None  # the client's output budget, where configured otherwise
+
+
+@dataclass
+class First:
+    """A profile's first request and what it was built from."""
+
+    request: Request
+    tools: list[dict]
+    size: int  # bytes of JSON, near enough the body's
+    budget: int | None  # the output budget the client asks (None: it sends none)
+    budget_field: str  # where it asks it
+    sends: dict[str, str] = field(default_factory=dict)  # feature -> where the request has it
+
+
+class Profile(abc.ABC):
+    """A client: its route, its typical first request's size, its output budget."""
+
+    name = ""
+    label = ""
+    api = "chat"
+    request_kb = 1.0
+    budget: int | None = None
+    budget_field = "max_tokens"
+
+    def first(self, choices: Choices, seed: int) -> First:
+        """The client's first request, filled to `request_kb` with generated prose."""
+        budget = choices.max_tokens or self.budget
+        shell = self.build(choices, "", budget)
+        target = int((choices.request_kb or self.request_kb) * 1024)
+        room = target - size_of(shell.request.messages, shell.request.tools, shell.request.extra)
+        built = self.build(choices, prose(room, seed), budget) if room > 0 else shell
+        built.size = size_of(built.request.messages, built.request.tools, built.request.extra)
+        return built
+
+    @abc.abstractmethod
+    def build(self, choices: Choices, filler: str, budget: int | None) -> First:
+        """The request with `filler` as the bulk of its instructions."""
+
+    def then(self, driver, first: First, reply: Reply, results: list[str]) -> Request:
+        """The next request: the history with the assistant's calls and their results, in the
+        shape the route's driver keeps it; profiles reshape it where their client differs."""
+        sent = first.request.messages or []
+        return replace(first.request,
+                       messages=self.reshape(driver.agent_history(sent, reply, results)))
+
+    def reshape(self, history: list[dict]) -> list[dict]:
+        return history
+
+    def echoed(self, call: Call, args: dict) -> list[dict]:
+        """An earlier assistant turn's call as the route's reply blocks hold it (the chat shape
+        keeps calls alone)."""
+        return []
+
+
+def text_blocks(*texts: str, cached: bool = False) -> list[dict[str, Any]]:
+    """Content as an array of text blocks; `cached` marks the last with cache_control."""
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": t} for t in texts]
+    if cached:
+        blocks[-1]["cache_control"] = {"type": "ephemeral"}
+    return blocks

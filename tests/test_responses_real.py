@@ -1,0 +1,219 @@
+"""The Responses route (fleet.yaml `api: responses`, POST /v1/responses through the openai
+client's responses.create) against real llama.cpp servers (xllamacpp, the self-test model):
+every generating claim runs through it, the agent loop carries function_call_output items and
+echoes reasoning items as Codex does, and the turn-2 faults fail through it."""
+
+import json
+
+from fleets import one_endpoint
+from proxy import Proxy
+from test_agent_real import _template
+
+from pytest_frank.local.selftest_model import chat_template
+
+SEEDS_MAP = {"minimal": "low", "low": "low", "medium": "medium", "high": "xhigh", "max": "xhigh"}
+
+
+def run(run_fleet, server, *args, **expect):
+    return run_fleet(one_endpoint(server.url, "llamacpp", api="responses",
+                                  alias="frank-default-large", expect=expect),
+                     "-p", "no:randomly", *args)
+
+
+def rows(pytester) -> dict:
+    data = json.loads((pytester.path / "run.json").read_text())
+    return {row["key"].split("::")[-1]: row for row in data["rows"]}
+
+
+def test_generating_claims_run_through_responses(llama, run_fleet):
+    server = llama(alias="frank-default-large")
+    with Proxy(server.url) as proxy:
+        result = run_fleet(one_endpoint(proxy.url, "llamacpp", api="responses",
+                                        alias="frank-default-large", expect={
+                                            "reasoning": True, "reasoning_effort": SEEDS_MAP,
+                                            "tools": {"trials": 2}, "params": True,
+                                            "fingerprint": True, "perf": True, "chat": True}),
+                           "-p", "no:randomly", "-m", "not health and not alias")
+    # Every generation went to /v1/responses: input items, never chat messages.
+    bodies = [b for b in proxy.sent if "model" in b]
+    assert bodies and all("input" in b and "messages" not in b for b in bodies), bodies
+    assert all(b["store"] is False and "max_output_tokens" in b for b in bodies), bodies
+    # 3 reasoning + 5 levels + 4 tools + chat + context_limit + fingerprint + ttft, decode;
+    # stop, stream_usage, count_tokens, system_message are not Responses parameters; named
+    # (ignored by llama.cpp), parallel, unmapped, prefix_cache not asked; max_tokens is left
+    # inconclusive by a terse model.
+    result.assert_outcomes(passed=17, failed=2, skipped=9)
+    result.stdout.fnmatch_lines([
+        # llama.cpp's /v1/responses passes the body on to chat, where text.format means
+        # nothing and top_logprobs without the chat's logprobs: true is refused.
+        "*text.format json_schema was sent and the content is not JSON ('Hello!'): the "
+        "schema is not enforced",
+        "*fix: the server accepts text.format without enforcing it*",
+        "*a request with logprobs answered 400: top_logprobs requires logprobs to be set to "
+        "true*",
+        "*test_params_stop*: stop is not part of the Responses API shape"])
+
+
+def test_agent_echoes_reasoning_items_and_answers_function_call_output(llama, run_fleet,
+                                                                       pytester):
+    server = llama(model="selftest:agent", alias="frank-default-large")
+    result = run(run_fleet, server, "-m", "agent", "--frank-json=run.json",
+                 agent={"steps": 2}, reasoning=True)
+    result.assert_outcomes(passed=2, skipped=1)
+    notes = "\n".join(rows(pytester)["test_agent_streamed[ep]"]["notes"])
+    # The reasoning item echoed with its reasoning_text content (as Codex does), the call, its
+    # output; turn 2 answered with text beside its call, echoed as an assistant message.
+    assert "turn 2 sent: user, reasoning, function_call, function_call_output\n" in notes, notes
+    assert ("turn 3 sent: user, reasoning, function_call, function_call_output, assistant "
+            "(output_text), function_call, function_call_output") in notes, notes
+    assert "turn 3 came back: finish stop, content 'Hello!'" in notes, notes
+
+
+def test_template_raising_on_role_tool_fails_through_responses(llama, run_fleet, tmp_path):
+    strict = ("{%- for m in messages %}{%- if m.role == 'tool' and 'ref-' in m.content %}"
+              "{{- raise_exception("
+              "'Conversation roles must alternate user/assistant/user/assistant/...') }}"
+              "{%- endif %}{%- endfor %}\n" + chat_template("agent"))
+    server = llama(model="selftest:agent", alias="frank-default-large",
+                   chat_template_file=_template(tmp_path, "strict.jinja", strict))
+    result = run(run_fleet, server, "-m", "agent", agent={"stream": False})
+    result.assert_outcomes(failed=1, skipped=2)
+    result.stdout.fnmatch_lines([
+        "*turn 2 (the answer to the tool result) answered 400: the chat template could not "
+        "render the history (user, reasoning, function_call, function_call_output)"
+        ": *Conversation roles must alternate*",
+        "*fix: serve the model's own chat template*"])
+
+
+def test_template_dropping_tool_results_repeats_the_call_through_responses(llama, run_fleet,
+                                                                          tmp_path):
+    deaf = chat_template().replace("message.role == 'tool'", "message.role == 'nobody'")
+    server = llama(model="selftest:agent", alias="frank-default-large",
+                   chat_template_file=_template(tmp_path, "deaf.jinja", deaf))
+    result = run(run_fleet, server, "-m", "agent", agent=True)
+    result.assert_outcomes(failed=2, skipped=1)
+    result.stdout.fnmatch_lines([
+        "*agent step (1 call(s), then the answer): turn 2 called get_* again with the "
+        "same arguments (*) instead of answering*",
+        "*fix: the tool result did not reach the prompt: does the chat template render*"])
+
+
+def _summary_only(request: dict, answer: dict) -> dict:
+    """A gateway that hands reasoning on as OpenAI's models send it: a summary, no content."""
+    for item in answer.get("output", []):
+        if item.get("type") == "reasoning":
+            text = "".join(p.get("text", "") for p in item.pop("content", None) or [])
+            item["summary"] = [{"type": "summary_text", "text": text}]
+    return answer
+
+
+def test_reasoning_echoed_without_content_is_refused_by_llama_cpp(llama, run_fleet):
+    # The reasoning comes as a summary; echoed back as Codex echoes it (summary, content null),
+    # llama.cpp's /v1/responses answers 400: the agent claim names the reasoning item.
+    server = llama(model="selftest:agent", alias="frank-default-large")
+    with Proxy(server.url, rewrite_answer=_summary_only) as proxy:
+        result = run_fleet(one_endpoint(proxy.url, "llamacpp", api="responses",
+                                        alias="frank-default-large",
+                                        expect={"agent": {"stream": False}}),
+                           "-p", "no:randomly", "-m", "agent")
+    sent = [b for b in proxy.sent if "input" in b][-1]["input"]
+    assert {"type": "reasoning", "status": "completed", "content": None,
+            "summary": [{"type": "summary_text", "text": "Thinking"}],
+            "encrypted_content": ""} in sent, sent
+    result.assert_outcomes(failed=1, skipped=2)
+    result.stdout.fnmatch_lines([
+        "*turn 2 (the answer to the tool result) answered 400: the reasoning item echoed back "
+        "as Codex echoes it (user, reasoning, function_call, function_call_output) was "
+        "refused: item?'content'? is not an array",  # fnmatch reads [] as a class
+        "*fix: Codex sends a reasoning item back as it came*"])
+
+
+def test_vision_through_responses(llama, run_fleet):
+    server = llama(model="selftest:vision", mmproj="selftest", threads=1)
+    with Proxy(server.url) as proxy:
+        result = run_fleet(one_endpoint(proxy.url, "llamacpp", api="responses", alias="frank",
+                                        expect={"vision": True}), "-m", "vision")
+    result.assert_outcomes(passed=1)
+    parts = [p for b in proxy.sent for m in b.get("input", []) for p in m.get("content", [])
+             if isinstance(p, dict)]
+    assert {p["type"] for p in parts} == {"input_text", "input_image"}, parts
+
+
+# -- real vLLM: its own /v1/responses (one configuration: parsers on, as the battery wants) ---
+VLLM = {"reasoning_parser": "qwen3", "tool_parser": "hermes"}
+
+
+def test_vllm_passes_the_battery_through_responses(vllm, run_fleet):
+    server = vllm(**VLLM)
+    with Proxy(server.url) as proxy:
+        result = run_fleet(one_endpoint(proxy.url, "vllm", api="responses", alias=server.model,
+                                        expect={"reasoning": True, "tools": True, "agent": True,
+                                                "params": True, "fingerprint": True,
+                                                "perf": True, "chat": True}),
+                           "-p", "no:randomly", "-m", "not health and not alias")
+    bodies = [b for b in proxy.sent if "model" in b]
+    assert bodies and all("input" in b and "messages" not in b for b in bodies), bodies
+    # 3 reasoning, 4 tools, 2 agent, max_tokens (status incomplete), response_format
+    # (text.format), logprobs (top_logprobs + include), context_limit, fingerprint, chat, ttft,
+    # decode; parallel, stop, stream_usage, count_tokens, system_message, prefix_cache not asked.
+    # vLLM 0.32's /v1/responses decodes a named tool_choice's arguments as a bare string (its
+    # chat route does not): a real fault of the route, failed as such.
+    result.assert_outcomes(passed=17, failed=1, skipped=7)
+    result.stdout.fnmatch_lines([
+        "*tool_choice named 'get_time': 0/1 trial(s) valid (0%, need 100%); not JSON: get_time "
+        "arguments are a JSON str, not an object"])
+
+
+def test_llama_cpp_reports_a_cut_answer_as_completed(llama, run_fleet):
+    # selftest:chatty talks until the cap: llama.cpp's /v1/responses cuts it at
+    # max_output_tokens and still says status "completed" (vLLM says "incomplete"), so a
+    # Responses client takes the cut answer for a whole one.
+    server = llama(model="selftest:chatty", alias="frank", ctx_size=1024, threads=1)
+    result = run_fleet(one_endpoint(server.url, "llamacpp", api="responses", alias="frank",
+                                    expect={"params": True}),
+                       "-p", "no:randomly", "-k", "max_tokens")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        # Every cap is met exactly (16, 8, 4: each ask "ended by itself" is asked again smaller).
+        "*max_output_tokens=4 was sent and the answer stopped at exactly 4 tokens with "
+        "finish_reason 'stop' (16 tokens under a cap of 16, 8 tokens under a cap of 8, 4 tokens "
+        "under a cap of 4 (finish_reason 'stop')): the cap cut it, but clients read the finish "
+        "as a complete answer",
+        "*fix: update the engine, or the proxy in front that rewrites the status: an answer cut "
+        "by the budget must end with status \"incomplete\" and incomplete_details.reason "
+        "\"max_output_tokens\""])
+
+
+def test_send_on_the_responses_route_takes_a_client_shaped_request(llama):
+    # As a client profile sends it (chat.send with api="responses" on a chat endpoint): its
+    # own input items and fields past the battery's, which pass through unchanged.
+    from pytest_frank.chat import Request, send
+    from pytest_frank.claims.tools import TOOLS
+    from pytest_frank.fleet import Endpoint
+    from pytest_frank.target import Target
+
+    server = llama(model="selftest:agent", alias="frank-default-large")
+    target = Target(Endpoint("ep", "llamacpp", url=server.url, alias="frank-default-large"))
+    items = [{"type": "message", "role": "developer",
+              "content": [{"type": "input_text", "text": "Work in the repository."}]},
+             {"type": "message", "role": "developer",
+              "content": [{"type": "input_text", "text": "Sandbox: read-only."}]},
+             {"type": "message", "role": "user",
+              "content": [{"type": "input_text", "text": "Weather in Paris?"}]}]
+    extra = {"instructions": "You are a coding agent.", "store": False,
+             "include": ["reasoning.encrypted_content"], "prompt_cache_key": "conv-1",
+             "reasoning": {"effort": "medium", "summary": "auto"}}
+    try:
+        reply = send(target, Request("", 256, tools=TOOLS, tool_choice="auto", parallel=False,
+                                     stream=True, messages=items, extra=extra), api="responses")
+    finally:
+        target.close()
+    assert reply.ok, reply.problem_line
+    assert reply.exchange is not None and reply.exchange.url.endswith("/v1/responses")
+    sent = reply.exchange.request_json
+    assert sent["input"] == items and sent["prompt_cache_key"] == "conv-1", sent
+    assert sent["tools"][0] == {"type": "function", "name": TOOLS[0]["function"]["name"],
+                                "description": TOOLS[0]["function"]["description"],
+                                "parameters": TOOLS[0]["function"]["parameters"],
+                                "strict": False}
+    assert reply.reasoning == "Thinking" and reply.events > 0
