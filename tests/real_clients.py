@@ -263,13 +263,16 @@ def _watch(process: subprocess.Popen, proxy: Proxy, deadline: float, most: int) 
 
 # -- the servers: the agent model with a long trained context, healthy and under three faults ------
 
-LONG_CTX_TRAIN = 65536  # Codex's first request is ~24,500 tokens of the self-test model's
-CTX_SIZE = 40960  # byte-level vocabulary, pi's ~2,000
+# Codex's first request is ~24,500 tokens of the self-test model's byte-level vocabulary, pi's
+# ~2,000; the clients claim's Claude Code profile wants ~14 KB of prompt plus its 32000 tokens of
+# output budget in one slot.
+LONG_CTX_TRAIN = 65536
+CTX_SIZE = 49152
 
 
 # What the tool results sent to the servers below hold: the shell's answer to the self-test
-# model's command ("Paris"), and the agent claim's reference marker.
-RESULT_MARKS = ("command not found", "ref-")
+# model's command ("Paris"), the agent claim's reference marker, the clients claim's result.
+RESULT_MARKS = ("command not found", "ref-", "shopping list")
 
 
 def templates() -> dict[str, str | None]:
@@ -327,15 +330,20 @@ def sandbox() -> Path:
 
 
 @pytest.fixture(scope="session")
-def coding_agent(sandbox, tmp_path_factory):
-    """Factory fixture: coding_agent(name, url, **options) -> ClientRun, the named client
-    (CLIENTS) run once against the server at url, in its own fresh HOME (options: run_client's
-    limits, and Claude Code's model and tools)."""
-    def run(name: str, url: str, **options) -> ClientRun:
-        client = CLIENTS[name]
-        or_skip(client_bin, client)
-        return run_client(sandbox, client, url, tmp_path_factory.mktemp(f"{name}-home"),
-                          **options)
+def coding_agent(sandbox, client_server, tmp_path_factory):
+    """Factory fixture: coding_agent(name, scenario, **options) -> ClientRun, the named client
+    (CLIENTS) run in its own fresh HOME against client_server(scenario), once per session for
+    the same arguments (options: run_client's limits, and Claude Code's model and tools)."""
+    runs: dict[str, ClientRun] = {}
+
+    def run(name: str, scenario: str, **options) -> ClientRun:
+        key = json.dumps([name, scenario, options], sort_keys=True)
+        if key not in runs:
+            client = CLIENTS[name]
+            or_skip(client_bin, client)
+            home = tmp_path_factory.mktemp(f"{name}-home")
+            runs[key] = run_client(sandbox, client, client_server(scenario).url, home, **options)
+        return runs[key]
     return run
 
 

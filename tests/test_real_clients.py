@@ -2,13 +2,24 @@
 servers on the self-test agent model: what each sends, and how each fares healthy, under a
 template that raises on a late system message, and under the agent claim's two turn-2 faults."""
 
+import json
+
 import pytest
+from fleets import one_endpoint
 
 CLIENTS = ("pi", "codex", "claude")
+SCENARIOS = ("healthy", "late_system", "tool_raises", "tool_dropped")
+# How each client is run per scenario, where not as it comes: a run whose model never answers is
+# stopped at its third request; Claude Code gets its Agent tool where the late system message it
+# brings is the point (elsewhere the self-test model calls it, and its sub-agent, forever).
+RUNS: dict = {client: {"tool_dropped": {"max_generations": 2}} for client in CLIENTS}
+RUNS["claude"]["late_system"] = {"tools": "Bash,Agent"}
+# The clients claim's profile for each real client (pytest_frank/claims/clients/).
+PROFILE = {"pi": "pi", "codex": "codex", "claude": "claude_code"}
 
 
-def run(coding_agent, client_server, client, scenario, record_property, **limits):
-    done = coding_agent(client, client_server(scenario).url, **limits)
+def run(coding_agent, client, scenario, record_property, **options):
+    done = coding_agent(client, scenario, **options)
     record_property("outcome", done.outcome())
     print(done.outcome())
     return done
@@ -18,8 +29,8 @@ def sent(done, turn):
     return done.generations[turn]["body"]
 
 
-def test_pi_healthy_sends_its_chat_shape(coding_agent, client_server, record_property):
-    done = run(coding_agent, client_server, "pi", "healthy", record_property)
+def test_pi_healthy_sends_its_chat_shape(coding_agent, record_property):
+    done = run(coding_agent, "pi", "healthy", record_property)
     assert done.answered, done.describe()
     assert [(e["path"], e["status"]) for e in done.generations] == \
         [("/v1/chat/completions", 200)] * 2, done.describe()
@@ -37,8 +48,8 @@ def test_pi_healthy_sends_its_chat_shape(coding_agent, client_server, record_pro
     assert [m["role"] for m in second["messages"]] == ["developer", "user", "assistant", "tool"]
 
 
-def test_codex_healthy_sends_the_responses_shape(coding_agent, client_server, record_property):
-    done = run(coding_agent, client_server, "codex", "healthy", record_property)
+def test_codex_healthy_sends_the_responses_shape(coding_agent, record_property):
+    done = run(coding_agent, "codex", "healthy", record_property)
     assert done.answered, done.describe()
     assert [(e["path"], e["status"]) for e in done.generations] == \
         [("/v1/responses", 200)] * 2, done.describe()
@@ -58,9 +69,8 @@ def test_codex_healthy_sends_the_responses_shape(coding_agent, client_server, re
     assert kinds == ["reasoning", "function_call", "function_call_output"], kinds
 
 
-def test_claude_code_healthy_sends_the_messages_shape(coding_agent, client_server,
-                                                       record_property):
-    done = run(coding_agent, client_server, "claude", "healthy", record_property)
+def test_claude_code_healthy_sends_the_messages_shape(coding_agent, record_property):
+    done = run(coding_agent, "claude", "healthy", record_property)
     assert done.answered, done.describe()
     assert [(e["path"], e["status"]) for e in done.generations] == \
         [("/v1/messages?beta=true", 200)] * 2, done.describe()
@@ -79,8 +89,9 @@ def test_claude_code_healthy_sends_the_messages_shape(coding_agent, client_serve
 
 
 @pytest.mark.parametrize("client", ("pi", "codex"))
-def test_late_system_message_template(coding_agent, client_server, record_property, client):
-    done = run(coding_agent, client_server, client, "late_system", record_property)
+def test_late_system_message_template(coding_agent, record_property, client):
+    done = run(coding_agent, client, "late_system", record_property,
+               **RUNS[client].get("late_system", {}))
     if client == "pi":  # one developer message, first: the template has nothing to refuse
         assert done.answered, done.describe()
         return
@@ -96,28 +107,28 @@ def refused_at_once(done):
     assert all(e["status"] == 400 for e in done.generations), done.describe()
 
 
-def test_late_system_message_template_claude_code(coding_agent, client_server,
-                                                  record_property):
+def test_late_system_message_template_claude_code(coding_agent, record_property):
     # With its Agent tool, under a local model name, Claude Code ends its first request with a
     # role system message ("Available agent types ..."): refused at once.
-    local = run(coding_agent, client_server, "claude", "late_system", record_property,
-                tools="Bash,Agent")
+    local = run(coding_agent, "claude", "late_system", record_property, **RUNS["claude"]["late_system"])
     assert sent(local, 0)["messages"][-1]["role"] == "system", local.describe()
     refused_at_once(local)
-    # Under a claude-* name it sends none: the template renders its first request, which is
-    # then refused only for its size (the agent types move into a 27 KB system, ~47,800 tokens
-    # of the self-test model's byte-sized ones, over these 40,960-token slots).
-    named = run(coding_agent, client_server, "claude", "late_system", record_property,
-                tools="Bash,Agent", model="claude-sonnet-4-5")
+    # Under a claude-* name it sends none, and the template renders its first request. That
+    # request is large (the agent types move into a 27 KB system: ~47,800 of the self-test
+    # model's byte-sized tokens), so the run stops once the server has answered its status.
+    named = run(coding_agent, "claude", "late_system", record_property, tools="Bash,Agent",
+                model="claude-sonnet-4-5", max_generations=0)
     assert "system" not in {m["role"] for m in sent(named, 0)["messages"]}, named.describe()
     first = named.generations[0]
-    assert first["status"] == 400 and "exceeds the available context size" in first["error"] \
-        and "System message" not in first["error"], named.describe()
+    assert "System message" not in first["error"], named.describe()
+    assert first["status"] == 200 or "exceeds the available context size" in first["error"], \
+        named.describe()
 
 
 @pytest.mark.parametrize("client", CLIENTS)
-def test_template_raising_on_role_tool(coding_agent, client_server, record_property, client):
-    done = run(coding_agent, client_server, client, "tool_raises", record_property)
+def test_template_raising_on_role_tool(coding_agent, record_property, client):
+    done = run(coding_agent, client, "tool_raises", record_property,
+               **RUNS[client].get("tool_raises", {}))
     assert not done.answered, done.describe()
     statuses = [e["status"] for e in done.generations]
     assert statuses[0] == 200 and statuses[1] == 400, done.describe()  # turn 2 refused
@@ -125,11 +136,11 @@ def test_template_raising_on_role_tool(coding_agent, client_server, record_prope
 
 
 @pytest.mark.parametrize("client", CLIENTS)
-def test_template_dropping_tool_results(coding_agent, client_server, record_property, client):
+def test_template_dropping_tool_results(coding_agent, record_property, client):
     # The result never reaches the prompt: the model calls its tool again, turn after turn,
     # until the harness stops the client at its third request.
-    done = run(coding_agent, client_server, client, "tool_dropped", record_property,
-               max_generations=2)
+    done = run(coding_agent, client, "tool_dropped", record_property,
+               **RUNS[client]["tool_dropped"])
     assert not done.answered and done.stopped, done.describe()
     assert {e["status"] for e in done.generations} == {200}, done.describe()
     made = calls(sent(done, 2))
@@ -145,3 +156,36 @@ def calls(body):
         return [(c["function"]["name"], c["function"]["arguments"])
                 for m in body["messages"] for c in m.get("tool_calls") or ()]
     return [(i["name"], i["arguments"]) for i in body["input"] if i["type"] == "function_call"]
+
+
+@pytest.mark.parametrize("scenario", [
+    *SCENARIOS[:3],
+    pytest.param("tool_dropped", marks=pytest.mark.xfail(strict=True, reason=(
+        "the clients claim judges a second call as a usable answer: under a template that "
+        "drops the tool result every profile passes, its turn 2 calling the same tool with the "
+        "same arguments, while every client calls again and again and never answers")))])
+def test_profiles_agree_with_the_clients(coding_agent, client_server, run_fleet, pytester,
+                                         record_property, scenario):
+    # The clients claim on the same server, each profile sized like its client's recorded first
+    # request: a profile passes exactly where its client answered. The endpoint waits for an
+    # answer as Codex does (its stream idle timeout, 300 s): a 37 KB prompt takes the self-test
+    # model over the default 30 s on a loaded 2-core machine.
+    real = {name: coding_agent(name, scenario, **RUNS[name].get(scenario, {}))
+            for name in CLIENTS}
+    asked = [{PROFILE[name]: {"request_kb": round(len(json.dumps(sent(done, 0))) / 1024, 1)}}
+             for name, done in real.items()]
+    fleet = one_endpoint(client_server(scenario).url, "llamacpp", timeout=300,
+                         expect={"clients": asked})
+    run_fleet(fleet, "-p", "no:randomly", "-m", "clients", "--frank-json=run.json")
+    rows = json.loads((pytester.path / "run.json").read_text())["rows"]
+    verdicts = {row["key"].split("[")[-1].rstrip("]").split("-", 1)[1]: row["verdict"]
+                for row in rows}
+    found = {name: (verdicts.get(PROFILE[name]), done.answered) for name, done in real.items()}
+    record_property("agreement", json.dumps(found))
+    print(scenario, found)
+    disagree = {name: f"profile {verdict}, client {'answered' if answered else 'did not'}"
+                for name, (verdict, answered) in found.items()
+                if (verdict == "pass") != answered}
+    notes = "\n".join(note for row in rows for note in row["notes"])
+    assert not disagree, f"{scenario}: {disagree}\n" + "\n".join(
+        real[name].outcome() for name in disagree) + "\n" + notes[-3000:]
