@@ -20,8 +20,7 @@ ANSWER = Reply(status=200, content="It is a shopping list.", finish="end_turn", 
 
 
 def played(client, first, second=ANSWER, context=49152, prompt=900, **choices):
-    found = Played(client=client, first=PROFILES[client].first(Choices(request_kb=2, **choices),
-                                                                  1),
+    found = Played(client=client, first=PROFILES[client].first(Choices(request_kb=2, **choices)),
                    context=context, slots=1, prompt_tokens=prompt, counted_by="usage")
     found.steps = [Step("user", first)] + ([Step("user, assistant, tool", second)]
                                           if first.ok else [])
@@ -45,7 +44,7 @@ def test_plain_answers_within_the_context_pass():
 
 def test_a_call_breaking_a_keyword_the_grammar_ignored_fails_on_the_full_schema():
     # What llama.cpp did to Claude Code: minLength not enforced, the model wrote "".
-    tool = PROFILES["claude_code"].first(Choices(request_kb=2), 1).tools[0]
+    tool = PROFILES["claude_code"].first(Choices(request_kb=2)).tools[0]
     call = Call(tool["function"]["name"], json.dumps({"path": ""}), "toolu_1")
     said, _ = verdict(played("claude_code", Reply(status=200, calls=[call], finish="tool_use"),
                              context=65536))
@@ -112,6 +111,13 @@ def test_a_context_refusal_is_named_with_the_prompt_it_counted(said, tokens):
            f"32000) need {tokens + 32000} tokens, over the 4096-token context" in line, line
 
 
+def test_a_route_the_server_does_not_serve_is_named():
+    said, _ = verdict(played("codex", Reply(status=404, problem="File Not Found")))
+    assert "Codex (codex), its first request (4.1 KB) on /v1/responses answered 404: the server " \
+           "does not serve /v1/responses: File Not Found" in said, said
+    assert "drop codex from expect.clients" in said
+
+
 def test_empty_answer_to_the_tool_result_fails():
     call = Call("read_file", '{"path": "notes.txt"}', "call_1")
     first = Reply(status=200, calls=[call], finish="tool_calls", prompt_tokens=900)
@@ -121,21 +127,21 @@ def test_empty_answer_to_the_tool_result_fails():
 
 
 def test_claude_code_layout_follows_its_model_name():
-    local = PROFILES["claude_code"].first(Choices(), 1)
+    local = PROFILES["claude_code"].first(Choices())
     assert local.request.messages[-1]["role"] == "system" and 90_000 < local.size < 110_000
     assert local.request.max_tokens == 32000 and not local.request.sampling
     assert [b.get("cache_control") for b in local.request.extra["system"]] == [
         None, {"type": "ephemeral"}, {"type": "ephemeral"}]
     assert local.request.extra["extra_query"] == {"beta": "true"}
-    claude = PROFILES["claude_code"].first(Choices(model="claude-sonnet-4-5"), 1)
+    claude = PROFILES["claude_code"].first(Choices(model="claude-sonnet-4-5"))
     assert claude.request.messages[-1]["role"] == "user"
     assert claude.request.extra["model"] == "claude-sonnet-4-5"
 
 
 def test_each_profile_has_its_clients_size_and_sends_no_sampling():
-    sizes = {name: p.first(Choices(), 1).size / 1024 for name, p in PROFILES.items()}
+    sizes = {name: p.first(Choices()).size / 1024 for name, p in PROFILES.items()}
     assert 38 < sizes["codex"] < 42 and 28 < sizes["opencode"] < 32 and 5 < sizes["pi"] < 6.5
-    assert all(not p.first(Choices(), 1).request.sampling for p in PROFILES.values())
+    assert all(not p.first(Choices()).request.sampling for p in PROFILES.values())
 
 
 def test_options_name_the_clients_and_refuse_unknown_ones():
@@ -147,3 +153,20 @@ def test_options_name_the_clients_and_refuse_unknown_ones():
     with pytest.raises(OptionError) as err:
         bind(Endpoint("ep", "llamacpp", url="http://x", expect={"clients": [{"pi": {"kb": 1}}]}))
     assert err.value.key == "clients.pi.kb"
+
+
+def test_fleet_file_errors_name_the_client_entry(tmp_path):
+    from pytest_frank.fleet import FleetError, load
+
+    def loaded(value):
+        path = tmp_path / "fleet.yaml"
+        path.write_text("endpoints:\n  ep:\n    url: http://127.0.0.1:1\n    engine: llamacpp\n"
+                        f"    expect:\n      clients: {value}\n")
+        return load(path, bind=bind)
+
+    with pytest.raises(FleetError, match=r"expect.clients\[0\]: 'cursor' is not one of "
+                                         "claude_code, codex, pi, opencode, openwebui"):
+        loaded("[cursor]")
+    with pytest.raises(FleetError, match=r"clients\[1\].pi: unknown key 'kb'"):
+        loaded("[codex, {pi: {kb: 1}}]")
+    assert loaded("[{pi: }]")["ep"].options("clients").of("pi") == Choices()

@@ -28,6 +28,19 @@ def test_schema_engines_are_the_drivers():
     assert _defs()["endpoint"]["properties"]["engine"]["enum"] == list(DRIVERS) == list(ENGINES)
 
 
+def test_schema_routes_are_the_wires_and_each_wire_replaces_every_route_member():
+    # A wire may be composed onto any engine: one that left a member out would generate with
+    # the engine's own (chat) member on another route.
+    from pytest_frank.drivers.base import Driver, _wires
+
+    wires = _wires()
+    assert _defs()["endpoint"]["properties"]["api"]["enum"] == [Driver.api, *wires]
+    members = [{m for m in vars(w) if not m.startswith("__")} for w in wires.values()]
+    for wire, own in zip(wires, members):
+        assert own >= members[0], f"{wire} lacks {sorted(members[0] - own)}"
+        assert {m for m in own if hasattr(Driver, m)} == own, f"{wire}: members no route has"
+
+
 def test_schema_launch_keys_are_the_launcher_keys():
     assert set(_defs()["launch"]["properties"]) == launch.KEYS
 
@@ -52,9 +65,9 @@ def test_clients_options_take_every_client_and_its_keys():
     from pytest_frank.claims.clients import CHOICES
     from pytest_frank.claims.clients.registry import PROFILES
 
-    named = _defs()["expect"]["properties"]["clients"]["items"]["anyOf"]
-    assert named[0]["enum"] == list(PROFILES) == named[1]["propertyNames"]["enum"]
-    assert set(named[1]["additionalProperties"]["anyOf"][1]["properties"]) == set(CHOICES)
+    named = _defs()["expect"]["properties"]["clients"]["items"]
+    assert named["then"]["enum"] == list(PROFILES) == named["else"]["propertyNames"]["enum"]
+    assert set(named["else"]["additionalProperties"]["properties"]) == set(CHOICES)
     opts = options_type("clients")
     assert [n for n, _ in opts.from_fleet(True).clients] == list(PROFILES)
     parsed = opts.from_fleet(["pi", {"claude_code": {"request_kb": 8, "model": "claude-x"}}])

@@ -521,9 +521,11 @@ FAILED = {**RESPONSE, "status": "failed", "output": [],
                            "response.output_item.done): a client waits for it, or reports the "
                            "turn as failed"),
     ([*RESPONSE_EVENTS[:3], {"type": "response.failed", "response": FAILED}],
-     "the response failed: the model crashed"),
+     "the stream ended with response.failed: status failed: the model crashed"),
     ([*RESPONSE_EVENTS[:3], {"type": "error", "code": "x", "message": "out of memory"}],
      "the stream carried an error event: out of memory"),
+    ([*RESPONSE_EVENTS[:3], {"type": "error", "error": {"message": "slot unavailable"}}],
+     "the stream carried an error event: slot unavailable"),
 ])
 def test_a_responses_stream_ends_with_response_completed(emulators, events, problem):
     from pytest_frank.chat import Request, send

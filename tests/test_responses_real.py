@@ -1,7 +1,15 @@
 """The Responses route (fleet.yaml `api: responses`, POST /v1/responses through the openai
-client's responses.create) against real llama.cpp servers (xllamacpp, the self-test model):
-every generating claim runs through it, the agent loop carries function_call_output items and
-echoes reasoning items as Codex does, and the turn-2 faults fail through it."""
+client's responses.create) against real llama.cpp servers (xllamacpp, the self-test model) and
+one real vLLM: every generating claim runs through it, the agent loop carries
+function_call_output items and echoes reasoning items as Codex does, and the turn-2 faults fail
+through it.
+
+What llama.cpp's /v1/responses does (xllamacpp 2026.10): it turns the request into a chat
+request and passes every other field on, so `text.format` means nothing there, `top_logprobs`
+without the chat's `logprobs: true` is refused (400), and an answer cut at max_output_tokens
+still says status "completed"; a reasoning item echoed without `content` is refused (400
+"item['content'] is not an array"), while the items it sends carry their reasoning_text, which
+Codex echoes. vLLM 0.32 serves the route natively: all of it right but a named tool_choice."""
 
 import json
 
@@ -25,7 +33,7 @@ def rows(pytester) -> dict:
     return {row["key"].split("::")[-1]: row for row in data["rows"]}
 
 
-def test_generating_claims_run_through_responses(llama, run_fleet):
+def test_generating_claims_run_through_responses(llama, run_fleet, pytester):
     server = llama(alias="frank-default-large")
     with Proxy(server.url) as proxy:
         result = run_fleet(one_endpoint(proxy.url, "llamacpp", api="responses",
@@ -33,7 +41,8 @@ def test_generating_claims_run_through_responses(llama, run_fleet):
                                             "reasoning": True, "reasoning_effort": SEEDS_MAP,
                                             "tools": {"trials": 2}, "params": True,
                                             "fingerprint": True, "perf": True, "chat": True}),
-                           "-p", "no:randomly", "-m", "not health and not alias")
+                           "-p", "no:randomly", "-m", "not health and not alias",
+                           "--frank-json=run.json")
     # Every generation went to /v1/responses: input items, never chat messages.
     bodies = [b for b in proxy.sent if "model" in b]
     assert bodies and all("input" in b and "messages" not in b for b in bodies), bodies
@@ -52,6 +61,9 @@ def test_generating_claims_run_through_responses(llama, run_fleet):
         "*a request with logprobs answered 400: top_logprobs requires logprobs to be set to "
         "true*",
         "*test_params_stop*: stop is not part of the Responses API shape"])
+    notes = rows(pytester)["test_fingerprint[ep]"]["notes"]
+    assert ("logprobs were refused (answered 400: top_logprobs requires logprobs to be set to "
+            "true): asked without them") in notes, notes
 
 
 def test_agent_echoes_reasoning_items_and_answers_function_call_output(llama, run_fleet,
@@ -217,3 +229,15 @@ def test_send_on_the_responses_route_takes_a_client_shaped_request(llama):
                                 "parameters": TOOLS[0]["function"]["parameters"],
                                 "strict": False}
     assert reply.reasoning == "Thinking" and reply.events > 0
+
+
+def test_reasoning_effort_a_template_rejects_fails_through_responses(llama, run_fleet):
+    # reasoning.effort reaches the template as reasoning_effort, as chat's field does.
+    server = llama(alias="frank-default-large", model="selftest:effort_strict")
+    raw = {"low": "low", "medium": "medium", "high": "high", "max": "max"}
+    result = run(run_fleet, server, "-m", "reasoning_effort", reasoning_effort=raw)
+    result.assert_outcomes(passed=2, failed=2, skipped=1)
+    result.stdout.fnmatch_lines([
+        "*reasoning_effort 'high' (sent as 'high') answered 400: the chat template rejects it: "
+        "Unexpected reasoning effort high. Supported types are xhigh, medium, and low*",
+        "*fix: map it to a level the template accepts (xhigh, medium, low): `high: xhigh`*"])

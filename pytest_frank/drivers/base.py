@@ -145,6 +145,10 @@ class Driver:
         """How to serve `count` conversations at once, each keeping `per_slot` of context."""
         return Phrase("set ", self.parallel_flag(count))
 
+    def more_context_fix(self, per_slot: int, count: int | None) -> Text:
+        """How to give each of `count` conversations `per_slot` tokens of context."""
+        return self.slots_fix(count or 1, per_slot)
+
     # What the engine does with a slot context past the model's training context, where it
     # caps it (then `ctx_train` reads the training context; None: not capped, or not said).
     ctx_train_cap: str | None = None

@@ -88,10 +88,12 @@ def converse(driver: Driver, sdk, model: str, req: Request, clock: Callable[[], 
             return _read_stream(driver, stream, req, clock)
     response = sdk.responses.create(**kwargs)
     reply = Reply(status=200)
+    thoughts: dict[str, str] = {}
     reply.engine = driver.engine_fields(_extra(response))
-    _close(reply, response, req)
+    _close(reply, response)
     for n, item in enumerate(typed(getattr(response, "output", None), list, "output") or []):
-        _item(reply, item, f"output[{n}]", req)
+        _item(reply, item, f"output[{n}]", thoughts)
+    _reasoning(reply, thoughts, req)
     _finish(reply)
     return reply
 
@@ -101,8 +103,9 @@ def _extra(model) -> dict:
     return extra if isinstance(extra, dict) else {}
 
 
-def _close(reply: Reply, response, req: Request) -> None:
-    """The response's own verdict: its status (why incomplete), usage, and error if it failed."""
+def _close(reply: Reply, response, came: str = "the response came back with status") -> None:
+    """The response's own verdict: its status (why incomplete), usage, and error if it failed
+    (`came`: how the failure arrived, for the problem line)."""
     status = typed(getattr(response, "status", None), str, "response.status")
     reason = typed(getattr(getattr(response, "incomplete_details", None), "reason", None), str,
                    "incomplete_details.reason")
@@ -113,7 +116,7 @@ def _close(reply: Reply, response, req: Request) -> None:
     if status == "failed":
         error = getattr(response, "error", None)
         said = typed(getattr(error, "message", None), str, "response.error.message")
-        reply.problem = f"the response failed: {said or 'no error message'}"
+        reply.problem = f"{came} failed: {said or 'no error message'}"
     usage = getattr(response, "usage", None)
     if usage is not None:
         reply.tokens = _count(getattr(usage, "output_tokens", None))
@@ -134,24 +137,33 @@ def _finish(reply: Reply) -> None:
         reply.finish = "tool_calls"
 
 
-def _item(reply: Reply, item, where: str, req: Request, text: bool = True) -> None:
-    """One output item, whole; `text`: its text is read too (a stream took it from deltas)."""
+def _reasoning(reply: Reply, thoughts: dict[str, str], req: Request) -> None:
+    """The reasoning by the part it came in: fleet.yaml's field first, then content, summary."""
+    for field in (req.reasoning_field, *REASONING_PARTS):
+        said = thoughts.get(field or "", "")
+        if said.strip():
+            reply.reasoning, reply.reasoning_field = said, field
+            return
+
+
+def _item(reply: Reply, item, where: str, thoughts: dict[str, str] | None) -> None:
+    """One output item, whole; its text and reasoning (into `thoughts`) only where `thoughts`
+    is given: a stream takes them from the deltas."""
     kind = typed(getattr(item, "type", None), str, f"{where}.type")
     if kind == "message":
         for n, part in enumerate(typed(getattr(item, "content", None), list,
                                        f"{where}.content") or []):
             said = typed(getattr(part, "text", None), str, f"{where}.content[{n}].text") or ""
-            reply.content += said if text else ""
+            reply.content += said if thoughts is not None else ""
             found = _logprobs(getattr(part, "logprobs", None), f"{where}.content[{n}]")
             if found:
                 reply.logprobs = (reply.logprobs or []) + found
-    elif kind == "reasoning" and text:
+    elif kind == "reasoning" and thoughts is not None:
         for part_kind, field in REASONING_PARTS.items():
             parts = typed(getattr(item, field, None), list, f"{where}.{field}") or []
-            said = "".join(typed(getattr(p, "text", None), str, f"{where}.{field}.text") or ""
-                           for p in parts if getattr(p, "type", None) == part_kind)
-            if said and not reply.reasoning:
-                reply.reasoning, reply.reasoning_field = said, part_kind
+            thoughts[part_kind] = thoughts.get(part_kind, "") + "".join(
+                typed(getattr(p, "text", None), str, f"{where}.{field}.text") or ""
+                for p in parts if getattr(p, "type", None) == part_kind)
     elif kind == "function_call":
         reply.calls.append(Call(typed(getattr(item, "name", None), str, f"{where}.name"),
                                 getattr(item, "arguments", None),
@@ -161,8 +173,9 @@ def _item(reply: Reply, item, where: str, req: Request, text: bool = True) -> No
 
 
 def _as_dict(item) -> dict:
+    """The item as it came, to echo (an endpoint's odd values as they are, unwarned)."""
     dump = getattr(item, "to_dict", None)
-    found = dump() if callable(dump) else item
+    found = dump(warnings=False) if callable(dump) else item
     return found if isinstance(found, dict) else {}
 
 
@@ -222,7 +235,7 @@ class _Stream:
         elif kind in TERMINAL:
             self.ended = kind
             response = getattr(event, "response", None)
-            _close(self.reply, response, self.req)
+            _close(self.reply, response, f"the stream ended with {kind}: status")
             self.reply.usage_events.append(n)
         elif kind == "error":
             said = typed(getattr(event, "message", None), str, "error event message")
@@ -230,7 +243,7 @@ class _Stream:
 
     def _done(self, item) -> None:
         before = len(self.reply.calls)
-        _item(self.reply, item, "output_item.done item", self.req, text=False)
+        _item(self.reply, item, "output_item.done item", None)
         if len(self.reply.calls) > before and not self.reply.calls[-1].arguments:
             key = typed(getattr(item, "id", None), str, "function_call id") or ""
             self.reply.calls[-1].arguments = self.arguments.get(key, "")
@@ -239,11 +252,7 @@ class _Stream:
         reply = self.reply
         reply.content = "".join(self.texts)
         reply.logprobs = reply.logprobs or self.delta_logprobs or None
-        for field in (self.req.reasoning_field, *REASONING_PARTS):
-            said = self.thoughts.get(field or "", "")
-            if said.strip():
-                reply.reasoning, reply.reasoning_field = said, field
-                break
+        _reasoning(reply, self.thoughts, self.req)
         if reply.problem is None and self.ended is None:
             reply.problem = (f"the event stream ended without response.completed (its last "
                              f"event: {self.last or 'none'}): a client waits for it, or "
@@ -253,13 +262,22 @@ class _Stream:
 
 
 def _read_stream(driver: Driver, stream, req: Request, clock: Callable[[], float]) -> Reply:
+    import openai
+
     folded = _Stream(driver, req, clock)
-    for n, event in enumerate(stream):
-        if n > req.event_budget:
-            folded.reply.problem = (f"the stream ran past {req.event_budget} events for "
-                                    f"{req.max_tokens} max_output_tokens without ending")
-            return folded.reply
-        folded.fold(n, event)
+    try:
+        for n, event in enumerate(stream):
+            if n > req.event_budget:
+                folded.reply.problem = (f"the stream ran past {req.event_budget} events for "
+                                        f"{req.max_tokens} max_output_tokens without ending")
+                return folded.reply
+            folded.fold(n, event)
+    except openai.APIError as exc:
+        if type(exc) is not openai.APIError:  # a status or the connection: send says which
+            raise
+        # The client raises on an event whose data holds an `error` object.
+        folded.reply.problem = f"the stream carried an error event: {exc.message}"
+        return folded.reply
     return folded.result()
 
 

@@ -7,7 +7,7 @@ import secrets
 from pytest_frank import metrics
 from pytest_frank.drivers.base import Driver
 from pytest_frank.serve.flags import Flag, Need, ServeFlags
-from pytest_frank.verdict import Setting
+from pytest_frank.verdict import Phrase, Setting
 
 
 class VllmDriver(Driver):
@@ -32,6 +32,11 @@ class VllmDriver(Driver):
     parallel_flag = Setting("--max-num-seqs")
     edited_template_fix = "serve the edited template: vllm serve --chat-template <the edited file>"
     unify_hint = "raise --max-model-len"
+
+    def more_context_fix(self, per_slot, count):
+        # max_model_len bounds every request, prompt plus max_tokens; the KV cache is shared.
+        return Phrase("serve with ", Setting("--max-model-len")(per_slot),
+                      " (the model must hold it; the KV cache must fit it)")
 
     # -- generation, /metrics, speculative decoding, vision --------------------------------------
     keep_generating = {"extra_body": {"ignore_eos": True}}

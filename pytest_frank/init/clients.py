@@ -58,7 +58,7 @@ def _route(target, api: str) -> str | None:
 def _need(target, profile) -> int:
     """Tokens of the client's typical first request (the server's count where it has a tokenize
     route, else an estimate) plus its output budget."""
-    first = profile.first(Choices(), seed=len(profile.name))
+    first = profile.first(Choices())
     counted = None
     asked = target.driver.tokenize_request(target.model_name(), request_text(first))
     if asked is not None:

@@ -64,6 +64,12 @@ def _refused(played: Played, n: int, ctx: Context) -> None:
     who = _who(played, n)
     if reply.status is None:
         fail(f"{who}: {said}", reply.fix)
+    if n == 1 and reply.status in (404, 405):
+        route = ROUTES[PROFILES[played.client].api]
+        fail(f"{who} answered {reply.status}: the server does not serve {route}: {said}",
+             f"serve {route} (a newer engine, or a proxy in front that translates it), or "
+             f"drop {played.client} from expect.clients: the client cannot talk to this "
+             f"endpoint")
     if any(w in lower for w in CONTEXT_WORDS):
         _too_long(played, ctx, f"; it answered {reply.status}: {said}")
     if CACHE_CONTROL in sends and "cache_control" in lower:
@@ -101,12 +107,13 @@ def _too_long(played: Played, ctx: Context, said: str) -> None:
                is not None else "its prompt")
     need = (prompt or 0) + budget
     asks = f"{first.budget_field} {budget}" if first.budget else first.budget_field
-    where = (f"the {played.context}-token context each of the server's {played.slots or '?'} "
-             f"slot(s) serves" if played.context is not None else "the served context")
+    where = "the served context" if played.context is None else (
+        f"the {played.context}-token context each of the server's {played.slots} slot(s) serves"
+        if played.slots else f"the {played.context}-token context the server serves")
     line = (f"{_who(played, 1)}: {counted} plus its output budget ({asks}) need {need} tokens, "
             f"over {where}{said}")
-    slots = played.slots or 1
-    fix = ctx.driver.slots_fix(slots, -(-need // 1024) * 1024) if prompt is not None else None
+    fix = ctx.driver.more_context_fix(-(-need // 1024) * 1024, played.slots) \
+        if prompt is not None else None
     advice = (f"; or configure {label} with a smaller output budget "
               f"(expect.clients {played.client} max_tokens says what it sends)")
     fail(line, fix + advice if fix is not None else None)

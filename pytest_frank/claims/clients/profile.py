@@ -5,6 +5,7 @@ a profile sends that a server or proxy may refuse are named, so a failure says w
 from __future__ import annotations
 
 import abc
+import zlib
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -48,8 +49,10 @@ class Profile(abc.ABC):
     budget: int | None = None
     budget_field = "max_tokens"
 
-    def first(self, choices: Choices, seed: int) -> First:
-        """The client's first request, filled to `request_kb` with generated prose."""
+    def first(self, choices: Choices) -> First:
+        """The client's first request, filled to `request_kb` with generated prose (seeded by
+        the client's name: the same bytes every run)."""
+        seed = zlib.crc32(self.name.encode())
         budget = choices.max_tokens or self.budget
         shell = self.build(choices, "", budget)
         target = int((choices.request_kb or self.request_kb) * 1024)
