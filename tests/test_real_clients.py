@@ -147,6 +147,24 @@ def test_template_dropping_tool_results(coding_agent, record_property, client):
     assert len(made) == 2 and made[0] == made[1], made  # the same call, twice
 
 
+def size_kb(done) -> float:
+    return round(len(json.dumps(sent(done, 0))) / 1024, 1)
+
+
+def test_a_missing_tool_skips_outside_ci_and_errors_under_it(monkeypatch):
+    from real_clients import FetchError, _run, or_skip
+
+    def fetch():
+        _run(["frank-no-such-npm", "install"], "npm install")
+    monkeypatch.setenv("CI", "false")
+    with pytest.raises(pytest.skip.Exception, match="real clients unavailable: npm install: "
+                                                    "frank-no-such-npm not found"):
+        or_skip(fetch)
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(FetchError, match="frank-no-such-npm not found"):
+        or_skip(fetch)
+
+
 def calls(body):
     """The tool calls (name, arguments) in a request's history, chat or Responses shaped."""
     if "system" in body:  # Anthropic Messages: tool_use blocks
@@ -166,13 +184,14 @@ def calls(body):
         "same arguments, while every client calls again and again and never answers")))])
 def test_profiles_agree_with_the_clients(coding_agent, client_server, run_fleet, pytester,
                                          record_property, scenario):
-    # The clients claim on the same server, each profile sized like its client's recorded first
-    # request: a profile passes exactly where its client answered. The endpoint waits for an
-    # answer as Codex does (its stream idle timeout, 300 s): a 37 KB prompt takes the self-test
-    # model over the default 30 s on a loaded 2-core machine.
+    # The clients claim on the same server: a profile passes exactly where its client answered.
+    # Healthy, each profile is sized like its client's recorded first request; under the faults
+    # (the template's, whatever the size) small, as the claim's own tests send. The endpoint
+    # waits for an answer as Codex does (its stream idle timeout, 300 s): a 37 KB prompt takes
+    # the self-test model over the default 30 s on a loaded 2-core machine.
     real = {name: coding_agent(name, scenario, **RUNS[name].get(scenario, {}))
             for name in CLIENTS}
-    asked = [{PROFILE[name]: {"request_kb": round(len(json.dumps(sent(done, 0))) / 1024, 1)}}
+    asked = [{PROFILE[name]: {"request_kb": size_kb(done) if scenario == "healthy" else 2}}
              for name, done in real.items()]
     fleet = one_endpoint(client_server(scenario).url, "llamacpp", timeout=300,
                          expect={"clients": asked})
