@@ -6,6 +6,7 @@ import yaml
 from llama import llama  # noqa: F401  (the real llama.cpp server factory fixture)
 from vllm_server import vllm  # noqa: F401  (real vLLM servers, tests/vllm_server.py)
 from real_models import smollm2, smollm2_path  # noqa: F401  (a real trained model, tests/real_models.py)
+from real_clients import client_server, coding_agent, sandbox  # noqa: F401  (pi and Codex, tests/real_clients.py)
 
 # The HTTP stacks are imported once for the session: pytester's in-process runs drop modules
 # first imported inside them, and httpx caches httpcore's exception classes, so a re-imported
@@ -52,7 +53,7 @@ def run_fleet(pytester, monkeypatch):
 
 
 # Test tiers, from what a test needs: `pytest -m unit` runs in seconds, CI runs all three.
-REAL_FIXTURES = {"llama", "vllm", "smollm2", "smollm2_path"}
+REAL_FIXTURES = {"llama", "vllm", "smollm2", "smollm2_path", "coding_agent", "client_server"}
 EMULATED_FIXTURES = {"run_fleet", "pytester"}
 # Whole files that start processes or servers of their own (a fresh venv, a child pytest, a
 # browser, the type checker over the package).

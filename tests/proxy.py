@@ -19,6 +19,8 @@ from typing import Any, Callable, Iterator
 
 import httpx
 
+ERROR_KEPT = 2000  # characters of an error answer the exchange log keeps
+SECRET_HEADERS = {"authorization", "x-api-key", "api-key"}  # never kept in the exchange log
 HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "host"}
 
 
@@ -44,6 +46,10 @@ class Proxy:
         self.random = random.Random(seed)
         self.delays: list[float] = []  # every delay added, for the tests to show
         self.sent: list[dict] = []  # every JSON body forwarded, after any rewrite
+        # every request forwarded, in order: method, path, headers (less credentials), the
+        # upstream's status, the JSON body sent (None: not JSON) and, for an error status, the
+        # start of the upstream's answer
+        self.exchanges: list[dict] = []
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
         # An upstream closed under a request still in flight (a server stopped after its test)
@@ -98,6 +104,13 @@ class Proxy:
         return json.dumps(payload).encode()
 
 
+def _json(raw: bytes):
+    try:
+        return json.loads(raw) if raw else None
+    except ValueError:
+        return None
+
+
 def _events(upstream) -> Iterator[bytes]:
     """An event stream re-cut at its event boundaries."""
     held = b""
@@ -145,6 +158,11 @@ def _handler(proxy: Proxy):
             request = proxy._client.build_request(self.command, proxy.upstream + self.path,
                                                   headers=headers, content=body or None)
             upstream = proxy._client.send(request, stream=True)
+            exchange = {"method": self.command, "path": self.path,
+                        "status": upstream.status_code, "body": _json(body), "error": "",
+                        "headers": {k.lower(): v for k, v in headers.items()
+                                    if k.lower() not in SECRET_HEADERS}}
+            proxy.exchanges.append(exchange)
             try:
                 proxy.delay()  # before the answer's first byte: the time to first token moves
                 pieces = proxy.paced(upstream, body)
@@ -156,6 +174,8 @@ def _handler(proxy: Proxy):
                 self.send_header("Connection", "close")
                 self.end_headers()
                 for piece in pieces:
+                    if upstream.status_code >= 400 and len(exchange["error"]) < ERROR_KEPT:
+                        exchange["error"] += piece[:ERROR_KEPT].decode("utf-8", "replace")
                     self.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
                     self.wfile.flush()
                 self.wfile.write(b"0\r\n\r\n")
