@@ -176,12 +176,7 @@ def calls(body):
     return [(i["name"], i["arguments"]) for i in body["input"] if i["type"] == "function_call"]
 
 
-@pytest.mark.parametrize("scenario", [
-    *SCENARIOS[:3],
-    pytest.param("tool_dropped", marks=pytest.mark.xfail(strict=True, reason=(
-        "the clients claim judges a second call as a usable answer: under a template that "
-        "drops the tool result every profile passes, its turn 2 calling the same tool with the "
-        "same arguments, while every client calls again and again and never answers")))])
+@pytest.mark.parametrize("scenario", SCENARIOS)
 def test_profiles_agree_with_the_clients(coding_agent, client_server, run_fleet, pytester,
                                          record_property, scenario):
     # The clients claim on the same server: a profile passes exactly where its client answered.
