@@ -7,6 +7,7 @@ import html
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -109,3 +110,13 @@ def test_a_broken_link_fails_the_build(tmp_path):
     done = build(tmp_path / "mkdocs.yml", tmp_path / "site")
     assert done.returncode != 0
     assert "nowhere.md" in done.stdout + done.stderr
+
+
+@pytest.mark.unit
+def test_the_readme_links_into_pages_that_exist():
+    readme = (ROOT / "README.md").read_text()
+    links = re.findall(r"\]\((docs/[^)#]+)", readme)
+    assert "docs/index.md" in links
+    missing = [link for link in links if not (ROOT / link).is_file()]
+    assert not missing, f"README.md links to missing docs pages: {missing}"
+    assert len(readme.splitlines()) <= 200, "the README is the front door: the manual is docs/"
