@@ -51,8 +51,8 @@ def kind(node: dict[str, Any]) -> str:
         types = [kind(v) for v in node.get("oneOf", node.get("anyOf", []))]
     names = {"object": "mapping", "array": "list", "boolean": "true/false"}
     if isinstance(types, list):
-        return " or ".join(dict.fromkeys(names.get(t, t) for t in types))
-    return names.get(types or "", types or "any")
+        return " or ".join(dict.fromkeys(names.get(str(t), str(t)) for t in types))
+    return names.get(str(types), str(types or "any"))
 
 
 def keys(node: dict[str, Any], prefix: str, root: dict[str, Any]) -> list[tuple[str, str, str]]:
