@@ -1,5 +1,5 @@
-"""A claim of the user's own, exactly as README.md's "### Claims of your own" writes it: a
-conftest.py registers `lora`, a test module checks it, fleet.yaml asks it. Run against the
+"""A claim of the user's own, exactly as docs/own-checks.md's "## Claims of your own" writes it:
+a conftest.py registers `lora`, a test module checks it, fleet.yaml asks it. Run against the
 loopback emulator imitating llama.cpp, whose `/lora-adapters` lists the adapters it loaded."""
 
 import json
@@ -11,13 +11,13 @@ import pytest
 from emulator import Emulator, Reply
 
 ROOT = Path(__file__).resolve().parent.parent
-README = (ROOT / "README.md").read_text()
+PAGE = (ROOT / "docs" / "own-checks.md").read_text()
 ADAPTER = "support-v2.gguf"
 
 
-def readme_example() -> dict[str, str]:
+def docs_example() -> dict[str, str]:
     """The section's python blocks, by the file name on their first line (`# conftest.py`)."""
-    section = README.split("\n### Claims of your own", 1)[1].split("\n## ", 1)[0]
+    section = PAGE.split("\n## Claims of your own", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```python\n# (\S+\.py)\n(.*?)\n```", section, re.S)
     return {name: code + "\n" for name, code in blocks}
 
@@ -31,7 +31,7 @@ def llamacpp(adapters: list[str]) -> Emulator:
 
 @pytest.fixture
 def example(pytester):
-    for name, code in readme_example().items():
+    for name, code in docs_example().items():
         (pytester.path / name).write_text(code)
     return pytester.path
 
@@ -48,9 +48,9 @@ def fleet(example):
             "plain": {"url": good.url, "engine": "llamacpp", "expect": {"chat": False}}}}
 
 
-def test_the_readme_example_is_a_conftest_and_a_test_module():
-    assert set(readme_example()) == {"conftest.py", "test_lora.py"}
-    assert "lora: {adapter:" in README.split("\n### Claims of your own", 1)[1]
+def test_the_docs_example_is_a_conftest_and_a_test_module():
+    assert set(docs_example()) == {"conftest.py", "test_lora.py"}
+    assert "lora: {adapter:" in PAGE.split("\n## Claims of your own", 1)[1]
 
 
 def test_the_claim_passes_where_loaded_and_fails_with_the_fix_where_not(fleet, example,

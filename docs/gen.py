@@ -1,0 +1,130 @@
+"""The docs' generated tables, written at build time from the package itself so they cannot
+drift: the fleet.yaml key tables from pytest_frank/fleet.schema.json, the claim table from the
+claim registry. mkdocs runs it as a hook (mkdocs.yml `hooks:`); a page asks for a table with a
+marker line, `<!-- frank:keys SECTION -->` or `<!-- frank:claims -->`."""
+
+from __future__ import annotations
+
+import json
+import re
+from importlib import resources
+from typing import Any
+
+MARKER = re.compile(r"^<!-- frank:(keys|claims) ?(\S*) -->$", re.M)
+# The sections a keys table can show: a schema node and the prefix its keys are written with.
+SECTIONS = {"top": ("#", ""), "endpoint": ("#/$defs/endpoint", ""),
+            "launch": ("#/$defs/launch", "launch."), "serve": ("#/$defs/serve", "serve."),
+            "sampling": ("#/$defs/sampling", "sampling."),
+            "regression": ("#/$defs/regression", "regression.")}
+
+
+def schema() -> dict[str, Any]:
+    return json.loads(resources.files("pytest_frank").joinpath("fleet.schema.json").read_text())
+
+
+def node_at(ref: str, root: dict[str, Any]) -> dict[str, Any]:
+    node = root
+    for part in ref.lstrip("#").strip("/").split("/") if ref != "#" else []:
+        node = node[part]
+    return node
+
+
+def section(name: str, root: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    if name in SECTIONS:
+        ref, prefix = SECTIONS[name]
+        return node_at(ref, root), prefix
+    if name.startswith("expect."):
+        claim = name.split(".", 1)[1]
+        return root["$defs"]["expect"]["properties"][claim], f"expect.{claim}."
+    raise ValueError(f"docs: no keys section {name!r} (known: {', '.join(SECTIONS)}, expect.CLAIM)")
+
+
+def kind(node: dict[str, Any]) -> str:
+    """A key's type as a reader writes it: `true`, a number, one of some values, a mapping."""
+    if "$ref" in node:
+        name = node["$ref"].rsplit("/", 1)[1]
+        return {"seconds": "seconds", "effort_map": "mapping"}.get(name, "mapping")
+    if "enum" in node:
+        return " \\| ".join(f"`{v}`" for v in node["enum"])
+    types = node.get("type")
+    if types is None and ("oneOf" in node or "anyOf" in node):
+        types = [kind(v) for v in node.get("oneOf", node.get("anyOf", []))]
+    names = {"object": "mapping", "array": "list", "boolean": "true/false"}
+    if isinstance(types, list):
+        return " or ".join(dict.fromkeys(names.get(str(t), str(t)) for t in types))
+    return names.get(str(types), str(types or "any"))
+
+
+def keys(node: dict[str, Any], prefix: str, root: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(key path, type, description) of every key under `node`, nested keys after their parent.
+    Keys behind another section's $ref (launch, serve, ...) are that section's own table."""
+    rows: list[tuple[str, str, str]] = []
+    for sub, name_prefix in nested(node, root):
+        for key, value in sub.get("properties", {}).items():
+            path = f"{prefix}{name_prefix}{key}"
+            if any(row[0] == path for row in rows):
+                continue
+            rows.append((path, kind(value), value.get("description", "")))
+            if "$ref" not in value or value["$ref"].endswith("effort_map"):
+                rows.extend(keys(value, f"{path}.", root))
+    return rows
+
+
+def nested(node: dict[str, Any], root: dict[str, Any]) -> list[tuple[dict[str, Any], str]]:
+    """The schema nodes that hold a key's properties: itself, its alternatives, its list items
+    and a map's values (the clients claim: `[pi, {claude_code: {...}}]`)."""
+    found: list[tuple[dict[str, Any], str]] = []
+    stack: list[tuple[Any, str]] = [(node, "")]
+    while stack:
+        current, name_prefix = stack.pop(0)
+        if not isinstance(current, dict):
+            continue
+        if "$ref" in current and current["$ref"].endswith("effort_map"):
+            current = node_at(current["$ref"], root)
+        found.append((current, name_prefix))
+        for alternative in current.get("oneOf", []) + current.get("anyOf", []):
+            stack.append((alternative, name_prefix))
+        for key in ("items", "then", "else"):
+            stack.append((current.get(key), name_prefix))
+        values = current.get("additionalProperties")
+        if isinstance(values, dict) and "properties" in values:
+            stack.append((values, "NAME."))  # the clients claim: a client's name
+    return found
+
+
+def keys_table(name: str, root: dict[str, Any] | None = None) -> str:
+    root = root or schema()
+    node, prefix = section(name, root)
+    rows = keys(node, prefix, root)
+    if name.startswith("expect."):  # the claim's own key first: `true`, `false` or its options
+        rows.insert(0, (name, kind(node), node.get("description", "")))
+    lines = ["| key | type | meaning |", "|---|---|---|"]
+    lines += [f"| `{path}` | {kind_} | {cell(description)} |" for path, kind_, description in rows]
+    return "\n".join(lines)
+
+
+def cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def claims_table() -> str:
+    from pytest_frank.claims import ALWAYS, ASKED_BY, CLAIMS
+
+    lines = ["| claim (marker, `expect:` key) | what it proves | asked when |", "|---|---|---|"]
+    for name, about in CLAIMS.items():
+        asked = ("always, unless `expect: {%s: false}`" % name if name in ALWAYS
+                 else f"`{ASKED_BY[name]}:` is set" if name in ASKED_BY
+                 else f"`expect.{name}` is set")
+        lines.append(f"| [`{name}`]({name}.md) | {about} | {asked} |")
+    return "\n".join(lines)
+
+
+def render(markdown: str) -> str:
+    """The page with each marker line replaced by its table."""
+    def table(match: re.Match[str]) -> str:
+        return keys_table(match[2]) if match[1] == "keys" else claims_table()
+    return MARKER.sub(table, markdown)
+
+
+def on_page_markdown(markdown: str, **_: Any) -> str:
+    return render(markdown)
