@@ -37,10 +37,13 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-from proxy import Proxy
 from vllm_env import cache_root
+
+if TYPE_CHECKING:  # the proxy needs httpx, which the main command's install has not
+    from proxy import Proxy
 
 
 @dataclass(frozen=True)
@@ -226,6 +229,8 @@ def run_client(sandbox: Path, client: Client, upstream: str, home: Path, *,
     work = home / "work"
     work.mkdir(parents=True)
     (home / "tmp").mkdir()
+    from proxy import Proxy
+
     with Proxy(upstream) as proxy:
         args, env = CONFIGURE[client.name](home, f"{proxy.url}/v1", **options)
         env = {"HOME": str(home), "TMPDIR": str(home / "tmp"), "PATH": os.environ["PATH"],
