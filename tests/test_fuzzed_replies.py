@@ -78,6 +78,8 @@ LONGEST = redact.MAX_MESSAGE + 1000
 PYTHON_ERROR = re.compile(r"\b(Attribute|Type|Key|Index|Value|Name|UnboundLocal|ZeroDivision|"
                           r"Overflow|Recursion|Assertion|Lookup|Arithmetic|Unicode\w*)Error\b"
                           r"|\bStopIteration\b")
+# Target's words for any exception a probe let out, whatever its class: a reply it did not foresee.
+ESCAPED = re.compile(r"\w could not read what \S+ sent: ")
 
 # -- what the fuzzing draws: JSON values, engine-shaped JSON with parts replaced, SSE, metrics ---
 ODD = st.sampled_from([None, True, False, 0, -1, 1.5, 10**400, float("nan"), float("inf"), "",
@@ -340,6 +342,7 @@ def _bounded(message, test: str) -> str:
     assert len(message) <= LONGEST, f"{test}: a {len(message)}-character verdict"
     assert "Traceback" not in message, f"{test}: {message[:400]}"
     assert not PYTHON_ERROR.search(message), f"{test}: a Python error for a verdict: {message[:400]}"
+    assert not ESCAPED.search(message), f"{test}: a probe's exception for a verdict: {message[:400]}"
     return message
 
 
@@ -492,20 +495,29 @@ def route_answers(em: Emulator, path: str, plain: Reply, stream: Reply, swap: bo
     em.route("POST", path, answer)
 
 
-def test_a_probe_that_breaks_on_a_reply_is_no_verdict(emulators):
-    """The guard itself: a probe that does `None.get(...)` on what came back ends in a verdict
-    line Target words as a failure, and the harness must not pass it."""
-    def crashing(target):
-        models = None if target.endpoint else {}
-        return models.get("data")
+def _none_get(target):
+    models = None if target.endpoint else {}
+    return models.get("data")
 
+
+def _gives_up(target):
+    raise RuntimeError("the reader gave up")
+
+
+@pytest.mark.parametrize("probe, why", [
+    (_none_get, "a Python error for a verdict: _none_get could not read what ep sent: "
+                "AttributeError"),
+    (_gives_up, "a probe's exception for a verdict: _gives_up could not read what ep sent: "
+                "RuntimeError: the reader gave up"),
+])
+def test_a_probe_that_breaks_on_a_reply_is_no_verdict(emulators, probe, why):
+    """The guard itself: a probe that breaks on what came back (`None.get(...)`, any exception
+    it lets out) ends in a line Target words as a failure; the harness must not pass it."""
     em = emulators("llamacpp")
     target = target_for(em)
     try:
-        with pytest.raises(AssertionError, match="test_health: a Python error for a verdict: "
-                                                 "crashing could not read what ep sent: "
-                                                 "AttributeError"):
-            verdicts(target, [replace(health.HEALTH, probe=crashing)])
+        with pytest.raises(AssertionError, match=f"test_health: {why}"):
+            verdicts(target, [replace(health.HEALTH, probe=probe)])
     finally:
         target.close()
 
