@@ -4,19 +4,15 @@ from __future__ import annotations
 
 from fnmatch import fnmatch
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pytest
 
 from pytest_frank import claims, redact
-from pytest_frank.claims import CLAIMS
+from pytest_frank.claims import CLAIMS, claim_of
 from pytest_frank.fleet import FleetError, load
+from pytest_frank.stash import SESSION
 from pytest_frank.verdict import Verdict
 
-if TYPE_CHECKING:
-    from pytest_frank.session import FrankSession
-
-SESSION: pytest.StashKey[FrankSession] = pytest.StashKey()
 PROBED: pytest.StashKey[object] = pytest.StashKey()
 UNASKED = "(asked of no endpoint)"
 
@@ -336,13 +332,6 @@ def _require_pace(target, check, case) -> None:
     slow = target.slow
     seen = target.judged.get(slow.key, "its first slow answer")
     pytest.skip(redact.inert(f"{target.name} answered too slowly, see {seen}: {slow.line}", 300))
-
-
-def claim_of(item) -> str | None:
-    for mark in item.iter_markers():
-        if mark.name in CLAIMS:
-            return mark.name
-    return None
 
 
 def endpoint_of(item) -> str | None:

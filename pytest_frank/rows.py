@@ -9,7 +9,8 @@ import pytest
 
 from pytest_frank import probes, redact
 from pytest_frank.checks import check_of
-from pytest_frank.plugin import SESSION, claim_of
+from pytest_frank.claims import claim_of
+from pytest_frank.stash import SESSION
 from pytest_frank.verdict import Verdict
 
 

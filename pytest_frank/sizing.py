@@ -40,9 +40,9 @@ def count(target: Target, text: str, by_usage: bool = False) -> tuple[int, str]:
         if counted is not None:
             return counted, f"the server's {asked[0]}"
     if by_usage:
-        from pytest_frank.chat import Request
+        from pytest_frank.chat import Request, send
 
-        used = target.chat(Request(text, 1)).prompt_tokens
+        used = send(target, Request(text, 1)).prompt_tokens
         if used is not None:
             return used, "the usage of a one-token answer"
     return round(len(text) / CHARS_PER_TOKEN), f"an estimate of {CHARS_PER_TOKEN:g} token a character"

@@ -17,7 +17,6 @@ from pytest_frank.fleet import Endpoint
 from pytest_frank.observation import Failed, Obs, Observation
 
 if TYPE_CHECKING:
-    from pytest_frank.chat import Reply, Request
     from pytest_frank.results import Row
 
 DEFAULT_TIMEOUT = 30.0
@@ -125,12 +124,6 @@ class Target:
     def post(self, path: str, body: Any) -> http.Exchange:
         return http.send(self.client(), "POST", self.url(path), headers=self.headers(),
                          json_body=body)
-
-    def chat(self, req: Request) -> Reply:
-        """One generation through the official client for the endpoint's API shape."""
-        from pytest_frank import chat
-
-        return chat.send(self, req)
 
     def exclusive(self) -> AbstractContextManager[None]:
         """Nothing else in flight on this endpoint inside the block (server-wide counters).

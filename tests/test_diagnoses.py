@@ -415,12 +415,12 @@ def test_a_generation_given_up_on_leaves_its_slot_idle(llama, stream):
     a saturated server (the busy slot was its own)."""
     import time
 
-    from pytest_frank.chat import Request
+    from pytest_frank.chat import Request, send
 
     server = llama(**CHATTY)
     target = _target(server.url)
     try:
-        reply = target.chat(Request("Say hello.", 7000, stream=stream))
+        reply = send(target, Request("Say hello.", 7000, stream=stream))
         cut = reply.exchange.started + reply.exchange.elapsed  # when the plugin gave up
         assert reply.exchange.late and not reply.ok, reply.problem
         assert "saturated" not in reply.problem, reply.problem

@@ -1,7 +1,9 @@
 """Any reply becomes a verdict line. Hypothesis feeds every probe arbitrary JSON values, JSON shaped
 like the engine's own with parts replaced or removed, SSE streams and metrics text, on each route
 it reads, through the recorder real runs use (an in-process Target over loopback HTTP to the
-emulator); each battery check must end in one bounded failure, skip or pass, never an exception.
+emulator); each battery check must end in one bounded failure, skip or pass, never an exception,
+nor a verdict that only names one (Target words a probe's own crash as "could not read what
+... sent: AttributeError: ...": a bug of the probe, not of the endpoint).
 
 Which engine shape each fuzzed route imitates (the other routes answer as that engine does):
   /health                llama.cpp {"status": "ok"}, vLLM and SGLang an empty 200, the Anthropic
@@ -25,6 +27,8 @@ from __future__ import annotations
 
 import copy
 import json
+import re
+from dataclasses import replace
 
 import pytest
 from emulator import (
@@ -70,6 +74,12 @@ EXAMPLES = {"chat": 12, "messages": 12, "responses": 12, "cheap": 40}
 # The longest line a verdict may be: a message is cut to MAX_MESSAGE, a wrong-engine line and a
 # fix may stand beside it.
 LONGEST = redact.MAX_MESSAGE + 1000
+# Python's own errors: a verdict naming one is a probe or judge that broke on the reply.
+PYTHON_ERROR = re.compile(r"\b(Attribute|Type|Key|Index|Value|Name|UnboundLocal|ZeroDivision|"
+                          r"Overflow|Recursion|Assertion|Lookup|Arithmetic|Unicode\w*)Error\b"
+                          r"|\bStopIteration\b")
+# Target's words for any exception a probe let out, whatever its class: a reply it did not foresee.
+ESCAPED = re.compile(r"\w could not read what \S+ sent: ")
 
 # -- what the fuzzing draws: JSON values, engine-shaped JSON with parts replaced, SSE, metrics ---
 ODD = st.sampled_from([None, True, False, 0, -1, 1.5, 10**400, float("nan"), float("inf"), "",
@@ -331,6 +341,8 @@ def _bounded(message, test: str) -> str:
     assert isinstance(message, str) and message.strip(), f"{test}: no verdict ({message!r})"
     assert len(message) <= LONGEST, f"{test}: a {len(message)}-character verdict"
     assert "Traceback" not in message, f"{test}: {message[:400]}"
+    assert not PYTHON_ERROR.search(message), f"{test}: a Python error for a verdict: {message[:400]}"
+    assert not ESCAPED.search(message), f"{test}: a probe's exception for a verdict: {message[:400]}"
     return message
 
 
@@ -481,6 +493,33 @@ def route_answers(em: Emulator, path: str, plain: Reply, stream: Reply, swap: bo
         streamed = bool((req.body or {}).get("stream")) if isinstance(req.body, dict) else False
         return stream if streamed != swap else plain
     em.route("POST", path, answer)
+
+
+def _none_get(target):
+    models = None if target.endpoint else {}
+    return models.get("data")
+
+
+def _gives_up(target):
+    raise RuntimeError("the reader gave up")
+
+
+@pytest.mark.parametrize("probe, why", [
+    (_none_get, "a Python error for a verdict: _none_get could not read what ep sent: "
+                "AttributeError"),
+    (_gives_up, "a probe's exception for a verdict: _gives_up could not read what ep sent: "
+                "RuntimeError: the reader gave up"),
+])
+def test_a_probe_that_breaks_on_a_reply_is_no_verdict(emulators, probe, why):
+    """The guard itself: a probe that breaks on what came back (`None.get(...)`, any exception
+    it lets out) ends in a line Target words as a failure; the harness must not pass it."""
+    em = emulators("llamacpp")
+    target = target_for(em)
+    try:
+        with pytest.raises(AssertionError, match=f"test_health: {why}"):
+            verdicts(target, [replace(health.HEALTH, probe=probe)])
+    finally:
+        target.close()
 
 
 # -- the crash that started this: a models list that is not an object -----------------------------

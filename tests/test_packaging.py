@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+import sysconfig
 import tomllib
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -68,3 +69,42 @@ def _battery_location(cwd, env) -> str:
     code = "import pytest_frank.plugin as p; print(p.battery_dir())"
     return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True,
                           text=True, check=True).stdout
+
+
+def test_a_checkout_tests_itself_after_a_plain_install(tmp_path):
+    """The README's install (`pip install '.[test]'`, not editable), then `python -m pytest` in
+    the checkout: the checkout's own package comes first on the path and finds its battery
+    beside it (an install maps top-level batteries/ into the package; the checkout does not)."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = next(venv.glob("lib/python*/site-packages"))
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
+                    "--no-build-isolation", "--target", str(site), str(ROOT)],
+                   check=True, capture_output=True)
+    # The dependencies from this venv: a .pth line adds the folder only, so this venv's
+    # editable install (its own .pth) stays out.
+    (site / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    python = str(venv / "bin" / "python")
+    _collects(python, "-m", "pytest")
+    assert _battery_of_checkout(python) == ROOT / "batteries" / "__init__.py"
+
+
+def test_a_checkout_tests_itself_after_an_editable_install():
+    """This venv's install is editable: `python -m pytest` and `pytest` both collect."""
+    _collects(sys.executable, "-m", "pytest")
+    _collects(str(Path(sys.executable).parent / "pytest"))
+    assert _battery_of_checkout(sys.executable) == ROOT / "batteries" / "__init__.py"
+
+
+def _collects(*command: str) -> None:
+    done = subprocess.run([*command, "--collect-only", "-q", "-p", "no:cacheprovider",
+                           "tests/test_contract.py"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "test_every_battery_test_is_a_declared_check_named_for_itself" in done.stdout
+
+
+def _battery_of_checkout(python: str) -> Path:
+    code = "import pytest_frank.batteries as b; print(b.__file__)"
+    return Path(subprocess.run([python, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                               check=True).stdout.strip())

@@ -197,6 +197,9 @@ def test_dcgm_framebuffer():
     assert gpus[0].total == 24576 * MiB and gpus[1].total == 24250 * MiB
     assert gpus[0].model_name == "NVIDIA GeForce RTX 3090" and gpus[0].hostname == "dankclaw"
     assert parse_dcgm(VLLM) == []
+    # A gauge past what a float holds once in bytes is no reading (it overflowed int() before)
+    huge = parse_dcgm('DCGM_FI_DEV_FB_USED{gpu="0"} 1e308\nDCGM_FI_DEV_FB_FREE{gpu="0"} 10\n')
+    assert [(g.used, g.free, g.total) for g in huge] == [(None, 10 * MiB, None)]
 
 
 def test_vllm_cache_config():

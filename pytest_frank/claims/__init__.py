@@ -128,6 +128,14 @@ def asked(claim: str, endpoint: Endpoint) -> bool:
     return claim in ALWAYS or value is not None
 
 
+def claim_of(item) -> str | None:
+    """The claim a test item's marks name (a battery test carries its claim's mark)."""
+    for mark in item.iter_markers():
+        if mark.name in CLAIMS:
+            return mark.name
+    return None
+
+
 def bind(endpoint: Endpoint) -> Endpoint:
     """Read every claim's options from the entry, and which claims it asks, into it (what
     fleet.load's `bind` does); raises fleet.OptionError naming the claim's key."""

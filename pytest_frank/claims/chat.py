@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 
-from pytest_frank.chat import Reply, Request, thinking_budget
+from pytest_frank.chat import Reply, Request, send, thinking_budget
 from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.replies import THINK_TAGS, one_line, require_answer
@@ -70,7 +70,7 @@ class Answer(Observation):
 def answer(target) -> Answer:
     opts = target.endpoint.options("chat")
     req = Request(PROMPT, opts.max_tokens)
-    reply = target.chat(req)
+    reply = send(target, req)
     if reply.ok and reply.cut and not markup(reply.content):
         reply = _again(target, req, reply)
     return Answer(reply=reply, template=_template(target))
@@ -86,7 +86,7 @@ def _again(target, req: Request, cut: Reply) -> Reply:
         budget, cut.ceiling = AGAIN * req.max_tokens, f"{AGAIN} times expect.chat.max_tokens"
     if budget <= req.max_tokens:
         return cut
-    again = target.chat(replace(req, max_tokens=budget))
+    again = send(target, replace(req, max_tokens=budget))
     again.first, again.ceiling = cut, cut.ceiling
     return again
 

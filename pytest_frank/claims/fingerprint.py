@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from pytest_frank import redact, sizing
-from pytest_frank.chat import Reply, Request, combine
+from pytest_frank.chat import Reply, Request, combine, send
 from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.replies import one_line
@@ -208,12 +208,12 @@ def greedy_answer(target, req: Request) -> Reply:
     /v1/responses answers 400 to top_logprobs): then the record is the answer's characters;
     the refusal itself is test_params_logprobs' to judge. The refused reply is kept in
     `first`."""
-    reply = target.chat(req)
+    reply = send(target, req)
     asked = target.driver.logprobs(TOP) if "logprobs" in target.driver.shape_params else {}
     plain = {k: v for k, v in req.extra.items() if k not in asked}
     if reply.status != 400 or plain == req.extra:
         return reply
-    again = target.chat(replace(req, extra=plain))
+    again = send(target, replace(req, extra=plain))
     again.first = reply
     return again
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, replace
 
-from pytest_frank.chat import Reply, Request, think_through
+from pytest_frank.chat import Reply, Request, send, think_through
 from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.replies import (THINK_TAGS, one_line, require_answer,
@@ -82,7 +82,7 @@ def capped(target) -> Sent:
     for key in target.driver.budget_keys:
         cap, earlier = CAP, obs.under.setdefault(key, [])
         for _ in range(TRIES):
-            reply = obs.replies[key] = target.chat(Request(LONG, cap, budget_key=key))
+            reply = obs.replies[key] = send(target, Request(LONG, cap, budget_key=key))
             if not reply.ok or reply.cut or least_tokens(reply) > cap or cap == 1:
                 break
             earlier.append(reply)
@@ -128,7 +128,7 @@ def with_logprobs(target) -> Sent:
     without their alternatives."""
     from pytest_frank.probes import slot_shape
 
-    obs = Sent(replies={"logprobs": target.chat(Request(LONG, CAP,
+    obs = Sent(replies={"logprobs": send(target, Request(LONG, CAP,
                                                         extra=target.driver.logprobs(TOP)))})
     shape = target.need(slot_shape)
     if shape.failure is None:
@@ -139,9 +139,9 @@ def with_logprobs(target) -> Sent:
 def streamed_usage(target) -> Sent:
     """The same capped request unstreamed, streamed with include_usage, and streamed without."""
     req = Request(LONG, CAP)
-    return Sent(reference=target.chat(req),
-                replies={"asked": target.chat(replace(req, stream=True)),
-                         "unasked": target.chat(replace(req, stream=True, stream_usage=False))})
+    return Sent(reference=send(target, req),
+                replies={"asked": send(target, replace(req, stream=True)),
+                         "unasked": send(target, replace(req, stream=True, stream_usage=False))})
 
 
 def over_context(target) -> Sent:
@@ -154,14 +154,14 @@ def over_context(target) -> Sent:
         return obs
     obs.sent_words = context + 256
     prompt = "Repeat the last word: " + "hello " * obs.sent_words
-    obs.replies["long"] = target.chat(Request(prompt, CAP))
+    obs.replies["long"] = send(target, Request(prompt, CAP))
     return obs
 
 
 def counted(target) -> Sent:
     """count_tokens for a prompt, and the usage of the same prompt answered."""
     req = Request(LONG, CAP)
-    obs = Sent(replies={"usage": target.chat(req)})
+    obs = Sent(replies={"usage": send(target, req)})
     try:
         obs.counted = target.driver.count_tokens(target.sdk(), target.model_name(), req)
     except Exception as exc:  # the SDK's status error: 404 where the route does not exist

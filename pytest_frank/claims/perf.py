@@ -15,7 +15,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from pytest_frank import metrics, sizing
-from pytest_frank.chat import Reply, Request
+from pytest_frank.chat import Reply, Request, send
 from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.observation import Observation
@@ -80,7 +80,7 @@ def speed(target) -> Runs:
     opts = target.endpoint.options("perf")
     out = Runs(max_tokens=opts.max_tokens, backend=target.backend())
     for _ in range(opts.runs):
-        run = target.chat(Request(PROMPT, opts.max_tokens, stream=True,
+        run = send(target, Request(PROMPT, opts.max_tokens, stream=True,
                                   extra=target.driver.keep_generating))
         out.runs.append(run)
         if not run.ok or run.first_token_s is None:
@@ -107,9 +107,9 @@ def cache(target) -> CacheRuns:
         for _ in range(opts.runs):
             prompt = _long_prompt(fitted.words)
             start = _counters(target)
-            cold = target.chat(Request(prompt, CACHE_MAX_TOKENS, stream=True))
+            cold = send(target, Request(prompt, CACHE_MAX_TOKENS, stream=True))
             middle = _settled(target, start, cold)
-            warm = target.chat(Request(prompt, CACHE_MAX_TOKENS, stream=True))
+            warm = send(target, Request(prompt, CACHE_MAX_TOKENS, stream=True))
             out.pairs.append((cold, warm))
             out.counts.append(_counted(target, warm, middle))
             if not (cold.ok and warm.ok):

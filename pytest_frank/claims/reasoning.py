@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pytest_frank.chat import Reply, Request, think_through
+from pytest_frank.chat import Reply, Request, send, think_through
 from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.replies import (one_line, require_answer, require_no_think_tags,
@@ -46,7 +46,7 @@ def _ask(target, mode: str) -> Thought:
                   extra=target.driver.thinking_off() if mode == "off" else {},
                   reasoning_field=opts.field)
     # Thinking off must answer at once: a second, larger ask would only hide that it did not.
-    reply = target.chat(req) if mode == "off" else think_through(target, req)
+    reply = send(target, req) if mode == "off" else think_through(target, req)
     return Thought(mode=mode, reply=reply, max_tokens=opts.max_tokens)
 
 

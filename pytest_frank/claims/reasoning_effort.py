@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from pytest_frank.chat import Reply, Request
+from pytest_frank.chat import Reply, Request, send
 from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims import in_folder
@@ -72,7 +72,7 @@ class Efforts(Observation):
 
 def _ask(target, sent: dict[str, str]) -> Efforts:
     max_tokens = target.endpoint.options("reasoning_effort").max_tokens
-    replies = {level: target.chat(Request(PROMPT, max_tokens, extra=target.driver.effort(value)))
+    replies = {level: send(target, Request(PROMPT, max_tokens, extra=target.driver.effort(value)))
                for level, value in sent.items()}
     return Efforts(replies=replies, sent=sent, max_tokens=max_tokens)
 

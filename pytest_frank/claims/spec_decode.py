@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pytest_frank import metrics
-from pytest_frank.chat import Reply, Request
+from pytest_frank.chat import Reply, Request, send
 from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.observation import Failed, Observation
@@ -103,7 +103,7 @@ def drafting(target: Target) -> Drafting:
                        configured=None if isinstance(shape, Failed) or not shape.seen
                        else driver.speculative_live(shape.payloads))
         for _ in range(ASKS):
-            reply = target.chat(Request(PROMPT, opts.max_tokens))
+            reply = send(target, Request(PROMPT, opts.max_tokens))
             obs.replies.append(reply)
             if obs.before.ok:
                 obs.after = metrics.scrape(target, driver.metrics_path)
@@ -322,7 +322,7 @@ class Twins(Observation):
 def greedy(target: Target) -> Twins:
     """The lossless prompt answered greedy (the fleet's sampling), thinking off."""
     req = Request(PROMPT, LOSSLESS_TOKENS, extra=target.driver.thinking_off())
-    return Twins(drafted=target.chat(req))
+    return Twins(drafted=send(target, req))
 
 
 def lossless(target: Target) -> Twins:

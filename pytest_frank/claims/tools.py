@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_frank.chat import Reply, Request, think_through
+from pytest_frank.chat import Reply, Request, send, think_through
 from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.replies import (cut_while_thinking, one_line, require_answer,
@@ -98,7 +98,7 @@ def carried(target) -> Carried:
     shape = target.need(slot_shape)
     caps = None if isinstance(shape, Failed) else target.driver.template_caps(
         shape.payloads).get("tools")
-    counts = [target.chat(Request(PROMPTS["required"], 1, tools=tools, tool_choice=choice))
+    counts = [send(target, Request(PROMPTS["required"], 1, tools=tools, tool_choice=choice))
               for tools, choice in ((TOOLS, "auto"), (None, None))]
     with_tools, without = (r.prompt_tokens if r.ok else None for r in counts)
     return Carried(caps=caps, with_tools=with_tools, without=without)
@@ -117,9 +117,9 @@ def _run(target, kind: str, choice, trials: int | None = None, stream=False, par
     opts = target.endpoint.options("tools")
     tools = None if kind == "plain" else TOOLS
     prompt = PROMPTS["required" if kind == "streamed" else kind]
-    ask = target.chat if kind == "plain" else lambda req: think_through(target, req)
-    replies = [ask(Request(prompt, opts.max_tokens, tools=tools, tool_choice=choice,
-                           parallel=parallel, stream=stream))
+    ask = send if kind == "plain" else think_through
+    replies = [ask(target, Request(prompt, opts.max_tokens, tools=tools, tool_choice=choice,
+                                   parallel=parallel, stream=stream))
                for _ in range(trials or opts.trials)]
     found = Trials(kind=kind, replies=replies, max_tokens=opts.max_tokens)
     if choice not in (None, "auto") and any(answered_in_text(r) for r in replies):

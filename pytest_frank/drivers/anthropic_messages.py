@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable
 
-from pytest_frank.chat import Call, Reply, Request, typed
+from pytest_frank.wire import Call, Reply, Request, typed
 from pytest_frank.http import NO_KEY
 from pytest_frank.verdict import Text
 

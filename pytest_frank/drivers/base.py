@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pytest_frank import metrics, schema_errors
+from pytest_frank.drivers import openai_chat
+from pytest_frank.drivers.anthropic_messages import MessagesWire
+from pytest_frank.drivers.openai_responses import ResponsesWire
 from pytest_frank.http import NO_KEY, Exchange
 from pytest_frank.verdict import InEffect, Phrase, Setting, Text
-
-if TYPE_CHECKING:
-    from pytest_frank.chat import Logprob
+from pytest_frank.wire import Logprob
 
 STATUS_FIXES = {
     401: "the server wants a key: set `api_key` for this endpoint in fleet.yaml (e.g. "
@@ -289,16 +290,12 @@ class Driver:
                              default_headers=dict(endpoint.headers) or None)
 
     def converse(self, sdk, model: str, req, clock):
-        """One request on the wire; returns a chat.Reply (errors raise, as the SDK raises)."""
-        from pytest_frank.drivers import openai_chat
-
+        """One request on the wire; returns a wire.Reply (errors raise, as the SDK raises)."""
         return openai_chat.converse(self, sdk, model, req, clock)
 
     def agent_history(self, messages: list[dict], reply, results: list[str]) -> list[dict]:
         """The history of an agent's next turn: `messages` so far, the assistant `reply` that
         called tools, and each call's result (JSON text), in this API shape."""
-        from pytest_frank.drivers import openai_chat
-
         return openai_chat.agent_history(messages, reply, results)
 
     def sampling(self, sampling: dict) -> dict:
@@ -500,7 +497,4 @@ class Driver:
 
 def _wires() -> dict[str, type]:
     """The routes besides chat, each a mixin of the members its wire replaces."""
-    from pytest_frank.drivers.anthropic_messages import MessagesWire
-    from pytest_frank.drivers.openai_responses import ResponsesWire
-
     return {"messages": MessagesWire, "responses": ResponsesWire}

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
-from pytest_frank.chat import Call, Logprob, Reply, Request, Unreadable, typed
-
-if TYPE_CHECKING:
-    from pytest_frank.drivers.base import Driver
+from pytest_frank.wire import Call, Logprob, Reads, Reply, Request, Unreadable, typed
 
 
 def params(model: str, req: Request) -> dict[str, Any]:
@@ -24,7 +21,7 @@ def params(model: str, req: Request) -> dict[str, Any]:
     return {**out, **req.extra}
 
 
-def converse(driver: Driver, sdk, model: str, req: Request, clock: Callable[[], float]) -> Reply:
+def converse(driver: Reads, sdk, model: str, req: Request, clock: Callable[[], float]) -> Reply:
     kwargs = params(model, req)
     if req.stream:
         if req.stream_usage:
@@ -84,7 +81,7 @@ def _tokens(usage) -> int | None:
     return typed(getattr(usage, "completion_tokens", None), int, "usage.completion_tokens")
 
 
-def _read_stream(driver: Driver, stream, req: Request, clock: Callable[[], float]) -> Reply:
+def _read_stream(driver: Reads, stream, req: Request, clock: Callable[[], float]) -> Reply:
     reply = Reply(status=200)
     texts: list[str] = []
     thoughts: dict[str, str] = {}  # reasoning text by the field it came in
@@ -127,7 +124,7 @@ def _count(value) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _fields(driver: Driver, req: Request) -> tuple[str, ...]:
+def _fields(driver: Reads, req: Request) -> tuple[str, ...]:
     # fleet.yaml may name the field; the driver's usual ones are still read, so a check can
     # say where the reasoning went instead of calling it missing.
     named = (req.reasoning_field,) if req.reasoning_field else ()

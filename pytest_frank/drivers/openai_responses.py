@@ -3,14 +3,11 @@ read whole, a stream of typed events reassembled, and the input items of an agen
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
-from pytest_frank.chat import Call, Logprob, Reply, Request, typed
 from pytest_frank.http import NO_KEY
 from pytest_frank.verdict import Text
-
-if TYPE_CHECKING:
-    from pytest_frank.drivers.base import Driver
+from pytest_frank.wire import Call, Logprob, Reads, Reply, Request, typed
 
 # Where the Responses API carries reasoning: a reasoning item's content (reasoning_text parts,
 # what open engines send) or its summary (summary_text parts, what OpenAI's models send).
@@ -81,7 +78,7 @@ def _choice(choice):
     return {"type": "function", "name": choice}
 
 
-def converse(driver: Driver, sdk, model: str, req: Request, clock: Callable[[], float]) -> Reply:
+def converse(driver: Reads, sdk, model: str, req: Request, clock: Callable[[], float]) -> Reply:
     kwargs = params(model, req)
     if req.stream:
         with sdk.responses.create(stream=True, **kwargs) as stream:
@@ -200,7 +197,7 @@ class _Stream:
               "response.reasoning_text.delta": "reasoning_text",
               "response.reasoning_summary_text.delta": "summary_text"}
 
-    def __init__(self, driver: Driver, req: Request, clock: Callable[[], float]):
+    def __init__(self, driver: Reads, req: Request, clock: Callable[[], float]):
         self.driver, self.req, self.clock = driver, req, clock
         self.reply = Reply(status=200)
         self.texts: list[str] = []
@@ -261,7 +258,7 @@ class _Stream:
         return reply
 
 
-def _read_stream(driver: Driver, stream, req: Request, clock: Callable[[], float]) -> Reply:
+def _read_stream(driver: Reads, stream, req: Request, clock: Callable[[], float]) -> Reply:
     import openai
 
     folded = _Stream(driver, req, clock)

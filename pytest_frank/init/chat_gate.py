@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pytest_frank.checks import Context
 from pytest_frank.claims import chat
-from pytest_frank.init.survey import InitError
+from pytest_frank.init.found import InitError
 from pytest_frank.observation import Failed
 from pytest_frank.verdict import Failure, Inconclusive
 

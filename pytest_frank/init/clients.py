@@ -10,6 +10,7 @@ from pytest_frank.claims.clients.judge import ROUTES
 from pytest_frank.claims.clients.play import request_text
 from pytest_frank.claims.clients.profile import Choices
 from pytest_frank.claims.clients.registry import PROFILES
+from pytest_frank.init.found import Found
 from pytest_frank.observation import Failed
 
 PROBE_TOKENS = 8
@@ -18,7 +19,6 @@ BYTES_PER_TOKEN = 4  # where the server cannot count: a real tokenizer's usual r
 
 def offer(target, found) -> None:
     """found.claims["clients"] with the profiles that would be answered; the others noted."""
-    from pytest_frank.init.survey import Found
     from pytest_frank.probes import slot_shape
 
     if "tools" not in found.claims:

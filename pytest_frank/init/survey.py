@@ -17,9 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from pytest_frank import metrics, redact
-from pytest_frank.chat import Request
+from pytest_frank.chat import Request, send
 from pytest_frank.fleet import Endpoint
 from pytest_frank.init import clients
+from pytest_frank.init.chat_gate import require_chat
+from pytest_frank.init.found import Found, InitError
 from pytest_frank.observation import Failed
 
 MARGIN = 3.0  # perf bounds: a measured figure times this (or divided by it)
@@ -30,18 +32,6 @@ TTFT_SLACK_S = 0.25  # and never closer than this to a measured first token
 # the tool grammar (SmolLM2-135M on a loaded 2-core CPU: 1 to 2 tokens a second).
 TOOL_PROBE_TOKENS = 64
 FORCED = "a forced call (tool_choice required)"
-
-
-class InitError(Exception):
-    """A URL that cannot be written down: one line naming it and why."""
-
-
-@dataclass
-class Found:
-    """One claim to ask: its fleet.yaml value and why (a YAML comment)."""
-
-    value: Any
-    why: str
 
 
 @dataclass
@@ -78,8 +68,6 @@ def survey(url: str, api_key: str | None, timeout: float, ready_timeout: float,
 
 def _chats(target) -> None:
     """The chat check first: no file for a server that cannot answer a plain question."""
-    from pytest_frank.init.chat_gate import require_chat
-
     require_chat(target)
 
 
@@ -234,7 +222,7 @@ def _effort_levels() -> dict[str, str]:
 
 def _generated(target, found: Survey) -> None:
     """One short answer: whether reasoning comes separated."""
-    reply = target.chat(Request("Say hello.", 256))
+    reply = send(target, Request("Say hello.", 256))
     if not reply.ok:
         raise InitError(f"{reply.url} {reply.problem_line}: a plain chat request must work")
     if reply.reasoning.strip():
@@ -264,7 +252,7 @@ def _tools(target, found: Survey) -> None:
         return
     why = f"{FORCED} came back as a valid {reply.calls[0].name} call"
     if said is None:  # the engine says nothing of its template: the battery asks auto too
-        auto = target.chat(Request(PROMPTS["named"], TOOL_PROBE_TOKENS, tools=[CLOCK],
+        auto = send(target, Request(PROMPTS["named"], TOOL_PROBE_TOKENS, tools=[CLOCK],
                                    tool_choice="auto"))
         if not auto.ok:
             _no_tools(found, f"{why}, but tool_choice auto: {auto.problem_line}")

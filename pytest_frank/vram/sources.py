@@ -252,7 +252,8 @@ def parse_dcgm(text: str) -> list[DcgmGPU]:
     by_gpu: dict[tuple, dict[str, Any]] = {}
     for s in _samples(text):
         part = _DCGM.get(s.name)
-        if part is None or not math.isfinite(s.value):  # NaN or Inf MiB: no reading at all
+        # NaN or Inf MiB, or more MiB than a float holds in bytes (1e308): no reading at all
+        if part is None or not math.isfinite(s.value * MiB):
             continue
         key = (s.labels.get("Hostname", ""), s.labels.get("gpu", ""), s.labels.get("UUID", ""))
         entry = by_gpu.setdefault(key, {"model_name": s.labels.get("modelName", "")})
