@@ -9,7 +9,7 @@ from pytest_frank import metrics, schema_errors
 from pytest_frank.drivers import openai_chat
 from pytest_frank.drivers.anthropic_messages import MessagesWire
 from pytest_frank.drivers.openai_responses import ResponsesWire
-from pytest_frank.http import NO_KEY, Exchange
+from pytest_frank.http import Exchange
 from pytest_frank.verdict import InEffect, Phrase, Setting, Text
 from pytest_frank.wire import Logprob
 
@@ -283,11 +283,7 @@ class Driver:
     sdk_modules: tuple[str, ...] = ("openai", "openai.resources.chat")
 
     def sdk_client(self, endpoint, http_client, timeout: float):
-        import openai
-
-        return openai.OpenAI(base_url=endpoint.api_base, api_key=endpoint.api_key or NO_KEY,
-                             http_client=http_client, max_retries=0, timeout=timeout,
-                             default_headers=dict(endpoint.headers) or None)
+        return openai_chat.client(endpoint, http_client, timeout)
 
     def converse(self, sdk, model: str, req, clock):
         """One request on the wire; returns a wire.Reply (errors raise, as the SDK raises)."""

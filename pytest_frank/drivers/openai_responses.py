@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from pytest_frank.http import NO_KEY
+from pytest_frank.drivers import openai_chat
 from pytest_frank.verdict import Text
 from pytest_frank.wire import Call, Logprob, Reads, Reply, Request, typed
 
@@ -336,11 +336,7 @@ class ResponsesWire:
                           "output_text; a proxy in front must pass both through")
 
     def sdk_client(self, endpoint, http_client, timeout):
-        import openai
-
-        return openai.OpenAI(base_url=endpoint.api_base, api_key=endpoint.api_key or NO_KEY,
-                             http_client=http_client, max_retries=0, timeout=timeout,
-                             default_headers=dict(endpoint.headers) or None)
+        return openai_chat.client(endpoint, http_client, timeout)
 
     def image_part(self, b64, mime, form):
         return {"type": "input_image", "detail": "auto",
