@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass, field
 
 from pytest_frank import metrics
+from pytest_frank.known_errors import known_fix
 from pytest_frank.observation import Observation
 
 POLL_FIRST, POLL_MAX = 0.25, 2.0
@@ -43,7 +44,7 @@ def health(target) -> Health:
         state = target.driver.readiness(ex)
         left = deadline - time.monotonic()
         if state.state != "loading" or left <= 0:
-            fix = target.driver.known_fix(target.driver.error_message(ex), ex.status)
+            fix = known_fix(target.driver, target.driver.error_message(ex), ex.status)
             return Health(state=state.state, problem=state.problem, url=url,
                           waited=time.monotonic() - start, fix=fix if state.state == "down" else None)
         # The last poll lands on the deadline, not before it; an interrupt ends the wait.
@@ -63,7 +64,7 @@ def served(target) -> Served:
     ex = target.get(target.driver.models_path)
     if not ex.ok:
         return Served(url=ex.url, ids=[], failure=f"{ex.url} {target.driver.reason(ex)}",
-                      fix=target.driver.known_fix(target.driver.error_message(ex), ex.status))
+                      fix=known_fix(target.driver, target.driver.error_message(ex), ex.status))
     if ex.json() is None:
         return Served(url=ex.url, ids=[],
                       failure=f"{ex.url} not a model list (not JSON): {ex.snippet(200)}")
@@ -101,7 +102,7 @@ def slot_shape(target) -> SlotShape:
     if not payloads:
         return SlotShape(failure=f"the slot shape could not be read: {last.url} "
                                  f"{target.driver.reason(last)}",
-                         fix=target.driver.known_fix(target.driver.error_message(last),
+                         fix=known_fix(target.driver, target.driver.error_message(last),
                                                      last.status))
     count, ctx, source = target.driver.slot_shape(payloads)
     return SlotShape(count=count, ctx_per_slot=ctx, source=source, payloads=payloads,

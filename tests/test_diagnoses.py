@@ -300,11 +300,13 @@ def test_mtp_advice_only_with_an_mtp_head(draft_files, model, draft, holds, neve
 
 # -- every fix names only what is not already in effect -------------------------------------------
 def _fixes():
+    from pytest_frank.claims.slots import slots_fix, unify_hint
+    from pytest_frank.claims.spec_decode import metrics_fix
     from pytest_frank.drivers import driver_for
 
     llama = driver_for("llamacpp")
-    return {"slots": llama.slots_fix(4, 4096), "metrics": llama.metrics_fix,
-            "unify": Phrase(Alt(llama.unify_hint, ", or "), "multiply the context size by 2"),
+    return {"slots": slots_fix(llama, 4, 4096), "metrics": metrics_fix(llama),
+            "unify": Phrase(Alt(unify_hint(llama), ", or "), "multiply the context size by 2"),
             "plain": "a fix in plain words"}
 
 

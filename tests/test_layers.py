@@ -24,7 +24,7 @@ LAYERS = {
     "config": ["fleet"],
     "runtime": ["http", "observation", "verdict", "wire", "target", "session", "probes", "chat",
                 "metrics", "drivers", "fingerprint", "interrupt", "gguf", "vram", "local",
-                "serve", "xdist_scheduling", "cli", "sizing"],
+                "serve", "xdist_scheduling", "cli", "sizing", "known_errors"],
     # checks: the judge contract each claim is written to; init: a fleet file from the probes
     "claims": ["claims", "checks", "init"],
     "record": ["results"],  # the run record: the glue writes it, the reports read it

@@ -17,9 +17,12 @@ from dataclasses import dataclass, field
 from pytest_frank.chat import Reply, Request, think_through
 from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Options as ClaimOptions
-from pytest_frank.claims.replies import one_line, require_thinking_ended, thinking_spent
-from pytest_frank.claims.tools import (MARKUP, PROMPTS, TOOLS, Carried, answered_in_text,
-                                       call_reply_problems, carried, no_call)
+from pytest_frank.claims.replies import (one_line, reasoning_parser_fix, require_thinking_ended,
+                                         thinking_spent)
+from pytest_frank.claims.tools import (MARKUP, PARALLEL_FIX, PROMPTS, TOOLS, Carried,
+                                       answered_in_text, call_reply_problems, carried, no_call,
+                                       tool_parser_fix)
+from pytest_frank.known_errors import known_fix
 from pytest_frank.observation import Failed, Observation
 from pytest_frank.verdict import Text, fail
 
@@ -193,14 +196,14 @@ def conversation_problem(turns: list[Turn], steps: int, driver, grounded: bool =
             return _error(turn, n, driver)
         if found:
             return Problem(f"turn {n} (the tool call) is not a usable call: {found[0]}",
-                           driver.parallel_fix if found[0].startswith("parallel")
-                           else driver.tool_parser_fix)
+                           PARALLEL_FIX if found[0].startswith("parallel")
+                           else tool_parser_fix(driver))
     if len(turns) <= steps:  # a forced turn came back without a call: judged above as last
         turn = turns[-1]
         if not turn.reply.ok:
             return _error(turn, len(turns), driver)
         why, fix = no_call(carried, driver) if answered_in_text(turn.reply) else (
-            "", driver.tool_parser_fix)
+            "", tool_parser_fix(driver))
         return Problem(f"turn {len(turns)} (the tool call) is not a usable call: "
                        f"{call_reply_problems(turn.reply)[0]}{why}", fix)
     return answer_problem(turns, driver, grounded)
@@ -228,8 +231,8 @@ def answer_problem(turns: list[Turn], driver, grounded: bool = False) -> Problem
     if MARKUP.search(reply.content) or THINK_TAGS.search(reply.content):
         return Problem(f"turn {n}'s answer has markup left in it "
                        f"({one_line(reply.content, 100)!r}): a client shows it to the user",
-                       driver.tool_parser_fix if MARKUP.search(reply.content)
-                       else driver.reasoning_parser_fix)
+                       tool_parser_fix(driver) if MARKUP.search(reply.content)
+                       else reasoning_parser_fix(driver))
     if reply.finish not in ("stop", "end_turn"):
         return Problem(f"turn {n} ended with finish_reason {reply.finish!r}, not stop "
                        f"(end_turn): no final answer")
@@ -270,7 +273,7 @@ def _error(turn: Turn, n: int, driver) -> Problem:
                        "answers a call by tool_call_id (tool_use_id); check the proxy's "
                        "translation or update the engine")
     return Problem(f"turn {n} ({what}) answered {reply.status}: {said}",
-                   driver.known_fix(reply.problem, reply.status))
+                   known_fix(driver, reply.problem, reply.status))
 
 
 def _raised(error: str) -> str:

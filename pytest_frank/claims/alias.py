@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from pytest_frank.checks import Check, Context
+from pytest_frank.claims.advice import advise
+from pytest_frank.drivers.base import Driver
 from pytest_frank.probes import Served, served
-from pytest_frank.verdict import fail
+from pytest_frank.verdict import Phrase, Text, fail
 
 
 def judge(served: Served, ctx: Context) -> None:
@@ -15,7 +17,20 @@ def judge(served: Served, ctx: Context) -> None:
     if wanted not in served.ids:
         listed = ", ".join(repr(i) for i in served.ids) or "no models at all"
         fail(f"alias {wanted!r} is not served by {served.url}; it serves {listed}",
-             ctx.driver.alias_fix(wanted, served.ids))
+             alias_fix(ctx.driver, wanted, served.ids))
 
 
 ALIAS = Check("test_alias", "alias", served, judge)
+
+
+def alias_fix(driver: Driver, alias: str, served: list[str]) -> Text:
+    """Serve `alias` beside the names served now (clients may use those too)."""
+    names = list(dict.fromkeys([*served, alias]))
+    return advise(
+        driver, lambda d: f"serve it under that name ({d.alias_flag} {alias})",
+        llamacpp=lambda d: Phrase("add it to ", d.flags["alias"], ", keeping the names served "
+                                  "now: ", d.flags["alias"](",".join(names))),
+        vllm=("add it to --served-model-name, keeping the names served now: "
+              f"--served-model-name {' '.join(names)}"),
+        sglang=f"serve it under that name: --served-model-name {alias}",
+        anthropic=f"map the model name {alias!r} in the proxy's model list")

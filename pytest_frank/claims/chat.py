@@ -16,10 +16,14 @@ from dataclasses import dataclass, field, replace
 from pytest_frank.chat import Reply, Request, send, thinking_budget
 from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Options as ClaimOptions
-from pytest_frank.claims.replies import THINK_TAGS, one_line, require_answer
+from pytest_frank.claims.advice import advise
+from pytest_frank.claims.replies import (THINK_TAGS, one_line, reasoning_parser_fix,
+                                         require_answer)
+from pytest_frank.claims.tools import forced_tools_fix
+from pytest_frank.drivers.base import Driver
 from pytest_frank.observation import Failed, Observation
 from pytest_frank.target import first_and_alone
-from pytest_frank.verdict import Text, fail, inconclusive
+from pytest_frank.verdict import Phrase, Text, fail, inconclusive
 
 PROMPT = "What is the capital of France? Answer in one short sentence."
 # Chat templates' own markup: turn openers and closers, role headers, end-of-text tokens. None
@@ -155,12 +159,12 @@ def judge(seen: Answer, ctx: Context) -> None:
              f"{cause}", fix)
     if r.tool_finish or r.calls:
         fail(f"a plain question with no tools was answered with a tool call (finish_reason "
-             f"{r.finish!r})", ctx.driver.forced_tools_fix)
+             f"{r.finish!r})", forced_tools_fix(ctx.driver))
     if not r.content.strip():
         landed = " (it landed in reasoning)" if r.reasoning.strip() else ""
         fail(f"a plain question got an empty answer{landed}, finish_reason {r.finish!r} after "
              f"{r.generated} tokens",
-             ctx.driver.reasoning_parser_fix if landed else None)
+             reasoning_parser_fix(ctx.driver) if landed else None)
     if r.finish not in ENDED:
         fail(f"a plain question's answer ended with finish_reason {r.finish!r}, not "
              f"{' / '.join(ENDED)}: {one_line(r.content, 120)!r}")
@@ -195,13 +199,13 @@ def _definite(t: Template, driver) -> tuple[str, Text] | None:
     if t.in_gguf is False and t.served is not None and t.served == driver.fallback_template:
         fallback = f": {driver.template_fallback}" if driver.template_fallback else ""
         return (f"no chat template in the GGUF ({os.path.basename(t.model_file or '')} has no "
-                f"tokenizer.chat_template){fallback}", driver.no_template_fix)
+                f"tokenizer.chat_template){fallback}", no_template_fix(driver))
     foreign = t.foreign()
     if foreign:
         end = f"; its end-of-turn token is {t.end_token}" if t.end_token else ""
         return (f"the served template is another family's than the model's tokens "
                 f"({', '.join(foreign)} {'is' if len(foreign) == 1 else 'are'} no token of "
-                f"the model's{end})", driver.wrong_template_fix)
+                f"the model's{end})", wrong_template_fix(driver))
     return None
 
 
@@ -218,3 +222,32 @@ def _unfollowed(t: Template) -> tuple[str, Text]:
 
 
 CHAT = Check("test_chat", "chat", answer, judge)
+
+
+# -- advice: the chat template by engine, named by the driver's flags ---------------------------
+def no_template_fix(driver: Driver) -> Text:
+    """For a model file that carries no chat template."""
+    return advise(
+        driver, "serve the model with its own chat template, or an instruct checkpoint that "
+                "carries one",
+        llamacpp=lambda d: Phrase("serve with ", d.flags["template"]("<the model's template>"),
+                                  " or an instruct GGUF (one whose header carries "
+                                  "tokenizer.chat_template)"))
+
+
+def wrong_template_fix(driver: Driver) -> Text:
+    """For a template that is not the model's own (another family's)."""
+    return advise(
+        driver, "serve the model with its own chat template",
+        llamacpp=lambda d: Phrase("serve the model's own template: ", d.flags["template"],
+                                  " pointed at it, or none (the GGUF's own is used)"))
+
+
+def edited_template_fix(driver: Driver) -> Text:
+    """How a chat template edited by hand is served (one that raises on what clients send)."""
+    return advise(
+        driver, "serve the edited template with the server's chat template setting",
+        llamacpp=lambda d: Phrase("serve the edited template: ",
+                                  d.flags["template"]("<the edited file>"), " (with ",
+                                  d.flags["jinja"], ")"),
+        vllm="serve the edited template: vllm serve --chat-template <the edited file>")

@@ -13,10 +13,13 @@ from dataclasses import dataclass, field, replace
 from pytest_frank.chat import Reply, Request, send, think_through
 from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Options as ClaimOptions
-from pytest_frank.claims.replies import (THINK_TAGS, one_line, require_answer,
-                                         require_thinking_ended)
+from pytest_frank.claims.advice import advise
+from pytest_frank.claims.replies import (THINK_TAGS, one_line, reasoning_parser_fix,
+                                         require_answer, require_thinking_ended)
+from pytest_frank.drivers.base import Driver
+from pytest_frank.drivers.openai_responses import LOGPROBS_INCLUDE
 from pytest_frank.observation import Observation
-from pytest_frank.verdict import fail, inconclusive
+from pytest_frank.verdict import Text, fail, inconclusive
 
 LONG = "Count from one to one hundred in words, separated by commas."
 CAP = 16  # a cap far below the answer LONG asks for
@@ -223,7 +226,7 @@ def judge_max_tokens(obs: Sent, ctx: Context) -> None:
             fail(f"{key}={_cap(r)} was sent and the answer stopped at exactly "
                  f"{r.tokens} tokens with finish_reason {r.finish!r} ({_under(tries)}): the cap "
                  f"cut it, but clients read the finish as a complete answer",
-                 ctx.driver.budget_cut_fix)
+                 budget_cut_fix(ctx.driver))
         terse.append(f"{key}: {_under(tries)}")
     if terse:
         inconclusive(f"the model ended its answer by itself under every cap asked "
@@ -268,26 +271,26 @@ def judge_stop(obs: Sent, ctx: Context) -> None:
     expected = ref.content[:ref.content.find(stop)]
     if stop in r.content:
         fail(f"{param}={[stop]} was sent and the content still holds it "
-             f"({one_line(r.content, 80)!r}): the stop string is ignored", ctx.driver.stop_fix)
+             f"({one_line(r.content, 80)!r}): the stop string is ignored", stop_fix(ctx.driver))
     if r.content.startswith(expected) and r.content != expected and stop.startswith(
             r.content[len(expected):]):
         fail(f"{param}={[stop]} cut the answer, but {r.content[len(expected):]!r} of the stop "
-             f"string leaked into the content", ctx.driver.stop_fix)
+             f"string leaked into the content", stop_fix(ctx.driver))
     if ref.reasoning.strip() and not r.reasoning.strip():
         fail(f"{param}={[stop]} was sent and the reasoning came back empty (it was "
              f"{one_line(ref.reasoning, 60)!r} without): the stop cut the reasoning, not the "
-             f"answer", ctx.driver.stop_fix)
+             f"answer", stop_fix(ctx.driver))
     if r.cut or r.tool_finish:
         fail(f"{param}={[stop]}: the answer ended with {r.finish!r}, not at the stop string",
-             ctx.driver.stop_fix)
+             stop_fix(ctx.driver))
     if "stop_sequences" in key:
         if r.finish != "stop_sequence" or r.stop_sequence != stop:
             fail(f"stop_sequences={[stop]} cut the answer but it came back as stop_reason "
                  f"{r.finish!r}, stop_sequence {r.stop_sequence!r}: clients look for "
                  f"stop_reason \"stop_sequence\" and the sequence that matched",
-                 ctx.driver.stop_fix)
+                 stop_fix(ctx.driver))
     elif r.finish != "stop":
-        fail(f"stop={[stop]}: finish_reason {r.finish!r}, not \"stop\"", ctx.driver.stop_fix)
+        fail(f"stop={[stop]}: finish_reason {r.finish!r}, not \"stop\"", stop_fix(ctx.driver))
 
 
 def judge_response_format(obs: Sent, ctx: Context) -> None:
@@ -307,20 +310,20 @@ def _judge_formatted(r: Reply, ctx: Context, how: str) -> None:
     if not r.content.strip() and r.reasoning.strip():
         fail(f"{sent}: the content is empty and the reasoning holds "
              f"{one_line(r.reasoning, 80)!r}: the schema went to the reasoning channel",
-             ctx.driver.structured_output_fix)
+             structured_output_fix(ctx.driver))
     _thinking_in_json(r, ctx, sent)
     try:
         value = json.loads(r.content)
     except ValueError:
         fail(f"{sent} was sent and the content is not JSON "
              f"({one_line(r.content, 80)!r}): the schema is not enforced",
-             ctx.driver.structured_output_fix)
+             structured_output_fix(ctx.driver))
     errors = sorted(jsonschema.Draft202012Validator(SCHEMA).iter_errors(value), key=str)
     if errors:
         where = ".".join(str(p) for p in errors[0].absolute_path) or "the answer"
         fail(f"{sent} was sent and the content breaks it at {where}: "
              f"{one_line(errors[0].message, 120)} ({one_line(r.content, 80)!r})",
-             ctx.driver.structured_output_fix)
+             structured_output_fix(ctx.driver))
 
 
 def _thinking_in_json(r: Reply, ctx: Context, sent: str) -> None:
@@ -339,7 +342,7 @@ def _thinking_in_json(r: Reply, ctx: Context, sent: str) -> None:
              else f"and what follows is no valid answer either ({one_line(rest, 60)!r})")
     fail(f"{sent}: the content holds the model's thinking ({one_line(r.content, 80)!r}); "
          f"{after}: the reasoning parser is off or wrong, so clients parse the thinking as the "
-         f"JSON", ctx.driver.reasoning_parser_fix)
+         f"JSON", reasoning_parser_fix(ctx.driver))
 
 
 def judge_logprobs(obs: Sent, ctx: Context) -> None:
@@ -347,7 +350,7 @@ def judge_logprobs(obs: Sent, ctx: Context) -> None:
     the tokens spelling the content."""
     r = obs.replies["logprobs"]
     require_answer(r, ctx.driver, "a request with logprobs")
-    fix = ctx.driver.logprobs_fix
+    fix = logprobs_fix(ctx.driver)
     if not r.logprobs:
         sent = ", ".join(f"{k}: {json.dumps(v)}" for k, v in ctx.driver.logprobs(TOP).items())
         fail(f"{sent} were sent and the reply has no logprobs "
@@ -361,7 +364,7 @@ def judge_logprobs(obs: Sent, ctx: Context) -> None:
             bare = sum(1 for n in narrow if n.top == 0)
             fail(f"{said}, {bare} of {len(r.logprobs)} tokens so: the server drafts "
                  f"({ctx.driver.speculative_source} true), and "
-                 f"{ctx.driver.drafted_logprobs}", ctx.driver.drafted_logprobs_fix)
+                 f"{drafted_logprobs(ctx.driver)}", drafted_logprobs_fix(ctx.driver))
         fail(said, fix)
     spelled = "".join(t.token for t in r.logprobs)
     if r.content.strip() and r.content.strip() not in spelled:
@@ -405,16 +408,16 @@ def judge_context_limit(obs: Sent, ctx: Context) -> None:
     if r.ok:
         if r.prompt_tokens is not None and r.prompt_tokens < obs.sent_words:
             fail(f"{sent} answered 200 with usage.prompt_tokens {r.prompt_tokens}: the prompt "
-                 f"was silently truncated, and the client never knows", ctx.driver.context_fix)
+                 f"was silently truncated, and the client never knows", CONTEXT_FIX)
         fail(f"{sent} answered 200 ({one_line(r.content, 60)!r}, finish_reason {r.finish!r}) "
-             f"instead of refusing it", ctx.driver.context_fix)
+             f"instead of refusing it", CONTEXT_FIX)
     said = r.problem or ""
     if not 400 <= r.status < 500:
         fail(f"{sent} answered {r.status}: {one_line(said)}; a client cannot tell its own "
-             f"mistake from a server fault", ctx.driver.context_fix)
+             f"mistake from a server fault", CONTEXT_FIX)
     if not any(word in said.lower() for word in ("context", "token", "length", str(context))):
         fail(f"{sent} answered {r.status} without naming the limit: {one_line(said)}",
-             ctx.driver.context_fix)
+             CONTEXT_FIX)
     ctx.note(f"refused with {r.status}: {one_line(said, 160)}")
 
 
@@ -488,3 +491,77 @@ COUNT_TOKENS = Check("test_params_count_tokens", "params", counted, judge_count_
                      applies=_asked("count_tokens"))
 SYSTEM_MESSAGE = Check("test_params_system_message", "params", system_in_messages,
                        judge_system_message, applies=_asked("claude_code"))
+
+
+# -- advice: each parameter by engine and by route (the route's wire has the last word) ---------
+CONTEXT_FIX = ("the engine must refuse a prompt longer than its context (a 400 that names the "
+               "limit), not truncate it or answer empty: update it, or turn off prompt "
+               "truncation in the proxy or server")
+
+
+def stop_fix(driver: Driver) -> Text:
+    return advise(
+        driver, "update the engine (stop strings are applied to the answer, and cut from it); a "
+                "proxy in front must pass `stop` through",
+        api={"messages": "the server must take stop_sequences and report the match as "
+                         "stop_reason \"stop_sequence\" with stop_sequence set (update it, or "
+                         "the engine behind a proxy)",
+             "responses": "the Responses API has no stop strings: a client that needs them "
+                          "talks chat completions"},
+        vllm="update vLLM: stop strings must apply to the answer, not the reasoning, with a "
+             "--reasoning-parser; a proxy in front must pass `stop` through")
+
+
+def budget_cut_fix(driver: Driver) -> Text:
+    return advise(
+        driver, "update the engine, or the proxy in front that rewrites finish_reason: an answer "
+                "cut by the budget must end with finish_reason \"length\" (stop_reason "
+                "\"max_tokens\")",
+        api={"responses": "update the engine, or the proxy in front that rewrites the status: "
+                          "an answer cut by the budget must end with status \"incomplete\" and "
+                          "incomplete_details.reason \"max_output_tokens\""})
+
+
+def structured_output_fix(driver: Driver) -> Text:
+    return advise(
+        driver, "update the engine: it accepts response_format without enforcing it; a proxy "
+                "in front must pass the field through",
+        api={"responses": "the server accepts text.format without enforcing it: update the "
+                          "engine (its /v1/responses must read text.format as chat reads "
+                          "response_format); a proxy in front must pass it through"},
+        llamacpp="update llama.cpp (json_schema is turned into a grammar; a schema it cannot "
+                 "convert must be refused, not ignored) and serve with --jinja; a proxy in front "
+                 "must pass response_format through",
+        vllm="pass a structured-output backend (--structured-outputs-config '{\"backend\": "
+             "\"xgrammar\"}', or guidance); with a --reasoning-parser, a vLLM whose schema "
+             "holds for the content after the reasoning; a proxy in front must pass "
+             "response_format through")
+
+
+def logprobs_fix(driver: Driver) -> Text:
+    return advise(
+        driver, "update the engine; a proxy in front must pass logprobs and top_logprobs through",
+        api={"responses": "update the engine: its /v1/responses must take top_logprobs with "
+                          f"include [\"{LOGPROBS_INCLUDE}\"] and send the logprobs with the "
+                          "output_text; a proxy in front must pass both through"})
+
+
+def drafted_logprobs(driver: Driver) -> Text:
+    """What drafting does to logprobs."""
+    # llama.cpp tools/server: a token the draft proposed and the model accepted is sent with
+    # its logprob as 0.0 and no top_logprobs (seen on xllamacpp with any draft model)
+    return advise(driver, "drafted tokens may come without their top_logprobs alternatives",
+                  llamacpp="llama.cpp sends the tokens the draft proposed with logprob 0.0 and "
+                           "no alternatives")
+
+
+def drafted_logprobs_fix(driver: Driver) -> Text:
+    """What a client that needs logprobs can do where the server drafts."""
+    # Plain text: a Phrase naming the draft flag would read as asking for it, and be dropped
+    # as already in effect on the very server that drafts.
+    return advise(
+        driver, "serve clients that need top_logprobs from an endpoint without speculative "
+                "decoding; where none sends top_logprobs, set expect.params.logprobs: false",
+        llamacpp="serve clients that need top_logprobs from a llama-server that does not draft "
+                 "(no --spec-draft-model or --spec-type; launch.draft_model unset); where no "
+                 "client sends top_logprobs, set expect.params.logprobs: false")

@@ -18,9 +18,11 @@ from pytest_frank import metrics, sizing
 from pytest_frank.chat import Reply, Request, send
 from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Options as ClaimOptions
+from pytest_frank.claims.advice import advise
+from pytest_frank.drivers.base import Driver
 from pytest_frank.observation import Observation
 from pytest_frank.target import first_and_alone
-from pytest_frank.verdict import fail, inconclusive
+from pytest_frank.verdict import Phrase, Text, fail, inconclusive
 from pytest_frank.figures import COUNT, number
 
 CACHE_MAX_TOKENS = 16  # enough for a first visible token behind a `<think>` marker
@@ -213,12 +215,13 @@ def judge_decode(runs: Runs, ctx: Context) -> None:
 def _hardware(runs: Runs, ctx: Context) -> str:
     """What to check of the machine, by what the server runs on (unknown: both)."""
     kind, where = runs.backend or (None, "")
+    gpu, cpu = slow_gpu_hint(ctx.driver), slow_cpu_hint(ctx.driver)
     if kind == "cpu":
-        return f"{ctx.driver.slow_cpu_hint} [{where}]"
+        return f"{cpu} [{where}]"
     if kind == "gpu":
-        return f"check {ctx.driver.slow_gpu_hint} [{where}]"
-    return (f"on a GPU, check {ctx.driver.slow_gpu_hint}; if it runs on the CPU, "
-            f"{ctx.driver.slow_cpu_hint.removeprefix('the server runs on the CPU, ')}")
+        return f"check {gpu} [{where}]"
+    return (f"on a GPU, check {gpu}; if it runs on the CPU, "
+            f"{cpu.removeprefix('the server runs on the CPU, ')}")
 
 
 def judge_cache(cache: CacheRuns, ctx: Context) -> None:
@@ -256,29 +259,29 @@ def _judge_count(cache: CacheRuns, ctx: Context) -> None:
     floor = CACHED_SHARE if floor is None else floor
     if share < floor:
         fail(f"{seen}, under min_cached_share {floor:g}: the prefix cache does not help",
-             ctx.driver.prefix_cache_fix)
+             prefix_cache_fix(ctx.driver))
 
 
 def _judge_times(cache: CacheRuns, ctx: Context, cold_s: list[float], ratio: float,
                  times: str) -> None:
     """Where the engine counts nothing: the ratio of first-token times, above a noise floor."""
-    ctx.note(f"no cached-token count: {ctx.driver.cache_count_hint}; judged by first-token time")
+    ctx.note(f"no cached-token count: {cache_count_hint(ctx.driver)}; judged by first-token time")
     ceiling = ctx.options.max_cached_ttft_ratio
     if ceiling is None:
         inconclusive(f"inconclusive: the engine reports no cached-token count "
-                     f"({ctx.driver.cache_count_hint}) and no expect.perf.max_cached_ttft_ratio is set "
+                     f"({cache_count_hint(ctx.driver)}) and no expect.perf.max_cached_ttft_ratio is set "
                      f"to judge the first-token times ({times})")
     cold = statistics.median(cold_s)
     if cold < TTFT_NOISE_S:
         inconclusive(f"inconclusive: the engine reports no cached-token count "
-                     f"({ctx.driver.cache_count_hint}) and the cold first token "
+                     f"({cache_count_hint(ctx.driver)}) and the cold first token "
                      f"({cold:.3f}s, median) is under {TTFT_NOISE_S * 1000:g} ms, where a ratio of "
                      f"first tokens measures jitter, not the cache ({times}); raise "
                      f"expect.perf.cache_prompt_words (now {cache.words}) for a longer prefill")
     if ratio > ceiling:
         fail(f"a repeated {cache.words}-word prompt answers its first token at {ratio:.2f} of the "
              f"cold time (median of {len(cache.pairs)}), over max_cached_ttft_ratio {ceiling:g}: "
-             f"the prefix cache does not help", ctx.driver.prefix_cache_fix)
+             f"the prefix cache does not help", prefix_cache_fix(ctx.driver))
 
 
 def _first_tokens(runs: list[Reply]) -> list[float]:
@@ -304,3 +307,50 @@ PREFIX_CACHE = Check("test_perf_prefix_cache", "perf", cache, judge_cache,
                      else "no expect.perf.min_cached_share or max_cached_ttft_ratio in "
                           "fleet.yaml: the prefix-cache probe (a long prompt sent twice) is not "
                           "run")
+
+
+# -- advice: speed and the prefix cache by engine, named by the driver's flags ------------------
+def slow_gpu_hint(driver: Driver) -> str:
+    """What a slow server on a GPU is told to check."""
+    return str(advise(
+        driver, "that every layer runs on the GPU, that speculative decoding is engaged, and "
+                "that no other load shares the card",
+        llamacpp="that every layer is offloaded to the GPU (-ngl), that speculative decoding is "
+                 "engaged, and that no other load shares the card"))
+
+
+def slow_cpu_hint(driver: Driver) -> str:
+    """What a slow server on the CPU is told to check."""
+    return str(advise(
+        driver, "the server runs on the CPU, where speed is bound by cores and memory bandwidth: "
+                "give it more threads (the physical cores), serve a smaller quant or model, or "
+                "move it to a GPU; check that no other load shares the machine",
+        llamacpp="the server runs on the CPU, where speed is bound by cores and memory "
+                 "bandwidth: set --threads to the physical cores (and --threads-batch for "
+                 "prompts), serve a smaller quant or model, or move it to a GPU; check that no "
+                 "other load shares the machine"))
+
+
+def prefix_cache_fix(driver: Driver) -> Text:
+    return advise(
+        driver, "turn on the server's prefix (prompt) cache, and keep the start of the prompt "
+                "stable between turns (no timestamps in the system prompt)",
+        llamacpp=lambda d: Phrase("llama-server reuses a slot's cached prompt unless the request "
+                                  "says \"cache_prompt\": false: find the client or proxy that "
+                                  "sends it and drop it; check too that --no-cache-prompt is not "
+                                  "set, that ", d.flags["parallel"], " slots are large enough to "
+                                  "hold the prompt, and that the start of the prompt is stable "
+                                  "between turns (--cache-reuse N also reuses a prefix that "
+                                  "moved)"),
+        vllm="pass --enable-prefix-caching (vLLM keeps it opt-in for hybrid models such as "
+             "Qwen3-Next/3.8)",
+        sglang="remove --disable-radix-cache (the radix cache is SGLang's prefix cache)")
+
+
+def cache_count_hint(driver: Driver) -> Text:
+    """Why no reply says how much of its prompt came from the cache."""
+    return advise(
+        driver, "the server sends no usage.prompt_tokens_details.cached_tokens",
+        vllm="vLLM sends cached_tokens in usage only with --enable-prompt-tokens-details, and "
+             "/metrics has no prefix_cache counters",
+        sglang="SGLang sends cached_tokens in usage only with --enable-cache-report")

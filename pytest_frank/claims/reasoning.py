@@ -10,11 +10,15 @@ from dataclasses import dataclass
 from pytest_frank.chat import Reply, Request, send, think_through
 from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Options as ClaimOptions
-from pytest_frank.claims.replies import (one_line, require_answer, require_no_think_tags,
-                                         require_thinking_ended, thinking_spent)
+from pytest_frank.claims.advice import advise
+from pytest_frank.claims.replies import (one_line, reasoning_parser_fix, require_answer,
+                                         require_no_think_tags, require_thinking_ended,
+                                         thinking_spent)
+from pytest_frank.claims.tools import forced_tools_fix
+from pytest_frank.drivers.base import Driver
 from pytest_frank.observation import Failed, Observation
 from pytest_frank.probes import slot_shape
-from pytest_frank.verdict import fail
+from pytest_frank.verdict import Phrase, Text, fail
 
 PROMPT = "Say hello in one short sentence."
 
@@ -121,11 +125,11 @@ def _no_reasoning(thought: Thought, ctx: Context, how: str) -> None:
              f"does on {lost[1]} ones")
     if thought.thinks is not None and not thought.thinks[0]:
         fail(f"{said}: the served chat template has no thinking ({thought.thinks[1]}), so this "
-             f"model answers without thinking here", driver.no_thinking_template_fix)
+             f"model answers without thinking here", no_thinking_template_fix(driver))
     if thought.thinks is not None:
         fail(f"{said}, although the served chat template thinks ({thought.thinks[1]})",
-             driver.thinking_switched_off_fix)
-    fail(f"{said} {driver.no_reasoning_said}", driver.thinking_missing_fix)
+             thinking_switched_off_fix(driver))
+    fail(f"{said} {no_reasoning_said(driver)}", thinking_missing_fix(driver))
 
 
 def judge_streamed(thought: Thought, ctx: Context) -> None:
@@ -145,7 +149,7 @@ def judge_off(thought: Thought, ctx: Context) -> None:
     require_answer(r, ctx.driver, how)
     if r.reasoning.strip():
         fail(f"reasoning present although thinking was switched off (enable_thinking: false): "
-             f"{one_line(r.reasoning, 80)!r} in `{r.reasoning_field}`", ctx.driver.thinking_off_fix)
+             f"{one_line(r.reasoning, 80)!r} in `{r.reasoning_field}`", THINKING_OFF_FIX)
     _answer(thought, ctx.driver, how)
 
 
@@ -155,13 +159,13 @@ def _answer(thought: Thought, driver, how: str) -> None:
     if r.calls or r.tool_finish:  # no tools were sent: nothing but a forcing can make a call
         shown = ", ".join(str(c.name) for c in r.calls) or f"finish_reason {r.finish!r}"
         fail(f"{how} without tools came back as a tool call ({shown}): every request is "
-             f"forced into tool-call output, so no answer is left to judge", driver.forced_tools_fix)
+             f"forced into tool-call output, so no answer is left to judge", forced_tools_fix(driver))
     require_thinking_ended(r, driver, "expect.reasoning.max_tokens")
     require_no_think_tags(r, driver)
     if not r.content.strip():
         landed = " (the answer landed in reasoning)" if r.reasoning.strip() else ""
         fail(f"{how} returned empty content{landed}, finish_reason {r.finish!r}",
-             driver.reasoning_parser_fix if landed else None)
+             reasoning_parser_fix(driver) if landed else None)
 
 
 def _unless(option: str):
@@ -173,3 +177,47 @@ REASONING = Check("test_reasoning", "reasoning", answer, judge)
 STREAMED = Check("test_reasoning_streamed", "reasoning", streamed, judge_streamed,
                  applies=_unless("stream"))
 OFF = Check("test_reasoning_off", "reasoning", off, judge_off, applies=_unless("thinking_off"))
+
+
+# -- advice: thinking by engine, named by the driver's flags ------------------------------------
+THINKING_OFF_FIX = ("the chat template ignores chat_template_kwargs.enable_thinking: serve the "
+                    "model's own template (it honours the switch)")
+
+
+def no_reasoning_said(driver: Driver) -> Text:
+    """Said after "answered X with no reasoning"."""
+    return advise(driver, "although thinking is on by default",
+                  anthropic="although the request asked for thinking (thinking.type enabled): "
+                            "the proxy dropped the reasoning")
+
+
+def thinking_missing_fix(driver: Driver) -> Text:
+    return advise(
+        driver, "serve the model with a template that opens a thinking block and a reasoning "
+                "parser that splits it out",
+        llamacpp=lambda d: Phrase("serve with ", d.flags["jinja"], " and the model's own "
+                                  "template (", d.flags["template"], ") so thinking opens; "
+                                  "--reasoning-budget -1 keeps it unlimited"),
+        vllm=lambda d: f"{d.start}--reasoning-parser <the model's parser> and a chat template "
+                       "that opens a thinking block")
+
+
+def no_thinking_template_fix(driver: Driver) -> Text:
+    return advise(
+        driver, "serve a thinking model (with its own chat template, which opens a thinking "
+                "block), or turn expect.reasoning off for this endpoint: this model answers "
+                "without thinking",
+        llamacpp=lambda d: Phrase("serve a thinking model with its own template (or, for a model "
+                                  "trained to think, point ", d.flags["template"], " at its "
+                                  "thinking template), or turn expect.reasoning off for this "
+                                  "endpoint: this model answers without thinking"))
+
+
+def thinking_switched_off_fix(driver: Driver) -> Text:
+    return advise(
+        driver, "the template thinks, so something switches it off: a server-wide default "
+                "(chat_template_kwargs enable_thinking: false) or a proxy that drops the "
+                "reasoning field",
+        llamacpp="the template thinks, so something switches it off: llama-server --reasoning "
+                 "off, --reasoning-budget 0 or --chat-template-kwargs '{\"enable_thinking\": "
+                 "false}' on the command line, or a proxy that drops reasoning_content")

@@ -6,8 +6,10 @@ from __future__ import annotations
 import math
 
 from pytest_frank import redact
+from pytest_frank.claims.advice import advise
 from pytest_frank.drivers.base import Driver
-from pytest_frank.verdict import fail
+from pytest_frank.known_errors import known_fix
+from pytest_frank.verdict import Phrase, Text, fail
 
 THINK_TAGS = ("<think>", "</think>")
 
@@ -23,7 +25,7 @@ def require_answer(reply, driver, doing: str) -> None:
     if reply.status is None:
         fail(f"{doing}: {reply.problem}", reply.fix)
     fail(f"{doing} answered {reply.status}: {one_line(reply.problem)}",
-         driver.known_fix(reply.problem, reply.status))
+         known_fix(driver, reply.problem, reply.status))
 
 
 def require_budget(reply, max_tokens: int, option: str, driver=None) -> None:
@@ -53,7 +55,7 @@ def require_thinking_ended(reply, driver, option: str) -> None:
     spent = f"{reply.thinking_tokens} tokens of reasoning" if reply.generated else "reasoning"
     fail(f"thinking did not end within {reply.max_tokens} tokens: finish_reason {reply.finish!r} "
          f"with {spent} and no answer; {tried}",
-         driver.endless_thinking_fix)
+         endless_thinking_fix(driver))
 
 
 def require_not_cut_short(reply, driver=None) -> None:
@@ -67,7 +69,7 @@ def require_not_cut_short(reply, driver=None) -> None:
          f"max_tokens={reply.max_tokens} asked, with {had} and no answer: the budget was not "
          f"spent, so neither it nor thinking cut this reply; something between the client and "
          f"the model capped it",
-         (driver or Driver).budget_cap_fix)
+         budget_cap_fix(driver))
 
 
 def cut_while_thinking(reply, ctx, doing: str) -> bool:
@@ -106,4 +108,43 @@ def require_no_think_tags(reply, driver) -> None:
     if any(tag in reply.content for tag in THINK_TAGS):
         fail(f"<think>/</think> inside content ({one_line(reply.content, 120)!r}): the reasoning "
              f"parser is missing or wrong, so clients show the thinking as the answer",
-             driver.reasoning_parser_fix)
+             reasoning_parser_fix(driver))
+
+
+# -- advice the generation claims share, by engine ----------------------------------------------
+def reasoning_parser_fix(driver: Driver) -> Text:
+    """How the engine splits thinking out of the answer."""
+    return advise(
+        driver, "turn on the server's reasoning parser (llama.cpp --reasoning-format deepseek, "
+                "vLLM/SGLang --reasoning-parser <the model's>)",
+        llamacpp=lambda d: Phrase(d.start or "", d.flags["reasoning_format"]("deepseek"),
+                                  " (or auto); 'none' leaves the thinking inside content"),
+        vllm=lambda d: f"{d.start}--reasoning-parser <the model's parser, e.g. qwen3, deepseek_r1>",
+        sglang=lambda d: f"{d.start}--reasoning-parser <the model's parser, e.g. qwen3, "
+                         "deepseek-r1>",
+        anthropic="the upstream server must split thinking out (llama.cpp --reasoning-format "
+                  "deepseek, vLLM --reasoning-parser) so the proxy can send thinking blocks")
+
+
+def endless_thinking_fix(driver: Driver) -> Text:
+    return advise(
+        driver, "lower the reasoning effort clients send, switch thinking off in the chat "
+                "template where clients may (chat_template_kwargs enable_thinking: false), or "
+                "serve a model that does not loop; if this model really thinks longer, raise "
+                "max_thinking_tokens (and the served context)",
+        anthropic="lower the effort clients send (output_config.effort), or switch thinking off "
+                  "(thinking.type disabled) where clients may, or serve a model that does not "
+                  "loop; if this model really thinks longer, raise max_thinking_tokens (and the "
+                  "upstream's context)")
+
+
+def budget_cap_fix(driver: Driver | None) -> Text:
+    return advise(
+        driver, "look for what lowers max_tokens on the way: a proxy or gateway that rewrites "
+                "it, a server-side cap on generated tokens, or a served context too small for "
+                "the prompt and the answer",
+        llamacpp=lambda d: Phrase("look for what lowers max_tokens on the way: a proxy or "
+                                  "gateway that rewrites it, llama-server's --n-predict (it caps "
+                                  "every request), or a slot context (", d.flags["ctx"], " / ",
+                                  d.flags["parallel"], ") too small for the prompt and the "
+                                  "answer"))

@@ -15,10 +15,12 @@ from pytest_frank import metrics
 from pytest_frank.chat import Reply, Request, send
 from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Options as ClaimOptions
+from pytest_frank.claims.advice import advise
 from pytest_frank.observation import Failed, Observation
 from pytest_frank.target import first_and_alone
 from pytest_frank.claims import slots
-from pytest_frank.verdict import fail, inconclusive
+from pytest_frank.known_errors import known_fix
+from pytest_frank.verdict import Phrase, Text, fail, inconclusive
 from pytest_frank.figures import COUNT, number
 
 if TYPE_CHECKING:
@@ -224,12 +226,12 @@ def measure(obs: Drafting, driver, timings) -> Acceptance:
     seen = f"{after.exchange.url} has no {wanted} and the replies carry no draft counts"
     if obs.configured is False:
         fail(f"speculative decoding is off: {driver.speculative_source} is false and {seen}",
-             driver.spec_engage_fix)
+             spec_engage_fix(driver))
     if obs.configured:
         fail(f"speculative decoding is configured ({driver.speculative_source}) but not "
-             f"engaged: {seen}", driver.spec_engage_fix)
+             f"engaged: {seen}", spec_engage_fix(driver))
     fail(f"speculative decoding is not engaged: {seen} (not configured, or configured but not "
-         f"engaged)", driver.spec_engage_fix)
+         f"engaged)", spec_engage_fix(driver))
 
 
 def _from_counters(series, before, after) -> Acceptance:
@@ -256,33 +258,33 @@ def _require_metrics(obs: Drafting, driver) -> None:
             if drafted else "")
     if ex.status in driver.metrics_off_statuses:
         fail(f"{ex.url} answered {ex.status}: metrics are switched off, so drafting cannot be "
-             f"measured{seen}", driver.metrics_fix)
-    fail(f"{ex.url} {scrape.problem}{seen}", driver.metrics_fix)
+             f"measured{seen}", metrics_fix(driver))
+    fail(f"{ex.url} {scrape.problem}{seen}", metrics_fix(driver))
 
 
 def _require_reply(reply: Reply, driver) -> None:
     if reply.ok:
         return
     fail(f"the generation request to {reply.url} failed: {reply.problem_line}",
-         reply.fix or driver.known_fix(reply.problem, reply.status))
+         reply.fix or known_fix(driver, reply.problem, reply.status))
 
 
 def _judge_engaged(m: Acceptance, obs: Drafting, driver) -> None:
     if m.draft_tokens is None:  # gauges
         if not m.rate or not m.mean_length:
             fail(f"speculative decoding is configured but not engaged: {m.line()} after a "
-                 f"{obs.max_tokens}-token generation", driver.spec_engage_fix)
+                 f"{obs.max_tokens}-token generation", spec_engage_fix(driver))
         return
     if not m.draft_tokens or m.drafts == 0:
         if obs.configured is False:
             fail(f"speculative decoding is off: {driver.speculative_source} is false, 0 draft "
                  f"tokens over {len(obs.replies)} generation(s) [source: {m.source}]",
-                 driver.spec_engage_fix)
+                 spec_engage_fix(driver))
         fail(f"speculative decoding is configured but not engaged: 0 draft tokens over "
-             f"{len(obs.replies)} generation(s) [source: {m.source}]", driver.spec_engage_fix)
+             f"{len(obs.replies)} generation(s) [source: {m.source}]", spec_engage_fix(driver))
     if not m.accepted:
         fail(f"speculative decoding drafts but nothing is accepted: {m.line()}",
-             driver.spec_low_fix)
+             spec_low_fix(driver))
 
 
 def _judge_band(m: Acceptance, options: Options, driver) -> None:
@@ -291,10 +293,10 @@ def _judge_band(m: Acceptance, options: Options, driver) -> None:
         return  # nothing accepted or drafted to rate: _judge_engaged has said so
     if low is not None and m.rate < low:
         fail(f"acceptance {m.rate:.2f} is below min_acceptance {low:g}: {m.line()}",
-             driver.spec_low_fix)
+             spec_low_fix(driver))
     if high is not None and m.rate > high:
         fail(f"acceptance {m.rate:.2f} is above max_acceptance {high:g}: {m.line()}",
-             driver.spec_high_fix)
+             spec_high_fix(driver))
 
 
 def _ratio(num, den) -> float | None:
@@ -377,3 +379,55 @@ def _referenced(opts: Options) -> bool:
 
 LOSSLESS = Check("test_spec_decode_lossless", "spec_decode", lossless, judge_lossless,
                  asked=_referenced)
+
+
+# -- advice: drafting and /metrics by engine, named by the driver's flags -----------------------
+def metrics_fix(driver: Driver) -> Text:
+    return advise(
+        driver, "turn on the server's Prometheus /metrics endpoint",
+        llamacpp=lambda d: Phrase(d.start or "", d.flags["metrics"],
+                                  " (and send the API key, if one is set)"),
+        vllm="let /metrics through to the vLLM server (it is on by default)",
+        sglang=lambda d: f"{d.start}--enable-metrics")
+
+
+def spec_engage_fix(driver: Driver) -> Text:
+    return advise(
+        driver, "turn speculative decoding on in the server's configuration",
+        llamacpp=lambda d: Phrase(d.start or "", d.flags["spec_type"], ": draft-mtp for an -mtp "
+                                  "GGUF (no ", d.flags["draft_model"], "), draft-simple with ",
+                                  d.flags["draft_model"]("FILE"), "; a draft model without ",
+                                  d.flags["spec_type"], " is loaded but never used (/slots: "
+                                  "speculative false)"),
+        vllm="pass --speculative-config, e.g. '{\"method\": \"mtp\", "
+             "\"num_speculative_tokens\": 2}'",
+        sglang=lambda d: f"{d.start}--speculative-algorithm (EAGLE, EAGLE3, NEXTN) and "
+                         "--speculative-num-draft-tokens")
+
+
+def spec_low_fix(driver: Driver) -> Text:
+    return advise(
+        driver, "the draft does not fit the served model (a head or draft model from another "
+                "quant or finetune, another tokenizer), or drafts run too long; check the draft "
+                "file and lower the draft length",
+        llamacpp=lambda d: Phrase("the draft does not fit the model (an MTP head or draft from "
+                                  "another quant or finetune); lower ", d.flags["draft_max"],
+                                  " or raise --spec-draft-p-min"),
+        vllm="the draft does not fit the model, or num_speculative_tokens is too high for it; "
+             "lower num_speculative_tokens in --speculative-config",
+        sglang="the draft does not fit the model; lower --speculative-num-steps / "
+               "--speculative-num-draft-tokens")
+
+
+def spec_high_fix(driver: Driver) -> Text:
+    return advise(
+        driver, "acceptance this close to 1 means the draft is the model itself: point the "
+                "draft at a real draft/MTP head, not at the served weights",
+        llamacpp=lambda d: Phrase("acceptance this close to 1 means the draft is the model "
+                                  "itself, loaded a second time: for an -mtp GGUF drop ",
+                                  d.flags["draft_model"], " and use ",
+                                  d.flags["spec_type"]("draft-mtp"), " alone; for a model "
+                                  "without an MTP head, point ", d.flags["draft_model"],
+                                  " at a small draft of the same family"),
+        vllm="acceptance this close to 1 means the draft is the model itself: check the draft "
+             "model in --speculative-config")

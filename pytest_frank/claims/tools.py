@@ -17,12 +17,14 @@ from typing import Any
 from pytest_frank.chat import Reply, Request, send, think_through
 from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Options as ClaimOptions
+from pytest_frank.claims.advice import advise
 from pytest_frank.claims.replies import (cut_while_thinking, one_line, require_answer,
                                          require_thinking_ended, thinking_spent)
 from pytest_frank import schema_errors
 from pytest_frank.observation import Failed, Observation
 from pytest_frank.probes import slot_shape
-from pytest_frank.verdict import Text, fail
+from pytest_frank.drivers.base import Driver
+from pytest_frank.verdict import Phrase, Text, fail
 
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "Weather forecast for a city.",
@@ -282,7 +284,7 @@ def judge_plain(trials: Trials, ctx: Context) -> None:
         shown = (f"{len(reply.calls)} tool call(s)" if reply.calls
                  else one_line(reply.content, 100) or f"finish_reason {reply.finish!r}")
         fail(f"plain chat without tools came back as a tool call ({shown}): every request is "
-             f"forced into tool-call output", driver.forced_tools_fix)
+             f"forced into tool-call output", forced_tools_fix(driver))
     if not reply.content.strip():
         fail(f"plain chat without tools answered empty content (finish_reason {reply.finish!r})")
 
@@ -348,11 +350,11 @@ def no_call(carried: Carried | None, driver) -> tuple[str, Text | None]:
     the diagnosis adds, and the fix. Unknown: the parser, as before any facts."""
     dropped = carried.dropped if carried is not None else None
     if dropped is None or carried is None:
-        return "", driver.tool_parser_fix
+        return "", tool_parser_fix(driver)
     if dropped:
         return (f": the chat template cannot carry tools ({carried.evidence()}): the engine "
                 f"drops them without a word and the model never sees them",
-                driver.tools_template_fix)
+                tools_template_fix(driver))
     return (f": the template carries the tools ({carried.evidence()}) and the model still "
             f"answered in text, a model limit, not a serving fault",
             "serve a model trained to call tools, or turn expect.tools (and expect.agent) off "
@@ -365,9 +367,9 @@ def _fix(problems: list[str], driver, carried: Carried | None = None) -> Text | 
     if NO_CALL in causes and MARKUP_LEFT not in causes:
         return no_call(carried, driver)[1]
     if causes & {MARKUP_LEFT, NO_CALL}:
-        return driver.tool_parser_fix
+        return tool_parser_fix(driver)
     if TRUNCATED in causes:
-        return driver.parallel_fix
+        return PARALLEL_FIX
     if NAME_IGNORED in causes:
         return "the server ignores a named tool_choice; set expect.tools.named: false if expected"
     return None
@@ -405,3 +407,52 @@ PARALLEL = Check("test_tools_parallel", "tools", parallel, judge_parallel,
 PLAIN = Check("test_tools_plain_chat", "tools", plain, judge_plain)
 STREAMED = Check("test_tools_streamed", "tools", streamed, judge_streamed,
                  applies=lambda opts, driver: None if opts.stream else "expect.tools.stream is false")
+
+
+# -- advice: tool calls by engine, named by the driver's flags ----------------------------------
+PARALLEL_FIX = ("the server cut parallel calls to one: enable parallel tool calls in the "
+                "template/parser (llama.cpp: a template with supports_parallel_tool_calls; "
+                "vLLM: a parser that splits several calls), or drop expect.tools.parallel")
+
+
+def tool_parser_fix(driver: Driver) -> Text:
+    """How the engine turns the model's tool markup into tool calls."""
+    return advise(
+        driver, "turn on the server's tool-call parser for this model's format (vLLM "
+                "--enable-auto-tool-choice --tool-call-parser <name>; llama.cpp --jinja with the "
+                "model's own template)",
+        llamacpp=lambda d: Phrase("llama.cpp reads the tool-call format from the chat template: "
+                                  "serve with ", d.flags["jinja"], " and the model's own template "
+                                  "(", d.flags["template"], ") so the autoparser recognises the "
+                                  "model's tool markup"),
+        vllm=lambda d: f"{d.start}--enable-auto-tool-choice --tool-call-parser <the parser for "
+                       "the model's format: hermes, qwen3_xml, qwen3_coder, ...>; a wrong parser "
+                       "leaves the call in content",
+        sglang=lambda d: f"{d.start}--tool-call-parser <the parser for the model's format, e.g. "
+                         "qwen25, qwen3_coder>; a wrong parser leaves the call in content",
+        anthropic="the proxy passes tool calls through only when the upstream parses them: turn "
+                  "on the upstream's tool-call parser (llama.cpp --jinja with the model's "
+                  "template, vLLM --tool-call-parser)")
+
+
+def tools_template_fix(driver: Driver) -> Text:
+    return advise(
+        driver, "serve a model whose chat template renders tools (or give this model one that "
+                "does), or turn expect.tools (and expect.agent) off for this endpoint",
+        llamacpp=lambda d: Phrase("serve a model whose own template renders tools (llama.cpp "
+                                  "reads chat_template_caps.supports_tools from it), or give this "
+                                  "model a template that does (", d.flags["template"], "); else "
+                                  "turn expect.tools (and expect.agent) off for this endpoint"))
+
+
+def forced_tools_fix(driver: Driver) -> Text:
+    """What forces tool-call output on a request that asked for none."""
+    return advise(
+        driver, "something forces tool-call output on every request: drop a server-wide grammar "
+                "(llama.cpp --grammar-file) or structured-output default and pass grammars per "
+                "request",
+        llamacpp="drop --grammar-file from the server command: a global grammar forces tool-call "
+                 "output on plain chat (pass grammars per request)",
+        vllm="something forces tool-call output on plain chat: check for a server-wide "
+             "structured-output default (--guided-decoding-*, generation config) or a template "
+             "that always emits a tool call")

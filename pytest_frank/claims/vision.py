@@ -18,9 +18,11 @@ from dataclasses import dataclass, field
 from pytest_frank.chat import Reply, Request, think_through
 from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Options as ClaimOptions
+from pytest_frank.claims.advice import advise
 from pytest_frank.claims.replies import require_thinking_ended, thinking_spent
 from pytest_frank.observation import Observation
-from pytest_frank.verdict import fail
+from pytest_frank.drivers.base import Driver
+from pytest_frank.verdict import Phrase, Text, fail
 
 COLOURS = {"red": (220, 20, 20), "green": (20, 170, 40), "blue": (20, 40, 220),
            "yellow": (250, 220, 20), "black": (0, 0, 0), "white": (255, 255, 255)}
@@ -108,7 +110,7 @@ def judge(obs: Seen, ctx: Context) -> None:
     if len(shown) == 2 and _norm(answers[0]) == _norm(answers[1]):
         fail(f"the model gives the same answer for a {shown[0].colour} and a {shown[1].colour} "
              f"image ({form}): {answers[0]!r}; it does not see the image",
-             ctx.driver.vision_fix + "; check the server log for the projector load")
+             vision_fix(ctx.driver) + "; check the server log for the projector load")
     s, a = wrong[0]
     named = ", ".join(_named(a)) or "no colour"
     fail(f"shown a solid {s.colour} image ({form}), the model answered {a!r} (names {named})",
@@ -122,7 +124,7 @@ def _answer(s: Shown, obs: Seen, driver) -> str:
         fail(f"the image request ({form}) to {url} failed: {r.problem}", r.fix)
     if driver.no_projector(r):
         fail(f"{url} answered {r.status}: {r.problem}: no vision projector is loaded"
-             f"{_advert(obs.advert)}", driver.vision_fix)
+             f"{_advert(obs.advert)}", vision_fix(driver))
     if not r.ok:
         fail(f"the image request ({form}) to {url} answered {r.status}: {r.problem}"
              f"{_advert(obs.advert)}")
@@ -145,3 +147,14 @@ def _norm(text: str) -> str:
 
 
 VISION = Check("test_vision", "vision", seen, judge, cases=forms)
+
+
+def vision_fix(driver: Driver) -> Text:
+    """How the engine is given eyes."""
+    return advise(
+        driver, "load the model's vision projector (llama.cpp: --mmproj FILE) or serve a "
+                "multimodal checkpoint",
+        llamacpp=lambda d: Phrase(d.start or "", d.flags["mmproj"]("FILE"),
+                                  " (the model's vision projector GGUF)"),
+        vllm="serve the model's multimodal checkpoint (with its vision tower; llama.cpp would "
+             "need --mmproj) and do not set --limit-mm-per-prompt image=0")

@@ -11,8 +11,10 @@ from typing import Any
 from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims import slots
+from pytest_frank.claims.advice import advise
+from pytest_frank.drivers.base import Driver
 from pytest_frank.observation import Observation
-from pytest_frank.verdict import fail, inconclusive
+from pytest_frank.verdict import Phrase, Text, fail, inconclusive
 from pytest_frank.vram.memory import fmt_mib
 from pytest_frank.vram.plan import (
     KVPool,
@@ -276,9 +278,9 @@ def judge_live(obs: Live, ctx: Context) -> None:
         if weights and abs(diff - weights) <= allowed:
             twice = (f"\nthe excess is about the model's weights again ({fmt_mib(weights)} MiB): "
                      "the model is loaded twice")
-        fail(said + twice + _apps(m), driver.vram_high_fix)
+        fail(said + twice + _apps(m), vram_high_fix(driver))
     if -diff > allowed:
-        fail(said, driver.vram_low_fix)
+        fail(said, vram_low_fix(driver))
 
 
 def _expected(obs: Live, ctx: Context) -> tuple[int, str, int]:
@@ -306,8 +308,37 @@ def _judge_pool(pool: KVPool, shape, driver) -> None:
     if pool.tokens is None or need is None or pool.tokens >= need:
         return
     fail(f"the KV pool holds {pool.tokens} tokens, less than one {need}-token sequence "
-         f"({pool.detail}): the pool was clamped", driver.vram_low_fix)
+         f"({pool.detail}): the pool was clamped", vram_low_fix(driver))
 
 
 FITS = Check("test_vram_fits", "vram", fit, judge_fit, offline=True)
 VRAM = Check("test_vram", "vram", live, judge_live)
+
+
+# -- advice: unexpected memory by engine, named by the driver's flags ---------------------------
+def vram_high_fix(driver: Driver) -> Text:
+    return advise(
+        driver, "the usual causes: a draft that loads the whole model a second time (a draft "
+                "model pointed at a file that already carries an MTP head), mmap off (weights "
+                "copied into anonymous memory), or another process on the GPU",
+        llamacpp=lambda d: Phrase("the usual causes: --model-draft/-md pointed at the -mtp GGUF "
+                                  "(the whole model loads twice; use ",
+                                  d.flags["spec_type"]("draft-mtp"), " alone), mmap off "
+                                  "(--no-mmap, or an -ot/-ncmoe override that silently disables "
+                                  "it), or another process on the GPU"),
+        vllm="another process on the GPU, or --gpu-memory-utilization higher than intended "
+             "(vLLM takes that fraction of the whole GPU at start)")
+
+
+def vram_low_fix(driver: Driver) -> Text:
+    return advise(
+        driver, "the KV pool is smaller than configured (the server clamped the context or "
+                "cache to fit), layers run on the CPU, or the cache types are smaller than "
+                "expect.vram says; read the server's load log for the context it allocated",
+        llamacpp=lambda d: Phrase("the KV pool is smaller than configured: check the load log's "
+                                  "n_ctx and n_ctx_slot (a --fit or a lower ", d.flags["ctx"],
+                                  " clamps it), -ngl below all layers (part of the model on the "
+                                  "CPU), or --cache-type-k/-v smaller than expect.vram"),
+        vllm="vLLM took less than gpu_memory_utilization of the GPU: the KV pool was clamped (a "
+             "co-tenant held memory at start); free the GPU or lower --max-model-len / "
+             "--max-num-seqs, then restart")

@@ -7,7 +7,6 @@ from typing import Any, Callable
 
 from pytest_frank.wire import Call, Reply, Request, typed
 from pytest_frank.http import NO_KEY
-from pytest_frank.verdict import Text
 
 ANTHROPIC_VERSION = "2023-06-01"
 
@@ -187,9 +186,6 @@ class MessagesWire:
     shape_params = frozenset({"max_tokens", "stop", "count_tokens", "claude_code",
                               "context_limit"})
     budget_keys: tuple[str, ...] = ("max_tokens",)
-    stop_fix: Text = ("the server must take stop_sequences and report the match as stop_reason "
-                "\"stop_sequence\" with stop_sequence set (update it, or the engine behind a "
-                "proxy)")
 
     def sdk_client(self, endpoint, http_client, timeout):
         import anthropic

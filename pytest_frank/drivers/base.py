@@ -10,19 +10,8 @@ from pytest_frank.drivers import openai_chat
 from pytest_frank.drivers.anthropic_messages import MessagesWire
 from pytest_frank.drivers.openai_responses import ResponsesWire
 from pytest_frank.http import Exchange
-from pytest_frank.verdict import InEffect, Phrase, Setting, Text
+from pytest_frank.verdict import InEffect, Setting, Wording
 from pytest_frank.wire import Logprob
-
-STATUS_FIXES = {
-    401: "the server wants a key: set `api_key` for this endpoint in fleet.yaml (e.g. "
-         "api_key: ${ENDPOINT_KEY}), or check the one set there",
-    403: "the server refused the key: check `api_key` for this endpoint in fleet.yaml",
-    404: "nothing of the engine's answers on that path: check `url` in fleet.yaml (host, port, "
-         "and whether a proxy expects a path before /v1) and `engine`",
-    **dict.fromkeys((301, 302, 303, 307, 308), "set `url` in fleet.yaml to where the redirect "
-                    "points, if that host is the endpoint"),
-}
-
 
 @dataclass
 class Readiness:
@@ -42,6 +31,10 @@ class Driver:
     health_path = "/v1/models"  # a generic server has no health route; a model list is the proof
     models_path = "/v1/models"
     alias_flag = "the server's model name setting"
+    # The engine's server settings a claim's advice names, by role (parallel, ctx, jinja, ...),
+    # and the words that ask for one ("start llama-server with "); None: not known here.
+    flags: dict[str, Setting] = {"parallel": Setting("the server's concurrency setting")}
+    start: str | Wording | None = None
     # Where the engine says which build it is, and the key that holds it (the reports' header).
     build_route: tuple[str, str] | None = None
 
@@ -112,14 +105,9 @@ class Driver:
         text = err or body.get("message")
         return " ".join(str(text).split()) if text else None
 
-    def alias_fix(self, alias: str, served: list[str]) -> Text:
-        """Serve `alias` beside the names served now (clients may use those too)."""
-        return f"serve it under that name ({self.alias_flag} {alias})"
 
     # -- slots: how many conversations at once, and the context each one gets ------------------
     slot_routes: tuple[str, ...] = ("/v1/models",)
-    parallel_flag = Setting("the server's concurrency setting")
-    unify_hint: Text = "give each sequence the whole context"
 
     # fleet.yaml `launch:` keys as the server settings they make, with launch's defaults:
     # what a launched endpoint has in effect, so no fix asks for it again.
@@ -142,13 +130,6 @@ class Driver:
                 found.update(dict.fromkeys(flag.names, None if flag.takes == "none" else v.text))
         return found
 
-    def slots_fix(self, count: int, per_slot: int | None) -> Text:
-        """How to serve `count` conversations at once, each keeping `per_slot` of context."""
-        return Phrase("set ", self.parallel_flag(count))
-
-    def more_context_fix(self, per_slot: int, count: int | None) -> Text:
-        """How to give each of `count` conversations `per_slot` tokens of context."""
-        return self.slots_fix(count or 1, per_slot)
 
     # What the engine does with a slot context past the model's training context, where it
     # caps it (then `ctx_train` reads the training context; None: not capped, or not said).
@@ -158,9 +139,6 @@ class Driver:
         """The model's training context from the slot routes' payloads, where reported."""
         return None
 
-    def ctx_train_fix(self, ctx_train: int, want: int) -> Text:
-        return (f"serve a model trained on at least {want} tokens, or set "
-                f"expect.slots.ctx_per_slot to {ctx_train} (what this model holds)")
 
     def slot_shape(self, payloads: dict) -> tuple[int | None, int | None, str]:
         """(slot count, context per slot, where it was read); None where the engine doesn't say."""
@@ -196,26 +174,12 @@ class Driver:
         None where neither says."""
         return None
 
-    # What a slow server is told to check, by what it runs on.
-    slow_gpu_hint = ("that every layer runs on the GPU, that speculative decoding is engaged, "
-                     "and that no other load shares the card")
-    slow_cpu_hint = ("the server runs on the CPU, where speed is bound by cores and memory "
-                     "bandwidth: give it more threads (the physical cores), serve a smaller "
-                     "quant or model, or move it to a GPU; check that no other load shares the "
-                     "machine")
-
     def decoded_tokens(self, payload) -> int | None:
         """Tokens the busy slots have generated so far, from the slots route; None: unsaid."""
         return None
 
-    # -- vram: the model file the engine loaded, its KV pool, what unexpected memory means ------
+    # -- vram: the model file the engine loaded and its KV pool --------------------------------
     kv_pool_route: str | None = None  # where the engine describes a preallocated KV pool
-    vram_high_fix: Text = ("the usual causes: a draft that loads the whole model a second time (a "
-                     "draft model pointed at a file that already carries an MTP head), mmap off "
-                     "(weights copied into anonymous memory), or another process on the GPU")
-    vram_low_fix: Text = ("the KV pool is smaller than configured (the server clamped the context or "
-                    "cache to fit), layers run on the CPU, or the cache types are smaller than "
-                    "expect.vram says; read the server's load log for the context it allocated")
 
     # Routes the drift check reads beside the slot and model routes (SGLang's server info).
     drift_routes: tuple[str, ...] = ()
@@ -250,18 +214,6 @@ class Driver:
     shape_params = frozenset({"max_tokens", "stop", "response_format", "logprobs",
                               "stream_usage", "context_limit"})
     budget_keys: tuple[str, ...] = ("max_tokens", "max_completion_tokens")
-    structured_output_fix: Text = ("update the engine: it accepts response_format without "
-                                   "enforcing it; a proxy in front must pass the field through")
-    stop_fix: Text = ("update the engine (stop strings are applied to the answer, and cut from it); "
-                      "a proxy in front must pass `stop` through")
-    budget_cut_fix: Text = ("update the engine, or the proxy in front that rewrites finish_reason: "
-                            "an answer cut by the budget must end with finish_reason \"length\" "
-                            "(stop_reason \"max_tokens\")")
-    logprobs_fix: Text = ("update the engine; a proxy in front must pass logprobs and "
-                          "top_logprobs through")
-    context_fix: Text = ("the engine must refuse a prompt longer than its context (a 400 that "
-                         "names the limit), not truncate it or answer empty: update it, or "
-                         "turn off prompt truncation in the proxy or server")
 
     def stop_param(self, stop: str) -> dict:
         return {"stop": [stop]}
@@ -308,21 +260,11 @@ class Driver:
     # -- /metrics and speculative decoding -------------------------------------------------------
     metrics_path = "/metrics"
     metrics_off_statuses: tuple[int, ...] = ()  # statuses meaning "metrics are switched off"
-    metrics_fix: Text = "turn on the server's Prometheus /metrics endpoint"
     # Series to look for, first found wins: a generic server may be any engine behind a proxy.
     spec_series: tuple = (metrics.LLAMACPP_SPEC, metrics.VLLM_SPEC, metrics.SGLANG_SPEC)
-    spec_engage_fix: Text = "turn speculative decoding on in the server's configuration"
-    spec_low_fix: Text = ("the draft does not fit the served model (a head or draft model from another "
-                    "quant or finetune, another tokenizer), or drafts run too long; check the "
-                    "draft file and lower the draft length")
-    spec_high_fix: Text = ("acceptance this close to 1 means the draft is the model itself: point the "
-                     "draft at a real draft/MTP head, not at the served weights")
-    prefix_cache_fix: Text = ("turn on the server's prefix (prompt) cache, and keep the start of the "
-                        "prompt stable between turns (no timestamps in the system prompt)")
     # Server-wide counters of prompt tokens looked up in / served from the prefix cache, read
     # where a reply carries no count: (hits, queries) pairs, the first one present wins.
     prefix_cache_counters: tuple[tuple[str, str], ...] = ()
-    cache_count_hint = "the server sends no usage.prompt_tokens_details.cached_tokens"
 
     def cached_prompt(self, reply) -> tuple[int, int, str] | None:
         """(prompt tokens served from the cache, prompt tokens, where read) from one reply."""
@@ -359,8 +301,6 @@ class Driver:
     vision_advert_path: str | None = None  # where the engine says whether it can see
     no_projector_markers: tuple[str, ...] = ("image input is not supported",
                                              "is not a multimodal model")
-    vision_fix: Text = ("load the model's vision projector (llama.cpp: --mmproj FILE) or serve a "
-                  "multimodal checkpoint")
 
     def vision_advertised(self, payload) -> bool | None:
         return None
@@ -378,15 +318,9 @@ class Driver:
 
     # -- chat: the template the server renders a conversation with ----------------------------
     # What the engine serves where the model file carries no template: the template's text and
-    # a line saying so (None: it refuses, or does not say); the usual fixes for a template that
-    # is missing or another family's.
+    # a line saying so (None: it refuses, or does not say).
     fallback_template: str | None = None
     template_fallback: str | None = None
-    no_template_fix: Text = ("serve the model with its own chat template, or an instruct "
-                             "checkpoint that carries one")
-    wrong_template_fix: Text = "serve the model with its own chat template"
-    # How a chat template edited by hand is served (a template that raises on what clients send).
-    edited_template_fix: Text = "serve the edited template with the server's chat template setting"
 
     def served_template(self, payloads: dict) -> tuple[str | None, str | None]:
         """(the chat template the server renders with, the model's end-of-turn token), from the
@@ -407,51 +341,6 @@ class Driver:
     # Where a chat reply carries reasoning, in the order read; fleet.yaml `reasoning.field` wins.
     reasoning_fields: tuple[str, ...] = ("reasoning_content", "reasoning")
     honours_named_tool_choice = True  # OpenAI's {"type":"function","function":{"name":...}}
-    reasoning_parser_fix: Text = ("turn on the server's reasoning parser (llama.cpp --reasoning-format "
-                            "deepseek, vLLM/SGLang --reasoning-parser <the model's>)")
-    thinking_missing_fix: Text = ("serve the model with a template that opens a thinking block and a "
-                            "reasoning parser that splits it out")
-    thinking_off_fix = ("the chat template ignores chat_template_kwargs.enable_thinking: serve the "
-                        "model's own template (it honours the switch)")
-    tool_parser_fix: Text = ("turn on the server's tool-call parser for this model's format (vLLM "
-                       "--enable-auto-tool-choice --tool-call-parser <name>; llama.cpp --jinja "
-                       "with the model's own template)")
-    tools_template_fix: Text = ("serve a model whose chat template renders tools (or give this "
-                                "model one that does), or turn expect.tools (and expect.agent) "
-                                "off for this endpoint")
-    forced_tools_fix = ("something forces tool-call output on every request: drop a server-wide "
-                        "grammar (llama.cpp --grammar-file) or structured-output default and pass "
-                        "grammars per request")
-    parallel_fix = ("the server cut parallel calls to one: enable parallel tool calls in the "
-                    "template/parser (llama.cpp: a template with supports_parallel_tool_calls; "
-                    "vLLM: a parser that splits several calls), or drop expect.tools.parallel")
-    # Error answers with a known cause: (text in the server's message, fix).
-    known_errors: tuple[tuple[str, Text], ...] = (
-        ("tools param requires --jinja", "start llama-server with --jinja (the chat template "
-         "renders the tools; a wrapper or an old build turned it off)"),
-        ('"auto" tool choice requires --enable-auto-tool-choice',
-         "start vLLM with --enable-auto-tool-choice --tool-call-parser <the model's parser, "
-         "e.g. hermes, qwen3_xml, qwen3_coder>"),
-        ("requires --tool-call-parser", "start vLLM with --tool-call-parser <the model's parser>"),
-        ("invalid tool_choice", "this server accepts only tool_choice auto, none or required"),
-    )
-
-    endless_thinking_fix = ("lower the reasoning effort clients send, switch thinking off in the "
-                            "chat template where clients may (chat_template_kwargs "
-                            "enable_thinking: false), or serve a model that does not loop; if "
-                            "this model really thinks longer, raise max_thinking_tokens (and the "
-                            "served context)")
-    budget_cap_fix: Text = ("look for what lowers max_tokens on the way: a proxy or gateway that "
-                            "rewrites it, a server-side cap on generated tokens, or a served "
-                            "context too small for the prompt and the answer")
-    no_thinking_template_fix: Text = ("serve a thinking model (with its own chat template, which "
-                                      "opens a thinking block), or turn expect.reasoning off "
-                                      "for this endpoint: this model answers without thinking")
-    thinking_switched_off_fix: Text = ("the template thinks, so something switches it off: a "
-                                       "server-wide default (chat_template_kwargs "
-                                       "enable_thinking: false) or a proxy that drops the "
-                                       "reasoning field")
-    no_reasoning_said = "although thinking is on by default"  # after "answered X with no reasoning"
 
     def thinking_on(self, max_tokens: int) -> dict:
         """Request params that ask for thinking, where the API wants it asked (not here)."""
@@ -470,21 +359,10 @@ class Driver:
         <the source there>"); None where the engine's words do not say."""
         return None
 
-    def known_fix(self, message: str | None, status: int | None = None) -> Text | None:
-        """The usual fix for an error answer: by the server's words, else by its status."""
-        lower = (message or "").lower()
-        found = next((fix for needle, fix in self.known_errors if needle.lower() in lower), None)
-        return found or (STATUS_FIXES.get(status) if status is not None else None)
-
     # -- the serve command line (pytest_frank.serve): None where the engine is not started here
     serve_flags: Any = None  # a serve.flags.ServeFlags
 
     speculative_source = "the server"  # where speculative_live reads it, for messages
-    # What drafting does to logprobs, and what a client that needs them can do.
-    drafted_logprobs = "drafted tokens may come without their top_logprobs alternatives"
-    drafted_logprobs_fix: Text = ("serve clients that need top_logprobs from an endpoint without "
-                                  "speculative decoding; where none sends top_logprobs, set "
-                                  "expect.params.logprobs: false")
 
     def speculative_live(self, payloads: dict) -> bool | None:
         """Whether the running server drafts, from its slot routes; None where it doesn't say."""

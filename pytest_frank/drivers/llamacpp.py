@@ -8,7 +8,7 @@ from pytest_frank import metrics
 from pytest_frank.drivers.base import Driver
 from pytest_frank.local.launch import DEFAULT_CTX_SIZE
 from pytest_frank.serve.flags import Flag, Need, ServeFlags
-from pytest_frank.verdict import Alt, Phrase, Setting, Wording
+from pytest_frank.verdict import Setting, Wording
 
 # llama-server's flags as fleet.yaml `launch:` keys: advice for a launched endpoint names the keys.
 ALIAS = Setting("--alias", "launch.alias")
@@ -34,6 +34,11 @@ class LlamaCppDriver(Driver):
     health_path = "/health"
     alias_flag = "llama-server --alias"
     build_route = ("/props", "build_info")  # "b<number>-<commit>"
+    flags = {"alias": ALIAS, "parallel": PARALLEL, "ctx": CTX_SIZE, "kv_unified": KV_UNIFIED,
+             "metrics": METRICS, "jinja": JINJA, "reasoning_format": REASONING_FORMAT,
+             "mmproj": MMPROJ, "template": TEMPLATE, "draft_model": DRAFT_MODEL,
+             "draft_max": DRAFT_MAX, "spec_type": SPEC_TYPE}
+    start = START
 
     def is_loading(self, ex):
         # While the model loads, every route answers 503 "Loading model".
@@ -47,9 +52,6 @@ class LlamaCppDriver(Driver):
                 ids += [a for a in aliases if isinstance(a, str) and a not in ids]
         return ids
 
-    def alias_fix(self, alias, served):
-        names = ",".join(dict.fromkeys([*served, alias]))
-        return Phrase("add it to ", ALIAS, ", keeping the names served now: ", ALIAS(names))
 
     shapes = {
         **Driver.shapes,
@@ -82,17 +84,7 @@ class LlamaCppDriver(Driver):
         found.append(props.get("n_ctx_train") if isinstance(props, dict) else None)
         return next((n for n in found if isinstance(n, int) and not isinstance(n, bool)
                      and n > 0), None)
-    parallel_flag = PARALLEL
-    unify_hint = Phrase("add ", KV_UNIFIED, " (every slot then sees the whole ", CTX_SIZE, ")")
 
-    def slots_fix(self, count, per_slot):
-        if not per_slot:
-            return Phrase(PARALLEL(count))
-        # --ctx-size is the total, divided among the slots unless --kv-unified: with a unified
-        # cache (or the total already set) the slot count alone is the fix.
-        return Phrase(PARALLEL(count), Alt(
-            " ", CTX_SIZE(count * per_slot), f" (each of the {count} slots keeps {per_slot} "
-            "tokens; or ", PARALLEL(count), " ", KV_UNIFIED, ")"))
 
     def slot_shape(self, payloads):
         props, slots = payloads.get("/props") or {}, payloads.get("/slots")
@@ -130,12 +122,6 @@ class LlamaCppDriver(Driver):
             return None
         return sum(f is True for f in flags), len(flags)
 
-    slow_gpu_hint = ("that every layer is offloaded to the GPU (-ngl), that speculative decoding "
-                     "is engaged, and that no other load shares the card")
-    slow_cpu_hint = ("the server runs on the CPU, where speed is bound by cores and memory "
-                     "bandwidth: set --threads to the physical cores (and --threads-batch for "
-                     "prompts), serve a smaller quant or model, or move it to a GPU; "
-                     "check that no other load shares the machine")
 
     def backend(self, payloads, log):
         # The load log (info level): common_params_print_info's device_info lists the devices
@@ -168,43 +154,14 @@ class LlamaCppDriver(Driver):
         path = (payloads.get("/props") or {}).get("model_path")
         return path if isinstance(path, str) and path else None
 
-    vram_high_fix = Phrase("the usual causes: --model-draft/-md pointed at the -mtp GGUF (the "
-                           "whole model loads twice; use ", SPEC_TYPE("draft-mtp"), " alone), mmap "
-                           "off (--no-mmap, or an -ot/-ncmoe override that silently disables "
-                           "it), or another process on the GPU")
-    vram_low_fix = Phrase("the KV pool is smaller than configured: check the load log's n_ctx and "
-                          "n_ctx_slot (a --fit or a lower ", CTX_SIZE, " clamps it), -ngl below all "
-                          "layers (part of the model on the CPU), or --cache-type-k/-v smaller than "
-                          "expect.vram")
 
     # -- generation, /metrics, speculative decoding, vision --------------------------------------
     keep_generating = {"extra_body": {"ignore_eos": True}}
     metrics_off_statuses = (501,)
-    metrics_fix = Phrase(START, METRICS, " (and send the API key, if one is set)")
     spec_series = (metrics.LLAMACPP_SPEC,)
-    spec_engage_fix = Phrase(START, SPEC_TYPE, ": draft-mtp for an -mtp GGUF (no ", DRAFT_MODEL,
-                             "), draft-simple with ", DRAFT_MODEL("FILE"), "; a draft model "
-                             "without ", SPEC_TYPE, " is loaded but never used (/slots: "
-                             "speculative false)")
-    spec_low_fix = Phrase("the draft does not fit the model (an MTP head or draft from another "
-                          "quant or finetune); lower ", DRAFT_MAX, " or raise --spec-draft-p-min")
-    spec_high_fix = Phrase("acceptance this close to 1 means the draft is the model itself, "
-                           "loaded a second time: for an -mtp GGUF drop ", DRAFT_MODEL,
-                           " and use ", SPEC_TYPE("draft-mtp"), " alone; for a model without an "
-                           "MTP head, point ", DRAFT_MODEL, " at a small draft of the same family")
-    structured_output_fix = ("update llama.cpp (json_schema is turned into a grammar; a schema "
-                             "it cannot convert must be refused, not ignored) and serve with "
-                             "--jinja; a proxy in front must pass response_format through")
     image_forms = ("data_url", "base64")
     vision_advert_path = "/props"
     no_projector_markers = ("image input is not supported",)
-    vision_fix = Phrase(START, MMPROJ("FILE"), " (the model's vision projector GGUF)")
-    prefix_cache_fix = Phrase("llama-server reuses a slot's cached prompt unless the request says "
-                        "\"cache_prompt\": false: find the client or proxy that sends it and "
-                        "drop it; check too that --no-cache-prompt is not set, that ", PARALLEL,
-                        " slots are large enough to hold the prompt, and that the start of the "
-                        "prompt is stable between turns (--cache-reuse N also reuses a prefix "
-                        "that moved)")
 
     def uncached(self):
         # A slot reuses the cached prefix of its last prompt and evaluates only the rest, in
@@ -267,12 +224,6 @@ class LlamaCppDriver(Driver):
         "  {{- '<|im_start|>assistant\n' -}}\n"
         "{%- endif -%}")
     template_fallback = "llama.cpp fell back to its built-in ChatML template, a guess"
-    no_template_fix = Phrase("serve with ", TEMPLATE("<the model's template>"), " or an instruct "
-                             "GGUF (one whose header carries tokenizer.chat_template)")
-    wrong_template_fix = Phrase("serve the model's own template: ", TEMPLATE, " pointed at it, "
-                                "or none (the GGUF's own is used)")
-    edited_template_fix = Phrase("serve the edited template: ", TEMPLATE("<the edited file>"),
-                                 " (with ", JINJA, ")")
 
     # The Jinja engine's trace (common/jinja): "While executing CallExpression at line 1, column
     # 106 in source:\n...and not loop.first %}{{- raise_exception(...", then a caret line (the
@@ -298,34 +249,6 @@ class LlamaCppDriver(Driver):
 
     # -- generation battery: reasoning, reasoning_effort, tools --------------------------------
     honours_named_tool_choice = False  # the object form is silently treated as "auto"
-    reasoning_parser_fix = Phrase(START, REASONING_FORMAT("deepseek"), " (or auto); 'none' "
-                                  "leaves the thinking inside content")
-    no_thinking_template_fix = Phrase("serve a thinking model with its own template (or, for a "
-                                      "model trained to think, point ", TEMPLATE, " at its "
-                                      "thinking template), or turn expect.reasoning off for this "
-                                      "endpoint: this model answers without thinking")
-    thinking_switched_off_fix = ("the template thinks, so something switches it off: llama-server "
-                                 "--reasoning off, --reasoning-budget 0 or --chat-template-kwargs "
-                                 "'{\"enable_thinking\": false}' on the command line, or a proxy "
-                                 "that drops reasoning_content")
-    thinking_missing_fix = Phrase("serve with ", JINJA, " and the model's own template (", TEMPLATE,
-                                  ") so thinking opens; --reasoning-budget -1 keeps it unlimited")
-    tool_parser_fix = Phrase("llama.cpp reads the tool-call format from the chat template: serve "
-                             "with ", JINJA, " and the model's own template (", TEMPLATE, ") so "
-                             "the autoparser recognises the model's tool markup")
-    tools_template_fix = Phrase("serve a model whose own template renders tools (llama.cpp "
-                                "reads chat_template_caps.supports_tools from it), or give this "
-                                "model a template that does (", TEMPLATE, "); else turn "
-                                "expect.tools (and expect.agent) off for this endpoint")
-    known_errors = (("tools param requires --jinja", Phrase(
-        START, JINJA, " (the chat template renders the tools; a wrapper or an old build turned "
-        "it off)")), *Driver.known_errors)
-    budget_cap_fix = Phrase("look for what lowers max_tokens on the way: a proxy or gateway that "
-                            "rewrites it, llama-server's --n-predict (it caps every request), or "
-                            "a slot context (", CTX_SIZE, " / ", PARALLEL, ") too small for the "
-                            "prompt and the answer")
-    forced_tools_fix = ("drop --grammar-file from the server command: a global grammar forces "
-                        "tool-call output on plain chat (pass grammars per request)")
 
     # -- the serve command line: llama-server and ik_llama.cpp's, same spellings ----------------
     # Each rule with where llama.cpp says so: common/arg.cpp (the add_opt entry of the flag),
@@ -427,16 +350,6 @@ class LlamaCppDriver(Driver):
     )
 
     speculative_source = "/slots speculative"
-    # tools/server: a token the draft proposed and the model accepted is sent with its logprob
-    # as 0.0 and no top_logprobs (seen on xllamacpp with any draft model)
-    drafted_logprobs = ("llama.cpp sends the tokens the draft proposed with logprob 0.0 and no "
-                        "alternatives")
-    # Plain text: a Phrase naming the draft flag would read as asking for it, and be dropped
-    # as already in effect on the very server that drafts.
-    drafted_logprobs_fix = ("serve clients that need top_logprobs from a llama-server that "
-                            "does not draft (no --spec-draft-model or --spec-type; "
-                            "launch.draft_model unset); where no client sends top_logprobs, set "
-                            "expect.params.logprobs: false")
 
     def speculative_live(self, payloads):
         slots = payloads.get("/slots")

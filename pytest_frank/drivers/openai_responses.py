@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from pytest_frank.drivers import openai_chat
-from pytest_frank.verdict import Text
 from pytest_frank.wire import Call, Logprob, Reads, Reply, Request, typed
 
 # Where the Responses API carries reasoning: a reasoning item's content (reasoning_text parts,
@@ -322,18 +321,6 @@ class ResponsesWire:
     # No stop, no stream_options (every stream ends with its usage), no count route asked.
     shape_params = frozenset({"max_tokens", "response_format", "logprobs", "context_limit"})
     budget_keys: tuple[str, ...] = ("max_output_tokens",)
-    stop_fix: Text = ("the Responses API has no stop strings: a client that needs them talks "
-                      "chat completions")
-    budget_cut_fix: Text = ("update the engine, or the proxy in front that rewrites the status: "
-                            "an answer cut by the budget must end with status \"incomplete\" and "
-                            "incomplete_details.reason \"max_output_tokens\"")
-    structured_output_fix: Text = ("the server accepts text.format without enforcing it: update "
-                                   "the engine (its /v1/responses must read text.format as chat "
-                                   "reads response_format); a proxy in front must pass it "
-                                   "through")
-    logprobs_fix: Text = ("update the engine: its /v1/responses must take top_logprobs with "
-                          f"include [\"{LOGPROBS_INCLUDE}\"] and send the logprobs with the "
-                          "output_text; a proxy in front must pass both through")
 
     def sdk_client(self, endpoint, http_client, timeout):
         return openai_chat.client(endpoint, http_client, timeout)

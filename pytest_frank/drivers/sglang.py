@@ -16,9 +16,8 @@ class SglangDriver(Driver):
     metrics_prefix = "sglang:"
     health_path = "/health"
     build_route = ("/get_server_info", "version")
+    start = "start SGLang with "
 
-    def alias_fix(self, alias, served):
-        return f"serve it under that name: --served-model-name {alias}"
 
     # The model path is not on the model card: python/sglang/srt/entrypoints/http_server.py
     # available_models() builds ModelCard(id=served_model_name, root=served_model_name, ...), so
@@ -41,23 +40,12 @@ class SglangDriver(Driver):
     # -- generation, /metrics, speculative decoding ----------------------------------------------
     keep_generating = {"extra_body": {"ignore_eos": True}}
     metrics_off_statuses = (404,)
-    metrics_fix = "start SGLang with --enable-metrics"
     spec_series = (metrics.SGLANG_SPEC,)
-    spec_engage_fix = ("start SGLang with --speculative-algorithm (EAGLE, EAGLE3, NEXTN) and "
-                       "--speculative-num-draft-tokens")
-    prefix_cache_fix = "remove --disable-radix-cache (the radix cache is SGLang's prefix cache)"
-    cache_count_hint = "SGLang sends cached_tokens in usage only with --enable-cache-report"
-    spec_low_fix = ("the draft does not fit the model; lower --speculative-num-steps / "
-                    "--speculative-num-draft-tokens")
 
     # -- load: the scheduler's gauges (sglang/srt/metrics/collector.py) ---------------------------
     load_series = ("sglang:num_running_reqs", "sglang:num_queue_reqs")
 
     # -- generation battery: reasoning, reasoning_effort, tools --------------------------------
-    reasoning_parser_fix = ("start SGLang with --reasoning-parser <the model's parser, e.g. qwen3, "
-                            "deepseek-r1>")
-    tool_parser_fix = ("start SGLang with --tool-call-parser <the parser for the model's format, "
-                       "e.g. qwen25, qwen3_coder>; a wrong parser leaves the call in content")
 
     # -- the serve command line: python -m sglang.launch_server ---------------------------------
     # Each flag is a python/sglang/srt/server_args.py ServerArgs field (the flag is the field's

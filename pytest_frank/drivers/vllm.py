@@ -7,7 +7,7 @@ import secrets
 from pytest_frank import metrics
 from pytest_frank.drivers.base import Driver
 from pytest_frank.serve.flags import Flag, Need, ServeFlags
-from pytest_frank.verdict import Phrase, Setting
+from pytest_frank.verdict import Setting
 
 
 class VllmDriver(Driver):
@@ -17,11 +17,9 @@ class VllmDriver(Driver):
     metrics_prefix = "vllm:"
     health_path = "/health"  # 200 with an empty body when the engine lives
     build_route = ("/version", "version")
+    flags = {"parallel": Setting("--max-num-seqs"), "ctx": Setting("--max-model-len")}
+    start = "start vLLM with "
 
-    def alias_fix(self, alias, served):
-        names = " ".join(dict.fromkeys([*served, alias]))
-        return ("add it to --served-model-name, keeping the names served now: "
-                f"--served-model-name {names}")
 
     def uncached(self):
         # No request switches the prefix cache off (--enable-prefix-caching is server-wide); a
@@ -29,55 +27,22 @@ class VllmDriver(Driver):
         # hashes, so no block of an earlier request matches and the prompt is computed whole.
         return {"extra_body": {"cache_salt": secrets.token_urlsafe(16)}}
 
-    parallel_flag = Setting("--max-num-seqs")
-    edited_template_fix = "serve the edited template: vllm serve --chat-template <the edited file>"
-    unify_hint = "raise --max-model-len"
-
-    def more_context_fix(self, per_slot, count):
-        # max_model_len bounds every request, prompt plus max_tokens; the KV cache is shared.
-        return Phrase("serve with ", Setting("--max-model-len")(per_slot),
-                      " (the model must hold it; the KV cache must fit it)")
 
     # -- generation, /metrics, speculative decoding, vision --------------------------------------
     keep_generating = {"extra_body": {"ignore_eos": True}}
-    metrics_fix = "let /metrics through to the vLLM server (it is on by default)"
-    structured_output_fix = ("pass a structured-output backend (--structured-outputs-config "
-                             "'{\"backend\": \"xgrammar\"}', or guidance); with a "
-                             "--reasoning-parser, a vLLM whose schema holds for the content after "
-                             "the reasoning; a proxy in front must pass response_format through")
-    stop_fix = ("update vLLM: stop strings must apply to the answer, not the reasoning, with a "
-                "--reasoning-parser; a proxy in front must pass `stop` through")
     spec_series = (metrics.VLLM_SPEC,)
-    spec_engage_fix = ("pass --speculative-config, e.g. "
-                       "'{\"method\": \"mtp\", \"num_speculative_tokens\": 2}'")
-    spec_low_fix = ("the draft does not fit the model, or num_speculative_tokens is too high for "
-                    "it; lower num_speculative_tokens in --speculative-config")
-    spec_high_fix = ("acceptance this close to 1 means the draft is the model itself: check the "
-                     "draft model in --speculative-config")
-    prefix_cache_fix = ("pass --enable-prefix-caching (vLLM keeps it opt-in for hybrid "
-                        "models such as Qwen3-Next/3.8)")
     # usage carries cached_tokens only with --enable-prompt-tokens-details; the counters always
     # run (named gpu_prefix_cache_* before v0.11)
     prefix_cache_counters = (("vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total"),
                              ("vllm:gpu_prefix_cache_hits_total",
                               "vllm:gpu_prefix_cache_queries_total"))
-    cache_count_hint = ("vLLM sends cached_tokens in usage only with "
-                        "--enable-prompt-tokens-details, and /metrics has no prefix_cache "
-                        "counters")
     no_projector_markers = ("is not a multimodal model",)
-    vision_fix = ("serve the model's multimodal checkpoint (with its vision tower; llama.cpp "
-                  "would need --mmproj) and do not set --limit-mm-per-prompt image=0")
 
     # -- load: the scheduler's gauges (vllm/v1/metrics/loggers.py) ---------------------------------
     load_series = ("vllm:num_requests_running", "vllm:num_requests_waiting")
 
     # -- vram: vLLM preallocates gpu_memory_utilization of the GPU; the KV pool fills the rest
     kv_pool_route = "/metrics"
-    vram_high_fix = ("another process on the GPU, or --gpu-memory-utilization higher than "
-                     "intended (vLLM takes that fraction of the whole GPU at start)")
-    vram_low_fix = ("vLLM took less than gpu_memory_utilization of the GPU: the KV pool was "
-                    "clamped (a co-tenant held memory at start); free the GPU or lower "
-                    "--max-model-len / --max-num-seqs, then restart")
 
     def served_model_path(self, payloads):
         # vllm/entrypoints/openai/serving_models.py show_available_models():
@@ -105,16 +70,6 @@ class VllmDriver(Driver):
 
     # -- generation battery: reasoning, reasoning_effort, tools --------------------------------
     reasoning_fields = ("reasoning", "reasoning_content")  # renamed in v0.16
-    reasoning_parser_fix = ("start vLLM with --reasoning-parser <the model's parser, e.g. qwen3, "
-                            "deepseek_r1>")
-    thinking_missing_fix = ("start vLLM with --reasoning-parser <the model's parser> and a chat "
-                            "template that opens a thinking block")
-    tool_parser_fix = ("start vLLM with --enable-auto-tool-choice --tool-call-parser <the parser "
-                       "for the model's format: hermes, qwen3_xml, qwen3_coder, ...>; a wrong "
-                       "parser leaves the call in content")
-    forced_tools_fix = ("something forces tool-call output on plain chat: check for a server-wide "
-                        "structured-output default (--guided-decoding-*, generation config) or a "
-                        "template that always emits a tool call")
 
     # -- the serve command line: `vllm serve MODEL` or the api_server module ---------------------
     # Flags from vllm/entrypoints/openai/cli_args.py (frontend: host, port, api key, tool and

@@ -8,12 +8,16 @@ from __future__ import annotations
 import json
 
 from pytest_frank.checks import Context
+from pytest_frank.claims.chat import edited_template_fix, wrong_template_fix
 from pytest_frank.claims.agent import REPEAT_FIX, TEMPLATE_WORDS, _raised, call_args
 from pytest_frank.claims.clients.play import Played
 from pytest_frank.claims.clients.profile import ARRAYS, CACHE_CONTROL, LATE_SYSTEM
 from pytest_frank.claims.clients.registry import PROFILES
 from pytest_frank.claims.replies import one_line
-from pytest_frank.claims.tools import MARKUP_LEFT, NO_CALL, call_reply_problems
+from pytest_frank.claims.slots import more_context_fix
+from pytest_frank.claims.tools import (MARKUP_LEFT, NO_CALL, call_reply_problems,
+                                       tool_parser_fix)
+from pytest_frank.known_errors import known_fix
 from pytest_frank.verdict import fail
 
 ROUTES = {"chat": "/v1/chat/completions", "messages": "/v1/messages", "responses": "/v1/responses"}
@@ -85,11 +89,11 @@ def _refused(played: Played, n: int, ctx: Context) -> None:
         at = f" (template {line})" if line else ""
         if LATE_SYSTEM in sends and any(w in lower for w in LATE_WORDS):
             fail(f"{who} answered {reply.status}: the chat template raised on "
-                 f"{sends[LATE_SYSTEM]}: {raised}{at}", LATE_FIX + ctx.driver.edited_template_fix)
+                 f"{sends[LATE_SYSTEM]}: {raised}{at}", LATE_FIX + edited_template_fix(ctx.driver))
         fail(f"{who} answered {reply.status}: the chat template could not render it "
-             f"({played.steps[n - 1].held}): {raised}{at}", ctx.driver.wrong_template_fix)
+             f"({played.steps[n - 1].held}): {raised}{at}", wrong_template_fix(ctx.driver))
     fail(f"{who} answered {reply.status}: {said}",
-         ctx.driver.known_fix(reply.problem, reply.status))
+         known_fix(ctx.driver, reply.problem, reply.status))
 
 
 def _fits(played: Played, ctx: Context) -> None:
@@ -113,7 +117,7 @@ def _too_long(played: Played, ctx: Context, said: str) -> None:
         if played.slots else f"the {played.context}-token context the server serves")
     line = (f"{_who(played, 1)}: {counted} plus its output budget ({asks}) need {need} tokens, "
             f"over {where}{said}")
-    fix = ctx.driver.more_context_fix(-(-need // 1024) * 1024, played.slots) \
+    fix = more_context_fix(ctx.driver, -(-need // 1024) * 1024, played.slots) \
         if prompt is not None else None
     advice = (f"; or configure {label} with a smaller output budget "
               f"(expect.clients {played.client} max_tokens says what it sends)")
@@ -139,14 +143,14 @@ def _usable(played: Played, n: int, ctx: Context) -> None:
         problems = call_reply_problems(reply, tools=tools)
         if problems:
             cause = getattr(problems[0], "cause", None)
-            fix = ctx.driver.tool_parser_fix if cause in (MARKUP_LEFT, NO_CALL) or \
+            fix = tool_parser_fix(ctx.driver) if cause in (MARKUP_LEFT, NO_CALL) or \
                 problems[0].startswith(("wrong name", "not JSON")) else SCHEMA_FIX
             fail(f"{who}: the call is not one {PROFILES[played.client].label} can use: "
                  f"{problems[0]}", fix)
         return
     if not reply.content.strip():
         fail(f"{who} answered no text and no call (finish_reason {reply.finish!r}, "
-             f"{reply.generated} token(s))", ctx.driver.known_fix(reply.problem, reply.status))
+             f"{reply.generated} token(s))", known_fix(ctx.driver, reply.problem, reply.status))
 
 
 def _show(played: Played, ctx: Context) -> None:
