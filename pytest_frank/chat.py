@@ -47,7 +47,7 @@ def send(target: Target, req: Request, api: str | None = None) -> Reply:
     reply.exchange = ex = seen[-1] if seen else None
     if ex is not None:
         target.spent(reply.generated)
-    if ex is not None and reply.first_token_s is not None:
+    if ex is not None and reply.first_token_s is not None and reply.last_token_s is not None:
         # Token clocks count from the request leaving the transport, not from the SDK's own
         # first-call set-up, so a first request is not slower than a second one.
         reply.first_token_s -= ex.started

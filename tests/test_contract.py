@@ -2,12 +2,16 @@
 claim's typed options take exactly the keys the schema allows, and every battery test is one
 declared check."""
 
+import ast
 import importlib
 import pkgutil
+import re
+from pathlib import Path
 
 import pytest
 
 import pytest_frank.batteries as battery
+import pytest_frank.drivers
 from pytest_frank.local import launch
 from pytest_frank.checks import Check
 from pytest_frank.claims import CLAIMS, options_type
@@ -32,13 +36,17 @@ def test_schema_routes_are_the_wires_and_each_wire_replaces_every_route_member()
     # A wire may be composed onto any engine: one that left a member out would generate with
     # the engine's own (chat) member on another route.
     from pytest_frank.drivers.base import Driver, _wires
+    from pytest_frank.drivers.openai_chat import ChatWire
 
     wires = _wires()
-    assert _defs()["endpoint"]["properties"]["api"]["enum"] == [Driver.api, *wires]
+    assert _defs()["endpoint"]["properties"]["api"]["enum"] == [ChatWire.api, *wires]
     members = [{m for m in vars(w) if not m.startswith("__")} for w in wires.values()]
+    declared = set(dir(Driver)) | set(Driver.__annotations__)  # what every driver answers
     for wire, own in zip(wires, members):
         assert own >= members[0], f"{wire} lacks {sorted(members[0] - own)}"
-        assert {m for m in own if hasattr(Driver, m)} == own, f"{wire}: members no route has"
+        assert own <= declared, f"{wire}: members no route has: {sorted(own - declared)}"
+    chat = {m for m in vars(ChatWire) if not m.startswith("__")}
+    assert chat <= declared, f"chat: members the base does not declare: {sorted(chat - declared)}"
 
 
 def test_schema_launch_keys_are_the_launcher_keys():
@@ -91,3 +99,51 @@ def test_every_battery_test_is_a_declared_check_named_for_itself():
         assert isinstance(check, Check), f"{module.__name__}.{name} is not a battery_test(Check)"
         assert check.test == name and check.claim in CLAIMS
         assert module.__name__.endswith(f"test_{check.claim}")
+
+
+# -- drivers know engines, claims know claims ------------------------------------------------------
+ADVICE = re.compile(r"(_fix|_fixes|_hint|_advice|_said)$|^known_(errors|fix)$")
+
+
+def advice_in(source: str) -> list[str]:
+    """What of a driver module's source is a claim's advice: a class member named as a fix or a
+    hint, or an import of a claim (a claim's words belong to the claim; a driver lends facts)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ClassDef):
+            for item in node.body:
+                targets = ([t for t in item.targets if isinstance(t, ast.Name)]
+                           if isinstance(item, ast.Assign) else
+                           [item.target] if isinstance(item, ast.AnnAssign) else [])
+                names = [t.id for t in targets if isinstance(t, ast.Name)]
+                names += [item.name] if isinstance(item, ast.FunctionDef) else []
+                found += [f"{node.name}.{n}" for n in names if ADVICE.search(n)]
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            modules = [node.module or ""] if isinstance(node, ast.ImportFrom) else \
+                [a.name for a in node.names]
+            found += [f"imports {m}" for m in modules if m.startswith("pytest_frank.claims")]
+    return found
+
+
+def test_no_driver_holds_a_claims_advice():
+    modules = sorted(Path(pytest_frank.drivers.__file__).parent.glob("*.py"))
+    assert len(modules) >= 8
+    for path in modules:
+        assert advice_in(path.read_text(encoding="utf-8")) == [], path.name
+    for name, cls in DRIVERS.items():  # what a driver answers, inherited or composed on a route
+        for api in (None, "chat", "messages", "responses"):
+            members = [m for m in dir(cls().with_api(api)) if ADVICE.search(m)]
+            assert members == [], f"{name} on {api}: {members}"
+
+
+@pytest.mark.parametrize("planted, found", [
+    ("class D(Driver):\n    spec_low_fix = 'lower --draft-max'\n", ["D.spec_low_fix"]),
+    ("class D(Driver):\n    slow_hint: str = 'more threads'\n", ["D.slow_hint"]),
+    ("class D(Driver):\n    def alias_fix(self, alias):\n        return alias\n", ["D.alias_fix"]),
+    ("from pytest_frank.claims.tools import tool_parser_fix\n",
+     ["imports pytest_frank.claims.tools"]),
+    ("import pytest_frank.claims.params\n", ["imports pytest_frank.claims.params"]),
+    ("class D(Driver):\n    flags = {}\n    start = 'start X with '\n", []),  # facts stay
+])
+def test_the_advice_guard_sees_a_planted_fix(planted, found):
+    assert advice_in(planted) == found

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pytest_frank.drivers.anthropic import AnthropicDriver
 from pytest_frank.drivers.base import Driver, Readiness
 from pytest_frank.drivers.llamacpp import LlamaCppDriver
+from pytest_frank.drivers.openai import OpenAIDriver
 from pytest_frank.drivers.sglang import SglangDriver
 from pytest_frank.drivers.vllm import VllmDriver
 
@@ -13,7 +14,7 @@ DRIVERS: dict[str, type[Driver]] = {
     "vllm": VllmDriver,
     "sglang": SglangDriver,
     "anthropic": AnthropicDriver,
-    "openai": Driver,
+    "openai": OpenAIDriver,
 }
 
 
@@ -21,4 +22,4 @@ def driver_for(engine: str) -> Driver:
     return DRIVERS[engine]()
 
 
-__all__ = ["DRIVERS", "Driver", "Readiness", "driver_for"]
+__all__ = ["DRIVERS", "Driver", "OpenAIDriver", "Readiness", "driver_for"]

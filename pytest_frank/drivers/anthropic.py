@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pytest_frank.drivers.anthropic_messages import ANTHROPIC_VERSION, MessagesWire
 from pytest_frank.drivers.base import Driver
+from pytest_frank.drivers.openai import OpenAIDriver
 
 
 class AnthropicDriver(MessagesWire, Driver):
@@ -11,8 +12,9 @@ class AnthropicDriver(MessagesWire, Driver):
     label = "Anthropic Messages proxy"
     health_path = "/health"
     alias_flag = "the proxy's model mapping for"
+    other_routes = OpenAIDriver
 
-    def auth_headers(self, api_key):
+    def auth_headers(self, api_key: str | None) -> dict[str, str]:
         headers = {"anthropic-version": ANTHROPIC_VERSION}
         if api_key:
             headers["x-api-key"] = api_key

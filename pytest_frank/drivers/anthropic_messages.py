@@ -21,7 +21,7 @@ def params(model: str, req: Request) -> dict[str, Any]:
     return {**out, **req.extra}
 
 
-def converse(sdk, model: str, req: Request, clock: Callable[[], float]) -> Reply:
+def converse(sdk: Any, model: str, req: Request, clock: Callable[[], float]) -> Reply:
     kwargs = params(model, req)
     if req.stream:
         with sdk.messages.create(stream=True, **kwargs) as stream:
@@ -38,17 +38,17 @@ def converse(sdk, model: str, req: Request, clock: Callable[[], float]) -> Reply
     return reply
 
 
-def count_tokens(sdk, model: str, req: Request) -> int | None:
+def count_tokens(sdk: Any, model: str, req: Request) -> int | None:
     """/v1/messages/count_tokens for the request's messages (errors raise, as the SDK raises)."""
     counted = sdk.messages.count_tokens(model=model, messages=params(model, req)["messages"])
     return typed(getattr(counted, "input_tokens", None), int, "input_tokens")
 
 
-def _tokens(usage) -> int | None:
+def _tokens(usage: Any) -> int | None:
     return typed(getattr(usage, "output_tokens", None), int, "usage.output_tokens")
 
 
-def _read_stream(stream, req: Request, clock: Callable[[], float]) -> Reply:
+def _read_stream(stream: Any, req: Request, clock: Callable[[], float]) -> Reply:
     reply, blocks = Reply(status=200), {}
     for n, event in enumerate(stream):
         if n > req.event_budget:
@@ -80,11 +80,11 @@ def _read_stream(stream, req: Request, clock: Callable[[], float]) -> Reply:
     return reply
 
 
-def _index(event) -> int:
+def _index(event: Any) -> int:
     return typed(getattr(event, "index", None), int, f"{event.type} index") or 0
 
 
-def _prompt_tokens(usage) -> int | None:
+def _prompt_tokens(usage: Any) -> int | None:
     """The prompt's tokens: the Messages API counts cached ones apart from the rest."""
     parts = [getattr(usage, key, None) for key in
              ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")]
@@ -92,7 +92,7 @@ def _prompt_tokens(usage) -> int | None:
     return sum(counts) if isinstance(parts[0], int) else None
 
 
-def _choice(choice, parallel):
+def _choice(choice: str, parallel: bool | None) -> dict[str, Any]:
     kind = {"auto": "auto", "required": "any", "none": "none"}.get(choice)
     out: dict[str, Any] = {"type": kind} if kind else {"type": "tool", "name": choice}
     if parallel is False and kind != "none":
@@ -111,13 +111,13 @@ class _Block:
 
     PIECES = {"text_delta": "text", "thinking_delta": "thinking", "input_json_delta": "partial_json"}
 
-    def __init__(self, start):
+    def __init__(self, start: Any) -> None:
         self.kind = typed(getattr(start, "type", None), str, "content block type")
         self.start = start
         self.text: list[str] = []
         self.signature = typed(getattr(start, "signature", None), str, "signature") or ""
 
-    def add(self, delta) -> bool:
+    def add(self, delta: Any) -> bool:
         """Fold one delta in; True when it carried text or thinking."""
         kind = typed(getattr(delta, "type", None), str, "delta type")
         if kind == "signature_delta":
@@ -187,46 +187,48 @@ class MessagesWire:
                               "context_limit"})
     budget_keys: tuple[str, ...] = ("max_tokens",)
 
-    def sdk_client(self, endpoint, http_client, timeout):
+    def sdk_client(self, endpoint: Any, http_client: Any, timeout: float) -> Any:
         import anthropic
 
         return anthropic.Anthropic(base_url=endpoint.root, api_key=endpoint.api_key or NO_KEY,
                                    http_client=http_client, max_retries=0, timeout=timeout,
                                    default_headers=dict(endpoint.headers) or None)
 
-    def image_part(self, b64, mime, form):
+    def image_part(self, b64: str, mime: str, form: str) -> dict:
         return {"type": "image", "source": {"type": "base64", "media_type": mime, "data": b64}}
 
-    def sampling(self, sampling):
+    def sampling(self, sampling: dict) -> dict:
         # The Messages API has no seed (temperature 0 is as repeatable as it goes), and the
         # client no longer takes sampling arguments: they travel in the body.
         body = {k: v for k, v in sampling.items() if k in ("temperature", "top_p", "top_k")
                 and v is not None}
         return {"extra_body": body} if body else {}
 
-    def converse(self, sdk, model, req, clock):
+    def converse(self, sdk: Any, model: str, req: Request,
+                 clock: Callable[[], float]) -> Reply:
         return converse(sdk, model, req, clock)
 
-    def stop_param(self, stop):
+    def stop_param(self, stop: str) -> dict:
         return {"stop_sequences": [stop]}
 
-    def count_tokens(self, sdk, model, req):
+    def count_tokens(self, sdk: Any, model: str, req: Request) -> int | None:
         return count_tokens(sdk, model, req)
 
-    def agent_history(self, messages, reply, results):
+    def agent_history(self, messages: list[dict], reply: Reply,
+                      results: list[str]) -> list[dict]:
         return agent_history(messages, reply, results)
 
-    def thinking_on(self, max_tokens):
+    def thinking_on(self, max_tokens: int) -> dict:
         # As Claude Code asks when thinking is on: the Messages API sends thinking blocks only
         # then. The budget stays under max_tokens (the API requires it; 1024 at least upstream).
         return {"thinking": {"type": "enabled", "budget_tokens": max(1, max_tokens - 1)}}
 
-    def thinking_off(self):
+    def thinking_off(self) -> dict:
         # The Messages API switch, and the template kwarg a llama.cpp upstream actually reads.
         return {"thinking": {"type": "disabled"},
                 "extra_body": {"chat_template_kwargs": {"enable_thinking": False}}}
 
-    def effort(self, value):
+    def effort(self, value: str) -> dict:
         # output_config.effort is the Messages API field; a llama.cpp upstream reads the kwarg.
         return {"extra_body": {"output_config": {"effort": value},
                                "chat_template_kwargs": {"reasoning_effort": value}}}

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from pytest_frank import metrics, schema_errors
-from pytest_frank.drivers import openai_chat
 from pytest_frank.drivers.anthropic_messages import MessagesWire
 from pytest_frank.drivers.openai_responses import ResponsesWire
 from pytest_frank.http import Exchange
 from pytest_frank.verdict import InEffect, Setting, Wording
-from pytest_frank.wire import Logprob
+from pytest_frank.wire import Logprob, Reply
 
 @dataclass
 class Readiness:
@@ -20,15 +19,16 @@ class Readiness:
 
 
 class Driver:
-    """The generic OpenAI-compatible server; engines override what differs."""
+    """What every engine shares: identity, routes, auth, readiness, the engine's facts, and the
+    members a route's wire fills in; each engine's driver sets or overrides what differs."""
 
-    name = "openai"
-    label = "OpenAI-compatible server"
+    name: str  # fleet.yaml `engine:`
+    label: str
     # How the engine gives itself away (pytest_frank.fingerprint): /v1/models owned_by and its
     # /metrics prefix. None for shapes any engine may wear (a generic server, a proxy).
     owned_by: str | None = None
     metrics_prefix: str | None = None
-    health_path = "/v1/models"  # a generic server has no health route; a model list is the proof
+    health_path: str
     models_path = "/v1/models"
     alias_flag = "the server's model name setting"
     # The engine's server settings a claim's advice names, by role (parallel, ctx, jinja, ...),
@@ -192,67 +192,52 @@ class Driver:
         """A vram.KVPool from the engine's metrics text, where it preallocates one; else None."""
         return None
 
-    # -- generation: the official client and wire format of the API shape ---------------------
-    api = "chat"  # the route it generates on by default: chat, messages or responses
-    api_shape = "openai"  # which official client speaks to it: "openai" or "anthropic"
+    # -- generation: the route's wire fills these in (openai_chat.ChatWire, the Messages and
+    # Responses wires); every driver wears one -------------------------------------------------
+    api: str  # the route it generates on by default: chat, messages or responses
+    api_shape: str  # which official client speaks to it: "openai" or "anthropic"
+    # What sdk_client and the first request import: a fleet takes them ahead (FrankSession.warm).
+    sdk_modules: tuple[str, ...]
+    image_forms: tuple[str, ...]  # how an image may travel: data_url, base64, anthropic
+    # Where a reply carries reasoning, in the order read; fleet.yaml `reasoning.field` wins.
+    reasoning_fields: tuple[str, ...]
+    shape_params: frozenset[str]  # the request parameters of the API shape
+    budget_keys: tuple[str, ...]  # the fields an answer's budget may be sent in
+    sdk_client: Callable[..., Any]  # (endpoint, http_client, timeout): the official client
+    # (sdk, model, request, clock): one request on the wire, a wire.Reply (errors raise, as the
+    # SDK raises)
+    converse: Callable[..., Reply]
+    # (messages so far, the assistant reply that called tools, each call's result as JSON text):
+    # the history of an agent's next turn in this API shape
+    agent_history: Callable[[list[dict], Reply, list[str]], list[dict]]
+    count_tokens: Callable[..., int | None]  # (sdk, model, request): by the API's own route
+    # Request params: fleet.yaml's sampling, a stop string, a chat-shaped response_format, each
+    # token's logprob with `top` alternatives, thinking asked for (max_tokens) or switched off,
+    # a reasoning_effort level, an image part (b64, mime, form)
+    sampling: Callable[[dict], dict]
+    stop_param: Callable[[str], dict]
+    response_format: Callable[[dict], dict]
+    logprobs: Callable[[int], dict]
+    thinking_on: Callable[[int], dict]
+    thinking_off: Callable[[], dict]
+    effort: Callable[[str], dict]
+    image_part: Callable[[str, str, str], dict]
+    # The driver that serves this one's other routes: its own engine (None), or the generic
+    # shape for a driver whose own route is not chat (a proxy's other routes are generic).
+    other_routes: type[Driver] | None = None
 
     def with_api(self, api: str | None) -> Driver:
         """This driver generating on another route (fleet.yaml `api:`, a client profile): the
-        route's wire replaces the default one; an engine whose own route is not chat lends the
-        others to a generic server (a proxy's other routes are the generic shape's)."""
+        route's wire replaces the default one."""
         if api is None or api == self.api:
             return self
-        base = type(self) if self.api == "chat" else Driver
+        base = self.other_routes or type(self)
         wire = _wires().get(api)
-        if wire is None:
+        if wire is None:  # chat, where it is the generic shape's own route
             return base()
         return type(f"{base.__name__}On{wire.__name__}", (wire, base), {})()
     keep_generating: dict = {}  # request params that keep a model writing past its natural end
     engine_keys: tuple[str, ...] = ("timings",)  # reply fields past the API (llama.cpp's timings)
-
-    # -- params: the request parameters of the API shape, and where each one is lost ---------
-    shape_params = frozenset({"max_tokens", "stop", "response_format", "logprobs",
-                              "stream_usage", "context_limit"})
-    budget_keys: tuple[str, ...] = ("max_tokens", "max_completion_tokens")
-
-    def stop_param(self, stop: str) -> dict:
-        return {"stop": [stop]}
-
-    def response_format(self, fmt: dict) -> dict:
-        """Request params for a chat-shaped response_format (json_schema)."""
-        return {"response_format": fmt}
-
-    def logprobs(self, top: int) -> dict:
-        """Request params that ask each token's logprob and `top` alternatives."""
-        return {"logprobs": True, "top_logprobs": top}
-
-    def count_tokens(self, sdk, model: str, req) -> int | None:
-        """The prompt's tokens by the API's own counting route; None: the shape has none (the
-        OpenAI shape; test_params_count_tokens is not collected for it)."""
-        return None
-
-    # What sdk_client and the first request import: a fleet takes them ahead (FrankSession.warm).
-    sdk_modules: tuple[str, ...] = ("openai", "openai.resources.chat")
-
-    def sdk_client(self, endpoint, http_client, timeout: float):
-        return openai_chat.client(endpoint, http_client, timeout)
-
-    def converse(self, sdk, model: str, req, clock):
-        """One request on the wire; returns a wire.Reply (errors raise, as the SDK raises)."""
-        return openai_chat.converse(self, sdk, model, req, clock)
-
-    def agent_history(self, messages: list[dict], reply, results: list[str]) -> list[dict]:
-        """The history of an agent's next turn: `messages` so far, the assistant `reply` that
-        called tools, and each call's result (JSON text), in this API shape."""
-        return openai_chat.agent_history(messages, reply, results)
-
-    def sampling(self, sampling: dict) -> dict:
-        """Request params for fleet.yaml's sampling (a None seed sends none)."""
-        out = {k: v for k, v in sampling.items() if k in ("temperature", "top_p", "seed")
-               and v is not None}
-        if sampling.get("top_k") is not None:
-            out["extra_body"] = {"top_k": sampling["top_k"]}
-        return out
 
     def engine_fields(self, extra: dict) -> dict:
         return {k: v for k, v in extra.items() if k in self.engine_keys and isinstance(v, dict)}
@@ -297,7 +282,6 @@ class Driver:
         return token.logprob == 0.0 and token.top == 0
 
     # -- vision --------------------------------------------------------------------------------
-    image_forms: tuple[str, ...] = ("data_url",)
     vision_advert_path: str | None = None  # where the engine says whether it can see
     no_projector_markers: tuple[str, ...] = ("image input is not supported",
                                              "is not a multimodal model")
@@ -327,10 +311,6 @@ class Driver:
         slot routes' payloads; None where the engine does not say."""
         return None, None
 
-    def image_part(self, b64: str, mime: str, form: str) -> dict:
-        url = b64 if form == "base64" else f"data:{mime};base64,{b64}"
-        return {"type": "image_url", "image_url": {"url": url}}
-
     def no_projector(self, reply) -> bool:
         """An error answer to an image that says the model has no vision at all."""
         text = (reply.problem or "").lower()
@@ -338,21 +318,7 @@ class Driver:
             m in text for m in self.no_projector_markers)
 
     # -- generation battery: reasoning, reasoning_effort, tools (pytest_frank.chat) -------------
-    # Where a chat reply carries reasoning, in the order read; fleet.yaml `reasoning.field` wins.
-    reasoning_fields: tuple[str, ...] = ("reasoning_content", "reasoning")
     honours_named_tool_choice = True  # OpenAI's {"type":"function","function":{"name":...}}
-
-    def thinking_on(self, max_tokens: int) -> dict:
-        """Request params that ask for thinking, where the API wants it asked (not here)."""
-        return {}
-
-    def thinking_off(self) -> dict:
-        """Request params that switch thinking off (chat template kwargs, as Qwen3 templates read)."""
-        return {"extra_body": {"chat_template_kwargs": {"enable_thinking": False}}}
-
-    def effort(self, value: str) -> dict:
-        """Request params that send a reasoning_effort level."""
-        return {"reasoning_effort": value}
 
     def template_line(self, message: str | None) -> str | None:
         """Where in the chat template an error answer says it raised ("line 3, column 12:

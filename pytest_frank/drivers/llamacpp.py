@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from pytest_frank import metrics
 from pytest_frank.drivers.base import Driver
+from pytest_frank.drivers.openai import OpenAIDriver
+from pytest_frank.http import Exchange
 from pytest_frank.local.launch import DEFAULT_CTX_SIZE
 from pytest_frank.serve.flags import Flag, Need, ServeFlags
 from pytest_frank.verdict import Setting, Wording
+from pytest_frank.wire import Reply
 
 # llama-server's flags as fleet.yaml `launch:` keys: advice for a launched endpoint names the keys.
 ALIAS = Setting("--alias", "launch.alias")
@@ -26,7 +30,7 @@ SPEC_TYPE = Setting("--spec-type", "launch.draft_model (a spec type is set with 
 START = Wording("start llama-server with ", "set in fleet.yaml ")
 
 
-class LlamaCppDriver(Driver):
+class LlamaCppDriver(OpenAIDriver):
     name = "llamacpp"
     label = "llama.cpp server"
     owned_by = "llamacpp"
@@ -40,11 +44,11 @@ class LlamaCppDriver(Driver):
              "draft_max": DRAFT_MAX, "spec_type": SPEC_TYPE}
     start = START
 
-    def is_loading(self, ex):
+    def is_loading(self, ex: Exchange) -> bool:
         # While the model loads, every route answers 503 "Loading model".
         return ex.status == 503 and "loading model" in ex.body.lower()
 
-    def served_ids(self, payload):
+    def served_ids(self, payload: Any) -> list[str]:
         ids = super().served_ids(payload)
         for card in payload["data"]:
             aliases = card.get("aliases") if isinstance(card, dict) else None
@@ -75,7 +79,7 @@ class LlamaCppDriver(Driver):
     # "if (n_ctx_slot > n_ctx_train) { SRV_WRN(... - capping); n_ctx_slot = n_ctx_train; }"
     ctx_train_cap = "llama.cpp caps every slot at the model's training context"
 
-    def ctx_train(self, payloads):
+    def ctx_train(self, payloads: dict) -> int | None:
         cards = (payloads.get("/v1/models") or {}).get("data") if isinstance(
             payloads.get("/v1/models"), dict) else None
         found = [(c.get("meta") or {}).get("n_ctx_train") for c in cards or []
@@ -86,7 +90,7 @@ class LlamaCppDriver(Driver):
                      and n > 0), None)
 
 
-    def slot_shape(self, payloads):
+    def slot_shape(self, payloads: dict) -> tuple[int | None, int | None, str]:
         props, slots = payloads.get("/props") or {}, payloads.get("/slots")
         count = props.get("total_slots")
         ctx = (props.get("default_generation_settings") or {}).get("n_ctx")
@@ -108,14 +112,14 @@ class LlamaCppDriver(Driver):
     # that wait; the server stops a request given up on once it has been left a second alone.
     abandon_quiet_s = 1.5
 
-    def tokenize_request(self, model, text):
+    def tokenize_request(self, model: str, text: str) -> tuple[str, dict] | None:
         return "/tokenize", {"content": text}  # {"tokens": [...]}, no template, no BOS
 
-    def token_count(self, payload):
+    def token_count(self, payload: Any) -> int | None:
         tokens = payload.get("tokens") if isinstance(payload, dict) else None
         return len(tokens) if isinstance(tokens, list) else None
 
-    def busy_slots(self, payload):
+    def busy_slots(self, payload: Any) -> tuple[int, int] | None:
         slots = [s for s in payload if isinstance(s, dict)] if isinstance(payload, list) else []
         flags = [s.get("is_processing") for s in slots]
         if not flags or not all(isinstance(f, bool) for f in flags):
@@ -123,7 +127,7 @@ class LlamaCppDriver(Driver):
         return sum(f is True for f in flags), len(flags)
 
 
-    def backend(self, payloads, log):
+    def backend(self, payloads: dict, log: str) -> tuple[str, str] | None:
         # The load log (info level): common_params_print_info's device_info lists the devices
         # ("  - CPU : ...", "  - CUDA0 : ..."); load_tensors says "offloaded N/M layers to GPU".
         offloaded = re.findall(r"offloaded (\d+)/(\d+) layers to GPU", log)
@@ -137,7 +141,7 @@ class LlamaCppDriver(Driver):
             return ("gpu" if gpu else "cpu"), f"the log's device_info: {', '.join(names)}"
         return None
 
-    def decoded_tokens(self, payload):
+    def decoded_tokens(self, payload: Any) -> int | None:
         # /slots: "next_token": [{"n_decoded": ...}] per slot (a dict on older builds)
         found = []
         for slot in payload if isinstance(payload, list) else []:
@@ -150,7 +154,7 @@ class LlamaCppDriver(Driver):
                 found.append(n)
         return sum(found) if found else None
 
-    def served_model_path(self, payloads):
+    def served_model_path(self, payloads: dict) -> str | None:
         path = (payloads.get("/props") or {}).get("model_path")
         return path if isinstance(path, str) and path else None
 
@@ -163,13 +167,13 @@ class LlamaCppDriver(Driver):
     vision_advert_path = "/props"
     no_projector_markers = ("image input is not supported",)
 
-    def uncached(self):
+    def uncached(self) -> dict:
         # A slot reuses the cached prefix of its last prompt and evaluates only the rest, in
         # other batches, so the logits move: on SmolLM2 a 945-token prompt's first token came
         # back at -1.8504 from the cache and -1.9383 every time without it (bit for bit).
         return {"extra_body": {"cache_prompt": False}}
 
-    def cached_prompt(self, reply):
+    def cached_prompt(self, reply: Reply) -> tuple[int, int, str] | None:
         # timings: cache_n tokens reused, prompt_n evaluated; usage says the same on new builds
         timings = reply.engine.get("timings") if isinstance(reply.engine, dict) else None
         cached, evaluated = (timings or {}).get("cache_n"), (timings or {}).get("prompt_n")
@@ -181,7 +185,7 @@ class LlamaCppDriver(Driver):
     CAPS = {"tools": ("supports_tools", "tools"),
             "reasoning_effort": ("supports_reasoning_effort", "reasoning_effort")}
 
-    def template_caps(self, payloads):
+    def template_caps(self, payloads: dict) -> dict[str, tuple[bool, str]]:
         props = payloads.get("/props") or {}
         caps, template = props.get("chat_template_caps"), props.get("chat_template")
         found = {}
@@ -200,7 +204,7 @@ class LlamaCppDriver(Driver):
     THINKING = re.compile(r"<[^<>\s]*think[^<>\s]*>|enable_thinking|reasoning_content|"
                           r"\bthinking\b", re.IGNORECASE)
 
-    def template_thinks(self, payloads):
+    def template_thinks(self, payloads: dict) -> tuple[bool, str] | None:
         props = payloads.get("/props") or {}
         caps, template = props.get("chat_template_caps"), props.get("chat_template")
         if isinstance(caps, dict) and isinstance(caps.get("supports_thinking"), bool):
@@ -230,20 +234,20 @@ class LlamaCppDriver(Driver):
     # client may have folded the lines into one).
     TEMPLATE_WHERE = re.compile(r"at line (\d+), column (\d+) in source:\s*(.+?)\s+\^", re.S)
 
-    def template_line(self, message):
+    def template_line(self, message: str | None) -> str | None:
         found = self.TEMPLATE_WHERE.search(message or "")
         if found is None:
             return None
         line, column, source = found.groups()
         return f"line {line}, column {column}: {source.strip()}"
 
-    def served_template(self, payloads):
+    def served_template(self, payloads: dict) -> tuple[str | None, str | None]:
         props = payloads.get("/props") or {}
         template, eos = props.get("chat_template"), props.get("eos_token")
         return (template if isinstance(template, str) and template else None,
                 eos if isinstance(eos, str) and eos else None)
 
-    def vision_advertised(self, payload):
+    def vision_advertised(self, payload: Any) -> bool | None:
         modalities = payload.get("modalities") if isinstance(payload, dict) else None
         return bool(modalities.get("vision")) if isinstance(modalities, dict) else None
 
@@ -351,7 +355,7 @@ class LlamaCppDriver(Driver):
 
     speculative_source = "/slots speculative"
 
-    def speculative_live(self, payloads):
+    def speculative_live(self, payloads: dict) -> bool | None:
         slots = payloads.get("/slots")
         flags = [s.get("speculative") for s in slots or [] if isinstance(s, dict)]
         return any(flags) if flags and all(isinstance(f, bool) for f in flags) else None

@@ -202,3 +202,61 @@ def _text(arguments) -> str:
     import json
 
     return arguments if isinstance(arguments, str) else json.dumps(arguments)
+
+
+class ChatWire:
+    """Chat completions as a driver wears it: the OpenAI-family engines' own route (the generic
+    shape, llama.cpp, vLLM, SGLang), and the chat route a proxy's generic shape lends."""
+
+    api = "chat"
+    api_shape = "openai"
+    sdk_modules: tuple[str, ...] = ("openai", "openai.resources.chat")
+    image_forms: tuple[str, ...] = ("data_url",)
+    reasoning_fields: tuple[str, ...] = ("reasoning_content", "reasoning")
+    shape_params = frozenset({"max_tokens", "stop", "response_format", "logprobs",
+                              "stream_usage", "context_limit"})
+    budget_keys: tuple[str, ...] = ("max_tokens", "max_completion_tokens")
+
+    def sdk_client(self, endpoint, http_client, timeout: float):
+        return client(endpoint, http_client, timeout)
+
+    def converse(self, sdk, model: str, req: Request, clock: Callable[[], float]) -> Reply:
+        return converse(self, sdk, model, req, clock)  # type: ignore[arg-type]
+
+    def agent_history(self, messages: list[dict], reply: Reply, results: list[str]) -> list[dict]:
+        return agent_history(messages, reply, results)
+
+    def count_tokens(self, sdk, model: str, req: Request) -> int | None:
+        # The OpenAI shape has no counting route (test_params_count_tokens is not collected).
+        return None
+
+    def sampling(self, sampling: dict) -> dict:
+        """Request params for fleet.yaml's sampling (a None seed sends none)."""
+        out = {k: v for k, v in sampling.items() if k in ("temperature", "top_p", "seed")
+               and v is not None}
+        if sampling.get("top_k") is not None:
+            out["extra_body"] = {"top_k": sampling["top_k"]}
+        return out
+
+    def stop_param(self, stop: str) -> dict:
+        return {"stop": [stop]}
+
+    def response_format(self, fmt: dict) -> dict:
+        return {"response_format": fmt}
+
+    def logprobs(self, top: int) -> dict:
+        return {"logprobs": True, "top_logprobs": top}
+
+    def thinking_on(self, max_tokens: int) -> dict:
+        return {}  # thinking is the template's default: nothing to ask
+
+    def thinking_off(self) -> dict:
+        # chat template kwargs, as Qwen3 templates read them
+        return {"extra_body": {"chat_template_kwargs": {"enable_thinking": False}}}
+
+    def effort(self, value: str) -> dict:
+        return {"reasoning_effort": value}
+
+    def image_part(self, b64: str, mime: str, form: str) -> dict:
+        url = b64 if form == "base64" else f"data:{mime};base64,{b64}"
+        return {"type": "image_url", "image_url": {"url": url}}

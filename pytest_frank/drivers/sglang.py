@@ -5,11 +5,11 @@ from __future__ import annotations
 import secrets
 
 from pytest_frank import metrics
-from pytest_frank.drivers.base import Driver
+from pytest_frank.drivers.openai import OpenAIDriver
 from pytest_frank.serve.flags import Flag, Need, ServeFlags
 
 
-class SglangDriver(Driver):
+class SglangDriver(OpenAIDriver):
     name = "sglang"
     label = "SGLang server"
     owned_by = "sglang"

@@ -5,12 +5,12 @@ from __future__ import annotations
 import secrets
 
 from pytest_frank import metrics
-from pytest_frank.drivers.base import Driver
+from pytest_frank.drivers.openai import OpenAIDriver
 from pytest_frank.serve.flags import Flag, Need, ServeFlags
 from pytest_frank.verdict import Setting
 
 
-class VllmDriver(Driver):
+class VllmDriver(OpenAIDriver):
     name = "vllm"
     label = "vLLM server"
     owned_by = "vllm"
