@@ -147,3 +147,21 @@ def test_no_driver_holds_a_claims_advice():
 ])
 def test_the_advice_guard_sees_a_planted_fix(planted, found):
     assert advice_in(planted) == found
+
+
+def test_each_fix_by_engine_names_an_engine_and_a_route():
+    # A misspelt engine (`llama=`) in a claim's advice would never be said: the generic one would.
+    from pytest_frank.drivers.base import _wires
+
+    claims = Path(pytest_frank.drivers.__file__).parent.parent / "claims"
+    calls = [node for path in claims.rglob("*.py")
+             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "advise"]
+    assert len(calls) >= 30
+    for call in calls:
+        engines = {k.arg for k in call.keywords} - {"api"}
+        assert engines <= set(DRIVERS), f"line {call.lineno}: {sorted(engines - set(DRIVERS))}"
+        routes = [k.value for k in call.keywords if k.arg == "api"]
+        for route in routes:
+            assert isinstance(route, ast.Dict)
+            assert {k.value for k in route.keys if isinstance(k, ast.Constant)} <= set(_wires())

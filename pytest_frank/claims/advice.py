@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Callable, Mapping, Union
 
 from pytest_frank.drivers.base import Driver
+from pytest_frank.drivers.openai import OpenAIDriver
 from pytest_frank.verdict import Text
 
 Advice = Union[Text, Callable[[Driver], Text]]
@@ -18,7 +19,7 @@ Advice = Union[Text, Callable[[Driver], Text]]
 def advise(driver: Driver | None, generic: Advice, *, api: Mapping[str, Advice] | None = None,
            **engines: Advice) -> Text:
     """The fix for `driver`: its route's, else its engine's (by driver name), else the generic
-    one (also for no driver at all)."""
-    said = generic if driver is None else (api or {}).get(driver.api) or engines.get(
-        driver.name, generic)
-    return said(driver) if callable(said) and driver is not None else said  # type: ignore[return-value]
+    one (also where no driver is known: the generic shape's)."""
+    d = driver or OpenAIDriver()
+    said = (api or {}).get(d.api) or engines.get(d.name, generic)
+    return said(d) if callable(said) else said
