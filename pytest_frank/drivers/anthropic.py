@@ -19,7 +19,3 @@ class AnthropicDriver(MessagesWire, Driver):
         if api_key:
             headers["x-api-key"] = api_key
         return headers
-
-
-    # -- generation battery: what a proxy's upstream must do ------------------------------------
-

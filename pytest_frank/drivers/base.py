@@ -12,6 +12,7 @@ from pytest_frank.http import Exchange
 from pytest_frank.verdict import InEffect, Setting, Wording
 from pytest_frank.wire import Logprob, Reply
 
+
 @dataclass
 class Readiness:
     state: str  # "ready" | "loading" | "down"
@@ -105,7 +106,6 @@ class Driver:
         text = err or body.get("message")
         return " ".join(str(text).split()) if text else None
 
-
     # -- slots: how many conversations at once, and the context each one gets ------------------
     slot_routes: tuple[str, ...] = ("/v1/models",)
 
@@ -130,7 +130,6 @@ class Driver:
                 found.update(dict.fromkeys(flag.names, None if flag.takes == "none" else v.text))
         return found
 
-
     # What the engine does with a slot context past the model's training context, where it
     # caps it (then `ctx_train` reads the training context; None: not capped, or not said).
     ctx_train_cap: str | None = None
@@ -138,7 +137,6 @@ class Driver:
     def ctx_train(self, payloads: dict) -> int | None:
         """The model's training context from the slot routes' payloads, where reported."""
         return None
-
 
     def slot_shape(self, payloads: dict) -> tuple[int | None, int | None, str]:
         """(slot count, context per slot, where it was read); None where the engine doesn't say."""

@@ -56,7 +56,6 @@ class LlamaCppDriver(OpenAIDriver):
                 ids += [a for a in aliases if isinstance(a, str) and a not in ids]
         return ids
 
-
     shapes = {
         **Driver.shapes,
         "/props": {"type": "object", "properties": {
@@ -88,7 +87,6 @@ class LlamaCppDriver(OpenAIDriver):
         found.append(props.get("n_ctx_train") if isinstance(props, dict) else None)
         return next((n for n in found if isinstance(n, int) and not isinstance(n, bool)
                      and n > 0), None)
-
 
     def slot_shape(self, payloads: dict) -> tuple[int | None, int | None, str]:
         props, slots = payloads.get("/props") or {}, payloads.get("/slots")
@@ -126,7 +124,6 @@ class LlamaCppDriver(OpenAIDriver):
             return None
         return sum(f is True for f in flags), len(flags)
 
-
     def backend(self, payloads: dict, log: str) -> tuple[str, str] | None:
         # The load log (info level): common_params_print_info's device_info lists the devices
         # ("  - CPU : ...", "  - CUDA0 : ..."); load_tensors says "offloaded N/M layers to GPU".
@@ -157,7 +154,6 @@ class LlamaCppDriver(OpenAIDriver):
     def served_model_path(self, payloads: dict) -> str | None:
         path = (payloads.get("/props") or {}).get("model_path")
         return path if isinstance(path, str) and path else None
-
 
     # -- generation, /metrics, speculative decoding, vision --------------------------------------
     keep_generating = {"extra_body": {"ignore_eos": True}}

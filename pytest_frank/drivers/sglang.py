@@ -18,7 +18,6 @@ class SglangDriver(OpenAIDriver):
     build_route = ("/get_server_info", "version")
     start = "start SGLang with "
 
-
     # The model path is not on the model card: python/sglang/srt/entrypoints/http_server.py
     # available_models() builds ModelCard(id=served_model_name, root=served_model_name, ...), so
     # `root` is the served name. get_server_info() returns dataclasses.asdict(server_args),
@@ -44,8 +43,6 @@ class SglangDriver(OpenAIDriver):
 
     # -- load: the scheduler's gauges (sglang/srt/metrics/collector.py) ---------------------------
     load_series = ("sglang:num_running_reqs", "sglang:num_queue_reqs")
-
-    # -- generation battery: reasoning, reasoning_effort, tools --------------------------------
 
     # -- the serve command line: python -m sglang.launch_server ---------------------------------
     # Each flag is a python/sglang/srt/server_args.py ServerArgs field (the flag is the field's

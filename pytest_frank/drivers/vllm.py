@@ -20,13 +20,11 @@ class VllmDriver(OpenAIDriver):
     flags = {"parallel": Setting("--max-num-seqs"), "ctx": Setting("--max-model-len")}
     start = "start vLLM with "
 
-
     def uncached(self):
         # No request switches the prefix cache off (--enable-prefix-caching is server-wide); a
         # fresh `cache_salt` (ChatCompletionRequest, V1 engine) salts the request's block
         # hashes, so no block of an earlier request matches and the prompt is computed whole.
         return {"extra_body": {"cache_salt": secrets.token_urlsafe(16)}}
-
 
     # -- generation, /metrics, speculative decoding, vision --------------------------------------
     keep_generating = {"extra_body": {"ignore_eos": True}}
