@@ -27,7 +27,7 @@ def alias_fix(driver: Driver, alias: str, served: list[str]) -> Text:
     """Serve `alias` beside the names served now (clients may use those too)."""
     names = list(dict.fromkeys([*served, alias]))
     return advise(
-        driver, lambda d: f"serve it under that name ({d.alias_flag} {alias})",
+        driver, f"serve it under that name (the server's model name setting {alias})",
         llamacpp=lambda d: Phrase("add it to ", d.flags["alias"], ", keeping the names served "
                                   "now: ", d.flags["alias"](",".join(names))),
         vllm=("add it to --served-model-name, keeping the names served now: "

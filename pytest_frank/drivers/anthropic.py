@@ -11,7 +11,6 @@ class AnthropicDriver(MessagesWire, Driver):
     name = "anthropic"
     label = "Anthropic Messages proxy"
     health_path = "/health"
-    alias_flag = "the proxy's model mapping for"
     other_routes = OpenAIDriver
 
     def auth_headers(self, api_key: str | None) -> dict[str, str]:

@@ -31,7 +31,6 @@ class Driver:
     metrics_prefix: str | None = None
     health_path: str
     models_path = "/v1/models"
-    alias_flag = "the server's model name setting"
     # The engine's server settings a claim's advice names, by role (parallel, ctx, jinja, ...),
     # and the words that ask for one ("start llama-server with "); None: not known here.
     flags: dict[str, Setting] = {"parallel": Setting("the server's concurrency setting")}

@@ -36,7 +36,6 @@ class LlamaCppDriver(OpenAIDriver):
     owned_by = "llamacpp"
     metrics_prefix = "llamacpp:"
     health_path = "/health"
-    alias_flag = "llama-server --alias"
     build_route = ("/props", "build_info")  # "b<number>-<commit>"
     flags = {"alias": ALIAS, "parallel": PARALLEL, "ctx": CTX_SIZE, "kv_unified": KV_UNIFIED,
              "metrics": METRICS, "jinja": JINJA, "reasoning_format": REASONING_FORMAT,
