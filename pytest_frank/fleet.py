@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, TypeVar
 
 from pytest_frank import redact, schema_errors
 from pytest_frank.hosts import host_of
@@ -32,6 +32,7 @@ DEFAULT_SAMPLING = {"temperature": 0.0, "seed": 1234}
 # pytest_frank.claims.register), by name, validated with the built-in ones.
 EXPECT_SCHEMAS: dict[str, dict[str, Any]] = {}
 _FROM_ENV: set[str] = set()  # values ${VAR} brought in: a usage error never echoes them
+T = TypeVar("T")
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
@@ -113,6 +114,15 @@ class Endpoint:
         """The claim's typed options (its `Options`, parsed from `expect.<claim>`)."""
         self._bound("options")
         return self._options[claim]
+
+    def options_of(self, kind: type[T]) -> T:
+        """The options of the one claim whose options are a `kind` (a claim's Options class)."""
+        self._bound("options")
+        found = [opts for opts in self._options.values() if type(opts) is kind]
+        if len(found) != 1:
+            raise LookupError(f"endpoint {self.name}: {len(found)} claims have options of "
+                              f"{kind.__qualname__}; one must: register its claim with them")
+        return found[0]
 
     def _bound(self, what: str) -> frozenset[str]:
         if self._asked is None:

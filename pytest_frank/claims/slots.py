@@ -17,7 +17,7 @@ class Options(ClaimOptions):
     ctx_per_slot: int | None = None
 
 
-def judge(shape: SlotShape, ctx: Context) -> None:
+def judge(shape: SlotShape, ctx: Context[Options]) -> None:
     """The live slot count and context per slot are the fleet's."""
     want_count, want_ctx, driver = ctx.options.count, ctx.options.ctx_per_slot, ctx.driver
     if want_count is not None:

@@ -71,7 +71,7 @@ class Fit(Observation):
 def _model(target, *, strict: bool, gpu_total: int | None = None) -> Fit:
     """Model the endpoint's memory from expect.vram and, live, the slot shape and the model path
     the engine reports. Too little to model is inconclusive (a failure when strict)."""
-    settings = {**_launched(target), **target.endpoint.options("vram").as_dict()}
+    settings = {**_launched(target), **Options.on(target.endpoint).as_dict()}
     shape, why = None, ""
     if not target.offline and not (settings.get("model") and settings.get("ctx_size")):
         shape = target.need(slots.shape)
@@ -136,7 +136,7 @@ def fit(target) -> Fit:
 def _gpu_total(target) -> tuple[int | None, str]:
     """Without gpu_mib, in a live run: the GPU's size as the memory source reads it; else
     None and why none was read."""
-    opts = target.endpoint.options("vram")
+    opts = Options.on(target.endpoint)
     if opts.gpu_mib:
         return None, ""
     if target.offline:
@@ -150,7 +150,7 @@ def _gpu_total(target) -> tuple[int | None, str]:
     return reading.total, ""
 
 
-def judge_fit(obs: Fit, ctx: Context) -> None:
+def judge_fit(obs: Fit, ctx: Context[Options]) -> None:
     """The modelled memory fits the GPU with the headroom asked."""
     if obs.modelled is None:  # the probe said why, as a failure or inconclusive
         fail("the model's memory could not be modelled")
@@ -176,7 +176,7 @@ def judge_fit(obs: Fit, ctx: Context) -> None:
     fail(f"{v.message}\n{result.table}", fix)
 
 
-def _show_model(result: Modelled, ctx: Context) -> Modelled:
+def _show_model(result: Modelled, ctx: Context[Options]) -> Modelled:
     ctx.attach(TABLE, "text/markdown", result.table)
     ctx.figure("vram_modelled_mib", result.estimate.total / 2**20, "MiB")
     ctx.note(f"modelled: {fmt_mib(result.estimate.total)} MiB = {result.estimate.breakdown()} "
@@ -199,7 +199,7 @@ class Live(Observation):
 def live(target) -> Live:
     """The GPU memory source, the KV pool the engine describes (vLLM /metrics), the slot shape,
     and what the model says should be used."""
-    opts = target.endpoint.options("vram")
+    opts = Options.on(target.endpoint)
     elsewhere = _gpu_elsewhere(target.endpoint, opts)
     if elsewhere:
         return Live(measured=GpuReading(where="nvidia-smi"), inconclusive=elsewhere)
@@ -251,7 +251,7 @@ def _pool(driver, text: str) -> KVPool | None:
         return None
 
 
-def judge_live(obs: Live, ctx: Context) -> None:
+def judge_live(obs: Live, ctx: Context[Options]) -> None:
     """The GPU memory the endpoint uses is within tolerance of what its model needs."""
     m, driver = obs.measured, ctx.driver
     if obs.pool:
@@ -281,7 +281,7 @@ def judge_live(obs: Live, ctx: Context) -> None:
         fail(said, driver.vram_low_fix)
 
 
-def _expected(obs: Live, ctx: Context) -> tuple[int, str, int]:
+def _expected(obs: Live, ctx: Context[Options]) -> tuple[int, str, int]:
     """(bytes the endpoint should use, how that was reached, the model's weights if known)."""
     pool, total = obs.pool, obs.measured.total
     if obs.expected is None and pool and pool.fraction and total:
