@@ -22,6 +22,12 @@ class Options(ClaimOptions):
     unit_policy: bool = False  # also check the unit's restart and memory-lock hygiene
 
 
+if TYPE_CHECKING:  # the config gate reads these options too: the type checker keeps them in step
+    from pytest_frank.serve import gate
+
+    _GATE: type[gate.ServeWants] = Options
+
+
 @dataclass(kw_only=True)
 class ServeConfig(Observation):
     command: ServeCommand | None = None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Options as ClaimOptions
@@ -15,6 +16,12 @@ from pytest_frank.verdict import Alt, Phrase, fail
 class Options(ClaimOptions):
     count: int | None = None
     ctx_per_slot: int | None = None
+
+
+if TYPE_CHECKING:  # the config gate reads these options too: the type checker keeps them in step
+    from pytest_frank.serve import gate
+
+    _GATE: type[gate.SlotsWant] = Options
 
 
 def judge(shape: SlotShape, ctx: Context[Options]) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Options as ClaimOptions
@@ -58,6 +58,12 @@ class Options(ClaimOptions):
     def as_dict(self) -> dict[str, Any]:
         """The keys fleet.yaml set, as the memory model (pytest_frank.vram.plan) reads them."""
         return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+if TYPE_CHECKING:  # the config gate reads these options too: the type checker keeps them in step
+    from pytest_frank.serve import gate
+
+    _GATE: type[gate.VramWants] = Options
 
 
 # --------------------------------------------------------------------------- what should be used
