@@ -8,7 +8,7 @@ the claim's parsed `Options`, so the type checker sees a misspelt option."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Generic, Protocol, TypeVar
 
 import pytest
 
@@ -19,6 +19,14 @@ if TYPE_CHECKING:
     from pytest_frank.fleet import Endpoint
 
 Note = Callable[[str], None]
+
+
+class Figure(Protocol):
+    """figure(name, value, unit=""): a measured number that a later run's baseline compares."""
+
+    def __call__(self, name: str, value: float, unit: str = "") -> None: ...
+
+
 Opts = TypeVar("Opts")  # a claim's options: pytest_frank.claims.<claim>.Options
 
 
@@ -33,8 +41,7 @@ class Context(Generic[Opts]):
     case: str | None = None  # the level, form, ... of a cased check
     note: Note = field(default=lambda text: None)
     attach: Callable[[str, str, str], None] = field(default=lambda name, mime, data: None)
-    # figure(name, value, unit): a measured number that a later run's baseline compares
-    figure: Callable[[str, float, str], None] = field(default=lambda name, value, unit: None)
+    figure: Figure = field(default=lambda name, value, unit="": None)
 
 
 
