@@ -1,5 +1,6 @@
-"""One module per claim. Each declares its `Options` (parsed from the fleet entry by `bind`), its
-probes (network and file work) and its checks (`pytest_frank.checks.Check`: probe + judge).
+"""One module per claim. Each declares its `Options` (parsed from the fleet entry by `bind`, read
+back typed by a probe with `Options.on(endpoint)` and by a judge as `ctx.options`), its probes
+(network and file work) and its checks (`pytest_frank.checks.Check`: probe + judge).
 A conftest.py or a plugin adds claims of its own with `register` (the `pytest_frank_claims`
 hook, pytest_frank.hooks)."""
 
