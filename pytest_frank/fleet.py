@@ -120,8 +120,9 @@ class Endpoint:
         self._bound("options")
         found = [opts for opts in self._options.values() if type(opts) is kind]
         if len(found) != 1:
-            raise LookupError(f"endpoint {self.name}: {len(found)} claims have options of "
-                              f"{kind.__qualname__}; one must: register its claim with them")
+            raise LookupError(f"endpoint {self.name}: {len(found)} claims have options of class "
+                              f"{kind.__qualname__}, not one: give the claim an Options class of "
+                              f"its own, or read them by its name (options(claim))")
         return found[0]
 
     def _bound(self, what: str) -> frozenset[str]:
