@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterable, Mapping, TypeVar
 from pytest_frank import redact, schema_errors
 from pytest_frank.hosts import host_of
 
+T = TypeVar("T")
 ENGINES = ("llamacpp", "vllm", "sglang", "anthropic", "openai")
 DEFAULT_READY_TIMEOUT = 120.0
 # The larger budget a check that judges the answer asks with, once, when thinking used the first
@@ -32,7 +33,6 @@ DEFAULT_SAMPLING = {"temperature": 0.0, "seed": 1234}
 # pytest_frank.claims.register), by name, validated with the built-in ones.
 EXPECT_SCHEMAS: dict[str, dict[str, Any]] = {}
 _FROM_ENV: set[str] = set()  # values ${VAR} brought in: a usage error never echoes them
-T = TypeVar("T")
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
