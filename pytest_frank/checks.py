@@ -1,12 +1,14 @@
 """The one judge contract. A claim module declares each check as a `Check`: the probe that
 gathers its observation (network and file work, run ahead for the whole fleet) and the judge that
 reads it: `judge(observation, ctx)`, which fails through `pytest_frank.verdict`. The battery turns
-each `Check` into a test with `battery_test`."""
+each `Check` into a test with `battery_test`. A check is typed by its observation and by its
+claim's options: the judge's `ctx.options` and the `applies`, `cases` and `asked` functions get
+the claim's parsed `Options`, so the type checker sees a misspelt option."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Generic
+from typing import TYPE_CHECKING, Any, Callable, Generic, Protocol, TypeVar
 
 import pytest
 
@@ -19,24 +21,33 @@ if TYPE_CHECKING:
 Note = Callable[[str], None]
 
 
+class Figure(Protocol):
+    """figure(name, value, unit=""): a measured number that a later run's baseline compares."""
+
+    def __call__(self, name: str, value: float, unit: str = "") -> None: ...
+
+
+Opts = TypeVar("Opts")  # a claim's options: pytest_frank.claims.<claim>.Options
+
+
 @dataclass
-class Context:
-    """What a judge may consult besides the observation: no network, no files."""
+class Context(Generic[Opts]):
+    """What a judge may consult besides the observation: no network, no files. A judge says
+    its claim's options: `ctx: Context[Options]`."""
 
     endpoint: Endpoint
     driver: Driver
-    options: Any  # the claim's typed options (pytest_frank.claims.<claim>.Options)
+    options: Opts  # the claim's options, parsed from fleet.yaml's `expect.<claim>`
     case: str | None = None  # the level, form, ... of a cased check
     note: Note = field(default=lambda text: None)
     attach: Callable[[str, str, str], None] = field(default=lambda name, mime, data: None)
-    # figure(name, value, unit): a measured number that a later run's baseline compares
-    figure: Callable[[str, float, str], None] = field(default=lambda name, value, unit: None)
+    figure: Figure = field(default=lambda name, value, unit="": None)
 
 
 
 
 @dataclass(frozen=True)
-class Check(Generic[Obs]):
+class Check(Generic[Obs, Opts]):
     """One verdict on one claim. `test` is the test's public name; `cases` splits it into one
     test per case; `applies` gives the reason a part of a claim is not asked (then it is skipped
     and its probe never runs)."""
@@ -44,22 +55,26 @@ class Check(Generic[Obs]):
     test: str
     claim: str
     probe: Callable[..., Obs]  # probe(target) or, for a cased check, probe(target, case)
-    judge: Callable[[Obs, Context], None]
+    judge: Callable[[Obs, Context[Opts]], None]
     offline: bool = False
-    cases: Callable[[Any, Driver], list[str]] | None = None
-    applies: Callable[[Any, Driver], str | None] | None = None
+    cases: Callable[[Opts, Driver], list[str]] | None = None
+    applies: Callable[[Opts, Driver], str | None] | None = None
     # Whether the claim's options ask this test at all: where not, it is not collected (no
     # skip row), as a claim fleet.yaml does not ask is no test of the endpoint.
-    asked: Callable[[Any], bool] | None = None
+    asked: Callable[[Opts], bool] | None = None
     # For a `launch:` endpoint, advice in server flags reads as fleet.yaml keys; a check whose
     # advice is about another file (a serve script) keeps the flags.
     fleet_terms: bool = True
 
+    def options(self, endpoint: Endpoint) -> Opts:
+        """The endpoint's options of this check's claim."""
+        return endpoint.options(self.claim)
+
     def not_applying(self, endpoint: Endpoint, driver: Driver) -> str | None:
-        return self.applies(endpoint.options(self.claim), driver) if self.applies else None
+        return self.applies(self.options(endpoint), driver) if self.applies else None
 
 
-def battery_test(check: Check) -> Callable[..., None]:
+def battery_test(check: Check[Any, Any]) -> Callable[..., None]:
     """A pytest test function for `check`, marked with its claim (and `offline`)."""
     def with_case(endpoint, case) -> None:
         endpoint.verify(check, case)
@@ -75,7 +90,7 @@ def battery_test(check: Check) -> Callable[..., None]:
     return pytest.mark.offline(test) if check.offline else test
 
 
-def check_of(item) -> Check | None:
+def check_of(item) -> Check[Any, Any] | None:
     """The battery's check of a test; for a test of your own that calls `endpoint.verify(CHECK)`,
     the `Check` of the test's name in its module (its probe then runs in the probe phase too)."""
     found = getattr(getattr(item, "obj", None), "frank_check", None)

@@ -53,9 +53,11 @@ class EndpointUnderTest:
         return obs
 
     def options(self, claim: str) -> Any:
+        """The claim's parsed options by its name (a check's own: `Options.on(endpoint.config)`,
+        typed)."""
         return self.config.options(claim)
 
-    def verify(self, check: Check[Any], case: str | None = None) -> None:
+    def verify(self, check: Check[Any, Any], case: str | None = None) -> None:
         """Probe, then judge: fail with the observation's failure, else with the judge's."""
         why_not = check.not_applying(self.config, self.driver)
         if why_not:
@@ -69,7 +71,7 @@ class EndpointUnderTest:
                 raise Failure(obs.failure or "", obs.fix)
             if obs.inconclusive:
                 raise Inconclusive(f"inconclusive: {obs.inconclusive}")
-            check.judge(obs, Context(self.config, self.driver, self.options(check.claim), case,
+            check.judge(obs, Context(self.config, self.driver, check.options(self.config), case,
                                      self.note, self.attach, self.figure))
         except Inconclusive:
             self.verdict = Verdict.INCONCLUSIVE
@@ -82,7 +84,7 @@ class EndpointUnderTest:
             return
         pytest.fail(message, pytrace=False)  # outside the except: no chained traceback
 
-    def _diagnosis(self, failed: Failure, check: Check[Any]) -> str:
+    def _diagnosis(self, failed: Failure, check: Check[Any, Any]) -> str:
         """A failure as the operator should read it: the engine first where fleet.yaml names
         the wrong one, and fleet.yaml keys instead of flags for a launched endpoint."""
         from pytest_frank import fingerprint

@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, TypeVar
 
 from pytest_frank import redact, schema_errors
 from pytest_frank.hosts import host_of
 
+T = TypeVar("T")
 ENGINES = ("llamacpp", "vllm", "sglang", "anthropic", "openai")
 DEFAULT_READY_TIMEOUT = 120.0
 # The larger budget a check that judges the answer asks with, once, when thinking used the first
@@ -113,6 +114,16 @@ class Endpoint:
         """The claim's typed options (its `Options`, parsed from `expect.<claim>`)."""
         self._bound("options")
         return self._options[claim]
+
+    def options_of(self, kind: type[T]) -> T:
+        """The options of the one claim whose options are a `kind` (a claim's Options class)."""
+        self._bound("options")
+        found = [opts for opts in self._options.values() if type(opts) is kind]
+        if len(found) != 1:
+            raise LookupError(f"endpoint {self.name}: {len(found)} claims have options of class "
+                              f"{kind.__qualname__}, not one: give the claim an Options class of "
+                              f"its own, or read them by its name (options(claim))")
+        return found[0]
 
     def _bound(self, what: str) -> frozenset[str]:
         if self._asked is None:

@@ -9,7 +9,7 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as NotYet
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from pytest_frank import http
 from pytest_frank.drivers import Driver, driver_for
@@ -27,6 +27,14 @@ Key = tuple[str, "str | None"]  # a probe's name and case: what runs once per se
 # The probes running in this thread, outermost first (a probe may need another).
 _PROBING: contextvars.ContextVar[tuple[Key, ...]] = contextvars.ContextVar("frank_probing",
                                                                           default=())
+
+
+class DecodeFloor(Protocol):
+    """What the runtime reads of the perf claim's options (pytest_frank.claims.perf.Options),
+    which this layer cannot import: the decode speed an answer is waited for."""
+
+    @property
+    def min_decode_tps(self) -> float | None: ...
 
 
 class TooSlow(Exception):
@@ -143,13 +151,20 @@ class Target:
         return self._floor()[1]
 
     def _floor(self) -> tuple[float, str]:
-        perf = self.endpoint.expect.get("perf")
-        claimed = perf.get("min_decode_tps") if isinstance(perf, dict) else None
+        claimed = self._claimed_decode()
         if self.endpoint.min_tokens_per_s:
             return float(self.endpoint.min_tokens_per_s), "min_tokens_per_s"
         if claimed:
             return float(claimed), "expect.perf.min_decode_tps"
         return http.MIN_TOKENS_PER_S, "the default min_tokens_per_s"
+
+    def _claimed_decode(self) -> float | None:
+        """The decode speed the perf claim asserts, from its parsed options."""
+        try:
+            perf: DecodeFloor = self.endpoint.options("perf")
+        except LookupError:  # an entry read without its claims (a library caller's): none
+            return None
+        return perf.min_decode_tps
 
     def client(self):
         with self._lock:

@@ -36,6 +36,22 @@ def test_good_fleet_loads_with_defaults_and_env(tmp_path):
     assert small.options("tools").trials == 3 and small.options("tools").min_pass_rate == 1.0
 
 
+def test_a_claims_options_are_read_back_by_their_class(tmp_path):
+    """`Options.on(endpoint)`: the parsed options of the one claim that has that class."""
+    from pytest_frank.claims import Options, perf, tools
+
+    path = tmp_path / "fleet.yaml"
+    path.write_text(GOOD)
+    small = load(path, environ={"FRANK_LARGE_KEY": "k"}, bind=bind)["small"]
+    assert tools.Options.on(small) is small.options("tools") and tools.Options.on(small).trials == 3
+    assert perf.Options.on(small).runs == 3  # a claim not asked: its defaults
+    with pytest.raises(LookupError, match="claims have options of class Options, not one"):
+        Options.on(small)  # the plain class: the claims without options of their own share it
+    unbound = load(path, environ={"FRANK_LARGE_KEY": "k"})["small"]
+    with pytest.raises(LookupError, match="its claims were never read"):
+        tools.Options.on(unbound)
+
+
 def test_env_default_syntax(tmp_path):
     path = tmp_path / "fleet.yaml"
     path.write_text("endpoints:\n  a: {url: 'http://${HOST:-127.0.0.1}:1', engine: openai}\n")

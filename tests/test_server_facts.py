@@ -33,7 +33,8 @@ def test_a_wait_says_where_it_comes_from(body, floor_from, why):
     ({"min_tokens_per_s": 2}, {"perf": {"min_decode_tps": 4.4}}, 2.0, "min_tokens_per_s"),
 ])
 def test_the_floor_names_its_setting(keys, expect, floor, source):
-    target = Target(Endpoint("ep", "llamacpp", url="http://127.0.0.1:1", expect=expect, **keys))
+    target = Target(bind(Endpoint("ep", "llamacpp", url="http://127.0.0.1:1", expect=expect,
+                                  **keys)))
     assert (target.floor, target.floor_from) == (floor, source)
 
 

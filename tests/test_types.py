@@ -1,5 +1,5 @@
 """The type checker guards the seams: the plugin passes it, and a probe's observation read
-without handling a failed probe does not."""
+without handling a failed probe does not, nor a claim's option read with a misspelt name."""
 
 import subprocess
 import sys
@@ -22,3 +22,11 @@ def test_reading_a_failed_probe_as_its_observation_is_flagged():
     done = _mypy("tests/typecheck/bad_need.py")
     assert done.returncode == 1, done.stdout + done.stderr
     assert 'Item "Failed" of "Seen | Failed" has no attribute "engine"' in done.stdout
+
+
+def test_a_misspelt_option_is_flagged():
+    done = _mypy("tests/typecheck/bad_option.py")
+    assert done.returncode == 1, done.stdout + done.stderr
+    for line, wrong in ((12, "run"), (16, "min_decode_tp"), (20, "max_ttft")):
+        assert f'bad_option.py:{line}: error: "Options" has no attribute "{wrong}"' in done.stdout, \
+            done.stdout

@@ -1,5 +1,6 @@
-"""One module per claim. Each declares its `Options` (parsed from the fleet entry by `bind`), its
-probes (network and file work) and its checks (`pytest_frank.checks.Check`: probe + judge).
+"""One module per claim. Each declares its `Options` (parsed from the fleet entry by `bind`, read
+back typed by a probe with `Options.on(endpoint)` and by a judge as `ctx.options`), its probes
+(network and file work) and its checks (`pytest_frank.checks.Check`: probe + judge).
 A conftest.py or a plugin adds claims of its own with `register` (the `pytest_frank_claims`
 hook, pytest_frank.hooks)."""
 
@@ -9,7 +10,7 @@ import importlib
 import re
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from pytest_frank.fleet import EXPECT_SCHEMAS, Endpoint, OptionError
 
@@ -41,6 +42,7 @@ BUILT_IN = frozenset(CLAIMS)
 ALWAYS = frozenset({"health", "chat"})
 ASKED_BY = {"alias": "alias", "serve": "serve"}
 MARKER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")  # a claim's name is a marker's: `-m lora`
+Opts = TypeVar("Opts", bound="Options")
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,13 @@ class Options:
     @classmethod
     def keys(cls) -> set[str]:
         return {f.name for f in fields(cls)}
+
+    @classmethod
+    def on(cls: type[Opts], endpoint: Endpoint) -> Opts:
+        """The endpoint's options of this claim, as fleet.yaml's entry was parsed when the fleet
+        loaded: what a probe reads (`perf.Options.on(target.endpoint).runs`), typed, so a
+        misspelt option is the type checker's error, not a run's."""
+        return endpoint.options_of(cls)
 
 
 def in_folder(value: Any, folder: Path | None) -> Any:

@@ -75,7 +75,7 @@ def _result(call, step: int) -> tuple[str, str]:
 
 def play(target, stream: bool = False, parallel: bool | None = None) -> list[Turn]:
     """One agent conversation: `steps` forced calls, each answered, then the free turn."""
-    opts, driver = target.endpoint.options("agent"), target.driver
+    opts, driver = Options.on(target.endpoint), target.driver
     prompt = PROMPTS["parallel" if parallel else "required"]
     messages: list[dict] = [{"role": "user", "content": prompt}]
     turns: list[Turn] = []
@@ -100,7 +100,7 @@ def play(target, stream: bool = False, parallel: bool | None = None) -> list[Tur
 
 
 def _conversations(target, kind: str, stream=False, parallel=None) -> Conversations:
-    opts = target.endpoint.options("agent")
+    opts = Options.on(target.endpoint)
     trials = [play(target, stream, parallel) for _ in range(opts.trials)]
     found = Conversations(kind=kind, trials=trials, steps=opts.steps)
     if any(answered_in_text(turns[0].reply) for turns in trials if opts.steps):
@@ -293,7 +293,7 @@ def call_args(arguments):
 
 
 # -- judging the probes ----------------------------------------------------------------------
-def judge(convs: Conversations, ctx: Context) -> None:
+def judge(convs: Conversations, ctx: Context[Options]) -> None:
     """Each conversation: the calls come back, the results go in, a final text answer comes out."""
     opts, driver = ctx.options, ctx.driver
     found = []
@@ -316,7 +316,7 @@ def judge(convs: Conversations, ctx: Context) -> None:
     fail(f"{head}: {first.text}", first.fix)
 
 
-def _show(turns: list[Turn], trial: int, ctx: Context) -> None:
+def _show(turns: list[Turn], trial: int, ctx: Context[Options]) -> None:
     """The conversation, turn by turn: what was sent, what came back."""
     for n, turn in enumerate(turns, 1):
         reply = turn.reply

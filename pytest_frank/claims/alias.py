@@ -5,11 +5,12 @@ from __future__ import annotations
 from pytest_frank.checks import Check, Context
 from pytest_frank.claims.advice import advise
 from pytest_frank.drivers.base import Driver
+from pytest_frank.claims import Options
 from pytest_frank.probes import Served, served
 from pytest_frank.verdict import Phrase, Text, fail
 
 
-def judge(served: Served, ctx: Context) -> None:
+def judge(served: Served, ctx: Context[Options]) -> None:
     """The fleet's alias is among the served model names."""
     wanted = ctx.endpoint.alias
     if wanted is None:  # asked only of an endpoint with an alias

@@ -72,7 +72,7 @@ class Answer(Observation):
 
 @first_and_alone  # before the endpoint's other generations: chatting comes first
 def answer(target) -> Answer:
-    opts = target.endpoint.options("chat")
+    opts = Options.on(target.endpoint)
     req = Request(PROMPT, opts.max_tokens)
     reply = send(target, req)
     if reply.ok and reply.cut and not markup(reply.content):
@@ -137,7 +137,7 @@ def _read_gguf(path: str, found: Template) -> None:
     found.in_gguf = isinstance(header.get("tokenizer.chat_template"), str)
 
 
-def judge(seen: Answer, ctx: Context) -> None:
+def judge(seen: Answer, ctx: Context[Options]) -> None:
     """A plain question gets an answer that ends by itself, with no template markup in it."""
     r, t = seen.reply, seen.template
     _template_fault(t, ctx.driver, r)

@@ -173,7 +173,7 @@ def answers(target) -> Asked:
     """The fixed prompts, asked greedy and alone. The long one is the replica original's where
     this endpoint is `same_as` another, else the baseline's, else sized to this slot: a
     replica or a later run asks what the first one asked, whatever its own slot."""
-    opts = target.endpoint.options("fingerprint")
+    opts = Options.on(target.endpoint)
     first = root(target)
     if isinstance(first, str):
         return Asked(failure=first, fix="name the entry this endpoint is a replica of")
@@ -385,7 +385,7 @@ def read(attachments: list[dict[str, Any]]) -> dict[str, dict[str, Any]] | None:
 
 
 # -- judge --------------------------------------------------------------------------------
-def judge_fingerprint(obs: Asked, ctx: Context) -> None:
+def judge_fingerprint(obs: Asked, ctx: Context[Options]) -> None:
     """The fixed greedy prompts (short, multi-turn with a system message, long) answer; their
     first tokens and logprobs are recorded for `--frank-baseline` to compare."""
     opts: Options = ctx.options
@@ -412,7 +412,7 @@ def judge_fingerprint(obs: Asked, ctx: Context) -> None:
         inconclusive(obs.unfit)
 
 
-def _about_prompts(obs: Asked, ctx: Context) -> None:
+def _about_prompts(obs: Asked, ctx: Context[Options]) -> None:
     if not obs.long:
         if not obs.unfit:
             ctx.note("the endpoint does not say its context, so no long prompt was sent")
@@ -432,13 +432,13 @@ def _about_prompts(obs: Asked, ctx: Context) -> None:
                  "agreement is compared")
 
 
-def tolerances(ctx: Context) -> tuple[float, float]:
+def tolerances(ctx: Context[Options]) -> tuple[float, float]:
     """fleet.yaml's `regression:` fingerprint_agreement and logprob_drift, else the defaults."""
     tol = ctx.endpoint.regression or {}
     return tol.get("fingerprint_agreement", AGREEMENT), tol.get("logprob_drift", DRIFT)
 
 
-def against(before: dict[str, Any], recorded: dict[str, dict[str, Any]], ctx: Context) -> str:
+def against(before: dict[str, Any], recorded: dict[str, dict[str, Any]], ctx: Context[Options]) -> str:
     """Each prompt's figures against an earlier record, and the tolerances they are held to."""
     agreement, drift = tolerances(ctx)
     parts = []
@@ -453,7 +453,7 @@ def against(before: dict[str, Any], recorded: dict[str, dict[str, Any]], ctx: Co
 
 
 def same_as(original: Asked, builds: tuple[str | None, str | None],
-            recorded: dict[str, dict[str, Any]], ctx: Context) -> None:
+            recorded: dict[str, dict[str, Any]], ctx: Context[Options]) -> None:
     """A replica answers as the endpoint it is `same_as`, within fleet.yaml's `regression:`
     tolerances (the same that a baseline is held to)."""
     name = ctx.endpoint.same_as

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from pytest_frank.checks import Check, Context
+from pytest_frank.claims import Options
 from pytest_frank.probes import Health
 from pytest_frank.probes import health as probe
 from pytest_frank.verdict import fail
 
-def judge(health: Health, ctx: Context) -> None:
+def judge(health: Health, ctx: Context[Options]) -> None:
     """The health route answers ready."""
     if health.state == "loading":
         # Polled until the deadline, so the wait is the configured one (a loaded machine may

@@ -203,7 +203,7 @@ def stop_string(content: str, reasoning: str = "") -> str | None:
 
 
 # -- judges ---------------------------------------------------------------------------------
-def judge_max_tokens(obs: Sent, ctx: Context) -> None:
+def judge_max_tokens(obs: Sent, ctx: Context[Options]) -> None:
     """A small max_tokens (and max_completion_tokens) ends the answer at the cap: finish_reason
     length (stop_reason max_tokens) and no more tokens than the cap. An answer that ends by
     itself under the cap is asked again under a smaller one; a model that stays under every
@@ -234,7 +234,7 @@ def judge_max_tokens(obs: Sent, ctx: Context) -> None:
                      f"model answers the long request too tersely to show the cap")
 
 
-def _over_cap(key: str, r: Reply, ctx: Context) -> None:
+def _over_cap(key: str, r: Reply, ctx: Context[Options]) -> None:
     cap, made = _cap(r), least_tokens(r)
     if made <= cap:
         return
@@ -256,7 +256,7 @@ def _under(tries: list[Reply]) -> str:
         f" (finish_reason {tries[-1].finish!r})")
 
 
-def judge_stop(obs: Sent, ctx: Context) -> None:
+def judge_stop(obs: Sent, ctx: Context[Options]) -> None:
     """A stop string from the middle of the answer cuts the content before it, is not in it,
     is reported as the reason, and leaves the reasoning intact."""
     ref, stop = obs.reference, obs.stop
@@ -293,7 +293,7 @@ def judge_stop(obs: Sent, ctx: Context) -> None:
         fail(f"stop={[stop]}: finish_reason {r.finish!r}, not \"stop\"", stop_fix(ctx.driver))
 
 
-def judge_response_format(obs: Sent, ctx: Context) -> None:
+def judge_response_format(obs: Sent, ctx: Context[Options]) -> None:
     """response_format json_schema (strict; an enum, a pattern, a nested object): the content
     parses and validates, and the JSON is in the content, not the reasoning; with thinking asked
     too where the reasoning claim is asked."""
@@ -301,7 +301,7 @@ def judge_response_format(obs: Sent, ctx: Context) -> None:
         _judge_formatted(r, ctx, "" if key == "response_format" else " with thinking on")
 
 
-def _judge_formatted(r: Reply, ctx: Context, how: str) -> None:
+def _judge_formatted(r: Reply, ctx: Context[Options], how: str) -> None:
     import jsonschema
 
     sent = f"{field_name(ctx.driver.response_format(FORMAT))} json_schema{how}"
@@ -326,7 +326,7 @@ def _judge_formatted(r: Reply, ctx: Context, how: str) -> None:
              structured_output_fix(ctx.driver))
 
 
-def _thinking_in_json(r: Reply, ctx: Context, sent: str) -> None:
+def _thinking_in_json(r: Reply, ctx: Context[Options], sent: str) -> None:
     """Thinking left in content ahead of the JSON: the schema may well be enforced on the answer
     after it; what is broken is the split of thinking from content."""
     import jsonschema
@@ -345,7 +345,7 @@ def _thinking_in_json(r: Reply, ctx: Context, sent: str) -> None:
          f"JSON", reasoning_parser_fix(ctx.driver))
 
 
-def judge_logprobs(obs: Sent, ctx: Context) -> None:
+def judge_logprobs(obs: Sent, ctx: Context[Options]) -> None:
     """logprobs with top_logprobs=2: one entry per generated token, each with two alternatives,
     the tokens spelling the content."""
     r = obs.replies["logprobs"]
@@ -374,7 +374,7 @@ def judge_logprobs(obs: Sent, ctx: Context) -> None:
         fail(f"{len(r.logprobs)} logprobs for {r.tokens} generated tokens", fix)
 
 
-def judge_stream_usage(obs: Sent, ctx: Context) -> None:
+def judge_stream_usage(obs: Sent, ctx: Context[Options]) -> None:
     """stream_options.include_usage: usage once, in the last chunk, equal to the same request
     unstreamed; without it, no usage."""
     plain, asked, unasked = obs.reference, obs.replies["asked"], obs.replies["unasked"]
@@ -398,7 +398,7 @@ def judge_stream_usage(obs: Sent, ctx: Context) -> None:
              f"{len(unasked.usage_events)} chunk(s): strict clients do not expect it", fix)
 
 
-def judge_context_limit(obs: Sent, ctx: Context) -> None:
+def judge_context_limit(obs: Sent, ctx: Context[Options]) -> None:
     """A prompt over the served context answers a 4xx that names the limit: not a 200 with
     nothing, not a silent truncation."""
     r, context = obs.replies["long"], obs.context
@@ -421,7 +421,7 @@ def judge_context_limit(obs: Sent, ctx: Context) -> None:
     ctx.note(f"refused with {r.status}: {one_line(said, 160)}")
 
 
-def judge_count_tokens(obs: Sent, ctx: Context) -> None:
+def judge_count_tokens(obs: Sent, ctx: Context[Options]) -> None:
     """/v1/messages/count_tokens counts the prompt as usage.input_tokens does (within a tenth),
     where the route exists."""
     r = obs.replies["usage"]
@@ -443,7 +443,7 @@ def judge_count_tokens(obs: Sent, ctx: Context) -> None:
     ctx.note(f"count_tokens {obs.counted}, usage {r.prompt_tokens}")
 
 
-def judge_system_message(obs: Sent, ctx: Context) -> None:
+def judge_system_message(obs: Sent, ctx: Context[Options]) -> None:
     """A system-role message inside `messages` (newer Claude Code sends one) is accepted and
     answered."""
     r = obs.replies["system"]
@@ -459,7 +459,7 @@ def judge_system_message(obs: Sent, ctx: Context) -> None:
              f"{r.finish!r})")
 
 
-def _dropped(key: str, ctx: Context) -> str:
+def _dropped(key: str, ctx: Context[Options]) -> str:
     return (f"update the engine ({key} must cap the answer, reasoning included); a proxy in "
             f"front must pass {key} through")
 

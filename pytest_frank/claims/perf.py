@@ -13,6 +13,7 @@ import statistics
 import time
 import uuid
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from pytest_frank import metrics, sizing
 from pytest_frank.chat import Reply, Request, send
@@ -21,7 +22,7 @@ from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.advice import advise
 from pytest_frank.drivers.base import Driver
 from pytest_frank.observation import Observation
-from pytest_frank.target import first_and_alone
+from pytest_frank.target import DecodeFloor, first_and_alone
 from pytest_frank.verdict import Phrase, Text, fail, inconclusive
 from pytest_frank.figures import COUNT, number
 
@@ -46,6 +47,10 @@ class Options(ClaimOptions):
     runs: int = 3
     max_tokens: int = 64
     cache_prompt_words: int = 1500  # ~2k tokens, the prefix the seeds measured
+
+
+if TYPE_CHECKING:  # the runtime waits for answers at min_decode_tps: the type checker keeps it
+    _FLOOR: type[DecodeFloor] = Options
 
 
 @dataclass(kw_only=True)
@@ -79,7 +84,7 @@ class CacheRuns(Observation):
 
 def speed(target) -> Runs:
     """A few sequential streamed generations: time to first token and decode rate."""
-    opts = target.endpoint.options("perf")
+    opts = Options.on(target.endpoint)
     out = Runs(max_tokens=opts.max_tokens, backend=target.backend())
     for _ in range(opts.runs):
         run = send(target, Request(PROMPT, opts.max_tokens, stream=True,
@@ -96,7 +101,7 @@ def cache(target) -> CacheRuns:
     would read as a slow cache, a neighbour's tokens as cache hits); a fresh prefix per run so
     no earlier run warms it. The engine's count of cached tokens comes from the repeat's reply,
     else from server-wide counters scraped around it."""
-    opts = target.endpoint.options("perf")
+    opts = Options.on(target.endpoint)
     target.model_name()  # any probe it needs runs before the endpoint is held
     fitted = sizing.fit(target, _long_prompt, opts.cache_prompt_words,
                         CACHE_MAX_TOKENS + TEMPLATE_TOKENS, LEAST_CACHE_TOKENS)
@@ -179,7 +184,7 @@ def _long_prompt(words: int) -> str:
     return f"Log {uuid.uuid4().hex}.\n{text}\nSummarise the log in one line."
 
 
-def judge_ttft(runs: Runs, ctx: Context) -> None:
+def judge_ttft(runs: Runs, ctx: Context[Options]) -> None:
     """The median time to first token is within max_ttft_s."""
     ttft = statistics.median(_first_tokens(runs.runs))
     ctx.figure("ttft_s", ttft, "s")
@@ -192,7 +197,7 @@ def judge_ttft(runs: Runs, ctx: Context) -> None:
              f"{_hardware(runs, ctx)}; or relax expect.perf.max_ttft_s")
 
 
-def judge_decode(runs: Runs, ctx: Context) -> None:
+def judge_decode(runs: Runs, ctx: Context[Options]) -> None:
     """The median decode rate after the first token is at least min_decode_tps."""
     _first_tokens(runs.runs)
     rates = [r.decode_rate() for r in runs.runs]
@@ -212,7 +217,7 @@ def judge_decode(runs: Runs, ctx: Context) -> None:
              f"{_hardware(runs, ctx)}; or relax expect.perf.min_decode_tps")
 
 
-def _hardware(runs: Runs, ctx: Context) -> str:
+def _hardware(runs: Runs, ctx: Context[Options]) -> str:
     """What to check of the machine, by what the server runs on (unknown: both)."""
     kind, where = runs.backend or (None, "")
     gpu, cpu = slow_gpu_hint(ctx.driver), slow_cpu_hint(ctx.driver)
@@ -224,7 +229,7 @@ def _hardware(runs: Runs, ctx: Context) -> str:
             f"{cpu.removeprefix('the server runs on the CPU, ')}")
 
 
-def judge_cache(cache: CacheRuns, ctx: Context) -> None:
+def judge_cache(cache: CacheRuns, ctx: Context[Options]) -> None:
     """A repeated long prompt is served from the prefix cache: by the server's own count of
     cached tokens, or where it keeps none, by its first-token time against the cold one."""
     cold = [c for c, _ in cache.pairs]
@@ -245,7 +250,7 @@ def judge_cache(cache: CacheRuns, ctx: Context) -> None:
     _judge_times(cache, ctx, cold_s, ratio, times)
 
 
-def _judge_count(cache: CacheRuns, ctx: Context) -> None:
+def _judge_count(cache: CacheRuns, ctx: Context[Options]) -> None:
     counts = [c for c in cache.counts if c]
     share = statistics.median(c.share for c in counts)
     cached = statistics.median(c.cached for c in counts)
@@ -262,7 +267,7 @@ def _judge_count(cache: CacheRuns, ctx: Context) -> None:
              prefix_cache_fix(ctx.driver))
 
 
-def _judge_times(cache: CacheRuns, ctx: Context, cold_s: list[float], ratio: float,
+def _judge_times(cache: CacheRuns, ctx: Context[Options], cold_s: list[float], ratio: float,
                  times: str) -> None:
     """Where the engine counts nothing: the ratio of first-token times, above a noise floor."""
     ctx.note(f"no cached-token count: {cache_count_hint(ctx.driver)}; judged by first-token time")

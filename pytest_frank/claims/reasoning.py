@@ -45,7 +45,7 @@ class Thought(Observation):
 
 
 def _ask(target, mode: str) -> Thought:
-    opts = target.endpoint.options("reasoning")
+    opts = Options.on(target.endpoint)
     req = Request(PROMPT, opts.max_tokens, stream=mode == "streamed", think=mode != "off",
                   extra=target.driver.thinking_off() if mode == "off" else {},
                   reasoning_field=opts.field)
@@ -93,7 +93,7 @@ def off(target) -> Thought:
     return _ask(target, "off")
 
 
-def judge(thought: Thought, ctx: Context) -> None:
+def judge(thought: Thought, ctx: Context[Options]) -> None:
     """Thinking on (plain or streamed): non-empty content and non-empty reasoning."""
     r, expected = thought.reply, ctx.options.field
     how = "streamed chat" if r.streamed else "chat"
@@ -107,7 +107,7 @@ def judge(thought: Thought, ctx: Context) -> None:
         _no_reasoning(thought, ctx, how)
 
 
-def _no_reasoning(thought: Thought, ctx: Context, how: str) -> None:
+def _no_reasoning(thought: Thought, ctx: Context[Options], how: str) -> None:
     """No reasoning: named by what the server showed, the other path's reply to the same
     prompt first (one path losing the field), then whether the template thinks at all."""
     r, driver, expected = thought.reply, ctx.driver, ctx.options.field
@@ -132,7 +132,7 @@ def _no_reasoning(thought: Thought, ctx: Context, how: str) -> None:
     fail(f"{said} {no_reasoning_said(driver)}", thinking_missing_fix(driver))
 
 
-def judge_streamed(thought: Thought, ctx: Context) -> None:
+def judge_streamed(thought: Thought, ctx: Context[Options]) -> None:
     """Streamed: as plain, and the reassembled stream carries reasoning where the plain reply
     does."""
     judge(thought, ctx)
@@ -143,7 +143,7 @@ def judge_streamed(thought: Thought, ctx: Context) -> None:
              "a proxy or engine that re-maps fields must do so for stream deltas too")
 
 
-def judge_off(thought: Thought, ctx: Context) -> None:
+def judge_off(thought: Thought, ctx: Context[Options]) -> None:
     """Thinking switched off: an answer, and no reasoning."""
     r, how = thought.reply, "chat with thinking off"
     require_answer(r, ctx.driver, how)

@@ -71,7 +71,7 @@ class Efforts(Observation):
 
 
 def _ask(target, sent: dict[str, str]) -> Efforts:
-    max_tokens = target.endpoint.options("reasoning_effort").max_tokens
+    max_tokens = Options.on(target.endpoint).max_tokens
     replies = {level: send(target, Request(PROMPT, max_tokens, extra=target.driver.effort(value)))
                for level, value in sent.items()}
     return Efforts(replies=replies, sent=sent, max_tokens=max_tokens)
@@ -79,7 +79,7 @@ def _ask(target, sent: dict[str, str]) -> Efforts:
 
 def level(target, case: str) -> Efforts:
     """One client level, sent as the value the fleet maps it to."""
-    return _ask(target, {case: target.endpoint.options("reasoning_effort").map[case]})
+    return _ask(target, {case: Options.on(target.endpoint).map[case]})
 
 
 def unmapped(target) -> Efforts:
@@ -87,7 +87,7 @@ def unmapped(target) -> Efforts:
     return _ask(target, {lv: lv for lv in LEVELS})
 
 
-def judge_level(efforts: Efforts, ctx: Context) -> None:
+def judge_level(efforts: Efforts, ctx: Context[Options]) -> None:
     """The level, sent as mapped, is accepted by the template and answered with content (or
     cut while thinking)."""
     ((lv, reply),) = efforts.replies.items()  # the one level this case asked
@@ -106,7 +106,7 @@ def judge_level(efforts: Efforts, ctx: Context) -> None:
         fail(f"{doing} answered 200 with empty content (finish_reason {reply.finish!r})")
 
 
-def judge_unmapped(efforts: Efforts, ctx: Context) -> None:
+def judge_unmapped(efforts: Efforts, ctx: Context[Options]) -> None:
     """Note what the template does with each raw level; fail when one it rejects is unmapped."""
     mapping = ctx.options.map
     missing: list[str] = []

@@ -22,6 +22,12 @@ class Options(ClaimOptions):
     unit_policy: bool = False  # also check the unit's restart and memory-lock hygiene
 
 
+if TYPE_CHECKING:  # the config gate reads these options too: the type checker keeps them in step
+    from pytest_frank.serve import gate
+
+    _GATE: type[gate.ServeWants] = Options
+
+
 @dataclass(kw_only=True)
 class ServeConfig(Observation):
     command: ServeCommand | None = None
@@ -76,19 +82,19 @@ def drift(target: Target) -> Drift:
     return Drift(findings=serve.drift(read.command, live, driver))
 
 
-def judge_config(obs: ServeConfig, ctx: Context) -> None:
+def judge_config(obs: ServeConfig, ctx: Context[Options]) -> None:
     """The serve files start the endpoint with every flag its claims need."""
     for line in obs.command.unresolved if obs.command else ():
         ctx.note(f"not resolved: {line}")
     _judge(obs.findings, ctx)
 
 
-def judge_drift(obs: Drift, ctx: Context) -> None:
+def judge_drift(obs: Drift, ctx: Context[Options]) -> None:
     """The running server runs what the serve files say."""
     _judge(obs.findings, ctx)
 
 
-def _judge(found: list[Finding], ctx: Context) -> None:
+def _judge(found: list[Finding], ctx: Context[Options]) -> None:
     for finding in found:
         if finding.severity != "fail":
             ctx.note(f"{finding.where}: {finding.what} ({finding.fix})")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Options as ClaimOptions
@@ -19,7 +20,13 @@ class Options(ClaimOptions):
     ctx_per_slot: int | None = None
 
 
-def judge(shape: SlotShape, ctx: Context) -> None:
+if TYPE_CHECKING:  # the config gate reads these options too: the type checker keeps them in step
+    from pytest_frank.serve import gate
+
+    _GATE: type[gate.SlotsWant] = Options
+
+
+def judge(shape: SlotShape, ctx: Context[Options]) -> None:
     """The live slot count and context per slot are the fleet's."""
     want_count, want_ctx, driver = ctx.options.count, ctx.options.ctx_per_slot, ctx.driver
     if want_count is not None:

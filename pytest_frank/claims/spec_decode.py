@@ -96,7 +96,7 @@ def drafting(target: Target) -> Drafting:
     and generate again while fewer than min_draft_tokens were drafted. The model writes of its
     own accord: forcing it past its end (ignore_eos) would make a perfect draft look broken, as
     the draft keeps proposing the end token the target may not take."""
-    opts, driver = target.endpoint.options("spec_decode"), target.driver
+    opts, driver = Options.on(target.endpoint), target.driver
     target.model_name()  # any probe it needs runs before the endpoint is held
     shape = target.need(slots.shape)
     with target.exclusive():
@@ -133,7 +133,7 @@ def _drafted(obs: Drafting, driver: Driver) -> float | None:
     return sum(c[0] for c in counts if c) if any(counts) else None
 
 
-def judge(obs: Drafting, ctx: Context) -> None:
+def judge(obs: Drafting, ctx: Context[Options]) -> None:
     """Drafts are made and accepted, at an acceptance inside the fleet's band."""
     driver, note = ctx.driver, ctx.note
     _require_metrics(obs, driver)
@@ -328,7 +328,7 @@ def greedy(target: Target) -> Twins:
 
 
 def lossless(target: Target) -> Twins:
-    name = target.endpoint.options("spec_decode").reference
+    name = Options.on(target.endpoint).reference
     twin = target.peer(name)
     if twin is None:
         return Twins(failure=f"expect.spec_decode.reference names {name!r}, which is no "
@@ -341,7 +341,7 @@ def lossless(target: Target) -> Twins:
     return Twins(drafted=mine.drafted, reference=theirs.drafted)
 
 
-def judge_lossless(obs: Twins, ctx: Context) -> None:
+def judge_lossless(obs: Twins, ctx: Context[Options]) -> None:
     """At temperature 0 the drafted answer equals the non-drafting twin's, token for token:
     speculative decoding may only make it faster."""
     drafted, twin = obs.drafted, obs.reference

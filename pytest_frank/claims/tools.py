@@ -116,7 +116,7 @@ class Trials(Observation):
 
 
 def _run(target, kind: str, choice, trials: int | None = None, stream=False, parallel=None):
-    opts = target.endpoint.options("tools")
+    opts = Options.on(target.endpoint)
     tools = None if kind == "plain" else TOOLS
     prompt = PROMPTS["required" if kind == "streamed" else kind]
     ask = send if kind == "plain" else think_through
@@ -240,24 +240,24 @@ def call_reply_problems(reply: Reply, expected_name=None, min_calls: int = 1,
 
 
 # -- judging the probes --------------------------------------------------------------------------
-def judge_calls(trials: Trials, ctx: Context, expected_name=None, min_calls: int = 1) -> None:
+def judge_calls(trials: Trials, ctx: Context[Options], expected_name=None, min_calls: int = 1) -> None:
     """Every trial must call usable tools; k trials pass when the valid share reaches the rate."""
     _require_answers(trials, ctx)
     found = [call_reply_problems(r, expected_name, min_calls) for r in trials.replies]
     _judge_rate(trials, found, ctx)
 
 
-def judge_named(trials: Trials, ctx: Context) -> None:
+def judge_named(trials: Trials, ctx: Context[Options]) -> None:
     """tool_choice naming a tool: every trial calls that tool, usably."""
     judge_calls(trials, ctx, expected_name=NAMED)
 
 
-def judge_parallel(trials: Trials, ctx: Context) -> None:
+def judge_parallel(trials: Trials, ctx: Context[Options]) -> None:
     """Parallel calls asked for at once: every trial makes at least two usable calls."""
     judge_calls(trials, ctx, min_calls=2)
 
 
-def judge_auto(trials: Trials, ctx: Context) -> None:
+def judge_auto(trials: Trials, ctx: Context[Options]) -> None:
     """tool_choice auto: the model may answer in text. Calls it makes must be usable, markup must
     not leak; not calling fails only when the fleet says the model must (auto_must_call)."""
     _require_answers(trials, ctx)
@@ -273,7 +273,7 @@ def judge_auto(trials: Trials, ctx: Context) -> None:
     _judge_rate(trials, found, ctx)
 
 
-def judge_plain(trials: Trials, ctx: Context) -> None:
+def judge_plain(trials: Trials, ctx: Context[Options]) -> None:
     """Without tools the answer is text: a forced call means a global grammar or template."""
     reply, driver, doing = trials.replies[0], ctx.driver, "plain chat without tools"
     require_answer(reply, driver, doing)
@@ -289,7 +289,7 @@ def judge_plain(trials: Trials, ctx: Context) -> None:
         fail(f"plain chat without tools answered empty content (finish_reason {reply.finish!r})")
 
 
-def judge_streamed(streamed: Trials, ctx: Context) -> None:
+def judge_streamed(streamed: Trials, ctx: Context[Options]) -> None:
     """The reassembled stream is a usable call, the same tools as the non-streamed answer."""
     _require_answers(streamed, ctx)
     _judge_rate(streamed, [call_reply_problems(r) for r in streamed.replies], ctx, 1.0)
@@ -316,14 +316,14 @@ def judge_streamed(streamed: Trials, ctx: Context) -> None:
                      f"{_parsed(b.arguments)} (both valid)")
 
 
-def _require_answers(trials: Trials, ctx: Context, doing: str | None = None) -> None:
+def _require_answers(trials: Trials, ctx: Context[Options], doing: str | None = None) -> None:
     for reply in trials.replies:
         require_answer(reply, ctx.driver, doing or _doing(trials))
         require_thinking_ended(reply, ctx.driver, "expect.tools.max_tokens")
     thinking_spent(trials.replies, ctx)
 
 
-def _judge_rate(trials: Trials, found: list[list[str]], ctx: Context,
+def _judge_rate(trials: Trials, found: list[list[str]], ctx: Context[Options],
                 min_pass_rate: float | None = None) -> None:
     min_pass_rate = ctx.options.min_pass_rate if min_pass_rate is None else min_pass_rate
     note, driver = ctx.note, ctx.driver

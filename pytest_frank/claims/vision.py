@@ -85,7 +85,7 @@ def advert(target) -> Advert:
 
 def seen(target, form: str) -> Seen:
     """Two different solid colours, drawn now, in one image form."""
-    max_tokens = target.endpoint.options("vision").max_tokens
+    max_tokens = Options.on(target.endpoint).max_tokens
     obs = Seen(form=form, max_tokens=max_tokens, advert=target.need(advert))
     for colour in random.SystemRandom().sample(sorted(COLOURS), 2):
         b64 = png(colour)
@@ -97,7 +97,7 @@ def seen(target, form: str) -> Seen:
     return obs
 
 
-def judge(obs: Seen, ctx: Context) -> None:
+def judge(obs: Seen, ctx: Context[Options]) -> None:
     """The model names the colour of each image, and not the same for two colours."""
     for s in obs.shown:
         ctx.attach(f"{obs.form}-{s.colour}.png", "image/png", s.png_b64)

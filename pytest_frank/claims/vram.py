@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Options as ClaimOptions
@@ -62,6 +62,12 @@ class Options(ClaimOptions):
         return {k: v for k, v in asdict(self).items() if v is not None}
 
 
+if TYPE_CHECKING:  # the config gate reads these options too: the type checker keeps them in step
+    from pytest_frank.serve import gate
+
+    _GATE: type[gate.VramWants] = Options
+
+
 # --------------------------------------------------------------------------- what should be used
 
 @dataclass(kw_only=True)
@@ -73,7 +79,7 @@ class Fit(Observation):
 def _model(target, *, strict: bool, gpu_total: int | None = None) -> Fit:
     """Model the endpoint's memory from expect.vram and, live, the slot shape and the model path
     the engine reports. Too little to model is inconclusive (a failure when strict)."""
-    settings = {**_launched(target), **target.endpoint.options("vram").as_dict()}
+    settings = {**_launched(target), **Options.on(target.endpoint).as_dict()}
     shape, why = None, ""
     if not target.offline and not (settings.get("model") and settings.get("ctx_size")):
         shape = target.need(slots.shape)
@@ -138,7 +144,7 @@ def fit(target) -> Fit:
 def _gpu_total(target) -> tuple[int | None, str]:
     """Without gpu_mib, in a live run: the GPU's size as the memory source reads it; else
     None and why none was read."""
-    opts = target.endpoint.options("vram")
+    opts = Options.on(target.endpoint)
     if opts.gpu_mib:
         return None, ""
     if target.offline:
@@ -152,7 +158,7 @@ def _gpu_total(target) -> tuple[int | None, str]:
     return reading.total, ""
 
 
-def judge_fit(obs: Fit, ctx: Context) -> None:
+def judge_fit(obs: Fit, ctx: Context[Options]) -> None:
     """The modelled memory fits the GPU with the headroom asked."""
     if obs.modelled is None:  # the probe said why, as a failure or inconclusive
         fail("the model's memory could not be modelled")
@@ -178,7 +184,7 @@ def judge_fit(obs: Fit, ctx: Context) -> None:
     fail(f"{v.message}\n{result.table}", fix)
 
 
-def _show_model(result: Modelled, ctx: Context) -> Modelled:
+def _show_model(result: Modelled, ctx: Context[Options]) -> Modelled:
     ctx.attach(TABLE, "text/markdown", result.table)
     ctx.figure("vram_modelled_mib", result.estimate.total / 2**20, "MiB")
     ctx.note(f"modelled: {fmt_mib(result.estimate.total)} MiB = {result.estimate.breakdown()} "
@@ -201,7 +207,7 @@ class Live(Observation):
 def live(target) -> Live:
     """The GPU memory source, the KV pool the engine describes (vLLM /metrics), the slot shape,
     and what the model says should be used."""
-    opts = target.endpoint.options("vram")
+    opts = Options.on(target.endpoint)
     elsewhere = _gpu_elsewhere(target.endpoint, opts)
     if elsewhere:
         return Live(measured=GpuReading(where="nvidia-smi"), inconclusive=elsewhere)
@@ -253,7 +259,7 @@ def _pool(driver, text: str) -> KVPool | None:
         return None
 
 
-def judge_live(obs: Live, ctx: Context) -> None:
+def judge_live(obs: Live, ctx: Context[Options]) -> None:
     """The GPU memory the endpoint uses is within tolerance of what its model needs."""
     m, driver = obs.measured, ctx.driver
     if obs.pool:
@@ -283,7 +289,7 @@ def judge_live(obs: Live, ctx: Context) -> None:
         fail(said, vram_low_fix(driver))
 
 
-def _expected(obs: Live, ctx: Context) -> tuple[int, str, int]:
+def _expected(obs: Live, ctx: Context[Options]) -> tuple[int, str, int]:
     """(bytes the endpoint should use, how that was reached, the model's weights if known)."""
     pool, total = obs.pool, obs.measured.total
     if obs.expected is None and pool and pool.fraction and total:

@@ -18,7 +18,7 @@ def require_chat(target) -> None:
     try:
         if isinstance(seen, Failed) or seen.failure:
             raise Failure(seen.failure or "the chat probe broke", seen.fix)
-        chat.judge(seen, Context(target.endpoint, target.driver, target.endpoint.options("chat")))
+        chat.judge(seen, Context(target.endpoint, target.driver, chat.Options.on(target.endpoint)))
     except Inconclusive:
         return
     except Failure as failed:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from pytest_frank.hosts import is_local
@@ -18,6 +19,25 @@ WHO = {"unit": "the unit", "script": "the serve script", "command": "the serve c
 # What a program's name or path looks like; any other first word is a line of some other file,
 # and is not quoted.
 _PROGRAM = re.compile(r"[\w.~/+-]{1,200}")
+
+
+# What the gate reads of the claims' parsed options (pytest_frank.claims.<claim>.Options, a layer
+# this one does not import); each claim's module holds its class to its protocol here.
+class ServeWants(Protocol):
+    @property
+    def unit_policy(self) -> bool: ...
+
+
+class SlotsWant(Protocol):
+    @property
+    def count(self) -> int | None: ...
+
+    @property
+    def ctx_per_slot(self) -> int | None: ...
+
+
+class VramWants(Protocol):
+    def as_dict(self) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -45,7 +65,8 @@ def findings(command: ServeCommand, endpoint, driver) -> list[Finding]:
     found: list[Finding] = []
     for rule in (_needs, _removed, _alias, _listen, _files, _draft, _kv_build, _slots, _fits):
         found += rule(p, endpoint)
-    if endpoint.options("serve").unit_policy:
+    serve: ServeWants = endpoint.options("serve")
+    if serve.unit_policy:
         found += unit_policy(command, table)
     return found
 
@@ -301,7 +322,7 @@ def _cmake_option(binary: Path, option: str) -> str | None:
 def _slots(p: Parsed, endpoint) -> list[Finding]:
     if not endpoint.asks("slots"):
         return []
-    want = endpoint.options("slots")
+    want: SlotsWant = endpoint.options("slots")
     parallel, ctx = p.number("parallel"), p.number("ctx")
     flag = p.table.flags["parallel"].name if "parallel" in p.table.flags else "parallel"
     found = []
@@ -317,7 +338,7 @@ def _slots(p: Parsed, endpoint) -> list[Finding]:
         ctx_flag = p.table.flags["ctx"].name
         how = f" divided by {flag} {parallel}" if split else ""
         fix = (f"the context is divided among the slots: {ctx_flag} "
-               f"{want.ctx_per_slot * parallel}, or unify the KV cache" if split else
+               f"{want.ctx_per_slot * (parallel or 1)}, or unify the KV cache" if split else
                f"{ctx_flag} {want.ctx_per_slot} (each slot sees the whole context)")
         found.append(Finding(str(p.where("ctx")), f"expect.slots.ctx_per_slot is "
                              f"{want.ctx_per_slot}, {_who(p)} gives each slot {per_slot} "
@@ -328,7 +349,8 @@ def _slots(p: Parsed, endpoint) -> list[Finding]:
 def _fits(p: Parsed, endpoint) -> list[Finding]:
     if not endpoint.asks("vram") or not p.table.gguf:
         return []
-    opts = endpoint.options("vram").as_dict()
+    vram: VramWants = endpoint.options("vram")
+    opts = vram.as_dict()
     from pytest_frank.gguf.reader import GGUFError
     from pytest_frank.vram.plan import PlanError, make_plan, model_memory
 

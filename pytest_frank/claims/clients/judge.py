@@ -10,6 +10,7 @@ import json
 from pytest_frank.checks import Context
 from pytest_frank.claims.chat import edited_template_fix, wrong_template_fix
 from pytest_frank.claims.agent import REPEAT_FIX, TEMPLATE_WORDS, _raised, call_args
+from pytest_frank.claims.clients.options import Options
 from pytest_frank.claims.clients.play import Played
 from pytest_frank.claims.clients.profile import ARRAYS, CACHE_CONTROL, LATE_SYSTEM
 from pytest_frank.claims.clients.registry import PROFILES
@@ -40,7 +41,7 @@ LATE_FIX = ("edit the chat template so a system (developer) message that is not 
             "the line quoted; then ")
 
 
-def judge(played: Played, ctx: Context) -> None:
+def judge(played: Played, ctx: Context[Options]) -> None:
     """The client's request accepted within the served context, its answer usable, and the
     request carrying a tool's result answered too."""
     _show(played, ctx)
@@ -63,7 +64,7 @@ def _who(played: Played, n: int) -> str:
     return f"{profile.label} ({played.client}), its {what} on {ROUTES[profile.api]}"
 
 
-def _refused(played: Played, n: int, ctx: Context) -> None:
+def _refused(played: Played, n: int, ctx: Context[Options]) -> None:
     reply, sends = played.steps[n - 1].reply, played.first.sends
     said, lower = one_line(reply.problem, 240), (reply.problem or "").lower()
     who = _who(played, n)
@@ -96,7 +97,7 @@ def _refused(played: Played, n: int, ctx: Context) -> None:
          known_fix(ctx.driver, reply.problem, reply.status))
 
 
-def _fits(played: Played, ctx: Context) -> None:
+def _fits(played: Played, ctx: Context[Options]) -> None:
     if played.context is None or played.prompt_tokens is None:
         ctx.note("the served context or the prompt's tokens are not known: the prompt plus the "
                  "client's output budget is not judged against it")
@@ -105,7 +106,7 @@ def _fits(played: Played, ctx: Context) -> None:
         _too_long(played, ctx, "")
 
 
-def _too_long(played: Played, ctx: Context, said: str) -> None:
+def _too_long(played: Played, ctx: Context[Options], said: str) -> None:
     first, prompt, budget = played.first, played.prompt_tokens, played.first.budget or 0
     label = PROFILES[played.client].label
     counted = (f"{prompt} tokens of prompt (counted by {played.counted_by})" if prompt
@@ -136,7 +137,7 @@ def _repeated(played: Played) -> None:
                  f"{PROFILES[played.client].label} would loop on it", REPEAT_FIX)
 
 
-def _usable(played: Played, n: int, ctx: Context) -> None:
+def _usable(played: Played, n: int, ctx: Context[Options]) -> None:
     reply, tools = played.steps[n - 1].reply, played.first.tools
     who = _who(played, n)
     if reply.calls:
@@ -153,7 +154,7 @@ def _usable(played: Played, n: int, ctx: Context) -> None:
              f"{reply.generated} token(s))", known_fix(ctx.driver, reply.problem, reply.status))
 
 
-def _show(played: Played, ctx: Context) -> None:
+def _show(played: Played, ctx: Context[Options]) -> None:
     first = played.first
     ctx.note(f"{played.client}: first request {first.size / 1024:.1f} KB, {len(first.tools)} "
              f"tools, output budget {first.budget_field} {first.budget or ''}".rstrip())

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from pytest_frank.chat import Call, Reply, send
 from pytest_frank.claims.clients.filler import example_arguments
+from pytest_frank.claims.clients.options import Options
 from pytest_frank.claims.clients.profile import First, Profile
 from pytest_frank.claims.clients.registry import PROFILES
 from pytest_frank.observation import Failed, Observation
@@ -45,7 +46,7 @@ class Played(Observation):
 
 def play(target, case: str) -> Played:
     profile = PROFILES[case]
-    choices = target.endpoint.options("clients").of(case)
+    choices = Options.on(target.endpoint).of(case)
     first = profile.first(choices)
     found = Played(client=case, first=first)
     shape = target.need(slot_shape)
