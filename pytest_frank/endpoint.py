@@ -85,14 +85,14 @@ class EndpointUnderTest:
     def _diagnosis(self, failed: Failure, check: Check[Any]) -> str:
         """A failure as the operator should read it: the engine first where fleet.yaml names
         the wrong one, and fleet.yaml keys instead of flags for a launched endpoint."""
-        from pytest_frank import fingerprint
+        from pytest_frank import identify
 
         target = self._target
-        stopped = target.stop.why and not target.measured(fingerprint.engine)
+        stopped = target.stop.why and not target.measured(identify.engine)
         wrong = None
         if check.claim != "health" and not target.offline and not stopped:  # nothing to ask
             # Read without showing: the evidence and its curl line stay the failing request's.
-            wrong = fingerprint.contradiction(self._target.need(fingerprint.engine), target)
+            wrong = identify.contradiction(self._target.need(identify.engine), target)
         return failed.message(fleet=bool(self.config.launch) and check.fleet_terms, first=wrong,
                               settings=self._in_effect())
 

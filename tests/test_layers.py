@@ -23,7 +23,7 @@ LAYERS = {
     "base": ["", "redact", "hosts", "figures", "schema_errors", "hooks"],
     "config": ["fleet"],
     "runtime": ["http", "observation", "verdict", "wire", "target", "session", "probes", "chat",
-                "metrics", "drivers", "fingerprint", "interrupt", "gguf", "vram", "local",
+                "metrics", "drivers", "identify", "interrupt", "gguf", "vram", "local",
                 "serve", "xdist_scheduling", "cli", "sizing"],
     # checks: the judge contract each claim is written to; init: a fleet file from the probes
     "claims": ["claims", "checks", "init"],
