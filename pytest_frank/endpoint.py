@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING, Any, Callable
 
 import pytest
@@ -21,6 +22,7 @@ from pytest_frank.results import LAUNCH_LOG
 from pytest_frank.verdict import Failure, Inconclusive, Verdict, skip
 
 if TYPE_CHECKING:
+    from pytest_frank.fleet import Endpoint
     from pytest_frank.observation import Obs
     from pytest_frank.target import Target
 
@@ -30,13 +32,20 @@ class EndpointUnderTest:
     def __init__(self, target: Target):
         self._target = target
         self.name = target.name
-        self.config = target.endpoint
+        self.entry = target.endpoint  # its fleet.yaml entry
         self.driver = target.driver
         self.exchanges: list[http.Exchange] = []
         self.notes: list[str] = []
         self.attachments: list[dict[str, Any]] = []  # {"name", "mime", "data" (base64 or text)}
         self.figures: dict[str, dict[str, Any]] = {}  # name -> {"value", "unit"}: for baselines
         self.verdict: Verdict | None = None  # NOT_ASKED or INCONCLUSIVE where a skip means that
+
+    @property
+    def config(self) -> Endpoint:
+        """The fleet entry under its first name, which read as pytest's config: use `entry`."""
+        warnings.warn("endpoint.config is endpoint.entry (the fleet entry)", DeprecationWarning,
+                      stacklevel=2)
+        return self.entry
 
     # -- requests and probes --------------------------------------------------------------------
     def get(self, path: str) -> http.Exchange:
@@ -53,11 +62,11 @@ class EndpointUnderTest:
         return obs
 
     def options(self, claim: str) -> Any:
-        return self.config.options(claim)
+        return self.entry.options(claim)
 
     def verify(self, check: Check[Any], case: str | None = None) -> None:
         """Probe, then judge: fail with the observation's failure, else with the judge's."""
-        why_not = check.not_applying(self.config, self.driver)
+        why_not = check.not_applying(self.entry, self.driver)
         if why_not:
             self.verdict = Verdict.NOT_ASKED
             skip(why_not)
@@ -69,7 +78,7 @@ class EndpointUnderTest:
                 raise Failure(obs.failure or "", obs.fix)
             if obs.inconclusive:
                 raise Inconclusive(f"inconclusive: {obs.inconclusive}")
-            check.judge(obs, Context(self.config, self.driver, self.options(check.claim), case,
+            check.judge(obs, Context(self.entry, self.driver, self.options(check.claim), case,
                                      self.note, self.attach, self.figure))
         except Inconclusive:
             self.verdict = Verdict.INCONCLUSIVE
@@ -93,21 +102,21 @@ class EndpointUnderTest:
         if check.claim != "health" and not target.offline and not stopped:  # nothing to ask
             # Read without showing: the evidence and its curl line stay the failing request's.
             wrong = identify.contradiction(self._target.need(identify.engine), target)
-        return failed.message(fleet=bool(self.config.launch) and check.fleet_terms, first=wrong,
+        return failed.message(fleet=bool(self.entry.launch) and check.fleet_terms, first=wrong,
                               settings=self._in_effect())
 
     def _in_effect(self):
         """The server settings a fix must not ask for again: the `launch:` block's, and the
         serve command's where fleet.yaml names one and it could be read."""
         parsed = None
-        if self.config.serve and self.driver.serve_flags is not None:
+        if self.entry.serve and self.driver.serve_flags is not None:
             from pytest_frank.claims.serve import config
             from pytest_frank.serve.flags import parse
 
             read = self._target.need(config)
             command = getattr(read, "command", None)
             parsed = parse(command, self.driver.serve_flags) if command is not None else None
-        return self.driver.settings_in_effect(self.config.launch, parsed)
+        return self.driver.settings_in_effect(self.entry.launch, parsed)
 
     # -- evidence -------------------------------------------------------------------------------
     def note(self, text: str) -> None:
@@ -149,5 +158,5 @@ class EndpointUnderTest:
                 "verdict": self.verdict}
 
     def records(self) -> dict[str, Any]:
-        return {"endpoint": self.name, "engine": self.config.engine,
+        return {"endpoint": self.name, "engine": self.entry.engine,
                 "exchanges": [ex.record() for ex in self.exchanges], "notes": list(self.notes)}
