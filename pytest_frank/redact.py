@@ -4,6 +4,9 @@ NUL reaches a terminal, JUnit, HTML or Markdown), and every message cut to a bou
 
 A secret is masked in the forms it travels in too, as CI runners mask theirs: base64 (alone, or
 inside a longer base64 string at any of the three byte alignments), URL-encoded and JSON-escaped.
+
+The secrets are the run's (pytest_frank.state): what one pytest run registered is not masked,
+nor named, in another run in the same process.
 """
 
 from __future__ import annotations
