@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING, Any, Callable
 
 import pytest
@@ -21,6 +22,7 @@ from pytest_frank.results import LAUNCH_LOG
 from pytest_frank.verdict import Failure, Inconclusive, Verdict, skip
 
 if TYPE_CHECKING:
+    from pytest_frank.fleet import Endpoint
     from pytest_frank.observation import Obs
     from pytest_frank.target import Target
 
@@ -30,13 +32,20 @@ class EndpointUnderTest:
     def __init__(self, target: Target):
         self._target = target
         self.name = target.name
-        self.config = target.endpoint
+        self.entry = target.endpoint  # its fleet.yaml entry
         self.driver = target.driver
         self.exchanges: list[http.Exchange] = []
         self.notes: list[str] = []
         self.attachments: list[dict[str, Any]] = []  # {"name", "mime", "data" (base64 or text)}
         self.figures: dict[str, dict[str, Any]] = {}  # name -> {"value", "unit"}: for baselines
         self.verdict: Verdict | None = None  # NOT_ASKED or INCONCLUSIVE where a skip means that
+
+    @property
+    def config(self) -> Endpoint:
+        """The fleet entry under its first name, which read as pytest's config: use `entry`."""
+        warnings.warn("endpoint.config is endpoint.entry (the fleet entry)", DeprecationWarning,
+                      stacklevel=2)
+        return self.entry
 
     # -- requests and probes --------------------------------------------------------------------
     def get(self, path: str) -> http.Exchange:
@@ -53,13 +62,13 @@ class EndpointUnderTest:
         return obs
 
     def options(self, claim: str) -> Any:
-        """The claim's parsed options by its name (a check's own: `Options.on(endpoint.config)`,
+        """The claim's parsed options by its name (a check's own: `Options.on(endpoint.entry)`,
         typed)."""
-        return self.config.options(claim)
+        return self.entry.options(claim)
 
     def verify(self, check: Check[Any, Any], case: str | None = None) -> None:
         """Probe, then judge: fail with the observation's failure, else with the judge's."""
-        why_not = check.not_applying(self.config, self.driver)
+        why_not = check.not_applying(self.entry, self.driver)
         if why_not:
             self.verdict = Verdict.NOT_ASKED
             skip(why_not)
@@ -71,7 +80,7 @@ class EndpointUnderTest:
                 raise Failure(obs.failure or "", obs.fix)
             if obs.inconclusive:
                 raise Inconclusive(f"inconclusive: {obs.inconclusive}")
-            check.judge(obs, Context(self.config, self.driver, check.options(self.config), case,
+            check.judge(obs, Context(self.entry, self.driver, check.options(self.entry), case,
                                      self.note, self.attach, self.figure))
         except Inconclusive:
             self.verdict = Verdict.INCONCLUSIVE
@@ -87,29 +96,29 @@ class EndpointUnderTest:
     def _diagnosis(self, failed: Failure, check: Check[Any, Any]) -> str:
         """A failure as the operator should read it: the engine first where fleet.yaml names
         the wrong one, and fleet.yaml keys instead of flags for a launched endpoint."""
-        from pytest_frank import fingerprint
+        from pytest_frank import identify
 
         target = self._target
-        stopped = target.stop.why and not target.measured(fingerprint.engine)
+        stopped = target.stop.why and not target.measured(identify.engine)
         wrong = None
         if check.claim != "health" and not target.offline and not stopped:  # nothing to ask
             # Read without showing: the evidence and its curl line stay the failing request's.
-            wrong = fingerprint.contradiction(self._target.need(fingerprint.engine), target)
-        return failed.message(fleet=bool(self.config.launch) and check.fleet_terms, first=wrong,
+            wrong = identify.contradiction(self._target.need(identify.engine), target)
+        return failed.message(fleet=bool(self.entry.launch) and check.fleet_terms, first=wrong,
                               settings=self._in_effect())
 
     def _in_effect(self):
         """The server settings a fix must not ask for again: the `launch:` block's, and the
         serve command's where fleet.yaml names one and it could be read."""
         parsed = None
-        if self.config.serve and self.driver.serve_flags is not None:
+        if self.entry.serve and self.driver.serve_flags is not None:
             from pytest_frank.claims.serve import config
             from pytest_frank.serve.flags import parse
 
             read = self._target.need(config)
             command = getattr(read, "command", None)
             parsed = parse(command, self.driver.serve_flags) if command is not None else None
-        return self.driver.settings_in_effect(self.config.launch, parsed)
+        return self.driver.settings_in_effect(self.entry.launch, parsed)
 
     # -- evidence -------------------------------------------------------------------------------
     def note(self, text: str) -> None:
@@ -151,5 +160,5 @@ class EndpointUnderTest:
                 "verdict": self.verdict}
 
     def records(self) -> dict[str, Any]:
-        return {"endpoint": self.name, "engine": self.config.engine,
+        return {"endpoint": self.name, "engine": self.entry.engine,
                 "exchanges": [ex.record() for ex in self.exchanges], "notes": list(self.notes)}

@@ -10,12 +10,12 @@ import json
 import os
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, partial
 from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, TypeVar
 
-from pytest_frank import redact, schema_errors
+from pytest_frank import redact, schema_errors, state
 from pytest_frank.hosts import host_of
 
 T = TypeVar("T")
@@ -29,10 +29,6 @@ MAX_VALUES = 100_000  # scalars, lists and mappings once aliases are expanded
 # Generation probes are greedy and seeded unless fleet.yaml says otherwise: two answers then
 # differ only when the endpoint does, never because the server sampled twice.
 DEFAULT_SAMPLING = {"temperature": 0.0, "seed": 1234}
-# The `expect:` schema fragments of claims registered outside the package (by
-# pytest_frank.claims.register), by name, validated with the built-in ones.
-EXPECT_SCHEMAS: dict[str, dict[str, Any]] = {}
-_FROM_ENV: set[str] = set()  # values ${VAR} brought in: a usage error never echoes them
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
@@ -135,6 +131,15 @@ class Endpoint:
 Bind = Callable[[Endpoint], Any]  # reads an entry's claims into it; raises OptionError
 
 
+class ExpectSchemas(dict[str, dict[str, Any]]):
+    """The `expect:` schema fragments of the claims a run registered (pytest_frank.claims
+    .register), by name, validated with the built-in ones: part of the run's state."""
+
+
+def expect_schemas() -> ExpectSchemas:
+    return state.current().part(ExpectSchemas)
+
+
 def load(path: str | os.PathLike, environ: Mapping[str, str] | None = None,
          bind: Bind | None = None) -> dict[str, Endpoint]:
     """The fleet file's endpoints by name; with `bind`, each with its claims read."""
@@ -142,9 +147,10 @@ def load(path: str | os.PathLike, environ: Mapping[str, str] | None = None,
     environ = os.environ if environ is None else environ
     where = str(path)
     data = _read_yaml(path)
-    data = _expand(data, environ, where, ())
+    from_env: set[str] = set()  # values ${VAR} brought in: a usage error never echoes them
+    data = _expand(data, environ, where, (), from_env)
     _register_credentials(data)
-    _validate(data, where)
+    _validate(data, where, from_env)
     defaults = data.get("defaults") or {}
     fleet = {}
     for name, raw in data["endpoints"].items():
@@ -205,18 +211,18 @@ def _bounded(node, path: Path) -> None:
             stack.extend(v for pair in current.value for v in pair)
 
 
-def _expand(value: Any, environ, where: str, keys: tuple) -> Any:
+def _expand(value: Any, environ, where: str, keys: tuple, from_env: set[str]) -> Any:
     if isinstance(value, dict):
-        return {k: _expand(v, environ, where, keys + (k,)) for k, v in value.items()}
+        return {k: _expand(v, environ, where, keys + (k,), from_env) for k, v in value.items()}
     if isinstance(value, list):
-        return [_expand(v, environ, where, keys + (i,)) for i, v in enumerate(value)]
+        return [_expand(v, environ, where, keys + (i,), from_env) for i, v in enumerate(value)]
     if not isinstance(value, str):
         return value
 
     def substitute(match: re.Match) -> str:
         var, fallback = match.group(1), match.group(2)
         if var in environ:
-            _FROM_ENV.add(environ[var])
+            from_env.add(environ[var])
             if redact.is_credential_name(var):  # ${HF_TOKEN} is masked wherever it is put
                 redact.register_credential(environ[var])
             if keys[-2:-1] == ("headers",):  # a curl line names it, as fleet.yaml does
@@ -324,8 +330,9 @@ def schema() -> dict:
     return json.loads(resources.files("pytest_frank").joinpath("fleet.schema.json").read_text())
 
 
-def _validate(data: dict, where: str) -> None:
-    found = schema_errors.problems(_with_registered(schema()), data, _show, "a mapping")
+def _validate(data: dict, where: str, from_env: set[str]) -> None:
+    show = partial(_show, from_env=from_env)
+    found = schema_errors.problems(_with_registered(schema()), data, show, "a mapping")
     if found:
         lines = [f"{where}: {p.where or '(top level)'}: {_reason(p)}" for p in found[:5]]
         more = len(found) - len(lines)
@@ -336,10 +343,11 @@ def _validate(data: dict, where: str) -> None:
 
 def _with_registered(base: dict) -> dict:
     """The schema with the `expect:` keys of claims registered outside the package."""
-    if not EXPECT_SCHEMAS:
+    registered = expect_schemas()
+    if not registered:
         return base
     extended = copy.deepcopy(base)  # the cached schema stays the built-in one
-    extended["$defs"]["expect"]["properties"].update(EXPECT_SCHEMAS)
+    extended["$defs"]["expect"]["properties"].update(registered)
     return extended
 
 
@@ -352,10 +360,10 @@ def _reason(problem: schema_errors.SchemaProblem) -> str:
     return problem.reason
 
 
-def _show(value: Any, path: schema_errors.Path = ()) -> str:
+def _show(value: Any, path: schema_errors.Path = (), *, from_env: set[str]) -> str:
     if path[-1:] == ("api_key",):
         return "(the value is a secret and is not shown)"
     text = repr(value)
-    if any(len(env) >= 4 and env in text for env in _FROM_ENV):
+    if any(len(env) >= 4 and env in text for env in from_env):
         return "(a value from the environment, not shown)"  # it may be a key: never echo it
     return schema_errors.short(value)

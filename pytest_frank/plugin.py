@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_frank import claims, redact
+from pytest_frank import claims, redact, state
 from pytest_frank.claims import CLAIMS, claim_of
 from pytest_frank.fleet import FleetError, load
-from pytest_frank.stash import SESSION
+from pytest_frank.stash import RUN_STATE, SESSION
 from pytest_frank.verdict import Verdict
 
 PROBED: pytest.StashKey[object] = pytest.StashKey()
@@ -117,7 +117,7 @@ def _baseline(config):
 
 def _user_claims(config) -> None:
     """The claims conftest.py files and plugins register (they are loaded by now)."""
-    claims.reset()  # an in-process run before this one may have left its own
+    config.stash[RUN_STATE] = state.begin()  # this run's claims and secrets, till unconfigure
     try:
         config.hook.pytest_frank_claims(register=claims.register)
     except claims.ClaimError as exc:
@@ -438,7 +438,7 @@ def pytest_sessionfinish(session):
 
 
 def pytest_unconfigure(config):
-    claims.reset()  # the reports are written: a later in-process run registers its own
+    state.end(config.stash.get(RUN_STATE, None))  # the reports are written: its state goes
     frank = config.stash.get(SESSION, None)
     if frank is not None:
         frank.interrupts.restore()

@@ -4,6 +4,9 @@ NUL reaches a terminal, JUnit, HTML or Markdown), and every message cut to a bou
 
 A secret is masked in the forms it travels in too, as CI runners mask theirs: base64 (alone, or
 inside a longer base64 string at any of the three byte alignments), URL-encoded and JSON-escaped.
+
+The secrets are the run's (pytest_frank.state): what one pytest run registered is not masked,
+nor named, in another run in the same process.
 """
 
 from __future__ import annotations
@@ -13,10 +16,8 @@ import json
 import re
 from urllib.parse import quote, quote_plus, urlsplit
 
-_SECRETS: set[str] = set()
-_FORMS: set[str] = set()  # their base64, URL-encoded and JSON-escaped copies
-_PATTERN: re.Pattern | None = None  # every masked form, longest first; rebuilt on register
-_NAMED: dict[str, str] = {}  # value -> the environment variable a reproduce line names instead
+from pytest_frank import state
+
 MASK = "***"
 MAX_MESSAGE = 4000  # one failure, skip or evidence note: a 3 MiB error body is not copied whole
 MIN_SECRET = 4  # shorter values would mask ordinary words; a real key is never that short
@@ -33,15 +34,28 @@ PLACEHOLDERS = frozenset({"empty", "none", "null", "nil", "dummy", "changeme", "
                           "no-key", "sk-no-key-required", "frank-no-key"})
 
 
-def register(secret: str | None) -> None:
-    """Mask `secret` and its encoded forms in everything that leaves from now on."""
-    global _PATTERN
-    if not secret or len(secret) < MIN_SECRET or secret in _SECRETS:
-        return
-    _SECRETS.add(secret)
-    _FORMS.update(f for f in encoded_forms(secret) if len(f) >= MIN_SECRET)
-    _PATTERN = None
+class Secrets:
+    """One run's secrets (pytest_frank.state): what it masks, and what it names by variable."""
 
+    def __init__(self) -> None:
+        self.values: set[str] = set()
+        self.forms: set[str] = set()  # their base64, URL-encoded and JSON-escaped copies
+        self.pattern: re.Pattern | None = None  # every masked form, longest first; None: rebuild
+        self.named: dict[str, str] = {}  # value -> the variable a reproduce line names instead
+
+
+def _secrets() -> Secrets:
+    return state.current().part(Secrets)
+
+
+def register(secret: str | None) -> None:
+    """Mask `secret` and its encoded forms in everything this run sends out from now on."""
+    known = _secrets()
+    if not secret or len(secret) < MIN_SECRET or secret in known.values:
+        return
+    known.forms.update(f for f in encoded_forms(secret) if len(f) >= MIN_SECRET)
+    known.values.add(secret)
+    known.pattern = None
 
 
 def register_credential(value: str | None) -> None:
@@ -113,28 +127,30 @@ def register_variable(value: str | None, name: str) -> None:
     """A value a curl line shows as `$NAME` (the api key as $API_KEY, a header's `${VAR}` as
     $VAR): the line then works wherever the variable is set, and never holds the value."""
     if value and len(value) >= MIN_SECRET:  # a shorter one would be found inside ordinary words
-        _NAMED[value] = name
+        _secrets().named[value] = name
 
 
 def named_parts(text: str) -> list[tuple[str, bool]]:
     """`text` as literal pieces (False) and the variable names of registered values (True)."""
-    if not _NAMED:
+    named = dict(_secrets().named)
+    if not named:
         return [(text, False)]
-    known = re.compile("|".join(map(re.escape, sorted(_NAMED, key=len, reverse=True))))
+    known = re.compile("|".join(map(re.escape, sorted(named, key=len, reverse=True))))
     parts, at = [], 0
     for match in known.finditer(text):
-        parts += [(text[at:match.start()], False), (_NAMED[match.group(0)], True)]
+        parts += [(text[at:match.start()], False), (named[match.group(0)], True)]
         at = match.end()
     parts.append((text[at:], False))
     return [(piece, named) for piece, named in parts if piece]
 
 
 def _pattern() -> re.Pattern | None:
-    global _PATTERN
-    if _PATTERN is None and _SECRETS:
-        forms = sorted(_SECRETS | _FORMS, key=len, reverse=True)  # a longer form wins
-        _PATTERN = re.compile("|".join(map(re.escape, forms)))
-    return _PATTERN
+    known = _secrets()
+    pattern = known.pattern
+    if pattern is None and known.values:
+        forms = sorted(known.values | known.forms, key=len, reverse=True)  # a longer form wins
+        pattern = known.pattern = re.compile("|".join(map(re.escape, forms)))
+    return pattern
 
 
 def scrub(text: str) -> str:

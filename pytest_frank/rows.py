@@ -62,17 +62,17 @@ def _why(call) -> str:
 
 
 def _measured(target) -> bool:
-    from pytest_frank import fingerprint
+    from pytest_frank import identify
 
-    return target.measured(fingerprint.identity)
+    return target.measured(identify.identity)
 
 
 def _identity(target) -> dict:
-    from pytest_frank import fingerprint
+    from pytest_frank import identify
 
     if not _measured(target):
         return {"url": target.endpoint.url}  # the probe phase did not reach it: none at report time
-    seen = target.need(fingerprint.identity)
+    seen = target.need(identify.identity)
     return {"build": getattr(seen, "build", None), "models": getattr(seen, "models", []),
             "url": target.endpoint.url}
 

@@ -110,12 +110,12 @@ class FrankSession:
         target = self.targets[name]
         if not self.health(name).ready:
             return  # its checks are skipped as blocked; nothing more to ask of it
-        from pytest_frank import fingerprint
+        from pytest_frank import identify
 
         work = self.plan.get(name, [])
         if work and target.driver.owned_by:  # which engine it is, for any failure's first line
-            work = [*work, (fingerprint.engine, None)]
-        work = [*work, (fingerprint.identity, None)]  # which build serves what, for the reports
+            work = [*work, (identify.engine, None)]
+        work = [*work, (identify.identity, None)]  # which build serves what, for the reports
         first = [job for job in work if runs_first(job[0])]
         for job in first:  # before any other traffic of the endpoint's, one at a time
             if self.stop.why:

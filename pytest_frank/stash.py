@@ -9,5 +9,7 @@ import pytest
 
 if TYPE_CHECKING:
     from pytest_frank.session import FrankSession
+    from pytest_frank.state import RunState
 
 SESSION: pytest.StashKey[FrankSession] = pytest.StashKey()
+RUN_STATE: pytest.StashKey[RunState] = pytest.StashKey()  # its claims and secrets, configure on

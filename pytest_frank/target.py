@@ -69,19 +69,17 @@ def key_of(probe: Probe, case: str | None = None) -> Key:
     return f"{probe.__module__}.{probe.__qualname__}", case
 
 
-_FIRST: set[Callable[..., Any]] = set()
-
-
 def first_and_alone(probe: Callable[..., Obs]) -> Callable[..., Obs]:
     """Mark a probe that measures through server-wide counters or gauges: it runs before the
     endpoint's other probes, one at a time, so none of their requests (a grammar-bound tool
-    call, one given up on and still generating) shares its window."""
-    _FIRST.add(probe)
+    call, one given up on and still generating) shares its window. The mark is the function's
+    own, not a registry's: it is what the probe is, in every run."""
+    probe.frank_first = True  # type: ignore[attr-defined]
     return probe
 
 
 def runs_first(probe: Probe) -> bool:
-    return probe in _FIRST
+    return getattr(probe, "frank_first", False) is True
 
 
 class Target:

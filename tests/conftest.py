@@ -29,16 +29,19 @@ for _module in pkgutil.walk_packages(pytest_frank.__path__, "pytest_frank."):
 
 
 @pytest.fixture
+def fresh_state():
+    """A run state of the test's own (pytest_frank.state.fresh): the secrets and claims it
+    registers outside any pytest run go with it, as they would with a real run."""
+    from pytest_frank import state
+
+    with state.fresh() as run:
+        yield run
+
+
+@pytest.fixture
 def run_fleet(pytester, monkeypatch):
-    """Write a fleet file and run pytest on it in-process; returns pytester's RunResult."""
-
-    # A run registers its fleet's secrets for the process; an in-process run's must not mask
-    # the next test's output, as they would not outlive a real run.
-    from pytest_frank import redact
-
-    for state in ("_SECRETS", "_FORMS", "_NAMED"):
-        monkeypatch.setattr(redact, state, type(getattr(redact, state))(getattr(redact, state)))
-    monkeypatch.setattr(redact, "_PATTERN", None)
+    """Write a fleet file and run pytest on it in-process; returns pytester's RunResult. The
+    run's secrets and claims are its own (pytest_frank.state): none outlives it."""
 
     def run(fleet, *args, env=None):
         for key, value in (env or {}).items():

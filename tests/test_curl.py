@@ -23,7 +23,7 @@ def _shell(word: str, env: dict[str, str]) -> str:
     "tok-curl-plain-0001suffix",          # a name followed by letters needs ${TOK}
     'sig="tok-curl-plain-0001" $HOME `x` !',  # quotes and $ in the literal: single-quoted parts
 ])
-def test_a_header_word_expands_back_to_what_was_sent(value):
+def test_a_header_word_expands_back_to_what_was_sent(fresh_state, value):
     redact.register_variable("tok-curl-plain-0001", "TOK")
     word = http._curl_header("X-Upstream", value)
     assert "tok-curl-plain-0001" not in word
@@ -45,7 +45,7 @@ def test_a_secret_header_without_a_known_variable_is_named_for_itself():
     assert http._curl_header("x-api-key", http.NO_KEY) is None  # the SDK's stand-in: no key
 
 
-def test_the_exchange_keeps_the_words_not_the_values():
+def test_the_exchange_keeps_the_words_not_the_values(fresh_state):
     redact.register_variable("sk-exchange-key-0002", "API_KEY")
     request = httpx2.Request("POST", "http://h:1/v1/x", json={"a": 1},
                              headers={"Authorization": "Bearer sk-exchange-key-0002"})

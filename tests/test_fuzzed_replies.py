@@ -48,7 +48,7 @@ from healthy_engines import ARGS, healthy_chat, healthy_messages
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_frank import fingerprint, redact, rows
+from pytest_frank import identify, redact, rows
 from pytest_frank.claims import (
     agent,
     bind,
@@ -348,7 +348,7 @@ def _bounded(message, test: str) -> str:
 
 def header(target: Target) -> dict:
     """The reports' header row: build and served models, from whatever the endpoint said."""
-    target.need(fingerprint.identity)  # as the probe phase does
+    target.need(identify.identity)  # as the probe phase does
     row = rows._identity(target)
     assert row["build"] is None or (isinstance(row["build"], str) and len(row["build"]) <= 120)
     assert all(isinstance(m, str) for m in row["models"]), row["models"]

@@ -85,7 +85,7 @@ def test_where_stderr_cannot_be_redirected_the_log_stays_there(monkeypatch):
     assert server.log is None and server.log_path is None and server.log_tail() is None
 
 
-def test_a_long_log_shows_its_end_inert_and_masked(tmp_path):
+def test_a_long_log_shows_its_end_inert_and_masked(fresh_state, tmp_path):
     from pytest_frank import redact
 
     redact.register("sk-in-a-log-line-0003")

@@ -20,10 +20,10 @@ PACKAGE = Path(pytest_frank.__file__).parent
 # Layer order, first to last; a module's layer is its longest listed prefix.
 LAYERS = {
     # helpers that import nothing of the package beyond each other; "": the package's face
-    "base": ["", "redact", "hosts", "figures", "schema_errors", "hooks"],
+    "base": ["", "state", "redact", "hosts", "figures", "schema_errors", "hooks"],
     "config": ["fleet"],
     "runtime": ["http", "observation", "verdict", "wire", "target", "session", "probes", "chat",
-                "metrics", "drivers", "fingerprint", "interrupt", "gguf", "vram", "local",
+                "metrics", "drivers", "identify", "interrupt", "gguf", "vram", "local",
                 "serve", "xdist_scheduling", "cli", "sizing", "known_errors"],
     # checks: the judge contract each claim is written to; init: a fleet file from the probes
     "claims": ["claims", "checks", "init"],

@@ -20,6 +20,17 @@ def test_every_subpackage_is_listed_for_the_wheel():
     assert "pytest_frank.batteries" in listed
 
 
+def test_the_version_is_written_once():
+    """pyproject reads it from pytest_frank.__version__: the two cannot disagree."""
+    from importlib.metadata import version
+
+    import pytest_frank
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert "version" not in project and "version" in project["dynamic"]
+    assert version("pytest-frank") == pytest_frank.__version__
+
+
 def test_non_editable_install_runs_the_battery_outside_the_checkout(tmp_path, llama):
     """`pip install <checkout>` (a wheel; deps are in this venv), then pytest in another folder,
     against a live llama.cpp: the right alias passes, a wrong one fails test_alias only."""
@@ -30,6 +41,9 @@ def test_non_editable_install_runs_the_battery_outside_the_checkout(tmp_path, ll
                     "--no-build-isolation", "--target", str(target), str(ROOT)],
                    check=True, capture_output=True)
     assert (target / "pytest_frank" / "batteries" / "test_health.py").exists()
+    from pytest_frank import __version__
+
+    assert (target / f"pytest_frank-{__version__}.dist-info").is_dir()  # pyproject's, read
     (work / "fleet.yaml").write_text(
         "endpoints:\n"
         f"  good: {{url: '{server.url}', engine: llamacpp, alias: qwen-large}}\n"

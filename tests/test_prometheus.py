@@ -157,12 +157,9 @@ def _run(fleet="fleet.yaml", endpoint="ep", rows=3) -> Run:
 
 
 @pytest.mark.unit
-def test_label_values_are_escaped_and_secrets_masked(monkeypatch):
+def test_label_values_are_escaped_and_secrets_masked(fresh_state):
     from pytest_frank import redact
 
-    monkeypatch.setattr(redact, "_SECRETS", set(redact._SECRETS))
-    monkeypatch.setattr(redact, "_FORMS", type(redact._FORMS)(redact._FORMS))
-    monkeypatch.setattr(redact, "_PATTERN", None)
     redact.register(SECRET)
     odd = f'/srv/ops/"night"\\{SECRET}\nfleet.yaml'
     text = prometheus.text(_run(fleet=odd, endpoint="gpu-1.a:b")).decode()

@@ -59,10 +59,7 @@ def test_the_caller_chooses_its_object_word_and_how_a_value_is_shown():
     assert found.reason == "expected a list, got mapping {'a': 1}"
 
 
-def test_shallow_problems_come_first_and_a_secret_is_masked(monkeypatch):
-    monkeypatch.setattr(redact, "_SECRETS", set(redact._SECRETS))
-    monkeypatch.setattr(redact, "_FORMS", set(redact._FORMS))
-    monkeypatch.setattr(redact, "_PATTERN", None)
+def test_shallow_problems_come_first_and_a_secret_is_masked(fresh_state):
     redact.register("sk-very-secret-0123")
     found = problems(OBJECT, {"days": "sk-very-secret-0123", "colour": 1})
     assert [p.kind for p in found] == ["missing", "unknown", "type"]

@@ -121,12 +121,9 @@ OTHER = "plain-value-4471-abcdef"
 
 @pytest.mark.parametrize("how", [("--frank-mask-env", "FRANK_TEST_PLAIN"),
                                  ("-o", "frank_mask_env=FRANK_TEST_UNRELATED FRANK_TEST_PLAIN")])
-def test_mask_env_masks_a_variable_of_any_name(run_fleet, pytester, monkeypatch, how):
+def test_mask_env_masks_a_variable_of_any_name(run_fleet, pytester, how):
     """A gateway that echoes a deployment value (not credential-named, not in fleet.yaml) in its
     errors; --frank-mask-env (or the ini frank_mask_env) makes it a secret."""
-    for registry in ("_SECRETS", "_FORMS"):  # in-process runs share them: start from none
-        monkeypatch.setattr(redact, registry, set())
-    monkeypatch.setattr(redact, "_PATTERN", None)
     with Emulator("vllm", models=["m"]) as em:
         em.route("GET", "/v1/models", lambda r: Reply(500, {"error": {"message": f"{OTHER} "
                                                                                  "is down"}}))
@@ -243,12 +240,9 @@ def test_a_token_in_a_units_environment_never_appears(run_fleet, pytester, env_l
 
 
 @pytest.mark.parametrize("value", ["8192", "0.9", "true", "none", "EMPTY"])
-def test_a_count_under_a_credential_like_name_is_no_secret(monkeypatch, value):
+def test_a_count_under_a_credential_like_name_is_no_secret(fresh_state, value):
     """MAX_NUM_BATCHED_TOKENS=8192 or PASSES=3: a name guess also catches counts and switches,
     and masking them would blank every context size in the reports."""
-    monkeypatch.setattr(redact, "_SECRETS", set())
-    monkeypatch.setattr(redact, "_FORMS", set())
-    monkeypatch.setattr(redact, "_PATTERN", None)
     redact.register_credential(value)
     assert redact.scrub(f"ctx {value}") == f"ctx {value}"
     redact.register_credential("hf_S3cr3tT0kenValue")

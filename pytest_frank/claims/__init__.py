@@ -2,7 +2,7 @@
 back typed by a probe with `Options.on(endpoint)` and by a judge as `ctx.options`), its probes
 (network and file work) and its checks (`pytest_frank.checks.Check`: probe + judge).
 A conftest.py or a plugin adds claims of its own with `register` (the `pytest_frank_claims`
-hook, pytest_frank.hooks)."""
+hook, pytest_frank.hooks), for the run that loads it (pytest_frank.state)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,14 @@ import importlib
 import re
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from types import MappingProxyType
+from typing import Any, ClassVar, Iterator, Mapping, TypeVar
 
-from pytest_frank.fleet import EXPECT_SCHEMAS, Endpoint, OptionError
+from pytest_frank import state
+from pytest_frank.fleet import Endpoint, OptionError, expect_schemas
 
 # Claim names are marker names and fleet.yaml `expect:` keys: a public interface (`-m tools`).
-CLAIMS = {
+_BUILT_IN = MappingProxyType({
     "health": "the health route answers ready",
     "alias": "the intended alias is served by /v1/models",
     "chat": "a plain question gets a plain answer that ends by itself",
@@ -33,8 +35,8 @@ CLAIMS = {
     "slots": "the live slot shape matches the intended one",
     "vram": "GPU memory used matches the model's own header",
     "serve": "the serve config (unit, env, script) holds what the claims need, and is what runs",
-}
-BUILT_IN = frozenset(CLAIMS)
+})
+BUILT_IN = frozenset(_BUILT_IN)
 # How a claim is asked besides its own `expect:` key (every other claim is asked by that key
 # alone, `false` turning it off): health and chat always, unless turned off under expect
 # (`expect: {chat: false}`); alias and
@@ -89,10 +91,34 @@ class ClaimError(Exception):
     """A claim that cannot be registered; the message names it."""
 
 
-# The registered claims' options (their `expect:` schema fragments are the fleet's
-# EXPECT_SCHEMAS), by name; they last as long as the pytest configuration that registered them
-# (`reset`).
-_OPTIONS: dict[str, type[Options]] = {}
+class Registered:
+    """The claims one run registered (its `expect:` schema fragments are the fleet's
+    ExpectSchemas): part of the run's state, gone with the run."""
+
+    def __init__(self) -> None:
+        self.about: dict[str, str] = {}  # in the order registered: their columns come after
+        self.options: dict[str, type[Options]] = {}
+
+
+def _registered() -> Registered:
+    return state.current().part(Registered)
+
+
+class _Claims(Mapping[str, str]):
+    """Name -> what it proves, for every claim of the run under way: the built-in ones in their
+    order (health first: a report reads like a bring-up), then the ones it registered."""
+
+    def __getitem__(self, name: str) -> str:
+        return _BUILT_IN[name] if name in _BUILT_IN else _registered().about[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([*_BUILT_IN, *_registered().about])
+
+    def __len__(self) -> int:
+        return len(_BUILT_IN) + len(_registered().about)
+
+
+CLAIMS: Mapping[str, str] = _Claims()  # read-only: `register` adds a claim to the run
 
 
 def register(name: str, about: str, options: type[Options] = Options,
@@ -107,22 +133,16 @@ def register(name: str, about: str, options: type[Options] = Options,
         raise ClaimError(f"claim {name!r}: a claim's name is a marker's, letters, digits and _")
     if not (isinstance(options, type) and issubclass(options, Options)):
         raise ClaimError(f"claim {name!r}: options must be a pytest_frank.claims.Options class")
-    CLAIMS[name] = about  # after the built-ins: its column comes after theirs
-    _OPTIONS[name] = options
-    EXPECT_SCHEMAS[name] = schema if schema is not None else {"type": ["boolean", "object"]}
-
-
-def reset() -> None:
-    """Only the built-in claims again (CLAIMS is changed in place: modules hold it by name)."""
-    for name in [name for name in CLAIMS if name not in BUILT_IN]:
-        del CLAIMS[name]
-    _OPTIONS.clear()
-    EXPECT_SCHEMAS.clear()
+    registered = _registered()
+    registered.about[name] = about
+    registered.options[name] = options
+    expect_schemas()[name] = schema if schema is not None else {"type": ["boolean", "object"]}
 
 
 def options_type(claim: str) -> type[Options]:
-    if claim in _OPTIONS:
-        return _OPTIONS[claim]
+    registered = _registered().options
+    if claim in registered:
+        return registered[claim]
     module = importlib.import_module(f"pytest_frank.claims.{claim}")
     return getattr(module, "Options", Options)
 

@@ -1,5 +1,5 @@
 """fingerprint: the endpoint still computes the same model. Not the engine's fingerprint (which
-engine answers, pytest_frank.fingerprint), but the answers' own: a few fixed prompts asked
+engine answers, pytest_frank.identify), but the answers' own: a few fixed prompts asked
 greedy, their first tokens and those tokens' logprobs recorded into the run record. A later run
 with `--frank-baseline` compares them (pytest_frank.baseline): a quantized KV cache, a rope
 setting, another GGUF under the same alias or a template edit keeps every form and changes
@@ -239,7 +239,7 @@ def asked(target) -> Asked:
 
 
 def _build(target) -> str | None:
-    from pytest_frank.fingerprint import identity
+    from pytest_frank.identify import identity
 
     build = getattr(target.need(identity), "build", None)  # a Failed has none
     return build if isinstance(build, str) else None

@@ -25,7 +25,7 @@ class Driver:
 
     name: str  # fleet.yaml `engine:`
     label: str
-    # How the engine gives itself away (pytest_frank.fingerprint): /v1/models owned_by and its
+    # How the engine gives itself away (pytest_frank.identify): /v1/models owned_by and its
     # /metrics prefix. None for shapes any engine may wear (a generic server, a proxy).
     owned_by: str | None = None
     metrics_prefix: str | None = None

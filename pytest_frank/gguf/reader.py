@@ -328,9 +328,6 @@ class _Parser:
     def fail(self, at: int, what: str, why: str) -> GGUFError:
         return GGUFError(f"at offset {at}: {what}: {why}")
 
-    def _size_note(self) -> str:
-        return f"(size {self.src.size})" if self.src.size is not None else "(at end of stream)"
-
     def need(self, n: int, what: str) -> None:
         end = self.pos + n
         if self.src.size is not None and end > self.src.size:

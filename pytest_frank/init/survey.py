@@ -91,7 +91,7 @@ def _target(url, engine, api_key, timeout, ready_timeout=0.0):
 
 def identify(url: str, api_key: str | None, timeout: float) -> tuple[str, str]:
     """(engine, the sign that gave it away); InitError for a URL that is no LLM server."""
-    from pytest_frank.fingerprint import recognise
+    from pytest_frank.identify import recognise
     from pytest_frank.probes import served
 
     target = _target(url, "openai", api_key, timeout)

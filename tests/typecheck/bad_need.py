@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from pytest_frank import fingerprint
+from pytest_frank import identify
 from pytest_frank.target import Target
 
 
 def engine_named(target: Target) -> str | None:
-    return target.need(fingerprint.engine).engine
+    return target.need(identify.engine).engine

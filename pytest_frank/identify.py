@@ -84,7 +84,7 @@ def contradiction(seen: Seen | Failed, target: Target) -> str | None:
     from pytest_frank.drivers import DRIVERS
 
     said = target.driver
-    # A fingerprint probe that broke on what the endpoint sent comes back as a bare Observation
+    # An engine probe that broke on what the endpoint sent comes back as a bare Observation
     # (Target._run): it recognised nothing, and the failure being diagnosed stands as it is.
     if not isinstance(seen, Seen) or not seen.engine or not said.owned_by or seen.engine == said.name:
         return None
