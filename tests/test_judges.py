@@ -2,6 +2,7 @@
 prove the same judges against real and emulated engines; these pin each diagnosis line."""
 
 import re
+from functools import partial
 
 import pytest
 
@@ -330,7 +331,8 @@ def test_fleet_reasons_read_like_a_colleague(tmp_path):
     from pytest_frank.schema_errors import problems
 
     bad = {"endpoints": {"x": {"url": "ftp://h", "engine": "tgi", "api_key": 5, "colour": 1}}}
-    reasons = sorted(_reason(p) for p in problems(schema(), bad, _show, "a mapping"))
+    show = partial(_show, from_env=set())
+    reasons = sorted(_reason(p) for p in problems(schema(), bad, show, "a mapping"))
     assert "'tgi' is not one of llamacpp, vllm, sglang, anthropic, openai" in reasons
     assert any(r.startswith("unknown key 'colour' (known keys: alias, api, api_key") for r in reasons)
     assert "'ftp://h' is not an http(s) URL" in reasons
