@@ -8,11 +8,12 @@ from typing import Any
 
 import pytest
 
-from pytest_frank import probes, redact
+from pytest_frank import fingerprint, probes, redact
 from pytest_frank.checks import check_of
 from pytest_frank.claims import claim_of
 from pytest_frank.endpoint import EndpointUnderTest
 from pytest_frank.stash import SESSION
+from pytest_frank.target import Target
 from pytest_frank.verdict import Failure, Skip, Verdict, render
 
 
@@ -25,7 +26,7 @@ def verdict_of(report: pytest.TestReport, raised: BaseException | None) -> Verdi
     return raised.verdict if isinstance(raised, Skip) else Verdict.SKIPPED
 
 
-def _reports_asked(config) -> bool:
+def _reports_asked(config: pytest.Config) -> bool:
     """Whether a page or file will show exchanges: else a row carries no copy of them."""
     return bool(config.getoption("htmlpath", None) or config.getoption("frank_json")
                 or config.getoption("frank_report"))
@@ -74,15 +75,11 @@ def said(raised: pytest.ExceptionInfo[BaseException] | None) -> tuple[str, str |
     return raised.exconly(), None
 
 
-def _measured(target) -> bool:
-    from pytest_frank import fingerprint
-
+def _measured(target: Target) -> bool:
     return target.measured(fingerprint.identity)
 
 
-def _identity(target) -> dict:
-    from pytest_frank import fingerprint
-
+def _identity(target: Target) -> dict[str, Any]:
     if not _measured(target):
         return {"url": target.endpoint.url}  # the probe phase did not reach it: none at report time
     seen = target.need(fingerprint.identity)

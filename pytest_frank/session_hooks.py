@@ -41,7 +41,8 @@ class FleetHooks:
     """The run's hooks: collecting the battery per endpoint, planning and running the probe
     phase, and each report's row."""
 
-    def __init__(self, config: pytest.Config, frank: FrankSession, battery: Path, probes: bool):
+    def __init__(self, config: pytest.Config, frank: FrankSession, battery: Path,
+                 probes: bool) -> None:
         self.config, self.frank, self.battery = config, frank, battery
         self.probes = probes  # whether this process probes (see plugin._probes_here)
 
