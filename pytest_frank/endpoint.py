@@ -19,7 +19,7 @@ from pytest_frank import http, redact
 from pytest_frank.checks import Check, Context
 from pytest_frank.observation import Failed
 from pytest_frank.results import LAUNCH_LOG
-from pytest_frank.verdict import Failure, Inconclusive, Verdict, skip
+from pytest_frank.verdict import Failure, Inconclusive, NotAsked
 
 if TYPE_CHECKING:
     from pytest_frank.fleet import Endpoint
@@ -38,7 +38,6 @@ class EndpointUnderTest:
         self.notes: list[str] = []
         self.attachments: list[dict[str, Any]] = []  # {"name", "mime", "data" (base64 or text)}
         self.figures: dict[str, dict[str, Any]] = {}  # name -> {"value", "unit"}: for baselines
-        self.verdict: Verdict | None = None  # NOT_ASKED or INCONCLUSIVE where a skip means that
 
     @property
     def config(self) -> Endpoint:
@@ -70,8 +69,7 @@ class EndpointUnderTest:
         """Probe, then judge: fail with the observation's failure, else with the judge's."""
         why_not = check.not_applying(self.entry, self.driver)
         if why_not:
-            self.verdict = Verdict.NOT_ASKED
-            skip(why_not)
+            raise NotAsked(why_not)
         obs = self.probe(check.probe, case)
         if check.claim == "health":  # once per endpoint: a launched server's log, in this row
             self._attach_launch_log()
@@ -82,18 +80,15 @@ class EndpointUnderTest:
                 raise Inconclusive(f"inconclusive: {obs.inconclusive}")
             check.judge(obs, Context(self.entry, self.driver, check.options(self.entry), case,
                                      self.note, self.attach, self.figure))
-        except Inconclusive:
-            self.verdict = Verdict.INCONCLUSIVE
-            raise
         except Failure as failed:
-            message = self._diagnosis(failed, check)
+            diagnosed = self._diagnosis(failed, check)
         except pytest.fail.Exception as failed:  # a custom judge's own pytest.fail
-            message = self._diagnosis(Failure(failed.msg or ""), check)
+            diagnosed = self._diagnosis(Failure(failed.msg or ""), check)
         else:
             return
-        pytest.fail(message, pytrace=False)  # outside the except: no chained traceback
+        raise diagnosed  # outside the except: no chained traceback
 
-    def _diagnosis(self, failed: Failure, check: Check[Any, Any]) -> str:
+    def _diagnosis(self, failed: Failure, check: Check[Any, Any]) -> Failure:
         """A failure as the operator should read it: the engine first where fleet.yaml names
         the wrong one, and fleet.yaml keys instead of flags for a launched endpoint."""
         from pytest_frank import identify
@@ -104,8 +99,8 @@ class EndpointUnderTest:
         if check.claim != "health" and not target.offline and not stopped:  # nothing to ask
             # Read without showing: the evidence and its curl line stay the failing request's.
             wrong = identify.contradiction(self._target.need(identify.engine), target)
-        return failed.message(fleet=bool(self.entry.launch) and check.fleet_terms, first=wrong,
-                              settings=self._in_effect())
+        return failed.rendered(fleet=bool(self.entry.launch) and check.fleet_terms, first=wrong,
+                               settings=self._in_effect())
 
     def _in_effect(self):
         """The server settings a fix must not ask for again: the `launch:` block's, and the
@@ -151,13 +146,12 @@ class EndpointUnderTest:
 
     def evidence(self, exchanges: bool = True) -> dict[str, Any]:
         """What the reports show of this test, as plain data (it crosses xdist's wire); without
-        `exchanges`, only what the terminal shows (verdict, notes, figures, tables)."""
+        `exchanges`, only what the terminal shows (notes, figures, tables)."""
         last = next((ex for ex in reversed(self.exchanges) if ex.status is not None), None)
         return {"notes": [redact.inert(n) for n in self.notes], "figures": dict(self.figures),
                 "attachments": [dict(a) for a in self.attachments],
                 "exchanges": [ex.record() for ex in self.exchanges] if exchanges else [],
-                "curl": last.curl() if last is not None and exchanges else None,
-                "verdict": self.verdict}
+                "curl": last.curl() if last is not None and exchanges else None}
 
     def records(self) -> dict[str, Any]:
         return {"endpoint": self.name, "engine": self.entry.engine,

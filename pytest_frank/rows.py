@@ -4,41 +4,48 @@ where the test ran, so it crosses xdist's wire to the reports."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from pytest_frank import probes, redact
+from pytest_frank import identify, probes, redact
 from pytest_frank.checks import check_of
 from pytest_frank.claims import claim_of
+from pytest_frank.endpoint import EndpointUnderTest
 from pytest_frank.stash import SESSION
-from pytest_frank.verdict import Verdict
+from pytest_frank.target import Target
+from pytest_frank.verdict import Failure, Skip, Verdict, render
 
 
-def verdict_of(report: pytest.TestReport, hint: Verdict | None) -> Verdict:
-    """A test's verdict: `hint` is what a skip means (blocked, inconclusive, not asked)."""
-    if report.when != "call":
-        return Verdict.ERROR if report.failed else hint or Verdict.SKIPPED
-    if report.passed:
+def verdict_of(report: pytest.TestReport, raised: BaseException | None) -> Verdict:
+    """A test's verdict: a skip's is the one its type names (blocked, inconclusive, not asked)."""
+    if report.failed:
+        return Verdict.FAIL if report.when == "call" else Verdict.ERROR
+    if report.passed and report.when == "call":
         return Verdict.PASS
-    return Verdict.FAIL if report.failed else hint or Verdict.SKIPPED
+    return raised.verdict if isinstance(raised, Skip) else Verdict.SKIPPED
 
 
-def _reports_asked(config) -> bool:
+def _reports_asked(config: pytest.Config) -> bool:
     """Whether a page or file will show exchanges: else a row carries no copy of them."""
     return bool(config.getoption("htmlpath", None) or config.getoption("frank_json")
                 or config.getoption("frank_report"))
 
 
-def row_of(item, call, report, name: str, probed) -> dict:
-    """The report's row as plain data (pytest_frank.results.Row), so it crosses xdist's wire."""
-    evidence = probed.evidence(_reports_asked(item.config)) if probed is not None \
-        else {"verdict": None}
-    why = _why(call)
-    line, _, fix = why.partition("\n  fix: ")
-    hint = evidence.pop("verdict", None)
+def row_of(item: pytest.Item, report: pytest.TestReport, name: str,
+           probed: EndpointUnderTest | None,
+           raised: pytest.ExceptionInfo[BaseException] | None) -> dict[str, Any]:
+    """The report's row as plain data (pytest_frank.results.Row), so it crosses xdist's wire;
+    `raised` is what the test raised, as pytest recorded it."""
+    evidence = probed.evidence(_reports_asked(item.config)) if probed is not None else {}
+    exc = raised.value if raised is not None else None
+    line, fix = said(raised)
     row = {"key": f"{Path(str(item.path)).stem}::{item.name}", "endpoint": name,
-           "claim": claim_of(item) or "custom", "verdict": verdict_of(report, hint).value,
+           "claim": claim_of(item) or "custom", "verdict": verdict_of(report, exc).value,
            "line": redact.inert(line), "fix": redact.inert(fix) if fix else None, **evidence}
+    if isinstance(exc, Failure) and exc.figures:
+        row["figures"] = {**row.get("figures", {}), **{
+            k: {"value": round(float(v), 4), "unit": unit} for k, (v, unit) in exc.figures.items()}}
     frank = item.config.stash.get(SESSION, None)
     target = frank.targets.get(name) if frank is not None else None
     if target is None:
@@ -46,30 +53,33 @@ def row_of(item, call, report, name: str, probed) -> dict:
     check = check_of(item)
     health = check is not None and check.probe is probes.health and report.passed
     # Under xdist a worker probes on first use, after its health test: a later row carries it.
-    if call.when == "call" and (health or _measured(target)):
+    if report.when == "call" and (health or _measured(target)):
         row["identity"] = _identity(target)
     row["spend"] = {"generations": target.spend.generations, "tokens": target.spend.tokens}
     return row
 
 
-def _why(call) -> str:
-    exc = call.excinfo
-    if exc is None:
-        return ""
-    if isinstance(exc.value, (pytest.fail.Exception, pytest.skip.Exception)):
-        return str(exc.value.msg)
-    return exc.exconly()
+def said(raised: pytest.ExceptionInfo[BaseException] | None) -> tuple[str, str | None]:
+    """A row's line and fix, read from the exception's fields: a battery failure's diagnosis
+    and fix, a skip's reason, pytest's own fail or skip message, or any other exception's
+    one-line form (a plain assert's)."""
+    if raised is None:
+        return "", None
+    exc = raised.value
+    if isinstance(exc, Failure):
+        return render(exc.line), render(exc.fix) if exc.fix else None
+    if isinstance(exc, Skip):
+        return exc.line, None
+    if isinstance(exc, (pytest.fail.Exception, pytest.skip.Exception)):
+        return str(exc.msg), None
+    return raised.exconly(), None
 
 
-def _measured(target) -> bool:
-    from pytest_frank import identify
-
+def _measured(target: Target) -> bool:
     return target.measured(identify.identity)
 
 
-def _identity(target) -> dict:
-    from pytest_frank import identify
-
+def _identity(target: Target) -> dict[str, Any]:
     if not _measured(target):
         return {"url": target.endpoint.url}  # the probe phase did not reach it: none at report time
     seen = target.need(identify.identity)

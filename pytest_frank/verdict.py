@@ -1,6 +1,9 @@
-"""How a check ends: its verdict, and the typed outcomes a judge raises. A `Failure` carries one
-diagnosis and the usual fix, an `Inconclusive` why there is nothing to judge; both are pytest's
-own fail and skip, so a test fails or skips with the same line and no Python frames.
+"""How a check ends: its verdict, and the typed outcomes a test raises. A `Failure` carries one
+diagnosis, the usual fix and the figures measured; a `Skip` why there is no verdict on the claim,
+its subclass saying which (`Inconclusive`, `NotAsked`, `Blocked`, `Interrupted`). They are
+pytest's own fail and skip, so a test fails or skips with the same line and no Python frames, and
+a report's row is built from the exception pytest recorded (`pytest_frank.rows`), never from its
+text.
 
 Advice names server settings as `Setting`s inside a `Phrase`, so whether it reads in the
 server's flags or in fleet.yaml `launch:` keys is chosen when it is rendered, and a fix never
@@ -164,37 +167,82 @@ def unsettled(fix: Text | None, settings: InEffect | None) -> Text | None:
     return fix.unsettled(settings)
 
 
-class Failure(pytest.fail.Exception):  # type: ignore[name-defined]
-    """The check fails: `line` is the diagnosis, `fix` the usual remedy (None: none known)."""
+Figures = Mapping[str, tuple[float, str]]  # name -> (value, unit): what a failure measured
 
-    def __init__(self, line: Text, fix: Text | None = None):
+
+class Failure(pytest.fail.Exception):  # type: ignore[name-defined]
+    """The check fails: `line` is the diagnosis, `fix` the usual remedy (None: none known),
+    `figures` what was measured, for a later run's baseline."""
+
+    # Printed as pytest prints its own fail ("Failed: ..."): the terminal, JUnit XML and the
+    # page read as they do for pytest.fail.
+    __module__, __qualname__ = "builtins", "Failed"
+    verdict = Verdict.FAIL
+
+    def __init__(self, line: Text, fix: Text | None = None, figures: Figures | None = None):
         self.line, self.fix = line, fix
+        self.figures: dict[str, tuple[float, str]] = dict(figures or {})
         super().__init__(self.message(), pytrace=False)
+
+    def rendered(self, fleet: bool = False, first: str | None = None,
+                 settings: InEffect | None = None) -> Failure:
+        """This failure as the operator reads it: plain text, `first` above the diagnosis, in
+        fleet.yaml keys where `fleet`, without a fix that asks only for what `settings` hold."""
+        line, fix = self._texts(fleet, first, settings)
+        return Failure(line, fix, self.figures)
 
     def message(self, fleet: bool = False, first: str | None = None,
                 settings: InEffect | None = None) -> str:
-        """The lines the reports parse: `first` above the diagnosis, then "  fix: ..."; a fix
-        asking only for what `settings` already holds is left out."""
-        text = render(self.line, fleet)
-        if first:
-            text = f"{first}\n{text}"
+        """The test's failure message: the diagnosis (as `rendered`), then "  fix: ..."."""
+        line, fix = self._texts(fleet, first, settings)
+        return redact.inert(line if fix is None else f"{line}\n  fix: {fix}")
+
+    def _texts(self, fleet: bool, first: str | None,
+               settings: InEffect | None) -> tuple[str, str | None]:
+        line = render(self.line, fleet)
         fix = unsettled(self.fix, settings)
-        if fix:
-            text = f"{text}\n  fix: {render(fix, fleet)}"
-        return redact.inert(text)
+        return (f"{first}\n{line}" if first else line), (render(fix, fleet) if fix else None)
 
 
-class Inconclusive(pytest.skip.Exception):  # type: ignore[name-defined]
-    """Nothing to judge here (no GPU reading, too few tokens to rate): skipped as inconclusive.
-    `line` is the whole reason as the reports show it."""
+class Skip(pytest.skip.Exception):  # type: ignore[name-defined]
+    """No verdict on the claim: `line` is the whole reason as the reports show it, and the
+    class says which verdict it reads as."""
+
+    __module__, __qualname__ = "builtins", "Skipped"  # as pytest.skip's (see Failure)
+    verdict = Verdict.SKIPPED
 
     def __init__(self, line: str):
         self.line = line
         super().__init__(redact.inert(line))
 
 
-def fail(what: Text, fix: Text | None = None) -> NoReturn:
-    raise Failure(what, fix)
+class Inconclusive(Skip):
+    """Nothing to judge here (no GPU reading, too few tokens to rate)."""
+
+    verdict = Verdict.INCONCLUSIVE
+
+
+class NotAsked(Skip):
+    """A part of the claim that does not apply to this endpoint (Check.applies)."""
+
+    verdict = Verdict.NOT_ASKED
+
+
+class Blocked(Skip):
+    """Not measured because of another test's verdict: the endpoint is not healthy, or its
+    first answer too slow."""
+
+    verdict = Verdict.BLOCKED
+
+
+class Interrupted(Skip):
+    """Never measured: the run was stopped first."""
+
+    verdict = Verdict.INTERRUPTED
+
+
+def fail(what: Text, fix: Text | None = None, figures: Figures | None = None) -> NoReturn:
+    raise Failure(what, fix, figures)
 
 
 def inconclusive(line: str) -> NoReturn:
@@ -202,4 +250,4 @@ def inconclusive(line: str) -> NoReturn:
 
 
 def skip(why: str) -> NoReturn:
-    pytest.skip(redact.inert(why))
+    raise Skip(why)

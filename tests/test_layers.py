@@ -29,7 +29,7 @@ LAYERS = {
     "claims": ["claims", "checks", "init"],
     "record": ["results"],  # the run record: the glue writes it, the reports read it
     # stash: the run's keys on pytest's config; junit: pytest's own XML, renamed
-    "glue": ["stash", "plugin", "endpoint", "rows", "junit", "batteries"],
+    "glue": ["stash", "plugin", "session_hooks", "endpoint", "rows", "junit", "batteries"],
     "reports": ["reporting", "page", "markdown", "baseline", "prometheus"],
 }
 ORDER = list(LAYERS)
