@@ -13,11 +13,15 @@ Codex echoes. vLLM 0.32 serves the route natively: all of it right but a named t
 
 import json
 
+import pytest
 from fleets import one_endpoint
 from proxy import Proxy
 from test_agent_real import _template
+from vllm_server import CONFIGS
 
 from pytest_frank.local.selftest_model import chat_template
+
+pytestmark = pytest.mark.real
 
 SEEDS_MAP = {"minimal": "low", "low": "low", "medium": "medium", "high": "xhigh", "max": "xhigh"}
 
@@ -152,9 +156,10 @@ def test_vision_through_responses(llama, run_fleet):
 
 
 # -- real vLLM: its own /v1/responses (one configuration: parsers on, as the battery wants) ---
-VLLM = {"reasoning_parser": "qwen3", "tool_parser": "hermes"}
+VLLM = CONFIGS["PARSERS"]
 
 
+@pytest.mark.vllm_config("PARSERS")
 def test_vllm_passes_the_battery_through_responses(vllm, run_fleet):
     server = vllm(**VLLM)
     with Proxy(server.url) as proxy:

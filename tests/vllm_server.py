@@ -1,7 +1,12 @@
 """Real vLLM servers for tests: `vllm(**config)` returns a running server, shared per config.
 
+    @pytest.mark.vllm_config("BARE")
     def test_hello(vllm):
-        server = vllm(reasoning_parser="qwen3")     # server.url, server.model ("tiny")
+        server = vllm(**CONFIGS["BARE"])     # server.url, server.model ("tiny")
+
+A test that asks for `vllm` declares the configurations it serves (names in CONFIGS) with the
+`vllm_config` marker: the suite runs these tests last, grouped by configuration in CONFIGS'
+order (`in_config_order`), so each configuration starts once.
 
 The vLLM environment comes from tests/vllm_env.py (built on first use, about 5 minutes, then
 cached); the model folders from tests/vllm_model.py. Each server takes 30-60 s to start and about
@@ -30,6 +35,26 @@ MIN_FREE_BYTES = 4 * 2**30
 MODEL_SCRIPT = Path(__file__).with_name("vllm_model.py")
 NAME = "tiny"
 MAX_MODEL_LEN = 4096
+KEY = "sk-vllm-local-7781"
+
+# The configurations the tests serve, in the order the suite runs them: a test that needs two
+# (BARE and NO_PREFIX_CACHE, NGRAM and CHATTY) runs between the groups of the two, so with
+# MAX_LIVE servers live none starts twice.
+CONFIGS = {
+    # every flag set: two served names, the reasoning and tool parsers, an API key
+    "FULL": {"names": ("tiny", "frank-tiny"), "reasoning_parser": "qwen3", "tool_parser": "hermes",
+             "api_key": KEY},
+    "PARSERS": {"reasoning_parser": "qwen3", "tool_parser": "hermes"},  # the parsers, no key
+    "BARE": {},  # no parsers, no key, no speculative decoding
+    "NO_PREFIX_CACHE": {"prefix_caching": False},
+    # Drafting is measured over what the model writes of its own accord: the chatty model keeps
+    # talking, so ngram lookups and a draft model have a long answer to draft.
+    "NGRAM": {"variant": "chatty", "speculative": "ngram"},
+    "CHATTY": {"variant": "chatty"},  # NGRAM's non-drafting twin
+    "DRAFT": {"variant": "chatty", "speculative": "chatty"},
+    "LONG": {"variant": "long_think", "reasoning_parser": "qwen3"},
+    "CHATTY_REASONING": {"variant": "chatty", "reasoning_parser": "qwen3"},
+}
 
 
 @dataclass
@@ -56,8 +81,12 @@ class Server:
 
 def _flags(folder: Path, models: dict, names=(NAME,), reasoning_parser=None, tool_parser=None,
            api_key=None, speculative=None, prefix_caching=None, max_num_seqs=None) -> list[str]:
+    # One engine process: the worker runs inside the engine core (the "uni" executor; _start sets
+    # VLLM_ENABLE_V1_MULTIPROCESSING=0, without which the CPU platform switches back to "mp")
+    # rather than in a third process, which would import torch and vLLM once more. The API
+    # server and the engine core stay two processes, as in any `vllm serve`.
     flags = [str(folder), "--served-model-name", *names, "--max-model-len", str(MAX_MODEL_LEN),
-             "--dtype", "float32", "--enforce-eager"]
+             "--dtype", "float32", "--enforce-eager", "--distributed-executor-backend", "uni"]
     if reasoning_parser:
         flags += ["--reasoning-parser", reasoning_parser]
     if tool_parser:
@@ -97,6 +126,7 @@ class ServerPool:
         self.models: dict[str, Path] = {}
         self.live: dict[str, Server] = {}  # insertion order = least recently used first
         self.starts: dict[str, float] = {}
+        self.restarts: list[str] = []  # configurations started a second time (the order failed)
 
     def model(self, variant: str) -> Path:
         if variant not in self.models:
@@ -123,7 +153,8 @@ class ServerPool:
         argv = [str(self.env.vllm), "serve", *_flags(folder, self.models, **config),
                 "--host", "127.0.0.1", "--port", str(port)]
         log = self.workdir / f"server-{len(self.starts)}.log"
-        env = {**os.environ, **vllm_env.RUN_ENV, "VLLM_CPU_KVCACHE_SPACE": "1"}
+        env = {**os.environ, **vllm_env.RUN_ENV, "VLLM_CPU_KVCACHE_SPACE": "1",
+               "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}  # lets the CPU platform keep "uni"
         started = time.monotonic()
         with open(log, "w") as out:
             proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env,
@@ -136,6 +167,8 @@ class ServerPool:
             server.stop()
             raise
         server.start_s = time.monotonic() - started
+        if key in self.starts:
+            self.restarts.append(key)
         self.starts[key] = round(server.start_s, 1)
         return server
 
@@ -207,5 +240,29 @@ def vllm(tmp_path_factory):
     pool = ServerPool(env, tmp_path_factory.mktemp("vllm"))
     yield pool.get
     pool.close()
-    record = {"build_s": env.build_s, "disk_bytes": env.disk_bytes, "start_s": pool.starts}
+    record = {"build_s": env.build_s, "disk_bytes": env.disk_bytes, "start_s": pool.starts,
+              "restarts": pool.restarts}
     (vllm_env.cache_root() / "vllm-last-run.json").write_text(json.dumps(record, indent=1))
+
+
+def in_config_order(items: list) -> list:
+    """The tests on real vLLM moved last and grouped by the configurations they declare
+    (`@pytest.mark.vllm_config(name, ...)`, names in CONFIGS), in CONFIGS' order, each group's
+    one-config tests before those that also need the next; the rest keep their order."""
+    order = list(CONFIGS)
+    served, others = [], []
+    for item in items:
+        (served if "vllm" in getattr(item, "fixturenames", ()) else others).append(item)
+    return others + sorted(served, key=lambda item: _config_key(item, order))
+
+
+def _config_key(item, order: list[str]) -> tuple[int, int]:
+    marker = item.get_closest_marker("vllm_config")
+    names = marker.args if marker else ()
+    unknown = [name for name in names if name not in order]
+    if not names or unknown:
+        raise pytest.UsageError(
+            f"{item.nodeid} asks for real vLLM: declare its configurations with "
+            f"@pytest.mark.vllm_config(...), names from tests/vllm_server.py CONFIGS "
+            f"({', '.join(order)}){'; unknown: ' + ', '.join(unknown) if unknown else ''}")
+    return order.index(names[0]), len(names)
