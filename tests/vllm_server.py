@@ -44,7 +44,6 @@ CONFIGS = {
     # every flag set: two served names, the reasoning and tool parsers, an API key
     "FULL": {"names": ("tiny", "frank-tiny"), "reasoning_parser": "qwen3", "tool_parser": "hermes",
              "api_key": KEY},
-    "PARSERS": {"reasoning_parser": "qwen3", "tool_parser": "hermes"},  # the parsers, no key
     "BARE": {},  # no parsers, no key, no speculative decoding
     "NO_PREFIX_CACHE": {"prefix_caching": False},
     # Drafting is measured over what the model writes of its own accord: the chatty model keeps
