@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import yaml
 from llama import llama  # noqa: F401  (the real llama.cpp server factory fixture)
-from vllm_server import in_config_order, vllm  # noqa: F401  (real vLLM servers, tests/vllm_server.py)
+from vllm_server import in_config_order, plan_early_starts, start_next, vllm  # noqa: F401  (real vLLM)
 from real_models import smollm2, smollm2_path  # noqa: F401  (a real trained model, tests/real_models.py)
 from real_clients import client_server, coding_agent, sandbox  # noqa: F401  (pi and Codex, tests/real_clients.py)
 
@@ -68,6 +68,14 @@ def pytest_collection_modifyitems(items):
         if HERE in item.path.parents:  # not the battery's own tests, which a fleet run collects
             _check_tier(item)
     items[:] = in_config_order(items)
+
+
+def pytest_collection_finish(session):
+    plan_early_starts(session.items)  # the next vLLM configuration starts while tests run
+
+
+def pytest_runtest_teardown(item):
+    start_next(item)
 
 
 def _check_tier(item) -> None:

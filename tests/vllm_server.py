@@ -54,6 +54,8 @@ CONFIGS = {
     "LONG": {"variant": "long_think", "reasoning_parser": "qwen3"},
     "CHATTY_REASONING": {"variant": "chatty", "reasoning_parser": "qwen3"},
 }
+_THEN: dict[str, str] = {}  # test id -> the configuration to start once it has run
+_POOLS: list = []  # the session's pool, while the `vllm` fixture is up
 
 
 @dataclass
@@ -62,7 +64,7 @@ class Server:
     model: str
     proc: subprocess.Popen
     log: Path
-    start_s: float
+    start_s: float  # the monotonic launch time until healthy, then the seconds it took
 
     @property
     def running(self) -> bool:
@@ -80,7 +82,7 @@ class Server:
 
 def _flags(folder: Path, models: dict, names=(NAME,), reasoning_parser=None, tool_parser=None,
            api_key=None, speculative=None, prefix_caching=None, max_num_seqs=None) -> list[str]:
-    # One engine process: the worker runs inside the engine core (the "uni" executor; _start sets
+    # One engine process: the worker runs inside the engine core (the "uni" executor; _launch sets
     # VLLM_ENABLE_V1_MULTIPROCESSING=0, without which the CPU platform switches back to "mp")
     # rather than in a third process, which would import torch and vLLM once more. The API
     # server and the engine core stay two processes, as in any `vllm serve`.
@@ -126,6 +128,8 @@ class ServerPool:
         self.live: dict[str, Server] = {}  # insertion order = least recently used first
         self.starts: dict[str, float] = {}
         self.restarts: list[str] = []  # configurations started a second time (the order failed)
+        self.early: dict[str, Server] = {}  # started ahead of the tests that ask for them
+        self.logs: list[Path] = []
 
     def model(self, variant: str) -> Path:
         if variant not in self.models:
@@ -138,20 +142,29 @@ class ServerPool:
         key = json.dumps({"variant": variant, **config}, sort_keys=True)
         server = self.live.pop(key, None)
         if server is None or not server.running:
+            server = self.early.pop(key, None) or self._launch(key, variant, config)
             while len(self.live) >= MAX_LIVE:
                 self.live.pop(next(iter(self.live))).stop()
-            if config.get("speculative") not in (None, "ngram"):
-                self.model(config["speculative"])
-            server = self._start(key, self.model(variant), config)
+            self._ready(key, server)
         self.live[key] = server
         return server
 
-    def _start(self, key: str, folder: Path, config: dict) -> Server:
+    def start_early(self, variant: str = "sharp", **config) -> None:
+        """Begin starting a configuration the next tests will ask for, while the tests before
+        them run on the servers already up; `get` then waits for it to be healthy."""
+        key = json.dumps({"variant": variant, **config}, sort_keys=True)
+        if key not in self.live and key not in self.early:
+            self.early[key] = self._launch(key, variant, config)
+
+    def _launch(self, key: str, variant: str, config: dict) -> Server:
+        if config.get("speculative") not in (None, "ngram"):
+            self.model(config["speculative"])
         port = _free_port()
         names = config.get("names", (NAME,))
-        argv = [str(self.env.vllm), "serve", *_flags(folder, self.models, **config),
+        argv = [str(self.env.vllm), "serve", *_flags(self.model(variant), self.models, **config),
                 "--host", "127.0.0.1", "--port", str(port)]
-        log = self.workdir / f"server-{len(self.starts)}.log"
+        log = self.workdir / f"server-{len(self.logs)}.log"
+        self.logs.append(log)
         env = {**os.environ, **vllm_env.RUN_ENV, "VLLM_CPU_KVCACHE_SPACE": "1",
                "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}  # lets the CPU platform keep "uni"
         started = time.monotonic()
@@ -159,22 +172,24 @@ class ServerPool:
             proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env,
                                     start_new_session=True, cwd=self.workdir,
                                     preexec_fn=_die_with_parent)
-        server = Server(f"http://127.0.0.1:{port}", names[0], proc, log, 0.0)
+        return Server(f"http://127.0.0.1:{port}", names[0], proc, log, started)
+
+    def _ready(self, key: str, server: Server) -> None:
         try:
             _wait_healthy(server)
         except BaseException:
             server.stop()
             raise
-        server.start_s = time.monotonic() - started
+        server.start_s = time.monotonic() - server.start_s  # from launch to healthy
         if key in self.starts:
             self.restarts.append(key)
         self.starts[key] = round(server.start_s, 1)
-        return server
 
     def close(self) -> None:
-        for server in self.live.values():
+        for server in [*self.live.values(), *self.early.values()]:
             server.stop()
         self.live.clear()
+        self.early.clear()
 
 
 def _wait_healthy(server: Server) -> None:
@@ -237,7 +252,9 @@ def vllm(tmp_path_factory):
     """Factory fixture: vllm(variant="sharp", **config) -> Server, shared per config."""
     env = _environment()
     pool = ServerPool(env, tmp_path_factory.mktemp("vllm"))
+    _POOLS.append(pool)
     yield pool.get
+    _POOLS.remove(pool)
     pool.close()
     record = {"build_s": env.build_s, "disk_bytes": env.disk_bytes, "start_s": pool.starts,
               "restarts": pool.restarts}
@@ -253,6 +270,28 @@ def in_config_order(items: list) -> list:
     for item in items:
         (served if "vllm" in getattr(item, "fixturenames", ()) else others).append(item)
     return others + sorted(served, key=lambda item: _config_key(item, order))
+
+
+def plan_early_starts(items: list) -> None:
+    """For the tests that will run (in order): once the first test on a configuration has run,
+    the next configuration in line starts (`start_next`), so its start overlaps the tests on
+    the servers already up."""
+    firsts, sequence = [], []
+    for item in items:
+        marker = item.get_closest_marker("vllm_config")
+        new = [name for name in (marker.args if marker else ()) if name not in sequence]
+        sequence += new
+        if new:
+            firsts.append((item.nodeid, new[-1]))
+    _THEN.clear()
+    _THEN.update({nodeid: sequence[sequence.index(name) + 1] for nodeid, name in firsts
+                  if name != sequence[-1]})
+
+
+def start_next(item) -> None:
+    name = _THEN.get(item.nodeid)
+    if name and _POOLS:
+        _POOLS[-1].start_early(**CONFIGS[name])
 
 
 def _config_key(item, order: list[str]) -> tuple[int, int]:
