@@ -1,0 +1,71 @@
+"""The order the suite runs its real-vLLM tests in (tests/vllm_server.py): grouped by the
+configurations they declare, so that with MAX_LIVE servers up none starts twice, and the next
+configuration in line planned to start early."""
+
+from dataclasses import dataclass, field
+
+import pytest
+import vllm_server
+from vllm_server import CONFIGS, MAX_LIVE, in_config_order, plan_early_starts
+
+pytestmark = pytest.mark.unit
+
+
+@dataclass
+class Item:
+    nodeid: str
+    configs: tuple = ()
+    fixturenames: list = field(default_factory=lambda: ["vllm"])
+
+    def get_closest_marker(self, name):
+        return pytest.mark.vllm_config(*self.configs).mark if self.configs else None
+
+
+def starts(items) -> int:
+    """How many servers the pool starts for these tests in this order (least recently used
+    stopped first)."""
+    live, count = [], 0
+    for item in items:
+        for name in item.configs:
+            if name in live:
+                live.remove(name)
+            else:
+                live, count = live[-(MAX_LIVE - 1):], count + 1
+            live.append(name)
+    return count
+
+
+# The suite's own shape, in file order: FULL in three files, the pairs in the middle.
+SUITE = [Item("clients", ("FULL",)), Item("bare", ("BARE",)), Item("pair", ("BARE", "NO_PREFIX_CACHE")),
+         Item("ngram", ("NGRAM",)), Item("twin", ("NGRAM", "CHATTY")), Item("draft", ("DRAFT",)),
+         Item("long", ("LONG",)), Item("params", ("CHATTY_REASONING",)), Item("agent", ("FULL",)),
+         Item("agent400", ("BARE",)), Item("responses", ("FULL",)),
+         Item("plain", fixturenames=["llama"])]
+
+
+def test_each_configuration_starts_once_in_the_suites_order():
+    ordered = in_config_order(SUITE)
+    assert starts(SUITE) > len(CONFIGS)  # as the files ask: FULL and BARE twice
+    assert starts(ordered) == len(CONFIGS)
+    assert ordered[0].nodeid == "plain"  # the rest first, vLLM last
+    assert [i.nodeid for i in ordered[1:4]] == ["clients", "agent", "responses"]
+
+
+def test_the_next_configuration_starts_once_the_first_test_on_one_has_run():
+    plan_early_starts(in_config_order(SUITE))
+    assert vllm_server._THEN == {"clients": "BARE", "bare": "NO_PREFIX_CACHE", "pair": "NGRAM",
+                                 "ngram": "CHATTY", "twin": "DRAFT", "draft": "LONG",
+                                 "long": "CHATTY_REASONING"}
+
+
+def test_a_test_on_vllm_without_its_configuration_stops_collection():
+    with pytest.raises(pytest.UsageError, match="declare its configurations"):
+        in_config_order([Item("undeclared")])
+    with pytest.raises(pytest.UsageError, match="unknown: SHARP"):
+        in_config_order([Item("misspelt", ("SHARP",))])
+
+
+def test_the_suite_declares_only_known_configurations(request):
+    # the tests collected with this one (the whole suite, in a full run) in their run order
+    served = [i for i in request.session.items if "vllm" in getattr(i, "fixturenames", ())]
+    assert in_config_order(served) == served
