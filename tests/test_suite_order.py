@@ -1,6 +1,6 @@
 """The order the suite runs its real-vLLM tests in (tests/vllm_server.py): grouped by the
 configurations they declare, so that with MAX_LIVE servers up none starts twice, and the next
-configuration in line planned to start early."""
+configuration in line planned to start early; and the tier guards of tests/conftest.py."""
 
 from dataclasses import dataclass, field
 
@@ -8,7 +8,7 @@ import pytest
 import vllm_server
 from vllm_server import CONFIGS, MAX_LIVE, in_config_order, plan_early_starts
 
-pytestmark = pytest.mark.unit
+pytestmark = pytest.mark.emulated  # in-process runs of a planted module
 
 
 @dataclass
@@ -69,3 +69,31 @@ def test_the_suite_declares_only_known_configurations(request):
     # the tests collected with this one (the whole suite, in a full run) in their run order
     served = [i for i in request.session.items if "vllm" in getattr(i, "fixturenames", ())]
     assert in_config_order(served) == served
+
+
+CONFTEST = (vllm_server.Path(__file__).parent / "conftest.py").read_text()
+
+
+@pytest.mark.parametrize("module, error", [
+    ("def test_x():\n    pass\n", "names no tier"),
+    ("import pytest\npytestmark = pytest.mark.emulated\ndef test_x(llama):\n    pass\n",
+     "asks for a real server (llama) but is marked emulated"),
+    ("import pytest\npytestmark = pytest.mark.unit\n@pytest.mark.real\ndef test_x():\n    pass\n",
+     "marks a test real: the tier is the module's"),
+], ids=["untiered", "real-fixture", "test-mark"])
+def test_a_module_out_of_its_tier_stops_collection(pytester, module, error):
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_planted_emulated=module)
+    result = pytester.runpytest("--collect-only", "-p", "no:cacheprovider")
+    result.stderr.fnmatch_lines([f"*test_planted_emulated.py::test_x: its module {error}*"])
+
+
+def test_a_launch_outside_the_real_tier_fails_and_names_the_test(pytester):
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_planted="import pytest\nfrom pytest_frank.local import launch\n"
+                        "pytestmark = pytest.mark.emulated\ndef test_x():\n"
+                        "    launch.launch({'model': 'selftest'})\n")
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*test_planted.py::test_x launches a real llama.cpp server: "
+                                 "mark its module pytest.mark.real*"])
