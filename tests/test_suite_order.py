@@ -3,6 +3,7 @@ configurations they declare, so that with MAX_LIVE servers up none starts twice,
 configuration in line planned to start early; and the tier guards of tests/conftest.py."""
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 import vllm_server
@@ -71,7 +72,7 @@ def test_the_suite_declares_only_known_configurations(request):
     assert in_config_order(served) == served
 
 
-CONFTEST = (vllm_server.Path(__file__).parent / "conftest.py").read_text()
+CONFTEST = (Path(__file__).parent / "conftest.py").read_text()
 
 
 @pytest.mark.parametrize("module, error", [
