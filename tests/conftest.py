@@ -1,10 +1,11 @@
 import importlib
 import pkgutil
+from pathlib import Path
 
 import pytest
 import yaml
 from llama import llama  # noqa: F401  (the real llama.cpp server factory fixture)
-from vllm_server import vllm  # noqa: F401  (real vLLM servers, tests/vllm_server.py)
+from vllm_server import in_config_order, plan_early_starts, start_next, vllm  # noqa: F401  (real vLLM)
 from real_models import smollm2, smollm2_path  # noqa: F401  (a real trained model, tests/real_models.py)
 from real_clients import client_server, coding_agent, sandbox  # noqa: F401  (pi and Codex, tests/real_clients.py)
 
@@ -55,29 +56,63 @@ def run_fleet(pytester, monkeypatch):
     return run
 
 
-# Test tiers, from what a test needs: `pytest -m unit` runs in seconds, CI runs all three.
+# Test tiers: every test module names its own with one `pytestmark` (unit, emulated or real, see
+# pyproject.toml and docs/development.md), the heaviest its tests need; a name ending in _real or
+# _emulated agrees with it. `pytest -m unit` then starts no server and no emulator.
+TIERS = ("unit", "emulated", "real")
 REAL_FIXTURES = {"llama", "vllm", "smollm2", "smollm2_path", "coding_agent", "client_server"}
-EMULATED_FIXTURES = {"run_fleet", "pytester"}
-# Whole files that start processes or servers of their own (a fresh venv, a child pytest, a
-# browser, the type checker over the package).
-SLOW_FILES = {"test_first_contact", "test_packaging", "test_interrupts", "test_browser",
-              "test_types", "test_selftest_model", "test_selftest_flat"}
+
+
+HERE = Path(__file__).parent
 
 
 def pytest_collection_modifyitems(items):
     for item in items:
-        if any(item.get_closest_marker(tier) for tier in ("unit", "emulated", "real")):
-            continue
-        names = set(getattr(item, "fixturenames", ()))
-        module = getattr(item, "module", None)
-        if names & REAL_FIXTURES or item.path.stem in SLOW_FILES:
-            item.add_marker(pytest.mark.real)
-        elif names & EMULATED_FIXTURES or _uses_emulator(module):
-            item.add_marker(pytest.mark.emulated)
-        else:
-            item.add_marker(pytest.mark.unit)
+        if HERE in item.path.parents:  # not the battery's own tests, which a fleet run collects
+            _check_tier(item)
+    items[:] = in_config_order(items)
 
 
-def _uses_emulator(module) -> bool:
-    return any(getattr(value, "__module__", None) in ("emulator", "proxy")
-               for value in vars(module).values()) if module is not None else False
+def pytest_collection_finish(session):
+    plan_early_starts(session.items)  # the next vLLM configuration starts while tests run
+
+
+def pytest_runtest_teardown(item):
+    start_next(item)
+
+
+def _check_tier(item) -> None:
+    module = getattr(item, "module", None)
+    marks = getattr(module, "pytestmark", [])
+    tiers = [m.name for m in (marks if isinstance(marks, list) else [marks]) if m.name in TIERS]
+    own = [m.name for m in getattr(item, "own_markers", ()) if m.name in TIERS]
+    stem = item.path.stem
+    wrong = (
+        f"names no tier: add `pytestmark = pytest.mark.<tier>` ({', '.join(TIERS)})" if not tiers
+        else f"names {len(tiers)} tiers at module level" if len(tiers) > 1
+        else f"marks a test {own[0]}: the tier is the module's" if own
+        else f"is named {stem} but marked {tiers[0]}"
+        if stem.endswith(("_real", "_emulated")) and not stem.endswith("_" + tiers[0])
+        else f"asks for a real server ({', '.join(sorted(_real(item)))}) but is marked {tiers[0]}"
+        if _real(item) and tiers[0] != "real" else None)
+    if wrong:
+        raise pytest.UsageError(f"{item.nodeid}: its module {wrong}")
+
+
+def _real(item) -> set:
+    return set(getattr(item, "fixturenames", ())) & REAL_FIXTURES
+
+
+@pytest.fixture(autouse=True)
+def _real_servers_only_in_the_real_tier(request, monkeypatch):
+    """A test outside the real tier that would launch llama.cpp (through a fleet's `launch:` or
+    by hand) fails and names itself: its module belongs in the real tier."""
+    if request.node.get_closest_marker("real"):
+        return
+    from pytest_frank.local import launch as launch_module
+
+    def refuse(*args, **kwargs):
+        pytest.fail(f"{request.node.nodeid} launches a real llama.cpp server: mark its module "
+                    f"pytest.mark.real", pytrace=False)
+
+    monkeypatch.setattr(launch_module, "launch", refuse)

@@ -4,9 +4,12 @@ llama.cpp's /v1/messages neither signs nor checks them; no self-test model here 
 in one turn). The client's echo passes, plain and streamed; a gateway that strips the thinking
 blocks fails with the diagnosis; two results in one turn pass, and a gateway that loses one fails."""
 
+import pytest
 from emulator import Emulator, error_json, messages_json, serve_messages
 from fleets import one_endpoint
 from proxy import Proxy
+
+pytestmark = pytest.mark.emulated
 
 # The Messages API's refusal of a tool_use turn that lost its thinking (extended thinking on).
 NO_THINKING = ("messages.1.content.0.type: Expected `thinking` or `redacted_thinking`, but found "

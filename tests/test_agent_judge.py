@@ -11,6 +11,8 @@ from pytest_frank.claims import agent, bind
 from pytest_frank.drivers import driver_for
 from pytest_frank.fleet import Endpoint
 
+pytestmark = pytest.mark.unit
+
 CALL = Call("get_weather", '{"city":"Paris","days":1}', "call-1")
 USER = {"role": "user", "content": "What is the weather in Paris tomorrow?"}
 FIRST = Reply(status=200, content="", reasoning="Thinking", reasoning_field="reasoning_content",

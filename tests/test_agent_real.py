@@ -2,12 +2,15 @@
 gets a final answer, plain, streamed, with parallel calls and through /v1/messages; a template
 that cannot render role tool, or drops it, fails with its diagnosis."""
 
+import pytest
 import json
 
 from fleets import one_endpoint
 from proxy import Proxy
 
 from pytest_frank.local.selftest_model import chat_template
+
+pytestmark = pytest.mark.real
 
 
 def run(run_fleet, server, *args, engine="llamacpp", **expect):

@@ -16,6 +16,8 @@ from browser import open_page
 from emulator import Emulator, chat_json, serve_chat
 from test_engine_battery_real import DRAFTING
 
+pytestmark = pytest.mark.real
+
 ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts" / "browser"
 HOSTILE = "<img src=x onerror=\"document.title='pwned'\"><script>document.title='pwned'</script>"
 

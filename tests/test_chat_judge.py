@@ -14,6 +14,8 @@ from pytest_frank.drivers.llamacpp import LlamaCppDriver
 from pytest_frank.fleet import Endpoint
 from pytest_frank.verdict import Failure, Inconclusive, render
 
+pytestmark = pytest.mark.unit
+
 CHATML = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
           "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}")
 GEMMA = "{{ '<start_of_turn>' + role + '\\n' + content + '<end_of_turn>\\n' }}"

@@ -14,6 +14,8 @@ from fleets import one_endpoint
 from pytest_frank.cli import main
 from pytest_frank.gguf.reader import read_header
 
+pytestmark = pytest.mark.real
+
 # Another family's templates, as their models ship them (whitespace trimmed): under either,
 # SmolLM2 sees turn markers that are no tokens of its own.
 GEMMA = ("{{ bos_token }}{% for message in messages %}{% set role = 'model' if message['role'] "

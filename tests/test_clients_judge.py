@@ -15,6 +15,8 @@ from pytest_frank.claims.clients.registry import PROFILES
 from pytest_frank.drivers import driver_for
 from pytest_frank.fleet import Endpoint, OptionError
 
+pytestmark = pytest.mark.unit
+
 Failed = pytest.fail.Exception
 ANSWER = Reply(status=200, content="It is a shopping list.", finish="end_turn", prompt_tokens=900)
 

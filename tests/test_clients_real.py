@@ -15,6 +15,8 @@ from proxy import Proxy
 
 from pytest_frank.local.selftest_model import chat_template, write_model
 
+pytestmark = pytest.mark.real
+
 ALL = ("claude_code", "codex", "pi", "opencode", "openwebui")
 RESPONSES = importlib.util.find_spec("pytest_frank.drivers.openai_responses") is not None
 needs_responses = pytest.mark.skipif(not RESPONSES, reason="the Responses wire "

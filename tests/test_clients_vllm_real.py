@@ -5,8 +5,10 @@ accepts the request (it generates to the end of the context), so usage counts th
 
 from __future__ import annotations
 
+import pytest
 from test_vllm_real import FULL, fleet
 
+pytestmark = [pytest.mark.real, pytest.mark.vllm_config("FULL")]
 
 def test_pi_budget_over_max_model_len_is_refused_and_named(vllm, run_fleet):
     # pi asks max_completion_tokens 4096 of a 4096-token context: no prompt fits beside it.

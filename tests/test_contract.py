@@ -18,6 +18,8 @@ from pytest_frank.claims import CLAIMS, options_type
 from pytest_frank.drivers import DRIVERS
 from pytest_frank.fleet import ENGINES, schema
 
+pytestmark = pytest.mark.unit
+
 
 def _defs():
     return schema()["$defs"]

@@ -10,6 +10,8 @@ import pytest
 
 from pytest_frank import http, redact
 
+pytestmark = pytest.mark.unit
+
 
 def _shell(word: str, env: dict[str, str]) -> str:
     """What a shell makes of `word`, as curl would receive it."""

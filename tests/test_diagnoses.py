@@ -13,6 +13,8 @@ from fleets import one_endpoint
 from pytest_frank.claims import bind
 from pytest_frank.verdict import Alt, Phrase
 
+pytestmark = pytest.mark.real
+
 
 @pytest.fixture(scope="module")
 def two_slots(llama):
@@ -574,7 +576,6 @@ class _Unsized:
         return "m"
 
 
-@pytest.mark.unit
 @pytest.mark.parametrize("ctx, words, sent, note", [
     (None, 1500, 1500, ""),  # no slot size reported: the prompt as asked
     (32768, 1500, 1500, ""),  # 1500 six-character words fit half of 32768 at a token a character
@@ -590,7 +591,6 @@ def test_without_a_tokenizer_route_a_long_prompt_is_sized_at_a_token_a_character
     assert (fitted.words, fitted.note, fitted.too_small) == (sent, note, None)
 
 
-@pytest.mark.unit
 def test_a_slot_without_room_for_the_least_prompt_names_its_size():
     from pytest_frank import sizing
 

@@ -17,6 +17,8 @@ import pytest
 
 from pytest_frank.claims import BUILT_IN, CLAIMS
 
+pytestmark = pytest.mark.real
+
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = json.loads((ROOT / "pytest_frank" / "fleet.schema.json").read_text())
 
@@ -67,13 +69,11 @@ def pages(site: Path) -> str:
     return "\n".join(p.read_text() for p in site.rglob("*.html"))
 
 
-@pytest.mark.unit
 def test_every_schema_key_has_a_description():
     missing = sorted({name for name, value in properties(SCHEMA, []) if not value.get("description")})
     assert not missing, f"fleet.schema.json: keys without a description: {missing}"
 
 
-@pytest.mark.unit
 def test_the_generated_tables_name_every_schema_key():
     gen = load_gen()
     sections = [*gen.SECTIONS, *(f"expect.{claim}" for claim in BUILT_IN - {"alias"})]
@@ -85,7 +85,6 @@ def test_the_generated_tables_name_every_schema_key():
         gen.render("<!-- frank:keys nonsense -->")
 
 
-@pytest.mark.real  # a child process building the whole site
 def test_the_docs_build_strictly_with_every_key_and_claim(site):
     built = pages(site)
     gen = load_gen()
@@ -101,7 +100,6 @@ def test_the_docs_build_strictly_with_every_key_and_claim(site):
     assert "<!-- frank:" not in built
 
 
-@pytest.mark.real  # a child process building the whole site
 def test_a_broken_link_fails_the_build(tmp_path):
     shutil.copy(ROOT / "mkdocs.yml", tmp_path / "mkdocs.yml")
     shutil.copytree(ROOT / "docs", tmp_path / "docs")
@@ -112,7 +110,6 @@ def test_a_broken_link_fails_the_build(tmp_path):
     assert "nowhere.md" in done.stdout + done.stderr
 
 
-@pytest.mark.unit
 def test_the_readme_links_into_pages_that_exist():
     readme = (ROOT / "README.md").read_text()
     links = re.findall(r"\]\((docs/[^)#]+)", readme)

@@ -1,7 +1,10 @@
 """spec_decode, vision and perf against real llama.cpp servers (xllamacpp, the tiny self-test
 model; with itself as draft model it drafts for real, acceptance about 0.8)."""
 
+import pytest
 from fleets import one_endpoint
+
+pytestmark = pytest.mark.real
 
 # A model that keeps talking, as its own draft: hundreds of draft tokens of its own accord.
 DRAFTING = {"model": "selftest:chatty", "alias": "m", "draft_model": "selftest:chatty"}

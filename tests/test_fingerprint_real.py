@@ -9,6 +9,8 @@ import json
 import pytest
 import yaml
 
+pytestmark = pytest.mark.real
+
 FLAT = {"model": "selftest:flat", "alias": "frank", "ctx_size": 2048, "threads": 1}
 POSITIONAL = {**FLAT, "model": "selftest:positional"}
 # The self-test template with its thinking-off switch cut out: an edit that keeps every form.

@@ -14,6 +14,8 @@ import pytest
 
 from pytest_frank.figures import number
 
+pytestmark = pytest.mark.real
+
 ROOT = Path(__file__).resolve().parent.parent
 ENDPOINTS = ("frank-selftest", "frank-selftest-draft")
 OPTIONAL = ("xdist", "hypothesis", "xllamacpp", "httpx", "pytest_asyncio")

@@ -5,6 +5,8 @@ import pytest
 from pytest_frank.claims import bind
 from pytest_frank.fleet import load
 
+pytestmark = pytest.mark.emulated
+
 GOOD = """
 defaults:
   engine: vllm

@@ -68,6 +68,8 @@ from pytest_frank.endpoint import EndpointUnderTest
 from pytest_frank.fleet import Endpoint
 from pytest_frank.target import Target
 
+pytestmark = pytest.mark.emulated
+
 # Hypothesis examples per (route, engine shape): each generation example runs every generation
 # check once (16 checks, some 30 requests), a cheap route's example a few checks.
 EXAMPLES = {"chat": 12, "messages": 12, "responses": 12, "cheap": 40}

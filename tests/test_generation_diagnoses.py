@@ -19,6 +19,8 @@ from pytest_frank.claims import agent, bind, params, reasoning, tools
 from pytest_frank.drivers import driver_for
 from pytest_frank.fleet import Endpoint
 
+pytestmark = pytest.mark.real
+
 Failed = pytest.fail.Exception
 WEATHER = Call("get_weather", '{"city": "Paris", "days": 1}', "c1")
 NO_TOOLS = (False, "/props chat_template_caps.supports_tools false")
@@ -119,7 +121,6 @@ def _reads(said, holds, never):
     assert never is None or never not in said, said
 
 
-@pytest.mark.unit
 @pytest.mark.parametrize("judge, obs, holds, never", [c[1:] for c in REASONING],
                          ids=[c[0] for c in REASONING])
 def test_reasoning_names_the_cause_it_read(judge, obs, holds, never):
@@ -127,7 +128,6 @@ def test_reasoning_names_the_cause_it_read(judge, obs, holds, never):
     _reads(said, holds, never)
 
 
-@pytest.mark.unit
 @pytest.mark.parametrize("props, thinks", [
     ({"chat_template": "{{ '<|im_start|>' + message['role'] }}"}, NO_THINKING),
     ({"chat_template": "{{ '<think>\\n' }}{{ reasoning_content }}"},
@@ -144,7 +144,6 @@ def test_llamacpp_reads_whether_the_template_thinks(props, thinks):
     assert driver_for("llamacpp").template_thinks({"/props": props}) == thinks
 
 
-@pytest.mark.unit
 def test_other_engines_do_not_say_whether_the_template_thinks():
     assert driver_for("vllm").template_thinks({"/v1/models": {"data": []}}) is None
 
@@ -205,7 +204,6 @@ TOOLS = [  # (id, the judge, the observation, in the failure (None: passes), nev
 ]
 
 
-@pytest.mark.unit
 @pytest.mark.parametrize("judge, obs, holds, never", [c[1:] for c in TOOLS],
                          ids=[c[0] for c in TOOLS])
 def test_tools_name_the_cause_they_read(judge, obs, holds, never):
@@ -215,7 +213,6 @@ def test_tools_name_the_cause_they_read(judge, obs, holds, never):
     assert said is None or said.count("missing required") <= 1, said
 
 
-@pytest.mark.unit
 def test_the_stream_right_and_the_plain_call_wrong_is_noted_not_failed():
     notes = []
     obs = TOOLS[8][2]
@@ -226,7 +223,6 @@ def test_the_stream_right_and_the_plain_call_wrong_is_noted_not_failed():
                for n in notes), notes
 
 
-@pytest.mark.unit
 def test_an_agent_turn_answered_in_text_reads_whether_the_tools_arrived():
     turn = agent.Turn(sent=[{"role": "user", "content": "weather?"}], reply=TEXT)
     dropped = tools.Carried(caps=NO_TOOLS, with_tools=42, without=42)
@@ -242,7 +238,6 @@ def test_an_agent_turn_answered_in_text_reads_whether_the_tools_arrived():
 VALID = json.dumps({"colour": "green", "code": "PAR", "place": {"city": "Paris"}})
 
 
-@pytest.mark.unit
 @pytest.mark.parametrize("content, holds, never", [
     (VALID, None, None),
     (f"<think>The user wants JSON.</think>{VALID}",

@@ -1,8 +1,11 @@
 """reasoning, reasoning_effort and tools against real llama.cpp servers (xllamacpp, the tiny
 self-test model): healthy passes on both API shapes, and each fault made real fails with its cause."""
 
+import pytest
 from fleets import one_endpoint
 from proxy import Proxy
+
+pytestmark = pytest.mark.real
 
 SEEDS_MAP = {"minimal": "low", "low": "low", "medium": "medium", "high": "xhigh", "max": "xhigh"}
 ALL = {"reasoning": True, "reasoning_effort": SEEDS_MAP, "tools": {"trials": 2}}

@@ -19,6 +19,8 @@ from pytest_frank.gguf.reader import FIRST_READ, GGUFError, GGUFSourceError, rea
 from pytest_frank.gguf.summary import summarize
 from pytest_frank.vram import preflight
 
+pytestmark = pytest.mark.unit
+
 MiB = 1 << 20
 
 

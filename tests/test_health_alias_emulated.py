@@ -9,6 +9,8 @@ import pytest
 from fleets import one_endpoint
 from emulator import Emulator, Reply
 
+pytestmark = pytest.mark.emulated
+
 @pytest.fixture
 def run_fleet(run_fleet):
     """Only this module's claims: other battery claims would add skips to the counts."""

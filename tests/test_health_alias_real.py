@@ -6,6 +6,8 @@ import pytest
 
 from fleets import one_endpoint
 
+pytestmark = pytest.mark.real
+
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "selftest.yaml"
 
 @pytest.fixture

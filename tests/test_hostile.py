@@ -2,12 +2,15 @@
 redirects, compression bombs. Emulated (no engine sends these on purpose): each fault ends in one
 inert line for that endpoint, and no secret reaches the output."""
 
+import pytest
 import gzip
 import re
 
 from emulator import Emulator, Reply, paced, serve_chat
 from fleets import one_endpoint
 from healthy_engines import ALL, healthy_chat
+
+pytestmark = pytest.mark.emulated
 
 SECRET = "sk-hostile-0123456789abcdefghij"
 RAW_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f]")

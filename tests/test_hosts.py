@@ -8,6 +8,8 @@ import pytest
 
 from pytest_frank.hosts import host_of, is_local
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "127.0.1.1", "localhost", "LOCALHOST.", "::1",
                                   "[::1]", "::ffff:127.0.0.1", "0.0.0.0", "api.localhost"])

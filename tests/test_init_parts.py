@@ -13,10 +13,11 @@ from pytest_frank.cli import main
 from pytest_frank.init import render, serve_files
 from pytest_frank.init.survey import Survey, _round_down, _round_up, _vram, with_serve
 
+pytestmark = pytest.mark.emulated
+
 EXAMPLES = Path(__file__).parent.parent / "examples" / "serve"
 
 
-@pytest.mark.unit
 def test_entry_names_are_test_ids_and_unique():
     taken: set[str] = set()
     assert render.entry_name("Qwen/Qwen3-8B", taken) == "Qwen-Qwen3-8B"
@@ -24,7 +25,6 @@ def test_entry_names_are_test_ids_and_unique():
     assert render.entry_name("///", taken) == "endpoint"
 
 
-@pytest.mark.unit
 def test_bounds_round_outward_to_two_figures():
     assert _round_up(0.2634) == 0.27
     assert _round_up(12.01) == 13
@@ -32,7 +32,6 @@ def test_bounds_round_outward_to_two_figures():
     assert _round_down(0.0) == 0.0
 
 
-@pytest.mark.unit
 def test_serve_files_match_their_server_by_port(tmp_path):
     files = [str(EXAMPLES / n) for n in ("frank-large.service", "frank-large.env",
                                          "frank-large.sh", "frank-small.service",
@@ -49,7 +48,6 @@ def test_serve_files_match_their_server_by_port(tmp_path):
     assert specs == []  # each spec goes to one server
 
 
-@pytest.mark.emulated
 def test_a_generic_openai_server_with_several_models(tmp_path):
     with Emulator("openai", models=["org/model-a", "org/model-b"]) as em:
         em.route("POST", "/v1/chat/completions", lambda r: Reply(200, chat_json(model="org/model-a")))
@@ -65,7 +63,6 @@ def test_a_generic_openai_server_with_several_models(tmp_path):
     assert list(every["endpoints"]) == ["org-model-a", "org-model-b"]
 
 
-@pytest.mark.unit
 def test_every_claim_init_can_write_loads(tmp_path):
     """Each value shape a survey may hold passes the fleet loader (schema and claim options)."""
     from pytest_frank.fleet import load
@@ -98,7 +95,6 @@ def _drafting(model: Path) -> Survey:
     return found
 
 
-@pytest.mark.unit
 def test_a_relative_model_path_is_written_absolute(tmp_path, monkeypatch):
     """The engine reports the path it was given; the battery reads expect.vram relative to the
     fleet file, so init writes where the file is, not where init ran."""
@@ -114,7 +110,6 @@ def test_a_relative_model_path_is_written_absolute(tmp_path, monkeypatch):
                                           "elsewhere/y.gguf, not a GGUF file readable here")
 
 
-@pytest.mark.unit
 def test_a_drafting_server_without_serve_files_says_the_draft_is_left_out(tmp_path):
     model = tmp_path / "m.gguf"
     model.write_bytes(b"GGUF")
@@ -135,7 +130,6 @@ def _serve(tmp_path: Path, name: str, text: str) -> dict:
     return served
 
 
-@pytest.mark.unit
 def test_the_serve_file_names_the_draft(tmp_path):
     from pytest_frank.local.selftest_model import write_model
 
@@ -156,7 +150,6 @@ def test_the_serve_file_names_the_draft(tmp_path):
     assert both.total == alone.total + both.draft_weights + both.draft_kv
 
 
-@pytest.mark.unit
 @pytest.mark.parametrize("flags, value, said", [
     ("--spec-type draft-mtp", {"mtp": True}, "; --spec-type draft-mtp (--serve)"),
     ("--spec-type ngram-mod", {}, "; --spec-type ngram-mod (--serve) drafts with no model"),
@@ -171,7 +164,6 @@ def test_the_serve_file_says_what_drafts(tmp_path, flags, value, said):
     assert found.claims["vram"].why.endswith(said) and "vram" not in found.notes
 
 
-@pytest.mark.unit
 def test_a_draft_file_not_readable_here_is_said(tmp_path):
     model = tmp_path / "m.gguf"
     model.write_bytes(b"GGUF")
@@ -184,7 +176,6 @@ def test_a_draft_file_not_readable_here_is_said(tmp_path):
                                    "(--serve) is not a GGUF file readable here")
 
 
-@pytest.mark.unit
 def test_what_was_not_written_is_a_comment_beside_its_claim(tmp_path):
     from pytest_frank.fleet import load
     from pytest_frank.init.survey import Found
@@ -206,7 +197,6 @@ def test_what_was_not_written_is_a_comment_beside_its_claim(tmp_path):
         "      # agent: not written: an agent step needs tools"]
 
 
-@pytest.mark.emulated  # no engine here is a generic OpenAI server that says nothing of its template
 @pytest.mark.parametrize("auto_status", [200, 400])
 def test_a_server_silent_on_its_template_is_asked_a_forced_call_and_auto(tmp_path, auto_status):
     from emulator import serve_chat

@@ -18,6 +18,8 @@ import yaml
 from pytest_frank import fleet as fleet_module
 from pytest_frank.cli import main
 
+pytestmark = pytest.mark.real
+
 # The shared servers other tests start too (tests/llama.py keys them by spec).
 PLAIN = {"alias": "frank-default-large"}
 # The default model drafts for itself and calls tools (selftest:chatty, which drafts longer,
@@ -276,7 +278,6 @@ def web_server(tmp_path):
     server.server_close()
 
 
-@pytest.mark.emulated  # a loopback port, no engine
 def test_a_dead_url_is_one_line(tmp_path, capsys):
     url = f"http://127.0.0.1:{free_port()}"
     rc, _, out = init(tmp_path, url)
@@ -287,7 +288,6 @@ def test_a_dead_url_is_one_line(tmp_path, capsys):
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.emulated  # Python's own file server stands in for any non-LLM web server
 def test_a_web_server_that_is_no_llm_endpoint(web_server, tmp_path, capsys):
     out_dir = tmp_path / "out"
     out_dir.mkdir()

@@ -11,11 +11,14 @@ from __future__ import annotations
 import time
 
 import jsonschema
+import pytest
 import yaml
 
 from pytest_frank import fleet as fleet_module
 from pytest_frank.cli import main
 from test_vllm_real import FULL, KEY
+
+pytestmark = [pytest.mark.real, pytest.mark.vllm_config("FULL")]
 
 
 def test_vllm_round_trip(vllm, tmp_path, run_fleet, monkeypatch, capsys):

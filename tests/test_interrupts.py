@@ -18,6 +18,8 @@ import yaml
 from emulator import Emulator, drip, endless_line, serve_chat
 from healthy_engines import ALL, healthy_chat
 
+pytestmark = pytest.mark.real
+
 REPORTS = ("junit.xml", "report.html", "report.md", "report.json")
 EVERY_CLAIM = {**ALL, "perf": {"runs": 1, "max_cached_ttft_ratio": 0.5}, "spec_decode": True,
                "vision": True, "slots": {"count": 1}}

@@ -17,6 +17,8 @@ from pytest_frank.http import Exchange
 from pytest_frank.reporting import verdict_lines
 from pytest_frank.results import EndpointInfo, Row, Run
 
+pytestmark = pytest.mark.unit
+
 Failed = pytest.fail.Exception
 
 

@@ -1,11 +1,14 @@
 """JUnit XML: the battery's classnames are the same wherever pytest runs; node ids and test names
 stay pytest's."""
 
+import pytest
 import xml.etree.ElementTree as ET
 
 from emulator import Emulator
 from fleets import one_endpoint
 from pytest_frank.plugin import battery_dir
+
+pytestmark = pytest.mark.emulated
 
 
 def _testcases(path) -> list[tuple[str, str]]:

@@ -10,6 +10,8 @@ import pytest
 
 from pytest_frank.local import launch, llama_log
 
+pytestmark = pytest.mark.real
+
 # llama.cpp's log lines: "0.00.004.100 I srv          init: build_info: b0-unknown"
 LLAMA_LINE = re.compile(r"^\d+\.\d\d\.\d{3}\.\d{3} [IWED] ", re.M)
 CHAT = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}

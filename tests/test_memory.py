@@ -27,6 +27,8 @@ from pytest_frank.vram.memory import (
     sliding_layers,
 )
 
+pytestmark = pytest.mark.unit
+
 # frank-program-redo.md, "Context Math (frank-default-large, RTX 3090)"
 SEED_MODEL = ModelShape.uniform(attention_layers=16, n_head_kv=4, head_dim=256,
                                 weights=14982 * MiB)

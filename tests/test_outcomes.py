@@ -13,6 +13,8 @@ from pytest_frank import plugin, rows
 from pytest_frank.verdict import (Blocked, Failure, Inconclusive, Interrupted, NotAsked, Skip,
                                   Verdict)
 
+pytestmark = pytest.mark.emulated  # an emulated endpoint and pytester's in-process runs
+
 
 def said(exc: BaseException) -> tuple[str, str | None]:
     """The row's line and fix for `exc`, raised as a test would."""

@@ -13,6 +13,8 @@ from healthy_engines import healthy_chat
 
 from pytest_frank.http import Pace
 
+pytestmark = pytest.mark.emulated
+
 
 @pytest.mark.parametrize("body, stream, limit, first_byte", [
     ({"max_tokens": 512}, False, 30 + 512 / 5, 30 + 512 / 5),          # whole: wait for it all

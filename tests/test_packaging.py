@@ -1,5 +1,6 @@
 """The battery must work from a normal install: every package ships, run from any folder."""
 
+import pytest
 import os
 import subprocess
 import sys
@@ -7,6 +8,8 @@ import sysconfig
 import tomllib
 import xml.etree.ElementTree as ET
 from pathlib import Path
+
+pytestmark = pytest.mark.real
 
 ROOT = Path(__file__).resolve().parent.parent
 

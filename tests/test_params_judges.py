@@ -11,6 +11,8 @@ from pytest_frank.drivers import driver_for
 from pytest_frank.fleet import Endpoint
 from pytest_frank.verdict import Inconclusive
 
+pytestmark = pytest.mark.unit
+
 Failed = pytest.fail.Exception
 REF = Reply(status=200, content="one, two, three, four, five", reasoning="counting", finish="stop")
 

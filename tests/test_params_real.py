@@ -15,6 +15,8 @@ import pytest
 from fleets import one_endpoint
 from proxy import Proxy
 
+pytestmark = pytest.mark.real
+
 OPENAI = ["max_tokens", "stop", "response_format", "logprobs", "stream_usage", "context_limit"]
 
 

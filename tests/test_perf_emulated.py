@@ -8,6 +8,8 @@ import pytest
 from emulator import Emulator, Reply, chat_chunks, metrics_text, sse
 from fleets import one_endpoint
 
+pytestmark = pytest.mark.emulated
+
 
 def paced_chat(em, *, wait=0.0, gap=0.01, pieces=20, field="content"):
     """A vLLM-like stream: the role chunk at once, `wait` s of prefill, then a piece per `gap`."""

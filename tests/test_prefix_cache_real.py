@@ -4,10 +4,13 @@ answer (the jitter that makes first-token ratios noise on a fast prefill), and f
 fix behind a gateway that forces `cache_prompt: false` into every request. The count reaches
 --frank-json and the baseline."""
 
+import pytest
 import json
 
 from fleets import one_endpoint
 from proxy import Proxy
+
+pytestmark = pytest.mark.real
 
 PERF = {"perf": {"min_cached_share": 0.5, "cache_prompt_words": 150}}
 SPEC = {"alias": "m", "ctx_size": 4096, "parallel": 2, "kv_unified": True}

@@ -13,6 +13,8 @@ import pytest
 from pytest_frank.local import selftest_model
 from pytest_frank.vram import preflight
 
+pytestmark = pytest.mark.unit
+
 TINY_GPU = ["--gpu-mib", "2", "--fixed-mib", "1"]  # 1 MiB left for weights and KV
 
 

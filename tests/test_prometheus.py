@@ -20,6 +20,8 @@ from pytest_frank import prometheus
 from pytest_frank.results import Row, Run, load
 from pytest_frank.verdict import Verdict
 
+pytestmark = pytest.mark.real
+
 SECRET = "sk-prom-secret-7781"
 
 
@@ -156,7 +158,6 @@ def _run(fleet="fleet.yaml", endpoint="ep", rows=3) -> Run:
                duration_s=12.5)
 
 
-@pytest.mark.unit
 def test_label_values_are_escaped_and_secrets_masked(fresh_state):
     from pytest_frank import redact
 
@@ -170,7 +171,6 @@ def test_label_values_are_escaped_and_secrets_masked(fresh_state):
     assert fleets == {odd.replace(SECRET, "***")}
 
 
-@pytest.mark.unit
 def test_undecided_claims_are_neither_success_nor_failure():
     run = _run(rows=0)
     run.rows = [Row(key="m::test_a[ep]", endpoint="ep", claim="spec_decode",
@@ -183,7 +183,6 @@ def test_undecided_claims_are_neither_success_nor_failure():
     assert list(series(found, "frank_claim_inconclusive", claim="health").values()) == [0.0]
 
 
-@pytest.mark.unit
 def test_the_textfile_is_replaced_whole(tmp_path):
     """A reader polling the file while it is rewritten sees one whole file or the other."""
     path = tmp_path / "frank.prom"
@@ -207,7 +206,6 @@ def test_the_textfile_is_replaced_whole(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["frank.prom"]  # no temp file left
 
 
-@pytest.mark.unit
 def test_a_failed_write_keeps_the_old_file(tmp_path, monkeypatch):
     path = tmp_path / "frank.prom"
     prometheus.write(_run(rows=1), path)

@@ -7,6 +7,8 @@ import json
 import pytest
 from fleets import one_endpoint
 
+pytestmark = pytest.mark.real
+
 CLIENTS = ("pi", "codex", "claude")
 SCENARIOS = ("healthy", "late_system", "tool_raises", "tool_dropped")
 # How each client is run per scenario, where not as it comes: a run whose model never answers is

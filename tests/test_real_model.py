@@ -12,6 +12,8 @@ import pytest
 
 from pytest_frank.cli import main
 
+pytestmark = pytest.mark.real
+
 RUNS = 2
 CONFIGS = {"1-slot": {}, "2-slots": {"parallel": 2}, "self-drafting": {"draft": True}}
 # One thread: llama.cpp's threads spin while they wait for each other, and two of them on a busy

@@ -19,6 +19,8 @@ from pytest_frank.fleet import Endpoint
 from pytest_frank.target import Target
 from pytest_frank.verdict import Inconclusive
 
+pytestmark = pytest.mark.real
+
 Failed = pytest.fail.Exception
 SMOL = {"alias": "m", "ctx_size": 2048, "threads": 1}
 RUNS = 30  # probes of the token cap on the real model

@@ -8,6 +8,8 @@ from emulator import (Emulator, chat_json, error_json, messages_json, serve_chat
 from fleets import one_endpoint
 from healthy_engines import ALL, KEY, healthy_chat, healthy_messages, run
 
+pytestmark = pytest.mark.emulated
+
 
 @pytest.mark.parametrize("engine,field", [("vllm", "reasoning"), ("sglang", "reasoning_content"),
                                          ("openai", "reasoning_content")])

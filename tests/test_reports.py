@@ -10,6 +10,8 @@ import pytest
 from emulator import Emulator, Reply, chat_chunks, chat_json, serve_chat, sse
 from healthy_engines import KEY, healthy_chat
 
+pytestmark = pytest.mark.emulated
+
 INJECTED = "<script>document.title='pwned'</script><img src=x onerror=alert(1)>"
 
 

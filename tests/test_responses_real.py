@@ -13,11 +13,15 @@ Codex echoes. vLLM 0.32 serves the route natively: all of it right but a named t
 
 import json
 
+import pytest
 from fleets import one_endpoint
 from proxy import Proxy
 from test_agent_real import _template
+from vllm_server import CONFIGS, KEY
 
 from pytest_frank.local.selftest_model import chat_template
+
+pytestmark = pytest.mark.real
 
 SEEDS_MAP = {"minimal": "low", "low": "low", "medium": "medium", "high": "xhigh", "max": "xhigh"}
 
@@ -151,14 +155,16 @@ def test_vision_through_responses(llama, run_fleet):
     assert {p["type"] for p in parts} == {"input_text", "input_image"}, parts
 
 
-# -- real vLLM: its own /v1/responses (one configuration: parsers on, as the battery wants) ---
-VLLM = {"reasoning_parser": "qwen3", "tool_parser": "hermes"}
+# -- real vLLM: its own /v1/responses (the shared FULL configuration of tests/vllm_server.py:
+# parsers on, as the battery wants, behind --api-key) ---------------------------------------------
 
 
+@pytest.mark.vllm_config("FULL")
 def test_vllm_passes_the_battery_through_responses(vllm, run_fleet):
-    server = vllm(**VLLM)
+    server = vllm(**CONFIGS["FULL"])
     with Proxy(server.url) as proxy:
         result = run_fleet(one_endpoint(proxy.url, "vllm", api="responses", alias=server.model,
+                                        api_key=KEY,
                                         expect={"reasoning": True, "tools": True, "agent": True,
                                                 "params": True, "fingerprint": True,
                                                 "perf": True, "chat": True}),

@@ -8,6 +8,8 @@ from pytest_frank import redact, state
 from pytest_frank.claims import BUILT_IN, CLAIMS
 from pytest_frank.fleet import FleetError, load
 
+pytestmark = pytest.mark.emulated  # pytester's in-process runs, no endpoint
+
 SECRET = "run-one-only-7f3a9c"
 
 # Each in-process run reports, from inside it, what it sees of the claim and of the secret.
@@ -29,7 +31,6 @@ def _run(pytester, *args):
                               "-W", "ignore::pytest.PytestAssertRewriteWarning", *args)
 
 
-@pytest.mark.emulated  # pytester's in-process runs, no endpoint
 def test_two_runs_in_one_process_see_only_their_own(pytester, monkeypatch):
     pytester.makepyfile(test_seen=SEEN)
     pytester.makeconftest("def pytest_frank_claims(register):\n"

@@ -16,6 +16,8 @@ from fleets import one_endpoint
 
 from pytest_frank import redact
 
+pytestmark = pytest.mark.emulated
+
 # Characters each encoding changes: `/` and `+` (URL, base64 alphabet), `"` and `\` (JSON).
 SECRET = 'sk-frank-S3CRET/7f3a+9c"1e\\5b'
 REPORTS = {"junit": "out/junit.xml", "page": "out/page.html", "markdown": "out/report.md",

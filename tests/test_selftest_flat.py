@@ -18,6 +18,8 @@ pytest.importorskip("xllamacpp")
 
 from pytest_frank.claims.tools import TOOLS  # noqa: E402
 
+pytestmark = pytest.mark.real
+
 SEEDS = range(30)
 SAY_HELLO = [{"role": "user", "content": "Say hello in one short sentence."}]
 WEATHER = [{"role": "user", "content": "What is the weather in Paris tomorrow?"}]

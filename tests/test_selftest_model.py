@@ -21,6 +21,8 @@ from pytest_frank.local.launch import LaunchError, launch, resolve_model  # noqa
 sys.path.insert(0, str(Path(__file__).parent))
 from llama import ServerPool  # noqa: E402
 
+pytestmark = pytest.mark.real
+
 WEATHER = {
     "type": "object",
     "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},

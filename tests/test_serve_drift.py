@@ -13,6 +13,8 @@ from pytest_frank.claims import bind
 from pytest_frank.claims.effort_map import EffortMapError, read_effort_map
 from pytest_frank.serve import drift, read
 
+pytestmark = pytest.mark.unit
+
 UNIT = """[Service]
 ExecStart=/opt/llama-server -m /m/Q-mtp.gguf --alias frank -c 131072 -np 1 \\
   --mmproj /m/mmproj.gguf --spec-type draft-mtp

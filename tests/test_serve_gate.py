@@ -12,6 +12,8 @@ from pytest_frank.drivers import driver_for
 from pytest_frank.fleet import Endpoint
 from pytest_frank.serve import findings, read
 
+pytestmark = pytest.mark.emulated
+
 LLAMA_EXPECT = {"tools": True, "reasoning": True, "spec_decode": True, "vision": True,
                 "slots": {"count": 1, "ctx_per_slot": 131072}}
 

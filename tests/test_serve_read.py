@@ -9,6 +9,8 @@ import pytest
 
 from pytest_frank.serve import ServeError, read
 
+pytestmark = pytest.mark.unit
+
 
 def write(tmp_path, name: str, text: str):
     path = tmp_path / name

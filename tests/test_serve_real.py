@@ -5,6 +5,8 @@ import pytest
 
 from pytest_frank.local.selftest_model import model_path
 
+pytestmark = pytest.mark.real
+
 LAUNCH = {"model": "selftest", "alias": "frank-serve", "ctx_size": 4096, "parallel": 1,
           "metrics": True}
 

@@ -14,6 +14,8 @@ from pytest_frank.drivers import driver_for
 from pytest_frank.fleet import Endpoint
 from pytest_frank.target import Target
 
+pytestmark = pytest.mark.unit
+
 LLAMA = driver_for("llamacpp")
 
 

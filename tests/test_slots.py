@@ -4,6 +4,8 @@ import pytest
 
 from fleets import one_endpoint
 
+pytestmark = pytest.mark.real
+
 
 @pytest.fixture
 def run_fleet(run_fleet):

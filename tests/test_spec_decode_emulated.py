@@ -1,11 +1,14 @@
 """spec_decode against emulated engines: vLLM and SGLang metric shapes, an old llama.cpp with only
 per-reply timings, collapsed acceptance, speculation not configured."""
 
+import pytest
 import json
 
 from emulator import Emulator, Reply, chat_json, metrics_text, serve_chat
 from healthy_engines import healthy_chat
 from fleets import one_endpoint
+
+pytestmark = pytest.mark.emulated
 
 VLLM_LABELS = [{"model_name": "m", "engine": "0"}, {"model_name": "m", "engine": "1"}]
 

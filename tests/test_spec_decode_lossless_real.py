@@ -62,4 +62,4 @@ def test_a_reference_the_fleet_lacks_is_named(run_fleet):
                                  "endpoint of this fleet*"])
 
 
-pytestmark = pytest.mark.filterwarnings("ignore")
+pytestmark = [pytest.mark.real, pytest.mark.filterwarnings("ignore")]

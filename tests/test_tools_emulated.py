@@ -7,6 +7,8 @@ from emulator import (Emulator, chat_json, messages_json, serve_chat,
                       serve_messages, tool_call)
 from healthy_engines import ARGS, healthy_chat, run
 
+pytestmark = pytest.mark.emulated
+
 
 BAD_CALLS = [
     (tool_call("get_weather", {"city": "Paris"}), "missing required: get_weather lacks 'days'"),

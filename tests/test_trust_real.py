@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import pytest
 
+pytestmark = pytest.mark.real
+
 pytest.importorskip("xllamacpp")
 
 COPIES = 4  # the whole battery, four draws

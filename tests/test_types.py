@@ -1,9 +1,12 @@
 """The type checker guards the seams: the plugin passes it, and a probe's observation read
 without handling a failed probe does not, nor a claim's option read with a misspelt name."""
 
+import pytest
 import subprocess
 import sys
 from pathlib import Path
+
+pytestmark = pytest.mark.real
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -12,6 +12,8 @@ import pytest
 
 from emulator import Emulator, Reply
 
+pytestmark = pytest.mark.emulated
+
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = (ROOT / "docs" / "own-checks.md").read_text()
 ADAPTER = "support-v2.gguf"

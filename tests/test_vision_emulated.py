@@ -2,12 +2,15 @@
 sent with Pillow), one that answers a constant, one that names every colour, one that rejects
 images (vLLM's text-only 400), and the llama.cpp and Anthropic image forms."""
 
+import pytest
 import io
 
 from PIL import Image
 
 from emulator import Emulator, Reply, chat_json, sent_images
 from fleets import one_endpoint
+
+pytestmark = pytest.mark.emulated
 
 # The emulated model's own idea of colour names, independent of the check's table.
 NAMES = {"red": (255, 0, 0), "green": (0, 128, 0), "blue": (0, 0, 255), "yellow": (255, 255, 0),

@@ -31,6 +31,8 @@ from proxy import Proxy
 
 from pytest_frank.claims.vision import COLOURS
 
+pytestmark = pytest.mark.real
+
 FORMS = ("data_url", "base64", "anthropic")
 
 

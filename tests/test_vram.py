@@ -15,6 +15,8 @@ import pytest
 from emulator import Emulator, Reply, metrics_text
 from fleets import one_endpoint
 
+pytestmark = pytest.mark.real
+
 DEAD = "http://127.0.0.1:9"   # nothing listens: the offline gate must not care
 MiB = 1 << 20
 

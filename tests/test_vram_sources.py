@@ -24,6 +24,8 @@ from pytest_frank.vram.sources import (
     run_command,
 )
 
+pytestmark = pytest.mark.unit
+
 NOHEADER_NOUNITS = """\
 0, NVIDIA GeForce RTX 3090, 20512, 24576
 1, NVIDIA GeForce RTX 3090, 3, 24576

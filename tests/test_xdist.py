@@ -7,6 +7,8 @@ from collections import defaultdict
 
 import pytest
 
+pytestmark = pytest.mark.real
+
 LAUNCH_LOG = """
 import os
 from pathlib import Path

@@ -1,7 +1,12 @@
 """Real vLLM servers for tests: `vllm(**config)` returns a running server, shared per config.
 
+    @pytest.mark.vllm_config("BARE")
     def test_hello(vllm):
-        server = vllm(reasoning_parser="qwen3")     # server.url, server.model ("tiny")
+        server = vllm(**CONFIGS["BARE"])     # server.url, server.model ("tiny")
+
+A test that asks for `vllm` declares the configurations it serves (names in CONFIGS) with the
+`vllm_config` marker: the suite runs these tests last, grouped by configuration in CONFIGS'
+order (`in_config_order`), so each configuration starts once.
 
 The vLLM environment comes from tests/vllm_env.py (built on first use, about 5 minutes, then
 cached); the model folders from tests/vllm_model.py. Each server takes 30-60 s to start and about
@@ -30,6 +35,27 @@ MIN_FREE_BYTES = 4 * 2**30
 MODEL_SCRIPT = Path(__file__).with_name("vllm_model.py")
 NAME = "tiny"
 MAX_MODEL_LEN = 4096
+KEY = "sk-vllm-local-7781"
+
+# The configurations the tests serve, in the order the suite runs them: a test that needs two
+# (BARE and NO_PREFIX_CACHE, NGRAM and CHATTY) runs between the groups of the two, so with
+# MAX_LIVE servers live none starts twice.
+CONFIGS = {
+    # every flag set: two served names, the reasoning and tool parsers, an API key
+    "FULL": {"names": ("tiny", "frank-tiny"), "reasoning_parser": "qwen3", "tool_parser": "hermes",
+             "api_key": KEY},
+    "BARE": {},  # no parsers, no key, no speculative decoding
+    "NO_PREFIX_CACHE": {"prefix_caching": False},
+    # Drafting is measured over what the model writes of its own accord: the chatty model keeps
+    # talking, so ngram lookups and a draft model have a long answer to draft.
+    "NGRAM": {"variant": "chatty", "speculative": "ngram"},
+    "CHATTY": {"variant": "chatty"},  # NGRAM's non-drafting twin
+    "DRAFT": {"variant": "chatty", "speculative": "chatty"},
+    "LONG": {"variant": "long_think", "reasoning_parser": "qwen3"},
+    "CHATTY_REASONING": {"variant": "chatty", "reasoning_parser": "qwen3"},
+}
+_THEN: dict[str, str] = {}  # test id -> the configuration to start once it has run
+_POOLS: list = []  # the session's pool, while the `vllm` fixture is up
 
 
 @dataclass
@@ -38,7 +64,7 @@ class Server:
     model: str
     proc: subprocess.Popen
     log: Path
-    start_s: float
+    start_s: float  # the monotonic launch time until healthy, then the seconds it took
 
     @property
     def running(self) -> bool:
@@ -56,6 +82,8 @@ class Server:
 
 def _flags(folder: Path, models: dict, names=(NAME,), reasoning_parser=None, tool_parser=None,
            api_key=None, speculative=None, prefix_caching=None, max_num_seqs=None) -> list[str]:
+    # Not the "uni" executor (the worker inside the engine core, one process fewer to start):
+    # measured here it starts about a fifth sooner but decodes several times slower.
     flags = [str(folder), "--served-model-name", *names, "--max-model-len", str(MAX_MODEL_LEN),
              "--dtype", "float32", "--enforce-eager"]
     if reasoning_parser:
@@ -97,6 +125,9 @@ class ServerPool:
         self.models: dict[str, Path] = {}
         self.live: dict[str, Server] = {}  # insertion order = least recently used first
         self.starts: dict[str, float] = {}
+        self.restarts: list[str] = []  # configurations started a second time (the order failed)
+        self.early: dict[str, Server] = {}  # started ahead of the tests that ask for them
+        self.logs: list[Path] = []
 
     def model(self, variant: str) -> Path:
         if variant not in self.models:
@@ -109,40 +140,53 @@ class ServerPool:
         key = json.dumps({"variant": variant, **config}, sort_keys=True)
         server = self.live.pop(key, None)
         if server is None or not server.running:
+            server = self.early.pop(key, None) or self._launch(key, variant, config)
             while len(self.live) >= MAX_LIVE:
                 self.live.pop(next(iter(self.live))).stop()
-            if config.get("speculative") not in (None, "ngram"):
-                self.model(config["speculative"])
-            server = self._start(key, self.model(variant), config)
+            self._ready(key, server)
         self.live[key] = server
         return server
 
-    def _start(self, key: str, folder: Path, config: dict) -> Server:
+    def start_early(self, variant: str = "sharp", **config) -> None:
+        """Begin starting a configuration the next tests will ask for, while the tests before
+        them run on the servers already up; `get` then waits for it to be healthy."""
+        key = json.dumps({"variant": variant, **config}, sort_keys=True)
+        if key not in self.live and key not in self.early:
+            self.early[key] = self._launch(key, variant, config)
+
+    def _launch(self, key: str, variant: str, config: dict) -> Server:
+        if config.get("speculative") not in (None, "ngram"):
+            self.model(config["speculative"])
         port = _free_port()
         names = config.get("names", (NAME,))
-        argv = [str(self.env.vllm), "serve", *_flags(folder, self.models, **config),
+        argv = [str(self.env.vllm), "serve", *_flags(self.model(variant), self.models, **config),
                 "--host", "127.0.0.1", "--port", str(port)]
-        log = self.workdir / f"server-{len(self.starts)}.log"
+        log = self.workdir / f"server-{len(self.logs)}.log"
+        self.logs.append(log)
         env = {**os.environ, **vllm_env.RUN_ENV, "VLLM_CPU_KVCACHE_SPACE": "1"}
         started = time.monotonic()
         with open(log, "w") as out:
             proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env,
                                     start_new_session=True, cwd=self.workdir,
                                     preexec_fn=_die_with_parent)
-        server = Server(f"http://127.0.0.1:{port}", names[0], proc, log, 0.0)
+        return Server(f"http://127.0.0.1:{port}", names[0], proc, log, started)
+
+    def _ready(self, key: str, server: Server) -> None:
         try:
             _wait_healthy(server)
         except BaseException:
             server.stop()
             raise
-        server.start_s = time.monotonic() - started
+        server.start_s = time.monotonic() - server.start_s  # from launch to healthy
+        if key in self.starts:
+            self.restarts.append(key)
         self.starts[key] = round(server.start_s, 1)
-        return server
 
     def close(self) -> None:
-        for server in self.live.values():
+        for server in [*self.live.values(), *self.early.values()]:
             server.stop()
         self.live.clear()
+        self.early.clear()
 
 
 def _wait_healthy(server: Server) -> None:
@@ -205,7 +249,55 @@ def vllm(tmp_path_factory):
     """Factory fixture: vllm(variant="sharp", **config) -> Server, shared per config."""
     env = _environment()
     pool = ServerPool(env, tmp_path_factory.mktemp("vllm"))
+    _POOLS.append(pool)
     yield pool.get
+    _POOLS.remove(pool)
     pool.close()
-    record = {"build_s": env.build_s, "disk_bytes": env.disk_bytes, "start_s": pool.starts}
+    record = {"build_s": env.build_s, "disk_bytes": env.disk_bytes, "start_s": pool.starts,
+              "restarts": pool.restarts}
     (vllm_env.cache_root() / "vllm-last-run.json").write_text(json.dumps(record, indent=1))
+
+
+def in_config_order(items: list) -> list:
+    """The tests on real vLLM moved last and grouped by the configurations they declare
+    (`@pytest.mark.vllm_config(name, ...)`, names in CONFIGS), in CONFIGS' order, each group's
+    one-config tests before those that also need the next; the rest keep their order."""
+    order = list(CONFIGS)
+    served, others = [], []
+    for item in items:
+        (served if "vllm" in getattr(item, "fixturenames", ()) else others).append(item)
+    return others + sorted(served, key=lambda item: _config_key(item, order))
+
+
+def plan_early_starts(items: list) -> None:
+    """For the tests that will run (in order): once the first test on a configuration has run,
+    the next configuration in line starts (`start_next`), so its start overlaps the tests on
+    the servers already up."""
+    firsts, sequence = [], []
+    for item in items:
+        marker = item.get_closest_marker("vllm_config")
+        new = [name for name in (marker.args if marker else ()) if name not in sequence]
+        sequence += new
+        if new:
+            firsts.append((item.nodeid, new[-1]))
+    _THEN.clear()
+    _THEN.update({nodeid: sequence[sequence.index(name) + 1] for nodeid, name in firsts
+                  if name != sequence[-1]})
+
+
+def start_next(item) -> None:
+    name = _THEN.get(item.nodeid)
+    if name and _POOLS:
+        _POOLS[-1].start_early(**CONFIGS[name])
+
+
+def _config_key(item, order: list[str]) -> tuple[int, int]:
+    marker = item.get_closest_marker("vllm_config")
+    names = marker.args if marker else ()
+    unknown = [name for name in names if name not in order]
+    if not names or unknown:
+        raise pytest.UsageError(
+            f"{item.nodeid} asks for real vLLM: declare its configurations with "
+            f"@pytest.mark.vllm_config(...), names from tests/vllm_server.py CONFIGS "
+            f"({', '.join(order)}){'; unknown: ' + ', '.join(unknown) if unknown else ''}")
+    return order.index(names[0]), len(names)

@@ -1,0 +1,100 @@
+"""The order the suite runs its real-vLLM tests in (tests/vllm_server.py): grouped by the
+configurations they declare, so that with MAX_LIVE servers up none starts twice, and the next
+configuration in line planned to start early; and the tier guards of tests/conftest.py."""
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import vllm_server
+from vllm_server import CONFIGS, MAX_LIVE, in_config_order, plan_early_starts
+
+pytestmark = pytest.mark.emulated  # in-process runs of a planted module
+
+
+@dataclass
+class Item:
+    nodeid: str
+    configs: tuple = ()
+    fixturenames: list = field(default_factory=lambda: ["vllm"])
+
+    def get_closest_marker(self, name):
+        return pytest.mark.vllm_config(*self.configs).mark if self.configs else None
+
+
+def starts(items) -> int:
+    """How many servers the pool starts for these tests in this order (least recently used
+    stopped first)."""
+    live, count = [], 0
+    for item in items:
+        for name in item.configs:
+            if name in live:
+                live.remove(name)
+            else:
+                live, count = live[-(MAX_LIVE - 1):], count + 1
+            live.append(name)
+    return count
+
+
+# The suite's own shape, in file order: FULL in three files, the pairs in the middle.
+SUITE = [Item("clients", ("FULL",)), Item("bare", ("BARE",)), Item("pair", ("BARE", "NO_PREFIX_CACHE")),
+         Item("ngram", ("NGRAM",)), Item("twin", ("NGRAM", "CHATTY")), Item("draft", ("DRAFT",)),
+         Item("long", ("LONG",)), Item("params", ("CHATTY_REASONING",)), Item("agent", ("FULL",)),
+         Item("agent400", ("BARE",)), Item("responses", ("FULL",)),
+         Item("plain", fixturenames=["llama"])]
+
+
+def test_each_configuration_starts_once_in_the_suites_order():
+    ordered = in_config_order(SUITE)
+    assert starts(SUITE) > len(CONFIGS)  # as the files ask: FULL and BARE twice
+    assert starts(ordered) == len(CONFIGS)
+    assert ordered[0].nodeid == "plain"  # the rest first, vLLM last
+    assert [i.nodeid for i in ordered[1:4]] == ["clients", "agent", "responses"]
+
+
+def test_the_next_configuration_starts_once_the_first_test_on_one_has_run():
+    plan_early_starts(in_config_order(SUITE))
+    assert vllm_server._THEN == {"clients": "BARE", "bare": "NO_PREFIX_CACHE", "pair": "NGRAM",
+                                 "ngram": "CHATTY", "twin": "DRAFT", "draft": "LONG",
+                                 "long": "CHATTY_REASONING"}
+
+
+def test_a_test_on_vllm_without_its_configuration_stops_collection():
+    with pytest.raises(pytest.UsageError, match="declare its configurations"):
+        in_config_order([Item("undeclared")])
+    with pytest.raises(pytest.UsageError, match="unknown: SHARP"):
+        in_config_order([Item("misspelt", ("SHARP",))])
+
+
+def test_the_suite_declares_only_known_configurations(request):
+    # the tests collected with this one (the whole suite, in a full run) in their run order
+    served = [i for i in request.session.items if "vllm" in getattr(i, "fixturenames", ())]
+    assert in_config_order(served) == served
+
+
+CONFTEST = (Path(__file__).parent / "conftest.py").read_text()
+
+
+@pytest.mark.parametrize("module, error", [
+    ("def test_x():\n    pass\n", "names no tier"),
+    ("import pytest\npytestmark = pytest.mark.emulated\ndef test_x(llama):\n    pass\n",
+     "asks for a real server (llama) but is marked emulated"),
+    ("import pytest\npytestmark = pytest.mark.unit\n@pytest.mark.real\ndef test_x():\n    pass\n",
+     "marks a test real: the tier is the module's"),
+], ids=["untiered", "real-fixture", "test-mark"])
+def test_a_module_out_of_its_tier_stops_collection(pytester, module, error):
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_planted_emulated=module)
+    result = pytester.runpytest("--collect-only", "-p", "no:cacheprovider")
+    result.stderr.fnmatch_lines([f"*test_planted_emulated.py::test_x: its module {error}*"])
+
+
+def test_a_launch_outside_the_real_tier_fails_and_names_the_test(pytester):
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_planted="import pytest\nfrom pytest_frank.local import launch\n"
+                        "pytestmark = pytest.mark.emulated\ndef test_x():\n"
+                        "    launch.launch({'model': 'selftest'})\n")
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*test_planted.py::test_x launches a real llama.cpp server: "
+                                 "mark its module pytest.mark.real*"])
