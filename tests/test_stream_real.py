@@ -4,12 +4,13 @@ trained model's Japanese, whose characters span several tokens, reassembled whol
 
 What llama.cpp's streams do (the self-test model, thinking on): chat completions keep the wire
 (role in the first delta, one finish_reason, tool-call continuations of index and argument text
-alone, usage in its own last chunk, [DONE]) but stamp each chunk's `created` with the second it is sent, so
-a stream that crosses a second boundary changes it; /v1/messages opens the text block (and the
-tool_use block) while the thinking block is still open, and closes every block at the end;
-/v1/responses adds the message item (and the function_call item) before the reasoning item is
-done, and finishes every item at the end. SmolLM2 answering in Japanese: every character whole,
-but the first delta, which waited for its character's last bytes, has no `role`."""
+alone, usage in its own last chunk, [DONE]) but stamp each chunk's `created` with the second it
+is sent, so a stream that crosses a second boundary changes it; /v1/messages opens the text
+block (and the tool_use block) while the thinking block is still open, and closes every block
+at the end; /v1/responses adds the message item (and the function_call item) before the
+reasoning item is done, and finishes every item at the end. SmolLM2 answering in Japanese:
+every character whole, but the first delta, which waited for its character's last bytes, has
+no `role`."""
 
 from __future__ import annotations
 
