@@ -9,6 +9,8 @@ import copy
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pytest_frank.chat import Call, Reply
 from pytest_frank.checks import Context
@@ -287,3 +289,29 @@ def test_the_shapes_asked_default_to_the_endpoints_own_route():
     ep = bind(Endpoint("ep", "llamacpp", url="http://h:1",
                        expect={"stream": {"apis": ["responses", "chat"]}}))
     assert stream.apis(ep.options("stream"), driver_for("llamacpp")) == ["responses", "chat"]
+
+
+def test_llamacpps_missing_role_names_its_part():
+    events = planted(lambda e: e[0]["choices"][0]["delta"].pop("role"))
+    line, fix, _ = judged(wire("chat", sse(events)))
+    assert "choice 0's first delta (frame 0) has no `role`" in line, line
+    assert "leaves it out where that piece waited for a character spanning tokens" in fix, fix
+    assert "expect.stream.role: false" in fix
+
+
+JSONISH = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+                       lambda inner: st.lists(inner, max_size=3)
+                       | st.dictionaries(st.sampled_from(["type", "index", "id", "item", "item_id",
+                                                          "choices", "delta", "tool_calls",
+                                                          "function", "content_block", "usage",
+                                                          "finish_reason", "role", "created"]),
+                                         inner, max_size=4), max_leaves=10)
+
+
+@settings(max_examples=100, deadline=None, database=None)
+@given(events=st.lists(JSONISH, max_size=6), junk=st.text(max_size=30))
+def test_any_frames_are_judged_without_an_error(events, junk):
+    body = "".join(f"event: x\ndata: {json.dumps(e)}\n\n" for e in events) + junk
+    found = rules.parse(body)
+    for breaches in (rules.chat(found, True), rules.messages(found), rules.responses(found)):
+        assert all(isinstance(b, rules.Breach) and len(b.said) < 1000 for b in breaches)

@@ -18,6 +18,7 @@ import json
 
 import pytest
 from fleets import one_endpoint
+from vllm_server import CONFIGS, KEY
 
 pytestmark = pytest.mark.real
 
@@ -94,3 +95,15 @@ def test_smollm2s_japanese_comes_whole_but_its_first_delta_has_no_role(smollm2, 
     assert ("a plain answer, not asked (expect.stream.role: false): choice 0's first delta "
             "(frame 0) has no `role`") in notes, notes
     assert "character(s) past ASCII came whole" in notes, notes
+
+
+@pytest.mark.vllm_config("FULL")
+def test_vllms_chat_stream_keeps_the_wire_plain_and_with_a_tool_call(vllm, run_fleet, pytester):
+    server = vllm(**CONFIGS["FULL"])
+    fleet = one_endpoint(server.url, "vllm", alias=server.model, api_key=KEY, expect={
+        "reasoning": {"field": "reasoning"}, "stream": {"tools": True}})
+    result = run_fleet(fleet, "-m", "stream", "--frank-json=run.json")
+    result.assert_outcomes(passed=1)
+    notes = "\n".join(rows(pytester)["test_stream_wire[ep-chat]"]["notes"])
+    assert "a plain answer: " in notes and "a tool call: " in notes, notes
+    assert "not asked" not in notes, notes

@@ -78,6 +78,11 @@ def _obj(value: Any) -> dict:
     return value if isinstance(value, dict) else {}
 
 
+def _key(value: Any) -> Any:
+    """An index or id as a dict key: a list or object an endpoint sent there, as its text."""
+    return value if isinstance(value, (str, int, float, type(None))) else _show(value)
+
+
 def _show(value: Any, limit: int = 80) -> str:
     return redact.cut(json.dumps(value) if not isinstance(value, str) else repr(value), limit)
 
@@ -156,7 +161,7 @@ def _choices(chunks: list[tuple[int, dict]]) -> list[Breach]:
         for choice in choices if isinstance(choices, list) else []:
             if not isinstance(choice, dict):
                 continue
-            index = choice.get("index")
+            index = _key(choice.get("index"))
             if choice.get("finish_reason") is not None:
                 finishes.setdefault(index, []).append(i)
             delta = choice.get("delta")
@@ -173,7 +178,8 @@ def _choices(chunks: list[tuple[int, dict]]) -> list[Breach]:
                                           f"delta only"))
             for key in ("content", "reasoning_content", "reasoning"):
                 out += _broken(delta.get(key), f"frame {i}'s delta.{key}")
-            for call in delta.get("tool_calls") or []:
+            pieces = delta.get("tool_calls")
+            for call in pieces if isinstance(pieces, list) else []:
                 out += _call_piece(call, index, i, calls)
     for index in deltas:
         seen = finishes.get(index, [])
@@ -187,7 +193,7 @@ def _choices(chunks: list[tuple[int, dict]]) -> list[Breach]:
 def _call_piece(call: Any, choice: Any, i: int, calls: dict[tuple, int]) -> list[Breach]:
     if not isinstance(call, dict):
         return [Breach("framing", f"frame {i}'s tool_calls holds {_show(call)}, not an object")]
-    key = (choice, call.get("index"))
+    key = (choice, _key(call.get("index")))
     first = calls.get(key, 0) == 0
     calls[key] = calls.get(key, 0) + 1
     fn = _obj(call.get("function"))
@@ -255,7 +261,7 @@ def messages(found: Frames) -> list[Breach]:
     open_: dict[Any, tuple[str, int]] = {}  # block index -> (type, frame it opened at)
     started, stop_reason = 0, None
     for i, event in events:
-        kind, index = event["type"], event.get("index")
+        kind, index = event["type"], _key(event.get("index"))
         if kind == "content_block_start":
             block = _obj(event.get("content_block"))
             if index != started:
@@ -290,7 +296,8 @@ def messages(found: Frames) -> list[Breach]:
 
 
 def _stop_of(events: list[tuple[int, dict]], index: Any) -> str:
-    found = [i for i, e in events if e["type"] == "content_block_stop" and e.get("index") == index]
+    found = [i for i, e in events
+             if e["type"] == "content_block_stop" and _key(e.get("index")) == index]
     return str(found[0]) if found else "never"
 
 
@@ -316,14 +323,14 @@ def responses(found: Frames) -> list[Breach]:
                                                 f"frame {i} while the {held_kind} item (added at "
                                                 f"frame {at}) was still open: it was done only "
                                                 f"at frame {_done_of(events, held)}"))
-            open_[item.get("id")] = (str(item.get("type")), i)
+            open_[_key(item.get("id"))] = (str(item.get("type")), i)
         elif kind == "response.output_item.done":
-            if open_.pop(item.get("id"), None) is None:
+            if open_.pop(_key(item.get("id")), None) is None:
                 out.append(Breach("order", f"output_item.done at frame {i} for the "
                                            f"{item.get('type')} item {_show(item.get('id'))}, "
                                            f"which was never added"))
         elif kind.endswith(".delta"):
-            if "item_id" in event and event["item_id"] not in open_:
+            if "item_id" in event and _key(event["item_id"]) not in open_:
                 out.append(Breach("order", f"{kind} at frame {i} for item "
                                            f"{_show(event['item_id'])}, which is not open"))
             out += _broken(event.get("delta"), f"frame {i}'s {kind}")
@@ -336,5 +343,5 @@ def responses(found: Frames) -> list[Breach]:
 
 def _done_of(events: list[tuple[int, dict]], item_id: Any) -> str:
     found = [i for i, e in events if e["type"] == "response.output_item.done"
-             and isinstance(e.get("item"), dict) and e["item"].get("id") == item_id]
+             and _key(_obj(e.get("item")).get("id")) == item_id]
     return str(found[0]) if found else "never"
