@@ -217,7 +217,8 @@ def test_each_responses_breach_is_named(events, rule, said):
 # -- the judge: asked parts fail with their fix, parts turned off are noted ----------------------
 def wire(api, body, reply=None, status=200) -> stream.Wire:
     reply = reply or Reply(status=status, content="Hello!", finish="stop")
-    reply.exchange = Exchange("POST", "http://h/v1", status=status, body=body)
+    reply.exchange = Exchange("POST", "http://h/v1", status=status, body=body,
+                              headers={"content-type": "text/event-stream; charset=utf-8"})
     return stream.Wire(api=api, streams=[stream.Streamed("a plain answer", reply,
                                                          rules.parse(body), 1000)])
 
@@ -315,3 +316,13 @@ def test_any_frames_are_judged_without_an_error(events, junk):
     found = rules.parse(body)
     for breaches in (rules.chat(found, True), rules.messages(found), rules.responses(found)):
         assert all(isinstance(b, rules.Breach) and len(b.said) < 1000 for b in breaches)
+
+
+def test_a_whole_json_answer_to_a_stream_is_a_framing_breach():
+    seen = wire("chat", json.dumps({"choices": [{"message": {"content": "Hello!"}}]}))
+    seen.streams[0].reply.exchange.headers = {"Content-Type": "application/json"}
+    line, fix, _ = judged(seen)
+    assert line.startswith("the /v1/chat/completions stream breaks its wire format: a plain "
+                           "answer: the answer's content-type is 'application/json', not "
+                           "text/event-stream; a plain answer: 1 line(s) that are no SSE field"), line
+    assert "pass the engine's stream through unchanged" in fix

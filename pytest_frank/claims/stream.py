@@ -103,7 +103,7 @@ def judge(seen: Wire, ctx: Context[Options]) -> None:
         ex = s.reply.exchange
         if ex is None or ex.status != 200 or ex.error or len(s.frames.frames) > s.budget:
             require_answer(s.reply, ctx.driver, doing)  # not read whole: nothing to judge
-        for breach in CHECKS[seen.api](s):
+        for breach in _kind(ex.headers) + CHECKS[seen.api](s):
             (asked if ctx.options.asks(breach.rule) else unasked).append((s.what, breach))
     for what, breach in unasked:
         ctx.note(f"{what}, not asked (expect.stream.{breach.rule}: false): {breach.said}")
@@ -115,6 +115,16 @@ def judge(seen: Wire, ctx: Context[Options]) -> None:
     for s in seen.streams:  # frames well formed, yet the SDK could not read them
         require_answer(s.reply, ctx.driver, f"{s.what} streamed on {route}")
         ctx.note(_summary(s))
+
+
+def _kind(headers: dict[str, str]) -> list[rules.Breach]:
+    """A stream sent as something other than server-sent events (a whole JSON answer to
+    `stream: true`, a proxy's own content type)."""
+    kind = next((v for k, v in headers.items() if k.lower() == "content-type"), "")
+    if "text/event-stream" in kind.lower():
+        return []
+    return [rules.Breach("framing", f"the answer's content-type is {kind or 'missing'!r}, not "
+                                    f"text/event-stream")]
 
 
 def _summary(s: Streamed) -> str:
