@@ -103,7 +103,7 @@ def judge(seen: Wire, ctx: Context[Options]) -> None:
         ex = s.reply.exchange
         if ex is None or ex.status != 200 or ex.error or len(s.frames.frames) > s.budget:
             require_answer(s.reply, ctx.driver, doing)  # not read whole: nothing to judge
-        for breach in _kind(ex.headers) + CHECKS[seen.api](s):
+        for breach in _kind(ex.headers if ex is not None else {}) + CHECKS[seen.api](s):
             (asked if ctx.options.asks(breach.rule) else unasked).append((s.what, breach))
     for what, breach in unasked:
         ctx.note(f"{what}, not asked (expect.stream.{breach.rule}: false): {breach.said}")
