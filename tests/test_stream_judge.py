@@ -326,3 +326,17 @@ def test_a_whole_json_answer_to_a_stream_is_a_framing_breach():
                            "answer: the answer's content-type is 'application/json', not "
                            "text/event-stream; a plain answer: 1 line(s) that are no SSE field"), line
     assert "pass the engine's stream through unchanged" in fix
+
+
+def test_an_error_event_mid_stream_fails_as_the_servers_error_not_as_a_format():
+    body = sse([chunk({"role": "assistant", "content": None}), chunk({"content": "Hel"})],
+               done=False) + 'data: {"error": {"code": 500, "message": "Unexpected empty ' \
+        'grammar stack after accepting piece: <tool_call>"}}\n\n'
+    line, _, _ = judged(wire("chat", body, Reply(status=200, problem="An error occurred")))
+    assert line == ("a plain answer streamed on /v1/chat/completions broke off with the server's "
+                    "error at frame 2: Unexpected empty grammar stack after accepting piece: "
+                    "<tool_call>"), line
+    events = [START, *THINK[0], {"type": "error", "error": {"type": "overloaded_error",
+                                                             "message": "Overloaded"}}]
+    line, _, _ = judged(wire("messages", sse(events, False, True)))
+    assert line.endswith("broke off with the server's error at frame 4: Overloaded"), line

@@ -22,6 +22,7 @@ from pytest_frank.claims.advice import advise
 from pytest_frank.claims.replies import require_answer
 from pytest_frank.claims.tools import PROMPTS, TOOLS
 from pytest_frank.drivers.base import Driver
+from pytest_frank.known_errors import known_fix
 from pytest_frank.observation import Observation
 from pytest_frank.verdict import Text, fail
 
@@ -103,6 +104,10 @@ def judge(seen: Wire, ctx: Context[Options]) -> None:
         ex = s.reply.exchange
         if ex is None or ex.status != 200 or ex.error or len(s.frames.frames) > s.budget:
             require_answer(s.reply, ctx.driver, doing)  # not read whole: nothing to judge
+        broke = rules.error_event(s.frames)
+        if broke is not None:  # the answer failed: no format to judge
+            fail(f"{doing} broke off with the server's error at frame {broke[0]}: {broke[1]}",
+                 known_fix(ctx.driver, broke[1]))
         for breach in _kind(ex.headers if ex is not None else {}) + CHECKS[seen.api](s):
             (asked if ctx.options.asks(breach.rule) else unasked).append((s.what, breach))
     for what, breach in unasked:

@@ -112,6 +112,18 @@ def non_ascii(pieces: list[str]) -> int:
     return sum(1 for piece in pieces for c in piece if ord(c) > 127 and c != "\ufffd")
 
 
+def error_event(found: Frames) -> tuple[int, str] | None:
+    """The first frame that carries the server's error instead of the answer (an OpenAI-shape
+    `{"error": ...}` chunk, an Anthropic or Responses `error` event): (frame, its message)."""
+    for i, frame in enumerate(found.frames):
+        data = _obj(_json(frame))
+        if data.get("type") == "error" or data.get("error") is not None:
+            error = data.get("error") or data
+            said = _obj(error).get("message", error)
+            return i, redact.cut(said if isinstance(said, str) else json.dumps(said), 300)
+    return None
+
+
 # -- OpenAI chat completions -----------------------------------------------------------------------
 def chat(found: Frames, usage_asked: bool) -> list[Breach]:
     """`data:` frames of chat.completion.chunk objects, then `data: [DONE]`."""
