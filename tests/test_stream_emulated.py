@@ -2,8 +2,8 @@
 emulated engine whose chat, Messages and Responses streams keep the wire, and behind a fault
 proxy (tests/proxy.py) per rule that breaks it as a gateway or an engine does in the field:
 re-stamped or renamed chunks, a lost [DONE], role in every delta, a repeated finish, a tool
-call's id sent again, a character's bytes cut in two, usage in every chunk, blocks and items
-out of order. No engine here shows these (llama.cpp's own departures are proven in
+call's id sent again, a character's bytes cut in two, usage in every chunk, an error mid-answer,
+blocks and items out of order. No engine here shows these (llama.cpp's own departures are proven in
 test_stream_real.py), so a proxy plants each; the healthy emulator passes every shape."""
 
 from __future__ import annotations
@@ -186,6 +186,12 @@ def reasoning_late(request, events):
     return rest[:-2] + [done] + rest[-2:]
 
 
+def error_midway(request, events):
+    """The engine fails mid-answer: an error chunk where the rest should be, no [DONE]."""
+    error = {"error": {"code": 500, "message": "Unexpected empty grammar stack"}}
+    return events[:3] + [_event(error)]
+
+
 def no_message_stop(request, events):
     return [e for e in events if b"message_stop" not in e]
 
@@ -206,6 +212,9 @@ FAULTS = {  # name: (rewrite, the shape it breaks, tools asked, what the failure
                   "frame 2's delta.content carries U+FFFD (its bytes cut apart)"),
     "usage": (each_chunk(usage_everywhere), "chat", False,
               "usage came in frame(s) 0, 1, 2, 3, before the last chunk (frame 5)"),
+    "error": (error_midway, "chat", False,
+              "a plain answer streamed on /v1/chat/completions broke off with the server's "
+              "error at frame 3: Unexpected empty grammar stack"),
     "block_order": (blocks_open, "messages", False,
                     "block 1 (text) opened at frame 5 while block 0 (thinking) was still open"),
     "order": (no_message_stop, "messages", False, "ends with message_delta, not message_stop"),
