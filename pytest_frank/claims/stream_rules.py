@@ -98,9 +98,10 @@ def _stray(found: Frames) -> list[Breach]:
 def _broken(piece: Any, where: str) -> list[Breach]:
     """A text piece holding a replacement character or half a surrogate pair: a character whose
     bytes were sent before they were whole."""
-    if not isinstance(piece, str) or not BROKEN_CHAR.search(piece):
+    found = BROKEN_CHAR.search(piece) if isinstance(piece, str) else None
+    if found is None:
         return []
-    char = BROKEN_CHAR.search(piece).group()  # type: ignore[union-attr]
+    char = found.group()
     how = "U+FFFD (its bytes cut apart)" if char == "\ufffd" else \
         f"half a UTF-16 surrogate pair (\\u{ord(char):04x})"
     return [Breach("multibyte", f"{where} carries {how}: a character split across frames "
