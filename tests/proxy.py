@@ -30,13 +30,17 @@ class Proxy:
                  pace_s: float = 0.0,
                  routes: dict[str, Callable[[Any], Any]] | None = None,
                  rewrite_answer: Callable[[dict, dict], dict] | None = None,
-                 refuse: Callable[[dict], str | None] | None = None) -> None:
+                 refuse: Callable[[dict], str | None] | None = None,
+                 rewrite_stream: Callable[[dict, list[bytes]], list[bytes]] | None = None) -> None:
         self.upstream = upstream.rstrip("/")
         self.jitter_s, self.rewrite = jitter_s, rewrite
         # rewrite_answer(request, answer): a whole JSON answer as the client receives it
         self.rewrite_answer = rewrite_answer
         # refuse(request): a gateway's own 400 with that message, the upstream never asked
         self.refuse = refuse
+        # rewrite_stream(request, events): an event stream's events (each with its blank line)
+        # as the client receives them, e.g. a gateway that re-stamps or re-chunks them
+        self.rewrite_stream = rewrite_stream
         # A slow, steady GPU: each streamed event `pace_s` after the last, and a whole answer
         # held for `pace_s` per token it generated (a server sends it only when it is done).
         self.pace_s = pace_s
@@ -82,9 +86,11 @@ class Proxy:
         if self.rewrite_answer is not None and "json" in kind and request:
             answer = self.rewrite_answer(json.loads(request), json.loads(upstream.read()))
             return iter([json.dumps(answer).encode()])
+        if self.rewrite_stream is not None and "event-stream" in kind and request:
+            return iter(self.rewrite_stream(json.loads(request), list(_events(upstream))))
         if not self.pace_s:
             return upstream.iter_bytes()
-        if "event-stream" in upstream.headers.get("content-type", ""):
+        if "event-stream" in kind:
             return (time.sleep(self.pace_s) or event for event in _events(upstream))
         whole = upstream.read()
         try:

@@ -60,6 +60,7 @@ from pytest_frank.claims import (
     reasoning_effort,
     slots,
     spec_decode,
+    stream,
     tools,
     vision,
     vram,
@@ -303,14 +304,15 @@ EXPECT = {"reasoning": True, "reasoning_effort": {"map": {"high": "xhigh"}, "unm
           "tools": {"parallel": True, "named": True}, "agent": {"parallel": True, "steps": 2},
           "spec_decode": {"min_draft_tokens": 1},
           "perf": {"runs": 1, "max_cached_ttft_ratio": 0.9}, "vision": True,
-          "slots": {"count": 2, "ctx_per_slot": 4096}, "params": {"claude_code": True}}
+          "slots": {"count": 2, "ctx_per_slot": 4096}, "params": {"claude_code": True},
+          "stream": True}
 GENERATION = [reasoning.REASONING, reasoning.STREAMED, reasoning.OFF, reasoning_effort.LEVEL,
               reasoning_effort.UNMAPPED, tools.REQUIRED, tools.AUTO, tools.NAMED_CHOICE,
               tools.PARALLEL, tools.PLAIN, tools.STREAMED, spec_decode.SPEC_DECODE, perf.TTFT,
               perf.DECODE, perf.PREFIX_CACHE, vision.VISION, params.MAX_TOKENS, params.STOP,
               params.RESPONSE_FORMAT, params.LOGPROBS, params.STREAM_USAGE, params.CONTEXT_LIMIT,
               params.COUNT_TOKENS, params.SYSTEM_MESSAGE,
-              agent.PLAIN, agent.STREAMED, agent.PARALLEL]
+              agent.PLAIN, agent.STREAMED, agent.PARALLEL, stream.STREAM_WIRE]
 
 
 def target_for(em: Emulator, **fleet) -> Target:

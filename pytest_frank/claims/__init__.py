@@ -30,6 +30,7 @@ _BUILT_IN = MappingProxyType({
     "spec_decode": "speculative decoding is engaged with a sane acceptance rate",
     "vision": "the model sees the image it is sent",
     "params": "request parameters (caps, stops, schemas, logprobs, usage, context) are honoured",
+    "stream": "a streamed answer keeps its API shape's wire format, frame by frame",
     "fingerprint": "greedy answers to fixed prompts are the baseline's: the same model computes",
     "perf": "time to first token and decode speed meet the fleet's floors",
     "slots": "the live slot shape matches the intended one",
