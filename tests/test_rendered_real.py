@@ -62,7 +62,8 @@ def test_template_keeping_reasoning_passes(llama, run_fleet, pytester):
     text = notes(pytester)
     assert "the tool result is in the prompt" in text, text
     assert "the earlier reasoning is in the prompt" in text, text
-    assert "never reads a call's id (tool_call_id): ids are not asked for" in text, text
+    assert "the served template rendered here with the same history decides" in text, text
+    assert "the template shows no call id (tool_call_id): ids are not asked for" in text, text
 
 
 def test_chatml_without_reasoning_or_ids_passes_on_smollm2(smollm2, run_fleet, pytester):
@@ -71,7 +72,7 @@ def test_chatml_without_reasoning_or_ids_passes_on_smollm2(smollm2, run_fleet, p
     result.assert_outcomes(passed=1)
     text = notes(pytester)
     assert "the tool result is in the prompt" in text, text
-    assert "never reads reasoning_content: it keeps no earlier reasoning by design" in text, text
+    assert "the template keeps no earlier reasoning (reasoning_content) by design" in text, text
 
 
 def test_proxy_dropping_tool_results_fails(llama, run_fleet):
@@ -99,9 +100,10 @@ def test_proxy_blanking_tool_results_fails(llama, run_fleet):
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
         "*the rendered prompt lacks the tool result (ref-*) sent as a role tool message: the "
-        "model answers without what the tool said",
-        "*fix: the served template renders tool results, so this one was lost before it: a "
-        "proxy or gateway in front dropped the role tool message (or its content)*"])
+        "model answers without what the tool said; the served template, rendered here with the "
+        "same history, shows it",
+        "*fix: the result was lost before the template: a proxy or gateway in front dropped the "
+        "role tool message (or its content)*"])
 
 
 def test_proxy_blanking_tool_results_fails_on_smollm2(smollm2, run_fleet):
@@ -109,11 +111,24 @@ def test_proxy_blanking_tool_results_fails_on_smollm2(smollm2, run_fleet):
     with Proxy(server.url, rewrite=_messages(_blank_tool)) as proxy:
         result = run(run_fleet, proxy.url, "agent_template", agent=True)
     result.assert_outcomes(failed=1)
-    # ChatML renders any role by its name: the template never names role tool, so both causes
-    # stay open in the fix.
-    result.stdout.fnmatch_lines(["*lacks the tool result*",
-                                 "*fix: the served template never names role tool: serve the "
-                                 "model's own chat template*behind a proxy, check*"])
+    # SmolLM2's ChatML, rendered here, shows a role tool message by its role name.
+    result.stdout.fnmatch_lines(["*lacks the tool result*rendered here with the same history, "
+                                 "shows it", "*fix: the result was lost before the template*"])
+
+
+def test_template_dropping_tool_results_is_named(llama, run_fleet, tmp_path):
+    # The agent template less its role-tool branch (as tests/test_agent_real.py's deaf one).
+    deaf = chat_template("agent").replace("message.role == 'tool'", "message.role == 'nobody'")
+    path = tmp_path / "deaf.jinja"
+    path.write_text(deaf)
+    server = llama(model="selftest:agent", chat_template_file=str(path))
+    result = run(run_fleet, server.url, "agent_template", agent=True)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*lacks the tool result (ref-*) sent as a role tool message: the model answers without "
+        "what the tool said; the served template drops it itself (rendered here with the same "
+        "history: no result)",
+        "*fix: the template drops role tool messages: serve the model's own chat template*"])
 
 
 def test_proxy_stripping_reasoning_fails(llama, run_fleet):
@@ -123,7 +138,7 @@ def test_proxy_stripping_reasoning_fails(llama, run_fleet):
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
         "*the rendered prompt lacks the earlier reasoning the history carried, though the "
-        "served template reads reasoning_content: *",
+        "served template keeps reasoning_content: *",
         "*fix: a proxy or gateway in front rewrote the history: make it forward the "
         "assistant's reasoning_content as the client sent them*"])
 
@@ -147,7 +162,7 @@ def test_template_showing_ids_passes_and_renamed_ids_fail(llama, run_fleet, pyte
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
         "*the rendered prompt lacks the call id the history carried, though the served template "
-        "reads call ids (tool_call_id): *tool_response id=?call_0?*",
+        "shows call ids (tool_call_id): *tool_response id=?call_0?*",
         "*fix: a proxy or gateway in front rewrote the history: make it forward the "
         "tool_call_id of role tool messages and the ids of tool_calls*"])
 

@@ -1,10 +1,12 @@
 """agent, as the template renders it: where the engine renders a conversation with its chat template
 on request (llama.cpp's POST /apply-template), an agent's history is rendered without a generation
 (the question; the assistant's reasoning and its tool call, with an id; the tool's result) and
-the prompt is read. The result must be in it; the call's id where the served template shows ids
-(it reads tool_call_id or a call's id); the reasoning where the template keeps it (it reads
-reasoning_content: templates that drop earlier reasoning by design, R1-style or plain ChatML, never
-read it, and are not asked for it). Each part carries a marker the model cannot have made up."""
+the prompt is read. The result must be in it; the call's id and the reasoning where the served
+template shows them by design: the template (/props) is rendered here too (pytest_frank.local.render)
+with the same history, and what it shows here the server's prompt must show. Templates that drop
+earlier reasoning (R1-style, plain ChatML) or never print ids (Qwen3, Hermes) are not asked for
+them. Where the template cannot be rendered here, what its text reads decides (tool_call_id,
+reasoning_content). Each part carries a marker the model cannot have made up."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from pytest_frank.claims.agent import (LOST_RESULTS, LOST_RESULTS_FIX, TEMPLATE_
 from pytest_frank.claims.replies import one_line
 from pytest_frank.claims.tools import PROMPTS, TOOLS
 from pytest_frank.drivers.openai_chat import ChatWire, agent_history
+from pytest_frank.local.render import render
 from pytest_frank.observation import Failed, Observation
 from pytest_frank.verdict import fail, inconclusive
 from pytest_frank.wire import Call, Reply
@@ -26,7 +29,6 @@ from pytest_frank.wire import Call, Reply
 # What a template's text reads when it shows each part (HF chat templates, whatever the engine).
 SHOWS_ID = re.compile(r"tool_call_id|tool_call\.id\b|\[\s*['\"]id['\"]\s*\]|\bcall\.id\b")
 KEEPS_REASONING = re.compile(r"reasoning_content")
-NAMES_TOOL_ROLE = re.compile(r"['\"](?:tool|ipython|function)['\"]|tool_response|tool_result")
 GONE_STATUSES = (404, 405, 501)  # the route is not served here (a proxy that forwards the API)
 
 
@@ -39,6 +41,7 @@ class Rendered(Observation):
     status: int | None = None  # the render route's answer where it gave no prompt
     said: str | None = None  # its words then
     template: str | None = None  # the served template's text, where the engine shows it
+    here: str | None = None  # that template rendered here with the same history, where it could be
 
 
 def history() -> tuple[list[dict], dict[str, str]]:
@@ -70,6 +73,7 @@ def rendered(target) -> Rendered:
     shape = target.need(slot_shape)
     if not isinstance(shape, Failed) and shape.failure is None:
         found.template = driver.served_template(shape.payloads)[0]
+    found.here = render(found.template, sent, TOOLS) if found.template else None
     return found
 
 
@@ -77,15 +81,15 @@ def judge(found: Rendered, ctx: Context[Options]) -> None:
     """The rendered history holds the tool result; the call's id where the template shows ids;
     the reasoning where the template keeps it."""
     _require_prompt(found)
-    prompt, template, markers = found.prompt or "", found.template, found.markers
+    prompt, markers = found.prompt or "", found.markers
     ctx.note(f"POST {found.route}: {len(prompt)} characters rendered from: user, assistant "
              f"(reasoning_content, 1 tool_call id {markers['id']}), tool")
     if markers["result"] not in prompt:
         fail(f"the rendered prompt lacks the tool result ({markers['result']}) sent as a role "
-             f"tool message: the model answers without what the tool said",
-             _lost_result_fix(template))
+             f"tool message: the model answers without what the tool said"
+             f"{_by_design(found)}", _lost_result_fix(found))
     ctx.note("the tool result is in the prompt")
-    wanted = _wanted(template, ctx)
+    wanted = _wanted(found, ctx)
     missing = [part for part in wanted if markers[part] not in prompt]
     if missing:
         fail(f"the rendered prompt lacks the {' and the '.join(_WHAT[p] for p in missing)} the "
@@ -119,28 +123,46 @@ def _require_prompt(found: Rendered) -> None:
     fail(f"POST {found.route} answered {found.status}: {said}")
 
 
-def _wanted(template: str | None, ctx: Context[Options]) -> list[str]:
-    """The parts beyond the result that the served template renders, each with a note."""
+def _wanted(found: Rendered, ctx: Context[Options]) -> list[str]:
+    """The parts beyond the result that the served template shows by design, each with a note:
+    what it showed rendered here, else what its text reads."""
+    template, here = found.template, found.here
     if template is None:
         ctx.note("the served template is not shown (/props): the call id and the reasoning are "
                  "not judged")
         return []
+    if here is not None:
+        ctx.note("the served template rendered here with the same history decides what it shows")
     wanted = []
-    if SHOWS_ID.search(template):
+    shows = (lambda part: found.markers[part] in here) if here is not None else (
+        lambda part: bool(_READS[part].search(template)))
+    if shows("id"):
         wanted.append("id")
     else:
-        ctx.note("the template never reads a call's id (tool_call_id): ids are not asked for")
-    if KEEPS_REASONING.search(template):
+        ctx.note("the template shows no call id (tool_call_id): ids are not asked for")
+    if shows("reasoning"):
         wanted.append("reasoning")
     else:
-        ctx.note("the template never reads reasoning_content: it keeps no earlier reasoning by "
-                 "design, so none is asked for")
+        ctx.note("the template keeps no earlier reasoning (reasoning_content) by design, so none "
+                 "is asked for")
     return wanted
 
 
+_READS = {"id": SHOWS_ID, "reasoning": KEEPS_REASONING}
+
+
 def _why(missing: list[str]) -> str:
-    reads = {"id": "reads call ids (tool_call_id)", "reasoning": "reads reasoning_content"}
-    return " and ".join(reads[p] for p in missing)
+    shows = {"id": "shows call ids (tool_call_id)", "reasoning": "keeps reasoning_content"}
+    return " and ".join(shows[p] for p in missing)
+
+
+def _by_design(found: Rendered) -> str:
+    """Whether the served template itself drops the result, where it was rendered here."""
+    if found.here is None:
+        return ""
+    if found.markers["result"] in found.here:
+        return "; the served template, rendered here with the same history, shows it"
+    return "; the served template drops it itself (rendered here with the same history: no result)"
 
 
 def _tail(prompt: str, markers: dict[str, str]) -> str:
@@ -149,16 +171,18 @@ def _tail(prompt: str, markers: dict[str, str]) -> str:
     return repr(one_line(prompt[max(0, at - 200):at + 40] if at >= 0 else prompt[-240:], 240))
 
 
-def _lost_result_fix(template: str | None) -> str:
-    if template is not None and NAMES_TOOL_ROLE.search(template):
-        return ("the served template renders tool results, so this one was lost before it: a "
-                "proxy or gateway in front dropped the role tool message (or its content); make "
-                "it forward the history as the client sent it")
-    said = ("the served template never names role tool" if template is not None
-            else "the served template is not shown")
-    return (f"{said}: serve the model's own chat template (llama.cpp --jinja with "
-            f"--chat-template-file <the model's>, vLLM --chat-template), one that renders tool "
-            f"results; behind a proxy, check that it forwards role tool messages")
+def _lost_result_fix(found: Rendered) -> str:
+    own = ("serve the model's own chat template (llama.cpp --jinja with --chat-template-file "
+           "<the model's>, vLLM --chat-template), one that renders tool results")
+    if found.here is not None and found.markers["result"] in found.here:
+        return ("the result was lost before the template: a proxy or gateway in front dropped "
+                "the role tool message (or its content); make it forward the history as the "
+                "client sent it")
+    if found.here is not None:
+        return f"the template drops role tool messages: {own}"
+    said = "the served template is not shown" if found.template is None else \
+        "the served template could not be rendered here"
+    return f"{said}: {own}; behind a proxy, check that it forwards role tool messages"
 
 
 def _lost_fix(missing: list[str]) -> str:
