@@ -194,3 +194,22 @@ def test_template_route_not_forwarded_is_inconclusive():
         agent_template.judge(found, _template_ctx([]))
     assert agent_template.TEMPLATE.applies(agent.Options(), driver_for("vllm")) == \
         "a vLLM server renders no chat template on request"
+
+
+def test_a_served_template_is_rendered_here_in_a_bounded_child():
+    """What test_agent_template learns a template shows by design: the self-test template keeps
+    the result and the reasoning; a template that raises, or that grows a string past the
+    child's memory, renders nothing here (its text then decides), without harm to the run."""
+    from pytest_frank.claims.agent_template import history
+    from pytest_frank.claims.tools import TOOLS
+    from pytest_frank.local.render import render
+    from pytest_frank.local.selftest_model import chat_template
+
+    sent, markers = history()
+    here = render(chat_template("agent"), sent, TOOLS)
+    assert here is not None and markers["result"] in here and markers["reasoning"] in here
+    assert markers["id"] not in here
+    assert render("{{ raise_exception('no tools here') }}", sent, TOOLS) is None
+    bomb = ("{% set ns = namespace(s='xxxxxxxx') %}{% for i in range(40) %}"
+            "{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s | length }}")
+    assert render(bomb, sent, TOOLS) is None
