@@ -2,7 +2,7 @@
 client's responses.create) against real llama.cpp servers (xllamacpp, the self-test model) and
 one real vLLM: every generating claim runs through it, the agent loop carries
 function_call_output items and echoes reasoning items as Codex does, and the turn-2 faults fail
-through it.
+through it. (Real vLLM's route: tests/test_responses_vllm_real.py.)
 
 What llama.cpp's /v1/responses does (xllamacpp 2026.10): it turns the request into a chat
 request and passes every other field on, so `text.format` means nothing there, `top_logprobs`
@@ -17,7 +17,6 @@ import pytest
 from fleets import one_endpoint
 from proxy import Proxy
 from test_agent_real import _template
-from vllm_server import CONFIGS, KEY
 
 from pytest_frank.local.selftest_model import chat_template
 
@@ -153,33 +152,6 @@ def test_vision_through_responses(llama, run_fleet):
     parts = [p for b in proxy.sent for m in b.get("input", []) for p in m.get("content", [])
              if isinstance(p, dict)]
     assert {p["type"] for p in parts} == {"input_text", "input_image"}, parts
-
-
-# -- real vLLM: its own /v1/responses (the shared FULL configuration of tests/vllm_server.py:
-# parsers on, as the battery wants, behind --api-key) ---------------------------------------------
-
-
-@pytest.mark.vllm_config("FULL")
-def test_vllm_passes_the_battery_through_responses(vllm, run_fleet):
-    server = vllm(**CONFIGS["FULL"])
-    with Proxy(server.url) as proxy:
-        result = run_fleet(one_endpoint(proxy.url, "vllm", api="responses", alias=server.model,
-                                        api_key=KEY,
-                                        expect={"reasoning": True, "tools": True, "agent": True,
-                                                "params": True, "fingerprint": True,
-                                                "perf": True, "chat": True}),
-                           "-p", "no:randomly", "-m", "not health and not alias")
-    bodies = [b for b in proxy.sent if "model" in b]
-    assert bodies and all("input" in b and "messages" not in b for b in bodies), bodies
-    # 3 reasoning, 4 tools, 2 agent, max_tokens (status incomplete), response_format
-    # (text.format), logprobs (top_logprobs + include), context_limit, fingerprint, chat, ttft,
-    # decode; parallel, stop, stream_usage, count_tokens, system_message, prefix_cache not asked.
-    # vLLM 0.32's /v1/responses decodes a named tool_choice's arguments as a bare string (its
-    # chat route does not): a real fault of the route, failed as such.
-    result.assert_outcomes(passed=17, failed=1, skipped=9)  # no template route; prompt_tokens
-    result.stdout.fnmatch_lines([
-        "*tool_choice named 'get_time': 0/1 trial(s) valid (0%, need 100%); not JSON: get_time "
-        "arguments are a JSON str, not an object"])
 
 
 def test_llama_cpp_reports_a_cut_answer_as_completed(llama, run_fleet):

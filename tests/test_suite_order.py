@@ -4,19 +4,25 @@ configuration in line planned to start early; and the tier guards of tests/conft
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import vllm_server
-from vllm_server import CONFIGS, MAX_LIVE, in_config_order, plan_early_starts
+from vllm_server import CONFIGS, MAX_LIVE, VllmFirst, in_config_order, plan_early_starts
 
 pytestmark = pytest.mark.emulated  # in-process runs of a planted module
 
 
 @dataclass
 class Item:
-    nodeid: str
+    name: str
     configs: tuple = ()
     fixturenames: list = field(default_factory=lambda: ["vllm"])
+    module: str = "tests/test_vllm_real.py"
+
+    @property
+    def nodeid(self) -> str:
+        return f"{self.module}::{self.name}"
 
     def get_closest_marker(self, name):
         return pytest.mark.vllm_config(*self.configs).mark if self.configs else None
@@ -36,10 +42,10 @@ def starts(items) -> int:
     return count
 
 
-# The suite's own shape, in file order: FULL in three files, the pairs in the middle.
-SUITE = [Item("clients", ("FULL",)), Item("bare", ("BARE",)), Item("pair", ("BARE", "NO_PREFIX_CACHE")),
+# The suite's own shape, in file order: FULL in four files, the pairs in the middle.
+SUITE = [Item("clients", ("FULL",)), Item("bare", ("BARE",)), Item("pair", ("FULL", "BARE")),
          Item("ngram", ("NGRAM",)), Item("twin", ("NGRAM", "CHATTY")), Item("draft", ("DRAFT",)),
-         Item("long", ("LONG",)), Item("params", ("CHATTY_REASONING",)), Item("agent", ("FULL",)),
+         Item("long", ("LONG",)), Item("params", ("CHATTY",)), Item("agent", ("FULL",)),
          Item("agent400", ("BARE",)), Item("responses", ("FULL",)),
          Item("plain", fixturenames=["llama"])]
 
@@ -48,15 +54,15 @@ def test_each_configuration_starts_once_in_the_suites_order():
     ordered = in_config_order(SUITE)
     assert starts(SUITE) > len(CONFIGS)  # as the files ask: FULL and BARE twice
     assert starts(ordered) == len(CONFIGS)
-    assert ordered[0].nodeid == "plain"  # the rest first, vLLM last
-    assert [i.nodeid for i in ordered[1:4]] == ["clients", "agent", "responses"]
+    assert ordered[0].name == "plain"  # the rest first, vLLM last
+    assert [i.name for i in ordered[1:4]] == ["clients", "agent", "responses"]
 
 
 def test_the_next_configuration_starts_once_the_first_test_on_one_has_run():
     plan_early_starts(in_config_order(SUITE))
-    assert vllm_server._THEN == {"clients": "BARE", "bare": "NO_PREFIX_CACHE", "pair": "NGRAM",
-                                 "ngram": "CHATTY", "twin": "DRAFT", "draft": "LONG",
-                                 "long": "CHATTY_REASONING"}
+    then = {nodeid.split("::")[1]: name for nodeid, name in vllm_server._THEN.items()}
+    assert then == {"clients": "BARE", "pair": "NGRAM", "ngram": "CHATTY", "twin": "DRAFT",
+                    "draft": "LONG"}
 
 
 def test_a_test_on_vllm_without_its_configuration_stops_collection():
@@ -64,6 +70,39 @@ def test_a_test_on_vllm_without_its_configuration_stops_collection():
         in_config_order([Item("undeclared")])
     with pytest.raises(pytest.UsageError, match="unknown: SHARP"):
         in_config_order([Item("misspelt", ("SHARP",))])
+    with pytest.raises(pytest.UsageError, match='move it to a module whose file name holds "vllm"'):
+        in_config_order([Item("elsewhere", ("FULL",), module="tests/test_responses_real.py")])
+
+
+class Node:
+    """An xdist worker as its scheduler sees it: the test indexes it was sent."""
+
+    def __init__(self, name: str) -> None:
+        self.gateway, self.sent, self.shutting_down = SimpleNamespace(id=name), [], False
+
+    def send_runtest_some(self, indexes: list[int]) -> None:
+        self.sent += indexes
+
+    def shutdown(self) -> None:
+        self.shutting_down = True
+
+
+def test_xdist_gives_every_vllm_test_to_one_worker_first_and_the_real_tier_next():
+    ids = ["tests/test_a.py::t1", "tests/test_b_real.py::t2", "tests/test_c.py::t3",
+           "tests/test_vllm_real.py::v1", "tests/test_vllm_real.py::v2",
+           "tests/test_init_vllm_real.py::v3", "tests/test_d_real.py::t4"]
+    config = SimpleNamespace(getvalue={"tx": ["2*popen"]}.get,
+                             option=SimpleNamespace(loadscopereorder=True))
+    scheduler, workers = VllmFirst(config), [Node("gw0"), Node("gw1")]
+    for worker in workers:
+        scheduler.add_node(worker)
+        scheduler.add_node_collection(worker, ids)
+    scheduler.schedule()
+    assert [ids[i] for i in workers[0].sent] == ids[3:6]  # all of vLLM, in the suite's order
+    assert [ids[i] for i in workers[1].sent] == [ids[1], ids[6]]  # one test at a time, real first
+    for index in workers[1].sent:
+        scheduler.mark_test_complete(workers[1], index)
+    assert [ids[i] for i in workers[1].sent[2:]] == [ids[0], ids[2]]
 
 
 def test_the_suite_declares_only_known_configurations(request):

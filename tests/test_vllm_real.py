@@ -5,9 +5,10 @@ tests/vllm_server.py):
 
   FULL   --served-model-name tiny frank-tiny, --reasoning-parser qwen3, --enable-auto-tool-choice
          --tool-call-parser hermes, --api-key
-  BARE   no parsers, no key, no speculative decoding
-  NGRAM  --speculative-config ngram;  DRAFT  the flat model drafted for by the sharp one
-  CHATTY the chatty model without drafting: NGRAM's non-drafting twin
+  BARE   no parsers, no key, no speculative decoding, --no-enable-prefix-caching
+  NGRAM  the chatty model (it talks until max_tokens), --speculative-config ngram,
+         --reasoning-parser qwen3;  DRAFT  the chatty model drafted for by itself
+  CHATTY NGRAM without drafting: its lossless twin, and the params tests' server
   LONG   the long thinker (1,000 tokens of thinking, then "Hello!"), --reasoning-parser qwen3
 """
 
@@ -127,17 +128,17 @@ def test_perf_passes_loose_floors_and_fails_an_impossible_one(vllm, run_fleet):
                                      "under min_decode_tps 1e+09"])
 
 
-@pytest.mark.vllm_config("BARE", "NO_PREFIX_CACHE")
+@pytest.mark.vllm_config("FULL", "BARE")
 def test_prefix_cache_by_count_with_and_without_prefix_caching(vllm, run_fleet, tmp_path):
-    """BARE keeps vLLM's default (prefix caching on); the other server has
-    --no-enable-prefix-caching. usage carries no cached_tokens (no
+    """FULL keeps vLLM's default (prefix caching on); BARE has --no-enable-prefix-caching.
+    usage carries no cached_tokens (no
     --enable-prompt-tokens-details), so the count is the growth of vllm:prefix_cache_hits over
     vllm:prefix_cache_queries around each repeat."""
     perf = {"perf": {"min_cached_share": 0.5, "cache_prompt_words": 150}}
     report = tmp_path / "on.json"
-    on = run_fleet(fleet(vllm(**BARE), key=None, **perf), "-m", "perf",
+    on = run_fleet(fleet(vllm(**FULL), **perf), "-m", "perf",
                    "-k", "test_perf_prefix_cache", "--frank-json", str(report))
-    off = run_fleet(fleet(vllm(**CONFIGS["NO_PREFIX_CACHE"]), key=None, **perf), "-m", "perf",
+    off = run_fleet(fleet(vllm(**BARE), key=None, **perf), "-m", "perf",
                     "-k", "test_perf_prefix_cache")
     on.assert_outcomes(passed=1)
     row = next(r for r in json.loads(report.read_text())["rows"]
@@ -286,9 +287,9 @@ def test_long_thinker_fails_where_max_thinking_tokens_is_too_small(vllm, run_fle
 
 # -- params: request parameters honoured, on the model that keeps talking ------------------------
 
-@pytest.mark.vllm_config("CHATTY_REASONING")
+@pytest.mark.vllm_config("CHATTY")
 def test_params_pass_on_real_vllm(vllm, run_fleet):
-    server = vllm(**CONFIGS["CHATTY_REASONING"])
+    server = vllm(**CHATTY)
     result = run_fleet(fleet(server, key=None, params=True), "-m", "params", "-v", "-rA")
     # count_tokens and system: Anthropic shape only; prompt_tokens counted by /tokenize with messages
     result.assert_outcomes(passed=7, skipped=2)

@@ -5,8 +5,10 @@
         server = vllm(**CONFIGS["BARE"])     # server.url, server.model ("tiny")
 
 A test that asks for `vllm` declares the configurations it serves (names in CONFIGS) with the
-`vllm_config` marker: the suite runs these tests last, grouped by configuration in CONFIGS'
-order (`in_config_order`), so each configuration starts once.
+`vllm_config` marker and lives in a module whose file name holds "vllm": the suite runs these
+tests last, grouped by configuration in CONFIGS' order (`in_config_order`), so each
+configuration starts once; on xdist workers they are one unit of work, given first to one worker
+(`VllmFirst`) while the others run the rest.
 
 The vLLM environment comes from tests/vllm_env.py (built on first use, about 5 minutes, then
 cached); the model folders from tests/vllm_model.py. Each server takes 30-60 s to start and about
@@ -28,6 +30,7 @@ from pathlib import Path
 
 import pytest
 import vllm_env
+from xdist.scheduler import LoadScopeScheduling
 
 MAX_LIVE = 2
 START_TIMEOUT_S = 300
@@ -38,21 +41,21 @@ MAX_MODEL_LEN = 4096
 KEY = "sk-vllm-local-7781"
 
 # The configurations the tests serve, in the order the suite runs them: a test that needs two
-# (BARE and NO_PREFIX_CACHE, NGRAM and CHATTY) runs between the groups of the two, so with
-# MAX_LIVE servers live none starts twice.
+# (FULL and BARE, NGRAM and CHATTY) runs between the groups of the two, so with MAX_LIVE servers
+# live none starts twice. Each start costs about a minute of the suite, so a configuration
+# differs from the others only where a test needs the difference.
 CONFIGS = {
-    # every flag set: two served names, the reasoning and tool parsers, an API key
+    # every flag set: two served names, the reasoning and tool parsers, an API key (and vLLM's
+    # default prefix caching)
     "FULL": {"names": ("tiny", "frank-tiny"), "reasoning_parser": "qwen3", "tool_parser": "hermes",
              "api_key": KEY},
-    "BARE": {},  # no parsers, no key, no speculative decoding
-    "NO_PREFIX_CACHE": {"prefix_caching": False},
+    "BARE": {"prefix_caching": False},  # no parsers, no key, no drafting, no prefix caching
     # Drafting is measured over what the model writes of its own accord: the chatty model keeps
     # talking, so ngram lookups and a draft model have a long answer to draft.
-    "NGRAM": {"variant": "chatty", "speculative": "ngram"},
-    "CHATTY": {"variant": "chatty"},  # NGRAM's non-drafting twin
+    "NGRAM": {"variant": "chatty", "speculative": "ngram", "reasoning_parser": "qwen3"},
+    "CHATTY": {"variant": "chatty", "reasoning_parser": "qwen3"},  # NGRAM's non-drafting twin
     "DRAFT": {"variant": "chatty", "speculative": "chatty"},
     "LONG": {"variant": "long_think", "reasoning_parser": "qwen3"},
-    "CHATTY_REASONING": {"variant": "chatty", "reasoning_parser": "qwen3"},
 }
 _THEN: dict[str, str] = {}  # test id -> the configuration to start once it has run
 _POOLS: list = []  # the session's pool, while the `vllm` fixture is up
@@ -300,4 +303,34 @@ def _config_key(item, order: list[str]) -> tuple[int, int]:
             f"{item.nodeid} asks for real vLLM: declare its configurations with "
             f"@pytest.mark.vllm_config(...), names from tests/vllm_server.py CONFIGS "
             f"({', '.join(order)}){'; unknown: ' + ', '.join(unknown) if unknown else ''}")
+    if not on_vllm(item.nodeid):
+        raise pytest.UsageError(
+            f"{item.nodeid} asks for real vLLM: move it to a module whose file name holds "
+            f"\"vllm\" (such as tests/test_vllm_real.py), where the xdist scheduler finds it")
     return order.index(names[0]), len(names)
+
+
+def on_vllm(nodeid: str) -> bool:
+    """Whether a test id is in a real-vLLM module: xdist's controller sees only ids."""
+    return "vllm" in nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
+
+
+class VllmFirst(LoadScopeScheduling):
+    """xdist's scheduling for the suite: the real-vLLM tests are one unit of work, handed out
+    first, so one worker starts each configuration once, in order, while the other workers take
+    the rest test by test (the real-tier modules first: their long tests are worse at the end)."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        return VLLM_UNIT if on_vllm(nodeid) else nodeid
+
+    def _assign_work_unit(self, node) -> None:
+        if self.workqueue:
+            self.workqueue.move_to_end(min(self.workqueue, key=_weight), last=False)
+        super()._assign_work_unit(node)
+
+
+VLLM_UNIT = "real vLLM"
+
+
+def _weight(scope: str) -> int:
+    return 0 if scope == VLLM_UNIT else 1 if scope.split("::", 1)[0].endswith("_real.py") else 2
