@@ -1,8 +1,9 @@
 """agent: a tool result sent back gets a final answer, plain, streamed and with parallel calls."""
 
 from pytest_frank.checks import battery_test
-from pytest_frank.claims import agent
+from pytest_frank.claims import agent, agent_template
 
 test_agent = battery_test(agent.PLAIN)
 test_agent_streamed = battery_test(agent.STREAMED)
 test_agent_parallel = battery_test(agent.PARALLEL)
+test_agent_template = battery_test(agent_template.TEMPLATE)

@@ -48,6 +48,49 @@ def count(target: Target, text: str, by_usage: bool = False) -> tuple[int, str]:
     return round(len(text) / CHARS_PER_TOKEN), f"an estimate of {CHARS_PER_TOKEN:g} token a character"
 
 
+@dataclass(frozen=True)
+class PromptCount:
+    """The server's own count of the prompt a conversation renders to, or why there is none."""
+    tokens: int | None = None
+    by: str = ""  # the routes that counted it
+    problem: str | None = None  # why the count could not be had (None: counted, or no route)
+    prompt: str | None = None  # the rendered text, where a render route showed it
+
+
+def count_chat(target: Target, messages: list[dict],
+               tools: list[dict] | None = None) -> PromptCount | None:
+    """The prompt the chat route renders from `messages`, counted by the server: in one request
+    where the engine counts conversations (vLLM /tokenize), else its rendered text (llama.cpp
+    /apply-template) counted as the chat route counts it. None where the engine has neither."""
+    driver, model = target.driver, target.model_name()
+    asked = driver.chat_tokenize_request(model, messages, tools)
+    if asked is not None:
+        ex = target.post(*asked)
+        counted = driver.token_count(ex.json()) if ex.ok else None
+        return PromptCount(counted, f"POST {asked[0]} with the messages",
+                           None if counted is not None else _why(driver, ex, asked[0], "count"))
+    render = driver.render_request(model, messages, tools)
+    if render is None:
+        return None
+    ex = target.post(*render)
+    prompt = driver.rendered_prompt(ex.json()) if ex.ok else None
+    if prompt is None:
+        return PromptCount(problem=_why(driver, ex, render[0], "prompt"))
+    tokenize = driver.tokenize_request(model, prompt, special=True)
+    if tokenize is None:
+        return PromptCount(problem=f"{driver.label} counts no text", prompt=prompt)
+    ex = target.post(*tokenize)
+    counted = driver.token_count(ex.json()) if ex.ok else None
+    return PromptCount(counted, f"POST {tokenize[0]} of POST {render[0]}'s prompt",
+                       None if counted is not None else _why(driver, ex, tokenize[0], "count"),
+                       prompt)
+
+
+def _why(driver, ex, route: str, want: str) -> str:
+    return f"POST {route} {driver.reason(ex)}" if not ex.ok else \
+        f"POST {route} answered {ex.snippet(120)!r}: no {want} in it"
+
+
 def fit(target: Target, build: Callable[[int], str], words: int, reserve: int,
         least: int, share: float = SHARE, by_usage: bool = False) -> Fit:
     """As many of `words` as fit `share` of the slot's context, and `reserve` tokens (template,

@@ -137,3 +137,79 @@ def test_the_judge_shows_the_conversation_and_fails_with_the_fix():
         failed.value)
     assert "trial 1 turn 2 sent: user, assistant (1 tool_call(s), reasoning_content), tool" in notes
     assert f"trial 1 turn 1 result: {RESULT}" in notes
+
+
+# -- test_agent_template: what the served template asks of the rendered history ---------------
+def _rendered(prompt_parts, template, status=None, said=None):
+    from pytest_frank.claims import agent_template
+
+    sent, markers = agent_template.history()
+    prompt = None if status else "".join(markers[p] for p in prompt_parts)
+    return agent_template.Rendered(sent=sent, markers=markers, route="/apply-template",
+                                   prompt=prompt, status=status, said=said, template=template)
+
+
+def _template_ctx(notes):
+    ep = bind(Endpoint("ep", "llamacpp", url="http://127.0.0.1:1", expect={"agent": True}))
+    return Context(ep, driver_for("llamacpp"), ep.options("agent"), None, notes.append)
+
+
+# A DeepSeek-R1-style template: reasoning cut out of content, never read from reasoning_content.
+R1 = ("{% for m in messages %}{% if m['role'] == 'assistant' %}{% set content = "
+      "m['content'].split('</think>')[-1] %}{% endif %}{% if m['role'] == 'tool' %}"
+      "<tool_output>{{ m['content'] }}{% endif %}{% endfor %}")
+QWEN3 = "{%- if message.reasoning_content is string %}{{ message.reasoning_content }}{% endif %}"
+MISTRAL = "{{ '[TOOL_RESULTS]' + {'call_id': message.tool_call_id} | tojson }}"
+
+
+@pytest.mark.parametrize("parts, template, failure", [
+    (["result"], R1, None),  # drops earlier reasoning by design: not asked for it
+    (["result"], None, None),  # the template unseen: the result alone is judged
+    (["result", "reasoning"], QWEN3, None),
+    (["result"], QWEN3, "lacks the earlier reasoning the history carried, though the served "
+                        "template keeps reasoning_content"),
+    (["result", "id"], MISTRAL, None),
+    (["result"], MISTRAL, r"lacks the call id the history carried, though the served template "
+                          r"shows call ids \(tool_call_id\)"),
+    (["reasoning"], QWEN3, r"lacks the tool result \(ref-"),
+])
+def test_template_asks_what_it_renders(parts, template, failure):
+    from pytest_frank.claims import agent_template
+
+    found, notes = _rendered(parts, template), []
+    if failure is None:
+        agent_template.judge(found, _template_ctx(notes))
+        assert "the tool result is in the prompt" in notes
+        return
+    with pytest.raises(Failed, match=failure):
+        agent_template.judge(found, _template_ctx(notes))
+
+
+def test_template_route_not_forwarded_is_inconclusive():
+    from pytest_frank.claims import agent_template
+    from pytest_frank.verdict import Inconclusive
+
+    found = _rendered([], None, status=404, said="File Not Found")
+    with pytest.raises(Inconclusive, match="answered 404 .*does not render templates on request"):
+        agent_template.judge(found, _template_ctx([]))
+    assert agent_template.TEMPLATE.applies(agent.Options(), driver_for("vllm")) == \
+        "a vLLM server renders no chat template on request"
+
+
+def test_a_served_template_is_rendered_here_in_a_bounded_child():
+    """What test_agent_template learns a template shows by design: the self-test template keeps
+    the result and the reasoning; a template that raises, or that grows a string past the
+    child's memory, renders nothing here (its text then decides), without harm to the run."""
+    from pytest_frank.claims.agent_template import history
+    from pytest_frank.claims.tools import TOOLS
+    from pytest_frank.local.render import render
+    from pytest_frank.local.selftest_model import chat_template
+
+    sent, markers = history()
+    here = render(chat_template("agent"), sent, TOOLS)
+    assert here is not None and markers["result"] in here and markers["reasoning"] in here
+    assert markers["id"] not in here
+    assert render("{{ raise_exception('no tools here') }}", sent, TOOLS) is None
+    bomb = ("{% set ns = namespace(s='xxxxxxxx') %}{% for i in range(40) %}"
+            "{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s | length }}")
+    assert render(bomb, sent, TOOLS) is None

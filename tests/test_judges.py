@@ -385,3 +385,66 @@ def test_baseline_reports_only_what_got_worse_past_its_tolerance(before, now, ex
         assert found == []
     else:
         assert len(found) == 1 and found[0]["what"].startswith(expected), found
+
+
+# -- reasoning_effort's trend: a sampling model's spread, and budgets that tell nothing --------------
+def _thought(tokens, cut=False, budget=512):
+    """A reply that thought `tokens` tokens (the server's reasoning count), or was cut doing so."""
+    return Reply(status=200, reasoning="…" if tokens else "", content="" if cut else "12",
+                 reasoning_tokens=tokens, tokens=tokens + (0 if cut else 2), max_tokens=budget,
+                 finish="length" if cut else "stop")
+
+
+def _trend(*levels, reads=None):
+    from pytest_frank.claims import effort_trend
+
+    return effort_trend.Trend(levels=[(lv, lv, r) for lv, r in levels], max_tokens=512, reads=reads)
+
+
+@pytest.mark.parametrize("levels, failure", [
+    ([("low", _thought(200)), ("medium", _thought(150)), ("high", _thought(900))], None),
+    ([("none", _thought(0)), ("high", _thought(1))], None),
+    ([("low", _thought(300)), ("high", _thought(330))], "reasoning_effort has no effect: low "
+     r"\(sent as 'low'\) thought 300 tokens of thinking, high \(sent as 'high'\) 330 tokens"),
+    ([("low", _thought(100)), ("medium", _thought(40)), ("high", _thought(400))],
+     "reasoning_effort is not monotone: medium thought 40 tokens of thinking, less than half of "
+     "low's 100"),
+    ([("low", _thought(512, cut=True)), ("high", _thought(200))], "has no effect"),
+])
+def test_effort_trend(levels, failure):
+    from pytest_frank.claims import effort_trend
+
+    if failure is None:
+        effort_trend.judge(_trend(*levels), ctx("reasoning_effort", expect={"low": "low"}))
+        return
+    with pytest.raises(Failed, match=failure):
+        effort_trend.judge(_trend(*levels), ctx("reasoning_effort", expect={"low": "low"}))
+
+
+def test_effort_trend_cut_at_the_top_is_inconclusive_and_one_value_has_no_trend():
+    from pytest_frank.claims import effort_trend
+    from pytest_frank.verdict import Inconclusive
+
+    check = ctx("reasoning_effort", expect={"low": "low"})
+    with pytest.raises(Inconclusive, match="high was cut while thinking at max_tokens 512"):
+        effort_trend.judge(_trend(("low", _thought(480)), ("high", _thought(512, cut=True))),
+                           check)
+    with pytest.raises(Inconclusive, match="one value for every level"):
+        effort_trend.judge(_trend(("low", _thought(10))), check)
+    assert effort_trend.ordered({"max": "xhigh", "low": "low", "high": "xhigh", "none": "none"}) \
+        == [("none", "none"), ("low", "low"), ("high", "xhigh")]
+
+
+def test_effort_trend_fix_reads_whether_the_template_reads_the_effort():
+    from pytest_frank.claims import effort_trend
+
+    flat = [("low", _thought(100)), ("high", _thought(100))]
+    where = "/props chat_template_caps.supports_reasoning_effort"
+    with pytest.raises(Failed) as never:
+        effort_trend.judge(_trend(*flat, reads=(False, f"{where} false")),
+                           ctx("reasoning_effort", expect={"low": "low"}))
+    with pytest.raises(Failed) as reads:
+        effort_trend.judge(_trend(*flat, reads=(True, f"{where} true")),
+                           ctx("reasoning_effort", expect={"low": "low"}))
+    assert "the served template never reads the effort" in str(never.value.fix)
+    assert "reads the effort (" in str(reads.value.fix) and "lost before it" in str(reads.value.fix)

@@ -242,3 +242,47 @@ def test_system_message_rejected_fails():
     r = Reply(status=400, problem="Unexpected role 'system'")
     with pytest.raises(Failed, match="a system message inside `messages` answered 400"):
         params.judge_system_message(params.Sent(replies={"system": r}), ctx("anthropic"))
+
+
+def _prompt(tokens=None, problem=None):
+    from pytest_frank.sizing import PromptCount
+
+    return PromptCount(tokens, "POST /tokenize of POST /apply-template's prompt", problem)
+
+
+def test_prompt_tokens_within_one_token_pass_and_a_count_less_the_cache_is_named():
+    notes = []
+    usage = Reply(status=200, content="one", prompt_tokens=62, cached_tokens=21)
+    params.judge_prompt_tokens(params.Sent(replies={"usage": usage}, prompt=_prompt(61)),
+                               ctx(notes=notes))
+    assert notes == ["usage.prompt_tokens 62; the server's count 61 (POST /tokenize of POST "
+                     "/apply-template's prompt)"]
+    # A gateway that bills only what it computed: prompt_tokens less the cached tokens.
+    less = Reply(status=200, content="one", prompt_tokens=40, cached_tokens=21)
+    with pytest.raises(Failed, match=r"usage.prompt_tokens says 40, the server's own count of the "
+                                     r"rendered prompt is 61 \(.*\): it leaves out the 21 "
+                                     r"token\(s\) served from the prefix cache"):
+        params.judge_prompt_tokens(params.Sent(replies={"usage": less}, prompt=_prompt(61)),
+                                   ctx())
+
+
+def test_prompt_tokens_without_a_count_are_inconclusive_and_without_usage_fail():
+    usage = Reply(status=200, content="one", prompt_tokens=61)
+    with pytest.raises(Inconclusive, match="could not be had: POST /apply-template answered 404"):
+        params.judge_prompt_tokens(params.Sent(
+            replies={"usage": usage}, prompt=_prompt(problem="POST /apply-template answered 404")),
+            ctx())
+    with pytest.raises(Failed, match="the chat answer's usage has no prompt_tokens"):
+        params.judge_prompt_tokens(params.Sent(replies={"usage": Reply(status=200, content="x")},
+                                               prompt=_prompt(61)), ctx())
+
+
+@pytest.mark.parametrize("engine, api, asked", [
+    ("llamacpp", None, True), ("vllm", None, True), ("sglang", None, False),
+    ("openai", None, False), ("llamacpp", "messages", False)])
+def test_prompt_tokens_asked_where_the_engine_counts_a_conversation(engine, api, asked):
+    driver = driver_for(engine).with_api(api)
+    why = params.PROMPT_TOKENS.applies(params.Options(), driver)
+    assert (why is None) == asked, why
+    assert params.PROMPT_TOKENS.applies(params.Options(prompt_tokens=False), driver_for(
+        "llamacpp")) == "expect.params.prompt_tokens is false"

@@ -17,7 +17,8 @@ from proxy import Proxy
 
 pytestmark = pytest.mark.real
 
-OPENAI = ["max_tokens", "stop", "response_format", "logprobs", "stream_usage", "context_limit"]
+OPENAI = ["max_tokens", "stop", "response_format", "logprobs", "stream_usage", "context_limit",
+          "prompt_tokens"]
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +49,7 @@ def test_the_embedded_default_asks_params_and_passes(run_fleet):
     """examples/selftest.yaml (the README's main command) asks params of its chatty endpoint."""
     example = Path(__file__).resolve().parent.parent / "examples" / "selftest.yaml"
     result = run_fleet(example.read_text(), "-m", "params", "-v")
-    result.assert_outcomes(passed=6, skipped=2)
+    result.assert_outcomes(passed=7, skipped=2)
     result.stdout.fnmatch_lines(["frank-selftest-params *params ok*"])
 
 

@@ -54,7 +54,7 @@ def test_generating_claims_run_through_responses(llama, run_fleet, pytester):
     # stop, stream_usage, count_tokens, system_message are not Responses parameters; named
     # (ignored by llama.cpp), parallel, unmapped, prefix_cache not asked; max_tokens is left
     # inconclusive by a terse model.
-    result.assert_outcomes(passed=17, failed=2, skipped=9)
+    result.assert_outcomes(passed=17, failed=2, skipped=10)  # prompt_tokens: chat only
     result.stdout.fnmatch_lines([
         # llama.cpp's /v1/responses passes the body on to chat, where text.format means
         # nothing and top_logprobs without the chat's logprobs: true is refused.
@@ -74,7 +74,7 @@ def test_agent_echoes_reasoning_items_and_answers_function_call_output(llama, ru
     server = llama(model="selftest:agent", alias="frank-default-large")
     result = run(run_fleet, server, "-m", "agent", "--frank-json=run.json",
                  agent={"steps": 2}, reasoning=True)
-    result.assert_outcomes(passed=2, skipped=1)
+    result.assert_outcomes(passed=3, skipped=1)  # with the rendered history
     notes = "\n".join(rows(pytester)["test_agent_streamed[ep]"]["notes"])
     # The reasoning item echoed with its reasoning_text content (as Codex does), the call, its
     # output; turn 2 answered with text beside its call, echoed as an assistant message.
@@ -92,7 +92,7 @@ def test_template_raising_on_role_tool_fails_through_responses(llama, run_fleet,
     server = llama(model="selftest:agent", alias="frank-default-large",
                    chat_template_file=_template(tmp_path, "strict.jinja", strict))
     result = run(run_fleet, server, "-m", "agent", agent={"stream": False})
-    result.assert_outcomes(failed=1, skipped=2)
+    result.assert_outcomes(failed=2, skipped=2)  # /apply-template raises too
     result.stdout.fnmatch_lines([
         "*turn 2 (the answer to the tool result) answered 400: the chat template could not "
         "render the history (user, reasoning, function_call, function_call_output)"
@@ -106,7 +106,7 @@ def test_template_dropping_tool_results_repeats_the_call_through_responses(llama
     server = llama(model="selftest:agent", alias="frank-default-large",
                    chat_template_file=_template(tmp_path, "deaf.jinja", deaf))
     result = run(run_fleet, server, "-m", "agent", agent=True)
-    result.assert_outcomes(failed=2, skipped=1)
+    result.assert_outcomes(failed=3, skipped=1)  # the rendered prompt lacks it
     result.stdout.fnmatch_lines([
         "*agent step (1 call(s), then the answer): turn 2 called get_* again with the "
         "same arguments (*) instead of answering*",
@@ -135,7 +135,7 @@ def test_reasoning_echoed_without_content_is_refused_by_llama_cpp(llama, run_fle
     assert {"type": "reasoning", "status": "completed", "content": None,
             "summary": [{"type": "summary_text", "text": "Thinking"}],
             "encrypted_content": ""} in sent, sent
-    result.assert_outcomes(failed=1, skipped=2)
+    result.assert_outcomes(failed=1, passed=1, skipped=2)  # the rendered history passes
     result.stdout.fnmatch_lines([
         "*turn 2 (the answer to the tool result) answered 400: the reasoning item echoed back "
         "as Codex echoes it (user, reasoning, function_call, function_call_output) was "

@@ -39,6 +39,7 @@ class Options(ClaimOptions):
     stream: bool = True
     parallel: bool = False  # also play a turn of two calls answered at once
     grounded: bool = False  # the final answer must quote the tool result's marker
+    template: bool = True  # test_agent_template, where the engine renders templates on request
 
 
 @dataclass

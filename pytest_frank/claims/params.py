@@ -19,6 +19,7 @@ from pytest_frank.claims.replies import (THINK_TAGS, one_line, reasoning_parser_
 from pytest_frank.drivers.base import Driver
 from pytest_frank.drivers.openai_responses import LOGPROBS_INCLUDE
 from pytest_frank.observation import Observation
+from pytest_frank.sizing import PromptCount, count_chat
 from pytest_frank.verdict import Text, fail, inconclusive
 
 LONG = "Count from one to one hundred in words, separated by commas."
@@ -40,6 +41,9 @@ TOP = 2  # top_logprobs asked for
 SYSTEM = "Answer in one short sentence."
 COUNT_TOLERANCE = 0.1  # count_tokens may differ from usage by a tenth (templates add a few)
 COUNT_SLACK = 8
+# usage.prompt_tokens against the server's own count of the rendered prompt: equal, give or take
+# the one BOS token a count route may add or leave out
+PROMPT_SLACK = 1
 ASKED = {"claude_code": "a system message inside `messages`", "count_tokens": "count_tokens",
          "stream_usage": "stream_options.include_usage", "context_limit": "the context limit"}
 
@@ -54,6 +58,7 @@ class Options(ClaimOptions):
     context_limit: bool = True
     count_tokens: bool = True
     claude_code: bool = False  # a system message inside `messages`, as newer Claude Code sends
+    prompt_tokens: bool = True  # usage.prompt_tokens against the server's count of the prompt
 
 
 @dataclass(kw_only=True)
@@ -70,6 +75,7 @@ class Sent(Observation):
     counted: int | None = None  # count_tokens' answer
     count_error: str | None = None
     drafting: bool | None = None  # logprobs: the server says it drafts (speculative decoding)
+    prompt: PromptCount | None = None  # prompt_tokens: the server's count of the rendered prompt
 
 
 def _answer(target, req: Request) -> Reply:
@@ -170,6 +176,14 @@ def counted(target) -> Sent:
     except Exception as exc:  # the SDK's status error: 404 where the route does not exist
         status = getattr(exc, "status_code", None)
         obs.count_error = f"{status}" if status is not None else one_line(str(exc), 120)
+    return obs
+
+
+def prompt_counted(target) -> Sent:
+    """A short chat answer, and the server's own count of the prompt its messages render to."""
+    messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": LONG}]
+    obs = Sent(replies={"usage": send(target, Request(LONG, CAP, messages=messages))})
+    obs.prompt = count_chat(target, messages)
     return obs
 
 
@@ -443,6 +457,34 @@ def judge_count_tokens(obs: Sent, ctx: Context[Options]) -> None:
     ctx.note(f"count_tokens {obs.counted}, usage {r.prompt_tokens}")
 
 
+def judge_prompt_tokens(obs: Sent, ctx: Context[Options]) -> None:
+    """usage.prompt_tokens of a chat answer is the server's own count of the prompt its
+    messages render to (give or take one token: a BOS the count route may add or not)."""
+    r, counted = obs.replies["usage"], obs.prompt
+    require_answer(r, ctx.driver, "the chat answer whose prompt is counted")
+    if counted is None or counted.tokens is None:
+        inconclusive(f"the server's own count of the prompt could not be had: "
+                     f"{counted.problem if counted else 'no route counts it'}")
+    if r.prompt_tokens is None:
+        fail("the chat answer's usage has no prompt_tokens: clients that trim their history to "
+             "fit the context, and billing, have nothing to read",
+             "a proxy in front must pass the engine's usage through")
+    said, want = r.prompt_tokens, counted.tokens
+    ctx.note(f"usage.prompt_tokens {said}; the server's count {want} ({counted.by})")
+    if abs(said - want) <= PROMPT_SLACK:
+        return
+    cached = r.cached_tokens or 0
+    why = ""
+    if cached and abs(said + cached - want) <= PROMPT_SLACK:
+        why = (f": it leaves out the {cached} token(s) served from the prefix cache, which "
+               f"usage.prompt_tokens includes")
+    fail(f"usage.prompt_tokens says {said}, the server's own count of the rendered prompt is "
+         f"{want} ({counted.by}){why}; clients that size their history by usage are misled",
+         "a proxy or gateway that rewrites usage must pass the engine's prompt_tokens through "
+         "(cached tokens included); one that counts itself must count the prompt the served "
+         "chat template renders, with the served model's tokenizer")
+
+
 def judge_system_message(obs: Sent, ctx: Context[Options]) -> None:
     """A system-role message inside `messages` (newer Claude Code sends one) is accepted and
     answered."""
@@ -489,6 +531,19 @@ CONTEXT_LIMIT = Check("test_params_context_limit", "params", over_context, judge
                       applies=_asked("context_limit"))
 COUNT_TOKENS = Check("test_params_count_tokens", "params", counted, judge_count_tokens,
                      applies=_asked("count_tokens"))
+def _counted(opts: Options, driver) -> str | None:
+    """Asked on the chat route where the engine counts a conversation or renders it."""
+    if not opts.prompt_tokens:
+        return "expect.params.prompt_tokens is false"
+    if driver.api != "chat":
+        return "usage.prompt_tokens is compared on the chat route (the count renders chat messages)"
+    if driver.chat_count_route is None and driver.render_route is None:
+        return f"a {driver.label} neither counts a conversation nor renders one on request"
+    return None
+
+
+PROMPT_TOKENS = Check("test_params_prompt_tokens", "params", prompt_counted, judge_prompt_tokens,
+                      applies=_counted)
 SYSTEM_MESSAGE = Check("test_params_system_message", "params", system_in_messages,
                        judge_system_message, applies=_asked("claude_code"))
 

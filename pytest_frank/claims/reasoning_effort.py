@@ -33,6 +33,7 @@ class Options(ClaimOptions):
     unmapped: bool = False
     max_tokens: int = 512
     source: str | None = None  # the client config the map was read from (`from:`)
+    trend: bool = False  # test_reasoning_effort_trend: higher levels think longer (an answer each)
 
     FROM_KEYS: ClassVar[tuple[str, ...]] = ("from", "model", "provider")  # read into `map`
 

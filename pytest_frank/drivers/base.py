@@ -153,9 +153,20 @@ class Driver:
     # generation (0: it notices at once).
     abandon_quiet_s = 0.0
 
-    def tokenize_request(self, model: str, text: str) -> tuple[str, dict] | None:
+    def tokenize_request(self, model: str, text: str,
+                         special: bool = False) -> tuple[str, dict] | None:
         """(route, body) that asks the server to count `text` in its own tokens; None where it
-        cannot."""
+        cannot. `special`: count it as the chat route counts a rendered prompt (the tokenizer's
+        BOS and special tokens included)."""
+        return None
+
+    chat_count_route: str | None = None  # where the engine counts a conversation's prompt
+
+    def chat_tokenize_request(self, model: str, messages: list[dict],
+                              tools: list[dict] | None = None) -> tuple[str, dict] | None:
+        """(route, body) that counts a conversation's prompt as the chat route renders it, in
+        one request; None where the engine has no such route (the prompt `render_request`
+        shows is then counted with `tokenize_request`)."""
         return None
 
     def token_count(self, payload) -> int | None:
@@ -307,6 +318,19 @@ class Driver:
         """(the chat template the server renders with, the model's end-of-turn token), from the
         slot routes' payloads; None where the engine does not say."""
         return None, None
+
+    render_route: str | None = None  # where the engine renders a conversation on request
+
+    def render_request(self, model: str, messages: list[dict],
+                       tools: list[dict] | None = None) -> tuple[str, dict] | None:
+        """(route, body) that asks the server for the prompt its chat template renders from a
+        chat-shaped conversation, as the chat route would; None where the engine does not render
+        on request."""
+        return None
+
+    def rendered_prompt(self, payload: Any) -> str | None:
+        """The prompt text from the render route's answer; None when it is not one."""
+        return None
 
     def no_projector(self, reply) -> bool:
         """An error answer to an image that says the model has no vision at all."""

@@ -109,8 +109,12 @@ class LlamaCppDriver(OpenAIDriver):
     # that wait; the server stops a request given up on once it has been left a second alone.
     abandon_quiet_s = 1.5
 
-    def tokenize_request(self, model: str, text: str) -> tuple[str, dict] | None:
-        return "/tokenize", {"content": text}  # {"tokens": [...]}, no template, no BOS
+    def tokenize_request(self, model: str, text: str,
+                         special: bool = False) -> tuple[str, dict] | None:
+        # {"tokens": [...]}, no template; special tokens in the text are parsed either way, and
+        # add_special adds the BOS the chat route adds to a rendered prompt (where the model has
+        # one): so counted, a rendered prompt is the chat's usage.prompt_tokens exactly.
+        return "/tokenize", {"content": text, **({"add_special": True} if special else {})}
 
     def token_count(self, payload: Any) -> int | None:
         tokens = payload.get("tokens") if isinstance(payload, dict) else None
@@ -235,6 +239,18 @@ class LlamaCppDriver(OpenAIDriver):
             return None
         line, column, source = found.groups()
         return f"line {line}, column {column}: {source.strip()}"
+
+    # tools/server: POST /apply-template takes the chat body and answers {"prompt": ...}, the
+    # text the chat route would tokenize (the generation prompt included)
+    render_route = "/apply-template"
+
+    def render_request(self, model: str, messages: list[dict],
+                       tools: list[dict] | None = None) -> tuple[str, dict] | None:
+        return self.render_route, {"messages": messages, **({"tools": tools} if tools else {})}
+
+    def rendered_prompt(self, payload: Any) -> str | None:
+        prompt = payload.get("prompt") if isinstance(payload, dict) else None
+        return prompt if isinstance(prompt, str) else None
 
     def served_template(self, payloads: dict) -> tuple[str | None, str | None]:
         props = payloads.get("/props") or {}

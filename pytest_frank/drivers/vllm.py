@@ -36,6 +36,19 @@ class VllmDriver(OpenAIDriver):
                               "vllm:gpu_prefix_cache_queries_total"))
     no_projector_markers = ("is not a multimodal model",)
 
+    # -- the server's own count: vllm/entrypoints/openai/protocol.py TokenizeChatRequest renders
+    # the messages with the chat template (add_generation_prompt true by default, special tokens
+    # as the chat route adds them) and answers {"count": n, "tokens": [...], "max_model_len"}
+    chat_count_route = "/tokenize"
+
+    def chat_tokenize_request(self, model, messages, tools=None):
+        body = {"model": model, "messages": messages, "add_generation_prompt": True}
+        return self.chat_count_route, {**body, **({"tools": tools} if tools else {})}
+
+    def token_count(self, payload):
+        count = payload.get("count") if isinstance(payload, dict) else None
+        return count if isinstance(count, int) and not isinstance(count, bool) else None
+
     # -- load: the scheduler's gauges (vllm/v1/metrics/loggers.py) ---------------------------------
     load_series = ("vllm:num_requests_running", "vllm:num_requests_waiting")
 
