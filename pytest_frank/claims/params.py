@@ -54,6 +54,11 @@ class Options(ClaimOptions):
     context_limit: bool = True
     count_tokens: bool = True
     claude_code: bool = False  # a system message inside `messages`, as newer Claude Code sends
+    # pytest_frank.claims.contract: malformed requests refused (asked: llama.cpp accepts them),
+    # the response_format variants, the sampling fields
+    validation: bool = False
+    response_format_variants: bool = False
+    sampling: bool = True
 
 
 @dataclass(kw_only=True)
