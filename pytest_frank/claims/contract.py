@@ -137,14 +137,14 @@ def judge_validation(obs: Asked, ctx: Context[params.Options]) -> None:
     """Malformed tool_choice requests (required without tools or with tools [], an unknown
     value) answer a 4xx, never 200 nor 5xx; tool_choice none and auto without tools are
     answered."""
-    _judge_requests(obs, ctx, CHOICE_MALFORMED, CHOICE_ACCEPTED, "validation")
+    _judge_requests(obs, ctx, CHOICE_MALFORMED, CHOICE_ACCEPTED, (), "validation")
 
 
 def judge_format_variants(obs: Asked, ctx: Context[params.Options]) -> None:
     """Malformed json_schema formats (no name, strict "yes", schema "x") answer a 4xx, never 200
     nor 5xx; one without a schema a 4xx or an answer; text, json_object and json_schema with
     strict false are accepted, the JSON ones holding JSON."""
-    _judge_requests(obs, ctx, FORMAT_MALFORMED, FORMAT_EITHER + FORMAT_ACCEPTED[:1],
+    _judge_requests(obs, ctx, FORMAT_MALFORMED, FORMAT_ACCEPTED[:1], FORMAT_EITHER,
                     "response_format_variants")
     for case in FORMAT_EITHER:
         r = obs.replies[case.key]
@@ -157,26 +157,30 @@ def judge_format_variants(obs: Asked, ctx: Context[params.Options]) -> None:
         _judge_json(obs.replies[case.key], case, ctx)
 
 
-def _judge_requests(obs: Asked, ctx: Context[params.Options], malformed, accepted,
+def _judge_requests(obs: Asked, ctx: Context[params.Options], malformed, accepted, either,
                     option: str) -> None:
-    """The worst first: a 5xx, no answer, a valid request refused, a malformed one accepted."""
-    replies = {c.key: (c, obs.replies[c.key]) for c in (*malformed, *accepted)}
-    for case, r in replies.values():
+    """The worst first: a 5xx, no answer, a valid request refused, a malformed one accepted
+    (`either`: a 4xx or an answer)."""
+    for case in (*malformed, *accepted, *either):
+        r = obs.replies[case.key]
         if r.status is not None and r.status >= 500:
             fail(f"{case.sent} {r.problem_line}: a malformed or unusual request must be refused "
                  f"with a 4xx that names the field; a 5xx reads as the server's fault, and "
                  f"clients retry it", server_error_fix(ctx.driver))
         if r.status is None:
             fail(f"{case.sent}: {r.problem}", r.fix)
-    for case in accepted:
-        r = obs.replies[case.key]
-        if not r.ok:
-            fail(f"{case.sent} {r.problem_line}: a valid request clients send is refused",
-                 refused_fix(ctx.driver))
-    let_through = [c for c in malformed if obs.replies[c.key].ok]
     for case in malformed:
         if not obs.replies[case.key].ok:
             ctx.note(f"{case.sent}: {obs.replies[case.key].problem_line}")
+    for case in accepted:
+        r = obs.replies[case.key]
+        if not r.ok:
+            known = case.key in ctx.driver.refused_requests
+            engine = (f": the {ctx.driver.label} refuses it itself (the engine's own behaviour, "
+                      f"not a proxy's)" if known else "")
+            fail(f"{case.sent} {r.problem_line}: a valid request clients send is refused"
+                 f"{engine}", refused_fix(ctx.driver, option) if known else REFUSED_FIX)
+    let_through = [c for c in malformed if obs.replies[c.key].ok]
     if not let_through:
         return
     shown = "; ".join(f"{c.sent} answered 200 ({_answered(obs.replies[c.key])})"
@@ -313,10 +317,18 @@ def server_error_fix(driver: Driver) -> Text:
                           "front must pass the engine's 4xx on, not turn it into a 5xx")
 
 
-def refused_fix(driver: Driver) -> Text:
-    return advise(driver, "update the engine, or the proxy in front that refuses it: tool_choice "
-                          "none and auto need no tools, and clients that always send tool_choice "
-                          "send them without")
+REFUSED_FIX = ("update the engine, or the proxy in front that refuses it: the request is valid "
+               "and clients send it (tool_choice none and auto need no tools; clients that "
+               "always send tool_choice send them without)")
+
+
+def refused_fix(driver: Driver, option: str) -> Text:
+    """Where the engine itself refuses a valid request (its driver's `refused_requests`)."""
+    return advise(
+        driver, REFUSED_FIX,
+        vllm=f"vLLM refuses every tool_choice but none without tools: have clients send "
+             f"tool_choice only with tools (LiteLLM issue 6228 did), or a gateway in front drop "
+             f"it; where no client sends it, set expect.params.{option}: false")
 
 
 def sampling_fix(driver: Driver) -> Text:

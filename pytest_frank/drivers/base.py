@@ -320,6 +320,7 @@ class Driver:
     # The malformed requests (pytest_frank.claims.contract's case keys) the engine itself is
     # known to answer 200: where one comes back so, the failure names the engine, not a proxy.
     lenient_requests: frozenset[str] = frozenset()
+    refused_requests: frozenset[str] = frozenset()  # and the valid ones it refuses
 
     def template_line(self, message: str | None) -> str | None:
         """Where in the chat template an error answer says it raised ("line 3, column 12:
