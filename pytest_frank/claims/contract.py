@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from pytest_frank.chat import Reply, Request, send, think_through
+from pytest_frank.chat import Reply, Request, combine, send, think_through
 from pytest_frank.checks import Check, Context
 from pytest_frank.claims import params, tools
 from pytest_frank.claims.advice import advise
@@ -111,12 +111,12 @@ def sampled(target) -> Asked:
     and n: 2 where the route takes n."""
     fields = tuple(f for f in target.driver.sampling_fields if f != "n")
     together = send(target, Request(PROMPT, SHORT, sampling=False,
-                                    extra={f: SAMPLED[f] for f in fields}))
+                                    extra=_sampling(target.driver, fields)))
     obs = Asked(sampled=fields, replies={"together": together})
     if together.status is not None and 400 <= together.status < 500:
         for f in fields:
             obs.replies[f] = send(target, Request(PROMPT, SHORT, sampling=False,
-                                                  extra={f: SAMPLED[f]}))
+                                                  extra=_sampling(target.driver, (f,))))
     if "n" in target.driver.sampling_fields:
         r = obs.replies["n"] = send(target, Request(PROMPT, SHORT, sampling=False,
                                                     extra={"n": CHOICES}))
@@ -124,6 +124,13 @@ def sampled(target) -> Asked:
         found = body.get("choices") if isinstance(body, dict) else None
         obs.choices = len(found) if isinstance(found, list) else None
     return obs
+
+
+def _sampling(driver: Driver, fields: tuple[str, ...]) -> dict:
+    """The fields as the route's client sends them: temperature and top_p where the driver puts
+    the fleet's sampling (the Anthropic client takes them in the body), the rest as they are."""
+    own = {f: SAMPLED[f] for f in fields if f in ("temperature", "top_p")}
+    return combine(driver.sampling(own), {f: SAMPLED[f] for f in fields if f not in own})
 
 
 def tool_choice_none(target) -> Asked:
