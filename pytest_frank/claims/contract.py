@@ -196,7 +196,7 @@ def _judge_requests(obs: Asked, ctx: Context[params.Options], malformed, accepte
     engine = (f": the {ctx.driver.label} answers {'these' if len(let_through) > 1 else 'it'} "
               f"with 200 itself (the engine's own behaviour, not a proxy's)" if known else "")
     fail(f"{shown}: a malformed request is accepted, so a client's mistake goes unnoticed"
-         f"{engine}", lenient_fix(ctx.driver, option))
+         f"{engine}", lenient_fix(ctx.driver if known else None, option))
 
 
 def _answered(r: Reply) -> str:
@@ -229,7 +229,7 @@ def judge_sampling(obs: Asked, ctx: Context[params.Options]) -> None:
     are accepted (together, else each alone); n: 2, where the route takes n, gives two
     choices."""
     together, sent = obs.replies["together"], _fields(obs.sampled)
-    if together.status is not None and together.status >= 500 or together.status is None:
+    if together.status is None or together.status >= 500:
         require_answer(together, ctx.driver, sent)
     if not together.ok:
         refused = [f for f in obs.sampled if not obs.replies[f].ok]
@@ -309,7 +309,8 @@ UNCHECKED = {"validation": "tool_choice against the tools sent",
              "response_format_variants": "a json_schema format's fields"}
 
 
-def lenient_fix(driver: Driver, option: str) -> Text:
+def lenient_fix(driver: Driver | None, option: str) -> Text:
+    """The engine's words only where its driver knows it answers so (else the generic ones)."""
     return advise(
         driver, f"the server, or a proxy in front, must refuse a malformed request with a 400 "
                 f"that names the field: update it, or put a gateway that validates requests in "
