@@ -153,9 +153,6 @@ def judge_format_variants(obs: Asked, ctx: Context[params.Options]) -> None:
     strict false are accepted, the JSON ones holding JSON."""
     _judge_requests(obs, ctx, FORMAT_MALFORMED, FORMAT_ACCEPTED[:1], FORMAT_EITHER,
                     "response_format_variants")
-    for case in FORMAT_EITHER:
-        r = obs.replies[case.key]
-        ctx.note(f"{case.sent}: {'answered' if r.ok else r.problem_line}")
     text = obs.replies["format_text"]
     if not cut_while_thinking(text, ctx, "response_format text") and not text.content.strip():
         fail(f"response_format text answered 200 with empty content (finish_reason "
@@ -176,9 +173,10 @@ def _judge_requests(obs: Asked, ctx: Context[params.Options], malformed, accepte
                  f"clients retry it", server_error_fix(ctx.driver))
         if r.status is None:
             fail(f"{case.sent}: {r.problem}", r.fix)
-    for case in malformed:
-        if not obs.replies[case.key].ok:
-            ctx.note(f"{case.sent}: {obs.replies[case.key].problem_line}")
+    for case in (*malformed, *either):  # what each said, before any failure below
+        r = obs.replies[case.key]
+        if not r.ok or case in either:
+            ctx.note(f"{case.sent}: {'answered' if r.ok else r.problem_line}")
     for case in accepted:
         r = obs.replies[case.key]
         if not r.ok:
