@@ -2,7 +2,7 @@
 parameter (a fleet turns off what its clients never send); the API shape says which exist."""
 
 from pytest_frank.checks import battery_test
-from pytest_frank.claims import params
+from pytest_frank.claims import contract, params
 
 test_params_max_tokens = battery_test(params.MAX_TOKENS)
 test_params_stop = battery_test(params.STOP)
@@ -13,3 +13,6 @@ test_params_context_limit = battery_test(params.CONTEXT_LIMIT)
 test_params_count_tokens = battery_test(params.COUNT_TOKENS)
 test_params_system_message = battery_test(params.SYSTEM_MESSAGE)
 test_params_prompt_tokens = battery_test(params.PROMPT_TOKENS)
+test_params_validation = battery_test(contract.VALIDATION)
+test_params_response_format_variants = battery_test(contract.FORMAT_VARIANTS)
+test_params_sampling = battery_test(contract.SAMPLING)

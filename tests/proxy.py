@@ -31,13 +31,15 @@ class Proxy:
                  routes: dict[str, Callable[[Any], Any]] | None = None,
                  rewrite_answer: Callable[[dict, dict], dict] | None = None,
                  refuse: Callable[[dict], str | None] | None = None,
+                 refuse_status: int = 400,
                  rewrite_stream: Callable[[dict, list[bytes]], list[bytes]] | None = None) -> None:
         self.upstream = upstream.rstrip("/")
         self.jitter_s, self.rewrite = jitter_s, rewrite
         # rewrite_answer(request, answer): a whole JSON answer as the client receives it
         self.rewrite_answer = rewrite_answer
-        # refuse(request): a gateway's own 400 with that message, the upstream never asked
-        self.refuse = refuse
+        # refuse(request): a gateway's own 400 (refuse_status) with that message, the upstream
+        # never asked
+        self.refuse, self.refuse_status = refuse, refuse_status
         # rewrite_stream(request, events): an event stream's events (each with its blank line)
         # as the client receives them, e.g. a gateway that re-stamps or re-chunks them
         self.rewrite_stream = rewrite_stream
@@ -157,7 +159,7 @@ def _handler(proxy: Proxy):
             body = proxy.body(raw, self.headers.get("content-type", ""))
             refused = proxy.refuse(json.loads(body)) if proxy.refuse and body else None
             if refused is not None:
-                self._answer(400, {"error": {"message": refused,
+                self._answer(proxy.refuse_status, {"error": {"message": refused,
                                              "type": "invalid_request_error"}})
                 return
             headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}

@@ -538,8 +538,8 @@ def test_a_models_list_that_is_not_an_object_leaves_every_failure_a_verdict(run_
     out = result.stdout.str() + result.stderr.str()
     assert "Traceback" not in out and "AttributeError" not in out, out[-2000:]
     failed = [line for line in out.splitlines() if line.startswith("FAILED ")]
-    # alias, chat, three reasoning, five tools (parallel is not asked)
-    assert len(failed) == 10, failed
+    # alias, chat, three reasoning, six tools (parallel is not asked)
+    assert len(failed) == 11, failed
     for line in failed:
         assert "Error" not in line.split(" - ", 1)[-1], line  # a verdict, not an exception name
     result.stdout.fnmatch_lines(["*/v1/models not a model list: GET /v1/models: the body: "

@@ -18,7 +18,7 @@ from proxy import Proxy
 pytestmark = pytest.mark.real
 
 OPENAI = ["max_tokens", "stop", "response_format", "logprobs", "stream_usage", "context_limit",
-          "prompt_tokens"]
+          "prompt_tokens", "sampling"]
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +41,9 @@ def test_openai_shape_passes_on_real_llamacpp(chatty, run_fleet):
                        "-m", "params", "-v", "-rA")
     outcomes = _params(result)
     assert outcomes == {f"test_params_{p}": "PASSED" for p in OPENAI} | {
-        "test_params_count_tokens": "SKIPPED", "test_params_system_message": "SKIPPED"}, \
+        "test_params_count_tokens": "SKIPPED", "test_params_system_message": "SKIPPED",
+        # asked with their keys: llama.cpp itself answers malformed requests with 200
+        "test_params_validation": "SKIPPED", "test_params_response_format_variants": "SKIPPED"}, \
         result.stdout.str()[-3000:]
 
 
@@ -49,7 +51,7 @@ def test_the_embedded_default_asks_params_and_passes(run_fleet):
     """examples/selftest.yaml (the README's main command) asks params of its chatty endpoint."""
     example = Path(__file__).resolve().parent.parent / "examples" / "selftest.yaml"
     result = run_fleet(example.read_text(), "-m", "params", "-v")
-    result.assert_outcomes(passed=7, skipped=2)
+    result.assert_outcomes(passed=8, skipped=4)
     result.stdout.fnmatch_lines(["frank-selftest-params *params ok*"])
 
 
@@ -77,7 +79,8 @@ def test_anthropic_shape_on_llamacpp_messages(chatty, run_fleet):
     outcomes = _params(result)
     assert {k: v for k, v in outcomes.items() if v != "SKIPPED"} == {
         "test_params_max_tokens": "PASSED", "test_params_stop": "FAILED",
-        "test_params_count_tokens": "PASSED", "test_params_system_message": "PASSED"}, \
+        "test_params_count_tokens": "PASSED", "test_params_system_message": "PASSED",
+        "test_params_sampling": "PASSED"}, \
         result.stdout.str()[-3000:]
     result.stdout.fnmatch_lines([
         "*stop_sequences=[[]'*'[]] cut the answer but it came back as stop_reason 'end_turn', "
@@ -125,7 +128,7 @@ def test_a_proxy_that_loses_the_parameter_fails_naming_it(chatty, run_fleet, par
                                                           line):
     with Proxy(chatty.url, rewrite=rewrite) as proxy:
         result = run_fleet(one_endpoint(proxy.url, alias="frank", expect={"params": True}),
-                           "-k", f"test_params_{param}")
+                           "-k", f"test_params_{param} and not variants")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([line])
 
@@ -137,7 +140,7 @@ def test_response_format_holds_with_thinking_asked_where_reasoning_is_asked(llam
     server = llama(model="selftest", alias="frank")
     result = run_fleet(one_endpoint(server.url, alias="frank",
                                     expect={"params": True, "reasoning": True}),
-                       "-k", "test_params_response_format", "-rA")
+                       "-k", "test_params_response_format and not variants", "-rA")
     result.assert_outcomes(passed=1)
     assert "with thinking on" not in result.stdout.str()  # nothing to say: both held
     result.stdout.fnmatch_lines(["ep  cost: 2 generations*"])  # the default, then thinking on

@@ -50,11 +50,12 @@ def test_generating_claims_run_through_responses(llama, run_fleet, pytester):
     bodies = [b for b in proxy.sent if "model" in b]
     assert bodies and all("input" in b and "messages" not in b for b in bodies), bodies
     assert all(b["store"] is False and "max_output_tokens" in b for b in bodies), bodies
-    # 3 reasoning + 5 levels + 4 tools + chat + context_limit + fingerprint + ttft, decode;
-    # stop, stream_usage, count_tokens, system_message are not Responses parameters; named
+    # 3 reasoning + 5 levels + 5 tools + chat + context_limit + sampling + fingerprint + ttft,
+    # decode; stop, stream_usage, count_tokens, system_message, validation and the format
+    # variants are not Responses parameters; named
     # (ignored by llama.cpp), parallel, unmapped, prefix_cache not asked; max_tokens is left
     # inconclusive by a terse model.
-    result.assert_outcomes(passed=17, failed=2, skipped=10)  # prompt_tokens: chat only
+    result.assert_outcomes(passed=19, failed=2, skipped=12)  # prompt_tokens: chat only
     result.stdout.fnmatch_lines([
         # llama.cpp's /v1/responses passes the body on to chat, where text.format means
         # nothing and top_logprobs without the chat's logprobs: true is refused.

@@ -73,7 +73,9 @@ def test_reasoning_parser_splits_reasoning_plain_and_streamed(vllm, run_fleet):
 @pytest.mark.vllm_config("FULL")
 def test_hermes_parser_gives_valid_calls_plain_and_streamed(vllm, run_fleet):
     result = run_fleet(fleet(vllm(**FULL), tools={"named": False}), "-m", "tools")
-    result.assert_outcomes(passed=4, skipped=2)  # named is probed below; parallel is not asked
+    # named is probed below; parallel is not asked; none: test_request_contract_on_real_vllm
+    result.assert_outcomes(passed=4, failed=1, skipped=2)
+    result.stdout.fnmatch_lines(["*test_tools_none*tool_choice \"none\" was se*"])
 
 
 @pytest.mark.vllm_config("FULL")
@@ -82,7 +84,7 @@ def test_named_tool_choice_is_what_vllm_really_answers(vllm, run_fleet):
     # finish_reason "stop" and, from this model, arguments that are a JSON string. The claim's
     # diagnosis names both, so a fleet asking `named: true` of such a server learns why.
     result = run_fleet(fleet(vllm(**FULL), tools={"named": True}), "-m", "tools")
-    result.assert_outcomes(passed=4, failed=1, skipped=1)
+    result.assert_outcomes(passed=4, failed=2, skipped=1)  # and test_tools_none, as above
     result.stdout.fnmatch_lines([
         "*tool_choice named 'get_time': 0/1 trial(s) valid*not JSON: get_time arguments are a "
         "JSON str, not an object; finish_reason 'stop', not tool_calls*"])
@@ -169,7 +171,8 @@ def test_missing_reasoning_parser_leaves_think_in_content(vllm, run_fleet):
 @pytest.mark.vllm_config("BARE")
 def test_tools_without_parser_flags_are_the_three_400s(vllm, run_fleet):
     result = run_fleet(fleet(vllm(**BARE), key=None, tools={"named": True}), "-m", "tools", "-v")
-    result.assert_outcomes(passed=1, failed=4, skipped=1)  # plain chat needs no parser
+    # plain chat needs no parser; none: the tools in the prompt, as on FULL
+    result.assert_outcomes(passed=1, failed=5, skipped=1)
     result.stdout.fnmatch_lines_random([
         '*answered 400: "auto" tool choice requires --enable-auto-tool-choice and '
         "--tool-call-parser to be set*",
@@ -291,8 +294,9 @@ def test_long_thinker_fails_where_max_thinking_tokens_is_too_small(vllm, run_fle
 def test_params_pass_on_real_vllm(vllm, run_fleet):
     server = vllm(**CHATTY)
     result = run_fleet(fleet(server, key=None, params=True), "-m", "params", "-v", "-rA")
-    # count_tokens and system: Anthropic shape only; prompt_tokens counted by /tokenize with messages
-    result.assert_outcomes(passed=7, skipped=2)
+    # count_tokens and system: Anthropic shape only; validation and the format variants: asked
+    # below; prompt_tokens counted by /tokenize with messages
+    result.assert_outcomes(passed=8, skipped=4)
     result.stdout.fnmatch_lines(["ep *params ok*"])
 
 
@@ -314,3 +318,38 @@ def test_agent_step_without_a_tool_parser_is_its_400(vllm, run_fleet):
         "*agent step (1 call(s), then the answer): turn 1 (the tool call) answered 400: "
         'tool_choice="required" requires --tool-call-parser to be set*',
         "*fix: start vLLM with --tool-call-parser*"])
+
+
+# -- the request contract: malformed requests refused, variants and sampling accepted ------------
+@pytest.mark.vllm_config("FULL")
+def test_request_contract_on_real_vllm(vllm, run_fleet, pytester):
+    """vLLM 0.32.0 refuses the malformed tool_choice requests and json_schema formats with 400,
+    takes the sampling fields and gives two choices for n: 2; it refuses tool_choice "auto"
+    without tools (its own check_tool_usage), and under tool_choice "none" it keeps the tools
+    in the prompt, so this model writes its call as text: both failures name vLLM's own
+    behaviour and its fix."""
+    result = run_fleet(fleet(vllm(**FULL), params={"validation": True,
+                                                   "response_format_variants": True},
+                             tools=True),
+                       "-k", "test_params_validation or test_params_response_format_variants "
+                       "or test_params_sampling or test_tools_none", "--frank-json=run.json")
+    result.assert_outcomes(failed=3, passed=1)
+    result.stdout.fnmatch_lines_random([
+        '*tool_choice "none" was sent with tools offered and the content holds a tool call '
+        "written as text ('<tool_call>*'): no call was made, but the tools still reached the "
+        "model's prompt*",
+        "*fix: start vLLM with --exclude-tools-when-tool-choice-none*",
+        '*tool_choice "auto" without tools answered 400: When using `tool_choice`, `tools` must '
+        "be set.*: a valid request clients send is refused: the vLLM server refuses it itself*",
+        "*fix: vLLM refuses every tool_choice but none without tools*",
+        '*a json_schema format with strict "yes" answered 200 (*): a malformed request is '
+        "accepted*the vLLM server answers it with 200 itself*"])
+    rows = json.loads((pytester.path / "run.json").read_text())["rows"]
+    notes = "\n".join(n for row in rows for n in row["notes"])
+    for refused in ('tool_choice "required" without tools: answered 400',
+                    'tool_choice "required" with tools []: answered 400',
+                    'tool_choice "sometimes" (no such value): answered 400',
+                    "a json_schema format without a name: answered 400",
+                    'a json_schema format whose schema is "x": answered 400',
+                    "a json_schema format without a schema: answered 400", "n: 2: 2 choices"):
+        assert refused in notes, notes

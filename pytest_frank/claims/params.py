@@ -59,6 +59,11 @@ class Options(ClaimOptions):
     count_tokens: bool = True
     claude_code: bool = False  # a system message inside `messages`, as newer Claude Code sends
     prompt_tokens: bool = True  # usage.prompt_tokens against the server's count of the prompt
+    # pytest_frank.claims.contract: malformed requests refused (asked: llama.cpp accepts them),
+    # the response_format variants, the sampling fields
+    validation: bool = False
+    response_format_variants: bool = False
+    sampling: bool = True
 
 
 @dataclass(kw_only=True)

@@ -61,6 +61,7 @@ class Options(ClaimOptions):
     named: bool | None = None  # None: probe a named choice where the driver honours it
     parallel: bool = False
     stream: bool = True
+    none: bool = True  # tool_choice "none" answers without a call (pytest_frank.claims.contract)
 
 
 @dataclass(kw_only=True)

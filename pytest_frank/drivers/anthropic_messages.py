@@ -184,8 +184,9 @@ class MessagesWire:
     image_forms: tuple[str, ...] = ("anthropic",)
     reasoning_fields: tuple[str, ...] = ("thinking",)  # thinking content blocks
     shape_params = frozenset({"max_tokens", "stop", "count_tokens", "claude_code",
-                              "context_limit"})
+                              "context_limit", "sampling"})
     budget_keys: tuple[str, ...] = ("max_tokens",)
+    sampling_fields: tuple[str, ...] = ("temperature", "top_p")  # no penalties, no n
 
     def sdk_client(self, endpoint: Any, http_client: Any, timeout: float) -> Any:
         import anthropic

@@ -211,6 +211,7 @@ class Driver:
     reasoning_fields: tuple[str, ...]
     shape_params: frozenset[str]  # the request parameters of the API shape
     budget_keys: tuple[str, ...]  # the fields an answer's budget may be sent in
+    sampling_fields: tuple[str, ...]  # the sampling fields the route takes (n: several choices)
     sdk_client: Callable[..., Any]  # (endpoint, http_client, timeout): the official client
     # (sdk, model, request, clock): one request on the wire, a wire.Reply (errors raise, as the
     # SDK raises)
@@ -340,6 +341,10 @@ class Driver:
 
     # -- generation battery: reasoning, reasoning_effort, tools (pytest_frank.chat) -------------
     honours_named_tool_choice = True  # OpenAI's {"type":"function","function":{"name":...}}
+    # The malformed requests (pytest_frank.claims.contract's case keys) the engine itself is
+    # known to answer 200: where one comes back so, the failure names the engine, not a proxy.
+    lenient_requests: frozenset[str] = frozenset()
+    refused_requests: frozenset[str] = frozenset()  # and the valid ones it refuses
 
     def template_line(self, message: str | None) -> str | None:
         """Where in the chat template an error answer says it raised ("line 3, column 12:

@@ -264,6 +264,16 @@ class LlamaCppDriver(OpenAIDriver):
 
     # -- generation battery: reasoning, reasoning_effort, tools --------------------------------
     honours_named_tool_choice = False  # the object form is silently treated as "auto"
+    # /v1/chat/completions takes n: 1 only: n: 2 is its 400 "Field 'n': Value must be between
+    # 1 <= value <= 1, but got 2" (xllamacpp 2026.10.11549); the penalties are documented.
+    sampling_fields = ("temperature", "top_p", "presence_penalty", "frequency_penalty")
+    # Observed on xllamacpp 2026.10.11549: tool_choice "required" without tools, or with
+    # tools [], answers 200 with a plain answer (an unknown tool_choice is its 400 "Invalid
+    # tool_choice"); a json_schema format without a name, without a schema, with strict "yes"
+    # or a schema "x" answers 200 (the first three held to some JSON, the last unconstrained).
+    lenient_requests = frozenset({"required_without_tools", "required_empty_tools",
+                                  "format_no_name", "format_no_schema", "format_strict_text",
+                                  "format_schema_text"})
 
     # -- the serve command line: llama-server and ik_llama.cpp's, same spellings ----------------
     # Each rule with where llama.cpp says so: common/arg.cpp (the add_opt entry of the flag),

@@ -214,8 +214,13 @@ class ChatWire:
     image_forms: tuple[str, ...] = ("data_url",)
     reasoning_fields: tuple[str, ...] = ("reasoning_content", "reasoning")
     shape_params = frozenset({"max_tokens", "stop", "response_format", "logprobs",
-                              "stream_usage", "context_limit"})
+                              "stream_usage", "context_limit", "sampling", "validation",
+                              "response_format_variants"})
     budget_keys: tuple[str, ...] = ("max_tokens", "max_completion_tokens")
+    # The sampling fields the API documents: what test_params_sampling sends (n: 2 asks for two
+    # choices); an engine that documents fewer says so in its driver.
+    sampling_fields: tuple[str, ...] = ("temperature", "top_p", "presence_penalty",
+                                        "frequency_penalty", "n")
 
     def sdk_client(self, endpoint, http_client, timeout: float):
         return client(endpoint, http_client, timeout)

@@ -319,8 +319,10 @@ class ResponsesWire:
     image_forms: tuple[str, ...] = ("data_url",)
     reasoning_fields: tuple[str, ...] = tuple(REASONING_PARTS)
     # No stop, no stream_options (every stream ends with its usage), no count route asked.
-    shape_params = frozenset({"max_tokens", "response_format", "logprobs", "context_limit"})
+    shape_params = frozenset({"max_tokens", "response_format", "logprobs", "context_limit",
+                              "sampling"})
     budget_keys: tuple[str, ...] = ("max_output_tokens",)
+    sampling_fields: tuple[str, ...] = ("temperature", "top_p")  # no penalties, no n
 
     def sdk_client(self, endpoint, http_client, timeout):
         return openai_chat.client(endpoint, http_client, timeout)

@@ -81,6 +81,12 @@ class VllmDriver(OpenAIDriver):
 
     # -- generation battery: reasoning, reasoning_effort, tools --------------------------------
     reasoning_fields = ("reasoning", "reasoning_content")  # renamed in v0.16
+    # chat_completion/protocol.py check_tool_usage(): any tool_choice but "none" without tools
+    # is its 400 "When using `tool_choice`, `tools` must be set." (seen on 0.32.0)
+    refused_requests = frozenset({"auto_without_tools"})
+    # generate/base/protocol.py JsonSchemaResponseFormat.strict is a pydantic bool in lax mode,
+    # which reads "yes" as true: 200 (0.32.0; no name, no schema and schema "x" are its 400s)
+    lenient_requests = frozenset({"format_strict_text"})
 
     # -- the serve command line: `vllm serve MODEL` or the api_server module ---------------------
     # Flags from vllm/entrypoints/openai/cli_args.py (frontend: host, port, api key, tool and
