@@ -50,8 +50,8 @@ def _obj(props: dict[str, Any], strict: bool, optional: tuple[str, ...] = ()) ->
 
 
 def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
-    if "type" in schema and isinstance(schema["type"], str):
-        return {**schema, "type": [schema["type"], "null"]}
+    if isinstance(schema.get("type"), str) and not {"enum", "const"} & set(schema):
+        return {**schema, "type": [schema["type"], "null"]}  # an enum must list null itself
     return {"anyOf": [schema, {"type": "null"}]}
 
 
