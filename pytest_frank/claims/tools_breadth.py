@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pytest_frank.chat import Reply, Request, combine, send, think_through
+from pytest_frank.chat import Reply, Request, send, think_through
 from pytest_frank.checks import Check, Context
 from pytest_frank.claims.advice import advise
 from pytest_frank.claims.replies import one_line, require_answer
@@ -179,7 +179,7 @@ class Triggers(Observation):
 
 def trigger_replies(target) -> Triggers:
     """The fixed prompts, greedy, tools offered under auto: whether each answer calls."""
-    greedy = combine(target.driver.sampling({"temperature": 0.0}))
+    greedy = target.driver.sampling({"temperature": 0.0})
     return Triggers(replies=[send(target, Request(p, Options.on(target.endpoint).max_tokens,
                                                   tools=TOOLS, tool_choice="auto", extra=greedy,
                                                   sampling=False))
