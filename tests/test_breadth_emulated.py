@@ -1,7 +1,9 @@
 """tools and agent in breadth against emulated engines, for what no engine here shows: two calls
 under tool_choice auto (no self-test model makes two calls in one turn), cut to one under auto
 alone; a long answer after a tool result (no model here writes one), whole, broken by a lazy
-grammar's 500 and by a call that fires inside it."""
+grammar's 500 and by a call that fires inside it; a gateway that forwards the last turn alone,
+whose tool decisions then part from the reference's (the self-test model that calls does so on
+every prompt, history or not)."""
 
 import pytest
 
@@ -88,3 +90,37 @@ def test_a_call_fired_inside_the_long_answer_fails(run_fleet):
     result.stdout.fnmatch_lines([
         "*a tool call (get_time) fired after 1,800 characters of the long answer to the tool "
         "result*", "*fix: the engine's lazy tool-call grammar fired*"])
+
+
+def asked_for_a_tool(body):
+    """A model that calls where the conversation asks for the weather or the time."""
+    said = " ".join(str(m.get("content")) for m in body["messages"]).lower()
+    if any(w in said for w in ("weather", "forecast", "time is it")):
+        return chat_json(None, finish="tool_calls",
+                         tool_calls=[tool_call("get_weather", {"city": "Lyon", "days": 1})])
+    return chat_json("Hello!")
+
+
+def last_turn_only(body):
+    """A gateway that forwards the last message alone."""
+    return {**body, "messages": body["messages"][-1:]}
+
+
+def test_a_gateway_that_drops_history_disagrees_with_the_reference(run_fleet):
+    from proxy import Proxy
+
+    with Emulator("vllm", models=["model"]) as em, Proxy(em.url, rewrite=last_turn_only) as gw:
+        serve_chat(em, asked_for_a_tool)
+        fleet = {"endpoints": {
+            "ref": {"url": em.url, "engine": "vllm", "alias": "model"},
+            "ep": {"url": gw.url, "engine": "vllm", "alias": "model",
+                   "expect": {"tools": {"reference": "ref", "min_trigger_f1": 1.0}}}}}
+        result = run_fleet(fleet, "-p", "no:randomly", "-k", "trigger")
+        kept = run_fleet({"endpoints": {**fleet["endpoints"], "ep": {
+            **fleet["endpoints"]["ep"], "url": em.url}}}, "-p", "no:randomly", "-k", "trigger")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*tool-call trigger agreement with ref: F1 0.86 (precision 1.00, recall 0.75, need "
+        "1.00) over 7 prompts: answered text where ref called on 'Lyon.' (after 2 turns)*",
+        "*fix: *drops turns of the history*"])
+    kept.assert_outcomes(passed=1)

@@ -140,7 +140,7 @@ def test_triggers_agree_with_the_reference(llama, run_fleet, pytester):
                        "--frank-json=run.json")
     result.assert_outcomes(passed=1)
     notes = "\n".join(rows(pytester)["test_tools_trigger_agreement[ep]"]["notes"])
-    assert "F1 1.00 (precision 1.00, recall 1.00, need 0.80) over 6 prompts" in notes, notes
+    assert "F1 1.00 (precision 1.00, recall 1.00, need 0.80) over 7 prompts" in notes, notes
 
 
 def test_a_replica_is_compared_with_its_original_by_same_as(llama, run_fleet):
@@ -158,7 +158,7 @@ def test_a_model_that_never_calls_disagrees(llama, run_fleet):
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
         "*tool-call trigger agreement with ref: F1 0.00 (precision 0.00, recall 0.00, need "
-        "0.80) over 6 prompts: answered text where ref called on 'What is the weather in "
+        "0.80) over 7 prompts: answered text where ref called on 'What is the weather in "
         "Paris tomorrow?'*",
         "*fix: this endpoint decides otherwise than ref on the same prompts*"])
 
@@ -182,7 +182,7 @@ def test_leaked_markup_fails_the_agreement_with_the_parser_fix(llama, run_fleet)
                            "-p", "no:randomly", "-k", "trigger")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
-        "*F1 0.00 (*need 0.90) over 6 prompts: answered text where ref called on *; the text "
+        "*F1 0.00 (*need 0.90) over 7 prompts: answered text where ref called on *; the text "
         "holds tool-call markup (*): the calls were made and not parsed*",
         "*fix: llama.cpp reads the tool-call format from the chat template*"])
 

@@ -159,15 +159,27 @@ def judge_forced_thinking(obs: Forced, ctx: Context[Options]) -> None:
 
 
 # -- trigger agreement with a reference ------------------------------------------------------
-# Prompts with the two tools offered under auto: some ask for a tool, some plainly do not.
-TRIGGER_PROMPTS = [
+# Prompts with the two tools offered under auto: some ask for a tool, some plainly do not, and
+# one asks for it only through the turns before it (a proxy that drops history answers it text).
+TRIGGER_PROMPTS: list[str | list[dict]] = [
     "What is the weather in Paris tomorrow?",
     "Will it rain in London in three days? Check the forecast.",
     "What time is it in Tokyo right now?",
     "Write a two-line poem about the sea.",
     "What is 17 plus 25?",
     "Translate 'good morning' into French.",
+    [{"role": "user", "content": "I will name a city. When I do, look up tomorrow's weather "
+                                 "there with the get_weather tool."},
+     {"role": "assistant", "content": "Sure. Which city?"},
+     {"role": "user", "content": "Lyon."}],
 ]
+
+
+def said(prompt: str | list[dict]) -> str:
+    """A prompt as the notes quote it: its last user turn, and the turns before it."""
+    if isinstance(prompt, str):
+        return repr(prompt)
+    return f"{prompt[-1]['content']!r} (after {len(prompt) - 1} turns)"
 
 
 @dataclass(kw_only=True)
@@ -180,10 +192,10 @@ class Triggers(Observation):
 def trigger_replies(target) -> Triggers:
     """The fixed prompts, greedy, tools offered under auto: whether each answer calls."""
     greedy = target.driver.sampling({"temperature": 0.0})
-    return Triggers(replies=[send(target, Request(p, Options.on(target.endpoint).max_tokens,
-                                                  tools=TOOLS, tool_choice="auto", extra=greedy,
-                                                  sampling=False))
-                             for p in TRIGGER_PROMPTS])
+    budget = Options.on(target.endpoint).max_tokens
+    return Triggers(replies=[send(target, Request(
+        p if isinstance(p, str) else "", budget, tools=TOOLS, tool_choice="auto", extra=greedy,
+        sampling=False, messages=None if isinstance(p, str) else p)) for p in TRIGGER_PROMPTS])
 
 
 def reference_name(target) -> str | None:
@@ -226,14 +238,14 @@ def judge_triggers(obs: Triggers, ctx: Context[Options]) -> None:
     name = obs.reference
     for reply, prompt in zip(obs.theirs, TRIGGER_PROMPTS):
         if not reply.ok:
-            inconclusive(f"the reference {name} gave no answer to {prompt!r}: "
+            inconclusive(f"the reference {name} gave no answer to {said(prompt)}: "
                          f"{reply.problem_line}")
     mine, truth = [triggered(r) for r in obs.replies], [triggered(r) for r in obs.theirs]
     precision, recall, score = f1(mine, truth)
     ctx.figure("trigger_f1", round(score, 4))
     for prompt, m, t, r in zip(TRIGGER_PROMPTS, mine, truth, obs.replies):
-        said = f"finish {r.finish}" if r.ok else one_line(r.problem_line, 80)
-        ctx.note(f"{prompt!r}: {'calls' if m else 'text'} here ({said}), "
+        came = f"finish {r.finish}" if r.ok else one_line(r.problem_line, 80)
+        ctx.note(f"{said(prompt)}: {'calls' if m else 'text'} here ({came}), "
                  f"{'calls' if t else 'text'} on {name}")
     need = ctx.options.min_trigger_f1
     head = (f"tool-call trigger agreement with {name}: F1 {score:.2f} (precision "
@@ -243,13 +255,13 @@ def judge_triggers(obs: Triggers, ctx: Context[Options]) -> None:
     if score >= need:
         ctx.note(head)
         return
-    missed = [p for p, m, t in zip(TRIGGER_PROMPTS, mine, truth) if t and not m]
-    extra = [p for p, m, t in zip(TRIGGER_PROMPTS, mine, truth) if m and not t]
-    parts = ([f"answered text where {name} called on {', '.join(map(repr, missed))}"]
-             if missed else []) + (
-        [f"called where {name} answered text on {', '.join(map(repr, extra))}"] if extra else [])
-    leaked = [r for r, p in zip(obs.replies, TRIGGER_PROMPTS)
-              if p in missed and MARKUP.search(r.content)]
+    missed = [i for i, (m, t) in enumerate(zip(mine, truth)) if t and not m]
+    extra = [i for i, (m, t) in enumerate(zip(mine, truth)) if m and not t]
+    parts = ([f"answered text where {name} called on "
+              f"{', '.join(said(TRIGGER_PROMPTS[i]) for i in missed)}"] if missed else []) + (
+        [f"called where {name} answered text on "
+         f"{', '.join(said(TRIGGER_PROMPTS[i]) for i in extra)}"] if extra else [])
+    leaked = [obs.replies[i] for i in missed if MARKUP.search(obs.replies[i].content)]
     if leaked:
         fail(f"{head}: {'; '.join(parts)}; the text holds tool-call markup "
              f"({one_line(leaked[0].content, 80)!r}): the calls were made and not parsed",
@@ -257,7 +269,7 @@ def judge_triggers(obs: Triggers, ctx: Context[Options]) -> None:
     fail(f"{head}: {'; '.join(parts)}",
          f"this endpoint decides otherwise than {name} on the same prompts, greedy: compare "
          f"their models, chat templates and tool parsers, and whether a proxy in front of one "
-         f"changes the messages or tools it forwards")
+         f"drops turns of the history or changes the tools it forwards")
 
 
 SCHEMA_CORPUS = Check("test_tools_schema_corpus", "tools", schema_corpus, judge_corpus,
