@@ -1,7 +1,7 @@
 """tools: tool calls a strict client can use, under each tool_choice, plain and streamed."""
 
 from pytest_frank.checks import battery_test
-from pytest_frank.claims import contract, tools
+from pytest_frank.claims import contract, tools, tools_breadth
 
 test_tools_required = battery_test(tools.REQUIRED)
 test_tools_auto = battery_test(tools.AUTO)
@@ -10,3 +10,7 @@ test_tools_parallel = battery_test(tools.PARALLEL)
 test_tools_plain_chat = battery_test(tools.PLAIN)
 test_tools_streamed = battery_test(tools.STREAMED)
 test_tools_none = battery_test(contract.NONE)
+test_tools_parallel_auto = battery_test(tools.PARALLEL_AUTO)
+test_tools_schema_corpus = battery_test(tools_breadth.SCHEMA_CORPUS)
+test_tools_forced_thinking = battery_test(tools_breadth.FORCED_THINKING)
+test_tools_trigger_agreement = battery_test(tools_breadth.TRIGGERS)

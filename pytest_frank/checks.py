@@ -62,6 +62,8 @@ class Check(Generic[Obs, Opts]):
     # Whether the claim's options ask this test at all: where not, it is not collected (no
     # skip row), as a claim fleet.yaml does not ask is no test of the endpoint.
     asked: Callable[[Opts], bool] | None = None
+    # Or asked by the endpoint's own keys besides the claim's options (a replica's same_as).
+    asked_of: Callable[[Endpoint], bool] | None = None
     # For a `launch:` endpoint, advice in server flags reads as fleet.yaml keys; a check whose
     # advice is about another file (a serve script) keeps the flags.
     fleet_terms: bool = True
@@ -69,6 +71,12 @@ class Check(Generic[Obs, Opts]):
     def options(self, endpoint: Endpoint) -> Opts:
         """The endpoint's options of this check's claim."""
         return endpoint.options(self.claim)
+
+    def is_asked(self, endpoint: Endpoint) -> bool:
+        """Whether this test is asked of the endpoint (else it is not collected)."""
+        if self.asked_of is not None and self.asked_of(endpoint):
+            return True
+        return self.asked is None or self.asked(self.options(endpoint))
 
     def not_applying(self, endpoint: Endpoint, driver: Driver) -> str | None:
         return self.applies(self.options(endpoint), driver) if self.applies else None

@@ -72,8 +72,7 @@ class FleetHooks:
         for name, target in self.frank.targets.items():
             if claim and not target.endpoint.asks(claim):
                 continue  # a claim fleet.yaml does not ask of this endpoint is no test of it
-            if check is not None and check.asked and not check.asked(
-                    target.endpoint.options(check.claim)):
+            if check is not None and not check.is_asked(target.endpoint):
                 continue  # nor is a test its options do not ask
             if cases is None:
                 params.append(pytest.param(name, id=name))

@@ -133,5 +133,6 @@ def test_the_embedded_default_asks_and_passes_it(run_fleet):
 
     example = Path(__file__).resolve().parent.parent / "examples" / "selftest.yaml"
     result = run_fleet(example.read_text(), "-m", "agent")
-    result.assert_outcomes(passed=3, skipped=1)  # plain, streamed, template; parallel not asked
+    # plain, streamed, template, rounds; parallel not asked
+    result.assert_outcomes(passed=4, skipped=1)
     result.stdout.fnmatch_lines(["frank-selftest *agent ok*"])

@@ -40,6 +40,8 @@ class Options(ClaimOptions):
     parallel: bool = False  # also play a turn of two calls answered at once
     grounded: bool = False  # the final answer must quote the tool result's marker
     template: bool = True  # test_agent_template, where the engine renders templates on request
+    rounds: int = 0  # 3 or more: test_agent_rounds plays that many calls over four tools
+    long_answer: int = 0  # characters: test_agent_long_answer asks an answer this long (2500)
 
 
 @dataclass
@@ -74,15 +76,18 @@ def _result(call, step: int) -> tuple[str, str]:
     return json.dumps(body), marker
 
 
-def play(target, stream: bool = False, parallel: bool | None = None) -> list[Turn]:
+def play(target, stream: bool = False, parallel: bool | None = None, steps: int | None = None,
+         tools: list[dict] = TOOLS, prompt: str | None = None,
+         max_tokens: int | None = None) -> list[Turn]:
     """One agent conversation: `steps` forced calls, each answered, then the free turn."""
     opts, driver = Options.on(target.endpoint), target.driver
-    prompt = PROMPTS["parallel" if parallel else "required"]
+    steps = opts.steps if steps is None else steps
+    prompt = prompt or PROMPTS["parallel" if parallel else "required"]
     messages: list[dict] = [{"role": "user", "content": prompt}]
     turns: list[Turn] = []
-    for step in range(opts.steps + 1):
-        last = step == opts.steps
-        req = Request(prompt, opts.max_tokens, tools=TOOLS,
+    for step in range(steps + 1):
+        last = step == steps
+        req = Request(prompt, max_tokens if last and max_tokens else opts.max_tokens, tools=tools,
                       tool_choice="auto" if last else "required", parallel=parallel,
                       stream=stream, messages=messages,
                       # thinking asked where the API wants it asked (the driver's thinking_on)
@@ -187,12 +192,14 @@ def held(turn: Turn) -> str:
 
 
 def conversation_problem(turns: list[Turn], steps: int, driver, grounded: bool = False,
-                         min_calls: int = 1, carried: Carried | None = None) -> Problem | None:
+                         min_calls: int = 1, carried: Carried | None = None,
+                         tools: list[dict] = TOOLS) -> Problem | None:
     """The first reason this conversation is not a working agent loop; None when it is.
     `min_calls`: calls the first turn must make at once (2 where parallel calls are asked);
     `carried`: whether the tools reached the model, where a forced call came back as text."""
     for n, turn in enumerate(turns[:-1], 1):
-        found = call_reply_problems(turn.reply, min_calls=min_calls if n == 1 else 1)
+        found = call_reply_problems(turn.reply, min_calls=min_calls if n == 1 else 1,
+                                    tools=tools)
         if not turn.reply.ok:
             return _error(turn, n, driver)
         if found:
@@ -206,7 +213,7 @@ def conversation_problem(turns: list[Turn], steps: int, driver, grounded: bool =
         why, fix = no_call(carried, driver) if answered_in_text(turn.reply) else (
             "", tool_parser_fix(driver))
         return Problem(f"turn {len(turns)} (the tool call) is not a usable call: "
-                       f"{call_reply_problems(turn.reply)[0]}{why}", fix)
+                       f"{call_reply_problems(turn.reply, tools=tools)[0]}{why}", fix)
     return answer_problem(turns, driver, grounded)
 
 

@@ -45,6 +45,8 @@ PROMPTS = {
     "named": "What time is it in Paris? Use the get_time tool.",
     "parallel": ("What is the weather tomorrow in Paris and in London? Call get_weather once "
                  "for each city, both calls at once."),
+    "parallel_auto": ("What is the weather tomorrow in Paris and in London? Call get_weather "
+                      "once for each city, both calls at once."),
     "plain": "Say hello in one short sentence.",
 }
 # Tool-call markup of the common templates (Hermes/Qwen, Qwen3-XML, Llama, Mistral, DeepSeek).
@@ -62,6 +64,11 @@ class Options(ClaimOptions):
     parallel: bool = False
     stream: bool = True
     none: bool = True  # tool_choice "none" answers without a call (pytest_frank.claims.contract)
+    schemas: int = 0  # corpus tools asked (tools_breadth): 0 asks none, 4 each family once
+    schema_budget: int = 1024  # max_tokens of each corpus call: a recursing model ends there
+    thinking: bool = False  # the model thinks before it calls: test_tools_forced_thinking
+    reference: str | None = None  # the endpoint whose tool-call triggers this one must share
+    min_trigger_f1: float = 0.8
 
 
 @dataclass(kw_only=True)
@@ -151,6 +158,10 @@ def named(target) -> Trials:
 
 def parallel(target) -> Trials:
     return _run(target, "parallel", "required", parallel=True)
+
+
+def parallel_auto(target) -> Trials:
+    return _run(target, "parallel_auto", "auto", parallel=True)
 
 
 def plain(target) -> Trials:
@@ -274,6 +285,24 @@ def judge_auto(trials: Trials, ctx: Context[Options]) -> None:
     _judge_rate(trials, found, ctx)
 
 
+def judge_parallel_auto(trials: Trials, ctx: Context[Options]) -> None:
+    """Parallel calls under tool_choice auto: where the model calls, the calls asked for at
+    once come back together (a server may cut them to one under auto alone, where a lazy
+    grammar or the parser takes over mid-answer); a text answer fails only with
+    auto_must_call."""
+    _require_answers(trials, ctx)
+    called = sum(bool(r.calls) for r in trials.replies)
+    ctx.note(f"tool_choice auto with parallel calls: called in {called}/{len(trials.replies)} "
+             f"trial(s)")
+    found = []
+    for reply in trials.replies:
+        problems = call_reply_problems(reply, min_calls=2)
+        if problems and _cause(problems[0]) == NO_CALL and not ctx.options.auto_must_call:
+            problems = []
+        found.append(problems)
+    _judge_rate(trials, found, ctx)
+
+
 def judge_plain(trials: Trials, ctx: Context[Options]) -> None:
     """Without tools the answer is text: a forced call means a global grammar or template."""
     reply, driver, doing = trials.replies[0], ctx.driver, "plain chat without tools"
@@ -379,6 +408,7 @@ def _fix(problems: list[str], driver, carried: Carried | None = None) -> Text | 
 def _doing(trials: Trials) -> str:
     return {"required": 'tool_choice "required"', "auto": 'tool_choice "auto"',
             "named": f"tool_choice named {NAMED!r}", "parallel": "parallel tool calls",
+            "parallel_auto": 'parallel tool calls under tool_choice "auto"',
             "streamed": 'streamed tool_choice "required"'}.get(trials.kind, trials.kind)
 
 
@@ -405,6 +435,8 @@ PARALLEL = Check("test_tools_parallel", "tools", parallel, judge_parallel,
                  applies=lambda opts, driver: None if opts.parallel else (
                      "expect.tools.parallel is not set (the endpoint does not claim parallel "
                      "calls)"))
+PARALLEL_AUTO = Check("test_tools_parallel_auto", "tools", parallel_auto, judge_parallel_auto,
+                      asked=lambda opts: opts.parallel)
 PLAIN = Check("test_tools_plain_chat", "tools", plain, judge_plain)
 STREAMED = Check("test_tools_streamed", "tools", streamed, judge_streamed,
                  applies=lambda opts, driver: None if opts.stream else "expect.tools.stream is false")

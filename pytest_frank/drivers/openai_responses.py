@@ -68,7 +68,7 @@ def _content(content: Any) -> Any:
 def _tool(tool: dict) -> dict:
     fn = tool["function"]
     return {"type": "function", "name": fn["name"], "description": fn.get("description", ""),
-            "parameters": fn["parameters"], "strict": False}
+            "parameters": fn["parameters"], "strict": fn.get("strict", False)}
 
 
 def _choice(choice):
