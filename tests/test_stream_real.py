@@ -10,7 +10,7 @@ block (and the tool_use block) while the thinking block is still open, and close
 at the end; /v1/responses adds the message item (and the function_call item) before the
 reasoning item is done, and finishes every item at the end. SmolLM2 answering in Japanese:
 every character whole, but the first delta, which waited for its character's last bytes, has
-no `role`."""
+no `role`. (Real vLLM's chat stream: tests/test_breadth_vllm_real.py.)"""
 
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ import json
 
 import pytest
 from fleets import one_endpoint
-from vllm_server import CONFIGS, KEY
 
 pytestmark = pytest.mark.real
 
@@ -95,15 +94,3 @@ def test_smollm2s_japanese_comes_whole_but_its_first_delta_has_no_role(smollm2, 
     assert ("a plain answer, not asked (expect.stream.role: false): choice 0's first delta "
             "(frame 0) has no `role`") in notes, notes
     assert "character(s) past ASCII came whole" in notes, notes
-
-
-@pytest.mark.vllm_config("FULL")
-def test_vllms_chat_stream_keeps_the_wire_plain_and_with_a_tool_call(vllm, run_fleet, pytester):
-    server = vllm(**CONFIGS["FULL"])
-    fleet = one_endpoint(server.url, "vllm", alias=server.model, api_key=KEY, expect={
-        "reasoning": {"field": "reasoning"}, "stream": {"tools": True}})
-    result = run_fleet(fleet, "-m", "stream", "--frank-json=run.json")
-    result.assert_outcomes(passed=1)
-    notes = "\n".join(rows(pytester)["test_stream_wire[ep-chat]"]["notes"])
-    assert "a plain answer: " in notes and "a tool call: " in notes, notes
-    assert "not asked" not in notes, notes

