@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import yaml
 from llama import llama  # noqa: F401  (the real llama.cpp server factory fixture)
-from vllm_server import VllmFirst, in_config_order, plan_early_starts, start_next, vllm  # noqa: F401  (real vLLM)
+from vllm_server import in_config_order, plan_early_starts, start_next, vllm  # noqa: F401  (real vLLM)
 from real_models import smollm2, smollm2_path  # noqa: F401  (a real trained model, tests/real_models.py)
 from real_clients import client_server, coding_agent, sandbox  # noqa: F401  (pi and Codex, tests/real_clients.py)
 
@@ -84,6 +84,8 @@ def pytest_runtest_teardown(item):
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     if config.getoption("dist") == "load":  # -n without a --dist of the caller's choosing
+        from vllm_scheduling import VllmFirst
+
         return VllmFirst(config, log)
     return None
 

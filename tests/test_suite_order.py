@@ -8,7 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 import vllm_server
-from vllm_server import CONFIGS, MAX_LIVE, VllmFirst, in_config_order, plan_early_starts
+from vllm_scheduling import VllmFirst
+from vllm_server import CONFIGS, MAX_LIVE, in_config_order, plan_early_starts
 
 pytestmark = pytest.mark.emulated  # in-process runs of a planted module
 

@@ -8,7 +8,7 @@ A test that asks for `vllm` declares the configurations it serves (names in CONF
 `vllm_config` marker and lives in a module whose file name holds "vllm": the suite runs these
 tests last, grouped by configuration in CONFIGS' order (`in_config_order`), so each
 configuration starts once; on xdist workers they are one unit of work, given first to one worker
-(`VllmFirst`) while the others run the rest.
+(tests/vllm_scheduling.py) while the others run the rest.
 
 The vLLM environment comes from tests/vllm_env.py (built on first use, about 5 minutes, then
 cached); the model folders from tests/vllm_model.py. Each server takes 30-60 s to start and about
@@ -30,7 +30,6 @@ from pathlib import Path
 
 import pytest
 import vllm_env
-from xdist.scheduler import LoadScopeScheduling
 
 MAX_LIVE = 2
 START_TIMEOUT_S = 300
@@ -313,24 +312,3 @@ def _config_key(item, order: list[str]) -> tuple[int, int]:
 def on_vllm(nodeid: str) -> bool:
     """Whether a test id is in a real-vLLM module: xdist's controller sees only ids."""
     return "vllm" in nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
-
-
-class VllmFirst(LoadScopeScheduling):
-    """xdist's scheduling for the suite: the real-vLLM tests are one unit of work, handed out
-    first, so one worker starts each configuration once, in order, while the other workers take
-    the rest test by test (the real-tier modules first: their long tests are worse at the end)."""
-
-    def _split_scope(self, nodeid: str) -> str:
-        return VLLM_UNIT if on_vllm(nodeid) else nodeid
-
-    def _assign_work_unit(self, node) -> None:
-        if self.workqueue:
-            self.workqueue.move_to_end(min(self.workqueue, key=_weight), last=False)
-        super()._assign_work_unit(node)
-
-
-VLLM_UNIT = "real vLLM"
-
-
-def _weight(scope: str) -> int:
-    return 0 if scope == VLLM_UNIT else 1 if scope.split("::", 1)[0].endswith("_real.py") else 2

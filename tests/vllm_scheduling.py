@@ -1,0 +1,29 @@
+"""xdist's scheduling for the suite, used by tests/conftest.py when `-n` runs it without a
+`--dist` of the caller's own. A module apart: xdist is a test extra, and the conftest also loads
+where only the battery runs (the README's main command)."""
+
+from __future__ import annotations
+
+from vllm_server import on_vllm
+from xdist.scheduler import LoadScopeScheduling
+
+
+class VllmFirst(LoadScopeScheduling):
+    """xdist's scheduling for the suite: the real-vLLM tests are one unit of work, handed out
+    first, so one worker starts each configuration once, in order, while the other workers take
+    the rest test by test (the real-tier modules first: their long tests are worse at the end)."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        return VLLM_UNIT if on_vllm(nodeid) else nodeid
+
+    def _assign_work_unit(self, node) -> None:
+        if self.workqueue:
+            self.workqueue.move_to_end(min(self.workqueue, key=_weight), last=False)
+        super()._assign_work_unit(node)
+
+
+VLLM_UNIT = "real vLLM"
+
+
+def _weight(scope: str) -> int:
+    return 0 if scope == VLLM_UNIT else 1 if scope.split("::", 1)[0].endswith("_real.py") else 2
