@@ -265,12 +265,7 @@ def messages(found: Frames) -> list[Breach]:
     events, out = _events(found)
     if not events:
         return out + [Breach("order", "the stream carried no events")]
-    if events[0][1]["type"] != "message_start":
-        out.append(Breach("order", f"the stream begins with {events[0][1]['type']}, not "
-                                   f"message_start"))
-    if events[-1][1]["type"] != "message_stop":
-        out.append(Breach("order", f"the stream ends with {events[-1][1]['type']}, not "
-                                   f"message_stop"))
+    out += _bounds(events, "message_start", ("message_stop",), "message_stop")
     open_: dict[Any, tuple[str, int]] = {}  # block index -> (type, frame it opened at)
     started, stop_reason = 0, None
     for i, event in events:
@@ -308,6 +303,18 @@ def messages(found: Frames) -> list[Breach]:
     return out
 
 
+def _bounds(events: list[tuple[int, dict]], first: str, last: tuple[str, ...],
+            last_said: str) -> list[Breach]:
+    """The event a stream must begin with, and those it may end with."""
+    out = []
+    if events[0][1]["type"] != first:
+        out.append(Breach("order", f"the stream begins with {events[0][1]['type']}, not {first}"))
+    if events[-1][1]["type"] not in last:
+        out.append(Breach("order", f"the stream ends with {events[-1][1]['type']}, not "
+                                   f"{last_said}"))
+    return out
+
+
 def _stop_of(events: list[tuple[int, dict]], index: Any) -> str:
     found = [i for i, e in events
              if e["type"] == "content_block_stop" and _key(e.get("index")) == index]
@@ -320,12 +327,8 @@ def responses(found: Frames) -> list[Breach]:
     events, out = _events(found)
     if not events:
         return out + [Breach("order", "the stream carried no events")]
-    if events[0][1]["type"] != "response.created":
-        out.append(Breach("order", f"the stream begins with {events[0][1]['type']}, not "
-                                   f"response.created"))
-    if events[-1][1]["type"] not in RESPONSES_END:
-        out.append(Breach("order", f"the stream ends with {events[-1][1]['type']}, not "
-                                   f"response.completed (or incomplete, failed)"))
+    out += _bounds(events, "response.created", RESPONSES_END,
+                   "response.completed (or incomplete, failed)")
     open_: dict[Any, tuple[str, int]] = {}  # item id -> (type, frame it was added at)
     for i, event in events:
         kind = event["type"]

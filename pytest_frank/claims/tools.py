@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -272,17 +273,9 @@ def judge_parallel(trials: Trials, ctx: Context[Options]) -> None:
 def judge_auto(trials: Trials, ctx: Context[Options]) -> None:
     """tool_choice auto: the model may answer in text. Calls it makes must be usable, markup must
     not leak; not calling fails only when the fleet says the model must (auto_must_call)."""
-    _require_answers(trials, ctx)
-    called = sum(bool(r.calls) for r in trials.replies)
-    ctx.note(f"tool_choice auto: called a tool in {called}/{len(trials.replies)} trial(s) "
-             f"(trigger rate {called / len(trials.replies):.0%})")
-    found = []
-    for reply in trials.replies:
-        problems = call_reply_problems(reply)
-        if problems and _cause(problems[0]) == NO_CALL and not ctx.options.auto_must_call:
-            problems = []
-        found.append(problems)
-    _judge_rate(trials, found, ctx)
+    _judge_under_auto(trials, ctx, 1, lambda called, k: (
+        f"tool_choice auto: called a tool in {called}/{k} trial(s) (trigger rate "
+        f"{called / k:.0%})"))
 
 
 def judge_parallel_auto(trials: Trials, ctx: Context[Options]) -> None:
@@ -290,13 +283,19 @@ def judge_parallel_auto(trials: Trials, ctx: Context[Options]) -> None:
     once come back together (a server may cut them to one under auto alone, where a lazy
     grammar or the parser takes over mid-answer); a text answer fails only with
     auto_must_call."""
+    _judge_under_auto(trials, ctx, 2, lambda called, k: (
+        f"tool_choice auto with parallel calls: called in {called}/{k} trial(s)"))
+
+
+def _judge_under_auto(trials: Trials, ctx: Context[Options], min_calls: int,
+                      said: Callable[[int, int], str]) -> None:
+    """Each trial's calls judged, a text answer no fault unless auto_must_call; `said(called,
+    trials)` notes how often the model called."""
     _require_answers(trials, ctx)
-    called = sum(bool(r.calls) for r in trials.replies)
-    ctx.note(f"tool_choice auto with parallel calls: called in {called}/{len(trials.replies)} "
-             f"trial(s)")
+    ctx.note(said(sum(bool(r.calls) for r in trials.replies), len(trials.replies)))
     found = []
     for reply in trials.replies:
-        problems = call_reply_problems(reply, min_calls=2)
+        problems = call_reply_problems(reply, min_calls=min_calls)
         if problems and _cause(problems[0]) == NO_CALL and not ctx.options.auto_must_call:
             problems = []
         found.append(problems)
