@@ -12,6 +12,8 @@ COMMANDS = {
              "write a fleet file from what running servers say of themselves"),
     "preflight": ("pytest_frank.vram.preflight",
                   "read a GGUF header (path or URL) and model its memory"),
+    "merge": ("pytest_frank.merge",
+              "build one fleet's reports from the --frank-json records of its shards"),
     "selftest-model": ("pytest_frank.local.selftest_model",
                        "write the tiny deterministic self-test GGUF"),
 }

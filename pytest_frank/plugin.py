@@ -20,6 +20,7 @@ from pytest_frank.fleet import Endpoint, FleetError, load
 from pytest_frank.junit import StableClassnames
 from pytest_frank.results import SOURCE, BaselineError, Run, Source
 from pytest_frank.results import load as load_run
+from pytest_frank.shard import Shard, ShardError
 from pytest_frank.stash import RUN_STATE, SESSION
 
 if TYPE_CHECKING:
@@ -41,6 +42,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--frank-endpoint", metavar="NAME", action="append", default=[],
                     help="verify only this endpoint (its exact name; repeat for more): unlike "
                          "-k NAME it does not also pick NAME-draft")
+    group.addoption("--frank-shard", metavar="I/N", default=None,
+                    help="verify only shard I of N (1 to N): a stable split of the fleet by "
+                         "endpoint name, for a CI matrix; `frank merge` joins the shards' "
+                         "--frank-json records")
     group.addoption("--frank-no-battery", action="store_true", default=False,
                     help="do not collect the built-in battery, only the tests given")
     group.addoption("--frank-offline", action="store_true", default=False,
@@ -97,13 +102,14 @@ def _start(config: pytest.Config, fleet_path: Path, fleet: dict[str, Endpoint]) 
     from pytest_frank.session import FrankSession  # the runtime: only for a run with a fleet
     from pytest_frank.session_hooks import FleetHooks
 
+    shard = _shard(config)
     frank = FrankSession(fleet, _timeout(config), offline=config.getoption("frank_offline"),
                          baseline=_baseline(config))
     config.stash[SESSION] = frank
     config.stash[SOURCE] = Source(fleet_path, fleet)  # what the reports plugin reports on
     config.pluginmanager.register(StableClassnames(config, battery_dir()), "frank-junit")
-    config.pluginmanager.register(FleetHooks(config, frank, battery_dir(), _probes_here(config)),
-                                  FLEET_HOOKS)
+    config.pluginmanager.register(FleetHooks(config, frank, battery_dir(), _probes_here(config),
+                                             shard), FLEET_HOOKS)
     if not config.getoption("frank_no_battery"):
         _add_battery(config)
     run_deadline = config.getoption("frank_deadline")
@@ -123,6 +129,14 @@ def _baseline(config: pytest.Config) -> Run | None:
         return load_run(Path(path)) if path else None
     except BaselineError:
         return None
+
+
+def _shard(config: pytest.Config) -> Shard | None:
+    spec = config.getoption("frank_shard")
+    try:
+        return Shard.parse(spec) if spec is not None else None
+    except ShardError as exc:
+        raise pytest.UsageError(f"pytest-frank: --frank-shard {redact.inert(str(exc))}") from None
 
 
 def _user_claims(config: pytest.Config) -> None:
@@ -179,9 +193,21 @@ def _add_battery(config: pytest.Config) -> None:
     if config.args_source != pytest.Config.ArgsSource.ARGS:
         config.args[:] = [str(battery)]
         return
+    config.args[:] = [_battery_test(config, arg, battery) for arg in config.args]
     given = [Path(arg.split("::")[0]) for arg in config.args]
     if not any(_is_battery(path, battery) for path in given):
         config.args.append(str(battery))
+
+
+def _battery_test(config: pytest.Config, arg: str, battery: Path) -> str:
+    """A battery test's id as the run printed it (`test_perf.py::test_decode[NAME]`, or
+    `../test_perf.py::...` from a folder below the rootdir), pasted back: the installed module
+    of that name. A file of that name in the user's folder is theirs, and kept."""
+    path, sep, rest = arg.partition("::")
+    if not path.endswith(".py") or (config.invocation_params.dir / path).exists():
+        return arg
+    module = battery / Path(path).name
+    return f"{module}{sep}{rest}" if module.is_file() else arg
 
 
 def _is_battery(path: Path, battery: Path) -> bool:

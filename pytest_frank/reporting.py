@@ -15,6 +15,7 @@ import pytest
 from pytest_frank import redact
 from pytest_frank.results import (LAUNCH_LOG, SOURCE, BaselineError, EndpointInfo, Row, Run,
                                   fleet_digest, load)
+from pytest_frank.shard import Shard
 from pytest_frank.verdict import Verdict
 
 if TYPE_CHECKING:
@@ -126,10 +127,12 @@ class Reports:
         if self._run is None:
             from pytest_frank import __version__
 
+            shard = self._shard()
             run = Run(fleet=str(self.fleet_path), sha256=fleet_digest(self.fleet_path),
-                      version=__version__, endpoints=self._endpoints(),
+                      version=__version__, endpoints=self._endpoints(shard),
                       rows=list(self.rows.values()), started=round(self.started, 3),
-                      duration_s=round(time.time() - self.started, 3))
+                      duration_s=round(time.time() - self.started, 3),
+                      fleet_endpoints=list(self.fleet), shard=str(shard) if shard else None)
             if self.baseline is not None:
                 from pytest_frank.baseline import Tolerances, compare
 
@@ -139,9 +142,15 @@ class Reports:
             self._run = run
         return self._run
 
-    def _endpoints(self) -> dict[str, EndpointInfo]:
+    def _shard(self) -> Shard | None:
+        spec = self.config.getoption("frank_shard")
+        return Shard.parse(spec) if spec else None  # the glue refused a bad one at configure
+
+    def _endpoints(self, shard: Shard | None) -> dict[str, EndpointInfo]:
         found = {}
         for name, ep in self.fleet.items():
+            if shard is not None and not shard.holds(name):
+                continue  # another shard's: its record reports it
             seen = self.identities.get(name, {})
             found[name] = EndpointInfo(
                 name=name, engine=ep.engine,

@@ -96,6 +96,10 @@ class Run:
     regressions: list[dict[str, str]] = field(default_factory=list)  # {"test", "endpoint", "what"}
     started: float | None = None  # when the run started, Unix time
     duration_s: float | None = None  # from the start to the last test's report
+    # Every endpoint the fleet file names, in its order: a shard's record covers some of them,
+    # and `frank merge` tells which no shard ran.
+    fleet_endpoints: list[str] = field(default_factory=list)
+    shard: str | None = None  # "I/N" under --frank-shard: `endpoints` are this shard's
 
     def matrix(self) -> dict[str, dict[str, Verdict]]:
         """endpoint -> claim -> verdict, endpoints in fleet order, claims in battery order."""
@@ -158,4 +162,6 @@ def load(path: Path) -> Run:
         raise BaselineError(f"{path}: a row or endpoint has unexpected fields ({exc})") from None
     return Run(fleet=data.get("fleet", ""), sha256=data.get("sha256", ""),
                version=data.get("version", ""), endpoints=endpoints, rows=rows,
-               started=data.get("started"), duration_s=data.get("duration_s"))
+               started=data.get("started"), duration_s=data.get("duration_s"),
+               fleet_endpoints=list(data.get("fleet_endpoints") or endpoints),
+               shard=data.get("shard"))

@@ -17,6 +17,7 @@ from pytest_frank.checks import Check, check_of
 from pytest_frank.claims import CLAIMS, claim_of, health
 from pytest_frank.endpoint import EndpointUnderTest
 from pytest_frank.session import FrankSession
+from pytest_frank.shard import Shard
 from pytest_frank.target import Target, key_of
 from pytest_frank.verdict import Blocked, Interrupted
 from pytest_frank.xdist_scheduling import by_endpoint
@@ -37,14 +38,22 @@ class BatteryModule(pytest.Module):
         return name.startswith("Test")
 
 
+def battery_module(parent: pytest.Collector, path: Path) -> BatteryModule:
+    """A battery module whose node id is its file name (`test_perf.py::test_decode[NAME]`), not
+    the installed path: that id, pasted after `pytest --endpoints fleet.yaml`, reruns the test
+    (plugin._add_battery maps the name back to the battery)."""
+    return BatteryModule.from_parent(parent, path=path, nodeid=path.name)
+
+
 class FleetHooks:
     """The run's hooks: collecting the battery per endpoint, planning and running the probe
     phase, and each report's row."""
 
     def __init__(self, config: pytest.Config, frank: FrankSession, battery: Path,
-                 probes: bool) -> None:
+                 probes: bool, shard: Shard | None = None) -> None:
         self.config, self.frank, self.battery = config, frank, battery
         self.probes = probes  # whether this process probes (see plugin._probes_here)
+        self.shard = shard  # --frank-shard: this runner's share of the fleet, or all of it
 
     # -- collection ------------------------------------------------------------------------------
     def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> pytest.Module | None:
@@ -53,13 +62,13 @@ class FleetHooks:
             return None
         if any(fnmatch(file_path.name, pattern) for pattern in self.config.getini("python_files")):
             return None  # pytest collects it, through pytest_pycollect_makemodule below
-        return BatteryModule.from_parent(parent, path=file_path)
+        return battery_module(parent, file_path)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_pycollect_makemodule(self, module_path: Path,
                                     parent: pytest.Collector) -> pytest.Module | None:
         if self.battery in module_path.parents:
-            return BatteryModule.from_parent(parent, path=module_path)
+            return battery_module(parent, module_path)
         return None
 
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
@@ -111,13 +120,15 @@ class FleetHooks:
 
     def _only_endpoints(self, items: list[pytest.Item]) -> None:
         wanted = self.config.getoption("frank_endpoint")
-        if not wanted:
-            return
         known = self.frank.targets
         unknown = [name for name in wanted if name not in known]
         if unknown:
             raise pytest.UsageError(f"pytest-frank: --frank-endpoint {', '.join(unknown)}: no "
                                     f"such endpoint in the fleet (it has {', '.join(known)})")
+        if self.shard is not None:
+            wanted = [name for name in (wanted or known) if self.shard.holds(name)]
+        elif not wanted:
+            return
         dropped = [item for item in items if endpoint_of(item) not in (None, *wanted)]
         if dropped:
             self.config.hook.pytest_deselected(items=dropped)
@@ -170,6 +181,14 @@ class FleetHooks:
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         self.frank.close()
+        if self.shard is not None and not self._sharded() \
+                and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
+            session.exitstatus = pytest.ExitCode.OK  # a shard the hash left empty is no failure
+
+    def _sharded(self) -> list[str]:
+        """This runner's endpoints under --frank-shard, in fleet order."""
+        shard = self.shard
+        return [name for name in self.frank.targets if shard is None or shard.holds(name)]
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.frank.interrupts.restore()
@@ -202,8 +221,14 @@ class FleetHooks:
                 report.sections.append(("frank evidence", text))
         return report
 
-    def pytest_report_header(self, config: pytest.Config) -> str:
-        return f"frank: {len(self.frank.targets)} endpoint(s): {', '.join(self.frank.targets)}"
+    def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        lines = [f"frank: {len(self.frank.targets)} endpoint(s): {', '.join(self.frank.targets)}"]
+        if self.shard is not None:
+            mine = self._sharded()
+            others = len(self.frank.targets) - len(mine)
+            lines.append(f"frank: shard {self.shard}: {', '.join(mine) or 'no endpoint'}; the "
+                         f"other shards' {others} endpoint(s) deselected")
+        return lines
 
     # -- the endpoint fixture's work -------------------------------------------------------------
     def endpoint(self, request: pytest.FixtureRequest) -> EndpointUnderTest:

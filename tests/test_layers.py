@@ -20,7 +20,7 @@ PACKAGE = Path(pytest_frank.__file__).parent
 # Layer order, first to last; a module's layer is its longest listed prefix.
 LAYERS = {
     # helpers that import nothing of the package beyond each other; "": the package's face
-    "base": ["", "state", "redact", "hosts", "figures", "schema_errors", "hooks"],
+    "base": ["", "state", "redact", "hosts", "figures", "schema_errors", "hooks", "shard"],
     "config": ["fleet"],
     "runtime": ["http", "observation", "verdict", "wire", "target", "session", "probes", "chat",
                 "metrics", "drivers", "identify", "interrupt", "gguf", "vram", "local",
@@ -30,7 +30,7 @@ LAYERS = {
     "record": ["results"],  # the run record: the glue writes it, the reports read it
     # stash: the run's keys on pytest's config; junit: pytest's own XML, renamed
     "glue": ["stash", "plugin", "session_hooks", "endpoint", "rows", "junit", "batteries"],
-    "reports": ["reporting", "page", "markdown", "baseline", "prometheus"],
+    "reports": ["reporting", "page", "markdown", "baseline", "prometheus", "merge"],
 }
 ORDER = list(LAYERS)
 NOT_FROM = {"reports": {"glue"}}  # a report reads the record, not the session that wrote it

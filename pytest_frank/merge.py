@@ -1,0 +1,187 @@
+"""`frank merge A.json B.json ...`: one fleet's reports from the `--frank-json` records of the
+runners a CI matrix split it over (`--frank-shard I/N`, or `-k`). The same writers a run uses
+(the page, the Markdown, the Prometheus textfile, the JSON) read the merged record. Records of
+different fleet files are refused unless asked for; an endpoint of the fleet that no record ran
+is reported, and fails the merge: nobody verified it."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from html import escape
+from pathlib import Path
+from typing import Callable
+
+from pytest_frank import redact
+from pytest_frank.results import BaselineError, EndpointInfo, Row, Run, load
+from pytest_frank.verdict import Verdict
+
+FAILED = {Verdict.FAIL, Verdict.ERROR}
+
+
+class MergeError(Exception):
+    """A record that cannot join the others; the message names the file and the reason."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        records = [(path, _load(path)) for path in args.records]
+        if not args.allow_mixed_fleets:
+            _same_fleet(records)
+        run = merge(records)
+    except MergeError as exc:
+        print(f"frank merge: {redact.inert(str(exc), 2000)}", file=sys.stderr)
+        return 2
+    written = _write(args, run)
+    if written:
+        return written
+    missing = missing_endpoints(run)
+    if missing:
+        print(f"frank merge: {', '.join(missing)}: in the fleet file, but no record ran "
+              f"{'them' if len(missing) > 1 else 'it'} (a shard or -k split left "
+              f"{'them' if len(missing) > 1 else 'it'} out)", file=sys.stderr)
+    failed = sum(1 for row in run.rows if row.verdict in FAILED)
+    print(f"frank merge: {len(records)} records, {len(run.rows)} tests, {failed} failed, "
+          f"{len(run.endpoints)} endpoints")
+    return 1 if missing or failed else 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="frank merge", description="Build one fleet's reports from the --frank-json records "
+        "of the runners that verified a share of it (--frank-shard I/N, or -k).")
+    parser.add_argument("records", nargs="+", metavar="RECORD.json",
+                        help="a runner's --frank-json record")
+    parser.add_argument("--html", metavar="PATH.html", help="write the fleet's page (static HTML)")
+    parser.add_argument("--frank-report", metavar="PATH.md", help="write the Markdown page")
+    parser.add_argument("--frank-prometheus", metavar="PATH.prom",
+                        help="write the Prometheus textfile, atomically")
+    parser.add_argument("--frank-json", metavar="PATH",
+                        help="write the merged record: a later run's --frank-baseline")
+    parser.add_argument("--allow-mixed-fleets", action="store_true",
+                        help="merge records of different fleet files (refused by default)")
+    return parser
+
+
+def _load(path: str) -> Run:
+    try:
+        return load(Path(path))
+    except BaselineError as exc:
+        raise MergeError(str(exc)) from None
+
+
+def _same_fleet(records: list[tuple[str, Run]]) -> None:
+    first_path, first = records[0]
+    for path, run in records[1:]:
+        if run.sha256 != first.sha256:
+            raise MergeError(
+                f"{path}: a record of fleet file {run.fleet} (sha256 {run.sha256[:12]}), not of "
+                f"{first_path}'s {first.fleet} (sha256 {first.sha256[:12]}): the shards of one CI "
+                "matrix verify one fleet file (--allow-mixed-fleets merges them anyway)")
+
+
+def merge(records: list[tuple[str, Run]]) -> Run:
+    """One record of the fleet from its shards' (file, record) pairs, endpoints in the fleet
+    file's order."""
+    rows = _rows(records)
+    runs = [run for _, run in records]
+    fleet_endpoints = list(dict.fromkeys(n for run in runs
+                                         for n in (run.fleet_endpoints or run.endpoints)))
+    endpoints = {name: info for name in fleet_endpoints
+                 if (info := _endpoint(name, runs)) is not None}
+    starts = [run.started for run in runs if run.started is not None]
+    ends = [run.started + (run.duration_s or 0) for run in runs if run.started is not None]
+    return Run(fleet=_joined(run.fleet for run in runs),
+               sha256=_joined(run.sha256 for run in runs),
+               version=_joined(run.version for run in runs), endpoints=endpoints, rows=rows,
+               regressions=[r for run in runs for r in run.regressions],
+               started=min(starts) if starts else None,
+               duration_s=round(max(ends) - min(starts), 3) if starts else None,
+               fleet_endpoints=fleet_endpoints)
+
+
+def _rows(records: list[tuple[str, Run]]) -> list[Row]:
+    """Every record's rows, health first and the claims in battery order as one run orders them;
+    a test in two records is a shard given twice, or -k splits that overlap."""
+    from pytest_frank.claims import CLAIMS
+
+    seen: dict[tuple[str, str], int] = {}
+    rows = []
+    for i, (path, run) in enumerate(records):
+        for row in run.rows:
+            first = seen.setdefault((row.endpoint, row.key), i)
+            if first != i:
+                raise MergeError(f"{path}: {row.key} is in {records[first][0]} too: a record "
+                                 "given twice, or shards that overlap (each test belongs to one "
+                                 "record)")
+            rows.append(row)
+    order = {claim: i for i, claim in enumerate(CLAIMS)}
+    return sorted(rows, key=lambda row: order.get(row.claim, len(order)))
+
+
+def _endpoint(name: str, runs: list[Run]) -> EndpointInfo | None:
+    """The endpoint as the records that ran it saw it; its cost summed over them."""
+    infos = [run.endpoints[name] for run in runs if name in run.endpoints
+             and any(row.endpoint == name for row in run.rows)]
+    infos = infos or [run.endpoints[name] for run in runs if name in run.endpoints]
+    if not infos:
+        return None  # another shard's, and no record ran it: reported as missing
+    first = infos[0]
+    return EndpointInfo(
+        name=name, engine=first.engine, url=first.url,
+        build=next((i.build for i in infos if i.build), None),
+        models=next((i.models for i in infos if i.models), []),
+        launch_log=next((i.launch_log for i in infos if i.launch_log), None),
+        description=first.description, generations=sum(i.generations for i in infos),
+        tokens=sum(i.tokens for i in infos))
+
+
+def missing_endpoints(run: Run) -> list[str]:
+    """The fleet's endpoints no record has a test of."""
+    ran = {row.endpoint for row in run.rows}
+    return [name for name in run.fleet_endpoints if name not in ran]
+
+
+def _joined(values) -> str:
+    return ", ".join(dict.fromkeys(v for v in values if v))
+
+
+def document(run: Run) -> str:
+    """The page as a file of its own: the run's static block, no script, no external asset."""
+    from pytest_frank.page import render
+
+    title = escape(f"pytest-frank: {Path(run.fleet.split(', ')[0]).name}")
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{title}</title>'
+            f"</head><body>\n{render(run)}\n</body></html>\n")
+
+
+def _write(args: argparse.Namespace, run: Run) -> int:
+    """Each report asked for; one the disk refuses is named, with why, and the merge fails."""
+    from pytest_frank import markdown, prometheus
+
+    writers: dict[str, Callable[[str], None]] = {
+        "html": lambda path: _text(path, document(run)),
+        "frank_report": lambda path: _text(path, markdown.render(run)),
+        "frank_prometheus": lambda path: prometheus.write(run, path),
+        "frank_json": lambda path: _text(path, run.to_json()),
+    }
+    status = 0
+    for option, write in writers.items():
+        path = getattr(args, option)
+        if not path:
+            continue
+        try:
+            write(path)
+        except OSError as exc:
+            print(f"frank merge: --{option.replace('_', '-')} {redact.inert(path)}: not written "
+                  f"({redact.inert(exc.strerror or str(exc))})", file=sys.stderr)
+            status = 2
+    return status
+
+
+def _text(path: str, text: str) -> None:
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text, encoding="utf-8")
+
