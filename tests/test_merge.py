@@ -145,3 +145,16 @@ def test_the_frank_command_lists_merge():
     from pytest_frank.cli import COMMANDS
 
     assert COMMANDS["merge"][0] == "pytest_frank.merge"
+
+
+def test_a_shard_the_hash_left_empty_passes_and_records_the_fleet(run_fleet, pytester):
+    """A runner of a matrix wider than the fleet has nothing to verify: no failure (pytest's
+    exit 5), and its record still names the fleet's endpoints for the merge."""
+    fleet = {"endpoints": {"beta": {"url": "http://127.0.0.1:9", "engine": "llamacpp",
+                                    "alias": "m"}}}
+    result = run_fleet(fleet, "--frank-shard=2/3", "--frank-json=r.json")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["frank: shard 2/3: no endpoint; the other shards' 1 endpoint(s) "
+                                 "deselected"])
+    run = load(pytester.path / "r.json")
+    assert run.shard == "2/3" and run.fleet_endpoints == ["beta"] and not run.endpoints

@@ -2,6 +2,7 @@
 
 import pytest
 import os
+import re
 import subprocess
 import sys
 import sysconfig
@@ -70,6 +71,16 @@ def test_non_editable_install_runs_the_battery_outside_the_checkout(tmp_path, ll
     assert " 3 failed" not in out and "2 failed" in out
     matrix = (work / "wiki.md").read_text()
     assert "| good | pass | pass |" in matrix and "| gone | FAIL | blocked |" in matrix
+    # The FAILED line's id names the battery module, not the install: pasted back, it reruns
+    # exactly that test.
+    failed = re.findall(r"^FAILED (\S+)", out, re.M)
+    assert failed == ["test_health.py::test_health[gone]", "test_alias.py::test_alias[wrong]"]
+    again = subprocess.run([sys.executable, "-m", "pytest", "--endpoints", "fleet.yaml",
+                            failed[1], "-p", "no:cacheprovider", "-p", "no:hypothesispytest",
+                            "-rA"], cwd=work, env=env, capture_output=True, text=True, timeout=120)
+    assert re.findall(r"^(PASSED|FAILED|SKIPPED|ERROR) (\S+)", again.stdout, re.M) == \
+        [("FAILED", failed[1])], again.stdout + again.stderr
+    assert "1 failed in" in again.stdout and str(target) not in again.stdout
     # From a project whose rootdir holds the install, pytest's path-made classname would differ.
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     subprocess.run([sys.executable, "-m", "pytest", "--endpoints", "elsewhere/fleet.yaml", "-q",
