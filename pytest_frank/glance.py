@@ -1,0 +1,125 @@
+"""What the top of a report answers first, "is the fleet ok?": each endpoint's standing, the
+slowest endpoints, and the figures as charts (this run's against their bounds, and each figure's
+trend over the kept history). The HTML page and the Markdown both read it, from the record."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from pytest_frank import charts
+from pytest_frank.charts import Point
+from pytest_frank.results import RANK, EndpointInfo, Row, Run
+from pytest_frank.verdict import Verdict
+
+FAILING = (Verdict.FAIL, Verdict.ERROR, Verdict.BLOCKED)
+INCONCLUSIVE = (Verdict.INCONCLUSIVE, Verdict.INTERRUPTED)
+FOLDED = (Verdict.PASS, Verdict.SKIPPED, Verdict.NOT_ASKED)  # a row that needs no reading
+# (figure, title, unit, the scale's fixed end or None)
+CHARTED = (
+    ("ttft_s", "time to first token (median) against max_ttft_s", "s", None),
+    ("tok_s", "decode speed (median) against min_decode_tps", "tok/s", None),
+    ("acceptance", "draft acceptance inside its band", "", 1.0),
+    ("thinking_tokens", "thinking tokens (longest reply)", "tokens", None),
+)
+MEMORY = (("vram_modelled_mib", "modelled"), ("vram_used_mib", "measured"))
+TRENDED = (("ttft_s", "time to first token", "s"), ("tok_s", "decode speed", "tok/s"),
+           ("acceptance", "draft acceptance", ""), ("vram_used_mib", "memory used", "MiB"),
+           ("thinking_tokens", "thinking tokens", "tokens"),
+           ("cached_share", "prefix-cache share", ""))
+
+
+@dataclass(frozen=True)
+class Chart:
+    name: str  # the file name's part: ttft_s, trend-tok_s, ...
+    title: str
+    svg: str
+
+
+def standing(run: Run) -> dict[str, Verdict]:
+    """Each endpoint's worst verdict over its rows (an endpoint with no row ran nothing)."""
+    worst: dict[str, Verdict] = {}
+    for row in run.rows:
+        if RANK[row.verdict] >= RANK[worst.get(row.endpoint, Verdict.NOT_ASKED)]:
+            worst[row.endpoint] = row.verdict
+    return worst
+
+
+def tally(run: Run) -> dict[str, list[str]]:
+    """Endpoints by their standing: passing, failing (or blocked), inconclusive."""
+    found: dict[str, list[str]] = {"failing": [], "inconclusive": [], "passing": []}
+    for name, verdict in standing(run).items():
+        group = ("failing" if verdict in FAILING else
+                 "inconclusive" if verdict in INCONCLUSIVE else "passing")
+        found[group].append(name)
+    return found
+
+
+def time_to_verdict(info: EndpointInfo) -> float | None:
+    """How long an endpoint took to get its verdicts: the wall time of its tests, summed. The
+    one place a report reads it, so a finer measure can replace this one."""
+    return info.wall_s or None
+
+
+def slowest(run: Run, n: int = 5) -> list[tuple[str, float]]:
+    timed = [(name, time_to_verdict(info)) for name, info in run.endpoints.items()]
+    return sorted(((name, s) for name, s in timed if s is not None), key=lambda t: -t[1])[:n]
+
+
+def worst_first(rows: list[Row]) -> list[Row]:
+    """Rows as a reader should meet them: the worst verdict first, the run's order kept within."""
+    return sorted(rows, key=lambda r: -RANK[r.verdict])
+
+
+def figures(run: Run) -> list[Chart]:
+    """This run's figures, one chart each, with the bounds each row recorded."""
+    found = []
+    for name, title, unit, top in CHARTED:
+        points = [_point(label, f) for label, f in _figured(run, name)]
+        if points:
+            found.append(Chart(name, title, charts.bars(name, title, unit, points, top)))
+    memory = [_point(f"{label} {what}", f) for figure, what in MEMORY
+              for label, f in _figured(run, figure)]
+    if memory:
+        memory.sort(key=lambda p: p.label)
+        title = "memory, modelled against measured"
+        found.append(Chart("memory", title, charts.bars("memory", title, "MiB", memory)))
+    return found
+
+
+def trends(history: list[Run]) -> list[Chart]:
+    """Each figure across the kept runs (oldest first), a line per endpoint; none from one run."""
+    if len(history) < 2:
+        return []
+    runs = [_when(run) for run in history]
+    found = []
+    for name, title, unit in TRENDED:
+        seen = [dict(_figured(run, name)) for run in history]
+        labels = list(dict.fromkeys(label for one in seen for label in one))
+        if not labels:
+            continue
+        series: dict[str, list[float | None]] = {
+            label: [one[label]["value"] if label in one else None for one in seen]
+            for label in labels}
+        said = f"{title}, last {len(history)} runs"
+        found.append(Chart(f"trend-{name}", said,
+                           charts.trend(f"trend-{name}", said, unit, runs, series)))
+    return found
+
+
+def _figured(run: Run, name: str) -> list[tuple[str, dict]]:
+    """(label, figure) for each row that measured `name`: labelled by its endpoint, or by its
+    test where one endpoint has several."""
+    rows = [r for r in run.rows if name in r.figures]
+    many = {r.endpoint for r in rows if sum(o.endpoint == r.endpoint for o in rows) > 1}
+    return [(r.test if r.endpoint in many else r.endpoint, r.figures[name]) for r in rows]
+
+
+def _point(label: str, figure: dict) -> Point:
+    return Point(label, figure["value"], figure.get("min"), figure.get("max"))
+
+
+def _when(run: Run) -> str:
+    if run.started is None:
+        return "?"
+    return time.strftime("%m-%d %H:%M", time.gmtime(run.started))
