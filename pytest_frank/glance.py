@@ -4,12 +4,13 @@ trend over the kept history). The HTML page and the Markdown both read it, from 
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 
 from pytest_frank import charts
 from pytest_frank.charts import Point
-from pytest_frank.results import RANK, EndpointInfo, Row, Run
+from pytest_frank.results import RANK, Row, Run
 from pytest_frank.verdict import Verdict
 
 FAILING = (Verdict.FAIL, Verdict.ERROR, Verdict.BLOCKED)
@@ -55,14 +56,18 @@ def tally(run: Run) -> dict[str, list[str]]:
     return found
 
 
-def time_to_verdict(info: EndpointInfo) -> float | None:
-    """How long an endpoint took to get its verdicts: the wall time of its tests, summed. The
-    one place a report reads it, so a finer measure can replace this one."""
-    return info.wall_s or None
+def time_to_verdict(run: Run, endpoint: str) -> float | None:
+    """How long an endpoint kept the run waiting for its verdicts: the time its answers took,
+    summed over the exchanges its rows recorded (a probe's shared exchange once; the tests
+    themselves judge in milliseconds, the probes ran ahead). The one place a report reads it,
+    so a finer measure can replace this one."""
+    seen = {json.dumps(ex, sort_keys=True, default=str): ex.get("elapsed_s") or 0.0
+            for row in run.rows_of(endpoint) for ex in row.exchanges}
+    return round(sum(seen.values()), 3) if seen else None
 
 
 def slowest(run: Run, n: int = 5) -> list[tuple[str, float]]:
-    timed = [(name, time_to_verdict(info)) for name, info in run.endpoints.items()]
+    timed = [(name, time_to_verdict(run, name)) for name in run.endpoints]
     return sorted(((name, s) for name, s in timed if s is not None), key=lambda t: -t[1])[:n]
 
 

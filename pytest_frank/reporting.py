@@ -107,7 +107,6 @@ class Reports:
         self.rows: dict[str, Row] = {}
         self.identities: dict[str, dict] = {}
         self.spends: dict[str, dict] = {}  # endpoint -> {"generations", "tokens"}
-        self.walls: dict[str, float] = {}  # endpoint -> its tests' wall time, summed
         self.history: list[Run] = []  # --frank-history's kept runs, oldest first
         self._run: Run | None = None
         self.started = time.time()
@@ -133,7 +132,6 @@ class Reports:
         if data is None or hasattr(self.config, "workerinput"):
             return  # an xdist worker sends its reports on; the controller gathers them
         data = dict(data)
-        self.walls[data["endpoint"]] = self.walls.get(data["endpoint"], 0.0) + report.duration
         identity = data.pop("identity", None)
         if identity is not None and ("build" in identity
                                      or data["endpoint"] not in self.identities):
@@ -176,7 +174,7 @@ class Reports:
                 url=redact.scrub(seen.get("url") or ep.url or "(launched)"),
                 build=seen.get("build"), models=seen.get("models") or [],
                 launch_log=self._launch_log(name), description=ep.description,
-                wall_s=round(self.walls.get(name, 0.0), 3), **self.spends.get(name, {}))
+                **self.spends.get(name, {}))
         return found
 
     def _launch_log(self, name: str) -> str | None:

@@ -78,7 +78,6 @@ class EndpointInfo:
     description: str = ""  # fleet.yaml's free text for the report
     generations: int = 0  # what the battery cost it: the generations sent
     tokens: int = 0  # and the tokens they made (the server's count where it gives one)
-    wall_s: float = 0.0  # the wall time of its tests (setup, call, teardown), summed
 
     def cost(self) -> str:
         if not self.generations:

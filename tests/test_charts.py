@@ -24,13 +24,18 @@ def marks(svg: str, tag: str = "rect") -> list[dict]:
             for e in root.iter(f"{SVG}{tag}") if "data-value" in e.attrib]
 
 
-def a_run(started: float = 1.7e9, ttft: float = 0.0123, wall: float = 3.25) -> Run:
+def answered(*seconds: float) -> list[dict]:
+    return [{"request": f"POST /v1/chat/completions #{i}", "status": 200, "elapsed_s": s}
+            for i, s in enumerate(seconds)]
+
+
+def a_run(started: float = 1.7e9, ttft: float = 0.0123) -> Run:
     return Run(
         fleet="fleet.yaml", sha256="ab", version="1", started=started,
-        endpoints={"good": EndpointInfo("good", "vllm", wall_s=wall),
-                   HOSTILE: EndpointInfo(HOSTILE, "llamacpp", wall_s=12.5),
-                   "unsure": EndpointInfo("unsure", "vllm", wall_s=0.5)},
-        rows=[Row("test_health::test_health[good]", "good", "health", "pass"),
+        endpoints={"good": EndpointInfo("good", "vllm"), HOSTILE: EndpointInfo(HOSTILE, "llamacpp"),
+                   "unsure": EndpointInfo("unsure", "vllm")},
+        rows=[Row("test_health::test_health[good]", "good", "health", "pass",
+                  exchanges=answered(1.25, 2.0)),
               Row("test_perf::test_perf_ttft[good]", "good", "perf", "pass",
                   figures={"ttft_s": {"value": ttft, "unit": "s", "max": 0.5}}),
               Row("test_spec_decode::test_spec_decode[good]", "good", "spec_decode", "pass",
@@ -39,12 +44,15 @@ def a_run(started: float = 1.7e9, ttft: float = 0.0123, wall: float = 3.25) -> R
                   figures={"vram_modelled_mib": {"value": 1000.5, "unit": "MiB"}}),
               Row("test_vram::test_vram_measured[good]", "good", "vram", "pass",
                   figures={"vram_used_mib": {"value": 1100.25, "unit": "MiB", "max": 1200.0}}),
-              Row(f"test_health::test_health[{HOSTILE}]", HOSTILE, "health", "pass"),
+              Row(f"test_health::test_health[{HOSTILE}]", HOSTILE, "health", "pass",
+                  exchanges=answered(12.5)),
               Row(f"test_perf::test_perf_ttft[{HOSTILE}]", HOSTILE, "perf", "FAIL",
-                  line="too slow", figures={"ttft_s": {"value": 0.9, "unit": "s", "max": 0.5}}),
+                  line="too slow", figures={"ttft_s": {"value": 0.9, "unit": "s", "max": 0.5}},
+                  exchanges=answered(12.5)),  # the same exchange, shown by two rows: once
               Row("test_reasoning::test_reasoning[unsure]", "unsure", "reasoning",
                   "inconclusive", line="inconclusive: no thinking seen",
-                  figures={"thinking_tokens": {"value": 906.0, "unit": "tokens"}})])
+                  figures={"thinking_tokens": {"value": 906.0, "unit": "tokens"}},
+                  exchanges=answered(0.5))])
 
 
 def test_a_bar_carries_the_records_number_and_its_bounds():
