@@ -65,10 +65,11 @@ def bars(name: str, title: str, unit: str, points: list[Point], top: float | Non
 
 
 def trend(name: str, title: str, unit: str, runs: list[str],
-          series: dict[str, list[float | None]]) -> str:
-    """One line per label across `runs` (oldest first); None where a run has no value."""
+          series: dict[str, list[float | None]], top: float | None = None) -> str:
+    """One line per label across `runs` (oldest first); None where a run has no value. `top`
+    fixes the scale's end (1 for a share), else the largest number."""
     values = [v for line in series.values() for v in line if v is not None]
-    end = _nice(max(values + [0]))
+    end = top or _nice(max(values + [0]))
     plot_h = 90
     height = TOP + plot_h + 22 + 16 * len(series)
     left, right = 50, WIDTH - 20

@@ -24,10 +24,12 @@ CHARTED = (
     ("thinking_tokens", "thinking tokens (longest reply)", "tokens", None),
 )
 MEMORY = (("vram_modelled_mib", "modelled"), ("vram_used_mib", "measured"))
-TRENDED = (("ttft_s", "time to first token", "s"), ("tok_s", "decode speed", "tok/s"),
-           ("acceptance", "draft acceptance", ""), ("vram_used_mib", "memory used", "MiB"),
-           ("thinking_tokens", "thinking tokens", "tokens"),
-           ("cached_share", "prefix-cache share", ""))
+# (figure, title, unit, the scale's fixed end or None)
+TRENDED = (("ttft_s", "time to first token", "s", None), ("tok_s", "decode speed", "tok/s", None),
+           ("acceptance", "draft acceptance", "", 1.0),
+           ("vram_used_mib", "memory used", "MiB", None),
+           ("thinking_tokens", "thinking tokens", "tokens", None),
+           ("cached_share", "prefix-cache share", "", 1.0))
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,15 @@ def tally(run: Run) -> dict[str, list[str]]:
                  "inconclusive" if verdict in INCONCLUSIVE else "passing")
         found[group].append(name)
     return found
+
+
+def headline(run: Run) -> str:
+    """The answer in words: fleet ok, not ok (something fails), or not known (inconclusive)."""
+    groups = tally(run)
+    if groups["failing"]:
+        return "fleet not ok"
+    return "fleet not known to be ok" if groups["inconclusive"] or not groups["passing"] \
+        else "fleet ok"
 
 
 def time_to_verdict(run: Run, endpoint: str) -> float | None:
@@ -98,7 +109,7 @@ def trends(history: list[Run]) -> list[Chart]:
         return []
     runs = [_when(run) for run in history]
     found = []
-    for name, title, unit in TRENDED:
+    for name, title, unit, top in TRENDED:
         seen = [dict(_figured(run, name)) for run in history]
         labels = list(dict.fromkeys(label for one in seen for label in one))
         if not labels:
@@ -108,7 +119,7 @@ def trends(history: list[Run]) -> list[Chart]:
             for label in labels}
         said = f"{title}, last {len(history)} runs"
         found.append(Chart(f"trend-{name}", said,
-                           charts.trend(f"trend-{name}", said, unit, runs, series)))
+                           charts.trend(f"trend-{name}", said, unit, runs, series, top)))
     return found
 
 

@@ -48,7 +48,7 @@ def render(run: Run, images: list[tuple[str, str]] | None = None) -> str:
 def _glance(run: Run) -> list[str]:
     """Is the fleet ok: endpoints passing, failing, inconclusive, the ones not passing named."""
     groups = glance.tally(run)
-    lines = [f"**{len(run.endpoints)} endpoint(s): "
+    lines = [f"**{glance.headline(run)}: {len(run.endpoints)} endpoint(s): "
              + ", ".join(f"{len(names)} {g}" for g, names in groups.items()) + "**"]
     named = [f"- {g}: " + ", ".join(_md(n) for n in groups[g])
              for g in ("failing", "inconclusive") if groups[g]]

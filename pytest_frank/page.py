@@ -88,7 +88,11 @@ def _glance(run: Run) -> str:
     said = " ".join(f'<b class="{cls[g]}">{len(names)} {g}</b>' for g, names in groups.items())
     named = "".join(f'<li>{escape(g)}: {", ".join(_link(n) for n in groups[g])}</li>'
                     for g in ("failing", "inconclusive") if groups[g])
-    return (f'<p class="glance">{len(run.endpoints)} endpoint(s): {said}</p>'
+    word = glance.headline(run)
+    mood = "v-pass" if word == "fleet ok" else "v-FAIL" if word == "fleet not ok" else \
+        "v-inconclusive"
+    return (f'<p class="glance"><b class="{mood}">{escape(word)}</b>: {len(run.endpoints)} '
+            f"endpoint(s): {said}</p>"
             + (f"<ul>{named}</ul>" if named else ""))
 
 

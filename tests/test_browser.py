@@ -114,7 +114,8 @@ def test_the_page_opens_with_the_standing_then_charts_and_the_failing_row_first(
     dom = open_page(page / "report.html", ARTIFACTS / f"report-{name}.png", scripts=scripts)
     shown = Shown(frank(dom)).text
     # the first screen: is the fleet ok, which endpoint is not, the slowest, then the matrix
-    assert shown.index("3 endpoint(s): 1 failing 0 inconclusive 2 passing failing: broken") \
+    assert shown.index("fleet not ok : 3 endpoint(s): 1 failing 0 inconclusive 2 passing "
+                       "failing: broken") \
         < shown.index("slowest endpoint time to verdict") \
         < shown.index("endpoint health alias chat reasoning spec_decode perf vision") \
         < shown.index("Figures")

@@ -125,6 +125,11 @@ def test_the_fleets_standing_and_the_slowest_endpoints():
                                  "passing": ["good"]}
     assert glance.slowest(run, 2) == [(HOSTILE, 12.5), ("good", 3.25)]
     assert [r.verdict.value for r in glance.worst_first(run.rows)][:2] == ["FAIL", "inconclusive"]
+    assert glance.headline(run) == "fleet not ok"
+    run.rows = [r for r in run.rows if r.endpoint != HOSTILE]
+    assert glance.headline(run) == "fleet not known to be ok"
+    run.rows = [r for r in run.rows if r.endpoint == "good"]
+    assert glance.headline(run) == "fleet ok"
 
 
 def test_the_page_opens_with_the_standing_and_shows_a_failing_row_first():
@@ -132,7 +137,8 @@ def test_the_page_opens_with_the_standing_and_shows_a_failing_row_first():
     order = [html.index(s) for s in ('class="glance"', 'class="slowest"', 'class="matrix"',
                                      'class="charts"', 'class="endpoints"', 'class="row v-FAIL"')]
     assert order == sorted(order)
-    assert "3 endpoint(s): " in html and '<b class="v-FAIL">1 failing</b>' in html
+    assert '<b class="v-FAIL">fleet not ok</b>: 3 endpoint(s): ' in html
+    assert '<b class="v-FAIL">1 failing</b>' in html
     # endpoints worst first, each one's rows worst first, what passed folded
     assert html.index('class="row v-FAIL"') < html.index('class="row v-pass"') \
         < html.index('id="frank-endpoint-unsure"') < html.index('class="row v-inconclusive"') \
@@ -144,7 +150,7 @@ def test_the_page_opens_with_the_standing_and_shows_a_failing_row_first():
 
 def test_the_markdown_opens_with_the_standing_and_links_its_charts():
     md = markdown.render(a_run(), [("time to first token", "report-ttft_s.svg")])
-    assert md.index("**3 endpoint(s): 1 failing, 1 inconclusive, 1 passing**") \
+    assert md.index("**fleet not ok: 3 endpoint(s): 1 failing, 1 inconclusive, 1 passing**") \
         < md.index("| slowest endpoint | time to verdict |") < md.index("## Verdicts") \
         < md.index("![time to first token](report-ttft_s.svg)")
     assert "| good | 3.25 s |" in md
