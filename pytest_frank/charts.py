@@ -12,8 +12,8 @@ from html import escape
 from pytest_frank import redact
 from pytest_frank.figures import number
 
-WIDTH = 560
-LABEL_W = 150  # the left column: endpoint names
+WIDTH = 600
+LABEL_W = 200  # the left column: endpoint names
 ROW_H = 22
 TOP = 26  # the title's line
 OK_BAND = "#dff0d8"  # where a bound allows the value
@@ -127,7 +127,7 @@ def _bounds(p: Point) -> str:
 
 
 def _label(text: str, y: float) -> str:
-    short = text if len(text) <= 24 else text[:23] + "\u2026"
+    short = text if len(text) <= 32 else text[:31] + "\u2026"
     return (f'<text x="{LABEL_W - 6}" y="{y}" font-size="11" text-anchor="end">'
             f"{_text(short)}</text>")
 

@@ -124,11 +124,18 @@ def trends(history: list[Run]) -> list[Chart]:
 
 
 def _figured(run: Run, name: str) -> list[tuple[str, dict]]:
-    """(label, figure) for each row that measured `name`: labelled by its endpoint, or by its
-    test where one endpoint has several."""
+    """(label, figure) for each row that measured `name`: labelled by its endpoint, and by its
+    test and case where one endpoint has several."""
     rows = [r for r in run.rows if name in r.figures]
     many = {r.endpoint for r in rows if sum(o.endpoint == r.endpoint for o in rows) > 1}
-    return [(r.test if r.endpoint in many else r.endpoint, r.figures[name]) for r in rows]
+    return [(_which(r) if r.endpoint in many else r.endpoint, r.figures[name]) for r in rows]
+
+
+def _which(row: Row) -> str:
+    """"ep reasoning_streamed", "ep vision data_url": the endpoint, the test, its case."""
+    test, _, params = row.test.partition("[")
+    case = params.rstrip("]").removeprefix(row.endpoint).lstrip("-")
+    return " ".join(p for p in (row.endpoint, test.removeprefix("test_"), case) if p)
 
 
 def _point(label: str, figure: dict) -> Point:

@@ -171,3 +171,14 @@ def test_the_history_keeps_the_last_runs_and_prunes_the_oldest(tmp_path):
             if p["data-label"] == "good"]
     assert good == [0.03, 0.04, 0.05]
     assert glance.trends(kept[:1]) == []  # one run has no trend
+
+
+def test_several_rows_of_one_endpoint_are_told_apart_by_test_and_case():
+    run = Run(fleet="f", sha256="", version="1", endpoints={"ep": EndpointInfo("ep", "vllm")},
+              rows=[Row(f"test_reasoning::{test}", "ep", "reasoning", "pass",
+                        figures={"thinking_tokens": {"value": v, "unit": "tokens"}})
+                    for test, v in (("test_reasoning[ep]", 3.0),
+                                    ("test_reasoning_streamed[ep-plain]", 4.0))])
+    chart = next(c for c in glance.figures(run) if c.name == "thinking_tokens")
+    assert [(b["data-label"], float(b["data-value"])) for b in marks(chart.svg)] == [
+        ("ep reasoning", 3.0), ("ep reasoning_streamed plain", 4.0)]
