@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from pytest_frank import charts
 from pytest_frank.charts import Point
-from pytest_frank.results import RANK, Row, Run
+from pytest_frank.results import RANK, EndpointInfo, Row, Run
 from pytest_frank.verdict import Verdict
 
 FAILING = (Verdict.FAIL, Verdict.ERROR, Verdict.BLOCKED)
@@ -80,6 +80,13 @@ def time_to_verdict(run: Run, endpoint: str) -> float | None:
 def slowest(run: Run, n: int = 5) -> list[tuple[str, float]]:
     timed = [(name, time_to_verdict(run, name)) for name in run.endpoints]
     return sorted(((name, s) for name, s in timed if s is not None), key=lambda t: -t[1])[:n]
+
+
+def endpoints_worst_first(run: Run) -> list[EndpointInfo]:
+    """The endpoints as a reader should meet them: failing first, the fleet's order kept within."""
+    worst = standing(run)
+    return sorted(run.endpoints.values(),
+                  key=lambda i: -RANK[worst.get(i.name, Verdict.NOT_ASKED)])
 
 
 def worst_first(rows: list[Row]) -> list[Row]:

@@ -9,7 +9,7 @@ import re
 
 from pytest_frank import glance, redact
 from pytest_frank.figures import number
-from pytest_frank.results import LAUNCH_LOG, RANK, EndpointInfo, Row, Run
+from pytest_frank.results import LAUNCH_LOG, EndpointInfo, Row, Run
 from pytest_frank.verdict import Verdict
 
 _SPECIAL = re.compile(r"([\\`*_{}\[\]#+!|~])")  # mid-line, "-" and "." start nothing
@@ -38,9 +38,7 @@ def render(run: Run, images: list[tuple[str, str]] | None = None) -> str:
     lines += _table(["endpoint", "engine", "build", "serves", "url", "cost", "description"],
                     [[i.name, i.engine, i.build or "-", ", ".join(i.models) or "-", i.url or "-",
                       i.cost(), i.description] for i in run.endpoints.values()])
-    standing = glance.standing(run)
-    for info in sorted(run.endpoints.values(),
-                       key=lambda i: -RANK[standing.get(i.name, Verdict.NOT_ASKED)]):
+    for info in glance.endpoints_worst_first(run):
         lines += ["", *_endpoint(run, info)]
     return "\n".join(lines) + "\n"
 

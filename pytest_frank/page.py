@@ -11,7 +11,7 @@ from typing import Any
 from pytest_frank import glance, redact
 from pytest_frank.figures import number
 from pytest_frank.glance import Chart
-from pytest_frank.results import LAUNCH_LOG, RANK, EndpointInfo, Row, Run
+from pytest_frank.results import LAUNCH_LOG, EndpointInfo, Row, Run
 from pytest_frank.verdict import Verdict
 
 BASE64 = re.compile(r"[A-Za-z0-9+/=]*")
@@ -42,10 +42,7 @@ def render(run: Run, charts: list[Chart] | None = None) -> str:
     parts = [f'<section class="frank" id="frank"><style>{STYLE}</style>',
              _header(run), _glance(run), _regressions(run), _slowest(run), _matrix(run),
              _charts(charts), _endpoints(run)]
-    by_standing = glance.standing(run)
-    shown = sorted(run.endpoints.values(), key=lambda i: -RANK[
-        by_standing.get(i.name, Verdict.NOT_ASKED)])
-    parts += [_endpoint(run, info) for info in shown]
+    parts += [_endpoint(run, info) for info in glance.endpoints_worst_first(run)]
     return "\n".join(p for p in parts if p) + "</section>"
 
 
