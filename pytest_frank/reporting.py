@@ -19,6 +19,7 @@ from pytest_frank.verdict import Verdict
 
 if TYPE_CHECKING:
     from pytest_frank.fleet import Endpoint
+    from pytest_frank.glance import Chart
 
 SHORT = {Verdict.PASS: "ok", Verdict.FAIL: "FAIL", Verdict.ERROR: "ERROR", Verdict.SKIPPED: "skip"}
 
@@ -248,7 +249,8 @@ class Reports:
             _write_text(path.with_name(f"{path.stem}-{chart.name}.svg"), chart.svg)
         _write_text(path, render(run, [(c.title, f"{path.stem}-{c.name}.svg") for c in charts]))
 
-    def charts(self):
+    def charts(self) -> list[Chart]:
+        """This run's figures, and their trends over the kept history and this run."""
         from pytest_frank import glance
 
         run = self.run()
