@@ -14,6 +14,7 @@ from pytest_frank.glance import Chart
 from pytest_frank.results import LAUNCH_LOG, EndpointInfo, Row, Run
 from pytest_frank.verdict import Verdict
 
+IMAGES = ("image/png", "image/jpeg", "image/gif", "image/webp")
 BASE64 = re.compile(r"[A-Za-z0-9+/=]*")
 LONG = 20 * redact.MAX_MESSAGE  # a context table or a launch log may be long; not unbounded
 STYLE = """
@@ -29,6 +30,7 @@ STYLE = """
 .frank .fix{font-weight:bold}
 .frank .glance{font-size:1.2em;margin:.3em 0}.frank .glance b{padding:1px 6px}
 .frank .charts{display:flex;flex-wrap:wrap;gap:8px}.frank .frank-chart{border:1px solid #ddd}
+.frank .probes{display:flex;flex-wrap:wrap;gap:8px}.frank .probes figure{margin:0}
 .frank details.thumb{display:inline-block}.frank details.thumb summary{list-style:none}
 .frank details.thumb img{max-width:120px;max-height:160px;cursor:zoom-in}
 .frank details.thumb[open] img{max-width:none;max-height:none;cursor:zoom-out}
@@ -41,7 +43,7 @@ def render(run: Run, charts: list[Chart] | None = None) -> str:
     charts = glance.figures(run) if charts is None else charts
     parts = [f'<section class="frank" id="frank"><style>{STYLE}</style>',
              _header(run), _glance(run), _regressions(run), _slowest(run), _matrix(run),
-             _charts(charts), _endpoints(run)]
+             _charts(charts), _probe_images(run), _endpoints(run)]
     parts += [_endpoint(run, info) for info in glance.endpoints_worst_first(run)]
     return "\n".join(p for p in parts if p) + "</section>"
 
@@ -106,6 +108,16 @@ def _charts(charts: list[Chart]) -> str:
     if not charts:
         return ""
     return '<h2>Figures</h2><div class="charts">' + "".join(c.svg for c in charts) + "</div>"
+
+
+def _probe_images(run: Run) -> str:
+    """The images the probes sent (the vision rows'), as thumbnails beside the charts: a passing
+    row is folded, its pictures should not be."""
+    shown = [f"{_attachment(a, f'{row.endpoint}: ')}" for row in run.rows for a in row.attachments
+             if str(a.get("mime", "")) in IMAGES]
+    if not shown:
+        return ""
+    return '<h3>Probe images</h3><div class="probes">' + "".join(shown) + "</div>"
 
 
 def _link(name: str) -> str:
@@ -175,18 +187,18 @@ def _endpoint(run: Run, info: EndpointInfo) -> str:
     return "".join(parts)
 
 
-def _attachment(a: dict[str, Any]) -> str:
+def _attachment(a: dict[str, Any], whose: str = "") -> str:
     name = _t(a.get("name", ""))
     mime = str(a.get("mime", ""))
-    if mime in ("image/png", "image/jpeg", "image/gif", "image/webp"):
+    if mime in IMAGES:
         # Inline, not a link: a data: link opens blank in Chromium, an inline image shows.
         data = str(a.get("data", ""))
         if not BASE64.fullmatch(data):
             return f"<p>{name}: not base64, not shown</p>"
         # A thumbnail that opens full size in place: a details element, no script.
         return (f'<figure><details class="thumb"><summary><img alt="{name}" '
-                f'src="data:{mime};base64,{data}"></summary></details><figcaption>{name} '
-                f"(click to open full size)</figcaption></figure>")
+                f'src="data:{mime};base64,{data}"></summary></details><figcaption>{_t(whose)}'
+                f"{name} (click to open full size)</figcaption></figure>")
     return f"<p>{name}:</p><pre>{_t(str(a.get('data', '')), LONG)}</pre>"
 
 

@@ -148,6 +148,21 @@ def test_the_page_opens_with_the_standing_and_shows_a_failing_row_first():
     assert "<script>alert" not in html
 
 
+def test_probe_images_are_thumbnails_beside_the_charts_and_a_bad_one_is_not_markup():
+    png = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJ"
+           "RU5ErkJggg==")
+    run = a_run()
+    run.rows[0].attachments = [{"name": "data_url-red.png", "mime": "image/png", "data": png},
+                               {"name": HOSTILE, "mime": "image/png", "data": '" onerror="x'}]
+    html = page.render(run)
+    strip = html.split('<div class="probes">', 1)[1].split("</div>", 1)[0]
+    assert html.index('class="probes"') < html.index('class="endpoints"')
+    assert (f'<details class="thumb"><summary><img alt="data_url-red.png" '
+            f'src="data:image/png;base64,{png}"></summary></details>') in strip
+    assert "good: data_url-red.png (click to open full size)" in strip
+    assert "onerror" not in html and "<script>alert" not in html and "not base64" in strip
+
+
 def test_the_markdown_opens_with_the_standing_and_links_its_charts():
     md = markdown.render(a_run(), [("time to first token", "report-ttft_s.svg")])
     assert md.index("**fleet not ok: 3 endpoint(s): 1 failing, 1 inconclusive, 1 passing**") \
