@@ -4,7 +4,9 @@ trend over the kept history). The HTML page and the Markdown both read it, from 
 
 from __future__ import annotations
 
+import base64
 import json
+import re
 import time
 from dataclasses import dataclass
 
@@ -128,6 +130,41 @@ def trends(history: list[Run]) -> list[Chart]:
         found.append(Chart(f"trend-{name}", said,
                            charts.trend(f"trend-{name}", said, unit, runs, series, top)))
     return found
+
+
+IMAGES = {"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif", "image/webp": "webp"}
+
+
+@dataclass(frozen=True)
+class Picture:
+    """A probe's image (the vision rows'): whose, its name, and a file name safe to write."""
+
+    endpoint: str
+    name: str
+    mime: str
+    data: str  # base64
+    file: str
+
+
+def pictures(run: Run) -> list[Picture]:
+    """The images the probes sent, base64 checked; file names made of safe characters only."""
+    found: list[Picture] = []
+    for row in run.rows:
+        for a in row.attachments:
+            mime, data = str(a.get("mime", "")), str(a.get("data", ""))
+            if mime in IMAGES and _decodes(data):
+                stem = re.sub(r"[^A-Za-z0-9_-]+", "-", f"{row.endpoint}-{a.get('name', '')}")
+                found.append(Picture(row.endpoint, str(a.get("name", "")), mime, data,
+                                     f"probe-{len(found) + 1}-{stem[:60]}.{IMAGES[mime]}"))
+    return found
+
+
+def _decodes(data: str) -> bool:
+    try:
+        base64.b64decode(data, validate=True)
+    except ValueError:  # binascii.Error is one
+        return False
+    return True
 
 
 def _figured(run: Run, name: str) -> list[tuple[str, dict]]:

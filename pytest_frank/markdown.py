@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from html import escape
 
 from pytest_frank import glance, redact
 from pytest_frank.figures import number
@@ -15,8 +16,10 @@ from pytest_frank.verdict import Verdict
 _SPECIAL = re.compile(r"([\\`*_{}\[\]#+!|~])")  # mid-line, "-" and "." start nothing
 
 
-def render(run: Run, images: list[tuple[str, str]] | None = None) -> str:
-    """The page; `images` are the charts as (title, file beside the page) to show as images."""
+def render(run: Run, images: list[tuple[str, str]] | None = None, prefix: str = "") -> str:
+    """The page; `images` are the charts as (title, file beside the page) to show as images;
+    with a `prefix`, the probes' images are files beside the page too, named `prefix` + their
+    glance.Picture file."""
     lines = [f"# pytest-frank verdicts: {_md(run.fleet)}", "",
              f"fleet file `{_code(run.fleet)}` (sha256 `{run.sha256}`), pytest-frank "
              f"{_md(run.version)}: " + (", ".join(f"{n} {v}" for v, n in run.counts().items())
@@ -34,6 +37,11 @@ def render(run: Run, images: list[tuple[str, str]] | None = None) -> str:
                                             for name, cells in run.matrix().items()])
     if images:
         lines += ["", "## Figures", "", *(f"![{_md(title)}]({file})" for title, file in images)]
+    if prefix and glance.pictures(run):
+        # A thumbnail that opens full size: an image inside its own link (wikis allow both).
+        lines += ["", "Probe images (click to open full size):", "", " ".join(
+            f'<a href="{prefix}{p.file}"><img src="{prefix}{p.file}" width="120" '
+            f'alt="{_attr(f"{p.endpoint}: {p.name}")}"></a>' for p in glance.pictures(run))]
     lines += ["", "## Endpoints", ""]
     lines += _table(["endpoint", "engine", "build", "serves", "url", "cost", "description"],
                     [[i.name, i.engine, i.build or "-", ", ".join(i.models) or "-", i.url or "-",
@@ -126,6 +134,11 @@ def _md(text: str) -> str:
     text = redact.inert(str(text)).replace("\n", " ")
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return _SPECIAL.sub(r"\\\1", text)
+
+
+def _attr(text: str) -> str:
+    """An HTML attribute's value: quotes and markup escaped, one line."""
+    return escape(redact.inert(str(text)).replace("\n", " "))
 
 
 def _code(text: str) -> str:

@@ -243,11 +243,20 @@ class Reports:
         """The Markdown, and its charts as .svg files beside it (wikis show those as images)."""
         from pytest_frank.markdown import render
 
+        import base64
+
+        from pytest_frank.glance import pictures
+
         run = self.run()
         charts = self.charts()
         for chart in charts:
             _write_text(path.with_name(f"{path.stem}-{chart.name}.svg"), chart.svg)
-        _write_text(path, render(run, [(c.title, f"{path.stem}-{c.name}.svg") for c in charts]))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        for picture in pictures(run):
+            path.with_name(f"{path.stem}-{picture.file}").write_bytes(
+                base64.b64decode(picture.data))
+        _write_text(path, render(run, [(c.title, f"{path.stem}-{c.name}.svg") for c in charts],
+                                 f"{path.stem}-"))
 
     def charts(self) -> list[Chart]:
         """This run's figures, and their trends over the kept history and this run."""

@@ -192,6 +192,10 @@ def test_the_charts_numbers_equal_the_json_records(page):
         assert f"(report-{name}.svg)" in markdown
         drawn = ET.parse(page / "again" / f"report-{name}.svg").getroot()
         assert drawn.get("data-figure") == name
+    # and the probe images as files beside it, each a thumbnail linking to itself
+    pngs = sorted(p.name for p in (page / "again").glob("report-probe-*.png"))
+    assert len(pngs) == 4 and all(f'<a href="{p}"><img src="{p}" width="120"' in markdown
+                                  for p in pngs), pngs
 
 
 def test_a_second_run_shows_what_regressed_against_the_first(page):

@@ -3,6 +3,8 @@ record's, its bounds drawn, what an endpoint sent stays text in SVG too; the fle
 the slowest endpoints, failing rows before folded passing ones; the kept history prunes."""
 
 import json
+import re
+from html import escape as html_escape
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -161,6 +163,16 @@ def test_probe_images_are_thumbnails_beside_the_charts_and_a_bad_one_is_not_mark
             f'src="data:image/png;base64,{png}"></summary></details>') in strip
     assert "good: data_url-red.png (click to open full size)" in strip
     assert "onerror" not in html and "<script>alert" not in html and "not base64" in strip
+    # the Markdown: the good one as a file beside it, a thumbnail linking to it; the bad one not
+    assert [(p.endpoint, p.file) for p in glance.pictures(run)] == [
+        ("good", "probe-1-good-data_url-red-png.png")]
+    md = markdown.render(run, [], "report-")
+    assert ('<a href="report-probe-1-good-data_url-red-png.png"><img '
+            'src="report-probe-1-good-data_url-red-png.png" width="120" alt="good: '
+            'data_url-red.png"></a>') in md
+    run.rows[0].endpoint = HOSTILE
+    assert f'alt="{html_escape(HOSTILE)}: data_url-red.png"' in markdown.render(run, [], "r-")
+    assert re.fullmatch(r"probe-1-[A-Za-z0-9_-]+-data_url-red-png\.png", glance.pictures(run)[0].file)
 
 
 def test_the_markdown_opens_with_the_standing_and_links_its_charts():
