@@ -22,9 +22,11 @@ Note = Callable[[str], None]
 
 
 class Figure(Protocol):
-    """figure(name, value, unit=""): a measured number that a later run's baseline compares."""
+    """figure(name, value, unit="", low=None, high=None): a measured number that a later run's
+    baseline compares, with the bounds fleet.yaml set on it (the reports' charts draw them)."""
 
-    def __call__(self, name: str, value: float, unit: str = "") -> None: ...
+    def __call__(self, name: str, value: float, unit: str = "", low: float | None = None,
+                 high: float | None = None) -> None: ...
 
 
 Opts = TypeVar("Opts")  # a claim's options: pytest_frank.claims.<claim>.Options
@@ -41,7 +43,7 @@ class Context(Generic[Opts]):
     case: str | None = None  # the level, form, ... of a cased check
     note: Note = field(default=lambda text: None)
     attach: Callable[[str, str, str], None] = field(default=lambda name, mime, data: None)
-    figure: Figure = field(default=lambda name, value, unit="": None)
+    figure: Figure = field(default=lambda name, value, unit="", low=None, high=None: None)
 
 
 

@@ -122,9 +122,14 @@ class EndpointUnderTest:
     def attach(self, name: str, mime: str, data: str) -> None:
         self.attachments.append({"name": name, "mime": mime, "data": data})
 
-    def figure(self, name: str, value: float, unit: str = "") -> None:
-        """A measured number a later run is compared with (`--frank-baseline`)."""
+    def figure(self, name: str, value: float, unit: str = "", low: float | None = None,
+               high: float | None = None) -> None:
+        """A measured number a later run is compared with (`--frank-baseline`), and the bounds
+        it was judged against (`min`, `max` in the record, where set)."""
         self.figures[name] = {"value": round(float(value), 4), "unit": unit}
+        for key, bound in (("min", low), ("max", high)):
+            if bound is not None:
+                self.figures[name][key] = round(float(bound), 4)
 
     def _attach_launch_log(self) -> None:
         text = self._target.launch_log()

@@ -6,38 +6,75 @@ from __future__ import annotations
 
 import json
 import re
+from html import escape
 
-from pytest_frank import redact
+from pytest_frank import glance, redact
+from pytest_frank.figures import number
 from pytest_frank.results import LAUNCH_LOG, EndpointInfo, Row, Run
 from pytest_frank.verdict import Verdict
 
 _SPECIAL = re.compile(r"([\\`*_{}\[\]#+!|~])")  # mid-line, "-" and "." start nothing
 
 
-def render(run: Run) -> str:
+def render(run: Run, images: list[tuple[str, str]] | None = None, prefix: str = "") -> str:
+    """The page; `images` are the charts as (title, file beside the page) to show as images;
+    with a `prefix`, the probes' images are files beside the page too, named `prefix` + their
+    glance.Picture file."""
     lines = [f"# pytest-frank verdicts: {_md(run.fleet)}", "",
              f"fleet file `{_code(run.fleet)}` (sha256 `{run.sha256}`), pytest-frank "
              f"{_md(run.version)}: " + (", ".join(f"{n} {v}" for v, n in run.counts().items())
-                                          or "no checks ran"), ""]
-    lines += _table(["endpoint", "engine", "build", "serves", "url", "cost", "description"],
-                    [[i.name, i.engine, i.build or "-", ", ".join(i.models) or "-", i.url or "-",
-                      i.cost(), i.description] for i in run.endpoints.values()])
+                                          or "no checks ran"), "", *_glance(run)]
+    if run.regressions:
+        lines += ["", "## Regressions since the baseline", ""]
+        lines += [f"- `{_code(r['test'])}`: {_md(r['what'])}" for r in run.regressions]
+    slow = glance.slowest(run)
+    if slow:
+        lines += ["", *_table(["slowest endpoint", "time to verdict"],
+                              [[n, f"{number(s)} s"] for n, s in slow])]
     claims = run.claims()
     lines += ["", "## Verdicts", ""]
     lines += _table(["endpoint", *claims], [[name, *(cells.get(c, Verdict.NOT_ASKED) for c in claims)]
                                             for name, cells in run.matrix().items()])
-    if run.regressions:
-        lines += ["", "## Regressions since the baseline", ""]
-        lines += [f"- `{_code(r['test'])}`: {_md(r['what'])}" for r in run.regressions]
-    for info in run.endpoints.values():
+    if images:
+        lines += ["", "## Figures", "", *(f"![{_md(title)}]({file})" for title, file in images)]
+    if prefix and glance.pictures(run):
+        # A thumbnail that opens full size: an image inside its own link (wikis allow both).
+        lines += ["", "Probe images (click to open full size):", "", " ".join(
+            f'<a href="{prefix}{p.file}"><img src="{prefix}{p.file}" width="120" '
+            f'alt="{_attr(f"{p.endpoint}: {p.name}")}"></a>' for p in glance.pictures(run))]
+    lines += ["", "## Endpoints", ""]
+    lines += _table(["endpoint", "engine", "build", "serves", "url", "cost", "description"],
+                    [[i.name, i.engine, i.build or "-", ", ".join(i.models) or "-", i.url or "-",
+                      i.cost(), i.description] for i in run.endpoints.values()])
+    for info in glance.endpoints_worst_first(run):
         lines += ["", *_endpoint(run, info)]
     return "\n".join(lines) + "\n"
 
 
+def _glance(run: Run) -> list[str]:
+    """Is the fleet ok: endpoints passing, failing, inconclusive, the ones not passing named."""
+    groups = glance.tally(run)
+    lines = [f"**{glance.headline(run)}: {len(run.endpoints)} endpoint(s): "
+             + ", ".join(f"{len(names)} {g}" for g, names in groups.items()) + "**"]
+    named = [f"- {g}: " + ", ".join(_md(n) for n in groups[g])
+             for g in ("failing", "inconclusive") if groups[g]]
+    return lines + ([""] + named if named else [])
+
+
 def _endpoint(run: Run, info: EndpointInfo) -> list[str]:
+    """Its rows that need reading first; those that passed (or were not asked) folded."""
     lines = [f"## {_md(info.name)}", ""]
-    for row in run.rows_of(info.name):
+    rows = glance.worst_first(run.rows_of(info.name))
+    for row in (r for r in rows if r.verdict not in glance.FOLDED):
         lines += _row(row)
+    folded = [r for r in rows if r.verdict in glance.FOLDED]
+    if folded:
+        passed = sum(r.verdict is Verdict.PASS for r in folded)
+        lines += ["<details><summary>"
+                  f"{passed} passing, {len(folded) - passed} skipped or not asked</summary>", ""]
+        for row in folded:
+            lines += _row(row)
+        lines += ["", "</details>"]
     if info.launch_log:
         lines += ["", f"{LAUNCH_LOG} (launched server, its tail):", "",
                   *_block(info.launch_log[-4000:]), ""]
@@ -97,6 +134,11 @@ def _md(text: str) -> str:
     text = redact.inert(str(text)).replace("\n", " ")
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return _SPECIAL.sub(r"\\\1", text)
+
+
+def _attr(text: str) -> str:
+    """An HTML attribute's value: quotes and markup escaped, one line."""
+    return escape(redact.inert(str(text)).replace("\n", " "))
 
 
 def _code(text: str) -> str:

@@ -8,10 +8,13 @@ import re
 from html import escape
 from typing import Any
 
-from pytest_frank import redact
+from pytest_frank import glance, redact
+from pytest_frank.figures import number
+from pytest_frank.glance import Chart
 from pytest_frank.results import LAUNCH_LOG, EndpointInfo, Row, Run
 from pytest_frank.verdict import Verdict
 
+IMAGES = ("image/png", "image/jpeg", "image/gif", "image/webp")
 BASE64 = re.compile(r"[A-Za-z0-9+/=]*")
 LONG = 20 * redact.MAX_MESSAGE  # a context table or a launch log may be long; not unbounded
 STYLE = """
@@ -25,13 +28,23 @@ STYLE = """
 .frank .row{border-left:4px solid #ccc;padding:2px 8px;margin:6px 0}
 .frank .row.v-pass{border-color:#3c763d}.frank .row.v-FAIL,.frank .row.v-error{border-color:#a94442}
 .frank .fix{font-weight:bold}
+.frank .glance{font-size:1.2em;margin:.3em 0}.frank .glance b{padding:1px 6px}
+.frank .charts{display:flex;flex-wrap:wrap;gap:8px}.frank .frank-chart{border:1px solid #ddd}
+.frank .probes{display:flex;flex-wrap:wrap;gap:8px}.frank .probes figure{margin:0}
+.frank details.thumb{display:inline-block}.frank details.thumb summary{list-style:none}
+.frank details.thumb img{max-width:120px;max-height:160px;cursor:zoom-in}
+.frank details.thumb[open] img{max-width:none;max-height:none;cursor:zoom-out}
 """
 
 
-def render(run: Run) -> str:
+def render(run: Run, charts: list[Chart] | None = None) -> str:
+    """The block: the fleet's standing, what regressed, the slowest endpoints and the matrix in
+    the first screen; then the charts, the endpoints, and each endpoint's rows, worst first."""
+    charts = glance.figures(run) if charts is None else charts
     parts = [f'<section class="frank" id="frank"><style>{STYLE}</style>',
-             _header(run), _endpoints(run), _matrix(run), _regressions(run)]
-    parts += [_endpoint(run, info) for info in run.endpoints.values()]
+             _header(run), _glance(run), _regressions(run), _slowest(run), _matrix(run),
+             _charts(charts), _probe_images(run), _endpoints(run)]
+    parts += [_endpoint(run, info) for info in glance.endpoints_worst_first(run)]
     return "\n".join(p for p in parts if p) + "</section>"
 
 
@@ -65,6 +78,54 @@ def _header(run: Run) -> str:
     return (f"<h2>pytest-frank verdicts</h2><p>fleet file <code>{_t(run.fleet)}</code> "
             f"(sha256 <code>{escape(run.sha256)}</code>), pytest-frank {escape(run.version)}: "
             f"{escape(counts)}</p>")
+
+
+def _glance(run: Run) -> str:
+    """Endpoints passing, failing, inconclusive: the failing ones named, linked to their rows."""
+    groups = glance.tally(run)
+    cls = {"failing": "v-FAIL", "inconclusive": "v-inconclusive", "passing": "v-pass"}
+    said = " ".join(f'<b class="{cls[g]}">{len(names)} {g}</b>' for g, names in groups.items())
+    named = "".join(f'<li>{escape(g)}: {", ".join(_link(n) for n in groups[g])}</li>'
+                    for g in ("failing", "inconclusive") if groups[g])
+    word = glance.headline(run)
+    mood = "v-pass" if word == "fleet ok" else "v-FAIL" if word == "fleet not ok" else \
+        "v-inconclusive"
+    return (f'<p class="glance"><b class="{mood}">{escape(word)}</b>: {len(run.endpoints)} '
+            f"endpoint(s): {said}</p>"
+            + (f"<ul>{named}</ul>" if named else ""))
+
+
+def _slowest(run: Run) -> str:
+    slow = glance.slowest(run)
+    if not slow:
+        return ""
+    rows = "".join(f"<tr><td>{_link(n)}</td><td>{escape(number(s))} s</td></tr>" for n, s in slow)
+    return (f'<table class="slowest"><tr><th>slowest endpoint</th><th>time to verdict</th></tr>'
+            f"{rows}</table>")
+
+
+def _charts(charts: list[Chart]) -> str:
+    if not charts:
+        return ""
+    return '<h2>Figures</h2><div class="charts">' + "".join(c.svg for c in charts) + "</div>"
+
+
+def _probe_images(run: Run) -> str:
+    """The images the probes sent (the vision rows'), as thumbnails beside the charts: a passing
+    row is folded, its pictures should not be."""
+    shown = [f"{_attachment(a, f'{row.endpoint}: ')}" for row in run.rows for a in row.attachments
+             if str(a.get("mime", "")) in IMAGES]
+    if not shown:
+        return ""
+    return '<h3>Probe images</h3><div class="probes">' + "".join(shown) + "</div>"
+
+
+def _link(name: str) -> str:
+    return f'<a href="#{escape(_section(name))}">{_t(name)}</a>'
+
+
+def _section(name: str) -> str:
+    return "frank-endpoint-" + "".join(c if c.isalnum() else "-" for c in name)
 
 
 def _endpoints(run: Run) -> str:
@@ -109,24 +170,35 @@ def _regressions(run: Run) -> str:
 
 
 def _endpoint(run: Run, info: EndpointInfo) -> str:
-    rows = run.rows_of(info.name)
-    parts = [f"<h2>{_t(info.name)}</h2>"] + [row_html(r) for r in rows]
+    """Its rows that need reading first, open; those that passed (or were not asked) folded."""
+    rows = glance.worst_first(run.rows_of(info.name))
+    open_ = [r for r in rows if r.verdict not in glance.FOLDED]
+    folded = [r for r in rows if r.verdict in glance.FOLDED]
+    parts = [f'<h2 id="{escape(_section(info.name))}">{_t(info.name)}</h2>']
+    parts += [row_html(r) for r in open_]
+    if folded:
+        passed = sum(r.verdict is Verdict.PASS for r in folded)
+        parts.append(f'<details class="passing"><summary>{passed} passing, '
+                     f"{len(folded) - passed} skipped or not asked</summary>"
+                     + "".join(row_html(r) for r in folded) + "</details>")
     if info.launch_log:
         parts.append(f"<details><summary>{LAUNCH_LOG} (launched server)</summary>"
                      f"<pre>{_t(info.launch_log, LONG)}</pre></details>")
     return "".join(parts)
 
 
-def _attachment(a: dict[str, Any]) -> str:
+def _attachment(a: dict[str, Any], whose: str = "") -> str:
     name = _t(a.get("name", ""))
     mime = str(a.get("mime", ""))
-    if mime in ("image/png", "image/jpeg", "image/gif", "image/webp"):
+    if mime in IMAGES:
         # Inline, not a link: a data: link opens blank in Chromium, an inline image shows.
         data = str(a.get("data", ""))
         if not BASE64.fullmatch(data):
             return f"<p>{name}: not base64, not shown</p>"
-        return f'<figure><img alt="{name}" src="data:{mime};base64,{data}"><figcaption>{name}' \
-               f"</figcaption></figure>"
+        # A thumbnail that opens full size in place: a details element, no script.
+        return (f'<figure><details class="thumb"><summary><img alt="{name}" '
+                f'src="data:{mime};base64,{data}"></summary></details><figcaption>{_t(whose)}'
+                f"{name} (click to open full size)</figcaption></figure>")
     return f"<p>{name}:</p><pre>{_t(str(a.get('data', '')), LONG)}</pre>"
 
 

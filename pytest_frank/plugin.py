@@ -64,6 +64,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "pytest_frank, grouped by fleet)")
     group.addoption("--frank-baseline", metavar="PREV.json", default=None,
                     help="compare with a previous run's --frank-json and report what regressed")
+    group.addoption("--frank-history", metavar="DIR", default=None,
+                    help="keep each run's JSON record in DIR (the last --frank-history-keep) "
+                         "and draw each figure's trend over them in the page and the Markdown")
+    group.addoption("--frank-history-keep", metavar="N", type=int, default=None,
+                    help="how many runs --frank-history keeps, the oldest pruned (default 30)")
     group.addoption("--frank-fail-on-regression", action="store_true", default=False,
                     help="a regression against --frank-baseline fails the run")
     group.addoption("--frank-mask-env", metavar="NAME", action="append", default=[],

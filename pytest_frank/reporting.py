@@ -20,6 +20,7 @@ from pytest_frank.verdict import Verdict
 
 if TYPE_CHECKING:
     from pytest_frank.fleet import Endpoint
+    from pytest_frank.glance import Chart
 
 SHORT = {Verdict.PASS: "ok", Verdict.FAIL: "FAIL", Verdict.ERROR: "ERROR", Verdict.SKIPPED: "skip"}
 
@@ -39,13 +40,20 @@ def pytest_configure(config: pytest.Config) -> None:
         if problem:
             raise pytest.UsageError(f"pytest-frank: --{option.replace('_', '-')} "
                                     f"{redact.inert(config.getoption(option))}: {problem}")
+    history = _history(config)
     try:
         previous = load(Path(baseline)) if baseline else None
     except BaselineError as exc:
         raise pytest.UsageError(f"pytest-frank: bad --frank-baseline\n{redact.inert(str(exc))}") \
             from None
-    config.pluginmanager.register(Reports(config, source.fleet, source.fleet_path, previous),
-                                  "frank-run-reports")
+    reports = Reports(config, source.fleet, source.fleet_path, previous)
+    if history is not None:
+        from pytest_frank import history as kept
+
+        keep = config.getoption("frank_history_keep") or kept.KEEP
+        earlier = kept.runs(history)  # with this run, the last `keep`
+        reports.history = earlier[max(len(earlier) - keep + 1, 0):]
+    config.pluginmanager.register(reports, "frank-run-reports")
 
 
 OUTPUTS = ("frank_json", "frank_report", "frank_prometheus")
@@ -68,6 +76,24 @@ def _unwritable(path: str | None) -> str | None:
     return None
 
 
+def _history(config: pytest.Config) -> Path | None:
+    """--frank-history's folder, asked before any probe: a folder that can be written."""
+    keep = config.getoption("frank_history_keep")
+    if keep is not None and keep < 1:
+        raise pytest.UsageError(f"pytest-frank: --frank-history-keep {keep}: keep at least 1 run")
+    folder = config.getoption("frank_history")
+    if not folder:
+        if keep is not None:
+            raise pytest.UsageError("pytest-frank: --frank-history-keep needs --frank-history DIR")
+        return None
+    path = Path(folder)
+    problem = (f"{redact.inert(folder)} is a file, not a folder" if path.is_file()
+               else _unwritable(str(path / "frank-run.json")))
+    if problem:
+        raise pytest.UsageError(f"pytest-frank: --frank-history {redact.inert(folder)}: {problem}")
+    return path
+
+
 def _write_text(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
@@ -83,6 +109,7 @@ class Reports:
         self.rows: dict[str, Row] = {}
         self.identities: dict[str, dict] = {}
         self.spends: dict[str, dict] = {}  # endpoint -> {"generations", "tokens"}
+        self.history: list[Run] = []  # --frank-history's kept runs, oldest first
         self._run: Run | None = None
         self.started = time.time()
 
@@ -169,10 +196,18 @@ class Reports:
         if hasattr(self.config, "workerinput") or self.config.option.collectonly:
             return  # the controller writes, once
         run = self.run()
-        for option, write in (("frank_json", run.to_json), ("frank_report", self._markdown)):
-            path = self.config.getoption(option)
-            if path:
-                self._saved(session, option, partial(_write_text, Path(path), write()))
+        path = self.config.getoption("frank_json")
+        if path:
+            self._saved(session, "frank_json", partial(_write_text, Path(path), run.to_json()))
+        path = self.config.getoption("frank_report")
+        if path:
+            self._saved(session, "frank_report", partial(self._markdown, Path(path)))
+        folder = self.config.getoption("frank_history")
+        if folder:
+            from pytest_frank import history
+
+            keep = self.config.getoption("frank_history_keep") or history.KEEP
+            self._saved(session, "frank_history", partial(history.save, Path(folder), run, keep))
         self._metrics(session, run)
         if run.regressions and self.config.getoption("frank_fail_on_regression") \
                 and session.exitstatus == pytest.ExitCode.OK:
@@ -213,10 +248,31 @@ class Reports:
                           f"failed ({said}); the verdicts stand, the metrics were not pushed",
                           yellow=True)
 
-    def _markdown(self) -> str:
+    def _markdown(self, path: Path) -> None:
+        """The Markdown, and its charts as .svg files beside it (wikis show those as images)."""
         from pytest_frank.markdown import render
 
-        return render(self.run())
+        import base64
+
+        from pytest_frank.glance import pictures
+
+        run = self.run()
+        charts = self.charts()
+        for chart in charts:
+            _write_text(path.with_name(f"{path.stem}-{chart.name}.svg"), chart.svg)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        for picture in pictures(run):
+            path.with_name(f"{path.stem}-{picture.file}").write_bytes(
+                base64.b64decode(picture.data))
+        _write_text(path, render(run, [(c.title, f"{path.stem}-{c.name}.svg") for c in charts],
+                                 f"{path.stem}-"))
+
+    def charts(self) -> list[Chart]:
+        """This run's figures, and their trends over the kept history and this run."""
+        from pytest_frank import glance
+
+        run = self.run()
+        return glance.figures(run) + glance.trends([*self.history, run])
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         run = self.run()
@@ -248,7 +304,7 @@ class Reports:
     def pytest_html_results_summary(self, prefix, summary, postfix, session) -> None:
         from pytest_frank.page import render
 
-        prefix.append(render(self.run()))
+        prefix.append(render(self.run(), self.charts()))
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_html_results_table_row(self, report, cells) -> None:

@@ -16,6 +16,11 @@ import pytest
 NO_SCRIPTS = '<meta http-equiv="Content-Security-Policy" content="script-src \'none\'">'
 
 
+MEASURE = """<script>window.addEventListener("load", () => { const out = document.createElement(
+"pre"); out.id = "measured"; out.textContent = JSON.stringify(EXPR);
+document.body.appendChild(out); });</script>"""
+
+
 def chromium() -> str:
     found = shutil.which("chromium") or shutil.which("chromium-browser")
     if found:
@@ -25,12 +30,19 @@ def chromium() -> str:
     pytest.skip("chromium is not installed (apt-get install chromium)")
 
 
-def open_page(page: Path, screenshot: Path, scripts: bool = True) -> str:
-    """The DOM of `page` once loaded (and its scripts run), with a screenshot saved."""
+def open_page(page: Path, screenshot: Path, scripts: bool = True, measure: str = "") -> str:
+    """The DOM of `page` once loaded (and its scripts run), with a screenshot saved. `measure`
+    (JavaScript, with scripts on): an expression whose value, as JSON, the DOM then carries in
+    `<pre id="measured">`, for what only layout knows (a chart's drawn size)."""
     if not scripts:
         text = page.read_text(encoding="utf-8")
         page = page.with_name(page.stem + ".noscript.html")
         page.write_text(text.replace("<head>", "<head>" + NO_SCRIPTS, 1), encoding="utf-8")
+    elif measure:
+        text = page.read_text(encoding="utf-8")
+        page = page.with_name(page.stem + ".measured.html")
+        page.write_text(text.replace("</body>", MEASURE.replace("EXPR", measure) + "</body>", 1),
+                        encoding="utf-8")
     screenshot.parent.mkdir(parents=True, exist_ok=True)
     # The virtual time budget lets the page's own scripts finish drawing before the dump.
     dom = _run(["--virtual-time-budget=10000", "--dump-dom", page.as_uri()]).stdout

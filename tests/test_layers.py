@@ -30,7 +30,8 @@ LAYERS = {
     "record": ["results"],  # the run record: the glue writes it, the reports read it
     # stash: the run's keys on pytest's config; junit: pytest's own XML, renamed
     "glue": ["stash", "plugin", "session_hooks", "endpoint", "rows", "junit", "batteries"],
-    "reports": ["reporting", "page", "markdown", "baseline", "prometheus", "merge"],
+    "reports": ["reporting", "page", "markdown", "baseline", "prometheus", "glance", "charts",
+                "history", "merge"],
 }
 ORDER = list(LAYERS)
 NOT_FROM = {"reports": {"glue"}}  # a report reads the record, not the session that wrote it

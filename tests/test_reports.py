@@ -164,6 +164,45 @@ def test_figures_within_tolerance_are_no_regression(run_fleet, pytester):
     assert "regressions" not in again.stdout.str()
 
 
+def test_the_history_keeps_the_last_runs_and_draws_each_figures_trend(run_fleet, pytester):
+    """Three runs into one --frank-history folder that keeps two: the oldest is pruned, and the
+    third run's Markdown shows the TTFT trend over the two kept runs as an .svg beside it."""
+    perf = {"perf": {"runs": 1, "max_ttft_s": 5}}
+    with Emulator("vllm", models=["model"]) as em:
+        fleet = {"endpoints": {"ep": {"url": em.url, "engine": "vllm", "expect": perf}}}
+        for gap in (0.01, 0.05, 0.1):
+            paced(em, gap)
+            run_fleet(fleet, "-m", "perf", "--frank-history=hist", "--frank-history-keep=2",
+                      "--frank-report=wiki/r.md", "--frank-json=run.json").assert_outcomes(
+                passed=2, skipped=1)
+    kept = sorted((pytester.path / "hist").glob("frank-run-*.json"))
+    assert len(kept) == 2 and json.loads(kept[-1].read_text())["rows"] == \
+        json.loads((pytester.path / "run.json").read_text())["rows"]
+    ttfts = [next(r["figures"]["ttft_s"]["value"] for r in json.loads(k.read_text())["rows"]
+                  if "ttft_s" in r["figures"]) for k in kept]
+    assert ttfts[0] >= 0.05 and ttfts[1] >= 0.1  # the first run (0.01 s) was pruned
+    md = (pytester.path / "wiki/r.md").read_text()
+    assert "(r-trend-ttft_s.svg)" in md and "(r-ttft_s.svg)" in md
+    trend = (pytester.path / "wiki/r-trend-ttft_s.svg").read_text()
+    assert re.findall(r'<circle class="point" data-label="ep" data-run="[^"]+" data-value="([^"]+)"',
+                      trend) == [repr(v) for v in ttfts]
+    bar = (pytester.path / "wiki/r-ttft_s.svg").read_text()
+    assert f'data-value="{ttfts[1]!r}" data-high="5.0"' in bar
+
+
+@pytest.mark.parametrize("args,reason", [
+    (["--frank-history-keep=0", "--frank-history=h"], "--frank-history-keep 0: keep at least 1"),
+    (["--frank-history-keep=3"], "--frank-history-keep needs --frank-history DIR"),
+    (["--frank-history=blocker"], "--frank-history blocker: blocker is a file, not a folder"),
+])
+def test_a_bad_history_option_is_a_usage_error(run_fleet, pytester, args, reason):
+    (pytester.path / "blocker").write_text("in the way")
+    result = run_fleet({"endpoints": {"ep": {"url": "http://127.0.0.1:9", "engine": "vllm"}}},
+                       *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{reason}*"])
+
+
 @pytest.mark.parametrize("content,reason", [
     (None, "no such file"),
     ("{not json", "not a pytest-frank JSON file"),

@@ -145,7 +145,7 @@ def judge(obs: Drafting, ctx: Context[Options]) -> None:
              f"{_written(obs)} written")
     note(f"{measured.line()}; {asked}")
     if measured.rate is not None:
-        ctx.figure("acceptance", measured.rate, "")
+        ctx.figure("acceptance", measured.rate, "", *_band(ctx.options))
     if measured.source.endswith("counters"):
         note("counters are server-wide: on a shared endpoint the delta may include other requests")
     if timings is not None and measured.source.endswith("counters"):
@@ -153,7 +153,7 @@ def judge(obs: Drafting, ctx: Context[Options]) -> None:
              f"{timings[1]} (acceptance {_fmt(_ratio(timings[1], timings[0]))})")
         measured = _own_window(measured, timings, note)
         if measured.source == OWN:
-            ctx.figure("acceptance", measured.rate or 0.0, "")
+            ctx.figure("acceptance", measured.rate or 0.0, "", *_band(ctx.options))
     least = ctx.options.min_draft_tokens
     if measured.draft_tokens is None:
         _judge_gauges(measured, obs, driver, least, asked)
@@ -285,6 +285,11 @@ def _judge_engaged(m: Acceptance, obs: Drafting, driver) -> None:
     if not m.accepted:
         fail(f"speculative decoding drafts but nothing is accepted: {m.line()}",
              spec_low_fix(driver))
+
+
+def _band(options: Options) -> tuple[float | None, float | None]:
+    """The acceptance band fleet.yaml set: what the figure is judged against."""
+    return options.min_acceptance, options.max_acceptance
 
 
 def _judge_band(m: Acceptance, options: Options, driver) -> None:

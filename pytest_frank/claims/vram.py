@@ -278,7 +278,7 @@ def judge_live(obs: Live, ctx: Context[Options]) -> None:
             f"{'more' if diff > 0 else 'less'} than the {fmt_mib(expected)} MiB modelled ({what}; "
             f"tolerance {fmt_mib(allowed)} MiB)")
     ctx.note(said)
-    ctx.figure("vram_used_mib", m.used / 2**20, "MiB")
+    ctx.figure("vram_used_mib", m.used / 2**20, "MiB", high=(expected + allowed) / 2**20)
     if diff > allowed:
         twice = ""
         if weights and abs(diff - weights) <= allowed:

@@ -1,0 +1,192 @@
+"""What the top of a report answers first, "is the fleet ok?": each endpoint's standing, the
+slowest endpoints, and the figures as charts (this run's against their bounds, and each figure's
+trend over the kept history). The HTML page and the Markdown both read it, from the record."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import time
+from dataclasses import dataclass
+
+from pytest_frank import charts
+from pytest_frank.charts import Point
+from pytest_frank.results import RANK, EndpointInfo, Row, Run
+from pytest_frank.verdict import Verdict
+
+FAILING = (Verdict.FAIL, Verdict.ERROR, Verdict.BLOCKED)
+INCONCLUSIVE = (Verdict.INCONCLUSIVE, Verdict.INTERRUPTED)
+FOLDED = (Verdict.PASS, Verdict.SKIPPED, Verdict.NOT_ASKED)  # a row that needs no reading
+# (figure, title, unit, the scale's fixed end or None)
+CHARTED = (
+    ("ttft_s", "time to first token (median) against max_ttft_s", "s", None),
+    ("tok_s", "decode speed (median) against min_decode_tps", "tok/s", None),
+    ("acceptance", "draft acceptance inside its band", "", 1.0),
+    ("thinking_tokens", "thinking tokens (longest reply)", "tokens", None),
+)
+MEMORY = (("vram_modelled_mib", "modelled"), ("vram_used_mib", "measured"))
+# (figure, title, unit, the scale's fixed end or None)
+TRENDED = (("ttft_s", "time to first token", "s", None), ("tok_s", "decode speed", "tok/s", None),
+           ("acceptance", "draft acceptance", "", 1.0),
+           ("vram_used_mib", "memory used", "MiB", None),
+           ("thinking_tokens", "thinking tokens", "tokens", None),
+           ("cached_share", "prefix-cache share", "", 1.0))
+
+
+@dataclass(frozen=True)
+class Chart:
+    name: str  # the file name's part: ttft_s, trend-tok_s, ...
+    title: str
+    svg: str
+
+
+def standing(run: Run) -> dict[str, Verdict]:
+    """Each endpoint's worst verdict over its rows (an endpoint with no row ran nothing)."""
+    worst: dict[str, Verdict] = {}
+    for row in run.rows:
+        if RANK[row.verdict] >= RANK[worst.get(row.endpoint, Verdict.NOT_ASKED)]:
+            worst[row.endpoint] = row.verdict
+    return worst
+
+
+def tally(run: Run) -> dict[str, list[str]]:
+    """Endpoints by their standing: passing, failing (or blocked), inconclusive."""
+    found: dict[str, list[str]] = {"failing": [], "inconclusive": [], "passing": []}
+    for name, verdict in standing(run).items():
+        group = ("failing" if verdict in FAILING else
+                 "inconclusive" if verdict in INCONCLUSIVE else "passing")
+        found[group].append(name)
+    return found
+
+
+def headline(run: Run) -> str:
+    """The answer in words: fleet ok, not ok (something fails), or not known (inconclusive)."""
+    groups = tally(run)
+    if groups["failing"]:
+        return "fleet not ok"
+    return "fleet not known to be ok" if groups["inconclusive"] or not groups["passing"] \
+        else "fleet ok"
+
+
+def time_to_verdict(run: Run, endpoint: str) -> float | None:
+    """How long an endpoint kept the run waiting for its verdicts: the time its answers took,
+    summed over the exchanges its rows recorded (a probe's shared exchange once; the tests
+    themselves judge in milliseconds, the probes ran ahead). The one place a report reads it,
+    so a finer measure can replace this one."""
+    seen = {json.dumps(ex, sort_keys=True, default=str): ex.get("elapsed_s") or 0.0
+            for row in run.rows_of(endpoint) for ex in row.exchanges}
+    return round(sum(seen.values()), 3) if seen else None
+
+
+def slowest(run: Run, n: int = 5) -> list[tuple[str, float]]:
+    timed = [(name, time_to_verdict(run, name)) for name in run.endpoints]
+    return sorted(((name, s) for name, s in timed if s is not None), key=lambda t: -t[1])[:n]
+
+
+def endpoints_worst_first(run: Run) -> list[EndpointInfo]:
+    """The endpoints as a reader should meet them: failing first, the fleet's order kept within."""
+    worst = standing(run)
+    return sorted(run.endpoints.values(),
+                  key=lambda i: -RANK[worst.get(i.name, Verdict.NOT_ASKED)])
+
+
+def worst_first(rows: list[Row]) -> list[Row]:
+    """Rows as a reader should meet them: the worst verdict first, the run's order kept within."""
+    return sorted(rows, key=lambda r: -RANK[r.verdict])
+
+
+def figures(run: Run) -> list[Chart]:
+    """This run's figures, one chart each, with the bounds each row recorded."""
+    found = []
+    for name, title, unit, top in CHARTED:
+        points = [_point(label, f) for label, f in _figured(run, name)]
+        if points:
+            found.append(Chart(name, title, charts.bars(name, title, unit, points, top)))
+    memory = [_point(f"{label} {what}", f) for figure, what in MEMORY
+              for label, f in _figured(run, figure)]
+    if memory:
+        memory.sort(key=lambda p: p.label)
+        title = "memory, modelled against measured"
+        found.append(Chart("memory", title, charts.bars("memory", title, "MiB", memory)))
+    return found
+
+
+def trends(history: list[Run]) -> list[Chart]:
+    """Each figure across the kept runs (oldest first), a line per endpoint; none from one run."""
+    if len(history) < 2:
+        return []
+    runs = [_when(run) for run in history]
+    found = []
+    for name, title, unit, top in TRENDED:
+        seen = [dict(_figured(run, name)) for run in history]
+        labels = list(dict.fromkeys(label for one in seen for label in one))
+        if not labels:
+            continue
+        series: dict[str, list[float | None]] = {
+            label: [one[label]["value"] if label in one else None for one in seen]
+            for label in labels}
+        said = f"{title}, last {len(history)} runs"
+        found.append(Chart(f"trend-{name}", said,
+                           charts.trend(f"trend-{name}", said, unit, runs, series, top)))
+    return found
+
+
+IMAGES = {"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif", "image/webp": "webp"}
+
+
+@dataclass(frozen=True)
+class Picture:
+    """A probe's image (the vision rows'): whose, its name, and a file name safe to write."""
+
+    endpoint: str
+    name: str
+    mime: str
+    data: str  # base64
+    file: str
+
+
+def pictures(run: Run) -> list[Picture]:
+    """The images the probes sent, base64 checked; file names made of safe characters only."""
+    found: list[Picture] = []
+    for row in run.rows:
+        for a in row.attachments:
+            mime, data = str(a.get("mime", "")), str(a.get("data", ""))
+            if mime in IMAGES and _decodes(data):
+                stem = re.sub(r"[^A-Za-z0-9_-]+", "-", f"{row.endpoint}-{a.get('name', '')}")
+                found.append(Picture(row.endpoint, str(a.get("name", "")), mime, data,
+                                     f"probe-{len(found) + 1}-{stem[:60]}.{IMAGES[mime]}"))
+    return found
+
+
+def _decodes(data: str) -> bool:
+    try:
+        base64.b64decode(data, validate=True)
+    except ValueError:  # binascii.Error is one
+        return False
+    return True
+
+
+def _figured(run: Run, name: str) -> list[tuple[str, dict]]:
+    """(label, figure) for each row that measured `name`: labelled by its endpoint, and by its
+    test and case where one endpoint has several."""
+    rows = [r for r in run.rows if name in r.figures]
+    many = {r.endpoint for r in rows if sum(o.endpoint == r.endpoint for o in rows) > 1}
+    return [(_which(r) if r.endpoint in many else r.endpoint, r.figures[name]) for r in rows]
+
+
+def _which(row: Row) -> str:
+    """"ep reasoning_streamed", "ep vision data_url": the endpoint, the test, its case."""
+    test, _, params = row.test.partition("[")
+    case = params.rstrip("]").removeprefix(row.endpoint).lstrip("-")
+    return " ".join(p for p in (row.endpoint, test.removeprefix("test_"), case) if p)
+
+
+def _point(label: str, figure: dict) -> Point:
+    return Point(label, figure["value"], figure.get("min"), figure.get("max"))
+
+
+def _when(run: Run) -> str:
+    if run.started is None:
+        return "?"
+    return time.strftime("%m-%d %H:%M", time.gmtime(run.started))
