@@ -91,7 +91,8 @@ class Node:
 def test_xdist_gives_every_vllm_test_to_one_worker_first_and_the_real_tier_next():
     ids = ["tests/test_a.py::t1", "tests/test_b_real.py::t2", "tests/test_c.py::t3",
            "tests/test_vllm_real.py::v1", "tests/test_vllm_real.py::v2",
-           "tests/test_init_vllm_real.py::v3", "tests/test_d_real.py::t4"]
+           "tests/test_init_vllm_real.py::v3", "tests/test_d_real.py::t4",
+           "tests/test_real_clients.py::c1", "tests/test_real_clients.py::c2"]
     config = SimpleNamespace(getvalue={"tx": ["2*popen"]}.get,
                              option=SimpleNamespace(loadscopereorder=True))
     scheduler, workers = VllmFirst(config), [Node("gw0"), Node("gw1")]
@@ -100,10 +101,12 @@ def test_xdist_gives_every_vllm_test_to_one_worker_first_and_the_real_tier_next(
         scheduler.add_node_collection(worker, ids)
     scheduler.schedule()
     assert [ids[i] for i in workers[0].sent] == ids[3:6]  # all of vLLM, in the suite's order
-    assert [ids[i] for i in workers[1].sent] == [ids[1], ids[6]]  # one test at a time, real first
-    for index in workers[1].sent:
+    # the real tier first: the real clients' module as one unit (xdist sends the larger unit
+    # first), then one test at a time
+    assert [ids[i] for i in workers[1].sent] == [ids[7], ids[8], ids[1]]
+    for index in list(workers[1].sent):
         scheduler.mark_test_complete(workers[1], index)
-    assert [ids[i] for i in workers[1].sent[2:]] == [ids[0], ids[2]]
+    assert [ids[i] for i in workers[1].sent[3:]] == [ids[6], ids[0], ids[2]]
 
 
 def test_the_suite_declares_only_known_configurations(request):

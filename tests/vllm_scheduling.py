@@ -11,10 +11,14 @@ from xdist.scheduler import LoadScopeScheduling
 class VllmFirst(LoadScopeScheduling):
     """xdist's scheduling for the suite: the real-vLLM tests are one unit of work, handed out
     first, so one worker starts each configuration once, in order, while the other workers take
-    the rest test by test (the real-tier modules first: their long tests are worse at the end)."""
+    the rest test by test (the real-tier modules first: their long tests are worse at the end),
+    but for the modules in ONE_WORKER, each one unit."""
 
     def _split_scope(self, nodeid: str) -> str:
-        return VLLM_UNIT if on_vllm(nodeid) else nodeid
+        if on_vllm(nodeid):
+            return VLLM_UNIT
+        module = nodeid.split("::", 1)[0]
+        return module if module.endswith(ONE_WORKER) else nodeid
 
     def _assign_work_unit(self, node) -> None:
         if self.workqueue:
@@ -23,7 +27,12 @@ class VllmFirst(LoadScopeScheduling):
 
 
 VLLM_UNIT = "real vLLM"
+# Modules whose tests share runs a session caches (the real clients' runs, seconds each): split
+# across workers, each worker would run them again.
+ONE_WORKER = ("test_real_clients.py",)
 
 
 def _weight(scope: str) -> int:
-    return 0 if scope == VLLM_UNIT else 1 if scope.split("::", 1)[0].endswith("_real.py") else 2
+    name = scope.split("::", 1)[0].rsplit("/", 1)[-1]
+    return 0 if scope == VLLM_UNIT else 1 if name.endswith("_real.py") or name.startswith(
+        "test_real_") else 2

@@ -31,7 +31,11 @@ Spec keys (all optional but `model`):
   which "selftest:vision" names the colour of a solid image (any other self-test model loads it
   and does not see).
 - `host` ("127.0.0.1"), `port` (0 = a free port), `api_key`: a key or a list (`--api-key`).
-- `threads` (2): CPU threads for the model (and the draft), so many servers share a small box.
+- `threads` (1): CPU threads for the model (and the draft). One, because llama.cpp's threads wait
+  for each other at every step by spinning: on a box whose cores other work shares (the
+  embedded default beside its own client, or several servers), two threads of a small model
+  take several times the CPU and the time of one. A large model on a machine of its own wants
+  its physical cores.
 - `startup_timeout` (60): seconds to wait for `/health`.
 - `verbosity` (2): llama.cpp log level: 1 errors, 2 warnings, 3 info (timings and
   "draft acceptance = ..." lines), 4 debug (also the library's own info: the context's n_ctx and
@@ -76,6 +80,7 @@ REASONING_FORMATS = {
 
 
 DEFAULT_CTX_SIZE = 4096
+DEFAULT_THREADS = 1
 
 
 class LaunchError(RuntimeError):
@@ -243,7 +248,7 @@ def _params(xllamacpp, spec: dict, model: pathlib.Path):
     p.use_jinja = bool(spec.get("jinja", True))
     p.sleep_idle_seconds = -1
     p.verbosity = int(spec.get("verbosity", 2))
-    threads = int(spec.get("threads", 2))
+    threads = int(spec.get("threads", DEFAULT_THREADS))
     p.cpuparams.n_threads = threads
     p.cpuparams_batch.n_threads = threads
     if spec.get("reasoning_format") is not None:  # unset: llama.cpp's own default, as without
