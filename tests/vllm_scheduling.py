@@ -27,9 +27,9 @@ class VllmFirst(LoadScopeScheduling):
 
 
 VLLM_UNIT = "real vLLM"
-# Modules whose tests share runs a session caches (the real clients' runs, seconds each): split
-# across workers, each worker would run them again.
-ONE_WORKER = ("test_real_clients.py",)
+# Modules whose tests share runs a session or module caches (the real clients' runs, seconds
+# each; one mypy run): split across workers, each worker would run them again.
+ONE_WORKER = ("test_real_clients.py", "test_types.py")
 
 
 def _weight(scope: str) -> int:
