@@ -58,6 +58,7 @@ class Exchange:
     late: bool = False  # cut by a timeout or a deadline: the endpoint answers too slowly
     interrupted: bool = False  # cut or not sent because the run was stopped
     progress: int = 0  # a stream cut short: the events with data it had sent (tokens produced)
+    refused: bool = False  # an encoding this reader will not decode
     headers: dict[str, str] = field(default_factory=dict)
     # The headers sent, as curl -H words with secrets as $VARIABLEs (never the values).
     curl_headers: list[str] = field(default_factory=list)
@@ -65,6 +66,12 @@ class Exchange:
     @property
     def ok(self) -> bool:
         return self.error is None and self.status is not None and 200 <= self.status < 300
+
+    @property
+    def costly(self) -> bool:
+        """Cut for what the route itself does (it drips, hangs, runs past the cap or sends an
+        encoding refused): asking it again would cost as much and end the same."""
+        return not self.interrupted and (self.late or self.truncated or self.refused)
 
     def json(self) -> Any:
         """The body as JSON, or None when it is not JSON."""
@@ -93,6 +100,13 @@ class Exchange:
         if self.request_json is not None:
             words += ["-d", shlex.quote(json.dumps(self.request_json))]
         return redact.scrub(" ".join(words))
+
+    def settle(self) -> None:
+        """Its reader is done with it: keep the head an evidence shows, masked before the cut
+        (twenty answers of 4 MiB would otherwise stay in memory as evidence until the run
+        ends)."""
+        if len(self.body) > EVIDENCE_HEAD:
+            self.body = redact.cut(self.body, EVIDENCE_HEAD, "")
 
     def record(self) -> dict:
         return {
@@ -129,6 +143,13 @@ def _record(ex: Exchange) -> None:
     sink = _SINK.get()
     if sink is not None:
         sink.append(ex)
+
+
+def shared(ex: Exchange) -> Exchange:
+    """An exchange made earlier, given again as the answer to the same request: recorded as
+    this block's evidence too, with no request sent."""
+    _record(ex)
+    return ex
 
 
 # -- how many requests one endpoint has in flight ------------------------------------------------
@@ -330,6 +351,12 @@ class Pace:
         return self.limit if self.budget is not None and not self.stream else self.timeout
 
 
+def event_budget(budget: int) -> int:
+    """The events a stream of `budget` tokens may send: a token costs about one event; a
+    stream far past that never ends by itself."""
+    return 4 * budget + 64
+
+
 def _budget(body: Any) -> int | None:
     return budget_of(body)[1]
 
@@ -396,6 +423,7 @@ class Recorder(httpx2.BaseTransport):
             if resp is not None:
                 resp.close()
             if isinstance(exc, Refused):
+                ex.refused = True
                 raise httpx2.DecodingError(ex.error or str(exc), request=request) from None
             raise
 
@@ -483,6 +511,11 @@ class _Body(httpx2.SyncByteStream):
             return
         if self._tokens(chunk):
             self.progress_at = now
+            if self.events > event_budget(pace.budget) and not self.ended:
+                self.ex.late = True  # the next generation would run on as long
+                self._fail(f"the stream ran past {event_budget(pace.budget)} events for "
+                           f"{pace.budget} max_tokens without ending ({self._came(now)}): the "
+                           "server does not stop at the cap")
         elif now - self.progress_at > pace.timeout:
             self.ex.late = True
             self._fail(f"the stream carried no token for {pace.timeout:g}s ({len(self.kept)} "

@@ -106,6 +106,9 @@ class Target:
         self._drivers: dict[str, Driver] = {}
         self._lock = threading.RLock()
         self._observed: dict[Key, Future[Any]] = {}
+        # Per GET route, its read in flight or the exchange every later read shares (None: the
+        # last read left nothing to share, so the next one asks again).
+        self._reads: dict[str, Future[http.Exchange | None]] = {}
         self.peers: dict[str, Target] = {}  # the fleet's targets, for claims that compare twins
         self.baseline: list[Row] = []  # this endpoint's rows in the --frank-baseline run
 
@@ -125,7 +128,28 @@ class Target:
         return {**self.endpoint.headers, **self.driver.auth_headers(self.endpoint.api_key)}
 
     def get(self, path: str) -> http.Exchange:
-        return http.send(self.client(), "GET", self.url(path), headers=self.headers())
+        """A GET of `path`. A route cut for what it does (a drip, a hang, an answer past the
+        cap) is asked once a session and so is a model list read whole: every later read, and
+        one waiting on it meanwhile, gets that exchange at once."""
+        with self._lock:
+            pending = self._reads.get(path)
+            mine = pending is None or (pending.done() and pending.result() is None)
+            if mine:
+                pending = self._reads[path] = Future()
+        assert pending is not None
+        if not mine:
+            earlier = pending.result()
+            return http.shared(earlier) if earlier is not None else self.get(path)
+        ex = None
+        try:
+            ex = http.send(self.client(), "GET", self.url(path), headers=self.headers())
+        finally:
+            pending.set_result(ex if ex is not None and self._once(path, ex) else None)
+        return ex
+
+    def _once(self, path: str, ex: http.Exchange) -> bool:
+        """Whether this read stands for the session: a costly cut, or the model list."""
+        return ex.costly or (path == self.driver.models_path and ex.ok)
 
     def post(self, path: str, body: Any) -> http.Exchange:
         return http.send(self.client(), "POST", self.url(path), headers=self.headers(),
@@ -247,8 +271,18 @@ class Target:
             _PROBING.reset(token)
         if self.stop.why:  # ended after the stop: whatever it saw may be the stop's doing
             self.cut.add(key)
+        self._settle(seen)
         obs.exchanges = seen + [ex for ex in obs.exchanges if ex not in seen]
         return obs
+
+    def _settle(self, seen: list[http.Exchange]) -> None:
+        """The probe has read its answers: each keeps only its evidence's head, but a read
+        every later one shares (`get`), which they read again."""
+        with self._lock:
+            kept = {id(f.result()) for f in self._reads.values() if f.done()}
+        for ex in seen:
+            if id(ex) not in kept:
+                ex.settle()
 
     # -- one slow answer stops the endpoint's generations ------------------------------------
     def pace(self) -> None:
