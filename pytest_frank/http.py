@@ -32,6 +32,7 @@ DEADLINE_FACTOR = 4  # an answer with no token budget may take this many read ti
 MIN_TOKENS_PER_S = 5.0  # the slowest decode a generation is waited for: its budget over this
 FLOOR_FROM = "min_tokens_per_s"  # the setting that floor is, where nothing else names it
 STREAM_ENDS = (b"data: [DONE]", b"data:[DONE]", b"event: message_stop")  # OpenAI, Anthropic
+EVENT_SLACK = 64  # a stream's events beside its tokens: role, finish, usage, block starts and ends
 EVIDENCE_HEAD = 64 * 1024  # what an exchange keeps of a body that was cut: enough to show
 KEY_HEADERS = ("authorization", "x-api-key")
 NO_KEY = "frank-no-key"  # the SDKs insist on a key; a server without one ignores it
@@ -81,7 +82,7 @@ class Exchange:
             return None
 
     def snippet(self, limit: int = 300) -> str:
-        text = " ".join(redact.scrub(self.body).split())
+        text = _collapsed(redact.scrub(self.body), limit)
         return redact.inert(redact.cut(text, limit), limit + 3)  # masked before the cut
 
     def summary(self) -> str:
@@ -117,6 +118,18 @@ class Exchange:
             "elapsed_s": round(self.elapsed, 3),
             "body": self.snippet(2000),
         }
+
+
+def _collapsed(text: str, limit: int) -> str:
+    """`text` with its whitespace runs made single spaces, as far as `limit` characters need:
+    splitting a whole 4 MiB body of short words made an object per word."""
+    size = max(4 * limit, 4096)
+    while size < len(text):
+        words = text[:size].split()[:-1]  # the last one may go on past the head
+        if sum(map(len, words)) + len(words) > limit + 1:
+            return " ".join(words)
+        size *= 4
+    return " ".join(text.split())
 
 
 # -- where exchanges go: the probe (or test) running in this thread ------------------------------
@@ -354,7 +367,7 @@ class Pace:
 def event_budget(budget: int) -> int:
     """The events a stream of `budget` tokens may send: a token costs about one event; a
     stream far past that never ends by itself."""
-    return 4 * budget + 64
+    return 4 * budget + EVENT_SLACK
 
 
 def _budget(body: Any) -> int | None:
@@ -461,6 +474,7 @@ class _Body(httpx2.SyncByteStream):
         self.ended = False  # read to its end: nothing of it runs on in the server
         self.progress_at = start  # the last token of a stream (a completed `data:` line)
         self.events = 0  # a stream's `data:` events so far: the tokens it was producing
+        self.over_at = 0.0  # when the stream passed the events its budget can take
         self._line = b""  # the start of the stream's current line, enough to know its kind
 
     def __iter__(self) -> Iterator[bytes]:
@@ -511,16 +525,27 @@ class _Body(httpx2.SyncByteStream):
             return
         if self._tokens(chunk):
             self.progress_at = now
-            if self.events > event_budget(pace.budget) and not self.ended:
-                self.ex.late = True  # the next generation would run on as long
-                self._fail(f"the stream ran past {event_budget(pace.budget)} events for "
-                           f"{pace.budget} max_tokens without ending ({self._came(now)}): the "
-                           "server does not stop at the cap")
+            self._runaway(pace.budget, now)
         elif now - self.progress_at > pace.timeout:
             self.ex.late = True
             self._fail(f"the stream carried no token for {pace.timeout:g}s ({len(self.kept)} "
                        "bytes came, none of them an event with data): the server drips or "
                        "only keeps the connection alive")
+
+    def _runaway(self, budget: int, now: float) -> None:
+        """Cut a stream that does not stop at its budget: past the events its tokens can take
+        it must end within `timeout`, as a whole answer must once it began; far past them
+        (`event_budget`) it is cut at once. The next generation would run on as long."""
+        if self.ended or self.events <= budget + EVENT_SLACK:
+            return
+        self.over_at = self.over_at or now
+        hard = self.events > event_budget(budget)
+        if hard or now - self.over_at > self.pace.timeout:
+            self.ex.late = True
+            past = event_budget(budget) if hard else budget + EVENT_SLACK
+            later = "" if hard else f" {self.pace.timeout:g}s after that"
+            self._fail(f"the stream ran past {past} events for {budget} max_tokens without "
+                       f"ending{later} ({self._came(now)}): the server does not stop at the cap")
 
     def _tokens(self, chunk: bytes) -> bool:
         """Whether `chunk` completes a `data:` line (an SSE event that carries something). A

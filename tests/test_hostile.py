@@ -292,12 +292,13 @@ def _endless(body):
     if not body.get("stream"):
         return healthy_chat("reasoning")(body)
     event = 'data: {"choices": [{"index": 0, "delta": {"content": "x"}}]}\n\n'
-    return Reply(200, paced(iter(lambda: event, None), 0), {"content-type": "text/event-stream"})
+    return Reply(200, paced(iter(lambda: event, None), 0.01), {"content-type": "text/event-stream"})
 
 
 def test_a_stream_that_never_ends_is_cut_once(tmp_path):
-    """Past the events its max_tokens can take, a stream that has not ended is cut as a server
-    that ignores the cap: the endpoint's other generations are not sent (each would run on)."""
+    """Past the events its max_tokens can take, a stream must end within `timeout`; one that
+    does not is cut as a server that ignores the cap, and the endpoint's other generations are
+    not sent (each would run on)."""
     with Emulator("vllm", models=["m"]) as em:
         serve_chat(em, _endless)
         took, peak, rows = _bounded(tmp_path, em)
@@ -309,7 +310,8 @@ def test_a_stream_that_never_ends_is_cut_once(tmp_path):
     assert peak < 300, peak
     cut = [row["line"] for row in rows.values() if row["verdict"] == "FAIL"
            and "without ending" in row["line"]]
-    assert cut and "the server does not stop at the cap" in cut[0], cut
+    assert cut and f"without ending {TIMEOUT}s after that (" in cut[0], cut
+    assert "the server does not stop at the cap" in cut[0], cut
     assert {row["verdict"] for row in rows.values()} & {"blocked"}
 
 
