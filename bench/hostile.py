@@ -56,11 +56,14 @@ def _endless(body: dict):
     return Reply(200, paced(iter(lambda: event, None), 0.05), {"content-type": "text/event-stream"})
 
 
-def _long_line(body: dict):
-    """A chat answer whose content is one line just under the 4 MiB cap, whole or streamed."""
-    out = healthy_chat("reasoning")(body)
-    out["choices"][0]["message"]["content"] = "x" * (4 * 1024 * 1024 - 4096)
-    return out
+def _long_line(unit: str, size: int):
+    """Chat answers whose content is one line of `unit`s just under the 4 MiB cap as sent
+    (`size` bytes each in JSON), whole or streamed."""
+    def answer(body: dict):
+        out = healthy_chat("reasoning")(body)
+        out["choices"][0]["message"]["content"] = unit * ((4 * 1024 * 1024 - 4096) // size)
+        return out
+    return answer
 
 
 CASES = {
@@ -84,7 +87,9 @@ CASES = {
     # The three that broke the README's bound (ready_timeout + 4 x timeout + 5 s) or 300 MiB:
     "models list drips 1 B/s": _route("/v1/models", lambda: Reply(200, paced(" " * 100000, 1.0))),
     "endless SSE stream": lambda em: serve_chat(em, _endless),
-    "4 MiB line in a chat answer": lambda em: serve_chat(em, _long_line),
+    "4 MiB line in a chat answer": lambda em: serve_chat(em, _long_line("x", 1)),
+    "4 MiB line of short words": lambda em: serve_chat(em, _long_line("ab ", 3)),
+    "4 MiB line of escapes": lambda em: serve_chat(em, _long_line("\x1b", 6)),
     "redirect elsewhere": _route("/v1/models", Reply(307, "", {"location": "http://127.0.0.1:9/"})),
     "wrong shapes": _route("/v1/models", Reply(200, {"data": [{"id": 5}, "lots", None]})),
 }

@@ -82,7 +82,7 @@ class Exchange:
             return None
 
     def snippet(self, limit: int = 300) -> str:
-        text = _collapsed(redact.scrub(self.body), limit)
+        text = redact.squeeze(redact.scrub(self.body), limit)
         return redact.inert(redact.cut(text, limit), limit + 3)  # masked before the cut
 
     def summary(self) -> str:
@@ -118,18 +118,6 @@ class Exchange:
             "elapsed_s": round(self.elapsed, 3),
             "body": self.snippet(2000),
         }
-
-
-def _collapsed(text: str, limit: int) -> str:
-    """`text` with its whitespace runs made single spaces, as far as `limit` characters need:
-    splitting a whole 4 MiB body of short words made an object per word."""
-    size = max(4 * limit, 4096)
-    while size < len(text):
-        words = text[:size].split()[:-1]  # the last one may go on past the head
-        if sum(map(len, words)) + len(words) > limit + 1:
-            return " ".join(words)
-        size *= 4
-    return " ".join(text.split())
 
 
 # -- where exchanges go: the probe (or test) running in this thread ------------------------------

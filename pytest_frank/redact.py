@@ -26,6 +26,8 @@ MIN_FRAGMENT = 8  # the middle of a base64 run: a shorter one would match by cha
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 _ESCAPES = {c: chr(c).encode("unicode_escape").decode("ascii") for c in range(0x2070)
             if _CONTROL.fullmatch(chr(c))}  # each control character: its escape, as shown
+_SPACE = re.compile(r"\s")
+SQUEEZE_PIECE = 64 * 1024  # characters `squeeze` splits at once
 # Names of headers whose values are credentials, masked wherever they appear.
 SECRET_HEADER = re.compile(r"auth|key|token|secret|cookie|session|password", re.I)
 # Names of variables (and flags) whose values are credentials: ${HF_TOKEN}, --api-key.
@@ -165,6 +167,24 @@ def cut(text: str, limit: int, tail: str = "...") -> str:
     """`text` masked, then cut to `limit` characters: a cut never leaves a key's first half."""
     text = scrub(text)
     return text if len(text) <= limit else text[:limit] + tail
+
+
+def squeeze(text: str, limit: int | None = None) -> str:
+    """`" ".join(text.split())`, made a piece at a time: a list of a 4 MiB line's short words
+    weighs many times the line. With `limit`, only as far as `limit` + 1 characters need."""
+    parts: list[str] = []
+    start, made = 0, 0
+    while start < len(text) and (limit is None or made <= limit + 1):
+        end = min(start + SQUEEZE_PIECE, len(text))
+        if end < len(text) and not text[end - 1].isspace():  # a piece ends where a word does
+            space = _SPACE.search(text, end)
+            end = space.start() if space else len(text)
+        piece = " ".join(text[start:end].split())
+        if piece:
+            parts.append(piece)
+            made += len(piece) + 1
+        start = end
+    return " ".join(parts)
 
 
 def inert(text: str, limit: int = MAX_MESSAGE) -> str:

@@ -316,9 +316,10 @@ def test_a_stream_that_never_ends_is_cut_once(tmp_path):
 
 
 def _long_line(body):
-    """Every answer's content one line just under the 4 MiB cap, whole or streamed."""
+    """Every answer's content one line of short words just under the 4 MiB cap, whole or
+    streamed: a list of its words would weigh many times the line."""
     out = healthy_chat("reasoning")(body)
-    out["choices"][0]["message"]["content"] = "x" * (4 * 1024 * 1024 - 4096)
+    out["choices"][0]["message"]["content"] = "ab " * ((4 * 1024 * 1024 - 4096) // 3)
     return chat_stream(out) if body.get("stream") else Reply(200, out)
 
 
