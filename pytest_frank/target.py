@@ -106,9 +106,7 @@ class Target:
         self._drivers: dict[str, Driver] = {}
         self._lock = threading.RLock()
         self._observed: dict[Key, Future[Any]] = {}
-        # Per GET route, its read in flight or the exchange every later read shares (None: the
-        # last read left nothing to share, so the next one asks again).
-        self._reads: dict[str, Future[http.Exchange | None]] = {}
+        self._shared: dict[str, http.Exchange] = {}  # per GET route: what every later read gets
         self.peers: dict[str, Target] = {}  # the fleet's targets, for claims that compare twins
         self.baseline: list[Row] = []  # this endpoint's rows in the --frank-baseline run
 
@@ -129,22 +127,17 @@ class Target:
 
     def get(self, path: str) -> http.Exchange:
         """A GET of `path`. A route cut for what it does (a drip, a hang, an answer past the
-        cap) is asked once a session and so is a model list read whole: every later read, and
-        one waiting on it meanwhile, gets that exchange at once."""
+        cap) is asked once a session, and so is a model list read whole: every later read gets
+        that exchange at once. (One in flight is not waited for: its reader may be waiting for
+        this thread's `exclusive()` block.)"""
         with self._lock:
-            pending = self._reads.get(path)
-            mine = pending is None or (pending.done() and pending.result() is None)
-            if mine:
-                pending = self._reads[path] = Future()
-        assert pending is not None
-        if not mine:
-            earlier = pending.result()
-            return http.shared(earlier) if earlier is not None else self.get(path)
-        ex = None
-        try:
-            ex = http.send(self.client(), "GET", self.url(path), headers=self.headers())
-        finally:
-            pending.set_result(ex if ex is not None and self._once(path, ex) else None)
+            earlier = self._shared.get(path)
+        if earlier is not None:
+            return http.shared(earlier)
+        ex = http.send(self.client(), "GET", self.url(path), headers=self.headers())
+        if self._once(path, ex):
+            with self._lock:
+                self._shared.setdefault(path, ex)
         return ex
 
     def _once(self, path: str, ex: http.Exchange) -> bool:
@@ -279,7 +272,7 @@ class Target:
         """The probe has read its answers: each keeps only its evidence's head, but a read
         every later one shares (`get`), which they read again."""
         with self._lock:
-            kept = {id(f.result()) for f in self._reads.values() if f.done()}
+            kept = {id(ex) for ex in self._shared.values()}
         for ex in seen:
             if id(ex) not in kept:
                 ex.settle()
