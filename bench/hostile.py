@@ -7,7 +7,8 @@ pytest process, its exit code, whether the healthy endpoint kept its verdict, an
 Python traceback, an INTERNALERROR, a raw control character or any 8-character run of the
 secret reached the terminal, the JUnit XML, the HTML report, the Markdown report or the JSON
 evidence file. Targets: within deadline + 2 s,
-under 300 MiB, exit 1, the healthy endpoint passing, and none of the four anywhere.
+under 300 MiB, exit 1 (0 or 1 where the answers are only long), the healthy endpoint passing,
+and none of the four anywhere.
 Run: python bench/hostile.py [--readme] [case ...]
 """
 
@@ -170,7 +171,8 @@ def main(args: list[str]) -> int:
     for r in rows:
         leaks = [f"{k} in {', '.join(r[k])}" for k in ("traceback", "INTERNALERROR", "control",
                                                        "secret") if r[k]]
-        good = (r["wall"] <= deadline + 2 and r["rss"] < 300 and r["exit"] == 1 and r["kept"]
+        exits = (0, 1) if r["case"].startswith("4 MiB line") else (1,)  # long, yet answers
+        good = (r["wall"] <= deadline + 2 and r["rss"] < 300 and r["exit"] in exits and r["kept"]
                 and not leaks)
         ok &= good
         print(f"{r['case']:<28} {r['wall']:>7.1f} {r['rss']:>8.0f} {r['exit']:>4} "
