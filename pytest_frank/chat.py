@@ -14,7 +14,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from pytest_frank import http
+from pytest_frank import http, redact
 from pytest_frank.http import Exchange
 from pytest_frank.target import Target
 from pytest_frank.wire import Call, Logprob, Reply, Request, Unreadable, typed
@@ -113,7 +113,7 @@ def _sdk_message(exc: Exception) -> str:
         if isinstance(err, dict) and err.get("message"):
             return str(err["message"])
     text = getattr(exc, "message", None) or str(exc) or type(exc).__name__
-    return " ".join(str(text).split())
+    return redact.squeeze(str(text))
 
 
 def combine(*params: dict) -> dict:

@@ -32,6 +32,7 @@ DEADLINE_FACTOR = 4  # an answer with no token budget may take this many read ti
 MIN_TOKENS_PER_S = 5.0  # the slowest decode a generation is waited for: its budget over this
 FLOOR_FROM = "min_tokens_per_s"  # the setting that floor is, where nothing else names it
 STREAM_ENDS = (b"data: [DONE]", b"data:[DONE]", b"event: message_stop")  # OpenAI, Anthropic
+EVENT_SLACK = 64  # a stream's events beside its tokens: role, finish, usage, block starts and ends
 EVIDENCE_HEAD = 64 * 1024  # what an exchange keeps of a body that was cut: enough to show
 KEY_HEADERS = ("authorization", "x-api-key")
 NO_KEY = "frank-no-key"  # the SDKs insist on a key; a server without one ignores it
@@ -58,6 +59,7 @@ class Exchange:
     late: bool = False  # cut by a timeout or a deadline: the endpoint answers too slowly
     interrupted: bool = False  # cut or not sent because the run was stopped
     progress: int = 0  # a stream cut short: the events with data it had sent (tokens produced)
+    refused: bool = False  # an encoding this reader will not decode
     headers: dict[str, str] = field(default_factory=dict)
     # The headers sent, as curl -H words with secrets as $VARIABLEs (never the values).
     curl_headers: list[str] = field(default_factory=list)
@@ -65,6 +67,12 @@ class Exchange:
     @property
     def ok(self) -> bool:
         return self.error is None and self.status is not None and 200 <= self.status < 300
+
+    @property
+    def costly(self) -> bool:
+        """Cut for what the route itself does (it drips, hangs, runs past the cap or sends an
+        encoding refused): asking it again would cost as much and end the same."""
+        return not self.interrupted and (self.late or self.truncated or self.refused)
 
     def json(self) -> Any:
         """The body as JSON, or None when it is not JSON."""
@@ -74,7 +82,7 @@ class Exchange:
             return None
 
     def snippet(self, limit: int = 300) -> str:
-        text = " ".join(redact.scrub(self.body).split())
+        text = redact.squeeze(redact.scrub(self.body), limit)
         return redact.inert(redact.cut(text, limit), limit + 3)  # masked before the cut
 
     def summary(self) -> str:
@@ -93,6 +101,13 @@ class Exchange:
         if self.request_json is not None:
             words += ["-d", shlex.quote(json.dumps(self.request_json))]
         return redact.scrub(" ".join(words))
+
+    def settle(self) -> None:
+        """Its reader is done with it: keep the head an evidence shows, masked before the cut
+        (twenty answers of 4 MiB would otherwise stay in memory as evidence until the run
+        ends)."""
+        if len(self.body) > EVIDENCE_HEAD:
+            self.body = redact.cut(self.body, EVIDENCE_HEAD, "")
 
     def record(self) -> dict:
         return {
@@ -129,6 +144,13 @@ def _record(ex: Exchange) -> None:
     sink = _SINK.get()
     if sink is not None:
         sink.append(ex)
+
+
+def shared(ex: Exchange) -> Exchange:
+    """An exchange made earlier, given again as the answer to the same request: recorded as
+    this block's evidence too, with no request sent."""
+    _record(ex)
+    return ex
 
 
 # -- how many requests one endpoint has in flight ------------------------------------------------
@@ -330,6 +352,12 @@ class Pace:
         return self.limit if self.budget is not None and not self.stream else self.timeout
 
 
+def event_budget(budget: int) -> int:
+    """The events a stream of `budget` tokens may send: a token costs about one event; a
+    stream far past that never ends by itself."""
+    return 4 * budget + EVENT_SLACK
+
+
 def _budget(body: Any) -> int | None:
     return budget_of(body)[1]
 
@@ -396,6 +424,7 @@ class Recorder(httpx2.BaseTransport):
             if resp is not None:
                 resp.close()
             if isinstance(exc, Refused):
+                ex.refused = True
                 raise httpx2.DecodingError(ex.error or str(exc), request=request) from None
             raise
 
@@ -433,6 +462,7 @@ class _Body(httpx2.SyncByteStream):
         self.ended = False  # read to its end: nothing of it runs on in the server
         self.progress_at = start  # the last token of a stream (a completed `data:` line)
         self.events = 0  # a stream's `data:` events so far: the tokens it was producing
+        self.over_at = 0.0  # when the stream passed the events its budget can take
         self._line = b""  # the start of the stream's current line, enough to know its kind
 
     def __iter__(self) -> Iterator[bytes]:
@@ -483,11 +513,27 @@ class _Body(httpx2.SyncByteStream):
             return
         if self._tokens(chunk):
             self.progress_at = now
+            self._runaway(pace.budget, now)
         elif now - self.progress_at > pace.timeout:
             self.ex.late = True
             self._fail(f"the stream carried no token for {pace.timeout:g}s ({len(self.kept)} "
                        "bytes came, none of them an event with data): the server drips or "
                        "only keeps the connection alive")
+
+    def _runaway(self, budget: int, now: float) -> None:
+        """Cut a stream that does not stop at its budget: past the events its tokens can take
+        it must end within `timeout`, as a whole answer must once it began; far past them
+        (`event_budget`) it is cut at once. The next generation would run on as long."""
+        if self.ended or self.events <= budget + EVENT_SLACK:
+            return
+        self.over_at = self.over_at or now
+        hard = self.events > event_budget(budget)
+        if hard or now - self.over_at > self.pace.timeout:
+            self.ex.late = True
+            past = event_budget(budget) if hard else budget + EVENT_SLACK
+            later = "" if hard else f" {self.pace.timeout:g}s after that"
+            self._fail(f"the stream ran past {past} events for {budget} max_tokens without "
+                       f"ending{later} ({self._came(now)}): the server does not stop at the cap")
 
     def _tokens(self, chunk: bytes) -> bool:
         """Whether `chunk` completes a `data:` line (an SSE event that carries something). A

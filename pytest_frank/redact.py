@@ -24,6 +24,10 @@ MIN_SECRET = 4  # shorter values would mask ordinary words; a real key is never 
 MIN_FRAGMENT = 8  # the middle of a base64 run: a shorter one would match by chance
 # C0 controls but tab and newline, DEL, C1 controls, and the bidi overrides that reorder text.
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_ESCAPES = {c: chr(c).encode("unicode_escape").decode("ascii") for c in range(0x2070)
+            if _CONTROL.fullmatch(chr(c))}  # each control character: its escape, as shown
+_SPACE = re.compile(r"\s")
+SQUEEZE_PIECE = 64 * 1024  # characters `squeeze` splits at once
 # Names of headers whose values are credentials, masked wherever they appear.
 SECRET_HEADER = re.compile(r"auth|key|token|secret|cookie|session|password", re.I)
 # Names of variables (and flags) whose values are credentials: ${HF_TOKEN}, --api-key.
@@ -165,7 +169,34 @@ def cut(text: str, limit: int, tail: str = "...") -> str:
     return text if len(text) <= limit else text[:limit] + tail
 
 
+def squeeze(text: str, limit: int | None = None) -> str:
+    """`" ".join(text.split())`, made a piece at a time: a list of a 4 MiB line's short words
+    weighs many times the line. With `limit`, only as far as `limit` + 1 characters need."""
+    parts: list[str] = []
+    start, made = 0, 0
+    while start < len(text) and (limit is None or made <= limit + 1):
+        end = min(start + SQUEEZE_PIECE, len(text))
+        if end < len(text) and not text[end - 1].isspace():  # a piece ends where a word does
+            space = _SPACE.search(text, end)
+            end = space.start() if space else len(text)
+        piece = " ".join(text[start:end].split())
+        if piece:
+            parts.append(piece)
+            made += len(piece) + 1
+        start = end
+    return " ".join(parts)
+
+
 def inert(text: str, limit: int = MAX_MESSAGE) -> str:
     """Secrets masked, control characters shown as escapes, then cut to `limit` characters."""
-    text = _CONTROL.sub(lambda m: m.group(0).encode("unicode_escape").decode("ascii"), scrub(text))
-    return text if len(text) <= limit else text[:limit] + f"... [{len(text) - limit} more cut]"
+    # Only the part shown is escaped, the rest counted: escaping all of a 4 MiB line of control
+    # characters made an object per character, hundreds of MiB.
+    text = scrub(text)
+    shown = text[:limit].translate(_ESCAPES)  # an escape only lengthens what it replaces
+    if len(text) <= limit and len(shown) <= limit:
+        return shown
+    rest = text[limit:]
+    more = len(shown) - limit + len(rest) + sum(rest.count(chr(c)) * (len(e) - 1)
+                                                for c, e in _ESCAPES.items()
+                                                if c < 128 or not rest.isascii())
+    return shown[:limit] + f"... [{more} more cut]"

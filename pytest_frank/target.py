@@ -106,6 +106,7 @@ class Target:
         self._drivers: dict[str, Driver] = {}
         self._lock = threading.RLock()
         self._observed: dict[Key, Future[Any]] = {}
+        self._shared: dict[str, http.Exchange] = {}  # per GET route: what every later read gets
         self.peers: dict[str, Target] = {}  # the fleet's targets, for claims that compare twins
         self.baseline: list[Row] = []  # this endpoint's rows in the --frank-baseline run
 
@@ -125,7 +126,23 @@ class Target:
         return {**self.endpoint.headers, **self.driver.auth_headers(self.endpoint.api_key)}
 
     def get(self, path: str) -> http.Exchange:
-        return http.send(self.client(), "GET", self.url(path), headers=self.headers())
+        """A GET of `path`. A route cut for what it does (a drip, a hang, an answer past the
+        cap) is asked once a session, and so is a model list read whole: every later read gets
+        that exchange at once. (One in flight is not waited for: its reader may be waiting for
+        this thread's `exclusive()` block.)"""
+        with self._lock:
+            earlier = self._shared.get(path)
+        if earlier is not None:
+            return http.shared(earlier)
+        ex = http.send(self.client(), "GET", self.url(path), headers=self.headers())
+        if self._once(path, ex):
+            with self._lock:
+                self._shared.setdefault(path, ex)
+        return ex
+
+    def _once(self, path: str, ex: http.Exchange) -> bool:
+        """Whether this read stands for the session: a costly cut, or the model list."""
+        return ex.costly or (path == self.driver.models_path and ex.ok)
 
     def post(self, path: str, body: Any) -> http.Exchange:
         return http.send(self.client(), "POST", self.url(path), headers=self.headers(),
@@ -247,8 +264,18 @@ class Target:
             _PROBING.reset(token)
         if self.stop.why:  # ended after the stop: whatever it saw may be the stop's doing
             self.cut.add(key)
+        self._settle(seen)
         obs.exchanges = seen + [ex for ex in obs.exchanges if ex not in seen]
         return obs
+
+    def _settle(self, seen: list[http.Exchange]) -> None:
+        """The probe has read its answers: each keeps only its evidence's head, but a read
+        every later one shares (`get`), which they read again."""
+        with self._lock:
+            kept = {id(ex) for ex in self._shared.values()}
+        for ex in seen:
+            if id(ex) not in kept:
+                ex.settle()
 
     # -- one slow answer stops the endpoint's generations ------------------------------------
     def pace(self) -> None:

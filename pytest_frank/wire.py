@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from pytest_frank import redact
-from pytest_frank.http import Exchange
+from pytest_frank.http import Exchange, event_budget
 
 
 class Reads(Protocol):
@@ -62,8 +62,7 @@ class Request:
 
     @property
     def event_budget(self) -> int:
-        # A token costs about one event; a stream far past that never ends by itself.
-        return 4 * self.max_tokens + 64
+        return event_budget(self.max_tokens)
 
 
 @dataclass

@@ -1,12 +1,19 @@
 """Endpoints that send what nobody should: escape sequences, megabyte error pages, echoed keys,
 redirects, compression bombs. Emulated (no engine sends these on purpose): each fault ends in one
-inert line for that endpoint, and no secret reaches the output."""
+inert line for that endpoint, and no secret reaches the output; a dripping, endless or huge one
+costs at most the README's bound in time and stays under 300 MiB."""
+
+import gzip
+import json
+import re
+import subprocess
+import sys
+import time
 
 import pytest
-import gzip
-import re
+import yaml
 
-from emulator import Emulator, Reply, paced, serve_chat
+from emulator import Emulator, Reply, chat_stream, paced, serve_chat
 from fleets import one_endpoint
 from healthy_engines import ALL, healthy_chat
 
@@ -111,8 +118,6 @@ def test_the_battery_only_reads_and_generates(run_fleet):
 
 def test_a_drip_is_cut_by_the_wall_clock_deadline(run_fleet):
     """One byte a second never trips a per-read timeout; the deadline on the whole answer does."""
-    import time
-
     with Emulator("vllm") as em:
         em.route("GET", "/health", lambda r: Reply(200, paced(" " * 120, 0.1)))
         start = time.monotonic()
@@ -160,8 +165,6 @@ def test_an_endpoints_deadline_cuts_it_off_and_spares_the_others(run_fleet):
 
 
 def test_the_runs_deadline_bounds_every_endpoint(run_fleet):
-    import time
-
     with Emulator("vllm", models=["model"], latency=8.0) as slow:
         _slow_healthy(slow)
         start = time.monotonic()
@@ -231,3 +234,103 @@ def test_a_keyless_endpoint_has_no_key_in_its_curl_line(run_fleet):
     assert sent["authorization"] == "Bearer frank-no-key"  # the SDK insists on one
     line = next(line for line in _output(result).splitlines() if "reproduce: curl" in line)
     assert "authorization" not in line.lower() and "API_KEY" not in line, line
+
+
+# -- the README's bound for a hostile endpoint: ready_timeout + 4 x timeout + 5 s, under 300 MiB --
+# Each case runs the battery in a child process (its peak memory is a process's), every claim
+# asked, with small timeouts so the bound itself is short.
+READY, TIMEOUT = 1, 1
+BOUND = READY + 4 * TIMEOUT + 5
+STARTUP = 6  # the child pytest's own start, collection and reports on a busy machine
+MEASURE = ("import resource, subprocess, sys\n"
+           "subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL)\n"
+           "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n")
+
+
+def _bounded(tmp_path, em) -> tuple[float, float, dict[str, dict]]:
+    """The battery against `em`, every claim asked: its wall time, its peak RSS in MiB and its
+    rows by test."""
+    (tmp_path / "fleet.yaml").write_text(yaml.safe_dump({"endpoints": {"ep": {
+        "url": em.url, "engine": "vllm", "alias": "m", "ready_timeout": READY,
+        "timeout": TIMEOUT, "expect": {**ALL, "perf": {"runs": 1}, "vision": True}}}}))
+    command = [sys.executable, "-c", MEASURE, sys.executable, "-m", "pytest",
+               "--endpoints", "fleet.yaml", "-p", "no:cacheprovider", "-p", "no:randomly",
+               "-p", "no:hypothesispytest", "--junitxml=junit.xml", "--html=report.html",
+               "--self-contained-html", "--frank-report=report.md", "--frank-json=report.json"]
+    start = time.monotonic()
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    took = time.monotonic() - start
+    data = json.loads((tmp_path / "report.json").read_text())
+    rows = {row["key"].split("::")[-1]: row for row in data["rows"]}
+    return took, int(done.stdout.split()[-1]) / 1024, rows
+
+
+def _asked(em, path: str) -> int:
+    return sum(r.path == path for r in em.requests)
+
+
+def test_a_dripping_model_list_is_read_once(tmp_path):
+    """The alias check, the engine's fingerprint and the reports' header all need /v1/models:
+    the one cut read is every one's answer, at once."""
+    with Emulator("vllm", models=["m"]) as em:
+        serve_chat(em, healthy_chat("reasoning"))
+        em.route("GET", "/v1/models", lambda r: Reply(200, paced(" " * 100_000, 0.2)))
+        took, peak, rows = _bounded(tmp_path, em)
+        reads = _asked(em, "/v1/models")
+    print(f"a dripping model list: {took:.1f}s, peak RSS {peak:.0f} MiB, {reads} read(s)")
+    assert reads == 1
+    assert took < BOUND + STARTUP, took
+    assert peak < 300, peak
+    assert rows["test_alias[ep]"]["verdict"] == "FAIL"
+    assert f"/v1/models answered 200, then the answer did not finish within {4 * TIMEOUT}s" \
+        in rows["test_alias[ep]"]["line"], rows["test_alias[ep]"]["line"]
+    assert rows["test_reasoning[ep]"]["verdict"] == "pass"  # the generations do not need it
+
+
+def _endless(body):
+    """Tokens forever to a request that streams, never [DONE]; a plain answer otherwise."""
+    if not body.get("stream"):
+        return healthy_chat("reasoning")(body)
+    event = 'data: {"choices": [{"index": 0, "delta": {"content": "x"}}]}\n\n'
+    return Reply(200, paced(iter(lambda: event, None), 0.01), {"content-type": "text/event-stream"})
+
+
+def test_a_stream_that_never_ends_is_cut_once(tmp_path):
+    """Past the events its max_tokens can take, a stream must end within `timeout`; one that
+    does not is cut as a server that ignores the cap, and the endpoint's other generations are
+    not sent (each would run on)."""
+    with Emulator("vllm", models=["m"]) as em:
+        serve_chat(em, _endless)
+        took, peak, rows = _bounded(tmp_path, em)
+        streams = sum(r.path == "/v1/chat/completions" and (r.body or {}).get("stream") is True
+                      for r in em.requests)
+    print(f"an endless stream: {took:.1f}s, peak RSS {peak:.0f} MiB, {streams} stream(s) sent")
+    assert streams == 1
+    assert took < BOUND + STARTUP, took
+    assert peak < 300, peak
+    cut = [row["line"] for row in rows.values() if row["verdict"] == "FAIL"
+           and "without ending" in row["line"]]
+    assert cut and f"without ending {TIMEOUT}s after that (" in cut[0], cut
+    assert "the server does not stop at the cap" in cut[0], cut
+    assert {row["verdict"] for row in rows.values()} & {"blocked"}
+
+
+def _long_line(body):
+    """Every answer's content one line of short words just under the 4 MiB cap, whole or
+    streamed: a list of its words would weigh many times the line."""
+    out = healthy_chat("reasoning")(body)
+    out["choices"][0]["message"]["content"] = "ab " * ((4 * 1024 * 1024 - 4096) // 3)
+    return chat_stream(out) if body.get("stream") else Reply(200, out)
+
+
+def test_a_long_line_in_every_answer_keeps_memory_bounded(tmp_path):
+    """Each answer read whole, within the cap: once its probe has read it, what stays is the
+    head its evidence shows."""
+    with Emulator("vllm", models=["m"]) as em:
+        serve_chat(em, _long_line)
+        took, peak, rows = _bounded(tmp_path, em)
+        chats = _asked(em, "/v1/chat/completions")
+    print(f"a 4 MiB line in every answer: {took:.1f}s, peak RSS {peak:.0f} MiB, {chats} answers")
+    assert chats >= 15  # every generation read its 4 MiB
+    assert peak < 300, peak
+    assert took < BOUND + STARTUP, took

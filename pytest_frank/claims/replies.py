@@ -15,7 +15,7 @@ THINK_TAGS = ("<think>", "</think>")
 
 
 def one_line(text: str | None, limit: int = 300) -> str:
-    return redact.cut(" ".join(redact.scrub(text or "").split()), limit)
+    return redact.cut(redact.squeeze(redact.scrub(text or ""), limit), limit)
 
 
 def require_answer(reply, driver, doing: str) -> None:

@@ -17,6 +17,7 @@ from pytest_frank import redact
 FIELDS = ("event", "data", "id", "retry")  # what an SSE line may name
 CONSTANT = ("id", "model", "created")  # every chunk of one completion carries the same
 RESPONSES_END = ("response.completed", "response.incomplete", "response.failed")
+EOL = re.compile(r"\r\n|\r|\n")
 BROKEN_CHAR = re.compile("[\ufffd\ud800-\udfff]")  # a replacement char, half a surrogate pair
 
 
@@ -31,7 +32,8 @@ class Frame:
 @dataclass
 class Frames:
     frames: list[Frame] = field(default_factory=list)
-    stray: list[str] = field(default_factory=list)  # lines that are no SSE field nor comment
+    stray: list[str] = field(default_factory=list)  # the first line that is no SSE field
+    strays: int = 0  # how many such lines (a body of them is not kept line by line)
 
 
 @dataclass(frozen=True)
@@ -46,7 +48,7 @@ def parse(body: str) -> Frames:
     out = Frames()
     event: str | None = None
     data: list[str] = []
-    for line in re.split(r"\r\n|\r|\n", body):
+    for line in _lines(body):
         if not line:
             if data:
                 out.frames.append(Frame(event, "\n".join(data)))
@@ -57,7 +59,8 @@ def parse(body: str) -> Frames:
         name, _, value = line.partition(":")
         value = value[1:] if value.startswith(" ") else value
         if name not in FIELDS:
-            out.stray.append(line)
+            out.strays += 1
+            out.stray = out.stray or [line]
         elif name == "event":
             event = value
         elif name == "data":
@@ -65,6 +68,15 @@ def parse(body: str) -> Frames:
     if data:  # no blank line after the last event: a client dispatches it all the same
         out.frames.append(Frame(event, "\n".join(data)))
     return out
+
+
+def _lines(body: str):
+    """The body's lines, one at a time (a list of them could outweigh the body many times)."""
+    start = 0
+    for end in EOL.finditer(body):
+        yield body[start:end.start()]
+        start = end.end()
+    yield body[start:]
 
 
 def _json(frame: Frame) -> Any:
@@ -90,7 +102,7 @@ def _show(value: Any, limit: int = 80) -> str:
 def _stray(found: Frames) -> list[Breach]:
     if not found.stray:
         return []
-    return [Breach("framing", f"{len(found.stray)} line(s) that are no SSE field (data:, "
+    return [Breach("framing", f"{found.strays} line(s) that are no SSE field (data:, "
                               f"event:, id:, retry: or a : comment), the first "
                               f"{_show(found.stray[0])}")]
 

@@ -15,6 +15,7 @@ import random
 import re
 from dataclasses import dataclass, field
 
+from pytest_frank import redact
 from pytest_frank.chat import Reply, Request, think_through
 from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Options as ClaimOptions
@@ -143,7 +144,7 @@ def _named(text: str) -> list[str]:
 
 
 def _norm(text: str) -> str:
-    return " ".join(re.sub(r"[^\w\s]", "", text.lower()).split())
+    return redact.squeeze(re.sub(r"[^\w\s]", "", text.lower()))
 
 
 VISION = Check("test_vision", "vision", seen, judge, cases=forms)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from pytest_frank import metrics, schema_errors
+from pytest_frank import metrics, redact, schema_errors
 from pytest_frank.drivers.anthropic_messages import MessagesWire
 from pytest_frank.drivers.openai_responses import ResponsesWire
 from pytest_frank.http import Exchange
@@ -103,7 +103,7 @@ class Driver:
         if isinstance(err, dict):
             err = err.get("message")
         text = err or body.get("message")
-        return " ".join(str(text).split()) if text else None
+        return redact.squeeze(str(text)) if text else None
 
     # -- slots: how many conversations at once, and the context each one gets ------------------
     slot_routes: tuple[str, ...] = ("/v1/models",)
