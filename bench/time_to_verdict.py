@@ -54,7 +54,8 @@ class Pacer:
         self.upstream, self.pace = upstream, pace
         self.generations, self.tokens = 0, 0
         self.lock = threading.Lock()
-        self.client = httpx.Client(timeout=600)
+        # a fresh connection a request: one the server closed while idle is never reused
+        self.client = httpx.Client(timeout=600, limits=httpx.Limits(max_keepalive_connections=0))
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
@@ -166,11 +167,13 @@ def run(folder: Path, url: str, tree: str | None, pacer: Pacer, label: str) -> d
         sys.exit(f"pytest exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
     data = json.loads(record.read_text())
     endpoint = data.get("endpoints", {}).get("thinker", {})
-    rows = {r["key"]: r["verdict"] for r in data["rows"]}
+    rows = {r["key"].split("::")[-1]: r["verdict"] for r in data["rows"]}
+    failed = [f"{r['key'].split('::')[-1]}: {(r.get('line') or '').splitlines()[0][:300]}"
+              for r in data["rows"] if r["verdict"] not in ("pass", "skipped", "not asked")]
     summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
     return {"label": label, "generations": pacer.generations - before[0],
             "tokens": pacer.tokens - before[1], "seconds": seconds, "endpoint": endpoint,
-            "rows": rows, "summary": summary,
+            "rows": rows, "summary": summary, "failed": failed,
             "cost": [ln for ln in done.stdout.splitlines() if "cost:" in ln]}
 
 
@@ -186,6 +189,8 @@ def report(found: dict, minimum: int | None) -> None:
     for line in found["cost"]:
         print(f"  {line.strip()}")
     print(f"  {found['summary']}")
+    for line in found["failed"]:
+        print(f"  {line}")
 
 
 def main() -> int:

@@ -13,16 +13,17 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from pytest_frank import http
 from pytest_frank.http import Exchange
+from pytest_frank.observation import Failed, Observation
 from pytest_frank.target import Target
 from pytest_frank.wire import Call, Logprob, Reply, Request, Unreadable, typed
 
 __all__ = ["Call", "Logprob", "Reply", "Request", "Unreadable", "combine", "send",
-           "think_through", "thinking_budget", "typed", "headroom", "learned_budget"]
+           "think_through", "thinking_budget", "typed", "headroom", "learned_budget", "shared"]
 
 SDKS = ("openai", "anthropic", "httpx2", "httpx")  # whose errors say what went wrong themselves
 PROMPT_ROOM = 1024  # tokens kept for the prompt under the served context, where no count came
@@ -90,6 +91,44 @@ def think_through(target: Target, req: Request) -> Reply:
     again = send(target, replace(req, max_tokens=budget))
     again.first, again.ceiling = reply, reply.ceiling
     return again
+
+
+@dataclass(kw_only=True)
+class Shared(Observation):
+    reply: Reply
+
+
+def shared(target: Target, req: Request, ask=think_through) -> Reply:
+    """One request, many judges: the reply to `req` as the first check of the endpoint to ask
+    it got it (the probe cache, keyed by what the request sends), its exchanges in the caller's
+    evidence too. For one ask each check needs; a check that samples the request again (its
+    further trials) sends those itself."""
+    key = f"{ask.__name__} {_sent_as(target, req)}"
+    with target.lock():
+        target.asking.setdefault(key, (req, ask))
+    seen = target.need(_ask_shared, key)
+    if isinstance(seen, Failed):
+        target.pace()  # not sent after an answer too slow: this check is held, as its own ask was
+        return Reply(problem=seen.failure, fix=seen.fix if isinstance(seen.fix, str) else None)
+    for ex in seen.exchanges:
+        http.witness(ex)
+    return seen.reply
+
+
+def _ask_shared(target: Target, key: str) -> Shared:
+    req, ask = target.asking[key]
+    return Shared(reply=ask(target, req))
+
+
+def _sent_as(target: Target, req: Request) -> str:
+    """What a request sends, as a key: a lone user message is its content, thinking asked is
+    what the driver sends for it (nothing, where thinking is the template's default)."""
+    if req.messages == [{"role": "user", "content": req.content}]:
+        req = replace(req, messages=None)
+    if req.think:
+        req = replace(req, think=False, extra=combine(target.driver.thinking_on(req.max_tokens),
+                                                      req.extra))
+    return json.dumps(asdict(req), sort_keys=True, default=str)
 
 
 def learned_budget(target: Target, asked: int) -> int:

@@ -131,6 +131,12 @@ def _record(ex: Exchange) -> None:
         sink.append(ex)
 
 
+def witness(ex: Exchange) -> None:
+    """Record an exchange another probe made (a request two checks share) in the enclosing
+    block too, so each check's evidence holds what it judged."""
+    _record(ex)
+
+
 # -- how many requests one endpoint has in flight ------------------------------------------------
 class Limiter:
     """At most `limit` requests in flight on one endpoint; `exclusive()` holds it alone, for

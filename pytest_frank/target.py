@@ -113,6 +113,7 @@ class Target:
         self.slow: Slow | None = None
         self.spend = Spend()
         self.thought: int | None = None  # the longest thinking answer yet (tokens, all of it)
+        self.asking: dict[str, Any] = {}  # a shared request's key -> (the request, how to ask)
         self.generating = 0  # generations of this battery's in flight on the endpoint now
         self.held: set[Key] = set()  # probes whose generations were not sent after `slow`
         self.cut: set[Key] = set()  # probes a stop cut short: nothing to judge
@@ -128,6 +129,9 @@ class Target:
         self._observed: dict[Key, Future[Any]] = {}
         self.peers: dict[str, Target] = {}  # the fleet's targets, for claims that compare twins
         self.baseline: list[Row] = []  # this endpoint's rows in the --frank-baseline run
+
+    def lock(self) -> AbstractContextManager[Any]:
+        return self._lock
 
     def peer(self, name: str | None) -> Target | None:
         """Another endpoint of the fleet, by name (a twin or replica to compare with); a
