@@ -307,7 +307,7 @@ class Target:
 
     def learn(self, thought: int) -> None:
         """An answer that thought, and ended, after `thought` tokens: later asks of this
-        endpoint start from it (`budget`)."""
+        endpoint start from it (chat.learned_budget)."""
         with self._lock:
             self.thought = max(self.thought or 0, thought)
 
