@@ -149,8 +149,9 @@ def _usage(payload: dict) -> int:
 
 
 def run(folder: Path, url: str, tree: str | None, pacer: Pacer, label: str) -> dict:
+    # A generous timeout: a box shared with other work must not cut an answer as too slow
     fleet = {"endpoints": {"thinker": {"url": url, "engine": "llamacpp", "alias": "frank-think",
-                                       "concurrency": 1, "expect": EXPECT}}}
+                                       "concurrency": 1, "timeout": 300, "expect": EXPECT}}}
     path = folder / "fleet.yaml"
     path.write_text(yaml.safe_dump(fleet, sort_keys=False))
     record = folder / f"{label}.json"
@@ -205,8 +206,10 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
+        # The agent's second turn carries the first one's thinking, which the self-test
+        # tokenizer spells out in about nine tokens a word: room for it
         server = launch({"model": str(thinker(folder, opts.think)), "alias": "frank-think",
-                         "metrics": True})
+                         "metrics": True, "ctx_size": 16384})
         pacer = Pacer(server.url, opts.pace)
         try:
             plans = [(None, "this tree")] if not opts.tree or opts.compare else []
