@@ -33,6 +33,7 @@ import yaml
 SEEDS_MAP = {"minimal": "low", "low": "low", "medium": "medium", "high": "xhigh", "max": "xhigh"}
 EXPECT = {"reasoning": True, "reasoning_effort": SEEDS_MAP, "tools": True, "agent": True,
           "perf": True}
+CTX = 16384  # the model's and the slot's context (see main)
 GENERATING = ("/v1/chat/completions", "/v1/messages", "/v1/responses", "/v1/completions")
 
 
@@ -44,7 +45,7 @@ def thinker(folder: Path, think: int) -> Path:
         sys.exit(f"--think must be 1 to {m.CHAIN_LEN}")
     m.SCRIPTS["long_think"] = {**m.SCRIPTS["default"], "<think>": [m.CHAIN_WORDS[-think]],
                                m.CHAIN_WORDS[-1]: ["</think>"]}
-    return m.write_model(folder / f"think-{think}.gguf", "long_think")
+    return m.write_model(folder / f"think-{think}.gguf", "long_think", ctx_train=CTX)
 
 
 class Pacer:
@@ -209,7 +210,7 @@ def main() -> int:
         # The agent's second turn carries the first one's thinking, which the self-test
         # tokenizer spells out in about nine tokens a word: room for it
         server = launch({"model": str(thinker(folder, opts.think)), "alias": "frank-think",
-                         "metrics": True, "ctx_size": 16384})
+                         "metrics": True, "ctx_size": CTX})
         pacer = Pacer(server.url, opts.pace)
         try:
             plans = [(None, "this tree")] if not opts.tree or opts.compare else []
