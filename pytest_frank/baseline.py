@@ -8,7 +8,7 @@ from typing import Any
 
 from pytest_frank.claims import fingerprint
 from pytest_frank.figures import number
-from pytest_frank.results import RANK, Run, Row
+from pytest_frank.results import RANK, EndpointInfo, Run, Row
 from pytest_frank.verdict import Verdict
 
 # (figure, how it is named, higher is better, the tolerance key)
@@ -19,6 +19,8 @@ FIGURES = (
     ("cached_share", "prefix-cache share", True, "cached_share_drop"),
     ("thinking_tokens", "thinking length", False, "thinking_rise"),
 )
+# A time to verdict this many seconds longer is the box's load, whatever its ratio.
+TIME_NOISE_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,9 @@ class Tolerances:
     cached_share_drop: float = 0.10
     # relative: a reply thinks 50% longer (a template or effort change; clients' budgets follow)
     thinking_rise: float = 0.5
+    # relative: the battery generated 25% more tokens on the endpoint, or took 25% longer to its
+    # verdict (a model thinking longer, or a plan asking more)
+    tokens_rise: float = 0.25
     # the fingerprint claim: the share of a prompt's recorded greedy tokens that must match
     # before the first divergence (a relaunch on one build repeats them exactly), and the mean
     # absolute logprob difference allowed on the common prefix
@@ -58,6 +63,30 @@ def compare(before: Run, now: Run, tolerances: dict[str, Tolerances]) -> list[di
                      *_fingerprints(old, row, tol)]:
             if what:
                 found.append({"test": row.test, "endpoint": row.endpoint, "what": what})
+    for name, info in now.endpoints.items():
+        old_info = before.endpoints.get(name)
+        if old_info is None or _plan(before, name) != _plan(now, name):
+            continue  # another selection of tests asks other requests: no cost to compare
+        for what in _cost(old_info, info, tolerances.get(name, Tolerances())):
+            found.append({"test": "cost", "endpoint": name, "what": what})
+    return found
+
+
+def _plan(run: Run, endpoint: str) -> set[str]:
+    return {row.key for row in run.rows if row.endpoint == endpoint}
+
+
+def _cost(before: EndpointInfo, now: EndpointInfo, tol: Tolerances) -> list[str]:
+    """The battery's cost on an endpoint, against the baseline's with the same tests: tokens
+    generated, and the wall time to its verdict (past the same tolerance, and TIME_NOISE_S)."""
+    found = []
+    for label, old, new, unit in (
+            ("tokens generated", before.tokens, now.tokens, ""),
+            ("time to verdict", before.time_to_verdict_s, now.time_to_verdict_s, " s")):
+        noise = TIME_NOISE_S if unit else 0
+        if old > 0 and new - old > noise and (new - old) / old > tol.tokens_rise:
+            found.append(f"{label} {number(old, 4)} -> {number(new, 4)}{unit} (up "
+                         f"{(new - old) / old:.0%}, tolerance {tol.tokens_rise:.0%})")
     return found
 
 

@@ -10,20 +10,26 @@ on the stream. The types live in pytest_frank.wire; they are named here for the 
 
 from __future__ import annotations
 
+import json
+import math
 import time
-from dataclasses import replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from pytest_frank import http, redact
 from pytest_frank.http import Exchange
+from pytest_frank.observation import Failed, Observation
 from pytest_frank.target import Target
 from pytest_frank.wire import Call, Logprob, Reply, Request, Unreadable, typed
 
 __all__ = ["Call", "Logprob", "Reply", "Request", "Unreadable", "combine", "send",
-           "think_through", "thinking_budget", "typed"]
+           "think_through", "thinking_budget", "typed", "headroom", "learned_budget", "shared"]
 
 SDKS = ("openai", "anthropic", "httpx2", "httpx")  # whose errors say what went wrong themselves
 PROMPT_ROOM = 1024  # tokens kept for the prompt under the served context, where no count came
+# What sets a request's budget, left out of what names the request (a cut ask asked again with
+# more room is the same request); Anthropic's thinking budget follows max_tokens.
+BUDGET_FIELDS = ("max_tokens", "max_completion_tokens", "max_output_tokens", "thinking")
 
 
 def send(target: Target, req: Request, api: str | None = None) -> Reply:
@@ -37,6 +43,7 @@ def send(target: Target, req: Request, api: str | None = None) -> Reply:
     req = replace(req, extra=combine(sampling, thinking, req.extra))
     with http.recording() as seen:
         target.sending(+1)
+        began = time.monotonic()
         try:
             reply = driver.converse(target.sdk(api), model, req, time.monotonic)
         except Exception as exc:  # the SDK's errors carry the status; the exchange the words
@@ -46,7 +53,9 @@ def send(target: Target, req: Request, api: str | None = None) -> Reply:
     reply.streamed, reply.max_tokens = req.stream, req.max_tokens
     reply.exchange = ex = seen[-1] if seen else None
     if ex is not None:
-        target.spent(reply.generated)
+        target.spent(reply.generated, _asked(ex), req.max_tokens, began, time.monotonic())
+    if reply.ok and not reply.cut and reply.reasoning.strip():
+        target.learn(reply.generated)
     if ex is not None and reply.first_token_s is not None and reply.last_token_s is not None:
         # Token clocks count from the request leaving the transport, not from the SDK's own
         # first-call set-up, so a first request is not slower than a second one.
@@ -67,8 +76,13 @@ def think_through(target: Target, req: Request) -> Reply:
     """Ask; when thinking used the whole budget before any answer, ask once more with room to
     finish (max_thinking_tokens, within the served context) and return that reply, the first
     one kept in `first`. For checks that judge the answer: one that a reply cut while thinking
-    already proves asks with send alone, and spends no more."""
+    already proves asks with send alone, and spends no more. Asked at first with room for what
+    the endpoint's answers have thought so far (learned_budget), `raised_from` then set."""
+    asked = req.max_tokens
+    if learned_budget(target, asked) > asked:
+        req = replace(req, max_tokens=learned_budget(target, asked))
     reply = send(target, req)
+    reply.raised_from = asked if req.max_tokens > asked else None
     if not reply.thinking_cut or reply.cut_short:  # a larger budget would be cut the same
         return reply
     budget, reply.ceiling = thinking_budget(target, reply)
@@ -77,6 +91,67 @@ def think_through(target: Target, req: Request) -> Reply:
     again = send(target, replace(req, max_tokens=budget))
     again.first, again.ceiling = reply, reply.ceiling
     return again
+
+
+@dataclass(kw_only=True)
+class Shared(Observation):
+    reply: Reply
+
+
+def shared(target: Target, req: Request, ask=think_through) -> Reply:
+    """One request, many judges: the reply to `req` as the first check of the endpoint to ask
+    it got it (the probe cache, keyed by what the request sends), its exchanges in the caller's
+    evidence too. For one ask each check needs; a check that samples the request again (its
+    further trials) sends those itself."""
+    key = f"{ask.__name__} {_sent_as(target, req)}"
+    with target.lock():
+        target.asking.setdefault(key, (req, ask))
+    seen = target.need(_ask_shared, key)
+    if isinstance(seen, Failed):
+        target.pace()  # not sent after an answer too slow: this check is held, as its own ask was
+        return Reply(problem=seen.failure, fix=seen.fix if isinstance(seen.fix, str) else None)
+    for ex in seen.exchanges:
+        http.shared(ex)
+    return seen.reply
+
+
+def _ask_shared(target: Target, key: str) -> Shared:
+    req, ask = target.asking[key]
+    return Shared(reply=ask(target, req))
+
+
+def _sent_as(target: Target, req: Request) -> str:
+    """What a request sends, as a key: a lone user message is its content, thinking asked is
+    what the driver sends for it (nothing, where thinking is the template's default)."""
+    if req.messages == [{"role": "user", "content": req.content}]:
+        req = replace(req, messages=None)
+    if req.think:
+        req = replace(req, think=False, extra=combine(target.driver.thinking_on(req.max_tokens),
+                                                      req.extra))
+    return json.dumps(asdict(req), sort_keys=True, default=str)
+
+
+def learned_budget(target: Target, asked: int) -> int:
+    """The budget to ask a thinking answer with: `asked`, or room for the longest answer this
+    endpoint already thought through where that is more (within max_thinking_tokens and the
+    served context). A long thinker's first ask then ends; one that thinks longer still is
+    asked again (think_through)."""
+    thought = target.thought
+    if not thought or thought < asked:
+        return asked
+    return max(asked, min(headroom(thought), thinking_budget(target, Reply())[0]))
+
+
+def headroom(tokens: int) -> int:
+    """A client's budget for a reply of `tokens` (thinking and answer): 20% more, in hundreds."""
+    return max(100, math.ceil(tokens * 1.2 / 100) * 100)
+
+
+def _asked(ex: Exchange) -> str:
+    """The request an exchange sent, less its budget: what names it in the plan's minimum."""
+    body = ex.request_json if isinstance(ex.request_json, dict) else {}
+    rest = {k: v for k, v in body.items() if k not in BUDGET_FIELDS}
+    return ex.url + " " + json.dumps(rest, sort_keys=True, default=str)
 
 
 def thinking_budget(target: Target, cut: Reply) -> tuple[int, str]:

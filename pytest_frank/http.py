@@ -147,8 +147,9 @@ def _record(ex: Exchange) -> None:
 
 
 def shared(ex: Exchange) -> Exchange:
-    """An exchange made earlier, given again as the answer to the same request: recorded as
-    this block's evidence too, with no request sent."""
+    """An exchange made earlier, given again as the answer to the same request (one route read
+    once, one request two checks share): recorded as this block's evidence too, with no request
+    sent."""
     _record(ex)
     return ex
 

@@ -108,7 +108,7 @@ class Reports:
         self.baseline = baseline
         self.rows: dict[str, Row] = {}
         self.identities: dict[str, dict] = {}
-        self.spends: dict[str, dict] = {}  # endpoint -> {"generations", "tokens"}
+        self.spends: dict[str, dict] = {}  # endpoint -> Spend.record()
         self.history: list[Run] = []  # --frank-history's kept runs, oldest first
         self._run: Run | None = None
         self.started = time.time()

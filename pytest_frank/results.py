@@ -78,12 +78,20 @@ class EndpointInfo:
     description: str = ""  # fleet.yaml's free text for the report
     generations: int = 0  # what the battery cost it: the generations sent
     tokens: int = 0  # and the tokens they made (the server's count where it gives one)
+    min_tokens: int = 0  # the plan's minimum: each distinct request once, at the budget it needed
+    time_to_verdict_s: float = 0.0  # wall seconds from its first generation to its last answer
 
     def cost(self) -> str:
         if not self.generations:
             return "-"
         plural = "s" if self.generations != 1 else ""
-        return f"{self.generations} generation{plural}, {self.tokens} tokens"
+        said = f"{self.generations} generation{plural}, {self.tokens} tokens"
+        if self.min_tokens:
+            said += (f" ({self.tokens / self.min_tokens:.2f}x the plan's minimum of "
+                     f"{self.min_tokens})")
+        if self.time_to_verdict_s:
+            said += f", {number(self.time_to_verdict_s, 3)} s to verdict"
+        return said
 
 
 @dataclass

@@ -55,7 +55,7 @@ def row_of(item: pytest.Item, report: pytest.TestReport, name: str,
     # Under xdist a worker probes on first use, after its health test: a later row carries it.
     if report.when == "call" and (health or _measured(target)):
         row["identity"] = _identity(target)
-    row["spend"] = {"generations": target.spend.generations, "tokens": target.spend.tokens}
+    row["spend"] = target.spend.record()
     return row
 
 

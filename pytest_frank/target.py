@@ -8,7 +8,7 @@ import threading
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as NotYet
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from pytest_frank import http
@@ -43,10 +43,29 @@ class TooSlow(Exception):
 
 @dataclass
 class Spend:
-    """What the battery cost an endpoint: the generations it sent and the tokens they made."""
+    """What the battery cost an endpoint: the generations it sent, the tokens they made, the
+    wall time from its first generation going out to its last answer, and the plan's minimum:
+    each distinct request generated once, at the budget it needed."""
 
     generations: int = 0
     tokens: int = 0
+    started: float | None = None  # monotonic: the first generation went out
+    ended: float | None = None  # and the last answer came back
+    # request (less its budget) -> (the largest budget it was asked with, the tokens made at
+    # it): a cut ask asked again with more room needed only the larger ask
+    needed: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+    @property
+    def seconds(self) -> float:
+        return (self.ended - self.started) if self.started is not None and self.ended else 0.0
+
+    @property
+    def min_tokens(self) -> int:
+        return sum(made for _, made in self.needed.values())
+
+    def record(self) -> dict:
+        return {"generations": self.generations, "tokens": self.tokens,
+                "time_to_verdict_s": round(self.seconds, 3), "min_tokens": self.min_tokens}
 
 
 @dataclass
@@ -93,6 +112,8 @@ class Target:
         self.stop = http.Stop()  # the session's, shared by every endpoint
         self.slow: Slow | None = None
         self.spend = Spend()
+        self.thought: int | None = None  # the longest thinking answer yet (tokens, all of it)
+        self.asking: dict[str, Any] = {}  # a shared request's key -> (the request, how to ask)
         self.generating = 0  # generations of this battery's in flight on the endpoint now
         self.held: set[Key] = set()  # probes whose generations were not sent after `slow`
         self.cut: set[Key] = set()  # probes a stop cut short: nothing to judge
@@ -109,6 +130,9 @@ class Target:
         self._shared: dict[str, http.Exchange] = {}  # per GET route: what every later read gets
         self.peers: dict[str, Target] = {}  # the fleet's targets, for claims that compare twins
         self.baseline: list[Row] = []  # this endpoint's rows in the --frank-baseline run
+
+    def lock(self) -> AbstractContextManager[Any]:
+        return self._lock
 
     def peer(self, name: str | None) -> Target | None:
         """Another endpoint of the fleet, by name (a twin or replica to compare with); a
@@ -290,11 +314,29 @@ class Target:
         with self._lock:
             self.generating += delta
 
-    def spent(self, tokens: int) -> None:
-        """One generation went out; it made `tokens` tokens (the server's count, else pieces)."""
+    def spent(self, tokens: int, asked: str = "", budget: int | None = None,
+              started: float | None = None, ended: float | None = None) -> None:
+        """One generation went out; it made `tokens` tokens (the server's count, else pieces).
+        `asked` names the request less its budget: asked again with a larger budget, only the
+        larger ask counts toward the plan's minimum; asked again alike, each does."""
         with self._lock:
-            self.spend.generations += 1
-            self.spend.tokens += tokens
+            spend = self.spend
+            spend.generations += 1
+            spend.tokens += tokens
+            had, made = spend.needed.get(asked, (-1, 0))
+            size = budget if budget is not None else 0
+            if size >= had:
+                spend.needed[asked] = (size, made + tokens if size == had else tokens)
+            if started is not None:
+                spend.started = started if spend.started is None else min(spend.started, started)
+            if ended is not None:
+                spend.ended = ended if spend.ended is None else max(spend.ended, ended)
+
+    def learn(self, thought: int) -> None:
+        """An answer that thought, and ended, after `thought` tokens: later asks of this
+        endpoint start from it (chat.learned_budget)."""
+        with self._lock:
+            self.thought = max(self.thought or 0, thought)
 
     def answered_late(self, ex: http.Exchange) -> Slow:
         """The first answer cut as too slow stops the endpoint's generations; the server's load

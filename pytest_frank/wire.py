@@ -83,6 +83,7 @@ class Reply:
     cached_tokens: int | None = None  # of it served from the prefix cache, where sent
     reasoning_tokens: int | None = None  # its count of those spent thinking, where it says
     max_tokens: int | None = None  # the budget it was asked with
+    raised_from: int | None = None  # the check's own budget, where a learned larger one was asked
     first: Reply | None = None  # a second ask with a larger budget: the reply the first one got
     ceiling: str | None = None  # what bounds a larger budget (max_thinking_tokens or the context)
     engine: dict[str, Any] = field(default_factory=dict)  # engine fields, e.g. llama.cpp timings

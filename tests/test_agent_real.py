@@ -136,3 +136,20 @@ def test_the_embedded_default_asks_and_passes_it(run_fleet):
     # plain, streamed, template, rounds; parallel not asked
     result.assert_outcomes(passed=4, skipped=1)
     result.stdout.fnmatch_lines(["frank-selftest *agent ok*"])
+
+
+def test_the_tools_claims_forced_call_is_the_agents_first_step_sent_once(llama, run_fleet,
+                                                                         pytester):
+    # Both claims send the forced call alike: one request, judged by both rows.
+    server = llama(model="selftest:agent")
+    result = run_fleet(one_endpoint(server.url, expect={"tools": True, "agent": True}),
+                       "-p", "no:randomly", "-k", "test_tools_required or test_agent[",
+                       "--frank-json=run.json")
+    result.assert_outcomes(passed=2)
+    found = rows(pytester)
+    posts = {key: [ex["sent"] for ex in row["exchanges"] if ex["request"].startswith("POST")]
+             for key, row in found.items()}
+    assert len(posts["test_tools_required[ep]"]) == 1
+    assert posts["test_agent[ep]"][0] == posts["test_tools_required[ep]"][0]
+    assert len(posts["test_agent[ep]"]) == 2  # the shared call, then the answer to its result
+    result.stdout.fnmatch_lines(["ep  cost: 2 generations, *"])

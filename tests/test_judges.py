@@ -387,6 +387,28 @@ def test_baseline_reports_only_what_got_worse_past_its_tolerance(before, now, ex
         assert len(found) == 1 and found[0]["what"].startswith(expected), found
 
 
+def _costed(tokens, seconds, keys=("m::t[ep]",)):
+    return Run(fleet="f", sha256="", version="",
+               rows=[Row(key=k, endpoint="ep", claim="chat", verdict="pass") for k in keys],
+               endpoints={"ep": EndpointInfo(name="ep", engine="vllm", generations=9,
+                                             tokens=tokens, min_tokens=4200,
+                                             time_to_verdict_s=seconds)})
+
+
+@pytest.mark.parametrize("now, expected", [
+    (_costed(9159, 60.0), ["tokens generated 4200 -> 9159 (up 118%, tolerance 25%)"]),
+    (_costed(4300, 200.0), ["time to verdict 60 -> 200 s (up 233%, tolerance 25%)"]),
+    (_costed(4300, 64.0), []),  # 4 s longer: the box's load, not the plan
+    (_costed(9159, 200.0, keys=("m::t[ep]", "m::u[ep]")), []),  # other tests: another plan
+])
+def test_baseline_reports_a_rise_in_the_batterys_cost(now, expected):
+    from pytest_frank.baseline import Tolerances, compare
+
+    found = compare(_costed(4200, 60.0), now, {"ep": Tolerances()})
+    assert [f["what"] for f in found] == expected
+    assert all(f["test"] == "cost" and f["endpoint"] == "ep" for f in found)
+
+
 # -- reasoning_effort's trend: a sampling model's spread, and budgets that tell nothing --------------
 def _thought(tokens, cut=False, budget=512):
     """A reply that thought `tokens` tokens (the server's reasoning count), or was cut doing so."""

@@ -157,3 +157,54 @@ def test_runaway_chat_answer_is_cut_with_one_line(run_fleet):
                            "-m", "reasoning")
     result.assert_outcomes(failed=3)
     result.stdout.fnmatch_lines(["*the answer ran past 4194304 bytes*"])
+
+
+# -- budgets learned from the endpoint's answers; effort levels asked for a handful of tokens ----
+def thinker(lengths):
+    """A model that thinks `lengths[prompt]` tokens (else 600) before a two-token answer: cut at a
+    smaller budget with the reasoning so far and no content, as engines cut."""
+    def reply(body):
+        need = lengths.get(body["messages"][-1]["content"], 600)
+        if body["max_tokens"] < need:
+            return chat_json("", finish="length", reasoning_content="Hmm " * 20,
+                             tokens=body["max_tokens"])
+        return chat_json("Hi!", reasoning_content="Hmm " * 20, tokens=need)
+    return reply
+
+
+def test_a_model_thinking_longer_than_measured_passes_on_the_second_ask(run_fleet):
+    # The chat check's answer thinks 150 tokens: reasoning then asks room for that (200) at
+    # once, not its own 100; this prompt thinks 600, so the second ask still finds the answer.
+    from pytest_frank.claims.chat import PROMPT
+
+    with Emulator("sglang", models=["model"]) as em:
+        serve_chat(em, thinker({PROMPT: 150}))
+        fleet = one_endpoint(em.url, "sglang", alias="model", max_thinking_tokens=2000,
+                             expect={"reasoning": {"max_tokens": 100}})
+        result = run_fleet(fleet, "-p", "no:randomly", "-k",
+                           "test_chat or (test_reasoning and not off and not effort and not "
+                           "streamed)")
+        budgets = [r.body["max_tokens"] for r in em.requests if r.path.endswith("/completions")]
+    assert budgets == [128, 2000, 200, 2000]
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["ep  cost: 4 generations, 1078 tokens (1.44x the plan's minimum "
+                                 "of 750), * s to verdict"])
+
+
+@pytest.mark.parametrize("shows, budgets, outcome", [
+    ("reasoning", [16], {"passed": 1, "skipped": 1}),  # cut while thinking: the level was taken
+    ("nothing", [16, 512], {"failed": 1, "skipped": 1}),  # no sign: asked and judged as before
+])
+def test_effort_levels_are_asked_for_a_handful_of_tokens(run_fleet, shows, budgets, outcome):
+    extra = {"reasoning_content": "Hmm"} if shows == "reasoning" else {}
+    with Emulator("sglang", models=["model"]) as em:
+        serve_chat(em, lambda b: chat_json("", finish="length", tokens=b["max_tokens"], **extra))
+        fleet = one_endpoint(em.url, "sglang", alias="model",
+                             expect={"reasoning_effort": {"high": "high"}})
+        result = run_fleet(fleet, "-p", "no:randomly", "-k", "test_reasoning_effort")
+        asked = [r.body["max_tokens"] for r in em.requests if r.path.endswith("/completions")]
+    assert asked == budgets
+    result.assert_outcomes(**outcome)
+    if shows == "nothing":
+        result.stdout.fnmatch_lines(["*finish_reason 'length' with empty content: thinking used "
+                                     "the whole budget of max_tokens=512 before any answer*"])

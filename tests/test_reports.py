@@ -10,6 +10,8 @@ import pytest
 from emulator import Emulator, Reply, chat_chunks, chat_json, serve_chat, sse
 from healthy_engines import KEY, healthy_chat
 
+from pytest_frank.figures import number
+
 pytestmark = pytest.mark.emulated
 
 INJECTED = "<script>document.title='pwned'</script><img src=x onerror=alert(1)>"
@@ -54,14 +56,18 @@ def test_one_run_writes_the_matrix_figures_and_the_failure_everywhere(run_fleet,
     # Markdown: the matrix as a table, the failure with its fix and curl in a code block
     assert "| good | pass | pass | pass | pass |" in md
     assert "| bad | pass | pass | pass | FAIL |" in md
-    assert re.search(r"\| good \| vllm \| 0\.32\.0 \| model \| http://127\.0\.0\.1:\d+ \| "
-                     r"[1-9]\d* generations, [1-9]\d* tokens \| the wiki's own model \|", md)
-    # what the battery cost each endpoint: in the terminal, the JSON and the page
+    # what the battery cost each endpoint: in the terminal, the JSON, the Markdown and the page,
+    # with the plan's minimum and the wall time from its first generation to its last answer
     spent = data["endpoints"]["good"]
     assert spent["generations"] >= 3 and spent["tokens"] >= spent["generations"], spent
-    result.stdout.fnmatch_lines([f"good  cost: {spent['generations']} generations, "
-                                 f"{spent['tokens']} tokens"])
-    assert f"<td>{spent['generations']} generations, {spent['tokens']} tokens</td>" in page
+    assert 0 < spent["min_tokens"] <= spent["tokens"] and spent["time_to_verdict_s"] > 0, spent
+    cost = (f"{spent['generations']} generations, {spent['tokens']} tokens "
+            f"({spent['tokens'] / spent['min_tokens']:.2f}x the plan's minimum of "
+            f"{spent['min_tokens']}), {number(spent['time_to_verdict_s'], 3)} s to verdict")
+    result.stdout.fnmatch_lines([f"good  cost: {cost}"])
+    assert f"<td>{cost.replace(chr(39), '&#x27;')}</td>" in page
+    assert re.search(r"\| good \| vllm \| 0\.32\.0 \| model \| http://127\.0\.0\.1:\d+ \| "
+                     + re.escape(cost) + r" \| the wiki's own model \|", md)
     assert "fix: start vLLM with --reasoning-parser &lt;the model" in md
     assert re.search(r"  ```sh\n  curl -sS -X POST http://127.0.0.1:\d+/v1/chat/completions .*"
                      r"Bearer \$API_KEY", md)

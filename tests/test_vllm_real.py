@@ -250,7 +250,8 @@ def recorded(pytester) -> tuple[dict, dict]:
 def test_long_thinker_passes_reasoning_at_the_defaults(vllm, run_fleet, pytester):
     """vLLM cuts the first ask (max_tokens 512) with finish_reason "length", the reasoning in
     `reasoning` and content null, plain and streamed; the second ask, with the room the served
-    context leaves, gets the answer. thinking_tokens is vLLM's own count
+    context leaves, gets the answer; the streamed one is then asked at once with room for what
+    the plain answer took. thinking_tokens is vLLM's own count
     (usage.completion_tokens_details.reasoning_tokens), which leaves out <think> and </think>."""
     result = run_fleet(fleet(vllm(**LONG), key=None, reasoning=True, reasoning_effort=EFFORT),
                        "-p", "no:randomly", "-m", "reasoning or reasoning_effort",
@@ -260,18 +261,24 @@ def test_long_thinker_passes_reasoning_at_the_defaults(vllm, run_fleet, pytester
     for test in ("test_reasoning[ep]", "test_reasoning_streamed[ep]"):
         assert found[test]["figures"] == {"thinking_tokens": {"value": 1000.0,
                                                               "unit": "tokens"}}, found[test]
-        # 4096 tokens of context less the prompt bound the second ask below 8192
-        assert found[test]["notes"] == [
-            "thinking took 1000 tokens here: clients need max_tokens above about 1,300 "
-            "(max_tokens=512 ran out while thinking; asked again with 4045)"], found[test]
-        assert len(found[test]["exchanges"]) == 2
+    # plain: cut at 512, asked again with 4096 tokens of context less the prompt (below 8192);
+    # streamed: asked at once with room for what the plain answer took
+    plain, streamed = found["test_reasoning[ep]"], found["test_reasoning_streamed[ep]"]
+    assert plain["notes"] == [
+        "thinking took 1000 tokens here: clients need max_tokens above about 1,300 "
+        "(max_tokens=512 ran out while thinking; asked again with 4045)"], plain
+    assert streamed["notes"] == [
+        "thinking took 1000 tokens here: clients need max_tokens above about 1,300 "
+        "(max_tokens=512 is less than this endpoint's answers took: asked with 1300)"], streamed
+    assert (len(plain["exchanges"]), len(streamed["exchanges"])) == (2, 1)
     assert found["test_reasoning_effort[ep-high]"]["notes"] == [
-        "reasoning_effort 'high' (sent as 'high'): cut at max_tokens=512 while thinking "
+        "reasoning_effort 'high' (sent as 'high'): cut at max_tokens=16 while thinking "
         "(finish_reason 'length', reasoning, no answer yet): that proves what this check asks; "
         "the answer itself is not judged here"]
-    # reasoning: 2 x (512 cut + 1005 answered) and 3 with thinking off; effort: 11 x 512 cut
-    assert (endpoint["generations"], endpoint["tokens"]) == (16, 8669)
-    result.stdout.fnmatch_lines(["ep  cost: 16 generations, 8669 tokens"])
+    # reasoning: 512 cut + 1005 answered, 1005 streamed, 3 with thinking off; effort: 11 x 16 cut
+    assert (endpoint["generations"], endpoint["tokens"]) == (15, 2701)
+    result.stdout.fnmatch_lines(["ep  cost: 15 generations, 2701 tokens (*x the plan's minimum "
+                                 "of *), * s to verdict"])
 
 
 @pytest.mark.vllm_config("LONG")

@@ -14,7 +14,7 @@ import re
 import secrets
 from dataclasses import dataclass, field
 
-from pytest_frank.chat import Reply, Request, think_through
+from pytest_frank.chat import Reply, Request, shared, think_through
 from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.replies import (one_line, reasoning_parser_fix, require_thinking_ended,
@@ -78,8 +78,9 @@ def _result(call, step: int) -> tuple[str, str]:
 
 def play(target, stream: bool = False, parallel: bool | None = None, steps: int | None = None,
          tools: list[dict] = TOOLS, prompt: str | None = None,
-         max_tokens: int | None = None) -> list[Turn]:
-    """One agent conversation: `steps` forced calls, each answered, then the free turn."""
+         max_tokens: int | None = None, share: bool = False) -> list[Turn]:
+    """One agent conversation: `steps` forced calls, each answered, then the free turn. With
+    `share`, the first step is the tools claim's forced call, asked alike: one reply for both."""
     opts, driver = Options.on(target.endpoint), target.driver
     steps = opts.steps if steps is None else steps
     prompt = prompt or PROMPTS["parallel" if parallel else "required"]
@@ -92,7 +93,7 @@ def play(target, stream: bool = False, parallel: bool | None = None, steps: int 
                       stream=stream, messages=messages,
                       # thinking asked where the API wants it asked (the driver's thinking_on)
                       think=target.endpoint.asks("reasoning"))
-        reply = think_through(target, req)
+        reply = shared(target, req) if share and step == 0 else think_through(target, req)
         turn = Turn(sent=messages, reply=reply)
         turns.append(turn)
         if last or not reply.ok or not reply.calls:
@@ -107,7 +108,7 @@ def play(target, stream: bool = False, parallel: bool | None = None, steps: int 
 
 def _conversations(target, kind: str, stream=False, parallel=None) -> Conversations:
     opts = Options.on(target.endpoint)
-    trials = [play(target, stream, parallel) for _ in range(opts.trials)]
+    trials = [play(target, stream, parallel, share=i == 0) for i in range(opts.trials)]
     found = Conversations(kind=kind, trials=trials, steps=opts.steps)
     if any(answered_in_text(turns[0].reply) for turns in trials if opts.steps):
         seen = target.need(carried)

@@ -1,13 +1,14 @@
 """reasoning_effort: every client level, sent as the value the fleet maps it to, is accepted by the
 chat template and takes effect: answered with content, or cut by the budget while thinking (the
-answer is not what this claim judges, so no larger budget is asked). Templates may raise on
-levels they do not know (Qwen3.8 accepts only xhigh|medium|low): llama.cpp answers 500 or 400
-naming Jinja, vLLM 400."""
+answer is not what this claim judges, so a handful of tokens is asked, ACCEPTED_TOKENS; a reply
+that shows neither thinking nor answer in them is asked again with the claim's max_tokens).
+Templates may raise on levels they do not know (Qwen3.8 accepts only xhigh|medium|low):
+llama.cpp answers 500 or 400 naming Jinja, vLLM 400."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from pytest_frank.chat import Reply, Request, send
@@ -25,6 +26,9 @@ PROMPT = "Say hello in one short sentence."
 LEVELS = ("minimal", "low", "medium", "high", "xhigh", "max")  # client levels, least to most
 _SUPPORTED = re.compile(r"supported (?:types|values|levels) (?:are|is)\s*:?\s*([^.\n]+)", re.I)
 _TEMPLATE_MSG = re.compile(r"(?:exception|error):\s*", re.I)
+# Tokens a level is asked for: enough to see the engine start to answer it (its template took
+# the level); what the level does to the thinking is test_reasoning_effort_trend's to judge.
+ACCEPTED_TOKENS = 16
 
 
 @dataclass(frozen=True)
@@ -72,10 +76,24 @@ class Efforts(Observation):
 
 
 def _ask(target, sent: dict[str, str]) -> Efforts:
+    """Each level asked for a handful of tokens: the engine starting to answer it (thinking or
+    answering) shows it accepted. A reply cut showing neither is asked again with the claim's
+    budget, as a reply that shows nothing at the start may still answer later."""
     max_tokens = Options.on(target.endpoint).max_tokens
-    replies = {level: send(target, Request(PROMPT, max_tokens, extra=target.driver.effort(value)))
-               for level, value in sent.items()}
+    few = min(ACCEPTED_TOKENS, max_tokens)
+    replies = {}
+    for level, value in sent.items():
+        req = Request(PROMPT, few, extra=target.driver.effort(value))
+        reply = send(target, req)
+        if few < max_tokens and _shows_nothing(reply):
+            reply = send(target, replace(req, max_tokens=max_tokens))
+        replies[level] = reply
     return Efforts(replies=replies, sent=sent, max_tokens=max_tokens)
+
+
+def _shows_nothing(reply: Reply) -> bool:
+    return (reply.ok and reply.cut and not reply.thinking_cut and not reply.calls
+            and not reply.content.strip())
 
 
 def level(target, case: str) -> Efforts:
@@ -102,7 +120,8 @@ def judge_level(efforts: Efforts, ctx: Context[Options]) -> None:
     require_answer(reply, ctx.driver, doing)
     if cut_while_thinking(reply, ctx, doing):
         return
-    require_budget(reply, efforts.max_tokens, "expect.reasoning_effort.max_tokens", ctx.driver)
+    require_budget(reply, reply.max_tokens or efforts.max_tokens,
+                   "expect.reasoning_effort.max_tokens", ctx.driver)
     if not reply.content.strip():
         fail(f"{doing} answered 200 with empty content (finish_reason {reply.finish!r})")
 

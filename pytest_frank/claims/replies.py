@@ -3,9 +3,8 @@ never ends, leaked markup."""
 
 from __future__ import annotations
 
-import math
-
 from pytest_frank import redact
+from pytest_frank.chat import headroom
 from pytest_frank.claims.advice import advise
 from pytest_frank.drivers.base import Driver
 from pytest_frank.known_errors import known_fix
@@ -48,8 +47,11 @@ def require_thinking_ended(reply, driver, option: str) -> None:
         return
     require_not_cut_short(reply, driver)
     if reply.first is not None:
-        tried = (f"`{option}` ({reply.first.max_tokens}) ran out first, then this larger "
-                 f"budget, bounded by {reply.ceiling}")
+        first = reply.first
+        raised = (f", raised to {first.max_tokens} by this endpoint's earlier answers"
+                  if first.raised_from else "")
+        tried = (f"`{option}` ({first.raised_from or first.max_tokens}{raised}) ran out first, "
+                 f"then this larger budget, bounded by {reply.ceiling}")
     else:
         tried = f"`{option}` is already as large as {reply.ceiling or 'max_thinking_tokens'} allows"
     spent = f"{reply.thinking_tokens} tokens of reasoning" if reply.generated else "reasoning"
@@ -92,16 +94,16 @@ def thinking_spent(replies, ctx, figure: bool = False) -> None:
     longest = max(answered, key=lambda r: r.thinking_tokens)
     if figure:
         ctx.figure("thinking_tokens", longest.thinking_tokens, "tokens")
+    need = (f"thinking took {longest.thinking_tokens} tokens here: clients need max_tokens "
+            f"above about {headroom(longest.generated):,}")
     if longest.first is not None:
-        ctx.note(f"thinking took {longest.thinking_tokens} tokens here: clients need max_tokens "
-                 f"above about {headroom(longest.generated):,} (max_tokens="
-                 f"{longest.first.max_tokens} ran out while thinking; asked again with "
+        first = longest.first
+        asked = first.raised_from or first.max_tokens
+        ctx.note(f"{need} (max_tokens={asked} ran out while thinking; asked again with "
                  f"{longest.max_tokens})")
-
-
-def headroom(tokens: int) -> int:
-    """A client's budget for a reply of `tokens` (thinking and answer): 20% more, in hundreds."""
-    return max(100, math.ceil(tokens * 1.2 / 100) * 100)
+    elif longest.raised_from is not None:
+        ctx.note(f"{need} (max_tokens={longest.raised_from} is less than this endpoint's "
+                 f"answers took: asked with {longest.max_tokens})")
 
 
 def require_no_think_tags(reply, driver) -> None:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_frank.chat import Reply, Request, send, think_through
+from pytest_frank.chat import Reply, Request, send, shared, think_through
 from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.advice import advise
@@ -128,10 +128,13 @@ def _run(target, kind: str, choice, trials: int | None = None, stream=False, par
     opts = Options.on(target.endpoint)
     tools = None if kind == "plain" else TOOLS
     prompt = PROMPTS["required" if kind == "streamed" else kind]
-    ask = send if kind == "plain" else think_through
-    replies = [ask(target, Request(prompt, opts.max_tokens, tools=tools, tool_choice=choice,
-                                   parallel=parallel, stream=stream))
-               for _ in range(trials or opts.trials)]
+    req = Request(prompt, opts.max_tokens, tools=tools, tool_choice=choice, parallel=parallel,
+                  stream=stream)
+    if kind == "plain":
+        replies = [send(target, req)]
+    else:  # the first trial is the request the agent claim's first step sends too: shared
+        replies = [shared(target, req)]
+        replies += [think_through(target, req) for _ in range((trials or opts.trials) - 1)]
     found = Trials(kind=kind, replies=replies, max_tokens=opts.max_tokens)
     if choice not in (None, "auto") and any(answered_in_text(r) for r in replies):
         seen = target.need(carried)
