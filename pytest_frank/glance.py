@@ -70,10 +70,13 @@ def headline(run: Run) -> str:
 
 
 def time_to_verdict(run: Run, endpoint: str) -> float | None:
-    """How long an endpoint kept the run waiting for its verdicts: the time its answers took,
-    summed over the exchanges its rows recorded (a probe's shared exchange once; the tests
-    themselves judge in milliseconds, the probes ran ahead). The one place a report reads it,
-    so a finer measure can replace this one."""
+    """How long an endpoint kept the run waiting for its verdicts: the wall time from its first
+    generation to its last answer (the cost line's figure); for an endpoint that generated
+    nothing, the time its answers took, summed over the exchanges its rows recorded (a shared
+    exchange once). The one place a report reads it."""
+    info = run.endpoints.get(endpoint)
+    if info is not None and info.time_to_verdict_s:
+        return info.time_to_verdict_s
     seen = {json.dumps(ex, sort_keys=True, default=str): ex.get("elapsed_s") or 0.0
             for row in run.rows_of(endpoint) for ex in row.exchanges}
     return round(sum(seen.values()), 3) if seen else None
