@@ -48,6 +48,17 @@ def thinker(folder: Path, think: int) -> Path:
     return m.write_model(folder / f"think-{think}.gguf", "long_think", ctx_train=CTX)
 
 
+class _Quiet(ThreadingHTTPServer):
+    """A proxy server that does not print a traceback when the battery drops a connection it
+    gave up on (a cut answer, a client at its deadline)."""
+
+    daemon_threads = True
+
+    def handle_error(self, request, client_address) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 class Pacer:
     """A proxy that lets the upstream's tokens out at `pace` a second and counts generations."""
 
@@ -57,7 +68,7 @@ class Pacer:
         self.lock = threading.Lock()
         # a fresh connection a request: one the server closed while idle is never reused
         self.client = httpx.Client(timeout=600, limits=httpx.Limits(max_keepalive_connections=0))
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.server = _Quiet(("127.0.0.1", 0), self._handler())
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
 
