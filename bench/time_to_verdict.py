@@ -8,7 +8,7 @@ reasoning, the seeds' five-level reasoning_effort map, tools, agent and perf at 
 prints the generations and tokens the proxy saw, the wall time, the endpoint's figures from the
 JSON record (time to verdict, tokens, the plan's minimum) and the ratio of tokens to that minimum.
 
-    python bench/time_to_verdict.py [--think 900] [--pace 50] [--tree /work/main]
+    python bench/time_to_verdict.py [--think 900] [--pace 50] [--tree ../main-checkout]
 
 --tree runs another checkout's pytest_frank (e.g. main's, for today's figure) on the same server
 and proxy; its ratio is to this tree's minimum when both are run (--compare does both).
@@ -210,7 +210,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--think", type=int, default=900, help="tokens of thinking per answer")
     parser.add_argument("--pace", type=float, default=50, help="tokens a second let out")
-    parser.add_argument("--tree", help="run this checkout's pytest_frank instead (e.g. /work/main)")
+    parser.add_argument("--tree", help="run this checkout's pytest_frank instead (e.g. one of "
+                        "main, for the figure before a change)")
     parser.add_argument("--compare", action="store_true",
                         help="run this tree, then --tree's, and compare verdicts")
     opts = parser.parse_args()
