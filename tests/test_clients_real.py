@@ -28,7 +28,10 @@ def small(*names):
 
 
 def run(run_fleet, url, clients, *args):
-    return run_fleet(one_endpoint(url, "llamacpp", expect={"clients": clients}),
+    # Waiting as the clients do (Codex's stream idle timeout is 300 s): a profile's first request
+    # is over 14 KB even at request_kb 2 (Claude Code's system blocks), which a loaded 2-core
+    # machine can take past the default 30 s to evaluate on the self-test model.
+    return run_fleet(one_endpoint(url, "llamacpp", timeout=300, expect={"clients": clients}),
                      "-p", "no:randomly", "-m", "clients", "--frank-json=run.json", *args)
 
 
