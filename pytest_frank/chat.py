@@ -79,8 +79,7 @@ def think_through(target: Target, req: Request) -> Reply:
     already proves asks with send alone, and spends no more. Asked at first with room for what
     the endpoint's answers have thought so far (learned_budget), `raised_from` then set."""
     asked = req.max_tokens
-    if learned_budget(target, asked) > asked:
-        req = replace(req, max_tokens=learned_budget(target, asked))
+    req = replace(req, max_tokens=learned_budget(target, asked))
     reply = send(target, req)
     reply.raised_from = asked if req.max_tokens > asked else None
     if not reply.thinking_cut or reply.cut_short:  # a larger budget would be cut the same
