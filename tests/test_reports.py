@@ -159,7 +159,9 @@ def test_a_second_run_reports_what_regressed_against_the_first(run_fleet, pytest
 def test_figures_within_tolerance_are_no_regression(run_fleet, pytester):
     perf = {"perf": {"runs": 1, "max_ttft_s": 5}}
     with Emulator("vllm", models=["model"]) as em:
-        fleet = {"defaults": {"regression": {"ttft_rise": 20.0}},
+        # The decode speed of 2 ms gaps is the machine's load, not the endpoint's: a busy
+        # machine moved it 22% between runs, so its tolerance is left wide here.
+        fleet = {"defaults": {"regression": {"ttft_rise": 20.0, "tok_s_drop": 0.9}},
                  "endpoints": {"ep": {"url": em.url, "engine": "vllm", "expect": perf}}}
         paced(em, 0.05)
         run_fleet(fleet, "--frank-json=first.json", "-m", "perf")
