@@ -34,7 +34,8 @@ def test_pytest_s_own_outcomes_and_a_plain_assert_keep_their_lines():
         pytest.fail("x\n  fix: y")
     assert rows.said(failed) == ("x\n  fix: y", None)  # a message is never split for a fix
     with pytest.raises(AssertionError) as asserted:  # a plain assert, failing on purpose:
-        assert 1 == 2, "one is not two"  # its rewritten message is the row's line
+        one, two = 1, 2
+        assert one == two, "one is not two"  # its rewritten message is the row's line
     assert rows.said(asserted) == ("AssertionError: one is not two\nassert 1 == 2", None)
     assert rows.said(None) == ("", None)
 
