@@ -5,9 +5,12 @@ import re
 import sys
 import xml.etree.ElementTree as ET
 
+from urllib.parse import urlsplit
+
 import httpx
 import pytest
 
+from pytest_frank import http
 from pytest_frank.local import launch, llama_log
 
 pytestmark = pytest.mark.real
@@ -98,3 +101,16 @@ def test_a_long_log_shows_its_end_inert_and_masked(fresh_state, tmp_path):
     assert tail.startswith("[") and "earlier bytes not shown]\n0.00.000." in tail
     assert "line 199" in tail and "line 0\n" not in tail
     assert "sk-in-a-log-line-0003" not in tail and "\x1b" not in tail and "\\x1b[31mred" in tail
+
+
+@pytest.mark.parametrize("key", [None, "sk-launch-7781"], ids=["open", "keyed"])
+def test_launch_returns_once_the_task_loop_answers(key):
+    """llama.cpp answers /health before its task loop has begun, and a server stopped in that
+    moment never ends (the loop's start clears the stop: xllamacpp's destructor then waits for
+    ever); so launch returns only once the loop has answered /slots, behind the key if any."""
+    with http.recording() as seen:
+        server = launch.launch({"model": "selftest", **({"api_key": key} if key else {})})
+    server.stop()
+    asked = [(urlsplit(ex.url).path, ex.status) for ex in seen]
+    assert asked[-1] == ("/slots", 200), asked
+    assert ("/health", 200) in asked

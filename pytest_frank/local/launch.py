@@ -169,7 +169,7 @@ def launch(spec: dict) -> LaunchedServer:
     launched = LaunchedServer(_client_url(server.listening_address), str(model), spec, server,
                               log, devices(xllamacpp))
     try:
-        _wait_healthy(launched.url, float(spec.get("startup_timeout", 60)))
+        _wait_healthy(launched.url, float(spec.get("startup_timeout", 60)), spec.get("api_key"))
     except LaunchError as exc:
         launched.stop()
         exc.log = log
@@ -320,16 +320,23 @@ def _client_url(address: str) -> str:
     return url.rstrip("/")
 
 
-def _wait_healthy(url: str, timeout: float) -> None:
+def _wait_healthy(url: str, timeout: float, keys: str | list | None = None) -> None:
+    """Until /health answers, then /slots. llama.cpp answers /health before its task loop has
+    begun, and the loop's start clears a stop asked before it: a server stopped in that moment
+    never ends, and xllamacpp's destructor waits for it for ever. The loop answers /slots."""
     from pytest_frank import http
 
     deadline = time.monotonic() + timeout
+    key = keys if isinstance(keys, str) or not keys else keys[0]
+    headers = {"Authorization": f"Bearer {key}"} if key else None
     last = "no answer"
     with http.client(2.0) as client:
-        while time.monotonic() < deadline:
-            ex = http.send(client, "GET", f"{url}/health")
-            if ex.ok:
-                return
-            last = ex.error or f"HTTP {ex.status} {ex.snippet(200)}"
-            time.sleep(0.05)
-    raise LaunchError(f"{url}/health not 200 within {timeout:.0f}s: {last}")
+        for route in ("/health", "/slots"):
+            while True:
+                ex = http.send(client, "GET", f"{url}{route}", headers=headers)
+                if ex.ok:
+                    break
+                last = ex.error or f"HTTP {ex.status} {ex.snippet(200)}"
+                if time.monotonic() >= deadline:
+                    raise LaunchError(f"{url}{route} not 200 within {timeout:.0f}s: {last}")
+                time.sleep(0.05)
