@@ -1,7 +1,8 @@
 """Start and stop a local llama.cpp server in this process, through xllamacpp.
 
 `launch(spec)` takes the fleet.yaml `launch:` block and returns a `LaunchedServer` once
-`/health` answers 200; `stop()` shuts it down and frees its port. xllamacpp runs llama.cpp's own
+`/health` answers 200 and then its task loop answers `/slots`; `stop()` shuts it down and frees
+its port. xllamacpp runs llama.cpp's own
 C++ HTTP server (`llama-server` code, `build_info` "b0-unknown"), so replies match a native build.
 
 Spec keys (all optional but `model`):
@@ -36,7 +37,7 @@ Spec keys (all optional but `model`):
   embedded default beside its own client, or several servers), two threads of a small model
   take several times the CPU and the time of one. A large model on a machine of its own wants
   its physical cores.
-- `startup_timeout` (60): seconds to wait for `/health`.
+- `startup_timeout` (60): seconds to wait for `/health`, then `/slots`.
 - `verbosity` (2): llama.cpp log level: 1 errors, 2 warnings, 3 info (timings and
   "draft acceptance = ..." lines), 4 debug (also the library's own info: the context's n_ctx and
   each "llama_kv_cache: size = ..." line, see llama_log.kv_caches). The threshold is shared by
