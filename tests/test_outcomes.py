@@ -36,7 +36,7 @@ def test_pytest_s_own_outcomes_and_a_plain_assert_keep_their_lines():
     with pytest.raises(AssertionError) as asserted:  # a plain assert, failing on purpose:
         one, two = 1, 2
         assert one == two, "one is not two"  # its rewritten message is the row's line
-    assert rows.said(asserted) == ("AssertionError: one is not two\nassert 1 == 2", None)
+    assert rows.said(asserted) == (f"AssertionError: one is not two\nassert {one} == {two}", None)
     assert rows.said(None) == ("", None)
 
 
