@@ -4,7 +4,6 @@ endpoint's report, and into no test's captured output; Python's own stderr is un
 import re
 import sys
 import xml.etree.ElementTree as ET
-
 from urllib.parse import urlsplit
 
 import httpx

@@ -2,8 +2,8 @@
 
 `launch(spec)` takes the fleet.yaml `launch:` block and returns a `LaunchedServer` once
 `/health` answers 200 and then its task loop answers `/slots`; `stop()` shuts it down and frees
-its port. xllamacpp runs llama.cpp's own
-C++ HTTP server (`llama-server` code, `build_info` "b0-unknown"), so replies match a native build.
+its port. xllamacpp runs llama.cpp's own C++ HTTP server (`llama-server` code, `build_info`
+"b0-unknown"), so replies match a native build.
 
 Spec keys (all optional but `model`):
 
@@ -170,7 +170,7 @@ def launch(spec: dict) -> LaunchedServer:
     launched = LaunchedServer(_client_url(server.listening_address), str(model), spec, server,
                               log, devices(xllamacpp))
     try:
-        _wait_healthy(launched.url, float(spec.get("startup_timeout", 60)), spec.get("api_key"))
+        _wait_ready(launched.url, float(spec.get("startup_timeout", 60)), _api_keys(spec))
     except LaunchError as exc:
         launched.stop()
         exc.log = log
@@ -258,8 +258,7 @@ def _params(xllamacpp, spec: dict, model: pathlib.Path):
         alias = spec["alias"]
         p.model_alias = {alias} if isinstance(alias, str) else {str(a) for a in alias}
     if spec.get("api_key"):
-        key = spec["api_key"]
-        p.api_keys = [key] if isinstance(key, str) else [str(k) for k in key]
+        p.api_keys = _api_keys(spec)
     if spec.get("chat_template_file"):
         p.chat_template = _read_text(spec["chat_template_file"], "chat template file")
     if spec.get("mmproj"):
@@ -321,15 +320,20 @@ def _client_url(address: str) -> str:
     return url.rstrip("/")
 
 
-def _wait_healthy(url: str, timeout: float, keys: str | list | None = None) -> None:
+def _api_keys(spec: dict) -> list[str]:
+    """The `api_key` launch key, one key or a list, as a list."""
+    key = spec.get("api_key") or []
+    return [key] if isinstance(key, str) else [str(k) for k in key]
+
+
+def _wait_ready(url: str, timeout: float, keys: list[str]) -> None:
     """Until /health answers, then /slots. llama.cpp answers /health before its task loop has
     begun, and the loop's start clears a stop asked before it: a server stopped in that moment
     never ends, and xllamacpp's destructor waits for it for ever. The loop answers /slots."""
     from pytest_frank import http
 
     deadline = time.monotonic() + timeout
-    key = keys if isinstance(keys, str) or not keys else keys[0]
-    headers = {"Authorization": f"Bearer {key}"} if key else None
+    headers = {"Authorization": f"Bearer {keys[0]}"} if keys else None
     last = "no answer"
     with http.client(2.0) as client:
         for route in ("/health", "/slots"):
