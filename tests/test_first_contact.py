@@ -49,7 +49,7 @@ def fresh_checkout(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]
 def test_the_readme_has_the_main_and_the_test_command():
     main, tests = readme_commands()
     assert "'.[launch]'" in main and "--endpoints examples/selftest.yaml" in main
-    assert "'.[test]'" in tests and tests.endswith("pytest -q -n 2")
+    assert "'.[test]'" in tests and tests.endswith("pytest -q -n 3")
 
 
 def test_the_main_command_passes_as_written_on_a_fresh_venv(fresh_checkout):
