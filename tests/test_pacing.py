@@ -29,28 +29,29 @@ def test_an_answers_limit_is_its_budget_at_the_floor_rate(body, stream, limit, f
     assert (pace.stream, pace.limit, pace.first_byte) == (stream, limit, first_byte)
 
 
-def _reasoning_fleet(url, **extra):
-    return one_endpoint(url, "vllm", alias="model", timeout=0.5, expect={"reasoning": True},
-                        **extra)
+def _reasoning_fleet(url, timeout=0.5):
+    return one_endpoint(url, "vllm", alias="model", timeout=timeout, expect={"reasoning": True})
 
 
 def slow_steady(body):
-    """A healthy server slower in total than 4 x timeout, never stalling: a whole answer comes
-    after 1.5 s of generating, a stream paces its 150 tokens 15 ms apart."""
+    """A healthy server slower in total than 4 x timeout (1 s), never stalling: a whole answer
+    comes after 3 s of generating, a stream paces its 150 tokens 30 ms apart."""
     if body.get("stream"):
         pieces = ["Hel", "lo!"] * 75
         chunks = chat_chunks(["Thinking"], field="reasoning_content")[:2]
         chunks += chat_chunks(pieces)[1:]
         chunks[-2]["choices"][0]["finish_reason"] = "stop"
-        return sse(chunks, gap=0.015)
-    time.sleep(1.5)
+        return sse(chunks, gap=0.03)
+    time.sleep(3)
     return healthy_chat("reasoning_content")(body)
 
 
 def test_a_slow_steady_server_passes_plain_and_streamed(run_fleet):
+    # A 1 s timeout, not the faults' 0.5 s: a healthy stream's first byte must not miss its
+    # window on a busy machine (it did at 0.5 s beside the suite and two busy processes).
     with Emulator("vllm", models=["model"]) as em:
         serve_chat(em, slow_steady)
-        result = run_fleet(_reasoning_fleet(em.url), "-m", "reasoning")
+        result = run_fleet(_reasoning_fleet(em.url, timeout=1), "-m", "reasoning")
     result.assert_outcomes(passed=3)  # reasoning, reasoning_streamed, reasoning_off
 
 
