@@ -459,6 +459,9 @@ DIGESTS = {
     "agent": "25cdf7fd8cd15f8fac2a9e8df57a05e4bd86a6c1c9e0a899d6b231ceea44c174",
     "positional": "4ad98a28991ef65e706b0dd0d270f78813d73a46936932aff3dfe040b0a936c6",
     "swa": "86072561dc11b3ced256969b90a2220aa31b3cb6935f75f88a5edd09781780df",
+    "hybrid": "8f4dbdf2ea6005e547d6c20f3caba76b5d526c504ec996de8575140903ff4b51",
+    "hybrid_collapse": "da9dc83c278cb87f9e24449aac408d74261cd4fa006dc5b6e0cc9b1ed32e4e0e",
+    "hybrid_plain": "8369999b7048ba1e97ff4443aee546244f5ef19e8fdd180580035ff20d1bcd73",
     "mmproj": "36f79fc14a484da3af6087350839df5957876b504081ea4e63b6ccec9c2ab623",
 }
 

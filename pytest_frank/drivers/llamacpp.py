@@ -26,7 +26,7 @@ MMPROJ = Setting("--mmproj", "launch.mmproj")
 TEMPLATE = Setting("--chat-template-file", "launch.chat_template_file")
 DRAFT_MODEL = Setting("--spec-draft-model", "launch.draft_model")
 DRAFT_MAX = Setting("--spec-draft-n-max", "launch.draft_max")
-SPEC_TYPE = Setting("--spec-type", "launch.draft_model (a spec type is set with it)")
+SPEC_TYPE = Setting("--spec-type", "launch.spec_type")
 START = Wording("start llama-server with ", "set in fleet.yaml ")
 
 
@@ -69,7 +69,7 @@ class LlamaCppDriver(OpenAIDriver):
                        "kv_unified": KV_UNIFIED, "metrics": METRICS, "jinja": JINJA,
                        "reasoning_format": REASONING_FORMAT, "mmproj": MMPROJ,
                        "chat_template_file": TEMPLATE, "draft_model": DRAFT_MODEL,
-                       "draft_max": DRAFT_MAX}
+                       "draft_max": DRAFT_MAX, "spec_type": SPEC_TYPE}
     launch_defaults = {"ctx_size": DEFAULT_CTX_SIZE, "parallel": 1, "metrics": True,
                        "jinja": True}
     slot_routes = ("/props", "/slots", "/v1/models")  # the model card's meta: n_ctx_train

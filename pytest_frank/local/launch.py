@@ -26,6 +26,12 @@ Spec keys (all optional but `model`):
   draft-simple`. `/slots[0].speculative` is true and `/metrics` counts
   `llamacpp:spec_decode_num_draft_tokens_total` etc.; responses carry `timings.draft_n` and
   `timings.draft_n_accepted`. `draft_max` (3) is the longest draft.
+- `spec_type` ("draft-simple" with a `draft_model`): `--spec-type`. "draft-mtp" drafts from the
+  served GGUF's own MTP (NextN) head, with no `draft_model` (`selftest:hybrid` carries one):
+  llama.cpp loads the head, makes an MTP draft context on the model's own weights and keeps
+  `draft_max` extra recurrent-state snapshots per sequence. On a file without a head llama.cpp
+  refuses to start ("context type MTP requested but model doesn't contain MTP layers"). With a
+  `draft_model` as well, that file is loaded a second time as the MTP draft.
 - `draft_without_spec_type` (false): load `draft_model` but give no spec type, the "configured
   but not engaged" fault: `/slots[0].speculative` false, spec_decode counters stay 0, no draft_n.
 - `mmproj`: a projector GGUF path (`--mmproj`), or "selftest": the self-test projector, with
@@ -68,10 +74,12 @@ KEYS = {
     "model", "alias", "ctx_size", "parallel", "kv_unified", "metrics", "reasoning_format",
     "chat_template_file", "jinja", "draft_model", "draft_without_spec_type", "draft_max",
     "mmproj", "host", "port", "api_key", "threads", "startup_timeout", "verbosity",
-    "cache_type_k", "cache_type_v", "rope_freq_base",
+    "cache_type_k", "cache_type_v", "rope_freq_base", "spec_type",
 }
 CACHE_TYPES = {"f16": "GGML_TYPE_F16", "bf16": "GGML_TYPE_BF16", "q8_0": "GGML_TYPE_Q8_0",
                "q4_0": "GGML_TYPE_Q4_0"}
+SPEC_TYPES = {"draft-simple": "COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE",
+              "draft-mtp": "COMMON_SPECULATIVE_TYPE_DRAFT_MTP"}
 REASONING_FORMATS = {
     "none": "COMMON_REASONING_FORMAT_NONE",
     "auto": "COMMON_REASONING_FORMAT_AUTO",
@@ -279,20 +287,27 @@ def _cache_type(xllamacpp, key: str, name: str):
 
 
 def _speculative(xllamacpp, p, spec: dict, threads: int) -> None:
-    draft = spec.get("draft_model")
+    draft, kind = spec.get("draft_model"), spec.get("spec_type")
     idle = bool(spec.get("draft_without_spec_type", False))
-    if not draft:
-        if idle:
-            raise LaunchError("draft_without_spec_type needs a draft_model to load")
+    if kind is not None and kind not in SPEC_TYPES:
+        raise LaunchError(f"spec_type {kind!r} is not one of {sorted(SPEC_TYPES)}")
+    if idle and (not draft or kind):
+        raise LaunchError("draft_without_spec_type needs a draft_model to load and no spec_type")
+    if not draft and kind in (None, "draft-simple"):
+        if kind:
+            raise LaunchError("spec_type draft-simple needs a draft_model (or use draft-mtp for "
+                              "a GGUF with its own MTP head)")
         return
-    p.speculative.draft.mparams.path = str(resolve_model(draft))
+    if draft:
+        p.speculative.draft.mparams.path = str(resolve_model(draft))
     p.speculative.draft.n_max = int(spec.get("draft_max", 3))
     p.speculative.draft.cpuparams.n_threads = threads
     p.speculative.draft.cpuparams_batch.n_threads = threads
-    kind = xllamacpp.common_speculative_type
+    types = xllamacpp.common_speculative_type
     # A draft model alone is loaded but never used: the spec type is what engages it.
-    p.speculative.types = [kind.COMMON_SPECULATIVE_TYPE_NONE if idle
-                           else kind.COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE]
+    chosen = "COMMON_SPECULATIVE_TYPE_NONE" if idle else SPEC_TYPES[kind or "draft-simple"]
+    p.speculative.types = [getattr(types, chosen)]
+    p.load_mtp = kind == "draft-mtp"
 
 
 def _reasoning_format(xllamacpp, name: str):

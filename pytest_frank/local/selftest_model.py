@@ -134,11 +134,11 @@ import os
 import pathlib
 import tempfile
 
-from pytest_frank.local import selftest_positional, selftest_vision
+from pytest_frank.local import selftest_hybrid, selftest_positional, selftest_vision
 from pytest_frank.local.selftest_vision import COLOUR_WORDS
 
 VARIANTS = ("default", "tool_text", "effort_strict", "no_think", "flat", "chatty", "long_think",
-            "endless_think", "vision", "agent", "positional", "swa")
+            "endless_think", "vision", "agent", "positional", "swa") + selftest_hybrid.VARIANTS
 
 N_EMBD = 64
 N_LAYER = 2
@@ -174,8 +174,10 @@ FLAT_WORDS = ("Hi", "Hmm", " more", " there", " How can I help", "London")
 CHAIN_LEN = 1000
 CHAIN_DIGITS = 3
 CHAIN_WORDS = tuple(f" step{i}" for i in range(CHAIN_LEN))
-# Variant -> whether its chain ends (closes the thinking block) or goes round forever.
-CHAINS = {"long_think": "ends", "endless_think": "loops"}
+# Variant -> whether its chain ends (closes the thinking block), goes round forever or counts
+# (the hybrids' answer: the first COUNT words, then the end of the turn).
+CHAINS = {"long_think": "ends", "endless_think": "loops",
+          **{v: "counts" for v in selftest_hybrid.VARIANTS}}
 
 
 def _byte_chars() -> list[str]:
@@ -294,6 +296,13 @@ SCRIPTS["vision"] = {**SCRIPTS["default"], **{c: ["<|im_end|>"] for c in COLOUR_
 # last thing in its prompt (its template then opens the answer with a blank line, the "\n\n"
 # token) it answers "Hello!" and stops.
 SCRIPTS["agent"] = {**SCRIPTS["default"], "</think>": ["<tool_call>", "Hello"]}
+# The hybrids (pytest_frank.local.selftest_hybrid) think "Thinking", then count: the first
+# selftest_hybrid.COUNT words of the chain as the answer, with thinking or without.
+SCRIPTS["hybrid"] = {**SCRIPTS["default"], "</think>": [CHAIN_WORDS[0], "<tool_call>"],
+                     "\n\n": [CHAIN_WORDS[0]],
+                     CHAIN_WORDS[selftest_hybrid.COUNT - 1]: ["<|im_end|>"]}
+for _variant in selftest_hybrid.VARIANTS:
+    SCRIPTS[_variant] = SCRIPTS["hybrid"]
 # Not peaked: a mapping gives each next token a logit offset (natural-log units at temperature
 # 1), so at the server's default temperature 0.8 the reply varies between requests; greedy
 # picks the offset-0 token, which writes what the default variant writes. The end token has
@@ -375,6 +384,12 @@ def _offsets(vocab: Vocab, prefs: Prefs) -> dict[int, float]:
     return {vocab[t]: -GAP * i for i, t in enumerate(prefs)}
 
 
+def chain_units(variant: str) -> int:
+    """The first embedding unit of the chain's digits (after the bias, shared and state units);
+    the ones digit d is this unit plus d."""
+    return 2 + len(SCRIPTS[variant])
+
+
 def _weights(vocab: Vocab, variant: str):
     """Token embedding and output matrices that script the greedy chain.
 
@@ -404,7 +419,7 @@ def _weights(vocab: Vocab, variant: str):
     for tid, prefs in script.items():
         for nxt, offset in prefs.items():
             out[nxt, states[tid]] = top + offset - base[nxt]
-    _write_chain(chain, 2 + len(script), embd, out, base, top)
+    _write_chain(chain, chain_units(variant), embd, out, base, top)
     if variant == "vision":
         assert 2 + len(script) <= selftest_vision.M, "the states need the units sight uses"
         selftest_vision.add_sight(out, vocab, states, base, top, GAP)
@@ -544,15 +559,20 @@ def write_model(path, variant: str = "default", ctx_train: int = N_CTX_TRAIN) ->
     vocab = Vocab(_extra_words(variant))
     embd, out = _weights(vocab, variant)
 
-    w = gguf.GGUFWriter(str(path), "gemma3" if variant == "swa" else "llama")
+    hybrid = variant in selftest_hybrid.VARIANTS
+    arch = "gemma3" if variant == "swa" else selftest_hybrid.ARCH if hybrid else "llama"
+    w = gguf.GGUFWriter(str(path), arch)
     w.add_name(f"frank-selftest-{variant}")
     w.add_file_type(gguf.LlamaFileType.ALL_F32)
     w.add_context_length(ctx_train)
     w.add_embedding_length(N_EMBD)
-    w.add_block_count(SWA["blocks"] if variant == "swa" else N_LAYER)
+    w.add_block_count(SWA["blocks"] if variant == "swa" else
+                      selftest_hybrid.block_count(variant) if hybrid else N_LAYER)
     w.add_feed_forward_length(N_FF)
     if variant == "swa":
         _swa_shape(w)
+    elif hybrid:
+        selftest_hybrid.add_shape(w, variant)
     else:
         heads = selftest_positional.HEADS if variant == "positional" else N_HEAD
         w.add_head_count(heads)
@@ -581,7 +601,10 @@ def write_model(path, variant: str = "default", ctx_train: int = N_CTX_TRAIN) ->
     if variant == "swa":
         for i in range(SWA["blocks"]):
             _add_gemma3_block(w, i)
-    for i in range(0 if variant == "swa" else N_LAYER):
+    if hybrid:
+        first = chain_units(variant)
+        selftest_hybrid.add_blocks(w, variant, N_EMBD, N_FF, [first + d for d in range(10)])
+    for i in range(0 if variant == "swa" or hybrid else N_LAYER):
         _add_block(w, i, _attention(variant) if i == 0 else None)
 
     w.write_header_to_file()
@@ -696,8 +719,9 @@ def _digest(key: str) -> str:
     import hashlib
 
     # Every generator: the vision module writes part of the model and the whole projector, the
-    # positional module the positional head.
-    files = (__file__, selftest_vision.__file__, selftest_positional.__file__)
+    # positional module the positional head, the hybrid module the hybrids' blocks.
+    files = (__file__, selftest_vision.__file__, selftest_positional.__file__,
+             selftest_hybrid.__file__)
     source = b"".join(pathlib.Path(f).read_bytes() for f in files)
     return hashlib.sha256(source + key.encode()).hexdigest()[:12]
 
