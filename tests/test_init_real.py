@@ -375,3 +375,17 @@ def test_the_same_model_without_its_head_asks_no_spec_decode(llama, tmp_path, ru
     assert "mtp" not in entry["expect"]["vram"] and "# vram:" not in text
     result = round_trip(run_fleet, text)
     assert result.ret == 0, result.stdout.str()[-3000:]
+
+
+def test_the_mtp_servers_spec_decode_holds_the_seeds_band(llama, tmp_path, run_fleet):
+    """init writes spec_decode: true (any acceptance above 0); the band a fleet edits it to, the
+    runbook's 0.6 to 0.95 for an MTP head, holds on the same server: its head drafts from the
+    model's own weights."""
+    server = llama(**HYBRID_MTP)
+    rc, text, _ = init(tmp_path, server.url, "--no-perf")
+    assert rc == 0
+    line = claims_line(text, "spec_decode")
+    banded = text.replace(line, "      spec_decode: {min_acceptance: 0.6, max_acceptance: 0.95}")
+    result = round_trip(run_fleet, banded, "-k", "spec_decode", "-v")
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    result.stdout.fnmatch_lines(["*test_spec_decode[[]hybrid-mtp[]] PASSED*"])
