@@ -331,3 +331,61 @@ def test_serve_script_round_trip(llama, pytester, run_fleet):
     result = round_trip(run_fleet, text, "-m", "serve", "-v")
     assert result.ret == 0, result.stdout.str()[-3000:]
     result.stdout.fnmatch_lines(["*test_serve_config*PASSED*", "*test_serve_drift*PASSED*"])
+
+
+# The fleet's own MTP: Qwen3.5's hybrid layout with its own NextN head, served with
+# --spec-type draft-mtp alone; and the same model without the head, served without drafting.
+HYBRID_MTP = {"model": "selftest:hybrid", "spec_type": "draft-mtp", "alias": "hybrid-mtp"}
+HYBRID_PLAIN = {"model": "selftest:hybrid_plain", "alias": "hybrid-plain"}
+
+
+def test_an_mtp_server_round_trip(llama, pytester, run_fleet):
+    """The -mtp file served with --spec-type draft-mtp and its own serve script: init asks
+    spec_decode, counts the head in vram (mtp: true, from the script), and every claim it
+    writes passes against the same server."""
+    import httpx
+
+    server = llama(**HYBRID_MTP)
+    model = httpx.get(f"{server.url}/props", timeout=10).json()["model_path"]
+    port, here = server.url.rsplit(":", 1)[1], pytester.path
+    (here / "mtp.sh").write_text(
+        f"exec llama-server -m {model} --spec-type draft-mtp --host 127.0.0.1 --port {port} "
+        "--alias hybrid-mtp --ctx-size 4096 --parallel 1 --jinja --metrics\n")
+    rc, text, _ = init(here, server.url, "--serve", str(here / "mtp.sh"), name="init.yaml")
+    assert rc == 0
+    print(text)
+    (entry,) = validates(text)["endpoints"].values()
+    assert "# /slots speculative true" in claims_line(text, "spec_decode")
+    assert entry["expect"]["vram"] == {"model": model, "ctx_size": 4096, "mtp": True}
+    assert "--spec-type draft-mtp (--serve)" in claims_line(text, "vram")
+    assert "# vram:" not in text
+    result = round_trip(run_fleet, text, "-v")
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    result.stdout.fnmatch_lines_random(["*test_spec_decode[[]hybrid-mtp[]] PASSED*",
+                                        "*test_serve_config*PASSED*",
+                                        "*test_vram_fits[[]hybrid-mtp[]] SKIPPED*"])
+
+
+def test_the_same_model_without_its_head_asks_no_spec_decode(llama, tmp_path, run_fleet):
+    server = llama(**HYBRID_PLAIN)
+    rc, text, _ = init(tmp_path, server.url)
+    assert rc == 0
+    (entry,) = validates(text)["endpoints"].values()
+    assert "spec_decode" not in entry["expect"]
+    assert "mtp" not in entry["expect"]["vram"] and "# vram:" not in text
+    result = round_trip(run_fleet, text)
+    assert result.ret == 0, result.stdout.str()[-3000:]
+
+
+def test_the_mtp_servers_spec_decode_holds_the_seeds_band(llama, tmp_path, run_fleet):
+    """init writes spec_decode: true (any acceptance above 0); the band a fleet edits it to, the
+    runbook's 0.6 to 0.95 for an MTP head, holds on the same server: its head drafts from the
+    model's own weights."""
+    server = llama(**HYBRID_MTP)
+    rc, text, _ = init(tmp_path, server.url, "--no-perf")
+    assert rc == 0
+    line = claims_line(text, "spec_decode")
+    banded = text.replace(line, "      spec_decode: {min_acceptance: 0.6, max_acceptance: 0.95}")
+    result = round_trip(run_fleet, banded, "-k", "spec_decode", "-v")
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    result.stdout.fnmatch_lines(["*test_spec_decode[[]hybrid-mtp[]] PASSED*"])

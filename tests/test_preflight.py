@@ -166,3 +166,41 @@ def test_the_sliding_window_cache_follows_the_flags(gemma3_270m, capsys, argv, k
 def test_swa_full_makes_every_layer_grow(gemma3_270m, capsys):
     _, out, _ = run(capsys, gemma3_270m, "--ctx", "4096", "--swa-full")
     assert "18 attention layers x 1 KV heads x 256 dim" in out and "sliding-window KV" not in out
+
+
+# Qwen3.5's hybrid layout, real files llama.cpp serves (selftest:hybrid): 6 Gated DeltaNet and
+# 2 gated attention layers, with its own MTP head as block 8, and the same model without it.
+def described(capsys, variant: str) -> dict[str, str]:
+    _, out, _ = run(capsys, str(selftest_model.model_path(variant)))
+    return dict((line[:22].strip(), line[22:].strip())
+                for line in out.splitlines() if line[:22].strip())
+
+
+def test_the_hybrid_mtp_file_names_its_layers_and_its_own_head(capsys):
+    lines = described(capsys, "hybrid")
+    assert lines["layers"] == ("9 blocks: 2 attention, 6 recurrent, 1 NextN (MTP); every 4th "
+                               "layer is attention")
+    assert lines["MTP head"] == ("its own, 1 NextN layer(s) (blk.8.nextn.*): --spec-type "
+                                 "draft-mtp alone serves it; --model-draft at this file would "
+                                 "load it a second time")
+    assert lines["MTP draft KV"].startswith("1 NextN layer(s)")
+
+
+def test_the_hybrid_without_its_head_says_it_has_none(capsys):
+    lines = described(capsys, "hybrid_plain")
+    assert lines["layers"] == "8 blocks: 2 attention, 6 recurrent; every 4th layer is attention"
+    assert lines["MTP head"].startswith("none (nextn_predict_layers 0): llama.cpp refuses "
+                                        "--spec-type draft-mtp on this file")
+    assert "MTP draft KV" not in lines and "nextn weights" not in lines
+
+
+def test_a_standalone_head_is_a_draft_for_its_model(tmp_path, capsys):
+    import gguf_files as gf
+
+    head = gf.write_gguf(tmp_path / "Q-head.gguf", "qwen3", {
+        "{arch}.block_count": 1, "{arch}.nextn_predict_layers": 1,
+        "{arch}.embedding_length": 64, "{arch}.attention.head_count": 4,
+        "{arch}.attention.head_count_kv": 1}, [("token_embd.weight", (64, 32), gf.Q.F16)])
+    _, out, _ = run(capsys, str(head))
+    assert ("a standalone head (1 NextN layer(s), no model layers): the draft for its model, "
+            "loaded with --model-draft beside --spec-type draft-mtp") in out

@@ -100,12 +100,34 @@ def _llm_lines(s: GgufSummary) -> list[tuple[str, str]]:
         ("head dims", f"key {_list(s.key_length)}, value {_list(s.value_length)}"),
         ("context", _context_text(s)),
         ("nextn_predict_layers", str(s.nextn_predict_layers)),
+        ("MTP head", _mtp_head(s)),
     ]
     if s.ssm:
         lines.append(("ssm", ", ".join(f"{k} {v}" for k, v in s.ssm.items())))
     if s.kv_lora_rank:
         lines.append(("kv_lora_rank", f"{s.kv_lora_rank} (MLA)"))
     return lines
+
+
+def _mtp_head(s: GgufSummary) -> str:
+    """Whether the file drafts for itself: MTP is a property of the file (its NextN layers), not
+    of the flags, and the flags that serve it are llama.cpp's (its driver's serve flags)."""
+    from pytest_frank.drivers import driver_for
+
+    table = driver_for("llamacpp").serve_flags
+    spec = f"{table.flags['spec_type'].name} {table.mtp_spec_values[0]}"
+    draft = table.flags["draft"].name
+    n = len(s.nextn_layers)
+    if not n:
+        return (f"none (nextn_predict_layers 0): llama.cpp refuses {spec} on this file (no "
+                "head to draft from); a release's -mtp GGUF carries one, or draft with a draft "
+                f"model ({draft})")
+    where = ",".join(map(str, s.nextn_layers))
+    if n == s.block_count:  # a head without the model: a sidecar for the model it belongs to
+        return (f"a standalone head ({n} NextN layer(s), no model layers): the draft for its "
+                f"model, loaded with {draft} beside {spec}")
+    return (f"its own, {n} NextN layer(s) (blk.{where}.nextn.*): {spec} alone serves it; "
+            f"{draft} at this file would load it a second time")
 
 
 def _parser() -> argparse.ArgumentParser:
