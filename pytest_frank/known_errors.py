@@ -1,6 +1,6 @@
-"""Error answers with a known cause: the usual fix by the server's words, else by its status.
-The words are the engines' own; a fix names the flag in the engine's own spelling where its
-driver knows it (`driver.flags`, `driver.start`)."""
+"""Error answers, and failed starts' logs, with a known cause: the usual fix by the server's
+words, else by its status. The words are the engines' own; a fix names the flag in the engine's
+own spelling where its driver knows it (`driver.flags`, `driver.start`)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,17 @@ def known_errors(driver: Driver) -> tuple[tuple[str, Text], ...]:
          "e.g. hermes, qwen3_xml, qwen3_coder>"),
         ("requires --tool-call-parser", "start vLLM with --tool-call-parser <the model's parser>"),
         ("invalid tool_choice", "this server accepts only tool_choice auto, none or required"),
+        # a failed start's log (driver.start_failure says what it means)
+        ("model doesn't contain MTP layers", _no_mtp_head(driver)),
     )
+
+
+def _no_mtp_head(driver: Driver) -> Text:
+    """Either give llama.cpp a head to draft from or stop asking for one."""
+    # The flag unvalued: "drop" mentions it, and a valued one in effect would drop the fix.
+    spec_type = driver.flags.get("spec_type") or "--spec-type"
+    return Phrase("serve the model's -mtp GGUF (the file with its NextN head), or stop asking "
+                  "for draft-mtp (drop ", spec_type, ") to serve this file without drafting")
 
 
 def known_fix(driver: Driver, message: str | None, status: int | None = None) -> Text | None:

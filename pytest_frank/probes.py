@@ -35,8 +35,7 @@ def health(target) -> Health:
     target.start()
     url = target.url(target.driver.health_path)
     if target.launch_error:
-        return Health(state="down", url=url,
-                      problem=f"the local server could not be launched: {target.launch_error}")
+        return _not_launched(target, url)
     deadline = time.monotonic() + target.endpoint.ready_timeout
     start, pause = time.monotonic(), POLL_FIRST
     while True:
@@ -52,6 +51,16 @@ def health(target) -> Health:
             return Health(state="loading", problem=f"not measured: {target.stop.why}", url=url,
                           waited=time.monotonic() - start)
         pause = min(pause * 2, POLL_MAX)
+
+
+def _not_launched(target, url: str) -> Health:
+    """A `launch:` that failed: llama.cpp's own error lines, and what its log means where the
+    driver knows the words, with their usual fix."""
+    log = target.launch_log() or ""
+    problem = f"the local server could not be launched: {target.launch_error}"
+    cause = target.driver.start_failure(log)
+    return Health(state="down", url=url, problem=f"{problem}; {cause}" if cause else problem,
+                  fix=known_fix(target.driver, log) if cause else None)
 
 
 @dataclass(kw_only=True)

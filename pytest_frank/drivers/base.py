@@ -182,6 +182,11 @@ class Driver:
         None where neither says."""
         return None
 
+    def start_failure(self, log: str) -> str | None:
+        """What a failed start's log means, where the engine's words name a cause this driver
+        knows (its own error lines often say only what failed, not why); None otherwise."""
+        return None
+
     def decoded_tokens(self, payload) -> int | None:
         """Tokens the busy slots have generated so far, from the slots route; None: unsaid."""
         return None

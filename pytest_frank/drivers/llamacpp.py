@@ -28,6 +28,11 @@ DRAFT_MODEL = Setting("--spec-draft-model", "launch.draft_model")
 DRAFT_MAX = Setting("--spec-draft-n-max", "launch.draft_max")
 SPEC_TYPE = Setting("--spec-type", "launch.spec_type")
 START = Wording("start llama-server with ", "set in fleet.yaml ")
+# --spec-type draft-mtp on a GGUF with nextn_predict_layers 0: llama_init_from_model warns
+# "context type MTP requested but model doesn't contain MTP layers", then the errors say only
+# "failed to create MTP context" and "exiting due to model loading error" (observed with
+# xllamacpp 2026.10.11549 on selftest:hybrid_plain).
+NO_MTP_HEAD = "context type MTP requested but model doesn't contain MTP layers"
 
 
 class LlamaCppDriver(OpenAIDriver):
@@ -139,6 +144,13 @@ class LlamaCppDriver(OpenAIDriver):
         if names:
             gpu = any(not n.upper().startswith("CPU") for n in names)
             return ("gpu" if gpu else "cpu"), f"the log's device_info: {', '.join(names)}"
+        return None
+
+    def start_failure(self, log: str) -> str | None:
+        if NO_MTP_HEAD in log:
+            return (f"the model file has no MTP head (nextn_predict_layers 0), so "
+                    f"{SPEC_TYPE('draft-mtp')} has nothing to draft from (the log: "
+                    f"\"{NO_MTP_HEAD}\")")
         return None
 
     def decoded_tokens(self, payload: Any) -> int | None:

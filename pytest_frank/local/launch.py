@@ -30,7 +30,8 @@ Spec keys (all optional but `model`):
   served GGUF's own MTP (NextN) head, with no `draft_model` (`selftest:hybrid` carries one):
   llama.cpp loads the head, makes an MTP draft context on the model's own weights and keeps
   `draft_max` extra recurrent-state snapshots per sequence. On a file without a head llama.cpp
-  refuses to start ("context type MTP requested but model doesn't contain MTP layers"). With a
+  refuses to start ("context type MTP requested but model doesn't contain MTP layers", a
+  warning its error lines do not repeat: the llama.cpp driver's start_failure reads it). With a
   `draft_model` as well, that file is loaded a second time as the MTP draft.
 - `draft_without_spec_type` (false): load `draft_model` but give no spec type, the "configured
   but not engaged" fault: `/slots[0].speculative` false, spec_decode counters stay 0, no draft_n.
