@@ -114,6 +114,7 @@ def test_quantized_cache_needs_whole_blocks():
 def shapes(tmp_path_factory) -> dict[str, ModelShape]:
     d = tmp_path_factory.mktemp("mem")
     paths = {"seed": gf.seed_shaped(d / "seed.gguf"), "hybrid": gf.hybrid(d / "h.gguf"),
+             "hybrid_mtp": gf.hybrid(d / "hm.gguf", nextn=1),
              "per_layer": gf.per_layer_kv(d / "p.gguf"), "sliding": gf.sliding(d / "s.gguf"),
              "llama": gf.small_llama(d / "l.gguf"), "clip": gf.projector(d / "c.gguf")}
     return {k: ModelShape.from_gguf(p) for k, p in paths.items()}
@@ -141,6 +142,26 @@ def test_hybrid_counts_only_attention_layers(shapes):
     est = estimate(m, Settings(ctx_size=8192, n_parallel=4))
     assert est.recurrent_state == 6 * per_layer * 4                    # per sequence
     assert est.kv == 1024 * 8192
+
+
+def test_mtp_keeps_draft_max_snapshots_of_the_recurrent_state(shapes):
+    m = shapes["hybrid_mtp"]
+    per_seq = 6 * m.recurrent_state_per_layer
+    assert len(m.nextn_layers) == 1 and per_seq > 0
+    settings = Settings(ctx_size=8192, n_parallel=2)
+    # the head is in the file: MTP on, its own row and 3 snapshots per sequence
+    assert estimate(m, settings).recurrent_state == per_seq * 2 * (1 + 3)
+    assert estimate(m, replace(settings, draft_max=1)).recurrent_state == per_seq * 2 * 2
+    assert estimate(m, replace(settings, mtp=False)).recurrent_state == per_seq * 2
+    # draft_max is the MTP draft's: without MTP it changes nothing
+    assert estimate(m, replace(settings, mtp=False, draft_max=8)).recurrent_state == per_seq * 2
+    assert estimate(shapes["hybrid"], settings).recurrent_state == per_seq * 2
+
+
+def test_draft_max_is_a_length():
+    assert Settings(ctx_size=1, draft_max=0).draft_max == 0
+    with pytest.raises(ValueError, match="draft_max -1"):
+        Settings(ctx_size=1, draft_max=-1)
 
 
 def test_per_layer_head_count_kv(shapes):

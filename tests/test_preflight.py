@@ -12,6 +12,7 @@ import pytest
 
 from pytest_frank.local import selftest_model
 from pytest_frank.vram import preflight
+from pytest_frank.vram.memory import MiB
 
 pytestmark = pytest.mark.unit
 
@@ -168,10 +169,30 @@ def test_swa_full_makes_every_layer_grow(gemma3_270m, capsys):
     assert "18 attention layers x 1 KV heads x 256 dim" in out and "sliding-window KV" not in out
 
 
-# Qwen3.5's hybrid layout, real files llama.cpp serves (selftest:hybrid): 6 Gated DeltaNet and
-# 2 gated attention layers, with its own MTP head as block 8, and the same model without it.
+# The self-test hybrid (Qwen3.5's layout), a real file llama.cpp serves (selftest:hybrid): 2
+# full-attention layers x 2 KV heads x 64 dim, 6 Gated DeltaNet layers (conv_kernel 4, inner_size
+# 512, state_size 128, group_count 2) and its own MTP head as block 8; hybrid_plain is the same
+# model without the head.
+ATTENTION_PER_TOKEN = 2 * 2 * 64 * 2 * 2               # layers x heads x dim x (K, V) x f16
+NEXTN_PER_TOKEN = 1 * 2 * 64 * 2 * 2
+CONV = (4 - 1) * (512 + 2 * 2 * 128) * 4                # R: 12 KiB a layer and row
+SSM = 128 * 512 * 4                                     # S: 256 KiB
+RECURRENT_ROW = 6 * (CONV + SSM)                        # 1.57 MiB a row
+
+
+@pytest.fixture(scope="module")
+def hybrid():
+    return str(selftest_model.model_path("hybrid"))
+
+
 def described(capsys, variant: str) -> dict[str, str]:
     _, out, _ = run(capsys, str(selftest_model.model_path(variant)))
+    return labelled(out)
+
+
+def labelled(out: str) -> dict[str, str]:
+    return dict((line[:22].strip(), line[22:].strip())
+                for line in out.splitlines() if line[:22].strip())
     return dict((line[:22].strip(), line[22:].strip())
                 for line in out.splitlines() if line[:22].strip())
 
@@ -204,3 +225,50 @@ def test_a_standalone_head_is_a_draft_for_its_model(tmp_path, capsys):
     _, out, _ = run(capsys, str(head))
     assert ("a standalone head (1 NextN layer(s), no model layers): the draft for its model, "
             "loaded with --model-draft beside --spec-type draft-mtp") in out
+
+
+def test_the_hybrid_reads_as_attention_recurrent_and_mtp(hybrid, capsys):
+    assert (CONV, SSM, ATTENTION_PER_TOKEN, NEXTN_PER_TOKEN) == (12 << 10, 256 << 10, 1024, 512)
+    _, out, _ = run(capsys, hybrid, "--ctx", "4096")
+    lines = labelled(out)
+    assert lines["KV per token"] == ("2 attention layers x 2 KV heads x 64 dim: K f16 256 B + "
+                                     f"V f16 256 B per layer = {ATTENTION_PER_TOKEN} B/token")
+    assert lines["MTP draft KV"] == f"1 NextN layer(s), f16: {NEXTN_PER_TOKEN} B/token"
+    assert lines["recurrent state"] == (
+        f"6 layers x {CONV + SSM} B = 1.57 MiB a row (f32); with MTP 4 rows per sequence (its "
+        "own and --draft-max 3 snapshots) = 6.28 MiB per sequence")
+
+
+@pytest.mark.parametrize("argv,rows,mtp", [
+    ([], 1 + 3, True),                      # the head is in the file: MTP at --draft-max 3
+    (["--draft-max", "1"], 1 + 1, True),
+    (["--no-mtp"], 1, False),               # no snapshots, no MTP context
+    (["--no-mtp", "--draft-max", "8"], 1, False),
+])
+def test_the_hybrid_table_is_the_arithmetic(hybrid, capsys, argv, rows, mtp):
+    gpu, fixed, slots = 64, 8, 2
+    _, out, _ = run(capsys, hybrid, "--ctx", "4096,16384", "--parallel", str(slots),
+                    "--gpu-mib", str(gpu), "--fixed-mib", str(fixed), "--json", *argv)
+    report = json.loads(out)
+    weights = report["summary"]["weight_bytes"]
+    for row, ctx in zip(report["context_table"], (4096, 16384), strict=True):
+        kv, mtp_kv = ATTENTION_PER_TOKEN * ctx, NEXTN_PER_TOKEN * ctx * mtp
+        state = RECURRENT_ROW * rows * slots
+        assert (row["kv_mib"], row["draft_kv_mib"]) == (kv / MiB, mtp_kv / MiB)
+        free = gpu * MiB - fixed * MiB - weights - kv - mtp_kv - state
+        assert row["free_after_load_mib"] == free / MiB
+
+
+def test_the_hybrid_without_mtp_says_what_is_not_counted(hybrid, capsys):
+    _, out, _ = run(capsys, hybrid, "--ctx", "4096", "--no-mtp")
+    lines = labelled(out)
+    assert lines["MTP draft KV"].endswith("B/token (not counted: --no-mtp)")
+    assert lines["recurrent state"] == f"6 layers x {CONV + SSM} B = 1.57 MiB per sequence (f32)"
+    assert "Draft KV" not in out
+
+
+def test_a_negative_draft_max_is_a_usage_error(hybrid, capsys):
+    code, out, err = run(capsys, hybrid, "--draft-max", "-1")
+    assert code == 2 and out == ""
+    assert err.strip() == ("frank preflight: draft_max -1: a draft is at least 0 tokens long "
+                           "(llama-server --spec-draft-n-max)")

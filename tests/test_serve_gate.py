@@ -200,6 +200,22 @@ def test_the_sliding_window_cache_follows_the_serve_flags(tmp_path):
     assert "kv 1351.5 " in wide.what  # 384 MiB + 15 layers x (512 + 65536 cells) x 1 KiB
 
 
+def test_the_recurrent_state_follows_the_mtp_draft_length(tmp_path):
+    """A hybrid served with --spec-type draft-mtp keeps --spec-draft-n-max snapshots of its
+    recurrent state per sequence: 6 DeltaNet layers x 73 KiB, 4 rows at the default, 2 at 1."""
+    hybrid = str(gf.hybrid(tmp_path / "hybrid.gguf", nextn=1))
+    vram = {"gpu_mib": 0.5, "fixed_mib": 0}
+    line = (f"llama-server -m {hybrid} -c 256 --port 7770 --host 0.0.0.0 --alias frank "
+            "--spec-type draft-mtp")
+
+    def recurrent(extra: str = "") -> str:
+        (short,) = [f for f in run(line + extra, endpoint(vram=vram)) if f.severity == "fail"]
+        return short.what.partition("recurrent state ")[2].partition(" ")[0]
+
+    assert recurrent() == "1.7"                          # 6 x 74752 B x (1 + 3)
+    assert recurrent(" --spec-draft-n-max 1") == "0.9"   # x (1 + 1)
+
+
 VLLM = ("vllm serve /srv/qwen --served-model-name frank --port 7770 --max-model-len 131072 "
         "--enable-auto-tool-choice --tool-call-parser qwen3_xml --reasoning-parser qwen3 "
         "--enable-prefix-caching --speculative-config '{\"method\": \"ngram\"}'")

@@ -38,6 +38,7 @@ class Options(ClaimOptions):
     draft: str | None = None
     mmproj: str | None = None
     mtp: bool | None = None
+    draft_max: int | None = None
     ctx_size: int | None = None
     parallel: int | None = None
     kv_unified: bool | None = None
@@ -121,8 +122,11 @@ def _launched(target) -> dict[str, Any]:
         model = str(resolve_model(spec["model"]))
     except LaunchError:
         model = None  # the plan then says no model is named
+    # A launched server loads the file's MTP head only under spec_type draft-mtp, and then
+    # keeps draft_max snapshots of a hybrid's recurrent state per sequence.
     settings = {"model": model, "ctx_size": spec.get("ctx_size", DEFAULT_CTX_SIZE),
-                "parallel": spec.get("parallel", 1), "kv_unified": spec.get("kv_unified", False)}
+                "parallel": spec.get("parallel", 1), "kv_unified": spec.get("kv_unified", False),
+                "mtp": spec.get("spec_type") == "draft-mtp", "draft_max": spec.get("draft_max")}
     return {k: v for k, v in settings.items() if v is not None}
 
 

@@ -188,6 +188,40 @@ def kv_caches(text: str) -> list[KVCache]:
     return found
 
 
+# llama_memory_recurrent's summary of a hybrid's or an SSM's recurrent state (src/llama-memory-
+# recurrent.cpp), logged at verbosity 4 like the KV line: cells are sequences, "layers" the trunk's
+# block count (attention layers included, though they hold no state), rs_seq the extra snapshots
+# per cell (the MTP draft length; builds before MTP print neither it nor P).
+_RECURRENT_LINE = re.compile(
+    r"llama_memory_recurrent: size = *(?P<mib>[\d.]+) MiB \( *(?P<cells>\d+) cells, "
+    r"*(?P<layers>\d+) layers, *(?P<seqs>\d+) seqs(?: +(?P<rs_seq>\d+) rs_seq)?\), "
+    r"R \(\w+\): *(?P<r_mib>[\d.]+) MiB, S \(\w+\): *(?P<s_mib>[\d.]+) MiB")
+
+
+@dataclass(frozen=True)
+class RecurrentState:
+    """One recurrent state cache as llama.cpp's log reports allocating it."""
+
+    mib: float  # R and S (and P) together, as logged (two decimals)
+    cells: int  # one per sequence
+    layers: int  # the trunk's blocks, as llama.cpp counts them
+    seqs: int
+    rs_seq: int  # snapshots kept per cell beside its own row; 0 without MTP
+    r_mib: float  # the conv state
+    s_mib: float  # the SSM state
+
+
+def recurrent_states(text: str) -> list[RecurrentState]:
+    """The recurrent state caches a server's log says it allocated (one for a hybrid)."""
+    found = []
+    for m in _RECURRENT_LINE.finditer(text):
+        d = m.groupdict()
+        found.append(RecurrentState(float(d["mib"]), int(d["cells"]), int(d["layers"]),
+                                    int(d["seqs"]), int(d["rs_seq"] or 0), float(d["r_mib"]),
+                                    float(d["s_mib"])))
+    return found
+
+
 def verbosity() -> int | None:
     """llama.cpp's log threshold for the whole process (a launch sets it), where readable."""
     fn = _native("_Z30common_log_get_verbosity_tholdv")  # common_log_get_verbosity_thold()

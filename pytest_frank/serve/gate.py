@@ -358,7 +358,7 @@ def _fits(p: Parsed, endpoint) -> list[Finding]:
                 "kv_unified": p.on("kv_unified") or None, "ubatch_size": p.number("ubatch"),
                 "swa_full": p.on("swa_full") or None, "cache_type_k": p.text("cache_k"),
                 "cache_type_v": p.text("cache_v"), "draft": p.text("draft"),
-                "mmproj": p.text("mmproj")}
+                "mmproj": p.text("mmproj"), "draft_max": p.number("draft_max")}
     merged = {**opts, **{k: v for k, v in settings.items() if v is not None}}
     if p.text("spec_type") in p.table.mtp_spec_values:
         merged["mtp"] = True

@@ -14,12 +14,21 @@ The arithmetic follows llama.cpp's caches:
                                      + n_ubatch)) cells per stream; n_ctx_seq with --swa-full
   so a sliding layer stops growing at window + n_ubatch cells; only full layers grow with
   context.
-- Recurrent state, per recurrent layer and per sequence (n_parallel sequences), in f32:
+- Recurrent state, per recurrent layer and per row, in f32:
       conv  = (conv_kernel - 1) x (inner_size + 2 x group_count x state_size) x 4 bytes
       state = state_size x inner_size x 4 bytes
-  (llama.cpp's n_embd_r / n_embd_s; for DeltaNet inner_size is v_heads x v_head_dim.)
-- An MTP (NextN) draft context keeps KV for the NextN layers at the draft context size; a
-  separate draft model costs its weights plus its own KV.
+  (llama.cpp's n_embd_r / n_embd_s; for DeltaNet inner_size is v_heads x v_head_dim.) Each
+  sequence (n_parallel of them) keeps one row, and with MTP drafting draft_max more
+  (--spec-draft-n-max, default 3; llama.cpp's n_rs_seq): a snapshot per drafted token, to roll
+  the state back to where a draft was rejected. So MTP at the default makes the state 4x:
+      rows  = n_parallel x (1 + draft_max)    with MTP; n_parallel without (a separate draft
+                                              model keeps no snapshots)
+  llama.cpp's load log says it as `llama_memory_recurrent: size = ... (N cells, L layers, S
+  seqs D rs_seq)`, cells = n_parallel and rs_seq = draft_max; its "layers" is the trunk's block
+  count, though only the recurrent layers hold state.
+- An MTP (NextN) draft context keeps KV for the NextN layers, at the draft context size and the
+  target's sequences, in its own cache types (f16 unless set; the target's -ctk/-ctv do not
+  reach it) and no recurrent state; a separate draft model costs its weights plus its own KV.
 - Everything else -- CUDA context, compute graphs, scratch -- is `fixed_overhead`, a number to
   measure once per host and pass in (the 1 GiB default is a starting guess, not a law).
 """
@@ -42,6 +51,7 @@ GiB = 1 << 30
 CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl")
 CELL_PAD = 256      # llama.cpp pads n_ctx, each sequence's share and the SWA cache to this
 N_UBATCH = 512      # llama-server's default --ubatch-size
+DRAFT_MAX = 3       # llama-server's default --spec-draft-n-max
 
 
 def row_bytes(cache_type: str, n_elements: int) -> int:
@@ -144,6 +154,7 @@ class Settings:
     n_ubatch: int = N_UBATCH
     swa_full: bool = False
     mtp: bool | None = None             # None: on when the file has NextN layers
+    draft_max: int = DRAFT_MAX          # --spec-draft-n-max: with MTP, snapshots per sequence
     ctx_size_draft: int | None = None   # None: same as ctx_size
     cache_type_k_draft: str = "f16"
     cache_type_v_draft: str = "f16"
@@ -156,6 +167,9 @@ class Settings:
             raise ValueError(f"ctx_size {self.ctx_size} / n_parallel {self.n_parallel} / n_ubatch "
                              f"{self.n_ubatch}: need ctx_size >= 0, n_parallel >= 1 and "
                              "n_ubatch >= 1")
+        if self.draft_max < 0:
+            raise ValueError(f"draft_max {self.draft_max}: a draft is at least 0 tokens long "
+                             "(llama-server --spec-draft-n-max)")
         for name in ("cache_type_k", "cache_type_v", "cache_type_k_draft", "cache_type_v_draft"):
             if getattr(self, name).lower() not in CACHE_TYPES:
                 raise ValueError(f"{name} {getattr(self, name)!r} is not one of "
@@ -179,6 +193,18 @@ def growing_layers(model: ModelShape, swa_full: bool = False) -> tuple[LayerKV, 
     if swa_full or not model.sliding_window:
         return model.kv_layers
     return tuple(x for x in model.kv_layers if not x.sliding)
+
+
+def mtp_on(model: ModelShape, settings: Settings) -> bool:
+    """Whether the endpoint drafts with the file's own MTP head: as settings say, else when the
+    file has one."""
+    return bool(model.nextn_layers) if settings.mtp is None else settings.mtp
+
+
+def recurrent_rows_per_sequence(settings: Settings, mtp: bool) -> int:
+    """Rows of recurrent state each sequence keeps: its own, and with MTP draft_max more (the
+    snapshots a rejected draft rolls back to; see the module doc)."""
+    return 1 + (settings.draft_max if mtp else 0)
 
 
 def pad(n: int, to: int = CELL_PAD) -> int:
@@ -265,7 +291,7 @@ def estimate(model: ModelShape, settings: Settings, *, draft: ModelShape | int |
     kv = cache(model.kv_layers, s.ctx_size, type_k=s.cache_type_k, type_v=s.cache_type_v)
     ctx_draft = s.ctx_size if s.ctx_size_draft is None else s.ctx_size_draft
     draft_cache = partial(cache, type_k=s.cache_type_k_draft, type_v=s.cache_type_v_draft)
-    mtp = bool(model.nextn_layers) if s.mtp is None else s.mtp
+    mtp = mtp_on(model, s)
     if mtp and not model.nextn_layers:
         notes.append("MTP asked for but the model has no NextN layers: no MTP draft KV counted")
     mtp_kv = draft_cache(model.nextn_layers, ctx_draft) if mtp else 0
@@ -276,7 +302,8 @@ def estimate(model: ModelShape, settings: Settings, *, draft: ModelShape | int |
                     + draft.recurrent_layers * draft.recurrent_state_per_layer * s.n_parallel)
     parts = {
         "weights": model.weights, "kv": kv,
-        "recurrent_state": model.recurrent_layers * model.recurrent_state_per_layer * s.n_parallel,
+        "recurrent_state": (model.recurrent_layers * model.recurrent_state_per_layer
+                            * s.n_parallel * recurrent_rows_per_sequence(s, mtp)),
         "mtp_kv": mtp_kv, "draft_weights": draft.weights if draft else 0, "draft_kv": draft_kv,
         "projector": mmproj.weights if mmproj else 0, "fixed_overhead": s.fixed_overhead}
     total = sum(parts.values())

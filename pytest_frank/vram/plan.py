@@ -66,7 +66,7 @@ def slot_settings(opts: dict, count: int | None = None, ctx_per_slot: int | None
 
 def make_plan(opts: dict, model: str | None, gpu_total: int | None = None, *,
               count: int | None = None, ctx_per_slot: int | None = None) -> Plan:
-    from pytest_frank.vram.memory import N_UBATCH, Settings
+    from pytest_frank.vram.memory import DRAFT_MAX, N_UBATCH, Settings
 
     if not model:
         raise PlanError("expect.vram names no `model` (a GGUF path or URL) to read")
@@ -79,6 +79,7 @@ def make_plan(opts: dict, model: str | None, gpu_total: int | None = None, *,
             ctx_size=ctx, n_parallel=parallel, kv_unified=unified,
             cache_type_k=opts.get("cache_type_k", "f16"),
             cache_type_v=opts.get("cache_type_v", "f16"), mtp=opts.get("mtp"),
+            draft_max=opts.get("draft_max", DRAFT_MAX),
             n_ubatch=opts.get("ubatch_size", N_UBATCH), swa_full=bool(opts.get("swa_full")),
             gpu_total=gpu, fixed_overhead=_option_bytes(opts, "fixed_mib", 1024),
             headroom=_option_bytes(opts, "headroom_mib", 0))

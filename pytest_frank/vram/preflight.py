@@ -17,6 +17,7 @@ from pytest_frank.gguf.summary import GgufSummary, summarize
 from pytest_frank.vram.memory import (
     CACHE_TYPES,
     CELL_PAD,
+    DRAFT_MAX,
     N_UBATCH,
     MiB,
     ModelShape,
@@ -29,6 +30,8 @@ from pytest_frank.vram.memory import (
     growing_layers,
     kv_bytes_per_token,
     max_context,
+    mtp_on,
+    recurrent_rows_per_sequence,
     row_bytes,
     sliding_layers,
     trained_context_warning,
@@ -153,6 +156,9 @@ def _parser() -> argparse.ArgumentParser:
     mtp.add_argument("--mtp", dest="mtp", action="store_true", default=None,
                      help="count the MTP draft context (default: when the file has NextN layers)")
     mtp.add_argument("--no-mtp", dest="mtp", action="store_false")
+    p.add_argument("--draft-max", type=int, default=DRAFT_MAX,
+                   help=f"--spec-draft-n-max (default {DRAFT_MAX}): with MTP, each sequence keeps "
+                        "this many snapshots of a hybrid's recurrent state beside its own")
     p.add_argument("--timeout", type=float, default=30, help="per-request HTTP timeout, seconds")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     return p
@@ -179,6 +185,7 @@ def _settings(args: argparse.Namespace, ctx: int) -> Settings:
     return Settings(
         ctx_size=ctx, n_parallel=args.parallel, kv_unified=args.kv_unified,
         cache_type_k=args.cache_type_k, cache_type_v=args.cache_type_v, mtp=args.mtp,
+        draft_max=args.draft_max,
         n_ubatch=args.ubatch_size, swa_full=args.swa_full,
         gpu_total=None if args.gpu_mib is None else int(args.gpu_mib * MiB),
         fixed_overhead=int(args.fixed_mib * MiB), headroom=int(args.headroom_mib * MiB))
@@ -201,16 +208,27 @@ def _kv_lines(model: ModelShape, args: argparse.Namespace) -> list[tuple[str, st
     lines = [("KV per token", text)]
     if sliding:
         lines.append(("sliding-window KV", _sliding_text(model, sliding, args)))
+    mtp = mtp_on(model, _settings(args, 0))
     if model.nextn_layers:
         per = sum(x.bytes_per_token("f16", "f16") for x in model.nextn_layers)
+        unused = "" if mtp else " (not counted: --no-mtp)"
         lines.append(("MTP draft KV",
-                      f"{len(model.nextn_layers)} NextN layer(s), f16: {per} B/token"))
+                      f"{len(model.nextn_layers)} NextN layer(s), f16: {per} B/token{unused}"))
     if model.recurrent_layers:
-        per_seq = model.recurrent_layers * model.recurrent_state_per_layer
-        lines.append(("recurrent state", (f"{model.recurrent_layers} layers x "
-                                          f"{model.recurrent_state_per_layer} B = "
-                                          f"{human_bytes(per_seq)} per sequence (f32)")))
+        lines.append(("recurrent state", _recurrent_text(model, args, mtp)))
     return lines
+
+
+def _recurrent_text(model: ModelShape, args: argparse.Namespace, mtp: bool) -> str:
+    """A hybrid's recurrent state: per row, and the rows each sequence keeps (with MTP, one
+    snapshot per drafted token beside its own)."""
+    row = model.recurrent_layers * model.recurrent_state_per_layer
+    text = f"{model.recurrent_layers} layers x {model.recurrent_state_per_layer} B = {human_bytes(row)}"
+    rows = recurrent_rows_per_sequence(_settings(args, 0), mtp)
+    if rows == 1:
+        return f"{text} per sequence (f32)"
+    return (f"{text} a row (f32); with MTP {rows} rows per sequence (its own and --draft-max "
+            f"{args.draft_max} snapshots) = {human_bytes(row * rows)} per sequence")
 
 
 def _sliding_text(model: ModelShape, sliding: tuple, args: argparse.Namespace) -> str:
