@@ -140,7 +140,7 @@ def test_summary_nextn_layers_are_separate(files):
     s = summarize(read_header(files["mtp"]))
     assert s.block_count == 9 and s.nextn_predict_layers == 1
     assert s.nextn_layers == (8,) and s.attention_layers == (3, 7)
-    assert s.nextn_weight_bytes == 512 * 256 * 2
+    assert s.nextn_weight_bytes == 512 * 256 * 2 + 256 * 128 * 2  # eh_proj and the block's attn_k
 
 
 def test_summary_per_layer_head_count_kv(files):

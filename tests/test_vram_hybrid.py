@@ -101,3 +101,19 @@ def test_without_spec_type_no_head_and_no_snapshots(shape):
     # the model's default follows the file, which has a head: it counts what this server lacks
     assert not agrees(estimate(shape, Settings(ctx_size=4096, n_parallel=2)).recurrent_state,
                       state.r_mib + state.s_mib)
+
+
+@pytest.mark.parametrize("spec,mtp,files", [
+    ({"spec_type": "draft-mtp"}, True, 1),        # the head loaded with the trunk
+    ({}, False, 1),                               # no MTP: the head's tensors are skipped
+    ({"draft_model": "selftest:hybrid"}, False, 2),  # the seeds' trap: the -mtp file as its
+])                                                # own draft model, its trunk loaded twice
+def test_the_weights_loaded_are_as_modelled(shape, spec, mtp, files):
+    buffers = llama_log.model_buffers(loaded(**spec))
+    assert len(buffers) == files, buffers
+    est = estimate(shape, Settings(ctx_size=4096, mtp=mtp),
+                   draft=shape if files == 2 else None)
+    assert all(agrees(est.weights, mib) for mib in buffers), (est.weights / MiB, buffers)
+    assert agrees(est.weights + est.draft_weights, sum(buffers))
+    # the head is what tells the two apart: counted where it is not loaded, 7% too much here
+    assert mtp or not agrees(shape.weights, buffers[0])

@@ -157,6 +157,13 @@ def _weights_by_type(header: GGUFHeader) -> dict[str, int]:
 _SSM_KEYS = ("conv_kernel", "inner_size", "state_size", "time_step_rank", "group_count")
 
 
+def _block_bytes(header: GGUFHeader, blocks: list[int]) -> int:
+    """The bytes of every tensor of these blocks: an MTP head is its whole block (attention and
+    FFN beside the nextn.* projections), all of which llama.cpp skips unless it drafts with it."""
+    prefixes = tuple(f"blk.{i}." for i in blocks)
+    return sum(t.n_bytes for t in header.tensors if t.name.startswith(prefixes)) if blocks else 0
+
+
 def summarize(header: GGUFHeader) -> GgufSummary:
     """What a person sizing a deployment reads off a header."""
     g = header.get
@@ -200,7 +207,7 @@ def summarize(header: GGUFHeader) -> GgufSummary:
         n_tensors=len(header.tensors),
         weight_bytes_by_type=_weights_by_type(header),
         weight_bytes=header.weight_bytes,
-        nextn_weight_bytes=sum(t.n_bytes for t in header.tensors if ".nextn." in t.name),
+        nextn_weight_bytes=_block_bytes(header, [x.index for x in layers if x.kind == "nextn"]),
         split_count=_int(g("split.count")),
         header_bytes=header.header_bytes,
         file_size=header.file_size,

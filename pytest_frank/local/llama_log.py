@@ -178,6 +178,16 @@ class KVCache:
     type_v: str
 
 
+# load_tensors' line per weights buffer it maps or allocates: one per model loaded (and device).
+_MODEL_BUFFER = re.compile(r"load_tensors: +\S+ model buffer size = *(?P<mib>[\d.]+) MiB")
+
+
+def model_buffers(text: str) -> list[float]:
+    """The MiB of each model weights buffer the log reports: a second model file loaded (a
+    draft model) adds its own."""
+    return [float(m["mib"]) for m in _MODEL_BUFFER.finditer(text)]
+
+
 def kv_caches(text: str) -> list[KVCache]:
     """The KV caches a server's log says it allocated (a sliding-window model has two)."""
     found = []

@@ -26,6 +26,10 @@ The arithmetic follows llama.cpp's caches:
   llama.cpp's load log says it as `llama_memory_recurrent: size = ... (N cells, L layers, S
   seqs D rs_seq)`, cells = n_parallel and rs_seq = draft_max; its "layers" is the trunk's block
   count, though only the recurrent layers hold state.
+- Weights: the file's tensors, less its NextN (MTP head) tensors where MTP is off: llama.cpp
+  loads the head only under --spec-type draft-mtp ("model has unused tensor blk.N.nextn... --
+  ignoring" otherwise), in the served file and in a draft file alike. So an -mtp file named as
+  its own --model-draft (draft-simple) costs its trunk twice.
 - An MTP (NextN) draft context keeps KV for the NextN layers, at the draft context size and the
   target's sequences, in its own cache types (f16 unless set; the target's -ctk/-ctv do not
   reach it) and no recurrent state; a separate draft model costs its weights plus its own KV.
@@ -88,6 +92,7 @@ class LayerKV:
 class ModelShape:
     """What memory depends on, from a GGUF header or written down by hand."""
     weights: int = 0                            # bytes
+    nextn_weights: int = 0                      # of them, the MTP head's (loaded only with MTP)
     kv_layers: tuple[LayerKV, ...] = ()         # attention layers of the main model
     nextn_layers: tuple[LayerKV, ...] = ()      # MTP head layers (their own draft context)
     recurrent_layers: int = 0
@@ -116,7 +121,8 @@ class ModelShape:
         n_rec = len(summary.recurrent_layers)
         known = {"conv_kernel", "inner_size", "state_size"} <= summary.ssm.keys()
         return cls(
-            weights=summary.weight_bytes, kv_layers=kv("attention"), nextn_layers=kv("nextn"),
+            weights=summary.weight_bytes, nextn_weights=summary.nextn_weight_bytes,
+            kv_layers=kv("attention"), nextn_layers=kv("nextn"),
             recurrent_layers=n_rec,
             recurrent_state_per_layer=recurrent_state_bytes(**summary.ssm) if known else 0,
             sliding_window=summary.sliding_window,
@@ -300,11 +306,14 @@ def estimate(model: ModelShape, settings: Settings, *, draft: ModelShape | int |
         notes.extend(f"draft: {n}" for n in draft.notes)
         draft_kv = (draft_cache(draft.kv_layers, ctx_draft)
                     + draft.recurrent_layers * draft.recurrent_state_per_layer * s.n_parallel)
+    def loaded(shape: ModelShape) -> int:
+        return shape.weights - (0 if mtp else shape.nextn_weights)
+
     parts = {
-        "weights": model.weights, "kv": kv,
+        "weights": loaded(model), "kv": kv,
         "recurrent_state": (model.recurrent_layers * model.recurrent_state_per_layer
                             * s.n_parallel * recurrent_rows_per_sequence(s, mtp)),
-        "mtp_kv": mtp_kv, "draft_weights": draft.weights if draft else 0, "draft_kv": draft_kv,
+        "mtp_kv": mtp_kv, "draft_weights": loaded(draft) if draft else 0, "draft_kv": draft_kv,
         "projector": mmproj.weights if mmproj else 0, "fixed_overhead": s.fixed_overhead}
     total = sum(parts.values())
     free = None if s.gpu_total is None else s.gpu_total - total
