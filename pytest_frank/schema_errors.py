@@ -29,6 +29,7 @@ class SchemaProblem:
     names: tuple[str, ...] = ()  # the keys an unknown or missing problem is about
     keyword: str = ""  # the schema keyword that failed (pattern, propertyNames, ...)
     shown: str = ""  # the value, as `show` quotes it
+    expected: tuple[str, ...] = ()  # a type problem: the JSON Schema types the value may have
 
     @property
     def where(self) -> str:
@@ -83,7 +84,10 @@ def _problem(error, show: Show, object_word: str) -> SchemaProblem:
         expected = _expected(error.validator_value, object_word)
         got = object_word.split()[-1] if isinstance(value, dict) else \
             GOT.get(type(value), type(value).__name__)
-        return SchemaProblem(path, "type", f"expected {expected}, got {got} {show(value, path)}")
+        listed = error.validator_value
+        return SchemaProblem(path, "type", f"expected {expected}, got {got} {show(value, path)}",
+                             expected=tuple(map(str, listed if isinstance(listed, list)
+                                                else [listed])))
     if kind == "enum":
         allowed = ", ".join(map(str, error.validator_value))
         return SchemaProblem(path, "enum", f"{show(value, path)} is not one of {allowed}")

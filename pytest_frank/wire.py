@@ -26,6 +26,9 @@ class Call:
     name: str | None
     arguments: Any  # OpenAI: the JSON text the server sent; Anthropic: the `input` object
     id: str | None = None
+    # The wire sends arguments as JSON text (OpenAI chat, Responses): an object, a list or a
+    # number there is kept as it came, for the judges to name, since clients JSON.parse the text.
+    as_text: bool = False
 
 
 @dataclass

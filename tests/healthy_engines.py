@@ -7,7 +7,8 @@ from fleets import one_endpoint
 SEEDS_MAP = {"minimal": "low", "low": "low", "medium": "medium", "high": "xhigh", "max": "xhigh"}
 ALL = {"reasoning": True, "reasoning_effort": SEEDS_MAP,
        "tools": {"trials": 2, "parallel": True, "auto_must_call": True, "named": True}}
-ARGS = {"get_weather": {"city": "Paris", "days": 1}, "get_time": {"timezone": "Europe/Paris"}}
+ARGS = {"get_weather": {"city": "Paris", "days": 1}, "get_time": {"timezone": "Europe/Paris"},
+        "run": {}, "run_in_terminal": {"command": "make", "args": ["test"], "job": "02134"}}
 KEY = "sk-emulated-secret-777"
 
 
@@ -19,7 +20,9 @@ def healthy_chat(field="reasoning_content"):
         choice = body.get("tool_choice")
         if not body.get("tools") or choice == "none":
             return chat_json("Hello!", **extra)
-        name = choice["function"]["name"] if isinstance(choice, dict) else "get_weather"
+        # the named tool, else the first offered (as the self-test model calls)
+        name = choice["function"]["name"] if isinstance(choice, dict) else \
+            body["tools"][0]["function"]["name"]
         calls = [tool_call(name, ARGS[name], "call_1")]
         if body.get("parallel_tool_calls"):
             calls.append(tool_call("get_weather", {"city": "London", "days": 1}, "call_2"))
@@ -34,7 +37,7 @@ def healthy_messages(body):
     choice = body.get("tool_choice") or {}
     if not body.get("tools") or choice.get("type") == "none":
         return messages_json("Hello!", thinking=thinking)
-    name = choice.get("name", "get_weather")
+    name = choice.get("name", body["tools"][0]["name"])
     uses = [(name, ARGS[name])]
     if "London" in body["messages"][0]["content"]:
         uses.append(("get_weather", {"city": "London", "days": 1}))

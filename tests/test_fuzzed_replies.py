@@ -308,7 +308,8 @@ EXPECT = {"reasoning": True, "reasoning_effort": {"map": {"high": "xhigh"}, "unm
           "stream": True}
 GENERATION = [reasoning.REASONING, reasoning.STREAMED, reasoning.OFF, reasoning_effort.LEVEL,
               reasoning_effort.UNMAPPED, tools.REQUIRED, tools.AUTO, tools.NAMED_CHOICE,
-              tools.PARALLEL, tools.PLAIN, tools.STREAMED, spec_decode.SPEC_DECODE, perf.TTFT,
+              tools.PARALLEL, tools.PLAIN, tools.STREAMED, tools.WIRE, spec_decode.SPEC_DECODE,
+              perf.TTFT,
               perf.DECODE, perf.PREFIX_CACHE, vision.VISION, params.MAX_TOKENS, params.STOP,
               params.RESPONSE_FORMAT, params.LOGPROBS, params.STREAM_USAGE, params.CONTEXT_LIMIT,
               params.COUNT_TOKENS, params.SYSTEM_MESSAGE,
@@ -538,8 +539,8 @@ def test_a_models_list_that_is_not_an_object_leaves_every_failure_a_verdict(run_
     out = result.stdout.str() + result.stderr.str()
     assert "Traceback" not in out and "AttributeError" not in out, out[-2000:]
     failed = [line for line in out.splitlines() if line.startswith("FAILED ")]
-    # alias, chat, three reasoning, six tools (parallel is not asked)
-    assert len(failed) == 11, failed
+    # alias, chat, three reasoning, seven tools (parallel is not asked)
+    assert len(failed) == 12, failed
     for line in failed:
         assert "Error" not in line.split(" - ", 1)[-1], line  # a verdict, not an exception name
     result.stdout.fnmatch_lines(["*/v1/models not a model list: GET /v1/models: the body: "

@@ -25,7 +25,7 @@ from pytest_frank import schema_errors
 from pytest_frank.observation import Failed, Observation
 from pytest_frank.probes import slot_shape
 from pytest_frank.drivers.base import Driver
-from pytest_frank.verdict import Phrase, Text, fail
+from pytest_frank.verdict import Phrase, Text, fail, inconclusive
 
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "Weather forecast for a city.",
@@ -192,45 +192,126 @@ class Problem(str):
 
 
 MARKUP_LEFT, NO_CALL, TRUNCATED, NAME_IGNORED = "markup", "no call", "truncated", "name ignored"
+# What the wire breaks between the model and the client: the server's tool parser or a gateway.
+ARGS_NOT_TEXT, EMPTY_ARGS, NAME_CUT, SAME_ID, NUMBER_FOR_STRING, ENCODED = (
+    "arguments not text", "empty arguments", "name cut", "same id", "number for string",
+    "encoded")
 
 
 def call_problems(call, expected_name: str | None = None, tools: list[dict] = TOOLS) -> list[str]:
     """Typed reasons this call would break a strict client; empty when it is usable."""
     offered = {t["function"]["name"]: t["function"]["parameters"] for t in tools}
+    args, unreadable = _arguments(call)
     if call.name not in offered:
-        return [f"wrong name: {call.name!r} is not an offered tool ({', '.join(offered)})"]
+        return [_cut_name(call, offered, args) or
+                f"wrong name: {call.name!r} is not an offered tool ({', '.join(offered)})"]
     if expected_name and call.name != expected_name:
         return [Problem(f"wrong name: called {call.name!r} but tool_choice named "
                         f"{expected_name!r}", NAME_IGNORED)]
-    args = call.arguments
-    if isinstance(args, str):
-        try:
-            args = json.loads(args)
-        except ValueError:
-            return [f"not JSON: {call.name} arguments {one_line(args, 80)!r} do not parse"]
+    if unreadable:
+        return [unreadable]
     if not isinstance(args, dict):
         return [f"not JSON: {call.name} arguments are a JSON {type(args).__name__}, not an object"]
-    problems = [_schema_reason(call.name, p)
-                for p in schema_errors.problems(offered[call.name], args, _as_json)]
+    found = schema_errors.problems(offered[call.name], args, _as_json)
+    cut = _cut_name(call, offered, args) if found else None
+    if cut:
+        return [cut]
+    problems = [_schema_reason(call.name, p, args) for p in found]
     if not call.id:
         problems.append(f"no id: the {call.name} call has no id to answer it with")
     return problems
 
 
+def _arguments(call) -> tuple[Any, str | None]:
+    """The call's arguments decoded as a strict client decodes them (JSON.parse on the text the
+    chat wire sends), or why they cannot be."""
+    args = call.arguments
+    if call.as_text and args is not None and not isinstance(args, str):
+        kind = {dict: "object", list: "array", bool: "boolean"}.get(type(args), "number")
+        return None, Problem(
+            f"arguments not a string: the {call.name} call's function.arguments came as a JSON "
+            f"{kind} ({_as_json(args)}), where the chat API sends them as a JSON string: a "
+            f"reader that decodes leniently takes it, a client that calls JSON.parse on it "
+            f"breaks", ARGS_NOT_TEXT)
+    if args is None or (isinstance(args, str) and not args.strip()):
+        what = "no arguments (null or missing)" if args is None else "arguments '' (empty text)"
+        return None, Problem(
+            f"empty arguments: the {call.name} call came with {what}, not '{{}}': a call "
+            f"without arguments still carries an empty object, and a client's JSON.parse "
+            f"breaks on this", EMPTY_ARGS)
+    if isinstance(args, str):
+        try:
+            return json.loads(args), None
+        except ValueError:
+            return None, f"not JSON: {call.name} arguments {one_line(args, 80)!r} do not parse"
+    return args, None
+
+
+def _cut_name(call, offered: dict[str, dict], args) -> Problem | None:
+    """A name that is the start of another offered tool's name, with that tool's arguments: the
+    name was cut (a streaming parser that emits a name once it matches an offered tool's start,
+    vLLM PR 45915), so a client runs the shorter tool or finds none."""
+    if not call.name or not isinstance(call.name, str) or not isinstance(args, dict):
+        return None
+    for name, schema in offered.items():
+        if name != call.name and name.startswith(call.name) and \
+                not schema_errors.problems(schema, args):
+            runs = (f"a client runs {call.name!r} instead" if call.name in offered
+                    else "a client finds no tool by that name")
+            return Problem(f"name cut short: the call is named {call.name!r}, the start of the "
+                           f"offered {name!r}, and carries {name}'s arguments "
+                           f"({_as_json(args)}): {runs}", NAME_CUT)
+    return None
+
+
 def _as_json(value, path=()) -> str:
-    return one_line(json.dumps(value), 60)
+    return one_line(json.dumps(value, default=str), 60)
 
 
-def _schema_reason(name: str, problem: schema_errors.SchemaProblem) -> str:
-    """A schema problem in BFCL's categories: missing required, unexpected parameter, ..."""
+def _at(args, path) -> Any:
+    """The value at a schema problem's path inside the arguments (None where it is not)."""
+    for key in path:
+        try:
+            args = args[key]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return args
+
+
+def _schema_reason(name: str, problem: schema_errors.SchemaProblem, args=None) -> str:
+    """A schema problem in BFCL's categories: missing required, unexpected parameter, ...; a
+    wrong type that a parser or gateway makes (a string read as a number, an array sent as
+    JSON text) is named as such."""
     where = f"{name}.{problem.where}" if problem.where else name
     if problem.kind == "missing":
         return f"missing required: {where} lacks {', '.join(map(repr, problem.names))}"
     if problem.kind == "unknown":
         return f"unexpected parameter: {where} got {', '.join(map(repr, problem.names))}"
     if problem.kind == "type":
-        return f"wrong type: {where}: {problem.reason}"
+        return _converted(where, problem, _at(args, problem.path)) or \
+            f"wrong type: {where}: {problem.reason}"
     return f"invalid value: {where}: {problem.reason}"
+
+
+def _converted(where: str, problem: schema_errors.SchemaProblem, value) -> Problem | None:
+    """A wrong type that reads as a conversion by the value's look, not by the schema."""
+    if isinstance(value, str) and {"array", "object"} & set(problem.expected):
+        try:
+            inner = json.loads(value)
+        except ValueError:
+            return None
+        kind = "array" if isinstance(inner, list) else "object" if isinstance(inner, dict) else None
+        if kind is None or kind not in problem.expected:
+            return None
+        return Problem(f"{kind} sent as a JSON string: {where} is the text "
+                       f"{one_line(value, 60)!r}, where the schema types it {kind}: a client "
+                       f"hands the tool the text, not the {kind} it spells", ENCODED)
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and \
+            "string" in problem.expected and not {"number", "integer"} & set(problem.expected):
+        return Problem(f"number for a string: {where} is the number {value}, where the schema "
+                       f"types it a string: a client hands the tool a number where it takes "
+                       f"text (a ZIP code like '02134' loses its leading zero)", NUMBER_FOR_STRING)
+    return None
 
 
 def call_reply_problems(reply: Reply, expected_name=None, min_calls: int = 1,
@@ -249,6 +330,12 @@ def call_reply_problems(reply: Reply, expected_name=None, min_calls: int = 1,
     if MARKUP.search(reply.content):
         problems.append(Problem(f"leaked markup: tool markup left in content beside the "
                                 f"structured call ({one_line(reply.content, 80)!r})", MARKUP_LEFT))
+    ids = [c.id for c in reply.calls if isinstance(c.id, str) and c.id]
+    for twice in sorted({i for i in ids if ids.count(i) > 1}):
+        problems.append(Problem(f"same id: {ids.count(twice)} of the {len(reply.calls)} calls "
+                                f"share the id {one_line(twice, 40)!r}: a client answers each "
+                                f"call by its id (tool_call_id), so the answers cannot tell "
+                                f"the calls apart", SAME_ID))
     if len(reply.calls) < min_calls:
         problems.append(Problem(f"parallel calls truncated: {len(reply.calls)} call(s) where "
                                 f"{min_calls} were asked for at once", TRUNCATED))
@@ -348,6 +435,81 @@ def judge_streamed(streamed: Trials, ctx: Context[Options]) -> None:
                      f"{_parsed(b.arguments)} (both valid)")
 
 
+# -- arguments on the wire ---------------------------------------------------------------------
+# A tool without parameters, and a second whose name starts with the first's (a coding agent's
+# `run` beside `run_in_terminal`), with an array and a string that reads as a number.
+RUN: dict[str, Any] = {"type": "function", "function": {
+    "name": "run", "description": "Run the project's default task. Takes no arguments.",
+    "parameters": {"type": "object", "properties": {}, "additionalProperties": False}}}
+TERMINAL: dict[str, Any] = {"type": "function", "function": {
+    "name": "run_in_terminal", "description": "Run a command in the terminal.",
+    "parameters": {"type": "object", "additionalProperties": False,
+                   "required": ["command", "args", "job"],
+                   "properties": {"command": {"type": "string", "description": "Program to run"},
+                                  "args": {"type": "array", "items": {"type": "string"},
+                                           "minItems": 1, "description": "Its arguments"},
+                                  "job": {"type": "string",
+                                          "description": "Job number as written, leading "
+                                                         "zeros kept"}}}}}
+RUN_PROMPT = "Start the project's default task: call the run tool, which takes no arguments."
+TERMINAL_PROMPT = ('Use the run_in_terminal tool to run the command "make" with the argument '
+                   '"test" for job "02134".')
+# (label, tools in the order offered, streamed, prompt): the first offered is the one asked
+# for, as a model that calls the first tool it is offered does too.
+WIRE_ASKS: list[tuple[str, list[dict], bool, str]] = [
+    ("run (no arguments), whole", [RUN, TERMINAL], False, RUN_PROMPT),
+    ("run (no arguments), streamed", [RUN, TERMINAL], True, RUN_PROMPT),
+    ("run_in_terminal, streamed", [TERMINAL, RUN], True, TERMINAL_PROMPT)]
+
+
+@dataclass(kw_only=True)
+class Wire(Observation):
+    labels: list[str]
+    tools: list[list[dict]]
+    replies: list[Reply]
+
+
+def wire(target) -> Wire:
+    """The asks of WIRE_ASKS under tool_choice required (the streamed ones only where the
+    endpoint streams tools)."""
+    opts = Options.on(target.endpoint)
+    asks = [a for a in WIRE_ASKS if opts.stream or not a[2]]
+    replies = [think_through(target, Request(prompt, opts.max_tokens, tools=tools,
+                                             tool_choice="required", stream=stream))
+               for _, tools, stream, prompt in asks]
+    return Wire(labels=[a[0] for a in asks], tools=[a[1] for a in asks], replies=replies)
+
+
+def judge_wire(obs: Wire, ctx: Context[Options]) -> None:
+    """Each call arrives as the chat API sends it: arguments as a JSON string, '{}' for a tool
+    without parameters (plain and streamed), ids present and distinct, a name that shares its
+    start with another tool's whole when streamed, values of the schema's own types."""
+    for label, reply in zip(obs.labels, obs.replies):
+        require_answer(reply, ctx.driver, f"tool arguments on the wire, {label}")
+        require_thinking_ended(reply, ctx.driver, "expect.tools.max_tokens")
+    thinking_spent(obs.replies, ctx)
+    empty_seen = False
+    for label, tools, reply in zip(obs.labels, obs.tools, obs.replies):
+        problems = call_reply_problems(reply, tools=tools)
+        calls = ", ".join(f"{c.name}({one_line(_shown(c.arguments), 60)})" for c in reply.calls)
+        ctx.note(f"{label}: " + (problems[0] if problems else f"valid {calls}"))
+        if problems:
+            fail(f"tool arguments on the wire, {label}: {'; '.join(problems)}",
+                 _fix(problems, ctx.driver))
+        asked = tools[0]["function"]["name"]
+        if asked not in [c.name for c in reply.calls]:
+            ctx.note(f"{label}: the model called {calls} where {asked} was asked; valid, "
+                     f"but not the call this ask is about")
+        empty_seen = empty_seen or any(c.name == RUN["function"]["name"] for c in reply.calls)
+    if not empty_seen:
+        inconclusive("the model never called the tool without parameters (run): whether such "
+                     "a call carries '{}' is not shown")
+
+
+def _shown(arguments) -> str:
+    return arguments if isinstance(arguments, str) else json.dumps(arguments, default=str)
+
+
 def _require_answers(trials: Trials, ctx: Context[Options], doing: str | None = None) -> None:
     for reply in trials.replies:
         require_answer(reply, ctx.driver, doing or _doing(trials))
@@ -404,7 +566,7 @@ def _fix(problems: list[str], driver, carried: Carried | None = None) -> Text | 
         return PARALLEL_FIX
     if NAME_IGNORED in causes:
         return "the server ignores a named tool_choice; set expect.tools.named: false if expected"
-    return None
+    return next((WIRE_FIXES[c] for c in WIRE_FIXES if c in causes), None)
 
 
 def _doing(trials: Trials) -> str:
@@ -442,12 +604,40 @@ PARALLEL_AUTO = Check("test_tools_parallel_auto", "tools", parallel_auto, judge_
 PLAIN = Check("test_tools_plain_chat", "tools", plain, judge_plain)
 STREAMED = Check("test_tools_streamed", "tools", streamed, judge_streamed,
                  applies=lambda opts, driver: None if opts.stream else "expect.tools.stream is false")
+WIRE = Check("test_tools_arguments", "tools", wire, judge_wire)
 
 
 # -- advice: tool calls by engine, named by the driver's flags ----------------------------------
 PARALLEL_FIX = ("the server cut parallel calls to one: enable parallel tool calls in the "
                 "template/parser (llama.cpp: a template with supports_parallel_tool_calls; "
                 "vLLM: a parser that splits several calls), or drop expect.tools.parallel")
+
+
+# Each names the two places these faults arise: the server's tool-call parser, which turns the
+# model's text into calls, and a gateway in front that re-encodes them.
+WIRE_FIXES = {
+    ARGS_NOT_TEXT: "send function.arguments as the JSON text of the arguments (the string "
+                   "'{\"city\": ...}'), as the chat API does: a gateway in front that re-encodes "
+                   "the calls, or the server's tool-call parser, hands over the decoded object; "
+                   "fix or update whichever sits between the model and the client",
+    EMPTY_ARGS: "a call without arguments must carry '{}': the server's tool-call parser, or a "
+                "gateway in front, sends empty text or null when the model wrote no arguments; "
+                "update the engine or fix the gateway",
+    NAME_CUT: "a streamed call's name must arrive whole: the server's streaming tool parser "
+              "emits a name as soon as it matches the start of an offered tool's (vLLM PR "
+              "45915), or a gateway re-chunks it; update the engine, or fix the gateway",
+    SAME_ID: "every call needs an id of its own: the server's tool-call parser (or a gateway "
+             "that re-stamps ids) gives several calls one id; update the engine or fix the "
+             "gateway",
+    NUMBER_FOR_STRING: "convert each argument by the tool's schema, not by how it looks: the "
+                       "server's tool-call parser (or a gateway in front) turns a string that "
+                       "reads as a number into a number (smg PR 1841); update the engine's "
+                       "parser or fix the gateway (where the model writes its calls as JSON, "
+                       "it wrote the number itself: strict tools constrain it to a string)",
+    ENCODED: "send an array or object argument as itself: the server's tool-call parser (or a "
+             "gateway in front) encoded it a second time, as JSON text inside the arguments "
+             "(opencode 1809); update the engine's parser or fix the gateway",
+}
 
 
 def tool_parser_fix(driver: Driver) -> Text:

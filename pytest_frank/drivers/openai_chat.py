@@ -55,7 +55,8 @@ def converse(driver: Reads, sdk, model: str, req: Request, clock: Callable[[], f
     for i, tc in enumerate(calls or []):
         fn = getattr(tc, "function", None)
         reply.calls.append(Call(typed(getattr(fn, "name", None), str, f"tool_calls[{i}].name"),
-                                getattr(fn, "arguments", None), getattr(tc, "id", None)))
+                                getattr(fn, "arguments", None), getattr(tc, "id", None),
+                                as_text=True))
     return reply
 
 
@@ -174,12 +175,20 @@ def _add_fragment(calls: dict, tc) -> None:
     """The first delta of a call has id and name; later ones argument pieces."""
     index = typed(getattr(tc, "index", None), int, "delta.tool_calls[].index")
     index = len(calls) if index is None else index
-    call = calls.setdefault(index, Call(None, "", None))
+    call = calls.setdefault(index, Call(None, "", None, as_text=True))
     call.id = call.id or getattr(tc, "id", None)
     fn = getattr(tc, "function", None)
     if fn is not None:
         call.name = call.name or typed(getattr(fn, "name", None), str, "tool call name")
-        call.arguments += typed(getattr(fn, "arguments", None), str, "tool call arguments") or ""
+        piece = getattr(fn, "arguments", None)
+        if piece is None:
+            return
+        if isinstance(piece, str) and isinstance(call.arguments, str):
+            call.arguments += piece
+        elif not isinstance(piece, str):
+            # An object (or list, number) where the wire sends text: kept as it came, for the
+            # judges to name; a client that JSON.parses the fragments breaks on it.
+            call.arguments = piece
 
 
 def agent_history(messages: list[dict], reply: Reply, results: list[str]) -> list[dict]:

@@ -163,7 +163,8 @@ def _item(reply: Reply, item, where: str, thoughts: dict[str, str] | None) -> No
     elif kind == "function_call":
         reply.calls.append(Call(typed(getattr(item, "name", None), str, f"{where}.name"),
                                 getattr(item, "arguments", None),
-                                typed(getattr(item, "call_id", None), str, f"{where}.call_id")))
+                                typed(getattr(item, "call_id", None), str, f"{where}.call_id"),
+                                as_text=True))
     if kind is not None:
         reply.blocks.append(_as_dict(item))
 
