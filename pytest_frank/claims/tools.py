@@ -561,7 +561,7 @@ def _fix(problems: list[str], driver, carried: Carried | None = None) -> Text | 
     if NO_CALL in causes and MARKUP_LEFT not in causes:
         return no_call(carried, driver)[1]
     if causes & {MARKUP_LEFT, NO_CALL}:
-        return tool_parser_fix(driver)
+        return tool_parser_fix(driver, "\n".join(problems))
     if TRUNCATED in causes:
         return PARALLEL_FIX
     if NAME_IGNORED in causes:
@@ -640,8 +640,23 @@ WIRE_FIXES = {
 }
 
 
-def tool_parser_fix(driver: Driver) -> Text:
-    """How the engine turns the model's tool markup into tool calls."""
+# A Qwen3.5 / Qwen3-Coder XML call (vLLM's qwen3_xml and qwen3_coder parsers): its parameter tag
+# sets it apart from the other formats that open with <function=.
+QWEN3_XML = re.compile(r"<function=[^>\s]*>\s*(<parameter=|</function>)")
+
+
+def tool_parser_fix(driver: Driver, leaked: str = "") -> Text:
+    """How the engine turns the model's tool markup into tool calls; `leaked` (the markup left
+    in content, where known) names the call format when it is one the engine's facts know."""
+    markers = driver.xml_call_template_markers if driver is not None else ()
+    if markers and QWEN3_XML.search(leaked):
+        return Phrase("the content holds a Qwen3 XML tool call (<function=NAME><parameter=KEY>), "
+                      "which ", driver.label, " parses only inside <tool_call>...</tool_call> and "
+                      "only from a served template that carries that format (",
+                      ", ".join(markers), "): the template decides the parser. Serve with ",
+                      driver.flags["jinja"], " and the model's own template (",
+                      driver.flags["template"], "); a call without its <tool_call> opener stays "
+                      "text under any template, a model or quantisation fault")
     return advise(
         driver, "turn on the server's tool-call parser for this model's format (vLLM "
                 "--enable-auto-tool-choice --tool-call-parser <name>; llama.cpp --jinja with the "

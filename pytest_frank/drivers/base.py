@@ -346,6 +346,10 @@ class Driver:
 
     # -- generation battery: reasoning, reasoning_effort, tools (pytest_frank.chat) -------------
     honours_named_tool_choice = True  # OpenAI's {"type":"function","function":{"name":...}}
+    # What a served chat template must carry for the engine to parse Qwen3.5 / Qwen3-Coder XML
+    # calls (<function=NAME><parameter=KEY>); empty where a server flag, not the template,
+    # picks the parser.
+    xml_call_template_markers: tuple[str, ...] = ()
     # The malformed requests (pytest_frank.claims.contract's case keys) the engine itself is
     # known to answer 200: where one comes back so, the failure names the engine, not a proxy.
     lenient_requests: frozenset[str] = frozenset()

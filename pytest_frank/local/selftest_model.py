@@ -125,6 +125,28 @@ swa
   (2.00 MiB) + SWA 1024 cells x 5 layers (2.50 MiB); 2 slots: 2048 cells x 2 streams (2.00 MiB)
   + 1024 cells x 2 streams (5.00 MiB); 2 slots unified: 4096 + 1536 cells (2.00 + 3.75 MiB); ctx
   1000 over 3 slots: 512 + 512 cells x 3 streams (0.75 + 3.75 MiB).
+qwen3_xml
+  The Qwen3.5 / Qwen3-Coder XML family: its template lists the tools in XML in the system
+  prompt, explains the call format and renders past calls as <tool_call>\n<function=NAME>\n
+  <parameter=KEY>\nVALUE\n</parameter>\n</function>\n</tool_call> and results as
+  <tool_response> in a user turn. The template carries "<tool_call>", "<function=" and
+  "<parameter=", so llama.cpp takes its Qwen3-Coder handler (its log names no parser at
+  verbosity 3 to 5; /props chat_template_caps reads as the default's: supports_tool_calls and
+  supports_parallel_tool_calls true). Plain chat and "auto" answer as default. Under "required"
+  the model writes (greedy, its tokens per logprobs) "<think>Thinking</think>Hello!<tool_call>\n
+  <function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=days>\n1\n
+  </parameter>\n</function>\n</tool_call>", 39 tokens, and tool_calls carries
+  {"city":"Paris","days":1}; streamed the same. Values arrive typed: integer 1, number 1, false,
+  ["Paris"], {"k": "Paris"}, null. The grammar leaves a string with an enum, or a ["string",
+  "null"] with a pattern, as free text (the model writes "Paris"); a plain string's pattern
+  holds. One call where two are asked at once. Under a Hermes JSON template (launch
+  chat_template_file) the lazy grammar after <tool_call> forces JSON, and the call is valid.
+qwen3_xml_text
+  Writes a Qwen3 XML call without its <tool_call> opener as text (one token), under the default
+  Hermes template: with tools and "auto", "none" or no tools, content "<function=get_weather>\n
+  <parameter=city>\nParis\n</parameter>\n</function>", finish "stop", no tool_calls; under
+  "required" that text, then the grammar's JSON call. Under the qwen3_xml template the same text
+  stays in content too (llama.cpp's XML handler starts at <tool_call>).
 """
 
 from __future__ import annotations
@@ -138,7 +160,8 @@ from pytest_frank.local import selftest_hybrid, selftest_positional, selftest_vi
 from pytest_frank.local.selftest_vision import COLOUR_WORDS
 
 VARIANTS = ("default", "tool_text", "effort_strict", "no_think", "flat", "chatty", "long_think",
-            "endless_think", "vision", "agent", "positional", "swa") + selftest_hybrid.VARIANTS
+            "endless_think", "vision", "agent", "positional", "swa", "qwen3_xml",
+            "qwen3_xml_text") + selftest_hybrid.VARIANTS
 
 N_EMBD = 64
 N_LAYER = 2
@@ -168,6 +191,11 @@ TOOL_TEXT = '<function=get_weather>{"city": "Paris"}</function>'
 # Words only the flat variant writes, appended after the specials so every other variant's
 # file stays byte for byte what it was.
 FLAT_WORDS = ("Hi", "Hmm", " more", " there", " How can I help", "London")
+# The qwen3_xml variant's call pieces (Qwen3-Coder / Qwen3.5 XML calls), appended after the
+# shared words so every other variant's file stays what it was.
+XML_PIECES = ("<function=", "<parameter=", ">\n", "\n</parameter>\n", "</function>\n")
+# The Qwen3 XML call the qwen3_xml_text variant writes as text.
+XML_TEXT = "<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>"
 # The thinking of the long and endless thinkers: distinct words, because the next token depends
 # on the last one alone. Each word names its successor in three one-hot base-10 digits, so a
 # thousand of them fit beside the scripted states in the 64-unit embedding.
@@ -296,6 +324,13 @@ SCRIPTS["vision"] = {**SCRIPTS["default"], **{c: ["<|im_end|>"] for c in COLOUR_
 # last thing in its prompt (its template then opens the answer with a blank line, the "\n\n"
 # token) it answers "Hello!" and stops.
 SCRIPTS["agent"] = {**SCRIPTS["default"], "</think>": ["<tool_call>", "Hello"]}
+# Writes Qwen3-Coder / Qwen3.5 XML calls: a value opens after ">\n" (a string reads Paris)
+# and closes with the parameter's closing tag; everything else is the XML ranking's doing.
+SCRIPTS["qwen3_xml"] = {**SCRIPTS["default"], ">\n": ["Paris"],
+                        "Paris": ["\n</parameter>\n", '"']}
+# Writes a Qwen3 XML call as text in one token, under the default (Hermes JSON) template.
+SCRIPTS["qwen3_xml_text"] = {**SCRIPTS["tool_text"], "\n\n": [XML_TEXT],
+                             "</think>": [XML_TEXT, "<tool_call>"], XML_TEXT: ["<|im_end|>"]}
 # The hybrids (pytest_frank.local.selftest_hybrid) think "Thinking", then count: the first
 # selftest_hybrid.COUNT words of the chain as the answer, with thinking or without.
 SCRIPTS["hybrid"] = {**SCRIPTS["default"], "</think>": [CHAIN_WORDS[0], "<tool_call>"],
@@ -367,10 +402,17 @@ FALLBACK = (
 )
 
 
-def _ranking(vocab: Vocab) -> list[int]:
+# The qwen3_xml variant's ranking: its call pieces lead the shared one, so under the XML call
+# grammar it opens the function and each parameter with one token and closes a value as soon
+# as the grammar lets it.
+XML_FALLBACK = (["<|im_end|>", "<tool_call>", "</tool_call>", "\n</parameter>\n", "</function>\n",
+                 "<function=", "<parameter=", ">\n"] + FALLBACK)
+
+
+def _ranking(vocab: Vocab, variant: str = "default") -> list[int]:
     """Every token id, best first: FALLBACK order, then the rest by id (no two logits tie)."""
     order: list[int] = []
-    for text in FALLBACK:
+    for text in XML_FALLBACK if variant == "qwen3_xml" else FALLBACK:
         tid = vocab[text]
         if tid not in order:
             order.append(tid)
@@ -411,7 +453,7 @@ def _weights(vocab: Vocab, variant: str):
 
     scale = (N_EMBD / 2) ** 0.5
     base = np.zeros(n_vocab, dtype=np.float64)
-    for rank, tid in enumerate(_ranking(vocab)):
+    for rank, tid in enumerate(_ranking(vocab, variant)):
         base[tid] = -GAP * rank
     out = np.zeros((n_vocab, N_EMBD), dtype=np.float64)
     out[:, 0] = base
@@ -531,6 +573,48 @@ _EFFORT_CHECK = """\
 """
 
 
+# Qwen3-Coder / Qwen3.5 style: the tools listed in XML in the system prompt, calls written as
+# <tool_call><function=NAME><parameter=KEY>VALUE</parameter></function></tool_call>, a string
+# value as it is and any other value as JSON, and tool results in a user turn.
+_XML_TOOLS_BLOCK = """\
+{{- '# Tools\\n\\nThese functions are available:\\n\\n<tools>' }}
+{%- for tool in tools %}
+{%- set fn = tool.function if tool.function is defined else tool %}
+{{- '\\n<function>\\n<name>' + fn.name + '</name>' }}
+{%- if fn.description is defined and fn.description %}
+{{- '\\n<description>' + fn.description + '</description>' }}
+{%- endif %}
+{{- '\\n<parameters>' }}
+{%- if fn.parameters is defined and fn.parameters.properties is defined %}
+{%- for name, schema in fn.parameters.properties | items %}
+{{- '\\n<parameter>\\n<name>' + name + '</name>\\n<schema>' + (schema | tojson) + '</schema>' }}
+{{- '\\n</parameter>' }}
+{%- endfor %}
+{%- endif %}
+{{- '\\n</parameters>\\n</function>' }}
+{%- endfor %}
+{{- '\\n</tools>\\n\\nTo call a function, answer with this and nothing after it:\\n\\n' }}
+{{- '<tool_call>\\n<function=the_function_name>\\n<parameter=a_parameter>\\nits value\\n' }}
+{{- '</parameter>\\n</function>\\n</tool_call>\\n\\nEvery required parameter must be given; ' }}
+{{- 'a string value is written as it is, any other value as JSON. Several calls may follow ' }}
+{{- 'one another.' }}"""
+
+_XML_CALLS = """\
+{%- for tool_call in message.tool_calls %}
+{%- if tool_call.function is defined %}{%- set tool_call = tool_call.function %}{%- endif %}
+{%- if not loop.first or message.content %}{{- '\\n' }}{%- endif %}
+{{- '<tool_call>\\n<function=' + tool_call.name + '>\\n' }}
+{%- if tool_call.arguments is mapping %}
+{%- for key, value in tool_call.arguments | items %}
+{{- '<parameter=' + key + '>\\n' }}
+{%- if value is string %}{{- value }}{%- else %}{{- value | tojson }}{%- endif %}
+{{- '\\n</parameter>\\n' }}
+{%- endfor %}
+{%- endif %}
+{{- '</function>\\n</tool_call>' }}
+{%- endfor %}"""
+
+
 # The agent variant's answer to a tool result: the next token depends on the last one alone,
 # so the template marks "a result came last" in the prompt's final token.
 _AFTER_RESULT = """\
@@ -539,12 +623,25 @@ _AFTER_RESULT = """\
 
 
 def chat_template(variant: str = "default") -> str:
+    if variant == "qwen3_xml":
+        return _xml_template()
     if variant == "no_think":
         return _TEMPLATE.replace("THINK_HISTORY\n", "").replace("THINK_OFF\n", "")
     if variant == "agent":
         return chat_template().replace(_THINK_OFF, _AFTER_RESULT + _THINK_OFF)
     text = _TEMPLATE.replace("THINK_HISTORY", _THINK_HISTORY).replace("THINK_OFF", _THINK_OFF)
     return _EFFORT_CHECK + text if variant == "effort_strict" else text
+
+
+def _xml_template() -> str:
+    """The default template with the tools, the calls in history and the results in XML."""
+    calls_start = _TEMPLATE.index("{%- for tool_call in message.tool_calls %}")
+    calls_end = _TEMPLATE.index("{%- endfor %}", calls_start) + len("{%- endfor %}")
+    text = _TEMPLATE[:calls_start] + _XML_CALLS + _TEMPLATE[calls_end:]
+    text = text.replace(_TOOLS_BLOCK, _XML_TOOLS_BLOCK)
+    text = text.replace("{{- '\\n<tool_response>\\n' + message.content + '\\n</tool_response>' }}",
+                        "{{- '\\n<tool_response>\\n' + message.content + '\\n</tool_response>\\n' }}")
+    return text.replace("THINK_HISTORY", _THINK_HISTORY).replace("THINK_OFF", _THINK_OFF)
 
 
 def write_model(path, variant: str = "default", ctx_train: int = N_CTX_TRAIN) -> pathlib.Path:
@@ -627,6 +724,10 @@ def _extra_words(variant: str) -> tuple[str, ...]:
         return FLAT_WORDS
     if variant in CHAINS:
         return CHAIN_WORDS
+    if variant == "qwen3_xml_text":
+        return (XML_TEXT,)
+    if variant == "qwen3_xml":
+        return XML_PIECES
     return COLOUR_WORDS if variant == "vision" else ()
 
 
