@@ -194,3 +194,35 @@ def _handler(proxy: Proxy):
         do_GET = do_POST = _forward
 
     return Handler
+
+
+# -- faults a gateway or an engine's stream assembly shows, as rewrites ------------------------
+def content_twice(request: dict, events: list[bytes]) -> list[bytes]:
+    """For `rewrite_stream`: each chat chunk that carries content followed by a second chunk
+    with the same content alone, on a request without tools, as vLLM sent it with a tool
+    parser on (PR 46183); a client reassembles every piece twice."""
+    if request.get("tools"):
+        return events
+    out = []
+    for event in events:
+        out.append(event)
+        chunk = _json(event.removeprefix(b"data: ").strip())
+        choices = chunk.get("choices") if isinstance(chunk, dict) else None
+        delta = choices[0].get("delta") if choices else None
+        if isinstance(delta, dict) and delta.get("content"):
+            again = {**chunk, "choices": [{"index": 0, "delta": {"content": delta["content"]},
+                                           "finish_reason": None}]}
+            again.pop("usage", None)
+            out.append(b"data: " + json.dumps(again).encode() + b"\n\n")
+    return out
+
+
+def reasoning_alone(request: dict, answer: dict) -> dict:
+    """For `rewrite_answer`: a chat answer left with its reasoning, its content and tool calls
+    dropped, as a reasoning parser that holds the whole reply as thinking returns it."""
+    for choice in answer.get("choices") or []:
+        message = choice.get("message") or {}
+        message["content"] = None
+        message.pop("tool_calls", None)
+        choice["finish_reason"] = "stop"  # the turn ended where the thinking did
+    return answer

@@ -195,8 +195,9 @@ TOOLS = [  # (id, the judge, the observation, in the failure (None: passes), nev
      trials([CALLED], kind="streamed", plain=trials([Reply(
          status=200, calls=[Call("get_time", '{"timezone": "Europe/Paris"}', "c1")],
          finish="tool_calls")])),
-     ["streamed tool calls ['get_weather'] differ from the non-streamed ['get_time']",
-      "streaming tool parser"], None),
+     ["the streamed reply differs from the plain (non-streamed) one to the same request at "
+      "temperature 0: the calls differ: streamed ['get_weather'], plain ['get_time']",
+      "streaming parser (the chat format's partial parse) sent deltas"], None),
     ("both-required-missing-once", tools.judge_calls,
      trials([Reply(status=200, calls=[Call("get_weather", "{}", "c1")], finish="tool_calls")]),
      ["0/1 trial(s) valid (0%, need 100%); missing required: get_weather lacks 'city', 'days'"],

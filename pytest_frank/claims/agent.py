@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from pytest_frank.chat import Reply, Request, shared, think_through
 from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Options as ClaimOptions
-from pytest_frank.claims.replies import (one_line, reasoning_parser_fix, require_thinking_ended,
+from pytest_frank.claims.replies import (one_line, reasoning_parser_fix,
+                                         require_not_reasoning_only, require_thinking_ended,
                                          thinking_spent)
 from pytest_frank.claims.tools import (MARKUP, PARALLEL_FIX, PROMPTS, TOOLS, Carried,
                                        answered_in_text, call_reply_problems, carried, no_call,
@@ -312,6 +313,9 @@ def judge(convs: Conversations, ctx: Context[Options]) -> None:
                                           2 if convs.kind == "parallel" else 1, convs.carried))
     replies = [t.reply for turns in convs.trials for t in turns]
     thinking_spent(replies, ctx)
+    # before the share that reached an answer: a turn of reasoning alone is the server losing
+    # the call or the answer, named as such whatever min_pass_rate allows
+    require_not_reasoning_only(replies, driver, _doing(convs))
     k, passed = len(found), sum(p is None for p in found)
     ctx.note(f"{convs.kind}: {passed}/{k} conversation(s) reached a final answer "
              f"({passed / k:.0%}, need {opts.min_pass_rate:.0%})")

@@ -12,8 +12,8 @@ from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.advice import advise
 from pytest_frank.claims.replies import (one_line, reasoning_parser_fix, require_answer,
-                                         require_no_think_tags, require_thinking_ended,
-                                         thinking_spent)
+                                         require_no_think_tags, require_stream_agrees,
+                                         require_thinking_ended, thinking_spent)
 from pytest_frank.claims.tools import forced_tools_fix
 from pytest_frank.drivers.base import Driver
 from pytest_frank.observation import Failed, Observation
@@ -133,14 +133,20 @@ def _no_reasoning(thought: Thought, ctx: Context[Options], how: str) -> None:
 
 
 def judge_streamed(thought: Thought, ctx: Context[Options]) -> None:
-    """Streamed: as plain, and the reassembled stream carries reasoning where the plain reply
-    does."""
+    """Streamed: as plain, the reassembled stream carries reasoning where the plain reply
+    does, and at temperature 0 it is the plain reply: the same reasoning and content."""
     judge(thought, ctx)
     s, p = thought.reply, thought.plain.reply if thought.plain else None
     if p is not None and p.reasoning_field and s.reasoning_field != p.reasoning_field:
         fail(f"the stream carries reasoning in `{s.reasoning_field}` but the plain reply in "
              f"`{p.reasoning_field}`: a client reading one misses the other",
              "a proxy or engine that re-maps fields must do so for stream deltas too")
+    # A request without tools, plain and streamed: the pair that shows a stream assembly
+    # sending deltas twice (vLLM's tool parser did, PR 46183). Compared where the plain reply
+    # is whole (test_reasoning names a plain path that loses a field), so a difference is the
+    # stream's.
+    if p is not None and p.reasoning.strip() and p.content.strip():
+        require_stream_agrees(s, p, ctx, "chat without tools")
 
 
 def judge_off(thought: Thought, ctx: Context[Options]) -> None:

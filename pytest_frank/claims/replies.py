@@ -1,7 +1,10 @@
 """Judgements every generation check shares: error answers, an exhausted budget, thinking that
-never ends, leaked markup."""
+never ends, leaked markup, replies that are reasoning alone, a stream that reassembles into
+another answer than the plain one."""
 
 from __future__ import annotations
+
+import json
 
 from pytest_frank import redact
 from pytest_frank.chat import headroom
@@ -106,6 +109,99 @@ def thinking_spent(replies, ctx, figure: bool = False) -> None:
                  f"answers took: asked with {longest.max_tokens})")
 
 
+def reasoning_only(reply) -> bool:
+    """Answered in full (not cut by the budget, which require_thinking_ended judges) with
+    reasoning and neither content nor a tool call: a client has nothing to show or run."""
+    return (reply.ok and not reply.cut and bool(reply.reasoning.strip())
+            and not reply.content.strip() and not reply.calls)
+
+
+def require_not_reasoning_only(replies, driver, doing: str) -> None:
+    """Any reply that is reasoning alone fails as such, counted over the trials: it is the
+    server's parser or template losing the answer, not the model choosing badly, so it is
+    named apart from a call that is merely invalid (MiniMax's Provider-Verifier counts these
+    and asks for none)."""
+    only = [r for r in replies if reasoning_only(r)]
+    if not only:
+        return
+    k = len(replies)
+    fail(f"{doing}: {len(only)} of {k} {'reply' if k == 1 else 'replies'} carried reasoning "
+         f"only: no content and no tool call (finish_reason {only[0].finish!r}, reasoning "
+         f"{one_line(only[0].reasoning, 80)!r}); a client has nothing to show or run",
+         reasoning_only_fix(driver))
+
+
+def stream_difference(streamed, plain) -> str | None:
+    """The first place a streamed reply and the plain one to the same greedy request part:
+    reasoning, content (each without the whitespace at its ends, which parsers trim
+    differently and no client shows), then the calls. Where either was cut by the budget, the
+    texts are compared as far as both go and the calls not at all."""
+    cut = streamed.cut or plain.cut
+    for name in ("reasoning", "content"):
+        a, b = getattr(streamed, name).strip(), getattr(plain, name).strip()
+        if cut:
+            a, b = a[:min(len(a), len(b))], b[:min(len(a), len(b))]
+        if a == b:
+            continue
+        at = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+        twice = (f" ({len(a)} characters streamed, {len(b)} plain: twice as long, as when "
+                 f"every delta is sent twice)" if b and len(a) == 2 * len(b) else "")
+        return (f"{name} differs at character {at}: streamed {_from(a, at)!r}, plain "
+                f"{_from(b, at)!r}{twice}")
+    if cut:
+        return None
+    names_s, names_p = [c.name for c in streamed.calls], [c.name for c in plain.calls]
+    if names_s != names_p:
+        return f"the calls differ: streamed {names_s}, plain {names_p}"
+    for a, b in zip(streamed.calls, plain.calls):
+        if _parsed(a.arguments) != _parsed(b.arguments):
+            return (f"{a.name}'s arguments differ: streamed "
+                    f"{one_line(json.dumps(_parsed(a.arguments), default=str), 80)}, plain "
+                    f"{one_line(json.dumps(_parsed(b.arguments), default=str), 80)}")
+    return None
+
+
+def require_stream_agrees(streamed, plain, ctx, doing: str) -> None:
+    """At temperature 0 the streamed reply reassembles into the plain reply to the same
+    request: content, reasoning and calls. Sampled, two draws may differ honestly, so nothing
+    is compared; a pair where either side did not answer is judged elsewhere."""
+    if not (streamed.ok and plain.ok):
+        return
+    if not ctx.endpoint.greedy:
+        ctx.note(f"{doing}: streamed and plain not compared: sampled at temperature "
+                 f"{ctx.endpoint.sampling.get('temperature')}, two draws may differ")
+        return
+    found = stream_difference(streamed, plain)
+    if found is not None:
+        fail(f"{doing}: the streamed reply differs from the plain (non-streamed) one to the "
+             f"same request at temperature 0: {found}; a client reading the stream gets "
+             f"another answer than one reading it whole", stream_assembly_fix(ctx.driver))
+    said = [f"{len(streamed.content.strip())} characters of content"]
+    if streamed.reasoning.strip():
+        said.append(f"{len(streamed.reasoning.strip())} of reasoning")
+    if streamed.calls:
+        said.append(f"{len(streamed.calls)} call(s)")
+    cut = " (compared as far as both go: one was cut by its budget)" if (
+        streamed.cut or plain.cut) else ""
+    ctx.note(f"{doing}: streamed and plain agree at temperature 0: {', '.join(said)}{cut}")
+
+
+def _from(text: str, at: int, width: int = 60) -> str:
+    """`text` from a little before `at`, where the difference shows."""
+    start = max(0, at - 10)
+    cut = text[start:at + width]
+    return ("..." if start else "") + cut + ("..." if len(text) > at + width else "")
+
+
+def _parsed(arguments):
+    if isinstance(arguments, str):
+        try:
+            return json.loads(arguments)
+        except (ValueError, RecursionError):
+            return arguments
+    return arguments
+
+
 def require_no_think_tags(reply, driver) -> None:
     if any(tag in reply.content for tag in THINK_TAGS):
         fail(f"<think>/</think> inside content ({one_line(reply.content, 120)!r}): the reasoning "
@@ -126,6 +222,45 @@ def reasoning_parser_fix(driver: Driver) -> Text:
                          "deepseek-r1>",
         anthropic="the upstream server must split thinking out (llama.cpp --reasoning-format "
                   "deepseek, vLLM --reasoning-parser) so the proxy can send thinking blocks")
+
+
+def reasoning_only_fix(driver: Driver) -> Text:
+    """What leaves a reply with reasoning alone: the answer or the call kept inside reasoning,
+    or the turn ended where the thinking did."""
+    return advise(
+        driver, "the server returned the thinking and dropped what came after it: its "
+                "reasoning parser keeps the answer (or the forced call) inside reasoning, or "
+                "the template ends the turn with the thinking; serve the model's own template "
+                "and reasoning parser, and update the engine",
+        llamacpp=lambda d: Phrase("llama.cpp kept the answer (or the call) inside the thinking: "
+                                  "serve with ", d.flags["jinja"], " and the model's own "
+                                  "template (", d.flags["template"], ") so the parser knows "
+                                  "where thinking ends, and update llama.cpp"),
+        vllm=lambda d: f"{d.start}--reasoning-parser <the model's own parser>, and update vLLM: "
+                       "a reasoning parser that holds the whole reply as reasoning returns "
+                       "neither content nor the forced call (vLLM PR 41467)",
+        anthropic="the upstream returned thinking alone: check its reasoning parser (llama.cpp "
+                  "--reasoning-format, vLLM --reasoning-parser) and update it")
+
+
+def stream_assembly_fix(driver: Driver) -> Text:
+    """What makes a stream add up to another answer than the plain reply."""
+    return advise(
+        driver, "the server's stream assembly is at fault (its streaming reasoning or "
+                "tool-call parser, or a proxy that re-chunks the stream): update the engine, "
+                "drop the tool-call parser where the endpoint serves no tools, and pass the "
+                "stream through any proxy unchanged",
+        llamacpp="llama.cpp's streaming parser (the chat format's partial parse) sent deltas "
+                 "that do not add up to its whole answer: update llama.cpp, and pass the "
+                 "stream through any proxy in front unchanged",
+        vllm="vLLM's streaming path (the tool parser's or the reasoning parser's) sent "
+             "deltas that do not add up to its whole answer (with a tool parser on, vLLM once "
+             "sent each content delta of a request without tools twice: PR 46183): update "
+             "vLLM, or start it without --enable-auto-tool-choice / --tool-call-parser where "
+             "the endpoint serves no tools",
+        sglang="SGLang's streaming parser (tool or reasoning) sent deltas that do not add up "
+               "to its whole answer: update SGLang, or drop --tool-call-parser where the "
+               "endpoint serves no tools")
 
 
 def endless_thinking_fix(driver: Driver) -> Text:

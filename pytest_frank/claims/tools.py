@@ -20,6 +20,7 @@ from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.advice import advise
 from pytest_frank.claims.replies import (cut_while_thinking, one_line, require_answer,
+                                         require_not_reasoning_only, require_stream_agrees,
                                          require_thinking_ended, thinking_spent)
 from pytest_frank import schema_errors
 from pytest_frank.observation import Failed, Observation
@@ -121,6 +122,7 @@ class Trials(Observation):
     replies: list[Reply]
     max_tokens: int
     plain: Trials | None = None  # beside the streamed trial: the non-streamed one
+    twin: Reply | None = None  # beside plain chat: the same request streamed, where asked
     carried: Carried | None = None  # where a forced call came back as text alone
 
 
@@ -169,7 +171,15 @@ def parallel_auto(target) -> Trials:
 
 
 def plain(target) -> Trials:
-    return _run(target, "plain", None, trials=1)
+    """Chat without tools on a server that parses tools, and, where the reasoning claim's own
+    pair does not already compare a request without tools plain and streamed, the same request
+    streamed: a tool parser's streaming path is where content deltas came twice (vLLM PR
+    46183). A non-thinking endpoint's short answer, so the twin costs a few tokens."""
+    trials = _run(target, "plain", None, trials=1)
+    if not target.endpoint.asks("reasoning"):
+        req = Request(PROMPTS["plain"], Options.on(target.endpoint).max_tokens, stream=True)
+        trials.twin = send(target, req)
+    return trials
 
 
 def streamed(target) -> Trials:
@@ -406,6 +416,10 @@ def judge_plain(trials: Trials, ctx: Context[Options]) -> None:
              f"forced into tool-call output", forced_tools_fix(driver))
     if not reply.content.strip():
         fail(f"plain chat without tools answered empty content (finish_reason {reply.finish!r})")
+    twin = trials.twin
+    if twin is not None:
+        require_answer(twin, driver, f"{doing}, streamed")
+        require_stream_agrees(twin, reply, ctx, doing)
 
 
 def judge_streamed(streamed: Trials, ctx: Context[Options]) -> None:
@@ -420,11 +434,8 @@ def judge_streamed(streamed: Trials, ctx: Context[Options]) -> None:
         ctx.note(f"the streamed call is usable; the non-streamed answer to the same request is "
                  f"not ({wrong[0]}): test_tools_required judges that path")
         return
+    require_stream_agrees(s, p, ctx, _doing(streamed))
     names_s, names_p = [c.name for c in s.calls], [c.name for c in p.calls]
-    if names_s != names_p and ctx.endpoint.greedy:
-        fail(f"streamed tool calls {names_s} differ from the non-streamed {names_p} at "
-             f"temperature 0: the stream reassembles into other calls",
-             "check the engine's streaming tool parser (or the proxy's SSE translation)")
     if names_s != names_p:  # sampled: both valid (judged above), the draws may differ
         ctx.note(f"streamed tool calls {names_s}, non-streamed {names_p}: both valid; at "
                  f"temperature {ctx.endpoint.sampling.get('temperature')} the draws may differ")
@@ -514,6 +525,8 @@ def _require_answers(trials: Trials, ctx: Context[Options], doing: str | None = 
     for reply in trials.replies:
         require_answer(reply, ctx.driver, doing or _doing(trials))
         require_thinking_ended(reply, ctx.driver, "expect.tools.max_tokens")
+    # before the valid share: reasoning alone is the server losing the reply, not a bad call
+    require_not_reasoning_only(trials.replies, ctx.driver, doing or _doing(trials))
     thinking_spent(trials.replies, ctx)
 
 
