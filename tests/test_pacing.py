@@ -35,7 +35,8 @@ def _reasoning_fleet(url, timeout=0.5):
 
 def slow_steady(body):
     """A healthy server slower in total than 4 x timeout (1 s), never stalling: a whole answer
-    comes after 3 s of generating, a stream paces its 150 tokens 30 ms apart."""
+    comes after 3 s of generating, a stream paces its 150 tokens 30 ms apart. Both say the
+    same, as a healthy server's greedy answers do."""
     if body.get("stream"):
         pieces = ["Hel", "lo!"] * 75
         chunks = chat_chunks(["Thinking"], field="reasoning_content")[:2]
@@ -43,7 +44,9 @@ def slow_steady(body):
         chunks[-2]["choices"][0]["finish_reason"] = "stop"
         return sse(chunks, gap=0.03)
     time.sleep(3)
-    return healthy_chat("reasoning_content")(body)
+    answer = healthy_chat("reasoning_content")(body)
+    answer["choices"][0]["message"]["content"] = "Hello!" * 75
+    return answer
 
 
 def test_a_slow_steady_server_passes_plain_and_streamed(run_fleet):

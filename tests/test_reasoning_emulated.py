@@ -17,8 +17,9 @@ def test_healthy_openai_shapes_pass_everything(engine, field, run_fleet):
     with Emulator(engine, models=["model"], api_key=KEY) as em:
         serve_chat(em, healthy_chat(field))
         result = run(run_fleet, em, engine, "-m", "reasoning or reasoning_effort or tools", **ALL)
-    # tools: 6, none and parallel under auto; unmapped probing not asked
-    result.assert_outcomes(passed=3 + 5 + 8, skipped=1)
+    # tools: 7 (the arguments on the wire too), none and parallel under auto; unmapped probing
+    # not asked
+    result.assert_outcomes(passed=3 + 5 + 9, skipped=1)
     result.stdout.fnmatch_lines(["*reasoning ok  reasoning_effort ok  tools ok*"])
 
 
@@ -29,7 +30,8 @@ def test_healthy_anthropic_proxy_passes_everything(run_fleet):
         result = run(run_fleet, em, "anthropic", "-m", "reasoning or reasoning_effort or tools",
                      **ALL)
         sent = [r.body for r in em.requests if r.path == "/v1/messages"]
-    result.assert_outcomes(passed=16, skipped=1)  # tools: none and parallel under auto too
+    # tools: none, parallel under auto and the arguments on the wire too
+    result.assert_outcomes(passed=17, skipped=1)
     assert {"type": "disabled"} in [b.get("thinking") for b in sent]
     asked = [b for b in sent if (b.get("thinking") or {}).get("type") == "enabled"]
     assert len(asked) == 2 and asked[0]["thinking"]["budget_tokens"] < asked[0]["max_tokens"]

@@ -110,12 +110,12 @@ def test_healthy_xml_server_passes_tools_agent_and_stream(llama, run_fleet):
     server = llama(model="selftest:qwen3_xml")
     result = run(run_fleet, server, "-m", "tools or agent or stream",
                  tools={"schemas": 4, "none": True}, agent={"steps": 3}, stream=True)
-    # required, auto, plain chat, streamed, none; agent plain, streamed and its template; the
-    # stream wire. Named and parallel are skipped (llama.cpp treats named as auto; the model
-    # makes one call). The corpus fails on one value: llama.cpp's XML grammar writes a
-    # ["string", "null"] value as free text, without its pattern (a plain string's pattern it
-    # keeps: book_trip's "AAA"), and this model writes "Paris" wherever text is free.
-    result.assert_outcomes(passed=9, failed=1, skipped=3)
+    # required, auto, plain chat, streamed, arguments on the wire, none; agent plain, streamed
+    # and its template; the stream wire. Named and parallel are skipped (llama.cpp treats named
+    # as auto; the model makes one call). The corpus fails on one value: llama.cpp's XML grammar
+    # writes a ["string", "null"] value as free text, without its pattern (a plain string's
+    # pattern it keeps: book_trip's "AAA"), and this model writes "Paris" wherever text is free.
+    result.assert_outcomes(passed=10, failed=1, skipped=3)
     result.stdout.fnmatch_lines([
         "*schema corpus: 3/4 tool(s) called validly (75%, need 100%); search_records_0 "
         '(strict, streamed): invalid value: search_records_0.cursor: "Paris" has the wrong shape',
