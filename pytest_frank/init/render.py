@@ -62,5 +62,9 @@ def render(surveys: list[tuple[Survey, dict | None]], *, key_env: str | None, al
                 if said is not None:
                     lines.append(f"      {claim}: {flow(said.value)}  # {inert(said.why)}")
                 if claim in found.notes:  # what was not written, or what the value leaves out
-                    lines.append(f"      # {claim}: {inert(found.notes[claim])}")
+                    # a note's later lines (a fix, say) each a comment line of their own
+                    first, *more = found.notes[claim].split("\n")
+                    lines.append(f"      # {claim}: {inert(first)}")
+                    # a judge's line quotes the answer: room for it whole
+                    lines.extend(f"      #   {inert(part, 600)}" for part in more)
     return "\n".join(lines) + "\n"

@@ -261,6 +261,36 @@ def _tools(target, found: Survey) -> None:
     found.claims["tools"] = Found(True, f"{said[1]}; {why}" if said else why)
     found.claims["agent"] = Found(True, "tools are served: a tool result sent back must get an "
                                         "answer")
+    _none(target, found)
+
+
+def _none(target, found: Survey) -> None:
+    """tool_choice none, asked and judged as the battery does (test_tools_none): `tools: true`
+    asks it, so a server that answers none with a call, or with the call written as text (the
+    tools rendered into the prompt under none, as llama.cpp does), gets `none: false` and a
+    comment with what it said, not a file whose first run fails on a claim init never tried."""
+    from pytest_frank.checks import Context
+    from pytest_frank.claims import contract, tools
+    from pytest_frank.verdict import Failure, Inconclusive
+
+    seen = target.need(contract.tool_choice_none)
+    try:
+        if isinstance(seen, Failed):
+            raise Failure(seen.failure or "the probe broke")
+        contract.NONE.judge(seen, Context(target.endpoint, target.driver,
+                                          tools.Options.on(target.endpoint)))
+    except Inconclusive:
+        return  # still thinking at the budget: the battery says so, and a run may settle it
+    except Failure as failed:
+        tried = found.claims["tools"]
+        tried.value = {"none": False}
+        fix = _said(failed.fix) if failed.fix else "see the tools claim's page"
+        found.notes["tools"] = (f"none: false, as test_tools_none fails here:\n"
+                                f"{_said(failed.line)}\nfix, to ask it again: {fix}")
+
+
+def _said(text) -> str:
+    return " ".join(str(text).split())
 
 
 def _unusable(reply, problems: list[str]) -> str:
@@ -321,6 +351,6 @@ def _round_down(value: float) -> float:
     return round(floor(value / scale) * scale, 10)
 
 
-def inert(text: str) -> str:
+def inert(text: str, limit: int = 300) -> str:
     """Evidence for a YAML comment: one line, masked, no control characters."""
-    return " ".join(redact.inert(text, 300).split())
+    return " ".join(redact.inert(text, limit).split())
