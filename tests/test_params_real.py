@@ -67,6 +67,40 @@ def test_logprobs_behind_a_draft_model_lack_their_alternatives(llama, run_fleet)
                                  "alternatives*"])
 
 
+def _reasoning_left_out(request: dict, answer: dict) -> dict:
+    """For `rewrite_answer`: usage.completion_tokens less the tokens before the content (the
+    thinking block), read off the answer's own logprobs, as a server that counts only the answer
+    reports it. No engine here miscounts by itself: the proxy shows the fault."""
+    usage, (choice, *_) = answer.get("usage"), answer.get("choices") or [{}]
+    tokens = ((choice.get("logprobs") or {}).get("content") or [])
+    content = (choice.get("message") or {}).get("content") or ""
+    thought = next((i for i in range(len(tokens))
+                    if "".join(t["token"] for t in tokens[i:]).strip() == content.strip()), 0)
+    if usage and thought:
+        usage["completion_tokens"] -= thought
+        usage["total_tokens"] -= thought
+    return answer
+
+
+def test_usage_that_leaves_out_the_reasoning_is_named_not_logprobs(chatty, run_fleet):
+    """The same server healthy, then behind a gateway whose usage.completion_tokens leaves the
+    reasoning out: the logprobs are whole, so the failure names the count, not the logprobs."""
+    fleet = one_endpoint(chatty.url, alias="frank", expect={"params": True})
+    healthy = run_fleet(fleet, "-k", "test_params_logprobs")
+    healthy.assert_outcomes(passed=1)
+    with Proxy(chatty.url, rewrite_answer=_reasoning_left_out) as proxy:
+        result = run_fleet(one_endpoint(proxy.url, alias="frank", expect={"params": True}),
+                           "-k", "test_params_logprobs")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*usage.completion_tokens counts * tokens and * logprobs came back, one per generated "
+        "token, spelling the reasoning and the answer: the count is exactly the answer's *: the "
+        "reasoning's * tokens are left out of it; the logprobs themselves are whole",
+        "*fix: the server's usage accounting: usage.completion_tokens must count every generated "
+        "token, the reasoning's included*"])
+    assert "must pass logprobs and top_logprobs through" not in result.stdout.str()
+
+
 def test_anthropic_shape_on_llamacpp_messages(chatty, run_fleet):
     """max_tokens, count_tokens (llama.cpp has the route) and a system message inside
     `messages` pass. stop_sequences cuts the answer, but this llama.cpp reports the match as

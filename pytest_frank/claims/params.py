@@ -390,7 +390,30 @@ def judge_logprobs(obs: Sent, ctx: Context[Options]) -> None:
         fail(f"the logprobs' tokens spell {one_line(spelled, 80)!r}, not the content "
              f"{one_line(r.content, 80)!r}", fix)
     if r.tokens is not None and len(r.logprobs) > r.tokens:
+        _undercounted(r, ctx.driver)
         fail(f"{len(r.logprobs)} logprobs for {r.tokens} generated tokens", fix)
+
+
+def _undercounted(r: Reply, driver: Driver) -> None:
+    """More logprobs than usage counts, on an answer that thought: the logprobs are all there
+    (one per token, spelling the answer), so what is short is the count. Where it is exactly the
+    answer's own tokens, the reasoning is what usage.completion_tokens leaves out: clients that
+    budget or bill by it undercount every thinking answer."""
+    if not r.reasoning.strip() or r.tokens is None or not r.logprobs:
+        return
+    answer, spelled = 0, ""
+    for t in reversed(r.logprobs):  # the answer's tokens: the last ones, spelling the content
+        if r.content.strip() and r.content.strip() in spelled:
+            break
+        answer, spelled = answer + 1, t.token + spelled
+    left_out = len(r.logprobs) - r.tokens
+    why = (f"exactly the answer's {answer}: the reasoning's {left_out} tokens are left out of it"
+           if r.tokens == answer else
+           f"{left_out} fewer than were generated, on an answer with reasoning (the reasoning "
+           f"is likely left out of it)")
+    fail(f"usage.completion_tokens counts {r.tokens} tokens and {len(r.logprobs)} logprobs came "
+         f"back, one per generated token, spelling the reasoning and the answer: the count is "
+         f"{why}; the logprobs themselves are whole", usage_fix(driver))
 
 
 def judge_stream_usage(obs: Sent, ctx: Context[Options]) -> None:
@@ -604,6 +627,14 @@ def logprobs_fix(driver: Driver) -> Text:
         api={"responses": "update the engine: its /v1/responses must take top_logprobs with "
                           f"include [\"{LOGPROBS_INCLUDE}\"] and send the logprobs with the "
                           "output_text; a proxy in front must pass both through"})
+
+
+def usage_fix(driver: Driver) -> Text:
+    """Where usage counts fewer tokens than were generated: the server's usage accounting."""
+    return advise(driver, "the server's usage accounting: usage.completion_tokens must count "
+                          "every generated token, the reasoning's included (as OpenAI's does, "
+                          "itemising them in completion_tokens_details.reasoning_tokens): "
+                          "update the engine, or the proxy in front that rewrites usage")
 
 
 def drafted_logprobs(driver: Driver) -> Text:
