@@ -19,6 +19,7 @@ from pytest_frank import http, redact
 from pytest_frank.checks import Check, Context
 from pytest_frank.observation import Failed
 from pytest_frank.results import LAUNCH_LOG
+from pytest_frank.target import key_of
 from pytest_frank.verdict import Failure, Inconclusive, NotAsked
 
 if TYPE_CHECKING:
@@ -71,6 +72,12 @@ class EndpointUnderTest:
         if why_not:
             raise NotAsked(why_not)
         obs = self.probe(check.probe, case)
+        key = key_of(check.probe, case)
+        refusal = self._target.refused_by(key)
+        if refusal is not None and refusal.key == key:  # the one test a refused key fails
+            # in the server's words and with the fix naming the key, whatever the check's own
+            # probe made of the answer (a perf probe's stream error names no key)
+            raise self._diagnosis(Failure(refusal.failure, refusal.fix), check)
         if check.claim == "health":  # once per endpoint: a launched server's log, in this row
             self._attach_launch_log()
         try:

@@ -110,13 +110,18 @@ class FrankSession:
         target = self.targets[name]
         if not self.health(name).ready:
             return  # its checks are skipped as blocked; nothing more to ask of it
-        from pytest_frank import identify
+        from pytest_frank import identify, probes
 
         work = self.plan.get(name, [])
         if work and target.driver.owned_by:  # which engine it is, for any failure's first line
             work = [*work, (identify.engine, None)]
         work = [*work, (identify.identity, None)]  # which build serves what, for the reports
-        first = [job for job in work if runs_first(job[0])]
+        # The model list, where a check reads it, before anything else: the cheapest request
+        # that needs the key, so a refused key is met there, at the first check a report lists,
+        # and costs one request (Target.heard). A finished GET leaves no counter moving for the
+        # probes that measure through them.
+        listed = [job for job in work if job == (probes.served, None)]
+        first = [*listed, *(job for job in work if runs_first(job[0]))]
         for job in first:  # before any other traffic of the endpoint's, one at a time
             if self.stop.why:
                 return

@@ -1,7 +1,7 @@
 """pytest's hooks for a run that verifies a fleet, on one object: the plugin registers it once
 the fleet file is loaded (pytest_frank.plugin's pytest_configure), so no hook here asks whether
 there is a fleet. Also what the `endpoint` fixture does before a test: the endpoint must be
-healthy, measured before any interrupt, and not held back as too slow."""
+healthy, measured before any interrupt, and not held back as too slow or by a refused key."""
 
 from __future__ import annotations
 
@@ -245,6 +245,7 @@ class FleetHooks:
         check, case = check_of(request.node), case_of(request.node)
         _require_measured(frank, target, check, case)
         _require_pace(target, check, case)
+        _require_key(target, check, case)
         return handle
 
 
@@ -311,6 +312,21 @@ def _require_pace(target: Target, check: Check[Any, Any] | None, case: str | Non
     assert slow is not None  # a probe is held only after an answer was cut as too slow
     seen = target.judged.get(slow.key, "its first slow answer")
     raise Blocked(redact.inert(f"{target.name} answered too slowly, see {seen}: {slow.line}", 300))
+
+
+def _require_key(target: Target, check: Check[Any, Any] | None, case: str | None) -> None:
+    """After the endpoint refused the key, its other requests were not sent: one test fails
+    with the refusal (EndpointUnderTest.verify), the others that met it point there."""
+    if check is None:
+        return
+    key = key_of(check.probe, case)
+    refusal = target.refused_by(key)
+    if refusal is None or refusal.key == key:
+        return
+    seen = target.judged.get(refusal.key, "its first refused request")
+    why = ("wants an API key and fleet.yaml gives none" if target.endpoint.api_key is None
+           else "refused the API key fleet.yaml gives")
+    raise Blocked(redact.inert(f"{target.name} {why}, see {seen}: {refusal.line}", 300))
 
 
 def endpoint_of(item: pytest.Item | pytest.Collector) -> str | None:

@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 from pytest_frank import http
 from pytest_frank.drivers import Driver, driver_for
 from pytest_frank.fleet import Endpoint
+from pytest_frank.known_errors import known_fix
 from pytest_frank.observation import Failed, Obs, Observation
+from pytest_frank.verdict import Text
 
 if TYPE_CHECKING:
     from pytest_frank.results import Row
@@ -39,6 +41,10 @@ class DecodeFloor(Protocol):
 
 class TooSlow(Exception):
     """A generation not sent: an earlier answer of this endpoint was cut as too slow."""
+
+
+class KeyRefused(Exception):
+    """A request not sent: the endpoint already refused the key the fleet gives (or its lack)."""
 
 
 @dataclass
@@ -79,6 +85,22 @@ class Slow:
     fix: str | None = None
 
 
+REFUSALS = (401, 403)  # the answers of a server that wants another key than the one sent
+
+
+@dataclass
+class Refusal:
+    """The first answer of an endpoint that refused the fleet's key (or its lack), and which
+    probe saw it. Every later request would carry the same key, so, as for a dead server, none
+    is sent: that probe's test fails with the answer and the others are blocked, pointing at it."""
+
+    key: Key
+    ex: http.Exchange
+    line: str  # "GET /v1/models answered 401: Invalid API Key", for the blocked tests' pointer
+    failure: str  # the same with the full URL, for the test that fails
+    fix: Text | None
+
+
 def _plain(error: str) -> str:
     """A cut request's line without its guess at the cause, which the server's load replaces."""
     return error.removesuffix(http.HANGS).removesuffix(http.SILENT)
@@ -116,6 +138,9 @@ class Target:
         self.asking: dict[str, Any] = {}  # a shared request's key -> (the request, how to ask)
         self.generating = 0  # generations of this battery's in flight on the endpoint now
         self.held: set[Key] = set()  # probes whose generations were not sent after `slow`
+        self.refusal: Refusal | None = None
+        self.refused: set[Key] = set()  # probes that met `refusal`: saw it, or were not sent
+        self._keyed = False  # the model list or a generation answered: the key is accepted
         self.cut: set[Key] = set()  # probes a stop cut short: nothing to judge
         self.judged: dict[Key, str] = {}  # the selected tests' probes: the first test of each
         self.offline = False  # the config gate: probes read fleet.yaml and files, no endpoint
@@ -158,7 +183,9 @@ class Target:
             earlier = self._shared.get(path)
         if earlier is not None:
             return http.shared(earlier)
+        self._admit()
         ex = http.send(self.client(), "GET", self.url(path), headers=self.headers())
+        self.heard(ex)
         if self._once(path, ex):
             with self._lock:
                 self._shared.setdefault(path, ex)
@@ -169,8 +196,11 @@ class Target:
         return ex.costly or (path == self.driver.models_path and ex.ok)
 
     def post(self, path: str, body: Any) -> http.Exchange:
-        return http.send(self.client(), "POST", self.url(path), headers=self.headers(),
-                         json_body=body)
+        self._admit()
+        ex = http.send(self.client(), "POST", self.url(path), headers=self.headers(),
+                       json_body=body)
+        self.heard(ex)
+        return ex
 
     def exclusive(self) -> AbstractContextManager[None]:
         """Nothing else in flight on this endpoint inside the block (server-wide counters).
@@ -281,6 +311,8 @@ class Target:
                     obs = probe(self) if case is None else probe(self, case)
                 except TooSlow:
                     obs = self._not_sent()
+                except KeyRefused:
+                    obs = self._not_admitted()
                 except Exception as exc:  # an endpoint's oddity is its own failure, not a crash
                     obs = Failed(failure=f"{probe.__name__} could not read what {self.name} "
                                               f"sent: {type(exc).__name__}: {exc}")
@@ -304,7 +336,9 @@ class Target:
     # -- one slow answer stops the endpoint's generations ------------------------------------
     def pace(self) -> None:
         """Before a generation: none goes out after an answer was cut as too slow (each would
-        take as long). The probe that saw that answer fails with it; the others are held."""
+        take as long), nor after the key was refused. The probe that saw that answer fails
+        with it; the others are held."""
+        self._admit()
         slow = self.slow
         if slow is not None:
             raise TooSlow(slow.line)
@@ -416,6 +450,58 @@ class Target:
         assert self.slow is not None
         self.held.update(key for key in _PROBING.get() if key != self.slow.key)
         return Failed(failure=self.slow.line, fix=self.slow.fix)
+
+    # -- one refused key stops the endpoint's requests ----------------------------------------
+    def _admit(self) -> None:
+        """Before a probe's request: none goes out once the endpoint refused the key, since it
+        would carry the same one. Only the probes are held: a test of your own that asks in the
+        test phase (`endpoint.get`) is sent, whatever the probes met."""
+        if self.refusal is not None and _PROBING.get():
+            raise KeyRefused(self.refusal.line)
+
+    def heard(self, ex: http.Exchange) -> None:
+        """An answer to a probe's request with the fleet's credentials (`get`, `post`, a
+        generation): the first 401 or 403 stops the endpoint's probes, unless the model list
+        or a generation was already answered, which shows the key is accepted and leaves the
+        refusal to that route's own check (a proxy that forbids /metrics, say). The health
+        route needs no key on the engines that have one, and a refused health check blocks
+        the rest already."""
+        path = ex.url.removeprefix(self.endpoint.root).split("?")[0]
+        probing = _PROBING.get()
+        if not probing or ex.status is None or path == self.driver.health_path:
+            return
+        accepts = path == self.driver.models_path or ex.method == "POST"
+        with self._lock:
+            if 200 <= ex.status < 300 and accepts:
+                self._keyed = True
+            if ex.status not in REFUSALS or self._keyed:
+                return
+            self.refused.update(probing)
+            if self.refusal is None:
+                said = self.driver.reason(ex)
+                self.refusal = Refusal(
+                    self._blamed(), ex, f"{ex.method} {path} {said}", f"{ex.url} {said}",
+                    known_fix(self.driver, self.driver.error_message(ex), ex.status))
+
+    def refused_by(self, key: Key) -> Refusal | None:
+        """The refusal the probe `key` met (it saw it, or was not sent after it), if any. Where
+        the probe that saw it is judged by no selected test (a probe another one needs), the
+        first test that asks fails with it instead, so a refused key is always one failure."""
+        with self._lock:
+            refusal = self.refusal
+            if refusal is None or key not in self.refused:
+                return None
+            if refusal.key not in self.judged:
+                refusal.key = key
+            return refusal
+
+    def _not_admitted(self) -> Failed:
+        """A request not sent after the key was refused: its probe met the refusal, and so did
+        every probe running it."""
+        assert self.refusal is not None
+        with self._lock:
+            self.refused.update(_PROBING.get())
+        return Failed(failure=self.refusal.failure, fix=self.refusal.fix)
 
     # -- a local server started for the session (fleet.yaml `launch:`) ------------------------
     def start(self) -> None:

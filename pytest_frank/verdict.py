@@ -229,8 +229,8 @@ class NotAsked(Skip):
 
 
 class Blocked(Skip):
-    """Not measured because of another test's verdict: the endpoint is not healthy, or its
-    first answer too slow."""
+    """Not measured because of another test's verdict: the endpoint is not healthy, refused
+    the key, or its first answer was too slow."""
 
     verdict = Verdict.BLOCKED
 
