@@ -3,8 +3,9 @@ Qwen3-Coder XML family, `<tool_call>\\n<function=NAME>\\n<parameter=KEY>\\nVALUE
 </function>\\n</tool_call>`, written by the qwen3_xml model of tests/vllm_model.py under a
 template in that family's format. Two configurations (CONFIGS in tests/vllm_server.py):
 
-  QWEN3_XML   --tool-call-parser qwen3_xml --reasoning-parser qwen3 (the fleet's own flags)
-  XML_HERMES  the same model under --tool-call-parser hermes, the wrong parser
+  QWEN3_XML  --tool-call-parser qwen3_xml --reasoning-parser qwen3 (the fleet's own flags)
+  LONG       the long thinker, whose calls are the same, under --tool-call-parser hermes, the
+             wrong parser (a start shared with its reasoning tests, which offer no tools)
 
 What vLLM does with the calls is pinned first, then the battery's verdicts. vLLM 0.32.0 registers
 qwen3_coder as the very parser qwen3_xml names (checked below from its registry), so one server
@@ -22,7 +23,7 @@ from vllm_server import CONFIGS
 
 pytestmark = pytest.mark.real
 
-XML, HERMES = CONFIGS["QWEN3_XML"], CONFIGS["XML_HERMES"]
+XML, HERMES = CONFIGS["QWEN3_XML"], CONFIGS["LONG"]
 
 
 def weather(days_type="integer"):
@@ -154,7 +155,7 @@ def test_healthy_qwen3_xml_server_passes_tools_reasoning_agent_and_stream(vllm, 
         "ep  reasoning ok  tools FAIL  agent ok  stream ok"])
 
 
-@pytest.mark.vllm_config("XML_HERMES")
+@pytest.mark.vllm_config("LONG")
 def test_hermes_parser_leaves_xml_calls_as_text(vllm):
     server = vllm(**HERMES)
     # hermes reads JSON inside <tool_call>: the XML call stays in content, finish "stop"
@@ -164,7 +165,7 @@ def test_hermes_parser_leaves_xml_calls_as_text(vllm):
     assert ask(server, stream=True, tools=[weather()]) == ("", [], "stop", 0)
 
 
-@pytest.mark.vllm_config("XML_HERMES")
+@pytest.mark.vllm_config("LONG")
 def test_wrong_parser_fails_tools_naming_the_family_and_its_parser(vllm, run_fleet):
     result = run(run_fleet, vllm(**HERMES), "-m", "tools", "-k", "auto and not parallel",
                  tools=True)

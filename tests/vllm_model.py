@@ -31,7 +31,9 @@ successor in three one-hot base-10 digits (30 units): the chain fits in the same
 the folder (912 KB) is written in about 0.4 s. Observed on vLLM 0.32.0 with --reasoning-parser
 qwen3: max_tokens 512 ends with finish_reason "length", content null, reasoning up to " step510"
 and usage.completion_tokens_details.reasoning_tokens 511 (plain and streamed alike); a budget
-that fits gives reasoning_tokens 1000, content "Hello!", finish "stop".
+that fits gives reasoning_tokens 1000, content "Hello!", finish "stop". Its tool calls are
+the qwen3_xml variant's, under that variant's template (the same prompt where no tools are
+offered).
 
 "qwen3_xml" writes its calls in the Qwen3.5 / Qwen3-Coder XML format, under a template written
 here in that family's documented format (the tools in <tools>, the call format spelled out,
@@ -99,9 +101,6 @@ SCRIPTS = {"sharp": SCRIPT, "flat": SCRIPT, "chatty": {**SCRIPT, "!": ["Hello"]}
 CHAIN_WORDS = tuple(f" step{i}" for i in range(1000))
 CHAIN_DIGITS = 3
 CHAINS = ("long_think",)
-# Only the chain's first and last words are scripted; the digits drive the rest.
-SCRIPTS["long_think"] = {**SCRIPT, "<think>": [CHAIN_WORDS[0]], CHAIN_WORDS[-1]: ["</think>"]}
-GAPS["long_think"] = GAPS["sharp"]
 # The Qwen XML call, in the pieces the bigram chains: each piece is its own token, followed by
 # one piece only; "Paris" and "1" stay inside them, so under a JSON grammar (another parser's)
 # the sharp model's script still spells its strings.
@@ -115,11 +114,18 @@ TYPED_CALL = ("<tool_call>\n<function=typed>\n"
               + "</function>\n</tool_call>")
 XML_WORDS = (*XML_PIECES, TYPED_CALL)
 XML_MARKERS = ("<|typed_cue|>",)
-SCRIPTS["qwen3_xml"] = {
-    **SCRIPT, "<tool_call>": [XML_PIECES[0]],
+XML_SCRIPT = {
+    "<tool_call>": [XML_PIECES[0]],
     **{piece: [after] for piece, after in zip(XML_PIECES, XML_PIECES[1:])},
     XML_PIECES[-1]: ["</tool_call>"], "<|typed_cue|>": [TYPED_CALL], TYPED_CALL: ["<|im_end|>"]}
-GAPS["qwen3_xml"] = GAPS["sharp"]
+SCRIPTS["qwen3_xml"] = {**SCRIPT, **XML_SCRIPT}
+# The long thinker calls in the XML format too (tests/vllm_server.py serves it under hermes, the
+# wrong parser for it: its reasoning tests ask no tools). Only the chain's first and last words
+# are scripted; the digits drive the rest.
+SCRIPTS["long_think"] = {**SCRIPT, **XML_SCRIPT, "<think>": [CHAIN_WORDS[0]],
+                         CHAIN_WORDS[-1]: ["</think>"]}
+XML_VARIANTS = ("qwen3_xml", "long_think")
+GAPS["qwen3_xml"] = GAPS["long_think"] = GAPS["sharp"]
 
 
 def _byte_chars() -> list[str]:
@@ -325,8 +331,8 @@ def write(folder, variant: str = "sharp") -> Path:
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    xml = variant == "qwen3_xml"
-    vocab = Vocab(CHAIN_WORDS if variant in CHAINS else XML_WORDS if xml else (),
+    xml = variant in XML_VARIANTS
+    vocab = Vocab((CHAIN_WORDS if variant in CHAINS else ()) + (XML_WORDS if xml else ()),
                   XML_MARKERS if xml else ())
     end, pad = vocab["<|im_end|>"], vocab["<|endoftext|>"]
     config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama",
