@@ -69,6 +69,34 @@ def test_judge_calls_reports_the_rate_and_the_parser_fix():
         tools.judge_calls(trials, ctx("tools"))
 
 
+XML_CALL = ("<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+            "</function>\n</tool_call>")
+
+
+@pytest.mark.parametrize("engine, content, fix", [
+    # vLLM: a flag picks the parser, so the fix names the family's (from the driver's facts)
+    ("vllm", XML_CALL, "fix: the content holds a Qwen3 XML tool call (<function=NAME>"
+     "<parameter=KEY>), which the vLLM server's tool-call parser left as text: start vLLM "
+     "with --enable-auto-tool-choice --tool-call-parser qwen3_xml, the parser for that format"),
+    # a Hermes JSON call names no family: the parser to pick is the model's
+    ("vllm", '<tool_call>\n{"name": "get_weather"}\n</tool_call>', "fix: start vLLM with "
+     "--enable-auto-tool-choice --tool-call-parser <the parser for the model's format: hermes, "
+     "qwen3_xml, qwen3_coder, ...>"),
+    # llama.cpp: the template picks the parser
+    ("llamacpp", XML_CALL, "fix: the content holds a Qwen3 XML tool call (<function=NAME>"
+     "<parameter=KEY>), which llama.cpp server parses only inside"),
+    # SGLang's parsers are not in its driver's facts: the general advice
+    ("sglang", XML_CALL, "fix: start SGLang with --tool-call-parser <the parser for the "
+     "model's format, e.g. qwen25, qwen3_coder>"),
+])
+def test_leaked_call_family_names_the_engines_parser(engine, content, fix):
+    trials = tools.Trials(kind="auto", replies=[Reply(status=200, content=content, finish="stop")],
+                          max_tokens=64)
+    with pytest.raises(Failed) as failed:
+        tools.judge_calls(trials, ctx("tools", engine))
+    assert fix in str(failed.value), failed.value
+
+
 # -- reasoning_effort: what a template says it accepts, and the nearest level -------------------------
 @pytest.mark.parametrize("message, accepted", [
     ("Jinja Exception: Unexpected reasoning effort high. Supported types are xhigh (default), "

@@ -9,7 +9,9 @@ tests/vllm_server.py):
   NGRAM  the chatty model (it talks until max_tokens), --speculative-config ngram,
          --reasoning-parser qwen3;  DRAFT  the chatty model drafted for by itself
   CHATTY NGRAM without drafting: its lossless twin, and the params tests' server
-  LONG   the long thinker (1,000 tokens of thinking, then "Hello!"), --reasoning-parser qwen3
+  LONG   the long thinker (1,000 tokens of thinking, then "Hello!"), --reasoning-parser qwen3;
+         its calls are Qwen3 XML, under --tool-call-parser hermes, the wrong parser
+         (tests/test_tool_families_vllm_real.py)
 """
 
 import json

@@ -656,13 +656,32 @@ WIRE_FIXES = {
 # A Qwen3.5 / Qwen3-Coder XML call (vLLM's qwen3_xml and qwen3_coder parsers): its parameter tag
 # sets it apart from the other formats that open with <function=.
 QWEN3_XML = re.compile(r"<function=[^>\s]*>\s*(<parameter=|</function>)")
+# The call families leaked markup gives away, by the keys of a driver's call_family_parsers:
+# the pattern that sets the family apart, and the family as a diagnosis names it.
+CALL_FAMILIES = {"qwen3_xml": (QWEN3_XML, "a Qwen3 XML tool call (<function=NAME><parameter=KEY>)")}
+
+
+def call_family(leaked: str) -> str | None:
+    """The call family whose markup `leaked` holds; None where it is none the claim knows."""
+    return next((key for key, (pattern, _) in CALL_FAMILIES.items() if pattern.search(leaked)),
+                None)
 
 
 def tool_parser_fix(driver: Driver, leaked: str = "") -> Text:
     """How the engine turns the model's tool markup into tool calls; `leaked` (the markup left
     in content, where known) names the call format when it is one the engine's facts know."""
+    family = call_family(leaked)
+    parsers = driver.call_family_parsers if driver is not None else {}
+    if family is not None and family in parsers:
+        # A flag picks the parser (vLLM): the one for this family, named by the driver.
+        return Phrase("the content holds ", CALL_FAMILIES[family][1], ", which the ",
+                      driver.label, "'s tool-call parser left as text: ",
+                      driver.start or "start the server with ", driver.flags["auto_tool_choice"],
+                      " ", driver.flags["tool_parser"](parsers[family]),
+                      ", the parser for that format (a parser for another format, or none, "
+                      "leaves such calls in content)")
     markers = driver.xml_call_template_markers if driver is not None else ()
-    if markers and QWEN3_XML.search(leaked):
+    if markers and family == "qwen3_xml":
         return Phrase("the content holds a Qwen3 XML tool call (<function=NAME><parameter=KEY>), "
                       "which ", driver.label, " parses only inside <tool_call>...</tool_call> and "
                       "only from a served template that carries that format (",

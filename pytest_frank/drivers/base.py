@@ -350,6 +350,10 @@ class Driver:
     # calls (<function=NAME><parameter=KEY>); empty where a server flag, not the template,
     # picks the parser.
     xml_call_template_markers: tuple[str, ...] = ()
+    # The tool-call parser a server flag names for each call family the tools claim recognises
+    # in leaked markup (pytest_frank.claims.tools CALL_FAMILIES); empty where the engine's
+    # parsers are not known here, or where the template, not a flag, picks the parser.
+    call_family_parsers: dict[str, str] = {}
     # The malformed requests (pytest_frank.claims.contract's case keys) the engine itself is
     # known to answer 200: where one comes back so, the failure names the engine, not a proxy.
     lenient_requests: frozenset[str] = frozenset()

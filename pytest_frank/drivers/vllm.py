@@ -17,7 +17,9 @@ class VllmDriver(OpenAIDriver):
     metrics_prefix = "vllm:"
     health_path = "/health"  # 200 with an empty body when the engine lives
     build_route = ("/version", "version")
-    flags = {"parallel": Setting("--max-num-seqs"), "ctx": Setting("--max-model-len")}
+    flags = {"parallel": Setting("--max-num-seqs"), "ctx": Setting("--max-model-len"),
+             "auto_tool_choice": Setting("--enable-auto-tool-choice", switch=True),
+             "tool_parser": Setting("--tool-call-parser")}
     start = "start vLLM with "
 
     def uncached(self):
@@ -81,6 +83,11 @@ class VllmDriver(OpenAIDriver):
 
     # -- generation battery: reasoning, reasoning_effort, tools --------------------------------
     reasoning_fields = ("reasoning", "reasoning_content")  # renamed in v0.16
+    # tool_parsers/__init__.py (0.32.0): qwen3_xml and qwen3_coder name one parser
+    # (Qwen3EngineToolParser), which reads <tool_call><function=NAME><parameter=KEY> and types
+    # each value by the tool's schema; hermes reads JSON only and leaves such a call in content
+    # (tests/test_tool_families_vllm_real.py).
+    call_family_parsers = {"qwen3_xml": "qwen3_xml"}
     # chat_completion/protocol.py check_tool_usage(): any tool_choice but "none" without tools
     # is its 400 "When using `tool_choice`, `tools` must be set." (seen on 0.32.0)
     refused_requests = frozenset({"auto_without_tools"})
