@@ -197,9 +197,10 @@ def test_503_past_two_in_flight_fails_where_the_errors_began(llama, run_fleet, p
         "*at 4 in flight, requests failed: request #? (*): answered 503: no slot available: the "
         "server is at capacity*; errors in * of 16 (*%, under *% at 95%) replies, over "
         "max_error_rate 0; 1 and 2 in flight passed: errors began at 4 in flight*",
-        "*fix: llama.cpp serves as many requests at once as it has slots: give it more "
-        "(--parallel 4, with the context split between them), or set expect.load.concurrency "
-        "to 2 and route no more than 2 clients at once to it*"])
+        "*fix: the endpoint reports 4 slots, yet requests failed at 4 in flight: something in "
+        "front of it admits fewer (a gateway, a proxy, a rate limit, a connection cap): raise "
+        "its limit, or set expect.load.concurrency to 2 and route no more than 2 clients at "
+        "once to it*"])
 
 
 class Crowded(Proxy):

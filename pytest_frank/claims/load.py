@@ -84,6 +84,7 @@ class Level:
 class Ladder(Observation):
     top: int = 1
     top_from: str = ""
+    slots: int | None = None  # what the endpoint reports, where it does
     kinds: list[str] = field(default_factory=list)  # the pool's requests' kinds, by index
     prompts: list[str] = field(default_factory=list)
     levels: list[Level] = field(default_factory=list)
@@ -112,15 +113,22 @@ def request(text: str, kind: str, max_tokens: int) -> Request:
                    think=kind == "thinking")
 
 
+def reported_slots(target) -> tuple[int | None, str]:
+    """The slots the endpoint says it serves at once, and where it says so."""
+    shape = target.need(slot_shape)
+    if isinstance(shape, Failed) or not shape.count:
+        return None, ""
+    return shape.count, shape.source
+
+
 def ladder_top(target, opts: Options) -> tuple[int, str]:
     """How far the ladder climbs, and what says so."""
+    count, source = reported_slots(target)
     if opts.concurrency is not None:
         top, said = opts.concurrency, f"expect.load.concurrency {opts.concurrency}"
     else:
-        shape = target.need(slot_shape)
-        count = None if isinstance(shape, Failed) else shape.count
         if count:
-            top, said = count, f"the endpoint's {count} slots ({shape.source})"
+            top, said = count, f"the endpoint's {count} slots ({source})"
         else:
             top, said = UNKNOWN_TOP, (f"{UNKNOWN_TOP}: the endpoint reports no slot count "
                                       f"(set expect.load.concurrency)")
@@ -146,7 +154,7 @@ def ladder(target) -> Ladder:
     top, top_from = ladder_top(target, opts)
     kinds = pool_kinds(target)
     pool = [kinds[i % len(kinds)] for i in range(top)]
-    out = Ladder(top=top, top_from=top_from, kinds=pool,
+    out = Ladder(top=top, top_from=top_from, slots=reported_slots(target)[0], kinds=pool,
                  prompts=[prompt(i, k) for i, k in enumerate(pool)])
     levels = widths(top)
     rounds = max(1, opts.requests // sum(levels))
@@ -475,6 +483,10 @@ def cross_talk_fix(driver: Driver) -> Text:
 def slots_fix(driver: Driver, seen: Ladder, level: Level) -> Text:
     """Requests refused, dropped or timed out once more are in flight than the server takes."""
     carry = _carry(seen, level)
+    if seen.slots is not None and seen.slots >= level.width:
+        return (f"the endpoint reports {seen.slots} slots, yet requests failed at {level.width} "
+                f"in flight: something in front of it admits fewer (a gateway, a proxy, a rate "
+                f"limit, a connection cap): raise its limit, or {carry}")
     return advise(
         driver, Phrase("the server refuses or drops requests past what it serves at once: give "
                        "it more slots or a queue in front (", driver.flags["parallel"], "), or "
