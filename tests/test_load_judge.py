@@ -5,6 +5,9 @@ engine. No server: real llama.cpp and the faults in front of it are tests/test_l
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 
 from pytest_frank.chat import Call, Reply
@@ -12,6 +15,7 @@ from pytest_frank.checks import Context
 from pytest_frank.claims import bind, load
 from pytest_frank.drivers import driver_for
 from pytest_frank.fleet import Endpoint
+from pytest_frank.target import Target
 from pytest_frank.verdict import Failure, render
 
 pytestmark = pytest.mark.unit
@@ -145,3 +149,26 @@ def test_a_ladder_cut_by_its_deadline_is_inconclusive():
     with pytest.raises(pytest.skip.Exception, match="reached 1 of 2 in flight, every level "
                                                     "whole: expect.load.deadline_s"):
         load.judge(seen, ctx())
+
+
+def test_a_burst_is_in_flight_at_once_inside_the_hold_and_nothing_else_beside_it():
+    """The ladder's bursts: with `concurrency` 1, the holder's workers are in flight together,
+    while a request of another probe waits for the hold to end."""
+    target = Target(bind(Endpoint("ep", "llamacpp", url="http://127.0.0.1:1")))
+    limiter, order = target.limiter, []
+
+    def request(name: str) -> str:
+        limiter.enter()
+        order.append(name)
+        time.sleep(0.05)
+        limiter.leave()
+        return name
+
+    outside = threading.Thread(target=request, args=("other probe",))
+    with target.exclusive():
+        outside.start()
+        assert target.at_once([lambda i=i: request(f"burst {i}") for i in range(3)]) == \
+            ["burst 0", "burst 1", "burst 2"]
+        assert limiter.peak == 3
+    outside.join()
+    assert order[-1] == "other probe"

@@ -1,0 +1,51 @@
+"""The load claim against endpoints no engine here is on demand: one whose streams never end,
+beside a healthy one (emulated vLLM, tests/emulator.py). The ladder's requests are read through
+the same capped reader with the same deadlines as every other probe's, so the endless stream
+costs the hostile-endpoint bound, not the ladder, and the healthy endpoint's ladder passes."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from emulator import Emulator, Reply, paced, serve_chat
+from healthy_engines import healthy_chat
+
+pytestmark = pytest.mark.emulated
+
+READY, TIMEOUT = 1, 1
+BOUND = READY + 4 * TIMEOUT + 5  # the README's bound on one endpoint
+STARTUP = 6  # the in-process pytest's own start, collection and reports, on a busy machine
+
+
+def _endless(body):
+    """Tokens forever to a request that streams, never [DONE]; a plain answer otherwise."""
+    if not body.get("stream"):
+        return healthy_chat("reasoning")(body)
+    event = 'data: {"choices": [{"index": 0, "delta": {"content": "x"}}]}\n\n'
+    return Reply(200, paced(iter(lambda: event, None), 0.01), {"content-type": "text/event-stream"})
+
+
+def test_an_endless_stream_under_load_costs_the_bound_and_spares_the_healthy_ladder(run_fleet):
+    with Emulator("vllm", models=["m"]) as hostile, Emulator("vllm", models=["m"]) as healthy:
+        serve_chat(hostile, _endless)
+        serve_chat(healthy, healthy_chat("reasoning"))
+        load = {"concurrency": 4, "requests": 14, "max_tokens": 32}
+        fleet = {"endpoints": {
+            name: {"url": em.url, "engine": "vllm", "alias": "m", "ready_timeout": READY,
+                   "timeout": TIMEOUT, "expect": {"load": load}}
+            for name, em in (("hostile", hostile), ("healthy", healthy))}}
+        start = time.monotonic()
+        result = run_fleet(fleet, "-m", "load", "-p", "no:randomly")
+        took = time.monotonic() - start
+        streams = sum(r.path == "/v1/chat/completions" and (r.body or {}).get("stream") is True
+                      for r in hostile.requests)
+    result.assert_outcomes(passed=1, failed=1)
+    assert took < BOUND + STARTUP, took
+    assert streams == 1  # the first one cut, no other generation is sent
+    result.stdout.fnmatch_lines([
+        "*at 1 in flight, requests failed: request #1 (streamed): *without ending*; errors in 1 "
+        "of 2 (50%, under 97% at 95%) replies, over max_error_rate 0: it fails with one request "
+        "at a time too*"])
+    table = result.stdout.str()
+    assert "healthy  load ok" in table and "hostile  load FAIL" in table
