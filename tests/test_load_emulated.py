@@ -8,22 +8,15 @@ from __future__ import annotations
 import time
 
 import pytest
-from emulator import Emulator, Reply, paced, serve_chat
+from emulator import Emulator, serve_chat
 from healthy_engines import healthy_chat
+from test_hostile import _endless  # tokens forever to a request that streams
 
 pytestmark = pytest.mark.emulated
 
 READY, TIMEOUT = 1, 1
 BOUND = READY + 4 * TIMEOUT + 5  # the README's bound on one endpoint
 STARTUP = 6  # the in-process pytest's own start, collection and reports, on a busy machine
-
-
-def _endless(body):
-    """Tokens forever to a request that streams, never [DONE]; a plain answer otherwise."""
-    if not body.get("stream"):
-        return healthy_chat("reasoning")(body)
-    event = 'data: {"choices": [{"index": 0, "delta": {"content": "x"}}]}\n\n'
-    return Reply(200, paced(iter(lambda: event, None), 0.01), {"content-type": "text/event-stream"})
 
 
 def test_an_endless_stream_under_load_costs_the_bound_and_spares_the_healthy_ladder(run_fleet):
