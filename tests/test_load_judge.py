@@ -142,6 +142,20 @@ def test_errors_fail_where_they_began_with_the_fix_for_what_runs_out(engine, slo
     assert fix in render(failed.value.fix)
 
 
+def test_errors_within_their_floor_below_name_the_level_where_they_began():
+    refused = Reply(status=503, problem="no slot available")
+    replies = [(0, "plain", answer(prompt=10)), (1, "plain", answer("Bonjour!", prompt=14))]
+    below = [*replies, *replies, (0, "plain", refused), (1, "plain", answer("Bonjour!", prompt=14))]
+    above = [(0, "plain", refused), (1, "plain", refused), *replies]
+    with pytest.raises(Failure) as failed:
+        load.judge(ladder([*replies, *replies], below, above),
+                   ctx(expect={"max_error_rate": 0.25}))
+    assert "at 4 in flight, requests failed: request #0 (plain): answered 503: no slot " \
+           "available; request #1 (plain): answered 503: no slot available; errors in 2 of 4 " \
+           "(50%, under 90% at 95%) replies, over max_error_rate 0.25; 1 and 2 in flight " \
+           "passed: errors began at 2 in flight" in render(failed.value.line)
+
+
 def test_a_ladder_cut_by_its_deadline_is_inconclusive():
     seen = ladder(solo_pair())
     seen.stopped = "expect.load.deadline_s (300 s) ran out at 2 in flight"

@@ -427,7 +427,8 @@ def _fail(seen: Ladder, level: Level, found: list[tuple[str, str]], figures: Fig
                  f"update it, and report the request with its batch; meanwhile {_carry(seen, level)}")
         if what == ERROR:
             fail(f"{at}, requests failed: {shown}; errors in {counted} replies, over "
-                 f"max_error_rate {opts.max_error_rate:g}{whole}: errors began {at}",
+                 f"max_error_rate {opts.max_error_rate:g}{whole}: errors began at "
+                 f"{_began(seen, ERROR, ctx.endpoint.greedy)} in flight",
                  slots_fix(ctx.driver, seen, level))
         fail(f"{at}, replies carried reasoning only: {shown}; {counted} replies, over "
              f"max_reasoning_only_rate {opts.max_reasoning_only_rate:g}{whole}",
@@ -444,6 +445,13 @@ def _fail(seen: Ladder, level: Level, found: list[tuple[str, str]], figures: Fig
          f"check {slow_gpu_hint(ctx.driver)}; if it runs on the CPU, "
          f"{slow_cpu_hint(ctx.driver).removeprefix('the server runs on the CPU, ')}; or relax "
          f"expect.load.min_decode_tps")
+
+
+def _began(seen: Ladder, kind: str, greedy: bool) -> int:
+    """The first level with a fault of `kind` (within its floor there, or not)."""
+    twins = solos(seen)
+    return next(lv.width for lv in seen.levels
+                if any(k == kind for k, _ in faults(lv, twins, greedy)))
 
 
 def _speeds(seen: Ladder, level: Level) -> str:
