@@ -186,3 +186,13 @@ def test_a_burst_is_in_flight_at_once_inside_the_hold_and_nothing_else_beside_it
         assert limiter.peak == 3
     outside.join()
     assert order[-1] == "other probe"
+
+
+def test_an_error_with_one_request_at_a_time_gets_the_errors_own_fix_not_more_slots():
+    refused = Reply(status=401, problem="Invalid API Key")
+    with pytest.raises(Failure) as failed:
+        load.judge(ladder([(0, "plain", answer(prompt=10)), (1, "plain", refused)]), ctx())
+    assert "at 1 in flight, requests failed: request #1 (plain): answered 401: Invalid API Key;" \
+           in render(failed.value.line)
+    assert "it fails with one request at a time too" in render(failed.value.line)
+    assert "api_key" in render(failed.value.fix) and "slots" not in render(failed.value.fix)

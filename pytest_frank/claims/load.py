@@ -36,6 +36,7 @@ from pytest_frank.claims.perf import slow_cpu_hint, slow_gpu_hint
 from pytest_frank.claims.replies import one_line, reasoning_only, reasoning_only_fix
 from pytest_frank.drivers.base import Driver
 from pytest_frank.figures import number
+from pytest_frank.known_errors import known_fix
 from pytest_frank.observation import Failed, Observation
 from pytest_frank.probes import slot_shape
 from pytest_frank.target import TooSlow
@@ -163,7 +164,7 @@ def ladder(target) -> Ladder:
         for width in levels:
             level = Level(width)
             out.levels.append(level)
-            bursts = max(rounds, math.ceil(top / width)) if width == 1 else rounds
+            bursts = max(rounds, top) if width == 1 else rounds  # every request alone once
             for burst in range(bursts):
                 if time.monotonic() - began > opts.deadline_s:
                     out.stopped = (f"expect.load.deadline_s ({opts.deadline_s:g} s) ran out at "
@@ -426,10 +427,12 @@ def _fail(seen: Ladder, level: Level, found: list[tuple[str, str]], figures: Fig
                  f"the engine breaks answers under concurrent load that it answers whole alone: "
                  f"update it, and report the request with its batch; meanwhile {_carry(seen, level)}")
         if what == ERROR:
+            alone = next(s.reply for s in level.sent if not s.reply.ok)
             fail(f"{at}, requests failed: {shown}; errors in {counted} replies, over "
                  f"max_error_rate {opts.max_error_rate:g}{whole}: errors began at "
                  f"{_began(seen, ERROR, ctx.endpoint.greedy)} in flight",
-                 slots_fix(ctx.driver, seen, level))
+                 slots_fix(ctx.driver, seen, level) if below else
+                 known_fix(ctx.driver, alone.problem, alone.status) or alone.fix)
         fail(f"{at}, replies carried reasoning only: {shown}; {counted} replies, over "
              f"max_reasoning_only_rate {opts.max_reasoning_only_rate:g}{whole}",
              reasoning_only_fix(ctx.driver))
