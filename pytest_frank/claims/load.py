@@ -49,6 +49,10 @@ CONFIDENCE = 0.95
 # the claim it comes from is asked: a model without tools is not sent tool_choice "required").
 KINDS = ("plain", "streamed", "tools", "thinking")
 ERROR, CROSS, ONLY, WRONG = "error", "cross-talk", "reasoning only", "not whole"
+# Each kind's question. Two requests of one question may be answered alike (and, batched, a
+# greedy answer may move a little): an answer is another request's only across questions.
+QUESTIONS = {"plain": chat.PROMPT, "streamed": reasoning.PROMPT,
+             "tools": tools.PROMPTS["required"], "thinking": reasoning.PROMPT}
 
 
 @dataclass(frozen=True)
@@ -102,9 +106,7 @@ def pool_kinds(target) -> list[str]:
 def prompt(index: int, kind: str) -> str:
     """The pool's request `index`: the battery's prompt of its kind, after `index` short
     sentences, so no two requests of one burst count the same prompt tokens."""
-    base = {"plain": chat.PROMPT, "streamed": reasoning.PROMPT, "tools": tools.PROMPTS["required"],
-            "thinking": reasoning.PROMPT}[kind]
-    return "Once more. " * index + base
+    return "Once more. " * index + QUESTIONS[kind]
 
 
 def request(text: str, kind: str, max_tokens: int) -> Request:
@@ -179,7 +181,7 @@ def ladder(target) -> Ladder:
                     out.stopped = (f"an answer too slow to wait for stopped the endpoint's "
                                    f"requests at {width} in flight")
                     return _evidence(out, target.endpoint.greedy)
-            if level_faults(level, solos(out), target.endpoint.greedy, opts):
+            if level_faults(out, level, target.endpoint.greedy, opts):
                 break
     return _evidence(out, target.endpoint.greedy)
 
@@ -187,10 +189,8 @@ def ladder(target) -> Ladder:
 def _evidence(out: Ladder, greedy: bool) -> Ladder:
     """The exchanges a report shows: the first few replies with a fault, else the last one
     (every exchange of the ladder would bury them)."""
-    twins = solos(out)
-    kinds = dict(enumerate(out.kinds))
-    sent = [s for level in out.levels for s in level.sent]
-    shown = [s for s in sent if fault(s, twins, kinds, greedy) is not None][:SHOWN] or sent[-1:]
+    shown = [s for level in out.levels for s, _ in _faulty(out, level, greedy)][:SHOWN] or \
+        [s for level in out.levels for s in level.sent][-1:]
     out.exchanges = [s.reply.exchange for s in shown if s.reply.exchange is not None]
     return out
 
@@ -222,7 +222,8 @@ def solos(seen: Ladder) -> dict[int, Reply]:
 
 def fault(sent: Sent, twins: dict[int, Reply], kinds: dict[int, str],
           greedy: bool) -> tuple[str, str] | None:
-    """(kind of fault, what is wrong) for one reply, or None where it is whole and its own."""
+    """(kind of fault, what is wrong) for one reply, or None where it is whole and its own;
+    `kinds` names each request of the pool by its kind."""
     r, me = sent.reply, f"request #{sent.index} ({sent.kind})"
     if not r.ok:
         return ERROR, f"{me}: {one_line(r.problem_line, 200)}"
@@ -238,7 +239,9 @@ def fault(sent: Sent, twins: dict[int, Reply], kinds: dict[int, str],
             return CROSS, (f"{me} came back counting {r.prompt_tokens} prompt tokens where alone "
                            f"it counted {twin.prompt_tokens}, {of}")
         if greedy and r.content.strip() and r.content != twin.content:
-            whose = [i for i, t in twins.items() if i != sent.index and t.content == r.content]
+            asked = QUESTIONS[sent.kind]
+            whose = [i for i, t in twins.items() if QUESTIONS[kinds[i]] != asked
+                     and t.content == r.content]
             if whose:
                 return CROSS, (f"{me} got request #{whose[0]}'s answer "
                                f"({one_line(r.content, 60)!r}; alone it answered "
@@ -263,17 +266,21 @@ def fault(sent: Sent, twins: dict[int, Reply], kinds: dict[int, str],
     return None
 
 
-def faults(level: Level, twins: dict[int, Reply], greedy: bool) -> list[tuple[str, str]]:
-    kinds = {s.index: s.kind for s in level.sent}
-    kinds.update({i: "" for i in twins if i not in kinds})
-    return [f for s in level.sent if (f := fault(s, twins, kinds, greedy)) is not None]
+def faults(seen: Ladder, level: Level, greedy: bool) -> list[tuple[str, str]]:
+    """The faults of the level's replies, each judged against its solo twin."""
+    return [found for _, found in _faulty(seen, level, greedy)]
 
 
-def level_faults(level: Level, twins: dict[int, Reply], greedy: bool,
-                 opts: Options) -> list[str]:
+def _faulty(seen: Ladder, level: Level, greedy: bool) -> list[tuple[Sent, tuple[str, str]]]:
+    twins, kinds = solos(seen), dict(enumerate(seen.kinds))
+    return [(s, found) for s in level.sent
+            if (found := fault(s, twins, kinds, greedy)) is not None]
+
+
+def level_faults(seen: Ladder, level: Level, greedy: bool, opts: Options) -> list[str]:
     """What fails a level: its faults past their floors, its figures past theirs. Pure: the
     probe asks it to stop climbing, the judge to name the level."""
-    found = faults(level, twins, greedy)
+    found = faults(seen, level, greedy)
     n = len(level.sent) or 1
     out = []
     for kind, floor in ((CROSS, 0.0), (WRONG, 0.0), (ERROR, opts.max_error_rate),
@@ -366,20 +373,20 @@ def judge(seen: Ladder, ctx: Context[Options]) -> None:
     replies of reasoning alone stay within their floors, and speed holds."""
     if not seen.levels or not seen.levels[0].sent:
         inconclusive(f"inconclusive: nothing was measured ({seen.stopped or 'no level ran'})")
-    twins, opts = solos(seen), ctx.options
+    opts = ctx.options
     ctx.note(f"ladder: {', '.join(str(lv.width) for lv in seen.levels)} in flight (top "
              f"{seen.top}: {seen.top_from}); requests {', '.join(sorted(set(seen.kinds)))}")
     so_far: list[tuple[str, str]] = []
     total = 0
     for level in seen.levels:
-        found = faults(level, twins, ctx.endpoint.greedy)
+        found = faults(seen, level, ctx.endpoint.greedy)
         figures = Figures.of(level)
         total += len(level.sent)
         so_far += found
         _figures(level, figures, ctx)
         ctx.note(f"at {level.width} in flight: {len(level.sent)} replies in "
                  f"{number(level.wall_s)} s, {len(found)} with a fault; {figures.line()}")
-        failing = level_faults(level, twins, ctx.endpoint.greedy, opts)
+        failing = level_faults(seen, level, ctx.endpoint.greedy, opts)
         if failing:
             _fail(seen, level, found, figures, failing[0], ctx)
     errors = sum(k == ERROR for k, _ in so_far)
@@ -452,9 +459,8 @@ def _fail(seen: Ladder, level: Level, found: list[tuple[str, str]], figures: Fig
 
 def _began(seen: Ladder, kind: str, greedy: bool) -> int:
     """The first level with a fault of `kind` (within its floor there, or not)."""
-    twins = solos(seen)
     return next(lv.width for lv in seen.levels
-                if any(k == kind for k, _ in faults(lv, twins, greedy)))
+                if any(k == kind for k, _ in faults(seen, lv, greedy)))
 
 
 def _speeds(seen: Ladder, level: Level) -> str:
