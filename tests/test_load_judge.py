@@ -201,3 +201,13 @@ def test_an_error_with_one_request_at_a_time_gets_the_errors_own_fix_not_more_sl
            in render(failed.value.line)
     assert "it fails with one request at a time too" in render(failed.value.line)
     assert "api_key" in render(failed.value.fix) and "slots" not in render(failed.value.fix)
+
+
+def test_replies_cut_at_the_budget_pass_and_are_noted_with_the_key_that_gives_room():
+    cut = Reply(status=200, reasoning="Let me think", finish="length", tokens=256,
+                prompt_tokens=14, max_tokens=256)
+    notes: list[str] = []
+    load.judge(ladder(solo_pair(), [(0, "plain", answer(prompt=10)), (1, "plain", cut)]),
+               ctx(notes=notes))
+    assert "1 of 4 replies were cut at max_tokens=256 (1 of them while thinking) and judged " \
+           "only as far as they went: raise expect.load.max_tokens" in "\n".join(notes)

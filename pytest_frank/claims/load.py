@@ -260,9 +260,6 @@ def fault(sent: Sent, twins: dict[int, Reply], kinds: dict[int, str],
                        f"asked without tools")
     if not r.cut and not (r.content.strip() or r.reasoning.strip()):
         return WRONG, f"{me}: an empty answer (finish_reason {r.finish!r})"
-    if greedy and twin is not None and r.cut and not twin.cut:
-        return WRONG, (f"{me}: cut at max_tokens={r.max_tokens} (finish_reason {r.finish!r}) "
-                       f"where alone it ended by itself at temperature 0")
     return None
 
 
@@ -398,6 +395,12 @@ def judge(seen: Ladder, ctx: Context[Options]) -> None:
              f"cross-talk {rate(sum(k == CROSS for k, _ in so_far), total)}")
     for kind, line in so_far:  # within their floors: named, not failed
         ctx.note(f"{kind}: {line}")
+    cut = [s.reply for lv in seen.levels for s in lv.sent if s.reply.ok and s.reply.cut]
+    if cut:  # an answer cut short shows neither reasoning alone nor a whole answer
+        thinking = sum(r.thinking_cut for r in cut)
+        ctx.note(f"{len(cut)} of {total} replies were cut at max_tokens={cut[0].max_tokens} "
+                 f"({thinking} of them while thinking) and judged only as far as they went: "
+                 f"raise expect.load.max_tokens for them to end by themselves")
     if seen.stopped:
         inconclusive(f"inconclusive: the ladder reached {seen.levels[-1].width} of {seen.top} "
                      f"in flight, every level whole: {seen.stopped}")
