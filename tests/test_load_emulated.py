@@ -5,6 +5,7 @@ costs the hostile-endpoint bound, not the ladder, and the healthy endpoint's lad
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -24,10 +25,11 @@ def test_an_endless_stream_under_load_costs_the_bound_and_spares_the_healthy_lad
         serve_chat(hostile, _endless)
         serve_chat(healthy, healthy_chat("reasoning"))
         load = {"concurrency": 4, "requests": 14, "max_tokens": 32}
+        # the healthy one patient: on a busy machine four streams at once may take over 1 s
         fleet = {"endpoints": {
             name: {"url": em.url, "engine": "vllm", "alias": "m", "ready_timeout": READY,
-                   "timeout": TIMEOUT, "expect": {"load": load}}
-            for name, em in (("hostile", hostile), ("healthy", healthy))}}
+                   "timeout": timeout, "expect": {"load": load}}
+            for name, em, timeout in (("hostile", hostile, TIMEOUT), ("healthy", healthy, 30))}}
         start = time.monotonic()
         result = run_fleet(fleet, "-m", "load", "-p", "no:randomly")
         took = time.monotonic() - start
@@ -42,3 +44,20 @@ def test_an_endless_stream_under_load_costs_the_bound_and_spares_the_healthy_lad
         "at a time too*"])
     table = result.stdout.str()
     assert "healthy  load ok" in table and "hostile  load FAIL" in table
+
+
+def test_the_ladder_climbs_no_higher_than_the_entrys_concurrency(run_fleet, pytester):
+    """vLLM reports no slot count, so the ladder's top would be 4; the entry's `concurrency: 2`
+    holds it at 2, and the emulated engine (answering after 0.05 s, so a burst overlaps) never
+    sees more in flight."""
+    with Emulator("vllm", models=["m"], latency=0.05) as em:
+        serve_chat(em, healthy_chat("reasoning"))
+        fleet = {"endpoints": {"ep": {"url": em.url, "engine": "vllm", "alias": "m",
+                                      "concurrency": 2, "expect": {"load": {"requests": 9}}}}}
+        result = run_fleet(fleet, "-m", "load", "-p", "no:randomly", "--frank-json=run.json")
+        peak = em.peak_in_flight
+    result.assert_outcomes(passed=1)
+    assert peak == 2
+    row = json.loads((pytester.path / "run.json").read_text())["rows"][0]
+    assert "ladder: 1, 2 in flight (top 2: the fleet entry's concurrency 2 (4: the endpoint " \
+           "reports no slot count (set expect.load.concurrency) would be more))" in row["notes"][0]
