@@ -211,3 +211,28 @@ def test_replies_cut_at_the_budget_pass_and_are_noted_with_the_key_that_gives_ro
                ctx(notes=notes))
     assert "1 of 4 replies were cut at max_tokens=256 (1 of them while thinking) and judged " \
            "only as far as they went: raise expect.load.max_tokens" in "\n".join(notes)
+
+
+def test_a_first_token_slow_under_load_fails_over_max_ttft_p90_s():
+    def streamed(first: float, prompt: int) -> Reply:
+        return answer(prompt=prompt, streamed=True, first_token_s=first, last_token_s=first + 0.1)
+
+    solo = [(0, "streamed", streamed(0.1, 10)), (1, "streamed", streamed(0.1, 14))]
+    loaded = [(0, "streamed", streamed(0.3, 10)), (1, "streamed", streamed(2.5, 14))]
+    notes: list[str] = []
+    with pytest.raises(Failure) as failed:
+        load.judge(ladder(solo, loaded), ctx(expect={"max_ttft_p90_s": 1}, notes=notes))
+    assert render(failed.value.line) == ("at 2 in flight, the first token's P90 is 2.5 s, over "
+                                         "max_ttft_p90_s 1; 1 in flight passed")
+    assert "set expect.load.concurrency to 1" in render(failed.value.fix)
+    assert any("first token P50 0.1 s, P90 0.1 s, decode 50 tok/s per request" in n
+               for n in notes), notes
+
+
+def test_a_reply_not_whole_alone_points_at_the_batterys_own_checks():
+    with pytest.raises(Failure) as failed:
+        load.judge(ladder([(0, "plain", answer("<|im_end|>Hello", prompt=10)),
+                           (1, "plain", answer(prompt=14))]), ctx())
+    assert "at 1 in flight, replies were not whole: request #0 (plain): template markup " \
+           "'<|im_end|>' in the answer" in render(failed.value.line)
+    assert "the battery's own checks of these requests" in render(failed.value.fix)

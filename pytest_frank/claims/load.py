@@ -435,7 +435,10 @@ def _fail(seen: Ladder, level: Level, found: list[tuple[str, str]], figures: Fig
         if what == WRONG:
             fail(f"{at}, replies were not whole: {shown}; {counted} replies{whole}",
                  f"the engine breaks answers under concurrent load that it answers whole alone: "
-                 f"update it, and report the request with its batch; meanwhile {_carry(seen, level)}")
+                 f"update it, and report the request with its batch; meanwhile "
+                 f"{_carry(seen, level)}" if below else
+                 "the battery's own checks of these requests (chat, tools, reasoning) name the "
+                 "fix: run them, and fix what they find before the load")
         if what == ERROR:
             alone = next(s.reply for s in level.sent if not s.reply.ok)
             fail(f"{at}, requests failed: {shown}; errors in {counted} replies, over "
