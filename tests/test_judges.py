@@ -402,6 +402,12 @@ def _figured(verdict, **figures):
     (_figured("pass", tok_s=100.0), _figured("pass", tok_s=70.0), "decode speed 100 -> 70"),
     (_figured("pass", tok_s=100.0), _figured("pass", tok_s=85.0), None),
     (_figured("pass", tok_s=100.0), _figured("pass"), None),  # not measured now: no claim
+    (_figured("pass", decode_tps_at_4=40.0), _figured("pass", decode_tps_at_4=20.0),
+     "decode speed per request at 4 in flight 40 -> 20 (down 50%, tolerance 20%)"),
+    (_figured("pass", decode_tps_at_2=40.0), _figured("pass", decode_tps_at_4=20.0), None),
+    (_figured("pass", ttft_p90_s_at_8=0.5), _figured("pass", ttft_p90_s_at_8=1.5),
+     "time to first token P90 at 8 in flight 0.5 -> 1.5"),
+    (_figured("pass", ttft_p90_s_at_1=0.01), _figured("pass", ttft_p90_s_at_1=0.03), None),
 ])
 def test_baseline_reports_only_what_got_worse_past_its_tolerance(before, now, expected):
     from pytest_frank.baseline import Tolerances, compare
