@@ -203,7 +203,7 @@ def past_training_fix(driver: Driver, want: int, trained: int) -> Text:
                 f"RoPE (YaRN) scaling by {scale}",
         llamacpp=lambda d: Phrase(
             "stretch the model with YaRN: ", d.flags["rope_scaling"]("yarn"), " ",
-            d.flags["rope_scale"](scale), f" (llama.cpp builds from September 2026 raise the "
+            d.flags["rope_scale"](scale), f" (newer llama.cpp builds raise the "
             f"training context with it; older ones also need --override-kv "
             f"<arch>.context_length=int:{trained * scale}); or serve a model trained on "
             f"{want} tokens, or claim expect.slots.ctx_per_slot {trained}"))
