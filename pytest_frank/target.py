@@ -316,11 +316,16 @@ class Target:
             future.set_result(self._run(probe, case, key))
         while True:  # once stopped, a probe stuck in another thread is waited for no longer
             try:
-                return future.result(timeout=STRAGGLER_WAIT if self.stop.why else 0.5)
+                seen = future.result(timeout=STRAGGLER_WAIT if self.stop.why else 0.5)
             except NotYet:
                 if self.stop.why:
                     self.cut.add(key)
                     return Failed(failure=f"not measured: {self.stop.why}")
+                continue
+            with self._lock:  # a probe met by the key's refusal met it for those that need it
+                if key in self.refused:
+                    self.refused.update(_PROBING.get())
+            return seen
 
     def measured(self, probe: Probe, case: str | None = None) -> bool:
         """Whether the probe ran to its end before any stop: its observation can be judged."""

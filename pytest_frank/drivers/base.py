@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -128,6 +130,16 @@ class Driver:
             if v is not None and v.on:
                 found.update(dict.fromkeys(flag.names, None if flag.takes == "none" else v.text))
         return found
+
+    # The context a refusal of a long prompt names: OpenAI's words, which vLLM copies ("This
+    # model's maximum context length is 4096 tokens. However, you requested ..."); engines that
+    # word it otherwise say so in their driver.
+    context_refused = re.compile(r"maximum context length is (\d+) tokens")
+
+    def context_cap(self, message: str | None) -> int | None:
+        """The context a refused long prompt's answer names, where it names one."""
+        found = self.context_refused.search(message or "")
+        return int(found.group(1)) if found else None
 
     # What the engine does with a slot context past the model's training context, where it
     # caps it (then `ctx_train` reads the training context; None: not capped, or not said).
