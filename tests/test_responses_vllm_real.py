@@ -45,7 +45,7 @@ def test_vllm_passes_the_battery_through_responses(vllm, run_fleet, pytester):
     data = json.loads((pytester.path / "run.json").read_text())
     notes = "\n".join(next(row["notes"] for row in data["rows"]
                            if row["key"].endswith("test_agent_chain[ep]")))
-    assert "array-shaped output: sent user, reasoning, function_call, function_call_output; " \
+    assert "array-shaped output: sent user, function_call, function_call_output; " \
            "came back: finish stop" in notes, notes
     assert "previous_response_id: turn 1 (sent with store: true) is not kept here, and the " \
            "server says so (answered 404: Response with id 'resp_" in notes, notes
