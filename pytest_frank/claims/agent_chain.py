@@ -91,7 +91,8 @@ def chain(target) -> Chain:
     # wire sends the functions), kept for the chain where it was taken.
     found.offered = ask(PROMPTS["required"], choice="required",
                         extra={"store": True, "tools": [*OTHER_TOOLS, *_functions()]})
-    found.first = found.offered if found.offered.reply.ok else ask(
+    # (a server that ran a hosted tool instead made no call to answer: asked again without)
+    found.first = found.offered if found.offered.reply.calls else ask(
         PROMPTS["required"], choice="required", extra={"store": True})
     first = found.first.reply
     if first.ok and first.calls and first.response_id:
