@@ -98,6 +98,7 @@ class Reply:
     # tool_use), so a client's next turn can echo them verbatim.
     blocks: list[dict] = field(default_factory=list)
     exchange: Exchange | None = None
+    response_id: str | None = None  # Responses: the id a next turn's previous_response_id names
     fix: str | None = None  # what to do about a reply that did not come (a saturated server)
 
     @property

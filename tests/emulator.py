@@ -305,12 +305,17 @@ def metrics_text(series: dict[str, Any], kinds: dict[str, str] | None = None) ->
 
 
 def sent_images(body) -> list[bytes]:
-    """The image bytes in a chat request: data: URLs, bare base64, Anthropic base64 blocks."""
+    """The image bytes in a chat request: data: URLs, bare base64, Anthropic base64 blocks
+    (a tool_result's too)."""
     import base64
 
     found = []
     for message in (body or {}).get("messages", []):
         parts = message.get("content") if isinstance(message.get("content"), list) else []
+        # a tool's images travel inside its tool_result (Anthropic)
+        parts = [p for part in parts for p in ([part] + (
+            part["content"] if part.get("type") == "tool_result"
+            and isinstance(part.get("content"), list) else []))]
         for part in parts:
             if part.get("type") == "image_url":
                 found.append(base64.b64decode(part["image_url"]["url"].split("base64,")[-1]))

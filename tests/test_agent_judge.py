@@ -125,6 +125,27 @@ def test_anthropic_history_echoes_the_blocks_verbatim():
         {"type": "tool_result", "tool_use_id": "toolu_1", "content": RESULT}]}
 
 
+@pytest.mark.parametrize("signature, text", [
+    ("", None),  # llama.cpp signs with "": a block with its field is echoed whole
+    ("c2ln", None),
+    (None, "turn 1's thinking block came without its signature"),
+], ids=["empty", "signed", "no-field"])
+def test_a_thinking_block_without_its_signature_fails(signature, text):
+    blocks = [{"type": "thinking", "thinking": "Thinking", "signature": signature},
+              {"type": "tool_use", "id": "toolu_1", "name": "get_weather",
+               "input": {"city": "Paris", "days": 1}}]
+    first = Reply(status=200, calls=[Call("get_weather", {"city": "Paris", "days": 1},
+                                          "toolu_1")], blocks=blocks, finish="tool_use")
+    history = driver_for("anthropic").agent_history([USER], first, [RESULT])
+    turns = [agent.Turn([USER], first, [RESULT]),
+             agent.Turn(history, Reply(status=200, content="Sunny.", finish="end_turn"))]
+    found = agent.conversation_problem(turns, 1, driver_for("anthropic"))
+    assert (found.text if found else None) == (text and text + (
+        ": a client (Claude Code) sends it back as it came in the next turn, and the Messages "
+        "API refuses it there (thinking.signature: Field required)")), found
+    assert found is None or "signature included" in str(found.fix)
+
+
 def test_the_judge_shows_the_conversation_and_fails_with_the_fix():
     notes: list[str] = []
     ep = bind(Endpoint("ep", "llamacpp", url="http://127.0.0.1:1", expect={"agent": True}))
@@ -213,3 +234,48 @@ def test_a_served_template_is_rendered_here_in_a_bounded_child():
     bomb = ("{% set ns = namespace(s='xxxxxxxx') %}{% for i in range(40) %}"
             "{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s | length }}")
     assert render(bomb, sent, TOOLS) is None
+
+
+# -- test_agent_chain over recorded replies: the store's refusals in each engine's words -------
+def chain_of(chained: Reply | None = None, offered: Reply | None = None):
+    from pytest_frank.claims import agent_chain
+
+    first = agent.Turn([USER], FIRST)
+    return agent_chain.Chain(offered=agent.Turn([USER], offered or FIRST), first=first,
+                             chained=None if chained is None else agent.Turn([], chained))
+
+
+@pytest.mark.parametrize("chained, noted", [
+    (Reply(status=400, problem="llama.cpp does not support 'previous_response_id'."),
+     "answered 400: llama.cpp does not support 'previous_response_id'."),
+    (Reply(status=404, problem="Response with id 'resp_917f4e47783dc936' not found."),
+     "answered 404: Response with id 'resp_917f4e47783dc936' not found."),
+], ids=["llamacpp", "vllm-without-store"])
+def test_chain_a_server_that_keeps_no_responses_is_noted(chained, noted):
+    from pytest_frank.claims import agent_chain
+
+    notes: list[str] = []
+    agent_chain.judge(chain_of(chained), _template_ctx(notes))
+    assert any(noted in n and "not judged" in n for n in notes), notes
+
+
+@pytest.mark.parametrize("found, text", [
+    (chain_of(Reply(status=400, problem="No tool call found for function call output with "
+                                        "call_id call-1")),
+     "turn 2 by previous_response_id, answering turn 1's 1 call(s) with function_call_output "
+     "items alone, answered 400: No tool call found"),
+    (chain_of(offered=Reply(status=500, problem="Unsupported tool type: web_search")),
+     "the server answered 500: Unsupported tool type: web_search"),
+    (chain_of(offered=Reply(status=400, problem="")),
+     "the server answered 400 without a message"),
+    (chain_of(offered=Reply(problem="the connection was closed before an answer came")),
+     "no answer came back: the connection was closed"),
+], ids=["lost-call", "other-tools-500", "other-tools-silent-400", "other-tools-dropped"])
+def test_chain_faults_fail_with_their_line(found, text):
+    from pytest_frank.claims import agent_chain
+
+    with pytest.raises(Failed) as raised:
+        agent_chain.judge(found, _template_ctx([]))
+    assert text in str(raised.value), raised.value
+    assert ("previous_response_id must bring back" if "previous" in text
+            else "tools that are not functions") in str(raised.value)

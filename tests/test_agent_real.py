@@ -53,8 +53,46 @@ def test_default_model_passes_three_chained_steps(llama, run_fleet):
 def test_messages_route_echoes_thinking_and_answers_tool_result(llama, run_fleet):
     # llama.cpp's own /v1/messages through the anthropic client, thinking on (reasoning asked).
     server = llama(model="selftest:agent")
-    result = run(run_fleet, server, engine="anthropic", agent=True, reasoning=True)
+    with Proxy(server.url) as proxy:
+        result = run_fleet(one_endpoint(proxy.url, "anthropic",
+                                        expect={"agent": True, "reasoning": True}),
+                           "-p", "no:randomly", "-m", "agent")
     result.assert_outcomes(passed=2, skipped=2)  # parallel; no template route for the shape
+    # Each thinking block went back with the signature it came with ("", llama.cpp's own).
+    echoed = [b for body in proxy.sent for m in body.get("messages", [])
+              if m["role"] == "assistant" for b in m["content"] if b["type"] == "thinking"]
+    assert len(echoed) == 2 and all(b["signature"] == "" for b in echoed), echoed
+
+
+def _unsigned(request: dict, answer: dict) -> dict:
+    """A gateway that rebuilds thinking blocks without their signature (LiteLLM 26916)."""
+    for block in answer.get("content") or []:
+        block.pop("signature", None)
+    return answer
+
+
+def _unsigned_stream(request: dict, events: list[bytes]) -> list[bytes]:
+    """The same gateway, streamed: the signature_delta events left out."""
+    return [e for e in events if b'"signature_delta"' not in e]
+
+
+def test_messages_route_thinking_signature_stripped_by_a_gateway(llama, run_fleet):
+    # llama.cpp signs its thinking blocks with "" (plain, and a signature_delta when streamed),
+    # which the echo carries back and llama.cpp takes; a gateway in front that leaves the
+    # signature out passes llama.cpp's lenient next turn, and breaks the Messages API's.
+    server = llama(model="selftest:agent")
+    with Proxy(server.url, rewrite_answer=_unsigned, rewrite_stream=_unsigned_stream) as proxy:
+        result = run_fleet(one_endpoint(proxy.url, "anthropic",
+                                        expect={"agent": True, "reasoning": True}),
+                           "-p", "no:randomly", "-m", "agent")
+    result.assert_outcomes(failed=2, skipped=2)
+    result.stdout.fnmatch_lines([
+        "*agent step (1 call(s), then the answer): turn 1's thinking block came without its "
+        "signature: a client (Claude Code) sends it back as it came*",
+        "*fix: a gateway between the client and the engine rebuilt the thinking blocks*"])
+    echoed = [b for body in proxy.sent for m in body.get("messages", [])
+              if m["role"] == "assistant" for b in m["content"] if b["type"] == "thinking"]
+    assert echoed and all(b["signature"] is None for b in echoed), echoed
 
 
 def _template(tmp_path, name, text):

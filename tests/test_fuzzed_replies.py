@@ -51,6 +51,7 @@ from hypothesis import strategies as st
 from pytest_frank import identify, redact, rows
 from pytest_frank.claims import (
     agent,
+    agent_chain,
     bind,
     alias,
     health,
@@ -489,7 +490,7 @@ def test_any_responses_answer_is_a_verdict(emulators, plain, stream, swap):
     route_answers(em, "/v1/responses", plain, stream, swap)
     target = target_for(em, api="responses")
     try:
-        verdicts(target, GENERATION)
+        verdicts(target, [*GENERATION, agent_chain.CHAIN])  # the chain: this route's own
     finally:
         target.close()
 

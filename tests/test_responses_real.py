@@ -12,6 +12,7 @@ still says status "completed"; a reasoning item echoed without `content` is refu
 Codex echoes. vLLM 0.32 serves the route natively: all of it right but a named tool_choice."""
 
 import json
+import re
 
 import pytest
 from fleets import one_endpoint
@@ -75,7 +76,7 @@ def test_agent_echoes_reasoning_items_and_answers_function_call_output(llama, ru
     server = llama(model="selftest:agent", alias="frank-default-large")
     result = run(run_fleet, server, "-m", "agent", "--frank-json=run.json",
                  agent={"steps": 2}, reasoning=True)
-    result.assert_outcomes(passed=3, skipped=1)  # with the rendered history
+    result.assert_outcomes(passed=4, skipped=1)  # with the rendered history and the chain
     notes = "\n".join(rows(pytester)["test_agent_streamed[ep]"]["notes"])
     # The reasoning item echoed with its reasoning_text content (as Codex does), the call, its
     # output; turn 2 answered with text beside its call, echoed as an assistant message.
@@ -93,7 +94,8 @@ def test_template_raising_on_role_tool_fails_through_responses(llama, run_fleet,
     server = llama(model="selftest:agent", alias="frank-default-large",
                    chat_template_file=_template(tmp_path, "strict.jinja", strict))
     result = run(run_fleet, server, "-m", "agent", agent={"stream": False})
-    result.assert_outcomes(failed=2, skipped=2)  # /apply-template raises too
+    # /apply-template raises too; the chain leaves the template's fault to test_agent
+    result.assert_outcomes(failed=2, skipped=2, passed=1)
     result.stdout.fnmatch_lines([
         "*turn 2 (the answer to the tool result) answered 400: the chat template could not "
         "render the history (user, reasoning, function_call, function_call_output)"
@@ -107,7 +109,8 @@ def test_template_dropping_tool_results_repeats_the_call_through_responses(llama
     server = llama(model="selftest:agent", alias="frank-default-large",
                    chat_template_file=_template(tmp_path, "deaf.jinja", deaf))
     result = run(run_fleet, server, "-m", "agent", agent=True)
-    result.assert_outcomes(failed=3, skipped=1)  # the rendered prompt lacks it
+    # the rendered prompt lacks it; the chain leaves the template's fault to test_agent
+    result.assert_outcomes(failed=3, skipped=1, passed=1)
     result.stdout.fnmatch_lines([
         "*agent step (1 call(s), then the answer): turn 2 called get_* again with the "
         "same arguments (*) instead of answering*",
@@ -132,11 +135,13 @@ def test_reasoning_echoed_without_content_is_refused_by_llama_cpp(llama, run_fle
                                         alias="frank-default-large",
                                         expect={"agent": {"stream": False}}),
                            "-p", "no:randomly", "-m", "agent")
-    sent = [b for b in proxy.sent if "input" in b][-1]["input"]
+    sent = next(b["input"] for b in proxy.sent if any(
+        isinstance(i, dict) and i.get("type") == "reasoning" for i in b.get("input", [])))
     assert {"type": "reasoning", "status": "completed", "content": None,
             "summary": [{"type": "summary_text", "text": "Thinking"}],
             "encrypted_content": ""} in sent, sent
-    result.assert_outcomes(failed=1, passed=1, skipped=2)  # the rendered history passes
+    # the rendered history passes, and the chain leaves the refusal to test_agent
+    result.assert_outcomes(failed=1, passed=2, skipped=2)
     result.stdout.fnmatch_lines([
         "*turn 2 (the answer to the tool result) answered 400: the reasoning item echoed back "
         "as Codex echoes it (user, reasoning, function_call, function_call_output) was "
@@ -220,3 +225,138 @@ def test_reasoning_effort_a_template_rejects_fails_through_responses(llama, run_
         "*reasoning_effort 'high' (sent as 'high') answered 400: the chat template rejects it: "
         "Unexpected reasoning effort high. Supported types are xhigh, medium, and low*",
         "*fix: map it to a level the template accepts (xhigh, medium, low): `high: xhigh`*"])
+
+
+
+def chain(run_fleet, url: str, *args):
+    """test_agent_chain alone, plain, on the Responses route at `url`."""
+    return run_fleet(one_endpoint(url, "llamacpp", api="responses", alias="frank-default-large",
+                                  expect={"agent": {"stream": False}}),
+                     "-p", "no:randomly", "-k", "chain", *args)
+
+
+def test_agent_chain_on_llama_cpp(llama, run_fleet, pytester):
+    # llama.cpp takes an array-shaped function_call_output and skips web_search and custom
+    # tools; it keeps no responses and says so in words (400 "llama.cpp does not support
+    # 'previous_response_id'"), which the check notes instead of failing.
+    server = llama(model="selftest:agent", alias="frank-default-large")
+    with Proxy(server.url) as proxy:
+        result = chain(run_fleet, proxy.url, "--frank-json=run.json")
+    result.assert_outcomes(passed=1)
+    bodies = [b for b in proxy.sent if "input" in b]
+    outputs = [item["output"] for b in bodies for item in b["input"]
+               if isinstance(item, dict) and item.get("type") == "function_call_output"]
+    assert [{"type": "input_text", "text": outputs[0]}] in outputs, outputs
+    assert [t["type"] for t in bodies[-2]["tools"]] == ["web_search", "custom", "function",
+                                                         "function"], bodies[-2]
+    assert bodies[-1]["previous_response_id"] and bodies[-2]["store"] is True, bodies
+    notes = "\n".join(rows(pytester)["test_agent_chain[ep]"]["notes"])
+    assert "other tools: sent user; came back: finish tool_calls, calls get_" in notes, notes
+    assert ("previous_response_id: turn 1 (sent with store: true) is not kept here, and the "
+            "server says so (answered 400: llama.cpp does not support 'previous_response_id'.)"
+            ) in notes, notes
+
+
+class Store:
+    """A gateway in front of llama.cpp that keeps responses (llama.cpp keeps none): a stored
+    response's input and output items come back in front of the next turn's input where it
+    names the response by previous_response_id; `lose_calls` leaves the function_call items
+    out, as vLLM's store did (43244)."""
+
+    def __init__(self, lose_calls: bool = False) -> None:
+        self.kept: dict[str, list] = {}
+        self.lose_calls = lose_calls
+
+    def expand(self, body: dict) -> dict:
+        earlier = self.kept.get(body.pop("previous_response_id", None) or "", [])
+        return {**body, "input": [*earlier, *body["input"]]} if earlier else body
+
+    def keep(self, request: dict, answer: dict) -> dict:
+        if request.get("store") and "id" in answer:
+            out = [{k: v for k, v in item.items() if k != "id"} for item in answer["output"]
+                   if not (self.lose_calls and item.get("type") == "function_call")]
+            self.kept[answer["id"]] = [*request["input"], *out]
+        return answer
+
+
+@pytest.mark.parametrize("lose_calls", [False, True], ids=["kept", "lost"])
+def test_agent_chain_by_previous_response_id(llama, run_fleet, pytester, lose_calls):
+    # No engine here stores responses that a chain can name: a gateway in front of llama.cpp
+    # stores them, whole (passes) or without the function_call items (vLLM 43244, fails).
+    server = llama(model="selftest:agent", alias="frank-default-large")
+    store = Store(lose_calls)
+    with Proxy(server.url, rewrite=store.expand, rewrite_answer=store.keep) as proxy:
+        result = chain(run_fleet, proxy.url, "--frank-json=run.json")
+    if not lose_calls:
+        result.assert_outcomes(passed=1)
+        notes = rows(pytester)["test_agent_chain[ep]"]["notes"]
+        # turn 2 by id is at least the prompt of the same turn sent whole, less its reasoning
+        chained, whole = (int(re.search(r"(\d+) prompt tokens", next(
+            n for n in notes if n.startswith(what))).group(1)) for what in (
+                "previous_response_id: sent function_call_output; came back: finish stop",
+                "the chain's turn 2 sent whole: sent user, function_call, function_call_output"))
+        assert chained >= whole, notes
+        return
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*agent chain on /v1/responses: turn 2 by previous_response_id*",
+                                 "*fix: previous_response_id must bring back the stored "
+                                 "response whole*"])
+
+
+def _listed(body: dict) -> bool:
+    """The request carries a function_call_output whose output is a list."""
+    return any(isinstance(item, dict) and isinstance(item.get("output"), list)
+               for item in body.get("input", []))
+
+
+def _drop_listed(body: dict) -> dict:
+    """A gateway that reads an output only as a string: a list becomes empty text."""
+    return {**body, "input": [{**item, "output": ""} if isinstance(item, dict) and isinstance(
+        item.get("output"), list) else item for item in body.get("input", [])]}
+
+
+def _other_tools_500(body: dict) -> str | None:
+    if any(t.get("type") != "function" for t in body.get("tools", [])):
+        return "Unsupported tool type: web_search"
+    return None
+
+
+def test_agent_chain_array_output_dropped_by_a_gateway(llama, run_fleet):
+    # A gateway that reads a function_call_output's output only as a string: the list's
+    # text never reaches llama.cpp, which answers from a prompt without the result.
+    server = llama(model="selftest:agent", alias="frank-default-large")
+    with Proxy(server.url, rewrite=_drop_listed) as proxy:
+        result = chain(run_fleet, proxy.url)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*agent chain on /v1/responses: turn 2 with each output as a list of input_text parts "
+        "was * prompt tokens, the same history with the outputs as strings *: the list's text "
+        "never reached the prompt*",
+        "*fix: the Responses API takes a function_call_output's output as a string or as a list*"])
+
+
+def test_agent_chain_array_output_refused_by_a_gateway(llama, run_fleet):
+    # A gateway whose schema takes the output only as a string refuses the list (400).
+    server = llama(model="selftest:agent", alias="frank-default-large")
+    said = "input.3.output: Input should be a valid string"
+    with Proxy(server.url, refuse=lambda body: said if _listed(body) else None) as proxy:
+        result = chain(run_fleet, proxy.url)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*turn 2 with each function_call_output's output as a list of input_text parts (user, "
+        "reasoning, function_call, function_call_output) answered 400: " + said + ", where "
+        "the same outputs as strings were answered*",
+        "*fix: the Responses API takes a function_call_output's output as a string or as a list*"])
+
+
+def test_agent_chain_other_tools_answered_500(llama, run_fleet):
+    # An engine that breaks on a tool that is not a function answers 500 (as llama.cpp did
+    # before its fix of 20156); no engine here still does, so a gateway in front answers it.
+    server = llama(model="selftest:agent", alias="frank-default-large")
+    with Proxy(server.url, refuse=_other_tools_500, refuse_status=500) as proxy:
+        result = chain(run_fleet, proxy.url)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*offered web_search and a custom tool beside the functions, the server answered 500: "
+        "Unsupported tool type: web_search: a client shows an internal error*",
+        "*fix: a client offers tools that are not functions*"])

@@ -68,8 +68,12 @@ def test_anthropic_proxy_gets_base64_image_blocks(run_fleet):
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*test_vision*ep-anthropic*PASSED*"])
     sent = [r.body for r in em.requests if r.path == "/v1/messages"]
-    block = sent[-1]["messages"][0]["content"][1]
+    block = sent[0]["messages"][0]["content"][1]
     assert block["type"] == "image" and block["source"]["media_type"] == "image/png"
+    # the third image comes back from a screenshot tool, inside its tool_result
+    result_block = sent[-1]["messages"][-1]["content"][0]
+    assert result_block["type"] == "tool_result" and \
+        result_block["content"][0]["source"]["media_type"] == "image/png", sent[-1]
 
 
 def test_constant_answer_fails_as_not_seeing(run_fleet):

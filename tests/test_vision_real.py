@@ -54,7 +54,8 @@ ROUNDS = 10
 
 def test_the_seeing_model_passes_in_every_form(sighted, run_fleet, tmp_path):
     """Ten rounds in one run (ten endpoints of each shape on the one server, probed each on its
-    own): each round draws its own two colours per form, 60 images in all."""
+    own): each round draws its own two colours per form, and a third on /v1/messages sent
+    back by a screenshot tool: 70 images in all."""
     endpoints = {}
     for n in range(ROUNDS):
         endpoints.update(both_shapes(sighted.url, f"r{n}", expect={"vision": True}))
@@ -63,8 +64,10 @@ def test_the_seeing_model_passes_in_every_form(sighted, run_fleet, tmp_path):
     result.assert_outcomes(passed=len(FORMS) * ROUNDS)
     shown = [a["name"] for row in json.loads(record.read_text())["rows"]
              for a in row["attachments"]]
-    assert len(shown) == 2 * len(FORMS) * ROUNDS
-    assert {name.split("-")[0] for name in shown} == {"data_url", "base64", "anthropic"}
+    # two images per form, and on /v1/messages a third inside a screenshot tool's tool_result
+    assert len(shown) == (2 * len(FORMS) + 1) * ROUNDS
+    assert {name.split("-")[0] for name in shown} == {"data_url", "base64", "anthropic",
+                                                      "anthropic_tool_result"}
     assert len({name.split("-")[1] for name in shown}) >= 4  # the draws are random
 
 
@@ -113,6 +116,33 @@ def test_a_gateway_that_loses_the_image_fails_as_not_seeing(sighted, run_fleet, 
         said = dict(re.findall(r"image \((\w+)\): '(\w+)'; it does not see",
                                result.stdout.str()))
         assert len(said) == 3 and set(said.values()) <= set(COLOURS), said
+
+
+def text_of_tool_results(body: dict) -> dict:
+    """A gateway that hands a tool_result on as its text alone, as llama.cpp read one before
+    its PR 22536: a tool's image is dropped, the user's images pass."""
+    body = copy.deepcopy(body)
+    for message in body.get("messages", []):
+        for part in message.get("content") if isinstance(message.get("content"), list) else []:
+            if part.get("type") == "tool_result" and isinstance(part.get("content"), list):
+                part["content"] = [p for p in part["content"] if p.get("type") == "text"]
+    return body
+
+
+def test_a_gateway_that_drops_a_tool_results_image_fails(sighted, run_fleet):
+    # No engine here drops it (llama.cpp takes it since PR 22536): a gateway in front does.
+    with Proxy(sighted.url, rewrite=text_of_tool_results) as proxy:
+        result = run_fleet(one_endpoint(proxy.url, "anthropic", alias="frank",
+                                        expect={"vision": True}), "-m", "vision")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*shown a solid * image inside a tool_result (a screenshot tool's result), the model "
+        "answered 'Hello!' (names no colour), where it named the colour of each image sent as "
+        "a user's: the image in the tool result never reached the model",
+        "*fix: the Messages API carries a tool's images inside its tool_result*"])
+    results = [p for b in proxy.sent for m in b["messages"] if isinstance(m["content"], list)
+               for p in m["content"] if p.get("type") == "tool_result"]
+    assert results and all(r["content"] == [] for r in results), results
 
 
 @pytest.fixture(scope="module", params=["random", "selftest"])

@@ -156,6 +156,10 @@ LOST_RESULTS_FIX = ("the history reached the engine ending in the assistant's to
 LOST_THINKING_FIX = ("a proxy dropped the thinking blocks (and their signatures) the client "
                      "echoes with a tool call in extended thinking: make it forward assistant "
                      "content verbatim")
+UNSIGNED_FIX = ("a gateway between the client and the engine rebuilt the thinking blocks and "
+                "left out their signature (LiteLLM 26916): pass thinking blocks through whole, "
+                "signature included; an engine that signs nothing sends \"signature\": \"\" "
+                "(llama.cpp does), never no field")
 # What a Responses server says when a reasoning item comes back without the content it reads
 # (llama.cpp reads the reasoning_text in `content`; Codex echoes a summary-only item as it came).
 REFUSED_REASONING = ("item['content'] is not an array", "item['content'] is empty")
@@ -218,7 +222,21 @@ def conversation_problem(turns: list[Turn], steps: int, driver, grounded: bool =
             "", tool_parser_fix(driver))
         return Problem(f"turn {len(turns)} (the tool call) is not a usable call: "
                        f"{call_reply_problems(turn.reply, tools=tools)[0]}{why}", fix)
-    return answer_problem(turns, driver, grounded)
+    return answer_problem(turns, driver, grounded) or unsigned(turns)
+
+
+def unsigned(turns: list[Turn]) -> Problem | None:
+    """A thinking block that came without its signature (Messages API): the client sends it
+    back as it came, and the API refuses a thinking block without one."""
+    for n, turn in enumerate(turns, 1):
+        blocks = [b for b in turn.reply.blocks if b.get("type") == "thinking"
+                  and "signature" in b and b["signature"] is None]
+        if blocks:
+            return Problem(f"turn {n}'s thinking block came without its signature: a client "
+                           f"(Claude Code) sends it back as it came in the next turn, and the "
+                           f"Messages API refuses it there (thinking.signature: Field "
+                           f"required)", UNSIGNED_FIX)
+    return None
 
 
 def answer_problem(turns: list[Turn], driver, grounded: bool = False) -> Problem | None:

@@ -43,6 +43,16 @@ class Shown:
     colour: str
     png_b64: str
     reply: Reply
+    where: str = ""  # how the image travelled, where not as the form's own user part
+
+
+# The Messages API's screenshot: an image a tool returns, inside its tool_result, as Claude
+# Code's tools send one; the model must see it there too (llama.cpp read only the text of a
+# tool_result before its PR 22536).
+SCREENSHOT = {"type": "function", "function": {
+    "name": "screenshot", "description": "Take a screenshot of the screen.",
+    "parameters": {"type": "object", "properties": {}}}}
+IN_TOOL_RESULT = "inside a tool_result"
 
 
 @dataclass(kw_only=True)
@@ -94,28 +104,60 @@ def seen(target, form: str) -> Seen:
                    target.driver.image_part(b64, "image/png", form)]
         obs.shown.append(Shown(colour, b64, think_through(target, Request(content, max_tokens))))
         if not obs.shown[-1].reply.ok:
-            break  # one refusal says it all; don't repeat it
+            return obs  # one refusal says it all; don't repeat it
+    if form == "anthropic":  # a third colour, returned by a tool
+        colour = random.SystemRandom().choice(sorted(set(COLOURS) - {s.colour for s in
+                                                                     obs.shown}))
+        b64 = png(colour)
+        image = target.driver.image_part(b64, "image/png", form)
+        messages: list[dict] = [
+            {"role": "user", "content": f"Take a screenshot. {PROMPT}"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_frank",
+                                               "name": "screenshot", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_frank",
+                                          "content": [image]}]}]
+        reply = think_through(target, Request("", max_tokens, tools=[SCREENSHOT],
+                                              tool_choice="auto", messages=messages))
+        obs.shown.append(Shown(colour, b64, reply, IN_TOOL_RESULT))
     return obs
 
 
 def judge(obs: Seen, ctx: Context[Options]) -> None:
-    """The model names the colour of each image, and not the same for two colours."""
+    """The model names the colour of each image, and not the same for two colours; then of
+    the image a tool returned, where one was (judged once the user's images are seen)."""
     for s in obs.shown:
-        ctx.attach(f"{obs.form}-{s.colour}.png", "image/png", s.png_b64)
-    answers = [_answer(s, obs, ctx.driver) for s in obs.shown]
+        ctx.attach(f"{obs.form}{'_tool_result' if s.where else ''}-{s.colour}.png",
+                   "image/png", s.png_b64)
     thinking_spent([s.reply for s in obs.shown], ctx)
-    wrong = [(s, a) for s, a in zip(obs.shown, answers) if _named(a) != [s.colour]]
+    shown, form = [s for s in obs.shown if not s.where], obs.form
+    _judge_shown(shown, form, obs, ctx)
+    _judge_shown([s for s in obs.shown if s.where], form, obs, ctx)
+
+
+def _judge_shown(shown: list[Shown], form: str, obs: Seen, ctx: Context[Options]) -> None:
+    answers = [_answer(s, obs, ctx.driver) for s in shown]
+    wrong = [(s, a) for s, a in zip(shown, answers) if _named(a) != [s.colour]]
     if not wrong:
         return
-    shown, form = obs.shown, obs.form
     if len(shown) == 2 and _norm(answers[0]) == _norm(answers[1]):
         fail(f"the model gives the same answer for a {shown[0].colour} and a {shown[1].colour} "
              f"image ({form}): {answers[0]!r}; it does not see the image",
              vision_fix(ctx.driver) + "; check the server log for the projector load")
     s, a = wrong[0]
     named = ", ".join(_named(a)) or "no colour"
+    if s.where:  # seen as a user's image, not as a tool's
+        fail(f"shown a solid {s.colour} image {s.where} (a screenshot tool's result), the model "
+             f"answered {a!r} (names {named}), where it named the colour of each image sent "
+             f"as a user's: the image in the tool result never reached the model",
+             TOOL_RESULT_FIX)
     fail(f"shown a solid {s.colour} image ({form}), the model answered {a!r} (names {named})",
          "check that the projector file belongs to this model (same family and version)")
+
+
+TOOL_RESULT_FIX = ("the Messages API carries a tool's images inside its tool_result (Claude "
+                   "Code's screenshots and image reads): update the engine (llama.cpp took only "
+                   "a tool_result's text before its PR 22536), or make the gateway in front "
+                   "translate the tool_result's image blocks, not only its text")
 
 
 def _answer(s: Shown, obs: Seen, driver) -> str:
@@ -126,6 +168,9 @@ def _answer(s: Shown, obs: Seen, driver) -> str:
     if driver.no_projector(r):
         fail(f"{url} answered {r.status}: {r.problem}: no vision projector is loaded"
              f"{_advert(obs.advert)}", vision_fix(driver))
+    if not r.ok and s.where:
+        fail(f"the image {s.where} ({form}) to {url} answered {r.status}: {r.problem}, where "
+             f"the same image as a user's was answered", TOOL_RESULT_FIX)
     if not r.ok:
         fail(f"the image request ({form}) to {url} answered {r.status}: {r.problem}"
              f"{_advert(obs.advert)}")

@@ -116,11 +116,15 @@ class _Block:
         self.start = start
         self.text: list[str] = []
         self.signature = typed(getattr(start, "signature", None), str, "signature") or ""
+        # Whether a signature came at all (in the block or a signature_delta), even an empty
+        # one: a client echoes the block with it, and the API refuses one without.
+        self.signed = getattr(start, "signature", None) is not None
 
     def add(self, delta: Any) -> bool:
         """Fold one delta in; True when it carried text or thinking."""
         kind = typed(getattr(delta, "type", None), str, "delta type")
         if kind == "signature_delta":
+            self.signed = True
             self.signature += typed(getattr(delta, "signature", None), str, "signature") or ""
             return False
         piece = self.PIECES.get(kind or "")
@@ -139,7 +143,7 @@ class _Block:
             reply.reasoning += said
             reply.reasoning_field = "thinking"
             reply.blocks.append({"type": "thinking", "thinking": said,
-                                 "signature": self.signature})
+                                 "signature": self.signature if self.signed else None})
         elif self.kind == "redacted_thinking":
             reply.reasoning += "[redacted thinking]"
             reply.reasoning_field = "redacted_thinking"

@@ -103,6 +103,7 @@ def _close(reply: Reply, response, came: str = "the response came back with stat
     """The response's own verdict: its status (why incomplete), usage, and error if it failed
     (`came`: how the failure arrived, for the problem line)."""
     status = typed(getattr(response, "status", None), str, "response.status")
+    reply.response_id = typed(getattr(response, "id", None), str, "response.id")
     reason = typed(getattr(getattr(response, "incomplete_details", None), "reason", None), str,
                    "incomplete_details.reason")
     # In the chat shape's words, which the claims read: a cut answer is "length".
