@@ -462,7 +462,7 @@ DIGESTS = {
     "hybrid": "8f4dbdf2ea6005e547d6c20f3caba76b5d526c504ec996de8575140903ff4b51",
     "hybrid_collapse": "da9dc83c278cb87f9e24449aac408d74261cd4fa006dc5b6e0cc9b1ed32e4e0e",
     "hybrid_plain": "8369999b7048ba1e97ff4443aee546244f5ef19e8fdd180580035ff20d1bcd73",
-    "qwen3_xml": "4a4bfafc90c663a487eaa746fd3ac63ba725bf685ae0996bc552ed44b80770e6",
+    "qwen3_xml": "e2d8ea1fed6678aee66e9e2062e3cb1932b9e85720ba0269a04cac688dd9dbdf",
     "qwen3_xml_text": "779774a44200c9a2b31a9993f681691886bd84e4a04f464413a4fac6491fca0b",
     "mmproj": "36f79fc14a484da3af6087350839df5957876b504081ea4e63b6ccec9c2ab623",
 }

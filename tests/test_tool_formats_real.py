@@ -11,7 +11,9 @@ import httpx
 import pytest
 
 from fleets import one_endpoint
+from proxy import Proxy
 from pytest_frank.local.selftest_model import chat_template
+from test_tools_arguments_real import _terminal_alone, _typed
 
 pytestmark = pytest.mark.real
 
@@ -21,10 +23,12 @@ WEATHER = {"type": "function", "function": {
                                                     "days": {"type": "integer"}},
                    "required": ["city", "days"]}}}
 # One parameter of each JSON type a client's schema names, all required, so the grammar makes
-# the model write every one.
+# the model write every one; the model reads a string named job "02134", one that looks like a
+# number (the XML wire writes every value bare, so only the schema tells the parser its type).
 TYPED = {"type": "function", "function": {"name": "typed", "parameters": {
-    "type": "object", "required": ["zip", "n", "x", "flag", "tags", "opts", "nothing"],
-    "properties": {"zip": {"type": "string", "enum": ["02134"]}, "n": {"type": "integer"},
+    "type": "object", "required": ["job", "zip", "n", "x", "flag", "tags", "opts", "nothing"],
+    "properties": {"job": {"type": "string"}, "zip": {"type": "string", "enum": ["02134"]},
+                   "n": {"type": "integer"},
                    "x": {"type": "number"}, "flag": {"type": "boolean"},
                    "tags": {"type": "array", "items": {"type": "string"}},
                    "opts": {"type": "object", "properties": {"k": {"type": "string"}},
@@ -66,10 +70,11 @@ def test_xml_template_is_announced_and_its_grammar_writes_xml(llama):
 def test_xml_arguments_arrive_typed_as_the_schema_says(llama):
     server = llama(model="selftest:qwen3_xml")
     choice, raw = ask(server, tools=[TYPED], tool_choice="required")
-    assert "<parameter=n>\n1\n</parameter>" in raw and "<parameter=flag>\nfalse\n" in raw, raw
+    assert "<parameter=job>\n02134\n</parameter>" in raw and "<parameter=flag>\nfalse\n" in raw, raw
     # The XML grammar leaves a string value free (the enum is not enforced: the model's
     # "Paris" passes), so a strict client's schema check is what catches such a value.
-    assert calls(choice) == [("typed", {"zip": "Paris", "n": 1, "x": 1, "flag": False,
+    assert calls(choice) == [("typed", {"job": "02134", "zip": "Paris", "n": 1, "x": 1,
+                                        "flag": False,
                                         "tags": ["Paris"], "opts": {"k": "Paris"},
                                         "nothing": None})], raw
 
@@ -130,3 +135,36 @@ def test_xml_call_written_as_text_fails_naming_the_template(llama, run_fleet):
         '*tool_choice "auto": 0/1 trial(s) valid (0%, need 100%); leaked markup: the tool call '
         "was written as text in content ('<function=get_weather> <parameter=city>*",
         "*fix: the content holds a Qwen3 XML tool call*the template decides the parser*"])
+
+
+def test_xml_run_in_terminal_keeps_its_typed_values(llama, run_fleet, pytester):
+    # test_tools_arguments asks run_in_terminal for job "02134" streamed; the model calls the
+    # tool whose name closes first, so a gateway offers llama.cpp run_in_terminal alone.
+    with Proxy(llama(model="selftest:qwen3_xml").url, rewrite=_terminal_alone) as proxy:
+        result = run_fleet(one_endpoint(proxy.url, "llamacpp", expect={"tools": True}),
+                           "-p", "no:randomly", "-m", "tools", "-k", "arguments",
+                           "--frank-json=run.json")
+    result.assert_outcomes(passed=1)
+    seen = "\n".join(json.loads((pytester.path / "run.json").read_text())["rows"][0]["notes"])
+    assert ('run_in_terminal, streamed: valid run_in_terminal({"job":"02134","args":["Paris"],'
+            '"command":"Paris"})') in seen, seen
+
+
+# What the field saw XML parsers do (opencode 1809, smg PR 1841), made by a gateway in front of
+# llama.cpp's XML handler, which keeps both values typed (the test above).
+@pytest.mark.parametrize("edit, said, fix", [
+    (lambda a: {**a, "job": int(a["job"])},
+     "number for a string: run_in_terminal.job is the number 2134, where the schema types it a "
+     "string*", "convert each argument by the tool's schema, not by how it looks"),
+    (lambda a: {**a, "args": json.dumps(a["args"])},
+     "array sent as a JSON string: run_in_terminal.args is the text '?\"Paris\"?', where the "
+     "schema types it array*", "send an array or object argument as itself"),
+], ids=["02134 as a number", "array as text"])
+def test_xml_values_a_parser_retypes_fail(llama, run_fleet, edit, said, fix):
+    with Proxy(llama(model="selftest:qwen3_xml").url, rewrite=_terminal_alone,
+               rewrite_stream=_typed(edit)) as proxy:
+        result = run_fleet(one_endpoint(proxy.url, "llamacpp", expect={"tools": True}),
+                           "-p", "no:randomly", "-m", "tools", "-k", "arguments")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([f"*tool arguments on the wire, run_in_terminal, streamed: {said}",
+                                 f"*fix: {fix}*"])

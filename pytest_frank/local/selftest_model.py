@@ -137,7 +137,8 @@ qwen3_xml
   <function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=days>\n1\n
   </parameter>\n</function>\n</tool_call>", 39 tokens, and tool_calls carries
   {"city":"Paris","days":1}; streamed the same. Values arrive typed: integer 1, number 1, false,
-  ["Paris"], {"k": "Paris"}, null. The grammar leaves a string with an enum, or a ["string",
+  ["Paris"], {"k": "Paris"}, null; a parameter named job opens with one token ("job>\n") and
+  reads "02134", which stays the string "02134" where the schema types it a string. The grammar leaves a string with an enum, or a ["string",
   "null"] with a pattern, as free text (the model writes "Paris"); a plain string's pattern
   holds. One call where two are asked at once. Under a Hermes JSON template (launch
   chat_template_file) the lazy grammar after <tool_call> forces JSON, and the call is valid.
@@ -194,6 +195,9 @@ FLAT_WORDS = ("Hi", "Hmm", " more", " there", " How can I help", "London")
 # The qwen3_xml variant's call pieces (Qwen3-Coder / Qwen3.5 XML calls), appended after the
 # shared words so every other variant's file stays what it was.
 XML_PIECES = ("<function=", "<parameter=", ">\n", "\n</parameter>\n", "</function>\n")
+# A parameter named job opens with one token and reads "02134": a string that looks like a
+# number, which the parser must keep a string where the schema types it so.
+XML_JOB = ("job>\n", "02134")
 # The Qwen3 XML call the qwen3_xml_text variant writes as text.
 XML_TEXT = "<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>"
 # The thinking of the long and endless thinkers: distinct words, because the next token depends
@@ -327,7 +331,8 @@ SCRIPTS["agent"] = {**SCRIPTS["default"], "</think>": ["<tool_call>", "Hello"]}
 # Writes Qwen3-Coder / Qwen3.5 XML calls: a value opens after ">\n" (a string reads Paris)
 # and closes with the parameter's closing tag; everything else is the XML ranking's doing.
 SCRIPTS["qwen3_xml"] = {**SCRIPTS["default"], ">\n": ["Paris"],
-                        "Paris": ["\n</parameter>\n", '"']}
+                        "Paris": ["\n</parameter>\n", '"'],
+                        "job>\n": ["02134"], "02134": ["\n</parameter>\n"]}
 # Writes a Qwen3 XML call as text in one token, under the default (Hermes JSON) template.
 SCRIPTS["qwen3_xml_text"] = {**SCRIPTS["tool_text"], "\n\n": [XML_TEXT],
                              "</think>": [XML_TEXT, "<tool_call>"], XML_TEXT: ["<|im_end|>"]}
@@ -406,7 +411,7 @@ FALLBACK = (
 # grammar it opens the function and each parameter with one token and closes a value as soon
 # as the grammar lets it.
 XML_FALLBACK = (["<|im_end|>", "<tool_call>", "</tool_call>", "\n</parameter>\n", "</function>\n",
-                 "<function=", "<parameter=", ">\n"] + FALLBACK)
+                 "<function=", "<parameter=", ">\n", "job>\n"] + FALLBACK)
 
 
 def _ranking(vocab: Vocab, variant: str = "default") -> list[int]:
@@ -727,7 +732,7 @@ def _extra_words(variant: str) -> tuple[str, ...]:
     if variant == "qwen3_xml_text":
         return (XML_TEXT,)
     if variant == "qwen3_xml":
-        return XML_PIECES
+        return XML_PIECES + XML_JOB
     return COLOUR_WORDS if variant == "vision" else ()
 
 
