@@ -69,6 +69,31 @@ def test_judge_calls_reports_the_rate_and_the_parser_fix():
         tools.judge_calls(trials, ctx("tools"))
 
 
+KIMI_LEAK = ('<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0'
+             '<|tool_call_argument_begin|>{"city": "Paris"}<|tool_call_end|>')
+XML_LEAK = "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>"
+
+
+@pytest.mark.parametrize("engine, leaked, said", [
+    ("llamacpp", KIMI_LEAK, "the content holds a Kimi K2 tool call (*), which llama.cpp server "
+                            "parses only from a served template that carries that format "
+                            "(<|tool_calls_section_begin|>, <|tool_call_begin|>)*"),
+    ("vllm", KIMI_LEAK, "the content holds a Kimi K2 tool call (*): start vLLM with "
+                        "--enable-auto-tool-choice --tool-call-parser kimi_k2, the parser for "
+                        "this family*"),
+    ("vllm", XML_LEAK, "the content holds a Qwen3 XML tool call (*): start vLLM with "
+                       "--enable-auto-tool-choice --tool-call-parser qwen3_xml, *; a call "
+                       "without its <tool_call> opener stays text*"),
+    ("vllm", "<tool_call>{}</tool_call>", "start vLLM with --enable-auto-tool-choice "
+                                          "--tool-call-parser <the parser for the model's*"),
+])
+def test_a_leaked_call_names_its_family_and_the_engines_way_to_parse_it(engine, leaked, said):
+    from fnmatch import fnmatchcase
+
+    fix = tools.tool_parser_fix(driver_for(engine), leaked)
+    assert fnmatchcase(fix if isinstance(fix, str) else fix.render(), said), fix
+
+
 # -- reasoning_effort: what a template says it accepts, and the nearest level -------------------------
 @pytest.mark.parametrize("message, accepted", [
     ("Jinja Exception: Unexpected reasoning effort high. Supported types are xhigh (default), "

@@ -168,3 +168,43 @@ def test_xml_values_a_parser_retypes_fail(llama, run_fleet, edit, said, fix):
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([f"*tool arguments on the wire, run_in_terminal, streamed: {said}",
                                  f"*fix: {fix}*"])
+
+
+def test_kimi_template_gets_its_handler_and_its_grammar_writes_the_section(llama):
+    server = llama(model="selftest:kimi_k2")
+    choice, raw = ask(server, tools=[WEATHER], tool_choice="required")
+    assert raw == ("<think>Thinking</think>Hello!<|tool_calls_section_begin|><|tool_call_begin|>"
+                   "functions.get_weather:1<|tool_call_argument_begin|>"
+                   '{"city":"Paris","days":1}<|tool_call_end|><|tool_calls_section_end|>'), raw
+    assert calls(choice) == [("get_weather", {"city": "Paris", "days": 1})]
+    assert choice["message"]["tool_calls"][0]["id"] == "functions.get_weather:1"
+    assert (choice["message"]["reasoning_content"], choice["finish_reason"]) == \
+        ("Thinking", "tool_calls")
+    choice, raw = ask(server, tools=[TYPED], tool_choice="required")
+    assert calls(choice)[0][1]["job"] == "Paris" and calls(choice)[0][1]["nothing"] is None, raw
+
+
+def test_healthy_kimi_server_passes_tools_reasoning_agent_and_stream(llama, run_fleet):
+    server = llama(model="selftest:kimi_k2")
+    # Kimi K2 Thinking always thinks (its template has no switch): thinking_off false.
+    result = run(run_fleet, server, "-m", "tools or agent or stream or reasoning",
+                 tools={"schemas": 4, "none": True}, agent={"steps": 3}, stream=True,
+                 reasoning={"thinking_off": False})
+    # reasoning plain and streamed; required, auto, plain chat, streamed, arguments on the
+    # wire, none and the corpus (JSON arguments under the handler's grammar, so every value
+    # keeps its schema); agent plain, streamed and its template; the stream wire. Named and
+    # parallel are skipped as on the other families.
+    result.assert_outcomes(passed=13, skipped=4)
+
+
+def test_kimi_call_written_as_text_fails_naming_the_family(llama, run_fleet):
+    server = llama(model="selftest:kimi_k2_text")
+    result = run(run_fleet, server, "-m", "tools", "-k", "auto and not parallel", tools=True)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        '*tool_choice "auto": 0/1 trial(s) valid (0%, need 100%); leaked markup: the tool call '
+        "was written as text in content ('<|tool_calls_section_begin|><|tool_call_begin|>"
+        "functions.get_weather:0*",
+        "*fix: the content holds a Kimi K2 tool call*which llama.cpp server parses only from a served "
+        "template that carries that format (<|tool_calls_section_begin|>, <|tool_call_begin|>): "
+        "the template decides the parser*"])

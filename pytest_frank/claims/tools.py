@@ -653,23 +653,52 @@ WIRE_FIXES = {
 }
 
 
-# A Qwen3.5 / Qwen3-Coder XML call (vLLM's qwen3_xml and qwen3_coder parsers): its parameter tag
-# sets it apart from the other formats that open with <function=.
+# Tool-call families a call left in content can be told by. A Qwen3.5 / Qwen3-Coder XML call
+# (vLLM's qwen3_xml and qwen3_coder parsers): its parameter tag sets it apart from the other
+# formats that open with <function=. A Kimi K2 call: its call marker, then its id
+# functions.NAME:INDEX.
+@dataclass(frozen=True)
+class Family:
+    name: str  # the key of the drivers' facts about it (call_family_markers, tool_call_parsers)
+    holds: str  # what the content holds, in a sentence
+    pattern: re.Pattern
+    where: str = ""  # where in the model's text the engine looks for such a call
+    tail: str = ""  # what no template fixes
+
+
 QWEN3_XML = re.compile(r"<function=[^>\s]*>\s*(<parameter=|</function>)")
+KIMI_K2 = re.compile(r"<\|tool_call_begin\|>\s*functions\.")
+FAMILIES = (
+    Family("qwen3_xml", "a Qwen3 XML tool call (<function=NAME><parameter=KEY>)", QWEN3_XML,
+           "only inside <tool_call>...</tool_call> and ",
+           "; a call without its <tool_call> opener stays text under any template, a model or "
+           "quantisation fault"),
+    Family("kimi_k2", "a Kimi K2 tool call (<|tool_call_begin|>functions.NAME:INDEX"
+                      "<|tool_call_argument_begin|>)", KIMI_K2),
+)
+
+
+def leaked_family(leaked: str) -> Family | None:
+    """The tool-call family whose call the text holds, where it is one FAMILIES knows."""
+    return next((f for f in FAMILIES if f.pattern.search(leaked)), None)
 
 
 def tool_parser_fix(driver: Driver, leaked: str = "") -> Text:
     """How the engine turns the model's tool markup into tool calls; `leaked` (the markup left
     in content, where known) names the call format when it is one the engine's facts know."""
-    markers = driver.xml_call_template_markers if driver is not None else ()
-    if markers and QWEN3_XML.search(leaked):
-        return Phrase("the content holds a Qwen3 XML tool call (<function=NAME><parameter=KEY>), "
-                      "which ", driver.label, " parses only inside <tool_call>...</tool_call> and "
-                      "only from a served template that carries that format (",
+    family = leaked_family(leaked)
+    markers = driver.call_family_markers.get(family.name) if driver and family else None
+    parser = driver.tool_call_parsers.get(family.name) if driver and family else None
+    if family and markers:
+        return Phrase("the content holds ", family.holds, ", which ", driver.label, " parses ",
+                      family.where, "only from a served template that carries that format (",
                       ", ".join(markers), "): the template decides the parser. Serve with ",
                       driver.flags["jinja"], " and the model's own template (",
-                      driver.flags["template"], "); a call without its <tool_call> opener stays "
-                      "text under any template, a model or quantisation fault")
+                      driver.flags["template"], ")", family.tail)
+    if family and parser:
+        return Phrase("the content holds ", family.holds, ": ", driver.start or "serve with ",
+                      "--enable-auto-tool-choice --tool-call-parser ", parser, ", the parser "
+                      "for this family; another parser leaves its calls in content", family.tail)
     return advise(
         driver, "turn on the server's tool-call parser for this model's format (vLLM "
                 "--enable-auto-tool-choice --tool-call-parser <name>; llama.cpp --jinja with the "

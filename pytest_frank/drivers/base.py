@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Callable
 
 from pytest_frank import metrics, redact, schema_errors
@@ -346,10 +348,12 @@ class Driver:
 
     # -- generation battery: reasoning, reasoning_effort, tools (pytest_frank.chat) -------------
     honours_named_tool_choice = True  # OpenAI's {"type":"function","function":{"name":...}}
-    # What a served chat template must carry for the engine to parse Qwen3.5 / Qwen3-Coder XML
-    # calls (<function=NAME><parameter=KEY>); empty where a server flag, not the template,
-    # picks the parser.
-    xml_call_template_markers: tuple[str, ...] = ()
+    # Tool-call family (pytest_frank.claims.tools.FAMILIES) -> what a served chat template must
+    # carry for the engine to parse that family's calls; empty where a server flag, not the
+    # template, picks the parser.
+    call_family_markers: Mapping[str, tuple[str, ...]] = MappingProxyType({})
+    # Tool-call family -> the server's parser for it, where a flag picks the parser.
+    tool_call_parsers: Mapping[str, str] = MappingProxyType({})
     # The malformed requests (pytest_frank.claims.contract's case keys) the engine itself is
     # known to answer 200: where one comes back so, the failure names the engine, not a proxy.
     lenient_requests: frozenset[str] = frozenset()

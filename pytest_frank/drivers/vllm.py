@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+from types import MappingProxyType
 
 from pytest_frank import metrics
 from pytest_frank.drivers.openai import OpenAIDriver
@@ -35,6 +36,9 @@ class VllmDriver(OpenAIDriver):
                              ("vllm:gpu_prefix_cache_hits_total",
                               "vllm:gpu_prefix_cache_queries_total"))
     no_projector_markers = ("is not a multimodal model",)
+    # --tool-call-parser by tool-call family (vLLM 0.32's parsers; qwen3_coder parses the same
+    # XML as qwen3_xml, which the fleet's Qwen3.6 serves with)
+    tool_call_parsers = MappingProxyType({"qwen3_xml": "qwen3_xml", "kimi_k2": "kimi_k2"})
 
     # -- the server's own count: vllm/entrypoints/openai/protocol.py TokenizeChatRequest renders
     # the messages with the chat template (add_generation_prompt true by default, special tokens

@@ -138,16 +138,36 @@ qwen3_xml
   </parameter>\n</function>\n</tool_call>", 39 tokens, and tool_calls carries
   {"city":"Paris","days":1}; streamed the same. Values arrive typed: integer 1, number 1, false,
   ["Paris"], {"k": "Paris"}, null; a parameter named job opens with one token ("job>\n") and
-  reads "02134", which stays the string "02134" where the schema types it a string. The grammar leaves a string with an enum, or a ["string",
-  "null"] with a pattern, as free text (the model writes "Paris"); a plain string's pattern
-  holds. One call where two are asked at once. Under a Hermes JSON template (launch
-  chat_template_file) the lazy grammar after <tool_call> forces JSON, and the call is valid.
+  reads "02134", which stays the string "02134" where the schema types it a string. The
+  grammar leaves a string with an enum, or a ["string", "null"] with a pattern, as free text
+  (the model writes "Paris"); a plain string's pattern holds. One call where two are asked at
+  once. Under a Hermes JSON template (launch chat_template_file) the lazy grammar after
+  <tool_call> forces JSON, and the call is valid.
 qwen3_xml_text
   Writes a Qwen3 XML call without its <tool_call> opener as text (one token), under the default
   Hermes template: with tools and "auto", "none" or no tools, content "<function=get_weather>\n
   <parameter=city>\nParis\n</parameter>\n</function>", finish "stop", no tool_calls; under
   "required" that text, then the grammar's JSON call. Under the qwen3_xml template the same text
   stays in content too (llama.cpp's XML handler starts at <tool_call>).
+kimi_k2
+  The Kimi K2 family: its template (written here in Kimi K2's documented format) declares the
+  tools as JSON in a tool_declare system turn, opens each turn with <|im_user|>user,
+  <|im_assistant|>assistant or <|im_system|>tool and <|im_middle|>, writes past calls as
+  <|tool_calls_section_begin|><|tool_call_begin|>ID<|tool_call_argument_begin|>JSON
+  <|tool_call_end|><|tool_calls_section_end|> and results as "## Return of ID". Holding
+  <|tool_calls_section_begin|> and <|tool_call_begin|>, it gets llama.cpp's "Kimi K2 Thinking"
+  handler. Plain chat and "auto": reasoning "Thinking", content "Hello!". Under "required":
+  "<think>Thinking</think>Hello!<|tool_calls_section_begin|><|tool_call_begin|>functions.
+  get_weather:1<|tool_call_argument_begin|>{"city":"Paris","days":1}<|tool_call_end|>
+  <|tool_calls_section_end|>", tool_calls carries the call with the id functions.get_weather:1
+  (the grammar writes the index; this model's ranking puts 1 first), finish "tool_calls".
+  The template has no thinking switch: the family always thinks.
+kimi_k2_text
+  Writes a Kimi K2 call as text (one token) under the default Hermes template: with tools and
+  "auto", "none" or no tools, reasoning "Thinking" and content "<|tool_calls_section_begin|>
+  <|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{"city": "Paris",
+  "days": 1}<|tool_call_end|><|tool_calls_section_end|>", no tool_calls; under "required" that
+  text, then the grammar's JSON call: the Kimi model served without its own template.
 """
 
 from __future__ import annotations
@@ -162,7 +182,7 @@ from pytest_frank.local.selftest_vision import COLOUR_WORDS
 
 VARIANTS = ("default", "tool_text", "effort_strict", "no_think", "flat", "chatty", "long_think",
             "endless_think", "vision", "agent", "positional", "swa", "qwen3_xml",
-            "qwen3_xml_text") + selftest_hybrid.VARIANTS
+            "qwen3_xml_text", "kimi_k2", "kimi_k2_text") + selftest_hybrid.VARIANTS
 
 N_EMBD = 64
 N_LAYER = 2
@@ -200,6 +220,21 @@ XML_PIECES = ("<function=", "<parameter=", ">\n", "\n</parameter>\n", "</functio
 XML_JOB = ("job>\n", "02134")
 # The Qwen3 XML call the qwen3_xml_text variant writes as text.
 XML_TEXT = "<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>"
+# Kimi K2's chat and tool-call markers: its roles open with <|im_user|>, <|im_assistant|> or
+# <|im_system|> and the role's name, then <|im_middle|>; its calls sit in a section,
+# <|tool_calls_section_begin|><|tool_call_begin|>functions.NAME:INDEX<|tool_call_argument_begin|>
+# {JSON}<|tool_call_end|>...<|tool_calls_section_end|>. The call markers render as text, as
+# <tool_call> does; the role markers are control tokens. Appended after every other token.
+KIMI_SPECIALS = {"<|im_user|>": 3, "<|im_assistant|>": 3, "<|im_system|>": 3, "<|im_middle|>": 3,
+                 "<|tool_calls_section_begin|>": 4, "<|tool_calls_section_end|>": 4,
+                 "<|tool_call_begin|>": 4, "<|tool_call_argument_begin|>": 4,
+                 "<|tool_call_end|>": 4}
+KIMI_CALL = ("<|tool_calls_section_begin|>", "<|tool_call_begin|>",
+             "<|tool_call_argument_begin|>", "<|tool_call_end|>", "<|tool_calls_section_end|>")
+# The Kimi K2 call the kimi_k2_text variant writes as text, one token.
+KIMI_TEXT = ("<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0"
+             '<|tool_call_argument_begin|>{"city": "Paris", "days": 1}<|tool_call_end|>'
+             "<|tool_calls_section_end|>")
 # The thinking of the long and endless thinkers: distinct words, because the next token depends
 # on the last one alone. Each word names its successor in three one-hot base-10 digits, so a
 # thousand of them fit beside the scripted states in the 64-unit embedding.
@@ -235,7 +270,7 @@ def _encode(text: str) -> str:
 class Vocab:
     """Token list plus lookups by decoded text."""
 
-    def __init__(self, extra: tuple[str, ...] = ()) -> None:
+    def __init__(self, extra: tuple[str, ...] = (), specials: dict[str, int] | None = None) -> None:
         self.tokens: list[str] = list(BYTE_CHARS)  # id == byte value
         self.types: list[int] = [1] * 256
         self.merges: list[str] = []
@@ -247,6 +282,8 @@ class Vocab:
             self._add(text, ttype)
         for word in extra:
             self._add(_encode(word), 1)
+        for text, ttype in (specials or {}).items():
+            self._add(text, ttype)
         pairs = zip(self.tokens, self.types)
         self.ids = {self._decode(t, ty): i for i, (t, ty) in enumerate(pairs)}
 
@@ -336,6 +373,15 @@ SCRIPTS["qwen3_xml"] = {**SCRIPTS["default"], ">\n": ["Paris"],
 # Writes a Qwen3 XML call as text in one token, under the default (Hermes JSON) template.
 SCRIPTS["qwen3_xml_text"] = {**SCRIPTS["tool_text"], "\n\n": [XML_TEXT],
                              "</think>": [XML_TEXT, "<tool_call>"], XML_TEXT: ["<|im_end|>"]}
+# Kimi K2: the answer opens after <|im_middle|>; a call opens its section, the grammar writes
+# the call's id and arguments, and the JSON's last brace closes the call, then the section.
+SCRIPTS["kimi_k2"] = {**SCRIPTS["default"], "<|im_middle|>": ["<think>", KIMI_CALL[0]],
+                      "</think>": ["Hello", KIMI_CALL[0]], KIMI_CALL[0]: [KIMI_CALL[1]],
+                      "}": [KIMI_CALL[3]], "}}": [KIMI_CALL[3]], KIMI_CALL[3]: [KIMI_CALL[4]],
+                      KIMI_CALL[4]: ["<|im_end|>"]}
+# Writes a Kimi K2 call as text in one token, under the default (Hermes JSON) template.
+SCRIPTS["kimi_k2_text"] = {**SCRIPTS["tool_text"], "\n\n": [KIMI_TEXT],
+                           "</think>": [KIMI_TEXT, "<tool_call>"], KIMI_TEXT: ["<|im_end|>"]}
 # The hybrids (pytest_frank.local.selftest_hybrid) think "Thinking", then count: the first
 # selftest_hybrid.COUNT words of the chain as the answer, with thinking or without.
 SCRIPTS["hybrid"] = {**SCRIPTS["default"], "</think>": [CHAIN_WORDS[0], "<tool_call>"],
@@ -414,10 +460,16 @@ XML_FALLBACK = (["<|im_end|>", "<tool_call>", "</tool_call>", "\n</parameter>\n"
                  "<function=", "<parameter=", ">\n", "job>\n"] + FALLBACK)
 
 
+# The kimi_k2 variant's ranking: under the call grammar it opens the section, then a call,
+# and after the call's id its arguments.
+KIMI_FALLBACK = ["<|im_end|>"] + list(KIMI_CALL[:3]) + FALLBACK
+RANKINGS = {"qwen3_xml": XML_FALLBACK, "kimi_k2": KIMI_FALLBACK}
+
+
 def _ranking(vocab: Vocab, variant: str = "default") -> list[int]:
     """Every token id, best first: FALLBACK order, then the rest by id (no two logits tie)."""
     order: list[int] = []
-    for text in XML_FALLBACK if variant == "qwen3_xml" else FALLBACK:
+    for text in RANKINGS.get(variant, FALLBACK):
         tid = vocab[text]
         if tid not in order:
             order.append(tid)
@@ -627,9 +679,49 @@ _AFTER_RESULT = """\
 """
 
 
+# Kimi K2's format: the tools declared as JSON in a tool_declare system turn, each role's turn
+# opened by its marker and name and <|im_middle|>, calls in a section with ids
+# functions.NAME:INDEX, each result in a tool turn that names the call it returns.
+_KIMI_TEMPLATE = """\
+{%- if tools %}
+{{- '<|im_system|>tool_declare<|im_middle|>' + (tools | tojson) + '<|im_end|>' }}
+{%- endif %}
+{%- for message in messages %}
+{%- if message.role == 'system' %}
+{{- '<|im_system|>system<|im_middle|>' + message.content + '<|im_end|>' }}
+{%- elif message.role == 'user' %}
+{{- '<|im_user|>user<|im_middle|>' + message.content + '<|im_end|>' }}
+{%- elif message.role == 'assistant' %}
+{{- '<|im_assistant|>assistant<|im_middle|>' }}
+{%- if message.reasoning_content is string and message.reasoning_content %}
+{{- '<think>' + message.reasoning_content + '</think>' }}
+{%- endif %}
+{%- if message.content is string %}{{- message.content }}{%- endif %}
+{%- if message.tool_calls %}
+{{- '<|tool_calls_section_begin|>' }}
+{%- for tool_call in message.tool_calls %}
+{%- set fn = tool_call.function if tool_call.function is defined else tool_call %}
+{{- '<|tool_call_begin|>' + tool_call.id + '<|tool_call_argument_begin|>' }}
+{%- if fn.arguments is string %}{{- fn.arguments }}{%- else %}{{- fn.arguments | tojson }}{%- endif %}
+{{- '<|tool_call_end|>' }}
+{%- endfor %}
+{{- '<|tool_calls_section_end|>' }}
+{%- endif %}
+{{- '<|im_end|>' }}
+{%- elif message.role == 'tool' %}
+{{- '<|im_system|>tool<|im_middle|>## Return of ' + message.tool_call_id + '\\n' }}
+{{- message.content + '<|im_end|>' }}
+{%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}{{- '<|im_assistant|>assistant<|im_middle|>' }}{%- endif %}
+"""
+
+
 def chat_template(variant: str = "default") -> str:
     if variant == "qwen3_xml":
         return _xml_template()
+    if variant == "kimi_k2":
+        return _KIMI_TEMPLATE
     if variant == "no_think":
         return _TEMPLATE.replace("THINK_HISTORY\n", "").replace("THINK_OFF\n", "")
     if variant == "agent":
@@ -658,7 +750,7 @@ def write_model(path, variant: str = "default", ctx_train: int = N_CTX_TRAIN) ->
     if variant not in VARIANTS:
         raise ValueError(f"unknown self-test model variant {variant!r}; choose from {VARIANTS}")
     path = pathlib.Path(path)
-    vocab = Vocab(_extra_words(variant))
+    vocab = Vocab(_extra_words(variant), KIMI_SPECIALS if variant == "kimi_k2" else None)
     embd, out = _weights(vocab, variant)
 
     hybrid = variant in selftest_hybrid.VARIANTS
@@ -733,6 +825,8 @@ def _extra_words(variant: str) -> tuple[str, ...]:
         return (XML_TEXT,)
     if variant == "qwen3_xml":
         return XML_PIECES + XML_JOB
+    if variant == "kimi_k2_text":
+        return (KIMI_TEXT,)
     return COLOUR_WORDS if variant == "vision" else ()
 
 
