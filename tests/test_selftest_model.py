@@ -466,6 +466,8 @@ DIGESTS = {
     "qwen3_xml_text": "779774a44200c9a2b31a9993f681691886bd84e4a04f464413a4fac6491fca0b",
     "kimi_k2": "d0f0c3a7e51d9ad6bb62126a17967420494cfb2ef687e8dbd9df20e5233ecb93",
     "kimi_k2_text": "60e44cb1bf403ac9c55d663e0e988c2e2f3623ed93f074a0356f08c64cfe7a00",
+    "mistral": "dbf2431efeb28a5ff0d6e8f29423e6c25b464076a575f6e6f8a027596fcc5f18",
+    "mistral_text": "75a2d8fd10aeab3b9a00001253ed3feeff6e9bf43e2216bffde4380da5511b49",
     "mmproj": "36f79fc14a484da3af6087350839df5957876b504081ea4e63b6ccec9c2ab623",
 }
 

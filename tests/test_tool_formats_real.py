@@ -160,26 +160,42 @@ def test_xml_values_a_parser_retypes_fail(llama, run_fleet, edit, said, fix):
                                  f"*fix: {fix}*"])
 
 
-def test_kimi_template_gets_its_handler_and_its_grammar_writes_the_section(llama):
-    server = llama(model="selftest:kimi_k2")
+# Each family's template picks llama.cpp's handler for it (at launch verbosity 5 the log names
+# it: "Kimi K2 Thinking", "Ministral/Magistral Large 3"); under "required" its grammar has the
+# model write the family's call, which comes back parsed.
+FAMILY_CALLS = {
+    "kimi_k2": ("<think>Thinking</think>Hello!<|tool_calls_section_begin|><|tool_call_begin|>"
+                "functions.get_weather:1<|tool_call_argument_begin|>"
+                '{"city":"Paris","days":1}<|tool_call_end|><|tool_calls_section_end|>'),
+    "mistral": '[THINK]Thinking[/THINK]Hello![TOOL_CALLS]get_weather[ARGS]{"city":"Paris","days":1}',
+}
+
+
+@pytest.mark.parametrize("variant", FAMILY_CALLS)
+def test_a_familys_template_gets_its_handler_and_its_grammar_writes_the_call(llama, variant):
+    server = llama(model=f"selftest:{variant}")
     choice, raw = ask(server, tools=[WEATHER], tool_choice="required")
-    assert raw == ("<think>Thinking</think>Hello!<|tool_calls_section_begin|><|tool_call_begin|>"
-                   "functions.get_weather:1<|tool_call_argument_begin|>"
-                   '{"city":"Paris","days":1}<|tool_call_end|><|tool_calls_section_end|>'), raw
+    assert raw == FAMILY_CALLS[variant], raw
     assert calls(choice) == [("get_weather", {"city": "Paris", "days": 1})]
-    assert choice["message"]["tool_calls"][0]["id"] == "functions.get_weather:1"
-    assert (choice["message"]["reasoning_content"], choice["finish_reason"]) == \
-        ("Thinking", "tool_calls")
+    assert (choice["message"]["content"], choice["message"]["reasoning_content"],
+            choice["finish_reason"]) == ("Hello!", "Thinking", "tool_calls")
+    # Kimi K2's handler keeps the call's id as the model wrote it
+    if variant == "kimi_k2":
+        assert choice["message"]["tool_calls"][0]["id"] == "functions.get_weather:1"
+    # the other JSON types, each as the schema says
     choice, raw = ask(server, tools=[TYPED], tool_choice="required")
-    assert calls(choice)[0][1]["job"] == "Paris" and calls(choice)[0][1]["nothing"] is None, raw
+    assert calls(choice) == [("typed", {"job": "Paris", "zip": "02134", "n": 1, "x": 1,
+                                        "flag": False, "tags": ["Paris"], "opts": {"k": "Paris"},
+                                        "nothing": None})], raw
 
 
-def test_healthy_kimi_server_passes_tools_reasoning_agent_and_stream(llama, run_fleet):
-    server = llama(model="selftest:kimi_k2")
-    # Kimi K2 Thinking always thinks (its template has no switch): thinking_off false.
-    result = run(run_fleet, server, "-m", "tools or agent or stream or reasoning",
-                 tools={"schemas": 4, "none": True}, agent={"steps": 3}, stream=True,
-                 reasoning={"thinking_off": False})
+@pytest.mark.parametrize("variant", FAMILY_CALLS)
+def test_healthy_family_server_passes_tools_reasoning_agent_and_stream(llama, run_fleet, variant):
+    # Kimi K2 Thinking and Magistral always think (these templates have no switch):
+    # thinking_off false.
+    result = run(run_fleet, llama(model=f"selftest:{variant}"), "-m",
+                 "tools or agent or stream or reasoning", tools={"schemas": 4, "none": True},
+                 agent={"steps": 3}, stream=True, reasoning={"thinking_off": False})
     # reasoning plain and streamed; required, auto, plain chat, streamed, arguments on the
     # wire, none and the corpus (JSON arguments under the handler's grammar, so every value
     # keeps its schema); agent plain, streamed and its template; the stream wire. Named and
@@ -196,7 +212,11 @@ def test_healthy_kimi_server_passes_tools_reasoning_agent_and_stream(llama, run_
      "the content holds a Kimi K2 tool call*which llama.cpp server parses only from a served "
      "template that carries that format (<|tool_calls_section_begin|>, <|tool_call_begin|>): "
      "the template decides the parser*"),
-], ids=["qwen3_xml", "kimi_k2"])
+    # fnmatch reads [...] as a class: ? stands for each bracket
+    ("mistral_text", '?TOOL_CALLS?get_weather?ARGS?{"city": "Paris", "days": 1}*',
+     "the content holds a Mistral tool call*which llama.cpp server parses only from a served "
+     "template that carries that format (?SYSTEM_PROMPT?, ?TOOL_CALLS?, ?ARGS?)*"),
+], ids=["qwen3_xml", "kimi_k2", "mistral"])
 def test_a_familys_call_written_as_text_fails_naming_the_family(llama, run_fleet, variant,
                                                                  leaked, fix):
     server = llama(model=f"selftest:{variant}")

@@ -283,11 +283,13 @@ class LlamaCppDriver(OpenAIDriver):
     # content. Qwen3 XML: the Qwen3-Coder handler; a Hermes JSON template's grammar forces JSON
     # after <tool_call>, and an XML call without its <tool_call> opener stays text under either.
     # Kimi K2: its handler ("Kimi K2 Thinking"), which also wants the template's generation
-    # prompt to end <|im_assistant|>assistant<|im_middle|> (xllamacpp 2026.10.11549,
-    # tests/test_tool_formats_real.py).
+    # prompt to end <|im_assistant|>assistant<|im_middle|>. Mistral: the Ministral 3 /
+    # Magistral handler (a template with [CALL_ID] too, Mistral Small 3.2's, goes to the
+    # autoparser instead) (xllamacpp 2026.10.11549, tests/test_tool_formats_real.py).
     call_family_markers = MappingProxyType({
         "qwen3_xml": ("<tool_call>", "<function=", "<parameter="),
-        "kimi_k2": ("<|tool_calls_section_begin|>", "<|tool_call_begin|>")})
+        "kimi_k2": ("<|tool_calls_section_begin|>", "<|tool_call_begin|>"),
+        "mistral": ("[SYSTEM_PROMPT]", "[TOOL_CALLS]", "[ARGS]")})
     # /v1/chat/completions takes n: 1 only: n: 2 is its 400 "Field 'n': Value must be between
     # 1 <= value <= 1, but got 2" (xllamacpp 2026.10.11549); the penalties are documented.
     sampling_fields = ("temperature", "top_p", "presence_penalty", "frequency_penalty")

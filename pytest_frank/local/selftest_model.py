@@ -130,8 +130,9 @@ qwen3_xml
   prompt, explains the call format and renders past calls as <tool_call>\n<function=NAME>\n
   <parameter=KEY>\nVALUE\n</parameter>\n</function>\n</tool_call> and results as
   <tool_response> in a user turn. The template carries "<tool_call>", "<function=" and
-  "<parameter=", so llama.cpp takes its Qwen3-Coder handler (its log names no parser at
-  verbosity 3 to 5; /props chat_template_caps reads as the default's: supports_tool_calls and
+  "<parameter=", so llama.cpp takes its Qwen3-Coder handler (at launch verbosity 5 its log
+  says "Using specialized template: Qwen3-Coder" at the first request with tools; /props
+  chat_template_caps reads as the default's: supports_tool_calls and
   supports_parallel_tool_calls true). Plain chat and "auto" answer as default. Under "required"
   the model writes (greedy, its tokens per logprobs) "<think>Thinking</think>Hello!<tool_call>\n
   <function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=days>\n1\n
@@ -156,7 +157,8 @@ kimi_k2
   <|tool_calls_section_begin|><|tool_call_begin|>ID<|tool_call_argument_begin|>JSON
   <|tool_call_end|><|tool_calls_section_end|> and results as "## Return of ID". Holding
   <|tool_calls_section_begin|> and <|tool_call_begin|>, it gets llama.cpp's "Kimi K2 Thinking"
-  handler. Plain chat and "auto": reasoning "Thinking", content "Hello!". Under "required":
+  handler (verbosity 5: "Using specialized template: Kimi K2 Thinking"). Plain chat and
+  "auto": reasoning "Thinking", content "Hello!". Under "required":
   "<think>Thinking</think>Hello!<|tool_calls_section_begin|><|tool_call_begin|>functions.
   get_weather:1<|tool_call_argument_begin|>{"city":"Paris","days":1}<|tool_call_end|>
   <|tool_calls_section_end|>", tool_calls carries the call with the id functions.get_weather:1
@@ -168,6 +170,20 @@ kimi_k2_text
   <|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{"city": "Paris",
   "days": 1}<|tool_call_end|><|tool_calls_section_end|>", no tool_calls; under "required" that
   text, then the grammar's JSON call: the Kimi model served without its own template.
+mistral
+  The Mistral family (Ministral 3 / Magistral): its template (written here in that format)
+  puts the system prompt in [SYSTEM_PROMPT], the tools as JSON in [AVAILABLE_TOOLS], each user
+  turn in [INST]...[/INST], past calls as [TOOL_CALLS]NAME[ARGS]{JSON} closed by </s>, results
+  in [TOOL_RESULTS]; </s> is its end of turn. Holding [SYSTEM_PROMPT], [TOOL_CALLS] and [ARGS]
+  and no [CALL_ID], it gets llama.cpp's "Ministral/Magistral Large 3" handler (verbosity 5),
+  which hands system and assistant content to the template as blocks (thinking, text); /props
+  supports_preserve_reasoning false. Plain chat and "auto": reasoning "Thinking" (its [THINK]
+  block), content "Hello!". Under "required": "[THINK]Thinking[/THINK]Hello![TOOL_CALLS]
+  get_weather[ARGS]{"city":"Paris","days":1}", finish "tool_calls". After a tool's result it
+  answers "Hello!" at once. No thinking switch: the family always thinks.
+mistral_text
+  Writes a Mistral call as text (one token), '[TOOL_CALLS]get_weather[ARGS]{"city": "Paris",
+  "days": 1}', under the default Hermes template, as kimi_k2_text does.
 """
 
 from __future__ import annotations
@@ -182,7 +198,8 @@ from pytest_frank.local.selftest_vision import COLOUR_WORDS
 
 VARIANTS = ("default", "tool_text", "effort_strict", "no_think", "flat", "chatty", "long_think",
             "endless_think", "vision", "agent", "positional", "swa", "qwen3_xml",
-            "qwen3_xml_text", "kimi_k2", "kimi_k2_text") + selftest_hybrid.VARIANTS
+            "qwen3_xml_text", "kimi_k2", "kimi_k2_text", "mistral",
+            "mistral_text") + selftest_hybrid.VARIANTS
 
 N_EMBD = 64
 N_LAYER = 2
@@ -235,6 +252,18 @@ KIMI_CALL = ("<|tool_calls_section_begin|>", "<|tool_call_begin|>",
 KIMI_TEXT = ("<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0"
              '<|tool_call_argument_begin|>{"city": "Paris", "days": 1}<|tool_call_end|>'
              "<|tool_calls_section_end|>")
+# Mistral's markers (Ministral 3 / Magistral): [SYSTEM_PROMPT], [AVAILABLE_TOOLS], [INST] and
+# [TOOL_RESULTS] blocks; the answer [THINK]...[/THINK], then text, then each call as
+# [TOOL_CALLS]NAME[ARGS]{JSON}; the turn ends with </s>. The answer's markers render as text.
+MISTRAL_SPECIALS = {"</s>": 3, "[INST]": 3, "[/INST]": 3, "[SYSTEM_PROMPT]": 3,
+                    "[/SYSTEM_PROMPT]": 3, "[AVAILABLE_TOOLS]": 3, "[/AVAILABLE_TOOLS]": 3,
+                    "[TOOL_RESULTS]": 3, "[/TOOL_RESULTS]": 3, "[THINK]": 4, "[/THINK]": 4,
+                    "[TOOL_CALLS]": 4, "[ARGS]": 4}
+# The Mistral call the mistral_text variant writes as text, one token.
+MISTRAL_TEXT = '[TOOL_CALLS]get_weather[ARGS]{"city": "Paris", "days": 1}'
+# A family's own special tokens, appended after every other token, and its end of turn.
+FAMILY_SPECIALS = {"kimi_k2": KIMI_SPECIALS, "mistral": MISTRAL_SPECIALS}
+END_OF_TURN = {"mistral": "</s>"}
 # The thinking of the long and endless thinkers: distinct words, because the next token depends
 # on the last one alone. Each word names its successor in three one-hot base-10 digits, so a
 # thousand of them fit beside the scripted states in the 64-unit embedding.
@@ -382,6 +411,15 @@ SCRIPTS["kimi_k2"] = {**SCRIPTS["default"], "<|im_middle|>": ["<think>", KIMI_CA
 # Writes a Kimi K2 call as text in one token, under the default (Hermes JSON) template.
 SCRIPTS["kimi_k2_text"] = {**SCRIPTS["tool_text"], "\n\n": [KIMI_TEXT],
                            "</think>": [KIMI_TEXT, "<tool_call>"], KIMI_TEXT: ["<|im_end|>"]}
+# Mistral: the answer opens after [/INST], thinks in [THINK], and a call's JSON, once the
+# grammar lets the turn end, is the last thing in it. After a tool's result it answers at once.
+SCRIPTS["mistral"] = {"[/INST]": ["[THINK]", "[TOOL_CALLS]"], "[THINK]": ["Thinking"],
+                      "[/TOOL_RESULTS]": ["Hello", "[TOOL_CALLS]"],
+                      "Thinking": ["[/THINK]"], "[/THINK]": ["Hello", "[TOOL_CALLS]"],
+                      "Hello": ["!"], "!": ["</s>"], **_JSON_SCRIPT}
+# Writes a Mistral call as text in one token, under the default (Hermes JSON) template.
+SCRIPTS["mistral_text"] = {**SCRIPTS["tool_text"], "\n\n": [MISTRAL_TEXT],
+                           "</think>": [MISTRAL_TEXT, "<tool_call>"], MISTRAL_TEXT: ["<|im_end|>"]}
 # The hybrids (pytest_frank.local.selftest_hybrid) think "Thinking", then count: the first
 # selftest_hybrid.COUNT words of the chain as the answer, with thinking or without.
 SCRIPTS["hybrid"] = {**SCRIPTS["default"], "</think>": [CHAIN_WORDS[0], "<tool_call>"],
@@ -463,7 +501,9 @@ XML_FALLBACK = (["<|im_end|>", "<tool_call>", "</tool_call>", "\n</parameter>\n"
 # The kimi_k2 variant's ranking: under the call grammar it opens the section, then a call,
 # and after the call's id its arguments.
 KIMI_FALLBACK = ["<|im_end|>"] + list(KIMI_CALL[:3]) + FALLBACK
-RANKINGS = {"qwen3_xml": XML_FALLBACK, "kimi_k2": KIMI_FALLBACK}
+# The mistral variant's: the end of its turn, else a call, else the call's arguments.
+MISTRAL_FALLBACK = ["</s>", "[TOOL_CALLS]", "[ARGS]"] + FALLBACK
+RANKINGS = {"qwen3_xml": XML_FALLBACK, "kimi_k2": KIMI_FALLBACK, "mistral": MISTRAL_FALLBACK}
 
 
 def _ranking(vocab: Vocab, variant: str = "default") -> list[int]:
@@ -717,11 +757,51 @@ _KIMI_TEMPLATE = """\
 """
 
 
+# Mistral's format (Ministral 3 / Magistral): the system prompt and the tools (JSON) in their
+# blocks, each user turn in [INST], an answer's thinking in [THINK], each call
+# [TOOL_CALLS]NAME[ARGS]{JSON}, the turn closed by </s>, results in [TOOL_RESULTS]. llama.cpp
+# hands system and assistant content over as blocks (thinking, text), so both are read so.
+_MISTRAL_TEMPLATE = """\
+{%- macro text(content) %}
+{%- if content is string %}{{- content }}
+{%- else %}
+{%- for block in content %}
+{%- if block.type == 'thinking' %}{{- '[THINK]' + block.thinking + '[/THINK]' }}
+{%- elif block.type == 'text' %}{{- block.text }}{%- endif %}
+{%- endfor %}
+{%- endif %}
+{%- endmacro %}
+{%- if messages[0].role == 'system' %}
+{{- '[SYSTEM_PROMPT]' + text(messages[0].content) + '[/SYSTEM_PROMPT]' }}
+{%- endif %}
+{%- if tools %}{{- '[AVAILABLE_TOOLS]' + (tools | tojson) + '[/AVAILABLE_TOOLS]' }}{%- endif %}
+{%- for message in messages %}
+{%- if message.role == 'user' %}
+{{- '[INST]' + message.content + '[/INST]' }}
+{%- elif message.role == 'system' and not loop.first %}
+{{- '[SYSTEM_PROMPT]' + text(message.content) + '[/SYSTEM_PROMPT]' }}
+{%- elif message.role == 'assistant' %}
+{%- if message.content %}{{- text(message.content) }}{%- endif %}
+{%- for tool_call in message.tool_calls or [] %}
+{%- set fn = tool_call.function if tool_call.function is defined else tool_call %}
+{{- '[TOOL_CALLS]' + fn.name + '[ARGS]' }}
+{%- if fn.arguments is string %}{{- fn.arguments }}{%- else %}{{- fn.arguments | tojson }}{%- endif %}
+{%- endfor %}
+{{- '</s>' }}
+{%- elif message.role == 'tool' %}
+{{- '[TOOL_RESULTS]' + message.content + '[/TOOL_RESULTS]' }}
+{%- endif %}
+{%- endfor %}
+"""
+
+
 def chat_template(variant: str = "default") -> str:
     if variant == "qwen3_xml":
         return _xml_template()
     if variant == "kimi_k2":
         return _KIMI_TEMPLATE
+    if variant == "mistral":
+        return _MISTRAL_TEMPLATE
     if variant == "no_think":
         return _TEMPLATE.replace("THINK_HISTORY\n", "").replace("THINK_OFF\n", "")
     if variant == "agent":
@@ -750,7 +830,7 @@ def write_model(path, variant: str = "default", ctx_train: int = N_CTX_TRAIN) ->
     if variant not in VARIANTS:
         raise ValueError(f"unknown self-test model variant {variant!r}; choose from {VARIANTS}")
     path = pathlib.Path(path)
-    vocab = Vocab(_extra_words(variant), KIMI_SPECIALS if variant == "kimi_k2" else None)
+    vocab = Vocab(_extra_words(variant), FAMILY_SPECIALS.get(variant))
     embd, out = _weights(vocab, variant)
 
     hybrid = variant in selftest_hybrid.VARIANTS
@@ -783,8 +863,9 @@ def write_model(path, variant: str = "default", ctx_train: int = N_CTX_TRAIN) ->
     w.add_token_types(vocab.types)
     w.add_token_merges(vocab.merges)
     w.add_bos_token_id(vocab["<|endoftext|>"])
-    w.add_eos_token_id(vocab["<|im_end|>"])
-    w.add_eot_token_id(vocab["<|im_end|>"])
+    end = END_OF_TURN.get(variant, "<|im_end|>")
+    w.add_eos_token_id(vocab[end])
+    w.add_eot_token_id(vocab[end])
     w.add_pad_token_id(vocab["<|endoftext|>"])
     w.add_add_bos_token(False)
     w.add_chat_template(chat_template(variant))
@@ -827,6 +908,8 @@ def _extra_words(variant: str) -> tuple[str, ...]:
         return XML_PIECES + XML_JOB
     if variant == "kimi_k2_text":
         return (KIMI_TEXT,)
+    if variant == "mistral_text":
+        return (MISTRAL_TEXT,)
     return COLOUR_WORDS if variant == "vision" else ()
 
 
