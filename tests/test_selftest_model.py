@@ -468,6 +468,8 @@ DIGESTS = {
     "kimi_k2_text": "60e44cb1bf403ac9c55d663e0e988c2e2f3623ed93f074a0356f08c64cfe7a00",
     "mistral": "dbf2431efeb28a5ff0d6e8f29423e6c25b464076a575f6e6f8a027596fcc5f18",
     "mistral_text": "75a2d8fd10aeab3b9a00001253ed3feeff6e9bf43e2216bffde4380da5511b49",
+    "glm45": "717491177c67f7a52d7b4d9bf81d742cb60e537cef89e4cf49edda89dc69bf4e",
+    "glm45_text": "a7553cb87cda3334c49fee0475fe45e1b7e3028f3aa928e96f909d18dae822ba",
     "mmproj": "36f79fc14a484da3af6087350839df5957876b504081ea4e63b6ccec9c2ab623",
 }
 

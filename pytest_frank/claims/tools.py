@@ -657,7 +657,8 @@ WIRE_FIXES = {
 # (vLLM's qwen3_xml and qwen3_coder parsers): its parameter tag sets it apart from the other
 # formats that open with <function=. A Kimi K2 call: its call marker, then its id
 # functions.NAME:INDEX. A Mistral call: [TOOL_CALLS], then the name and [ARGS] (Ministral 3,
-# Magistral), [CALL_ID] (Small 3.2) or a JSON list (earlier models).
+# Magistral), [CALL_ID] (Small 3.2) or a JSON list (earlier models). A GLM 4.5+ call: its
+# arguments as <arg_key>KEY</arg_key><arg_value>VALUE</arg_value>.
 @dataclass(frozen=True)
 class Family:
     name: str  # the key of the drivers' facts about it (call_family_markers, tool_call_parsers)
@@ -669,6 +670,7 @@ class Family:
 
 QWEN3_XML = re.compile(r"<function=[^>\s]*>\s*(<parameter=|</function>)")
 KIMI_K2 = re.compile(r"<\|tool_call_begin\|>\s*functions\.")
+GLM = re.compile(r"<arg_key>[^<]*</arg_key>\s*<arg_value>")
 MISTRAL = re.compile(r"\[TOOL_CALLS\]\s*(\w[\w.-]*\s*\[(ARGS|CALL_ID)\]|\[)")
 FAMILIES = (
     Family("qwen3_xml", "a Qwen3 XML tool call (<function=NAME><parameter=KEY>)", QWEN3_XML,
@@ -678,6 +680,8 @@ FAMILIES = (
     Family("kimi_k2", "a Kimi K2 tool call (<|tool_call_begin|>functions.NAME:INDEX"
                       "<|tool_call_argument_begin|>)", KIMI_K2),
     Family("mistral", "a Mistral tool call ([TOOL_CALLS]NAME[ARGS]{...})", MISTRAL),
+    Family("glm45", "a GLM 4.5 tool call (<tool_call>NAME <arg_key>KEY</arg_key>"
+                    "<arg_value>VALUE</arg_value>)", GLM),
 )
 
 

@@ -285,11 +285,15 @@ class LlamaCppDriver(OpenAIDriver):
     # Kimi K2: its handler ("Kimi K2 Thinking"), which also wants the template's generation
     # prompt to end <|im_assistant|>assistant<|im_middle|>. Mistral: the Ministral 3 /
     # Magistral handler (a template with [CALL_ID] too, Mistral Small 3.2's, goes to the
-    # autoparser instead) (xllamacpp 2026.10.11549, tests/test_tool_formats_real.py).
+    # autoparser instead). GLM 4.5: no handler of its own; the differential autoparser reads
+    # the format from how the template renders a call, so the template must render calls with
+    # <tool_call>, <arg_key> and <arg_value> (xllamacpp 2026.10.11549,
+    # tests/test_tool_formats_real.py).
     call_family_markers = MappingProxyType({
         "qwen3_xml": ("<tool_call>", "<function=", "<parameter="),
         "kimi_k2": ("<|tool_calls_section_begin|>", "<|tool_call_begin|>"),
-        "mistral": ("[SYSTEM_PROMPT]", "[TOOL_CALLS]", "[ARGS]")})
+        "mistral": ("[SYSTEM_PROMPT]", "[TOOL_CALLS]", "[ARGS]"),
+        "glm45": ("<tool_call>", "<arg_key>", "<arg_value>")})
     # /v1/chat/completions takes n: 1 only: n: 2 is its 400 "Field 'n': Value must be between
     # 1 <= value <= 1, but got 2" (xllamacpp 2026.10.11549); the penalties are documented.
     sampling_fields = ("temperature", "top_p", "presence_penalty", "frequency_penalty")

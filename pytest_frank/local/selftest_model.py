@@ -184,6 +184,25 @@ mistral
 mistral_text
   Writes a Mistral call as text (one token), '[TOOL_CALLS]get_weather[ARGS]{"city": "Paris",
   "days": 1}', under the default Hermes template, as kimi_k2_text does.
+glm45
+  The GLM 4.5+ family: its template (written here in that format) lists the tools as JSON in
+  <tools> in the system turn, opens turns with <|system|>, <|user|>, <|assistant|> and
+  <|observation|> (results in <tool_response>), and writes calls as <tool_call>NAME\n then
+  <arg_key>KEY</arg_key>\n<arg_value>VALUE</arg_value>\n per argument (a string bare, any
+  other value as JSON), closed by </tool_call>. llama.cpp has no handler of its own for it: its
+  differential autoparser reads the format from how the template renders a call, and its
+  grammar writes "<tool_call>\nget_weather\n<arg_key>city</arg_key>\n<arg_value>Lyon
+  </arg_value>\n<arg_key>days</arg_key>\n<arg_value>1</arg_value>\n</tool_call>" after
+  "<think>Thinking</think>Hello!" (a bare string reads Lyon, a word of its own: inside a JSON
+  string </arg_value> is text). Values arrive typed (1, false, ["Paris"], {"k": "Paris"},
+  null); a tool without parameters, "<tool_call>\nrun\n</tool_call>", arrives as "{}". As
+  with Qwen3 XML the grammar leaves a ["string", "null"] value free of its pattern. Plain
+  chat and "auto": reasoning "Thinking", content "Hello!". No thinking switch.
+glm45_text
+  The GLM call as text (one token) under a ChatML template that knows no tools: llama.cpp finds
+  no call format and no thinking in it, so with tools or without, whatever the tool_choice,
+  content is "<think>Thinking</think><tool_call>get_weather\n<arg_key>city</arg_key>\n
+  <arg_value>Paris</arg_value>\n</tool_call>", finish "stop", no tool_calls.
 """
 
 from __future__ import annotations
@@ -199,7 +218,7 @@ from pytest_frank.local.selftest_vision import COLOUR_WORDS
 VARIANTS = ("default", "tool_text", "effort_strict", "no_think", "flat", "chatty", "long_think",
             "endless_think", "vision", "agent", "positional", "swa", "qwen3_xml",
             "qwen3_xml_text", "kimi_k2", "kimi_k2_text", "mistral",
-            "mistral_text") + selftest_hybrid.VARIANTS
+            "mistral_text", "glm45", "glm45_text") + selftest_hybrid.VARIANTS
 
 N_EMBD = 64
 N_LAYER = 2
@@ -261,9 +280,18 @@ MISTRAL_SPECIALS = {"</s>": 3, "[INST]": 3, "[/INST]": 3, "[SYSTEM_PROMPT]": 3,
                     "[TOOL_CALLS]": 4, "[ARGS]": 4}
 # The Mistral call the mistral_text variant writes as text, one token.
 MISTRAL_TEXT = '[TOOL_CALLS]get_weather[ARGS]{"city": "Paris", "days": 1}'
+# GLM 4.5's markers: [gMASK]<sop> opens the prompt, <|system|>, <|user|>, <|assistant|> and
+# <|observation|> (a tool's result) open the turns; a call is <tool_call>NAME then each argument
+# as <arg_key>KEY</arg_key><arg_value>VALUE</arg_value>, closed by </tool_call>.
+GLM_SPECIALS = {"[gMASK]": 3, "<sop>": 3, "<|system|>": 3, "<|user|>": 3, "<|assistant|>": 3,
+                "<|observation|>": 3, "<arg_key>": 4, "</arg_key>": 4, "<arg_value>": 4,
+                "</arg_value>": 4}
+GLM_WORD = "Lyon"
+GLM_TEXT = ("<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n"
+            "</tool_call>")
 # A family's own special tokens, appended after every other token, and its end of turn.
-FAMILY_SPECIALS = {"kimi_k2": KIMI_SPECIALS, "mistral": MISTRAL_SPECIALS}
-END_OF_TURN = {"mistral": "</s>"}
+FAMILY_SPECIALS = {"kimi_k2": KIMI_SPECIALS, "mistral": MISTRAL_SPECIALS, "glm45": GLM_SPECIALS}
+END_OF_TURN = {"mistral": "</s>", "glm45": "<|endoftext|>"}
 # The thinking of the long and endless thinkers: distinct words, because the next token depends
 # on the last one alone. Each word names its successor in three one-hot base-10 digits, so a
 # thousand of them fit beside the scripted states in the 64-unit embedding.
@@ -417,6 +445,18 @@ SCRIPTS["mistral"] = {"[/INST]": ["[THINK]", "[TOOL_CALLS]"], "[THINK]": ["Think
                       "[/TOOL_RESULTS]": ["Hello", "[TOOL_CALLS]"],
                       "Thinking": ["[/THINK]"], "[/THINK]": ["Hello", "[TOOL_CALLS]"],
                       "Hello": ["!"], "!": ["</s>"], **_JSON_SCRIPT}
+# GLM 4.5: the answer opens after <|assistant|>; a bare string value reads Lyon, a word of its
+# own, since a JSON string inside a value (an array's) admits </arg_value> as text. A name
+# ends where the grammar lets it after an "n" (run, not run_in_terminal, as the other
+# families call the tool whose name closes first).
+SCRIPTS["glm45"] = {**SCRIPTS["default"], "<|assistant|>": ["<think>", "<tool_call>"],
+                    "n": ["\n"],
+                    "!": ["<|endoftext|>"], "<arg_value>": [GLM_WORD],
+                    GLM_WORD: ["</arg_value>"], "</arg_value>": ["\n"],
+                    "</tool_call>": ["<|endoftext|>"]}
+# Writes a GLM 4.5 call as text in one token, under a plain ChatML template that knows no
+# tools (the GLM model served with a generic template).
+SCRIPTS["glm45_text"] = {**SCRIPTS["tool_text"], "</think>": [GLM_TEXT], GLM_TEXT: ["<|im_end|>"]}
 # Writes a Mistral call as text in one token, under the default (Hermes JSON) template.
 SCRIPTS["mistral_text"] = {**SCRIPTS["tool_text"], "\n\n": [MISTRAL_TEXT],
                            "</think>": [MISTRAL_TEXT, "<tool_call>"], MISTRAL_TEXT: ["<|im_end|>"]}
@@ -503,7 +543,10 @@ XML_FALLBACK = (["<|im_end|>", "<tool_call>", "</tool_call>", "\n</parameter>\n"
 KIMI_FALLBACK = ["<|im_end|>"] + list(KIMI_CALL[:3]) + FALLBACK
 # The mistral variant's: the end of its turn, else a call, else the call's arguments.
 MISTRAL_FALLBACK = ["</s>", "[TOOL_CALLS]", "[ARGS]"] + FALLBACK
-RANKINGS = {"qwen3_xml": XML_FALLBACK, "kimi_k2": KIMI_FALLBACK, "mistral": MISTRAL_FALLBACK}
+GLM_FALLBACK = (["<|endoftext|>", "<tool_call>", "</tool_call>", "</arg_value>", "<arg_key>",
+                 "</arg_key>", "<arg_value>"] + FALLBACK)
+RANKINGS = {"qwen3_xml": XML_FALLBACK, "kimi_k2": KIMI_FALLBACK, "mistral": MISTRAL_FALLBACK,
+            "glm45": GLM_FALLBACK}
 
 
 def _ranking(vocab: Vocab, variant: str = "default") -> list[int]:
@@ -795,6 +838,56 @@ _MISTRAL_TEMPLATE = """\
 """
 
 
+# GLM 4.5's format: the tools as JSON lines in <tools> in the system turn, each call
+# <tool_call>NAME, then <arg_key>KEY</arg_key> <arg_value>VALUE</arg_value> per argument (a
+# string as it is, any other value as JSON), results in <tool_response> after <|observation|>.
+_GLM_TEMPLATE = """\
+{{- '[gMASK]<sop>' }}
+{%- if tools %}
+{{- '<|system|>\\n# Tools\\n\\nYou may call functions. Their signatures:\\n<tools>\\n' }}
+{%- for tool in tools %}{{- (tool | tojson) + '\\n' }}{%- endfor %}
+{{- '</tools>\\n\\nTo call one, write <tool_call>NAME\\n<arg_key>KEY</arg_key>\\n' }}
+{{- '<arg_value>VALUE</arg_value>\\n</tool_call>' }}
+{%- endif %}
+{%- for message in messages %}
+{%- if message.role == 'system' %}
+{{- '<|system|>\\n' + message.content }}
+{%- elif message.role == 'user' %}
+{{- '<|user|>\\n' + message.content }}
+{%- elif message.role == 'assistant' %}
+{{- '<|assistant|>' }}
+{%- if message.reasoning_content is string and message.reasoning_content %}
+{{- '<think>' + message.reasoning_content + '</think>' }}
+{%- endif %}
+{%- if message.content is string %}{{- message.content }}{%- endif %}
+{%- for tool_call in message.tool_calls or [] %}
+{%- set fn = tool_call.function if tool_call.function is defined else tool_call %}
+{{- '<tool_call>' + fn.name + '\\n' }}
+{%- set args = fn.arguments | from_json if fn.arguments is string else fn.arguments %}
+{%- for key, value in args | items %}
+{{- '<arg_key>' + key + '</arg_key>\\n<arg_value>' }}
+{%- if value is string %}{{- value }}{%- else %}{{- value | tojson }}{%- endif %}
+{{- '</arg_value>\\n' }}
+{%- endfor %}
+{{- '</tool_call>' }}
+{%- endfor %}
+{%- elif message.role == 'tool' %}
+{{- '<|observation|>\\n<tool_response>\\n' + message.content + '\\n</tool_response>' }}
+{%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}{{- '<|assistant|>' }}{%- endif %}
+"""
+
+
+# ChatML with no word of tools: what a model gets from a generic template.
+_CHATML = """\
+{%- for message in messages %}
+{{- '<|im_start|>' + message.role + '\\n' + (message.content or '') + '<|im_end|>\\n' }}
+{%- endfor %}
+{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}
+"""
+
+
 def chat_template(variant: str = "default") -> str:
     if variant == "qwen3_xml":
         return _xml_template()
@@ -802,6 +895,10 @@ def chat_template(variant: str = "default") -> str:
         return _KIMI_TEMPLATE
     if variant == "mistral":
         return _MISTRAL_TEMPLATE
+    if variant == "glm45":
+        return _GLM_TEMPLATE
+    if variant == "glm45_text":
+        return _CHATML
     if variant == "no_think":
         return _TEMPLATE.replace("THINK_HISTORY\n", "").replace("THINK_OFF\n", "")
     if variant == "agent":
@@ -910,6 +1007,10 @@ def _extra_words(variant: str) -> tuple[str, ...]:
         return (KIMI_TEXT,)
     if variant == "mistral_text":
         return (MISTRAL_TEXT,)
+    if variant == "glm45":
+        return (GLM_WORD,)
+    if variant == "glm45_text":
+        return (GLM_TEXT,)
     return COLOUR_WORDS if variant == "vision" else ()
 
 
