@@ -662,6 +662,7 @@ WIRE_FIXES = {
 @dataclass(frozen=True)
 class Family:
     name: str  # the key of the drivers' facts about it (call_family_markers, tool_call_parsers)
+    label: str
     holds: str  # what the content holds, in a sentence
     pattern: re.Pattern
     where: str = ""  # where in the model's text the engine looks for such a call
@@ -673,14 +674,14 @@ KIMI_K2 = re.compile(r"<\|tool_call_begin\|>\s*functions\.")
 GLM = re.compile(r"<arg_key>[^<]*</arg_key>\s*<arg_value>")
 MISTRAL = re.compile(r"\[TOOL_CALLS\]\s*(\w[\w.-]*\s*\[(ARGS|CALL_ID)\]|\[)")
 FAMILIES = (
-    Family("qwen3_xml", "a Qwen3 XML tool call (<function=NAME><parameter=KEY>)", QWEN3_XML,
+    Family("qwen3_xml", "Qwen3 XML", "a Qwen3 XML tool call (<function=NAME><parameter=KEY>)", QWEN3_XML,
            "only inside <tool_call>...</tool_call> and ",
            "; a call without its <tool_call> opener stays text under any template, a model or "
            "quantisation fault"),
-    Family("kimi_k2", "a Kimi K2 tool call (<|tool_call_begin|>functions.NAME:INDEX"
+    Family("kimi_k2", "Kimi K2", "a Kimi K2 tool call (<|tool_call_begin|>functions.NAME:INDEX"
                       "<|tool_call_argument_begin|>)", KIMI_K2),
-    Family("mistral", "a Mistral tool call ([TOOL_CALLS]NAME[ARGS]{...})", MISTRAL),
-    Family("glm45", "a GLM 4.5 tool call (<tool_call>NAME <arg_key>KEY</arg_key>"
+    Family("mistral", "Mistral", "a Mistral tool call ([TOOL_CALLS]NAME[ARGS]{...})", MISTRAL),
+    Family("glm45", "GLM 4.5", "a GLM 4.5 tool call (<tool_call>NAME <arg_key>KEY</arg_key>"
                     "<arg_value>VALUE</arg_value>)", GLM),
 )
 
@@ -688,6 +689,20 @@ FAMILIES = (
 def leaked_family(leaked: str) -> Family | None:
     """The tool-call family whose call the text holds, where it is one FAMILIES knows."""
     return next((f for f in FAMILIES if f.pattern.search(leaked)), None)
+
+
+def template_family(driver: Driver, payloads: dict) -> str | None:
+    """Which family's calls the served template selects, and the parser each engine needs for
+    it (frank init's comment); None where the engine's template says no family FAMILIES knows."""
+    from pytest_frank.drivers import driver_for
+
+    read = driver.call_family(payloads)
+    family = next((f for f in FAMILIES if read and f.name == read[0]), None)
+    if family is None or read is None:
+        return None
+    parser = driver_for("vllm").tool_call_parsers.get(family.name)
+    return (f"calls in the {family.label} format ({read[1]}): {driver.label}'s parser for them"
+            + (f"; vLLM: --tool-call-parser {parser}" if parser else ""))
 
 
 def tool_parser_fix(driver: Driver, leaked: str = "") -> Text:

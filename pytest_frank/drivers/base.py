@@ -354,6 +354,11 @@ class Driver:
     call_family_markers: Mapping[str, tuple[str, ...]] = MappingProxyType({})
     # Tool-call family -> the server's parser for it, where a flag picks the parser.
     tool_call_parsers: Mapping[str, str] = MappingProxyType({})
+
+    def call_family(self, payloads: dict) -> tuple[str, str] | None:
+        """The tool-call family the served template selects (a key of call_family_markers)
+        and where that was read; None where the engine does not show its template."""
+        return None
     # The malformed requests (pytest_frank.claims.contract's case keys) the engine itself is
     # known to answer 200: where one comes back so, the failure names the engine, not a proxy.
     lenient_requests: frozenset[str] = frozenset()

@@ -294,6 +294,15 @@ class LlamaCppDriver(OpenAIDriver):
         "kimi_k2": ("<|tool_calls_section_begin|>", "<|tool_call_begin|>"),
         "mistral": ("[SYSTEM_PROMPT]", "[TOOL_CALLS]", "[ARGS]"),
         "glm45": ("<tool_call>", "<arg_key>", "<arg_value>")})
+    def call_family(self, payloads: dict) -> tuple[str, str] | None:
+        template = (payloads.get("/props") or {}).get("chat_template")
+        if not isinstance(template, str):
+            return None
+        for family, markers in self.call_family_markers.items():
+            if all(m in template for m in markers):
+                return family, f"/props chat_template holds {', '.join(markers)}"
+        return None
+
     # /v1/chat/completions takes n: 1 only: n: 2 is its 400 "Field 'n': Value must be between
     # 1 <= value <= 1, but got 2" (xllamacpp 2026.10.11549); the penalties are documented.
     sampling_fields = ("temperature", "top_p", "presence_penalty", "frequency_penalty")
