@@ -495,3 +495,16 @@ def test_effort_trend_fix_reads_whether_the_template_reads_the_effort():
                            ctx("reasoning_effort", expect={"low": "low"}))
     assert "the served template never reads the effort" in str(never.value.fix)
     assert "reads the effort (" in str(reads.value.fix) and "lost before it" in str(reads.value.fix)
+
+
+@pytest.mark.parametrize("leaked, said", [
+    (KIMI_LEAK, "the template decides the parser. Serve the model's own template "
+                "(--chat-template-file)"),
+    ("<tool_call>{}</tool_call>", "serve the model's own template (--chat-template-file) so "
+                                  "the autoparser"),
+])
+def test_a_template_fix_outlives_jinja_being_on(leaked, said):
+    # A launched llama.cpp has --jinja on: the fix drops that part, not the template's.
+    fix = tools.tool_parser_fix(driver_for("llamacpp"), leaked)
+    kept = fix.unsettled({"--jinja": None})
+    assert kept is not None and said in kept.render() and "--jinja" not in kept.render(), kept

@@ -26,7 +26,7 @@ from pytest_frank import schema_errors
 from pytest_frank.observation import Failed, Observation
 from pytest_frank.probes import slot_shape
 from pytest_frank.drivers.base import Driver
-from pytest_frank.verdict import Phrase, Text, fail, inconclusive
+from pytest_frank.verdict import Alt, Phrase, Text, fail, inconclusive
 
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "Weather forecast for a city.",
@@ -712,10 +712,11 @@ def tool_parser_fix(driver: Driver, leaked: str = "") -> Text:
     markers = driver.call_family_markers.get(family.name) if driver and family else None
     parser = driver.tool_call_parsers.get(family.name) if driver and family else None
     if family and markers:
+        # --jinja as an alternative: a server that has it on still needs the family's template
         return Phrase("the content holds ", family.holds, ", which ", driver.label, " parses ",
                       family.where, "only from a served template that carries that format (",
-                      ", ".join(markers), "): the template decides the parser. Serve with ",
-                      driver.flags["jinja"], " and the model's own template (",
+                      ", ".join(markers), "): the template decides the parser. Serve ",
+                      Alt("with ", driver.flags["jinja"], " and "), "the model's own template (",
                       driver.flags["template"], ")", family.tail)
     if family and parser:
         return Phrase("the content holds ", family.holds, ": ", driver.start or "serve with ",
@@ -726,9 +727,9 @@ def tool_parser_fix(driver: Driver, leaked: str = "") -> Text:
                 "--enable-auto-tool-choice --tool-call-parser <name>; llama.cpp --jinja with the "
                 "model's own template)",
         llamacpp=lambda d: Phrase("llama.cpp reads the tool-call format from the chat template: "
-                                  "serve with ", d.flags["jinja"], " and the model's own template "
-                                  "(", d.flags["template"], ") so the autoparser recognises the "
-                                  "model's tool markup"),
+                                  "serve ", Alt("with ", d.flags["jinja"], " and "), "the model's "
+                                  "own template (", d.flags["template"], ") so the autoparser "
+                                  "recognises the model's tool markup"),
         vllm=lambda d: f"{d.start}--enable-auto-tool-choice --tool-call-parser <the parser for "
                        "the model's format: hermes, qwen3_xml, qwen3_coder, ...>; a wrong parser "
                        "leaves the call in content",
