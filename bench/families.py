@@ -49,6 +49,11 @@ LLAMACPP = {
                 "the content holds a Mistral tool call"),
     "glm45": ("GLM 4.5", "selftest:glm45", NO_SWITCH, "selftest:glm45_text",
               "the content holds a GLM 4.5 tool call"),
+    # and its reasoning levels, the template's "Reasoning: LEVEL"
+    "harmony": ("harmony", "selftest:harmony",
+                {**NO_SWITCH, "reasoning_effort": {"low": "low", "medium": "medium",
+                                                   "high": "high"}},
+                "selftest:harmony_text", "the content holds a gpt-oss harmony tool call"),
 }
 # vLLM's rows go here, in the same shape, once the real vLLM configurations serve a model in
 # each family (tests/vllm_server.py's CONFIGS with the family's --tool-call-parser and
@@ -79,7 +84,7 @@ def run(folder: Path, name: str, ep: dict, *args: str) -> list[dict]:
 
 def healthy(folder: Path, family: str, model: str, changes: dict) -> tuple[bool, str]:
     rows = run(folder, f"{family}-healthy", entry(model, {**EXPECT, **changes}),
-               "-m", "tools or agent or stream or reasoning")
+               "-m", "tools or agent or stream or reasoning or reasoning_effort")
     verdicts = collections.Counter(row["verdict"] for row in rows)
     failed = sorted(row["key"].split("::")[-1] for row in rows
                     if row["verdict"] in ("FAIL", "error"))

@@ -84,6 +84,9 @@ XML_LEAK = "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</para
     ("vllm", XML_LEAK, "the content holds a Qwen3 XML tool call (*): start vLLM with "
                        "--enable-auto-tool-choice --tool-call-parser qwen3_xml, *; a call "
                        "without its <tool_call> opener stays text*"),
+    ("vllm", "<|channel|>commentary to=functions.get_weather<|message|>{}",
+     "the content holds a gpt-oss harmony tool call (*): start vLLM with "
+     "--enable-auto-tool-choice --tool-call-parser openai, *"),
     ("vllm", "<tool_call>{}</tool_call>", "start vLLM with --enable-auto-tool-choice "
                                           "--tool-call-parser <the parser for the model's*"),
 ])

@@ -470,6 +470,8 @@ DIGESTS = {
     "mistral_text": "75a2d8fd10aeab3b9a00001253ed3feeff6e9bf43e2216bffde4380da5511b49",
     "glm45": "717491177c67f7a52d7b4d9bf81d742cb60e537cef89e4cf49edda89dc69bf4e",
     "glm45_text": "a7553cb87cda3334c49fee0475fe45e1b7e3028f3aa928e96f909d18dae822ba",
+    "harmony": "b63910c7afa950f8021f320004579bbf2477b4aee1941aaef75c9f1ad6e2a5bc",
+    "harmony_text": "652f19e2dcc66492329fccca13093d4cbdf16dc7cf9f656b391688aae5eb5bfc",
     "mmproj": "36f79fc14a484da3af6087350839df5957876b504081ea4e63b6ccec9c2ab623",
 }
 

@@ -170,6 +170,9 @@ FAMILY_CALLS = {
                 "functions.get_weather:1<|tool_call_argument_begin|>"
                 '{"city":"Paris","days":1}<|tool_call_end|><|tool_calls_section_end|>'),
     "mistral": '[THINK]Thinking[/THINK]Hello![TOOL_CALLS]get_weather[ARGS]{"city":"Paris","days":1}',
+    # the GPT-OSS handler: thinking in analysis, the call in commentary to=functions.NAME
+    "harmony": ("<|channel|>analysis<|message|>Thinking<|end|><|start|>assistant<|channel|>"
+                'commentary to=functions.get_weather<|message|>{"city":"Paris","days":1}'),
     # no handler of its own: the autoparser reads the format from the template's calls
     "glm45": ("<think>Thinking</think>Hello!<tool_call>\nget_weather\n<arg_key>city</arg_key>\n"
               "<arg_value>Lyon</arg_value>\n<arg_key>days</arg_key>\n<arg_value>1</arg_value>\n"
@@ -186,14 +189,16 @@ def test_a_familys_template_gets_its_handler_and_its_grammar_writes_the_call(lla
     assert raw == FAMILY_CALLS[variant], raw
     city = CITY.get(variant, "Paris")
     assert calls(choice) == [("get_weather", {"city": city, "days": 1})]
+    # harmony's call is a message of its own: the answer's final text is not written
     assert (choice["message"]["content"], choice["message"]["reasoning_content"],
-            choice["finish_reason"]) == ("Hello!", "Thinking", "tool_calls")
+            choice["finish_reason"]) == ("" if variant == "harmony" else "Hello!", "Thinking",
+                                         "tool_calls")
     # Kimi K2's handler keeps the call's id as the model wrote it
     if variant == "kimi_k2":
         assert choice["message"]["tool_calls"][0]["id"] == "functions.get_weather:1"
     # the other JSON types, each as the schema says
     choice, raw = ask(server, tools=[TYPED], tool_choice="required")
-    zip_code = "02134" if variant in ("kimi_k2", "mistral") else city  # JSON: the enum holds
+    zip_code = "02134" if variant in ("kimi_k2", "mistral", "harmony") else city  # JSON: enum
     assert calls(choice) == [("typed", {"job": city, "zip": zip_code, "n": 1, "x": 1,
                                         "flag": False, "tags": ["Paris"], "opts": {"k": "Paris"},
                                         "nothing": None})], raw
@@ -205,10 +210,13 @@ def test_healthy_family_server_passes_tools_reasoning_agent_and_stream(llama, ru
     # thinking_off false. llama.cpp stamps each chunk with the second it sends it, so a stream
     # that crosses a second boundary changes `created` (the stream claim's own fix): created
     # false, or one run in ten fails on the clock.
+    # Harmony has reasoning levels (the template's "Reasoning: LEVEL" from reasoning_effort).
+    levels = {"reasoning_effort": {"low": "low", "medium": "medium", "high": "high"}}
     result = run(run_fleet, llama(model=f"selftest:{variant}"), "-m",
-                 "tools or agent or stream or reasoning", tools={"schemas": 4, "none": True},
-                 agent={"steps": 3}, stream={"created": False},
-                 reasoning={"thinking_off": False})
+                 "tools or agent or stream or reasoning or reasoning_effort",
+                 tools={"schemas": 4, "none": True}, agent={"steps": 3},
+                 stream={"created": False}, reasoning={"thinking_off": False},
+                 **(levels if variant == "harmony" else {}))
     # reasoning plain and streamed; required, auto, plain chat, streamed, arguments on the
     # wire, none and the corpus; agent plain, streamed and its template; the stream wire. Named
     # and parallel are skipped as on the other families. The corpus holds where the arguments
@@ -221,6 +229,8 @@ def test_healthy_family_server_passes_tools_reasoning_agent_and_stream(llama, ru
             "*schema corpus: 3/4 tool(s) called validly (75%, need 100%); search_records_0 "
             '(strict, streamed): invalid value: search_records_0.cursor: "Lyon" has the wrong '
             "shape"])
+    elif variant == "harmony":  # and the three levels
+        result.assert_outcomes(passed=16, skipped=5)
     else:
         result.assert_outcomes(passed=13, skipped=4)
 
@@ -242,7 +252,10 @@ def test_healthy_family_server_passes_tools_reasoning_agent_and_stream(llama, ru
     ("glm45_text", "<think>Thinking</think><tool_call>get_weather <arg_key>city</arg_key>*",
      "the content holds a GLM 4.5 tool call*which llama.cpp server parses only from a served "
      "template that carries that format (<tool_call>, <arg_key>, <arg_value>)*"),
-], ids=["qwen3_xml", "kimi_k2", "mistral", "glm45"])
+    ("harmony_text", "<|channel|>commentary to=functions.get_weather <|constrain|>json*",
+     "the content holds a gpt-oss harmony tool call*which llama.cpp server parses only from a "
+     "served template that carries that format (<|channel|>)*"),
+], ids=["qwen3_xml", "kimi_k2", "mistral", "glm45", "harmony"])
 def test_a_familys_call_written_as_text_fails_naming_the_family(llama, run_fleet, variant,
                                                                  leaked, fix):
     server = llama(model=f"selftest:{variant}")

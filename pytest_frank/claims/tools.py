@@ -51,9 +51,10 @@ PROMPTS = {
                       "once for each city, both calls at once."),
     "plain": "Say hello in one short sentence.",
 }
-# Tool-call markup of the common templates (Hermes/Qwen, Qwen3-XML, Llama, Mistral, DeepSeek).
+# Tool-call markup of the common templates (Hermes/Qwen, Qwen3-XML, Llama, Mistral, DeepSeek,
+# Kimi K2, gpt-oss harmony's recipient).
 MARKUP = re.compile(r"<tool_call>|</tool_call>|<function[=\s(>]|<tools>|<\|tool_call|"
-                    r"\[TOOL_CALLS\]|<｜tool▁calls|<\|python_tag\|>")
+                    r"\[TOOL_CALLS\]|<｜tool▁calls|<\|python_tag\|>|\bto=functions\.")
 
 
 @dataclass(frozen=True)
@@ -658,7 +659,8 @@ WIRE_FIXES = {
 # formats that open with <function=. A Kimi K2 call: its call marker, then its id
 # functions.NAME:INDEX. A Mistral call: [TOOL_CALLS], then the name and [ARGS] (Ministral 3,
 # Magistral), [CALL_ID] (Small 3.2) or a JSON list (earlier models). A GLM 4.5+ call: its
-# arguments as <arg_key>KEY</arg_key><arg_value>VALUE</arg_value>.
+# arguments as <arg_key>KEY</arg_key><arg_value>VALUE</arg_value>. A gpt-oss harmony call: a
+# message addressed to=functions.NAME.
 @dataclass(frozen=True)
 class Family:
     name: str  # the key of the drivers' facts about it (call_family_markers, tool_call_parsers)
@@ -671,6 +673,7 @@ class Family:
 
 QWEN3_XML = re.compile(r"<function=[^>\s]*>\s*(<parameter=|</function>)")
 KIMI_K2 = re.compile(r"<\|tool_call_begin\|>\s*functions\.")
+HARMONY = re.compile(r"\bto=functions\.[\w.-]+")
 GLM = re.compile(r"<arg_key>[^<]*</arg_key>\s*<arg_value>")
 MISTRAL = re.compile(r"\[TOOL_CALLS\]\s*(\w[\w.-]*\s*\[(ARGS|CALL_ID)\]|\[)")
 FAMILIES = (
@@ -681,6 +684,8 @@ FAMILIES = (
     Family("kimi_k2", "Kimi K2", "a Kimi K2 tool call (<|tool_call_begin|>functions.NAME:INDEX"
                       "<|tool_call_argument_begin|>)", KIMI_K2),
     Family("mistral", "Mistral", "a Mistral tool call ([TOOL_CALLS]NAME[ARGS]{...})", MISTRAL),
+    Family("harmony", "gpt-oss harmony", "a gpt-oss harmony tool call (<|channel|>commentary "
+                                         "to=functions.NAME ... <|message|>{...})", HARMONY),
     Family("glm45", "GLM 4.5", "a GLM 4.5 tool call (<tool_call>NAME <arg_key>KEY</arg_key>"
                     "<arg_value>VALUE</arg_value>)", GLM),
 )

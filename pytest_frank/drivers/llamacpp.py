@@ -285,7 +285,9 @@ class LlamaCppDriver(OpenAIDriver):
     # Kimi K2: its handler ("Kimi K2 Thinking"), which also wants the template's generation
     # prompt to end <|im_assistant|>assistant<|im_middle|>. Mistral: the Ministral 3 /
     # Magistral handler (a template with [CALL_ID] too, Mistral Small 3.2's, goes to the
-    # autoparser instead). GLM 4.5: no handler of its own; the differential autoparser reads
+    # autoparser instead). gpt-oss harmony: its GPT-OSS handler, for any template holding
+    # <|channel|>, whose grammar wakes at "<|start|>assistant<|channel|>commentary to" (or
+    # analysis). GLM 4.5: no handler of its own; the differential autoparser reads
     # the format from how the template renders a call, so the template must render calls with
     # <tool_call>, <arg_key> and <arg_value> (xllamacpp 2026.10.11549,
     # tests/test_tool_formats_real.py).
@@ -293,7 +295,8 @@ class LlamaCppDriver(OpenAIDriver):
         "qwen3_xml": ("<tool_call>", "<function=", "<parameter="),
         "kimi_k2": ("<|tool_calls_section_begin|>", "<|tool_call_begin|>"),
         "mistral": ("[SYSTEM_PROMPT]", "[TOOL_CALLS]", "[ARGS]"),
-        "glm45": ("<tool_call>", "<arg_key>", "<arg_value>")})
+        "glm45": ("<tool_call>", "<arg_key>", "<arg_value>"),
+        "harmony": ("<|channel|>",)})
     def call_family(self, payloads: dict) -> tuple[str, str] | None:
         template = (payloads.get("/props") or {}).get("chat_template")
         if not isinstance(template, str):

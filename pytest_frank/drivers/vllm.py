@@ -39,7 +39,8 @@ class VllmDriver(OpenAIDriver):
     # --tool-call-parser by tool-call family (vLLM 0.32's parsers; qwen3_coder parses the same
     # XML as qwen3_xml, which the fleet's Qwen3.6 serves with)
     tool_call_parsers = MappingProxyType({"qwen3_xml": "qwen3_xml", "kimi_k2": "kimi_k2",
-                                          "mistral": "mistral", "glm45": "glm45"})
+                                          "mistral": "mistral", "glm45": "glm45",
+                                          "harmony": "openai"})
 
     # -- the server's own count: vllm/entrypoints/openai/protocol.py TokenizeChatRequest renders
     # the messages with the chat template (add_generation_prompt true by default, special tokens

@@ -203,6 +203,26 @@ glm45_text
   no call format and no thinking in it, so with tools or without, whatever the tool_choice,
   content is "<think>Thinking</think><tool_call>get_weather\n<arg_key>city</arg_key>\n
   <arg_value>Paris</arg_value>\n</tool_call>", finish "stop", no tool_calls.
+harmony
+  The gpt-oss harmony family: its template (written here in the harmony format) opens with a
+  system message naming the reasoning level ("Reasoning: " + reasoning_effort, medium when
+  none is sent), lists the tools as a TypeScript-like namespace functions in a developer
+  message, writes each message as <|start|>ROLE<|channel|>CHANNEL<|message|>TEXT<|end|> (past
+  thinking in analysis, calls as commentary to=functions.NAME <|constrain|>json, results from
+  functions.NAME to=assistant) and ends the prompt "<|start|>assistant". Holding <|channel|>,
+  it gets llama.cpp's GPT-OSS handler (verbosity 5: "Using specialized template: GPT-OSS");
+  /props supports_reasoning_effort true. The model writes a channel's header as one token
+  whose text is the header, so the bigram tells the two headers apart by what came before:
+  plain chat and "auto" write "<|channel|>analysis<|message|>Thinking<|end|><|start|>assistant
+  <|channel|>final<|message|>Hello!" then <|return|> (its end of turn): reasoning "Thinking",
+  content "Hello!". Under "required": "...<|start|>assistant<|channel|>commentary to=functions.
+  get_weather<|message|>{"city":"Paris","days":1}", tool_calls carries the call, content "",
+  finish "tool_calls". reasoning_effort low, medium and high are each answered 200. No
+  thinking switch.
+harmony_text
+  The harmony call as text (one token), "<|channel|>commentary to=functions.get_weather
+  <|constrain|>json<|message|>{"city": "Paris", "days": 1}", under the default Hermes template,
+  as kimi_k2_text does.
 """
 
 from __future__ import annotations
@@ -218,7 +238,8 @@ from pytest_frank.local.selftest_vision import COLOUR_WORDS
 VARIANTS = ("default", "tool_text", "effort_strict", "no_think", "flat", "chatty", "long_think",
             "endless_think", "vision", "agent", "positional", "swa", "qwen3_xml",
             "qwen3_xml_text", "kimi_k2", "kimi_k2_text", "mistral",
-            "mistral_text", "glm45", "glm45_text") + selftest_hybrid.VARIANTS
+            "mistral_text", "glm45", "glm45_text", "harmony",
+            "harmony_text") + selftest_hybrid.VARIANTS
 
 N_EMBD = 64
 N_LAYER = 2
@@ -289,9 +310,24 @@ GLM_SPECIALS = {"[gMASK]": 3, "<sop>": 3, "<|system|>": 3, "<|user|>": 3, "<|ass
 GLM_WORD = "Lyon"
 GLM_TEXT = ("<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n"
             "</tool_call>")
+# gpt-oss harmony: each message <|start|>ROLE<|channel|>CHANNEL<|message|>TEXT<|end|>; the
+# answer's thinking in the analysis channel, its text in final (ended by <|return|>), a call in
+# commentary (or analysis) addressed " to=functions.NAME", ended by <|call|>. The model writes a
+# channel's header as one token (its text is the header's), so the bigram tells analysis's
+# from final's by what came before it.
+H_ANALYSIS = "<|channel|>analysis<|message|>"
+H_FINAL = "<|channel|>final<|message|>"
+HARMONY_SPECIALS = {"<|start|>": 4, "<|end|>": 4, "<|message|>": 4, "<|channel|>": 4,
+                    "<|constrain|>": 4, "<|return|>": 3, "<|call|>": 3, H_ANALYSIS: 4,
+                    H_FINAL: 4}
+# The harmony call the harmony_text variant writes as text, one token: what a gpt-oss model
+# served under a template that is not harmony's leaves in content.
+HARMONY_TEXT = ('<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>'
+                '{"city": "Paris", "days": 1}')
 # A family's own special tokens, appended after every other token, and its end of turn.
-FAMILY_SPECIALS = {"kimi_k2": KIMI_SPECIALS, "mistral": MISTRAL_SPECIALS, "glm45": GLM_SPECIALS}
-END_OF_TURN = {"mistral": "</s>", "glm45": "<|endoftext|>"}
+FAMILY_SPECIALS = {"kimi_k2": KIMI_SPECIALS, "mistral": MISTRAL_SPECIALS, "glm45": GLM_SPECIALS,
+                   "harmony": HARMONY_SPECIALS}
+END_OF_TURN = {"mistral": "</s>", "glm45": "<|endoftext|>", "harmony": "<|return|>"}
 # The thinking of the long and endless thinkers: distinct words, because the next token depends
 # on the last one alone. Each word names its successor in three one-hot base-10 digits, so a
 # thousand of them fit beside the scripted states in the 64-unit embedding.
@@ -457,6 +493,17 @@ SCRIPTS["glm45"] = {**SCRIPTS["default"], "<|assistant|>": ["<think>", "<tool_ca
 # Writes a GLM 4.5 call as text in one token, under a plain ChatML template that knows no
 # tools (the GLM model served with a generic template).
 SCRIPTS["glm45_text"] = {**SCRIPTS["tool_text"], "</think>": [GLM_TEXT], GLM_TEXT: ["<|im_end|>"]}
+# harmony: the prompt ends "<|start|>assistant" (its bytes, last "t"): analysis first; the
+# model's own "assistant" word opens final.
+SCRIPTS["harmony"] = {"t": [H_ANALYSIS, "<|channel|>"], H_ANALYSIS: ["Thinking"],
+                      "Thinking": ["<|end|>"], "<|end|>": ["<|start|>"],
+                      "<|start|>": ["assistant"], "assistant": [H_FINAL, "<|channel|>"],
+                      H_FINAL: ["Hello"], "Hello": ["!"], "!": ["<|return|>"],
+                      "<|channel|>": ["commentary"], "commentary": [" to=functions."],
+                      **_JSON_SCRIPT}
+# Writes a harmony call as text in one token, under the default (Hermes JSON) template.
+SCRIPTS["harmony_text"] = {**SCRIPTS["tool_text"], "\n\n": [HARMONY_TEXT],
+                           "</think>": [HARMONY_TEXT, "<tool_call>"], HARMONY_TEXT: ["<|im_end|>"]}
 # Writes a Mistral call as text in one token, under the default (Hermes JSON) template.
 SCRIPTS["mistral_text"] = {**SCRIPTS["tool_text"], "\n\n": [MISTRAL_TEXT],
                            "</think>": [MISTRAL_TEXT, "<tool_call>"], MISTRAL_TEXT: ["<|im_end|>"]}
@@ -545,8 +592,10 @@ KIMI_FALLBACK = ["<|im_end|>"] + list(KIMI_CALL[:3]) + FALLBACK
 MISTRAL_FALLBACK = ["</s>", "[TOOL_CALLS]", "[ARGS]"] + FALLBACK
 GLM_FALLBACK = (["<|endoftext|>", "<tool_call>", "</tool_call>", "</arg_value>", "<arg_key>",
                  "</arg_key>", "<arg_value>"] + FALLBACK)
+# The harmony variant's: the end of its answer or call, else a call's arguments.
+HARMONY_FALLBACK = ["<|return|>", "<|call|>", "<|message|>", "<|constrain|>"] + FALLBACK
 RANKINGS = {"qwen3_xml": XML_FALLBACK, "kimi_k2": KIMI_FALLBACK, "mistral": MISTRAL_FALLBACK,
-            "glm45": GLM_FALLBACK}
+            "glm45": GLM_FALLBACK, "harmony": HARMONY_FALLBACK}
 
 
 def _ranking(vocab: Vocab, variant: str = "default") -> list[int]:
@@ -879,6 +928,51 @@ _GLM_TEMPLATE = """\
 """
 
 
+# gpt-oss harmony: a system message with the reasoning level (reasoning_effort), the tools as a
+# TypeScript-like namespace in a developer message, each message's channel, past thinking in
+# analysis, calls in commentary to=functions.NAME, results from functions.NAME to the assistant.
+_HARMONY_TEMPLATE = """\
+{{- '<|start|>system<|message|>You are a helpful assistant.\\nReasoning: ' }}
+{{- reasoning_effort if reasoning_effort is defined and reasoning_effort else 'medium' }}
+{{- '\\n\\n# Valid channels: analysis, commentary, final.' }}
+{%- if tools %}{{- ' Calls to these tools must go to the commentary channel.' }}{%- endif %}
+{{- '<|end|>' }}
+{%- if tools %}
+{{- '<|start|>developer<|message|># Tools\\n\\nnamespace functions {\\n' }}
+{%- for tool in tools %}
+{%- set fn = tool.function if tool.function is defined else tool %}
+{{- '// ' + (fn.description or '') + '\\ntype ' + fn.name + ' = (_: ' + (fn.parameters | tojson) }}
+{{- ') => any;\\n' }}
+{%- endfor %}
+{{- '} // namespace functions<|end|>' }}
+{%- endif %}
+{%- for message in messages %}
+{%- if message.role == 'user' or message.role == 'system' %}
+{{- '<|start|>' + message.role + '<|message|>' + message.content + '<|end|>' }}
+{%- elif message.role == 'assistant' %}
+{%- if message.thinking is defined and message.thinking %}
+{{- '<|start|>assistant<|channel|>analysis<|message|>' + message.thinking + '<|end|>' }}
+{%- endif %}
+{%- if message.tool_calls %}
+{%- for tool_call in message.tool_calls %}
+{%- set fn = tool_call.function if tool_call.function is defined else tool_call %}
+{{- '<|start|>assistant<|channel|>commentary to=functions.' + fn.name }}
+{{- ' <|constrain|>json<|message|>' }}
+{%- if fn.arguments is string %}{{- fn.arguments }}{%- else %}{{- fn.arguments | tojson }}{%- endif %}
+{{- '<|call|>' }}
+{%- endfor %}
+{%- elif message.content %}
+{{- '<|start|>assistant<|channel|>final<|message|>' + message.content + '<|end|>' }}
+{%- endif %}
+{%- elif message.role == 'tool' %}
+{{- '<|start|>functions.' + (message.name or 'tool') + ' to=assistant<|channel|>commentary' }}
+{{- '<|message|>' + message.content + '<|end|>' }}
+{%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}{{- '<|start|>assistant' }}{%- endif %}
+"""
+
+
 # ChatML with no word of tools: what a model gets from a generic template.
 _CHATML = """\
 {%- for message in messages %}
@@ -899,6 +993,8 @@ def chat_template(variant: str = "default") -> str:
         return _GLM_TEMPLATE
     if variant == "glm45_text":
         return _CHATML
+    if variant == "harmony":
+        return _HARMONY_TEMPLATE
     if variant == "no_think":
         return _TEMPLATE.replace("THINK_HISTORY\n", "").replace("THINK_OFF\n", "")
     if variant == "agent":
@@ -1011,6 +1107,10 @@ def _extra_words(variant: str) -> tuple[str, ...]:
         return (GLM_WORD,)
     if variant == "glm45_text":
         return (GLM_TEXT,)
+    if variant == "harmony":
+        return ("assistant", "commentary", " to=functions.")
+    if variant == "harmony_text":
+        return (HARMONY_TEXT,)
     return COLOUR_WORDS if variant == "vision" else ()
 
 
