@@ -511,3 +511,13 @@ def test_a_template_fix_outlives_jinja_being_on(leaked, said):
     fix = tools.tool_parser_fix(driver_for("llamacpp"), leaked)
     kept = fix.unsettled({"--jinja": None})
     assert kept is not None and said in kept.render() and "--jinja" not in kept.render(), kept
+
+
+def test_harmonys_thinking_in_content_names_vllms_parser_for_it():
+    from pytest_frank.claims import replies
+
+    reply = Reply(status=200, content="<|channel|>analysis<|message|>Hmm<|end|>Hi",
+                  finish="stop")
+    with pytest.raises(Failed, match=r"gpt-oss harmony's analysis channel inside content.*\n"
+                                     r"  fix: start vLLM with --reasoning-parser openai_gptoss"):
+        replies.require_no_think_tags(reply, driver_for("vllm"))

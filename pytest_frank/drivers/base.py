@@ -354,6 +354,8 @@ class Driver:
     call_family_markers: Mapping[str, tuple[str, ...]] = MappingProxyType({})
     # Tool-call family -> the server's parser for it, where a flag picks the parser.
     tool_call_parsers: Mapping[str, str] = MappingProxyType({})
+    # Family -> the server's reasoning parser for it, where a flag picks one per family.
+    reasoning_parsers: Mapping[str, str] = MappingProxyType({})
 
     def call_family(self, payloads: dict) -> tuple[str, str] | None:
         """The tool-call family the served template selects (a key of call_family_markers)

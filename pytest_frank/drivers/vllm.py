@@ -41,6 +41,7 @@ class VllmDriver(OpenAIDriver):
     tool_call_parsers = MappingProxyType({"qwen3_xml": "qwen3_xml", "kimi_k2": "kimi_k2",
                                           "mistral": "mistral", "glm45": "glm45",
                                           "harmony": "openai"})
+    reasoning_parsers = MappingProxyType({"harmony": "openai_gptoss"})
 
     # -- the server's own count: vllm/entrypoints/openai/protocol.py TokenizeChatRequest renders
     # the messages with the chat template (add_generation_prompt true by default, special tokens
