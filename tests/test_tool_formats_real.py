@@ -235,18 +235,6 @@ def test_healthy_family_server_passes_tools_reasoning_agent_and_stream(llama, ru
         result.assert_outcomes(passed=13, skipped=4)
 
 
-def test_harmony_without_its_reasoning_parser_fails_naming_it(llama, run_fleet):
-    # reasoning_format none: llama.cpp's GPT-OSS handler leaves the analysis channel in content
-    server = llama(model="selftest:harmony", reasoning_format="none")
-    result = run(run_fleet, server, "-m", "reasoning", reasoning={"thinking_off": False})
-    result.assert_outcomes(failed=2, skipped=1)
-    result.stdout.fnmatch_lines([
-        "*gpt-oss harmony's analysis channel inside content ('<|channel|>analysis<|message|>"
-        "Thinking<|end|>Hello!'): the reasoning parser is missing or wrong*",
-        "*fix: start llama-server with --reasoning-format deepseek (or auto); 'none' leaves the "
-        "thinking inside content*"])
-
-
 # A family's call written as text where the served template is not the family's: the model
 # served with another template, or writing a call its handler does not start at.
 @pytest.mark.parametrize("variant, leaked, fix", [
