@@ -29,7 +29,7 @@ from pathlib import Path
 
 import yaml
 
-# What the healthy rows ask. Kimi K2 Thinking, Magistral and GLM 4.5's templates here have no
+# What the healthy rows ask. The templates here other than Hermes' and Qwen3 XML's have no
 # thinking switch: those rows leave thinking_off out. llama.cpp stamps each chunk with the
 # second it sends it, so a stream that crosses a second boundary changes `created` (the stream
 # claim's fix: created false), about one run in ten here, whatever the family.
@@ -49,6 +49,8 @@ LLAMACPP = {
                 "the content holds a Mistral tool call"),
     "glm45": ("GLM 4.5", "selftest:glm45", NO_SWITCH, "selftest:glm45_text",
               "the content holds a GLM 4.5 tool call"),
+    "deepseek_v31": ("DeepSeek V3.1", "selftest:deepseek_v31", NO_SWITCH,
+                     "selftest:deepseek_v31_text", "the content holds a DeepSeek V3.1 tool call"),
     # and its reasoning levels, the template's "Reasoning: LEVEL"
     "harmony": ("harmony", "selftest:harmony",
                 {**NO_SWITCH, "reasoning_effort": {"low": "low", "medium": "medium",

@@ -472,6 +472,8 @@ DIGESTS = {
     "glm45_text": "a7553cb87cda3334c49fee0475fe45e1b7e3028f3aa928e96f909d18dae822ba",
     "harmony": "b63910c7afa950f8021f320004579bbf2477b4aee1941aaef75c9f1ad6e2a5bc",
     "harmony_text": "652f19e2dcc66492329fccca13093d4cbdf16dc7cf9f656b391688aae5eb5bfc",
+    "deepseek_v31": "b32d82c60f9878bdfd792c3a5be0d526c6c8a4b6fcfd4f3907b028142374352f",
+    "deepseek_v31_text": "282bd0b85e0c26606dd765ed74521b8f440f38fccaf65e94ae12b28fedb107f9",
     "mmproj": "36f79fc14a484da3af6087350839df5957876b504081ea4e63b6ccec9c2ab623",
 }
 

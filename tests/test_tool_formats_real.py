@@ -174,6 +174,9 @@ FAMILY_CALLS = {
     "harmony": ("<|channel|>analysis<|message|>Thinking<|end|><|start|>assistant<|channel|>"
                 'commentary to=functions.get_weather<|message|>{"city":"Paris","days":1}'),
     # no handler of its own: the autoparser reads the format from the template's calls
+    "deepseek_v31": ("<think>Thinking</think>Hello!<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>"
+                     'get_weather<｜tool▁sep｜>{"city":"Paris","days":1}<｜tool▁call▁end｜>'
+                     "<｜tool▁calls▁end｜>"),
     "glm45": ("<think>Thinking</think>Hello!<tool_call>\nget_weather\n<arg_key>city</arg_key>\n"
               "<arg_value>Lyon</arg_value>\n<arg_key>days</arg_key>\n<arg_value>1</arg_value>\n"
               "</tool_call>"),
@@ -198,7 +201,8 @@ def test_a_familys_template_gets_its_handler_and_its_grammar_writes_the_call(lla
         assert choice["message"]["tool_calls"][0]["id"] == "functions.get_weather:1"
     # the other JSON types, each as the schema says
     choice, raw = ask(server, tools=[TYPED], tool_choice="required")
-    zip_code = "02134" if variant in ("kimi_k2", "mistral", "harmony") else city  # JSON: enum
+    json_args = ("kimi_k2", "mistral", "harmony", "deepseek_v31")
+    zip_code = "02134" if variant in json_args else city  # JSON arguments: the enum holds
     assert calls(choice) == [("typed", {"job": city, "zip": zip_code, "n": 1, "x": 1,
                                         "flag": False, "tags": ["Paris"], "opts": {"k": "Paris"},
                                         "nothing": None})], raw
@@ -255,7 +259,11 @@ def test_healthy_family_server_passes_tools_reasoning_agent_and_stream(llama, ru
     ("harmony_text", "<|channel|>commentary to=functions.get_weather <|constrain|>json*",
      "the content holds a gpt-oss harmony tool call*which llama.cpp server parses only from a "
      "served template that carries that format (<|channel|>)*"),
-], ids=["qwen3_xml", "kimi_k2", "mistral", "glm45", "harmony"])
+    ("deepseek_v31_text", "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>*",
+     "the content holds a DeepSeek V3.1 tool call*which llama.cpp server parses only from a "
+     "served template that carries that format (<｜tool▁calls▁begin｜>, <｜tool▁call▁begin｜>, "
+     "<｜tool▁sep｜>)*"),
+], ids=["qwen3_xml", "kimi_k2", "mistral", "glm45", "harmony", "deepseek_v31"])
 def test_a_familys_call_written_as_text_fails_naming_the_family(llama, run_fleet, variant,
                                                                  leaked, fix):
     server = llama(model=f"selftest:{variant}")

@@ -660,7 +660,7 @@ WIRE_FIXES = {
 # functions.NAME:INDEX. A Mistral call: [TOOL_CALLS], then the name and [ARGS] (Ministral 3,
 # Magistral), [CALL_ID] (Small 3.2) or a JSON list (earlier models). A GLM 4.5+ call: its
 # arguments as <arg_key>KEY</arg_key><arg_value>VALUE</arg_value>. A gpt-oss harmony call: a
-# message addressed to=functions.NAME.
+# message addressed to=functions.NAME. A DeepSeek V3.1 call: its call marker.
 @dataclass(frozen=True)
 class Family:
     name: str  # the key of the drivers' facts about it (call_family_markers, tool_call_parsers)
@@ -673,6 +673,7 @@ class Family:
 
 QWEN3_XML = re.compile(r"<function=[^>\s]*>\s*(<parameter=|</function>)")
 KIMI_K2 = re.compile(r"<\|tool_call_begin\|>\s*functions\.")
+DEEPSEEK = re.compile(r"<｜tool▁call▁begin｜>")
 HARMONY = re.compile(r"\bto=functions\.[\w.-]+")
 GLM = re.compile(r"<arg_key>[^<]*</arg_key>\s*<arg_value>")
 MISTRAL = re.compile(r"\[TOOL_CALLS\]\s*(\w[\w.-]*\s*\[(ARGS|CALL_ID)\]|\[)")
@@ -686,6 +687,8 @@ FAMILIES = (
     Family("mistral", "Mistral", "a Mistral tool call ([TOOL_CALLS]NAME[ARGS]{...})", MISTRAL),
     Family("harmony", "gpt-oss harmony", "a gpt-oss harmony tool call (<|channel|>commentary "
                                          "to=functions.NAME ... <|message|>{...})", HARMONY),
+    Family("deepseek_v31", "DeepSeek V3.1", "a DeepSeek V3.1 tool call (<｜tool▁call▁begin｜>"
+                                            "NAME<｜tool▁sep｜>{...})", DEEPSEEK),
     Family("glm45", "GLM 4.5", "a GLM 4.5 tool call (<tool_call>NAME <arg_key>KEY</arg_key>"
                     "<arg_value>VALUE</arg_value>)", GLM),
 )

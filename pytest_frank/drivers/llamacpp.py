@@ -289,14 +289,16 @@ class LlamaCppDriver(OpenAIDriver):
     # <|channel|>, whose grammar wakes at "<|start|>assistant<|channel|>commentary to" (or
     # analysis). GLM 4.5: no handler of its own; the differential autoparser reads
     # the format from how the template renders a call, so the template must render calls with
-    # <tool_call>, <arg_key> and <arg_value> (xllamacpp 2026.10.11549,
+    # <tool_call>, <arg_key> and <arg_value>; DeepSeek V3.1 the same, with its call markers and
+    # <｜tool▁sep｜> (xllamacpp 2026.10.11549,
     # tests/test_tool_formats_real.py).
     call_family_markers = MappingProxyType({
         "qwen3_xml": ("<tool_call>", "<function=", "<parameter="),
         "kimi_k2": ("<|tool_calls_section_begin|>", "<|tool_call_begin|>"),
         "mistral": ("[SYSTEM_PROMPT]", "[TOOL_CALLS]", "[ARGS]"),
         "glm45": ("<tool_call>", "<arg_key>", "<arg_value>"),
-        "harmony": ("<|channel|>",)})
+        "harmony": ("<|channel|>",),
+        "deepseek_v31": ("<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>")})
     def call_family(self, payloads: dict) -> tuple[str, str] | None:
         template = (payloads.get("/props") or {}).get("chat_template")
         if not isinstance(template, str):

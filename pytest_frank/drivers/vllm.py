@@ -40,7 +40,7 @@ class VllmDriver(OpenAIDriver):
     # XML as qwen3_xml, which the fleet's Qwen3.6 serves with)
     tool_call_parsers = MappingProxyType({"qwen3_xml": "qwen3_xml", "kimi_k2": "kimi_k2",
                                           "mistral": "mistral", "glm45": "glm45",
-                                          "harmony": "openai"})
+                                          "harmony": "openai", "deepseek_v31": "deepseek_v31"})
     reasoning_parsers = MappingProxyType({"harmony": "openai_gptoss"})
 
     # -- the server's own count: vllm/entrypoints/openai/protocol.py TokenizeChatRequest renders

@@ -223,6 +223,20 @@ harmony_text
   The harmony call as text (one token), "<|channel|>commentary to=functions.get_weather
   <|constrain|>json<|message|>{"city": "Paris", "days": 1}", under the default Hermes template,
   as kimi_k2_text does.
+deepseek_v31
+  The DeepSeek V3.1 family: its template (written here in that format) puts the system prompt
+  and the tools (JSON lines) first, each user turn after <｜User｜>, each answer after
+  <｜Assistant｜> with its thinking in <think>, calls as <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>
+  NAME<｜tool▁sep｜>{JSON}<｜tool▁call▁end｜><｜tool▁calls▁end｜>, results between the tool output
+  markers, each turn ended by <｜end▁of▁sentence｜> (its end of turn). llama.cpp has no handler
+  of its own for it here: its autoparser reads the format from the template's calls. The
+  model opens <think> itself after <｜Assistant｜> (the real template writes it into the
+  prompt). Plain chat and "auto": reasoning "Thinking", content "Hello!"; under "required"
+  "...Hello!<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>
+  {"city":"Paris","days":1}<｜tool▁call▁end｜><｜tool▁calls▁end｜>", the call parsed, every
+  value typed. No thinking switch.
+deepseek_v31_text
+  That call as text (one token) under the default Hermes template, as kimi_k2_text does.
 """
 
 from __future__ import annotations
@@ -239,7 +253,7 @@ VARIANTS = ("default", "tool_text", "effort_strict", "no_think", "flat", "chatty
             "endless_think", "vision", "agent", "positional", "swa", "qwen3_xml",
             "qwen3_xml_text", "kimi_k2", "kimi_k2_text", "mistral",
             "mistral_text", "glm45", "glm45_text", "harmony",
-            "harmony_text") + selftest_hybrid.VARIANTS
+            "harmony_text", "deepseek_v31", "deepseek_v31_text") + selftest_hybrid.VARIANTS
 
 N_EMBD = 64
 N_LAYER = 2
@@ -324,10 +338,24 @@ HARMONY_SPECIALS = {"<|start|>": 4, "<|end|>": 4, "<|message|>": 4, "<|channel|>
 # served under a template that is not harmony's leaves in content.
 HARMONY_TEXT = ('<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>'
                 '{"city": "Paris", "days": 1}')
+# DeepSeek V3.1's markers (full-width bars and the word separator): <｜User｜>, <｜Assistant｜>,
+# its calls <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{JSON}<｜tool▁call▁end｜>
+# <｜tool▁calls▁end｜>, results in <｜tool▁output▁begin｜>...<｜tool▁output▁end｜>, the turn
+# ended by <｜end▁of▁sentence｜>.
+DS_CALLS, DS_CALL, DS_SEP = "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>"
+DS_CALL_END, DS_CALLS_END = "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>"
+DS_END = "<｜end▁of▁sentence｜>"
+DEEPSEEK_SPECIALS = {"<｜User｜>": 3, "<｜Assistant｜>": 3, DS_END: 3, DS_CALLS: 4, DS_CALL: 4,
+                     DS_SEP: 4, DS_CALL_END: 4, DS_CALLS_END: 4, "<｜tool▁output▁begin｜>": 3,
+                     "<｜tool▁output▁end｜>": 3}
+# The DeepSeek V3.1 call the deepseek_v31_text variant writes as text, one token.
+DS_TEXT = (DS_CALLS + DS_CALL + 'get_weather' + DS_SEP + '{"city": "Paris", "days": 1}'
+           + DS_CALL_END + DS_CALLS_END)
 # A family's own special tokens, appended after every other token, and its end of turn.
 FAMILY_SPECIALS = {"kimi_k2": KIMI_SPECIALS, "mistral": MISTRAL_SPECIALS, "glm45": GLM_SPECIALS,
-                   "harmony": HARMONY_SPECIALS}
-END_OF_TURN = {"mistral": "</s>", "glm45": "<|endoftext|>", "harmony": "<|return|>"}
+                   "harmony": HARMONY_SPECIALS, "deepseek_v31": DEEPSEEK_SPECIALS}
+END_OF_TURN = {"mistral": "</s>", "glm45": "<|endoftext|>", "harmony": "<|return|>",
+               "deepseek_v31": DS_END}
 # The thinking of the long and endless thinkers: distinct words, because the next token depends
 # on the last one alone. Each word names its successor in three one-hot base-10 digits, so a
 # thousand of them fit beside the scripted states in the 64-unit embedding.
@@ -504,6 +532,16 @@ SCRIPTS["harmony"] = {"t": [H_ANALYSIS, "<|channel|>"], H_ANALYSIS: ["Thinking"]
 # Writes a harmony call as text in one token, under the default (Hermes JSON) template.
 SCRIPTS["harmony_text"] = {**SCRIPTS["tool_text"], "\n\n": [HARMONY_TEXT],
                            "</think>": [HARMONY_TEXT, "<tool_call>"], HARMONY_TEXT: ["<|im_end|>"]}
+# DeepSeek V3.1: the answer opens after <｜Assistant｜> (its prompt opens <think>), a call's
+# JSON closes its call, then the calls.
+SCRIPTS["deepseek_v31"] = {"<｜Assistant｜>": ["<think>", DS_CALLS], "<think>": ["Thinking"],
+                           "Thinking": ["</think>"], "</think>": ["Hello", DS_CALLS],
+                           "Hello": ["!"], "!": [DS_END], DS_CALLS: [DS_CALL],
+                           "}": [DS_CALL_END], "}}": [DS_CALL_END], DS_CALL_END: [DS_CALLS_END],
+                           DS_CALLS_END: [DS_END], **_JSON_SCRIPT}
+# Writes a DeepSeek V3.1 call as text in one token, under the default (Hermes JSON) template.
+SCRIPTS["deepseek_v31_text"] = {**SCRIPTS["tool_text"], "\n\n": [DS_TEXT],
+                                "</think>": [DS_TEXT, "<tool_call>"], DS_TEXT: ["<|im_end|>"]}
 # Writes a Mistral call as text in one token, under the default (Hermes JSON) template.
 SCRIPTS["mistral_text"] = {**SCRIPTS["tool_text"], "\n\n": [MISTRAL_TEXT],
                            "</think>": [MISTRAL_TEXT, "<tool_call>"], MISTRAL_TEXT: ["<|im_end|>"]}
@@ -594,8 +632,10 @@ GLM_FALLBACK = (["<|endoftext|>", "<tool_call>", "</tool_call>", "</arg_value>",
                  "</arg_key>", "<arg_value>"] + FALLBACK)
 # The harmony variant's: the end of its answer or call, else a call's arguments.
 HARMONY_FALLBACK = ["<|return|>", "<|call|>", "<|message|>", "<|constrain|>"] + FALLBACK
+# The deepseek_v31 variant's: the end of its turn, else the calls, a call, then its arguments.
+DEEPSEEK_FALLBACK = [DS_END, DS_CALLS, DS_CALL, DS_SEP] + FALLBACK
 RANKINGS = {"qwen3_xml": XML_FALLBACK, "kimi_k2": KIMI_FALLBACK, "mistral": MISTRAL_FALLBACK,
-            "glm45": GLM_FALLBACK, "harmony": HARMONY_FALLBACK}
+            "glm45": GLM_FALLBACK, "harmony": HARMONY_FALLBACK, "deepseek_v31": DEEPSEEK_FALLBACK}
 
 
 def _ranking(vocab: Vocab, variant: str = "default") -> list[int]:
@@ -973,6 +1013,45 @@ _HARMONY_TEMPLATE = """\
 """
 
 
+# DeepSeek V3.1's format: the system prompt and the tools (as JSON) first, each user turn after
+# <｜User｜>, each answer after <｜Assistant｜> (thinking in <think>), calls between its call
+# markers with NAME<｜tool▁sep｜>JSON, results between the output markers.
+_DEEPSEEK_TEMPLATE = """\
+{%- if messages[0].role == 'system' %}{{- messages[0].content }}{%- endif %}
+{%- if tools %}
+{{- '\\n\\n## Tools\\nYou may call these functions:\\n' }}
+{%- for tool in tools %}{{- (tool | tojson) + '\\n' }}{%- endfor %}
+{{- 'To call one: <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{arguments}' }}
+{{- '<｜tool▁call▁end｜><｜tool▁calls▁end｜>' }}
+{%- endif %}
+{%- for message in messages %}
+{%- if message.role == 'user' %}
+{{- '<｜User｜>' + message.content }}
+{%- elif message.role == 'assistant' %}
+{{- '<｜Assistant｜>' }}
+{%- if message.reasoning_content is string and message.reasoning_content %}
+{{- '<think>' + message.reasoning_content + '</think>' }}
+{%- endif %}
+{%- if message.content is string %}{{- message.content }}{%- endif %}
+{%- if message.tool_calls %}
+{{- '<｜tool▁calls▁begin｜>' }}
+{%- for tool_call in message.tool_calls %}
+{%- set fn = tool_call.function if tool_call.function is defined else tool_call %}
+{{- '<｜tool▁call▁begin｜>' + fn.name + '<｜tool▁sep｜>' }}
+{%- if fn.arguments is string %}{{- fn.arguments }}{%- else %}{{- fn.arguments | tojson }}{%- endif %}
+{{- '<｜tool▁call▁end｜>' }}
+{%- endfor %}
+{{- '<｜tool▁calls▁end｜>' }}
+{%- endif %}
+{{- '<｜end▁of▁sentence｜>' }}
+{%- elif message.role == 'tool' %}
+{{- '<｜tool▁output▁begin｜>' + message.content + '<｜tool▁output▁end｜>' }}
+{%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}{{- '<｜Assistant｜>' }}{%- endif %}
+"""
+
+
 # ChatML with no word of tools: what a model gets from a generic template.
 _CHATML = """\
 {%- for message in messages %}
@@ -995,6 +1074,8 @@ def chat_template(variant: str = "default") -> str:
         return _CHATML
     if variant == "harmony":
         return _HARMONY_TEMPLATE
+    if variant == "deepseek_v31":
+        return _DEEPSEEK_TEMPLATE
     if variant == "no_think":
         return _TEMPLATE.replace("THINK_HISTORY\n", "").replace("THINK_OFF\n", "")
     if variant == "agent":
@@ -1111,6 +1192,8 @@ def _extra_words(variant: str) -> tuple[str, ...]:
         return ("assistant", "commentary", " to=functions.")
     if variant == "harmony_text":
         return (HARMONY_TEXT,)
+    if variant == "deepseek_v31_text":
+        return (DS_TEXT,)
     return COLOUR_WORDS if variant == "vision" else ()
 
 
