@@ -101,8 +101,9 @@ def fault(folder: Path, family: str, model: str, fix: str) -> tuple[bool, str]:
     row = rows[0] if rows else {"verdict": "missing", "line": "", "fix": ""}
     line, told = row.get("line") or "", row.get("fix") or ""
     caught = row["verdict"] == "FAIL" and "leaked markup" in line and fix in told
-    return caught, (f"{'caught' if caught else 'MISSED (' + row['verdict'] + ')'}: "
-                    f"{line[:80]} | fix: {told[:100]}")
+    # caught: the fix says it; missed: the line says what the check saw instead
+    return caught, (f"caught, fix: {told[:120]}" if caught else
+                    f"MISSED ({row['verdict']}): {line[:100]} | fix: {told[:80]}")
 
 
 def main() -> int:
@@ -113,10 +114,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         folder = opts.keep or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
-        print(f"{'family':<12} {'engine':<10} {'healthy':<40} parser fault")
+        print(f"{'family':<14} {'engine':<10} {'healthy':<32} parser fault")
         for engine, rows in ENGINES.items():
             if not rows:
-                print(f"{'(all)':<12} {engine:<10} not run: no configuration of this engine "
+                print(f"{'(all)':<14} {engine:<10} not run: no configuration of this engine "
                       f"serves a family model here yet")
             for family, (label, model, changes, bad_model, fix) in rows.items():
                 start = time.monotonic()
@@ -124,7 +125,7 @@ def main() -> int:
                 caught, told = fault(folder, family, bad_model, fix)
                 false_failures += not ok
                 missed += not caught
-                print(f"{label:<12} {engine:<10} {said:<40} {told} "
+                print(f"{label:<14} {engine:<10} {said:<32} {told} "
                       f"({time.monotonic() - start:.0f}s)", flush=True)
     met = false_failures == 0 and missed == 0
     print(f"goal {'met' if met else 'NOT met'}: {false_failures} false failure(s) across the "
