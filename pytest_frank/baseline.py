@@ -19,6 +19,13 @@ FIGURES = (
     ("cached_share", "prefix-cache share", True, "cached_share_drop"),
     ("thinking_tokens", "thinking length", False, "thinking_rise"),
 )
+# The load claim's figures per level of its ladder (`decode_tps_at_4`): each level compared with
+# the same level before, by the tolerance of its kind.
+LEVELLED = (
+    ("ttft_p90_s", "time to first token P90", False, "ttft_rise"),
+    ("decode_tps", "decode speed per request", True, "tok_s_drop"),
+    ("aggregate_tps", "tokens per second together", True, "tok_s_drop"),
+)
 # A time to verdict this many seconds longer is the box's load, whatever its ratio.
 TIME_NOISE_S = 5.0
 
@@ -59,7 +66,8 @@ def compare(before: Run, now: Run, tolerances: dict[str, Tolerances]) -> list[di
             continue  # new, or not run before: nothing to compare with
         tol = tolerances.get(row.endpoint, Tolerances())
         for what in [_verdict(old.verdict, row.verdict, row.line),
-                     *(_figure(f, old.figures, row.figures, tol) for f in FIGURES),
+                     *(_figure(f, old.figures, row.figures, tol)
+                       for f in (*FIGURES, *_levelled(row.figures))),
                      *_fingerprints(old, row, tol)]:
             if what:
                 found.append({"test": row.test, "endpoint": row.endpoint, "what": what})
@@ -90,6 +98,16 @@ def _cost(before: EndpointInfo, now: EndpointInfo, tol: Tolerances) -> list[str]
     return found
 
 
+def _levelled(figures: dict) -> list[tuple]:
+    """The specs of the per-level figures a row has (`ttft_p90_s_at_4`: "at 4 in flight")."""
+    found = []
+    for name in figures:
+        stem, _, level = name.rpartition("_at_")
+        found += [(name, f"{label} at {level} in flight", higher, key)
+                  for kind, label, higher, key in LEVELLED if stem == kind and level.isdigit()]
+    return found
+
+
 def _verdict(before: Verdict, now: Verdict, line: str) -> str | None:
     if before is not Verdict.PASS or RANK[now] <= RANK[Verdict.INCONCLUSIVE]:
         return None  # only a pass that now fails, errs or is blocked counts
@@ -111,7 +129,7 @@ def _figure(spec: tuple, before: dict, now: dict, tol: Tolerances) -> str | None
         return None
     if old <= 0 or worse / old <= allowed:
         return None
-    if name == "ttft_s" and worse <= tol.ttft_noise_s:
+    if key == "ttft_rise" and worse <= tol.ttft_noise_s:
         return None
     change = "down" if higher_better else "up"
     return (f"{label} {number(old, 4)} -> {number(new, 4)} {unit} ({change} {worse / old:.0%}, "

@@ -26,6 +26,10 @@ CHARTED = (
     ("thinking_tokens", "thinking tokens (longest reply)", "tokens", None),
 )
 MEMORY = (("vram_modelled_mib", "modelled"), ("vram_used_mib", "measured"))
+# The load claim's ladder: a bar per endpoint and level (`decode_tps_at_4`), its floor ticked.
+LADDER = (("decode_tps", "decode speed per request under load (median), by requests in flight",
+           "tok/s"),
+          ("ttft_p90_s", "time to first token under load (P90), by requests in flight", "s"))
 # (figure, title, unit, the scale's fixed end or None)
 TRENDED = (("ttft_s", "time to first token", "s", None), ("tok_s", "decode speed", "tok/s", None),
            ("acceptance", "draft acceptance", "", 1.0),
@@ -112,6 +116,13 @@ def figures(run: Run) -> list[Chart]:
         memory.sort(key=lambda p: p.label)
         title = "memory, modelled against measured"
         found.append(Chart("memory", title, charts.bars("memory", title, "MiB", memory)))
+    for stem, title, unit in LADDER:
+        rungs = [_point(f"{row.endpoint} {level} in flight", f) for row in run.rows
+                 for name, f in row.figures.items()
+                 if (level := name.removeprefix(f"{stem}_at_")) != name and level.isdigit()]
+        if rungs:
+            name = f"load_{stem}"
+            found.append(Chart(name, title, charts.bars(name, title, unit, rungs)))
     return found
 
 

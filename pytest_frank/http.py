@@ -164,6 +164,7 @@ class Limiter:
         self.peak = 0
         self._in_flight = 0
         self._owner: int | None = None
+        self._helpers: dict[int, int] = {}  # a worker thread -> the holder it sends for
         self._cond = threading.Condition()
         self._quiet_until = 0.0
 
@@ -177,10 +178,14 @@ class Limiter:
     def quiet_left(self) -> float:
         return self._quiet_until - time.monotonic()
 
+    def _holds(self, me: int) -> bool:
+        """Whether `me` holds the limiter alone, or sends for the thread that does."""
+        return self._owner is not None and self._owner in (me, self._helpers.get(me))
+
     def enter(self) -> None:
         me = threading.get_ident()
         with self._cond:
-            self._cond.wait_for(lambda: self._owner == me or (
+            self._cond.wait_for(lambda: self._holds(me) or (
                 self._owner is None and self._in_flight < self.limit))
             self._in_flight += 1
             self.peak = max(self.peak, self._in_flight)
@@ -193,7 +198,7 @@ class Limiter:
     @contextmanager
     def exclusive(self) -> Iterator[None]:
         me = threading.get_ident()
-        if self._owner == me:  # already held by this thread (a probe inside a probe)
+        if self._holds(me):  # already held by this thread (a probe inside a probe) or its holder
             yield
             return
         with self._cond:
@@ -205,6 +210,22 @@ class Limiter:
         finally:
             with self._cond:
                 self._owner = None
+                self._cond.notify_all()
+
+
+    @contextmanager
+    def helping(self, holder: int) -> Iterator[None]:
+        """In a worker thread of `holder`, which holds the limiter alone (`exclusive()`): the
+        worker's requests are the holder's, so a probe sends a burst of them at once with
+        nothing else of the battery in flight (the load claim's ladder)."""
+        me = threading.get_ident()
+        with self._cond:
+            self._helpers[me] = holder
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._helpers.pop(me, None)
                 self._cond.notify_all()
 
 

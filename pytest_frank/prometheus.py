@@ -35,7 +35,22 @@ FIGURES = {
     "cached_share": ("frank_prefix_cache_hit_ratio",
                      "share of a repeated prompt served from the prefix cache", 1.0),
     "thinking_tokens": ("frank_thinking_tokens", "tokens of reasoning before the answer", 1.0),
+    "error_rate": ("frank_load_error_ratio", "share of the load ladder's requests that failed",
+                   1.0),
+    "reasoning_only_rate": ("frank_load_reasoning_only_ratio",
+                            "share of the load ladder's replies that carried reasoning only", 1.0),
 }
+# The load claim's figures per level of its ladder (`ttft_p90_s_at_4`): one series per level,
+# the level a label, so a dashboard draws the ladder.
+LEVELLED = {
+    "ttft_p50_s": ("frank_load_ttft_p50_seconds", "time to first token, P50, at the level"),
+    "ttft_p90_s": ("frank_load_ttft_p90_seconds", "time to first token, P90, at the level"),
+    "decode_tps": ("frank_load_decode_tokens_per_second",
+                   "median per-request decode speed at the level"),
+    "aggregate_tps": ("frank_load_tokens_per_second", "tokens per second of the level's replies "
+                                                      "together"),
+}
+AT = "_at_"
 
 
 def label(text: str) -> str:
@@ -60,6 +75,8 @@ def registry(run: Run) -> CollectorRegistry:
                     ["fleet", "endpoint", "claim", "test"], registry=reg)
     gauges = {name: Gauge(metric, about, ["fleet", "endpoint", "test"], registry=reg)
               for name, (metric, about, _) in FIGURES.items()}
+    levelled = {name: Gauge(metric, about, ["fleet", "endpoint", "test", "in_flight"],
+                            registry=reg) for name, (metric, about) in LEVELLED.items()}
     for row in run.rows:
         if row.verdict in NOT_RUN:
             continue
@@ -70,6 +87,10 @@ def registry(run: Run) -> CollectorRegistry:
             if name in gauges and isinstance(value, (int, float)):
                 gauges[name].labels(fleet, label(row.endpoint), label(row.test)).set(
                     value * FIGURES[name][2])
+            kind, _, level = name.rpartition(AT)
+            if kind in levelled and level.isdigit() and isinstance(value, (int, float)):
+                levelled[kind].labels(fleet, label(row.endpoint), label(row.test), level).set(
+                    value)
     if run.started is not None:
         Gauge("frank_run_timestamp_seconds", "when the run started, Unix time", ["fleet"],
               registry=reg).labels(fleet).set(run.started)

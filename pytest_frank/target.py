@@ -208,6 +208,32 @@ class Target:
         for the block to end."""
         return self.limiter.exclusive()
 
+    def at_once(self, calls: list[Callable[[], Any]]) -> list[Any]:
+        """Run `calls` together, each in its own thread, inside this thread's `exclusive()`
+        block: their requests are in flight at once and nothing else of the battery's is. Each
+        runs in a copy of this thread's context (the probe it serves, its evidence); their
+        results come back in order, and the first one that raised raises here."""
+        holder = threading.get_ident()
+
+        def helped(call: Callable[[], Any]) -> Any:
+            with self.limiter.helping(holder):
+                return call()
+
+        futures: list[Future[Any]] = []
+        for call in calls:
+            future: Future[Any] = Future()
+            context = contextvars.copy_context()
+
+            def run(future=future, call=call, context=context) -> None:
+                try:
+                    future.set_result(context.run(helped, call))
+                except BaseException as exc:  # handed to the caller's thread
+                    future.set_exception(exc)
+
+            threading.Thread(target=run, daemon=True, name=f"frank-{self.name}").start()
+            futures.append(future)
+        return [future.result() for future in futures]
+
     @property
     def floor(self) -> float:
         """The slowest decode (tokens/s) an answer is waited for: fleet.yaml's min_tokens_per_s,
@@ -290,11 +316,16 @@ class Target:
             future.set_result(self._run(probe, case, key))
         while True:  # once stopped, a probe stuck in another thread is waited for no longer
             try:
-                return future.result(timeout=STRAGGLER_WAIT if self.stop.why else 0.5)
+                seen = future.result(timeout=STRAGGLER_WAIT if self.stop.why else 0.5)
             except NotYet:
                 if self.stop.why:
                     self.cut.add(key)
                     return Failed(failure=f"not measured: {self.stop.why}")
+                continue
+            with self._lock:  # a probe met by the key's refusal met it for those that need it
+                if key in self.refused:
+                    self.refused.update(_PROBING.get())
+            return seen
 
     def measured(self, probe: Probe, case: str | None = None) -> bool:
         """Whether the probe ran to its end before any stop: its observation can be judged."""

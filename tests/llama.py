@@ -47,3 +47,22 @@ def llama():
     pool = ServerPool()
     yield pool.get
     pool.close()
+
+
+def load_log(model: str, **spec) -> str:
+    """llama.cpp's own load log of a private server, started at debug level (verbosity 4) and
+    stopped at once; the process's log threshold is put back for the servers that go on."""
+    pytest.importorskip("xllamacpp")
+    from pytest_frank.local import llama_log
+    from pytest_frank.local.launch import launch
+
+    before = llama_log.verbosity()
+    try:
+        server = launch({"model": model, "verbosity": 4, **spec})
+        server.stop()
+    finally:
+        if before is not None:
+            llama_log.set_verbosity(before)
+    if server.log is None:
+        pytest.skip("llama.cpp's log cannot be redirected on this platform")
+    return server.log.text()

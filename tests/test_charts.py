@@ -121,6 +121,23 @@ def test_the_charts_numbers_equal_the_json_records(tmp_path):
     assert sorted(float(b["data-value"]) for b in marks(drawn["memory"])) == [1000.5, 1100.25]
 
 
+def test_the_load_ladder_is_a_bar_per_level_with_its_floor():
+    run = Run(fleet="fleet.yaml", sha256="ab", version="1", endpoints={
+        "gpu": EndpointInfo("gpu", "vllm")}, rows=[Row(
+            "test_load::test_load[gpu]", "gpu", "load", "FAIL", line="decode collapsed",
+            figures={"decode_tps_at_1": {"value": 41.5, "unit": "tok/s", "min": 20.0},
+                     "decode_tps_at_2": {"value": 38.0, "unit": "tok/s", "min": 20.0},
+                     "decode_tps_at_4": {"value": 12.25, "unit": "tok/s", "min": 20.0},
+                     "aggregate_tps_at_4": {"value": 49.0, "unit": "tok/s"}})])
+    drawn = {c.name: c.svg for c in glance.figures(run)}
+    assert sorted(drawn) == ["load_decode_tps"]
+    bars = marks(drawn["load_decode_tps"])
+    assert [(b["data-label"], float(b["data-value"]), float(b["data-low"])) for b in bars] == [
+        ("gpu 1 in flight", 41.5, 20.0), ("gpu 2 in flight", 38.0, 20.0),
+        ("gpu 4 in flight", 12.25, 20.0)]
+    assert [b["fill"] for b in bars] == [charts.BAR, charts.BAR, charts.OVER]
+
+
 def test_the_fleets_standing_and_the_slowest_endpoints():
     run = a_run()
     assert glance.tally(run) == {"failing": [HOSTILE], "inconclusive": ["unsure"],

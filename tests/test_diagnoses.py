@@ -14,6 +14,9 @@ from pytest_frank.claims import bind
 from pytest_frank.verdict import Alt, Phrase
 
 pytestmark = pytest.mark.real
+# test_slots alone: the slot shape's diagnoses (the context a slot takes is
+# tests/test_slots_context_real.py's, and the training cap's below)
+SHAPE = ("-m", "slots", "-k", "not test_slots_context")
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +26,7 @@ def two_slots(llama):
 
 def test_a_llamacpp_called_vllm_says_so_first(two_slots, run_fleet):
     result = run_fleet(one_endpoint(two_slots.url, "vllm", alias="frank-a",
-                                    expect={"slots": {"count": 2}}), "-m", "slots")
+                                    expect={"slots": {"count": 2}}), *SHAPE)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
         "this answers like a llama.cpp server (/v1/models owned_by 'llamacpp'); fleet.yaml says "
@@ -33,14 +36,14 @@ def test_a_llamacpp_called_vllm_says_so_first(two_slots, run_fleet):
 
 def test_the_right_engine_gets_no_such_line(two_slots, run_fleet):
     result = run_fleet(one_endpoint(two_slots.url, "llamacpp", alias="frank-a",
-                                    expect={"slots": {"count": 4}}), "-m", "slots")
+                                    expect={"slots": {"count": 4}}), *SHAPE)
     result.assert_outcomes(failed=1)
     assert "this answers like" not in result.stdout.str()
 
 
 def test_slot_advice_keeps_each_slots_context(two_slots, run_fleet):
     result = run_fleet(one_endpoint(two_slots.url, alias="frank-a", expect={
-        "slots": {"count": 4, "ctx_per_slot": 4096}}), "-m", "slots")
+        "slots": {"count": 4, "ctx_per_slot": 4096}}), *SHAPE)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
         "2 slot(s) are served, 4 intended*",
@@ -61,7 +64,7 @@ def test_a_launched_endpoint_is_advised_in_fleet_keys(run_fleet):
                                   "launch": {"model": "selftest", "alias": "frank-a",
                                              "ctx_size": 8192, "parallel": 2},
                                   "expect": {"slots": {"count": 4, "ctx_per_slot": 4096}}}}}
-    result = run_fleet(fleet, "-m", "slots")
+    result = run_fleet(fleet, *SHAPE)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
         "  fix: launch.parallel: 4 launch.ctx_size: 16384 (each of the 4 slots keeps 4096 "
@@ -200,15 +203,26 @@ def test_llamacpp_without_reasoning_format_passes_reasoning_and_the_gate(run_fle
 # A real llama.cpp on a self-test model trained at 4096 tokens: every slot is capped there
 # (its log: "the slot context (8192) exceeds the training context of the model (4096) -
 # capping"), whatever --ctx-size, --parallel or --kv-unified say.
-TRAIN_CAP = [  # (id, launch settings, expect.slots, outcome, lines, never in the output)
+# test_slots_context's prompt at 0.9 of the 8192 claimed, refused for real at the cap
+REFUSED = ("*a prompt of 7??? tokens by the server's /tokenize (0.9 of the 8192-token slot "
+           "context of expect.slots.ctx_per_slot) was refused: the slot holds 4096 tokens, the "
+           "model's training context, and llama.cpp caps every slot at the model's training "
+           "context (400: request (7??? tokens) exceeds the available context size (4096 "
+           "tokens)*")
+TRAIN_CAP = [  # (id, launch settings, expect.slots, outcome of both tests, lines, never)
     ("unified-2-slots", {"ctx_size": 8192, "parallel": 2, "kv_unified": True},
      {"count": 2, "ctx_per_slot": 8192}, "failed",
      ["*each slot gets 4096 tokens of context, 8192 intended: the model was trained on 4096 "
       "and llama.cpp caps every slot at the model's training context*",
       "  fix: serve a model trained on at least 8192 tokens, or set expect.slots.ctx_per_slot "
-      "to 4096 (what this model holds)"], ["kv_unified", "divides the context"]),
+      "to 4096 (what this model holds)", REFUSED,
+      "  fix: stretch the model with YaRN: --rope-scaling yarn --rope-scale 2 (newer llama.cpp "
+      "builds raise the training context with it; older ones also need --override-kv "
+      "<arch>.context_length=int:8192); or serve a model trained on 8192 tokens, or claim "
+      "expect.slots.ctx_per_slot 4096"],
+     ["kv_unified", "divides the context"]),
     ("one-slot", {"ctx_size": 8192, "parallel": 1}, {"count": 1, "ctx_per_slot": 8192},
-     "failed", ["*the model was trained on 4096 and llama.cpp caps every slot*"],
+     "failed", ["*the model was trained on 4096 and llama.cpp caps every slot*", REFUSED],
      ["set the context size", "kv_unified"]),
     ("within-the-cap", {"ctx_size": 8192, "parallel": 2, "kv_unified": True},
      {"count": 2, "ctx_per_slot": 4096}, "passed", [], []),
@@ -231,7 +245,7 @@ def test_the_training_context_caps_the_slots(run_fleet, trained_4096, launch, sl
                                   "launch": {"model": trained_4096, **launch},
                                   "expect": {"slots": slots}}}}
     result = run_fleet(fleet, "-m", "slots")
-    result.assert_outcomes(**{outcome: 1})
+    result.assert_outcomes(**{outcome: 2})
     result.stdout.fnmatch_lines(lines)
     for text in never:
         assert text not in result.stdout.str()
@@ -363,7 +377,7 @@ def test_a_unified_launch_is_not_advised_to_unify(llama, run_fleet):
                                              "kv_unified": True},
                                   "expect": {"slots": {"count": 4, "ctx_per_slot": 4096}}}}}
     pytest.importorskip("xllamacpp")
-    result = run_fleet(fleet, "-m", "slots")
+    result = run_fleet(fleet, *SHAPE)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*2 slot(s) are served, 4 intended*",
                                  "  fix: launch.parallel: 4"])

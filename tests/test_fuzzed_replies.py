@@ -54,6 +54,7 @@ from pytest_frank.claims import (
     bind,
     alias,
     health,
+    load,
     params,
     perf,
     reasoning,
@@ -305,7 +306,7 @@ EXPECT = {"reasoning": True, "reasoning_effort": {"map": {"high": "xhigh"}, "unm
           "spec_decode": {"min_draft_tokens": 1},
           "perf": {"runs": 1, "max_cached_ttft_ratio": 0.9}, "vision": True,
           "slots": {"count": 2, "ctx_per_slot": 4096}, "params": {"claude_code": True},
-          "stream": True}
+          "stream": True, "load": {"requests": 4, "concurrency": 2}}
 GENERATION = [reasoning.REASONING, reasoning.STREAMED, reasoning.OFF, reasoning_effort.LEVEL,
               reasoning_effort.UNMAPPED, tools.REQUIRED, tools.AUTO, tools.NAMED_CHOICE,
               tools.PARALLEL, tools.PLAIN, tools.STREAMED, tools.WIRE, spec_decode.SPEC_DECODE,
@@ -313,7 +314,7 @@ GENERATION = [reasoning.REASONING, reasoning.STREAMED, reasoning.OFF, reasoning_
               perf.DECODE, perf.PREFIX_CACHE, vision.VISION, params.MAX_TOKENS, params.STOP,
               params.RESPONSE_FORMAT, params.LOGPROBS, params.STREAM_USAGE, params.CONTEXT_LIMIT,
               params.COUNT_TOKENS, params.SYSTEM_MESSAGE,
-              agent.PLAIN, agent.STREAMED, agent.PARALLEL, stream.STREAM_WIRE]
+              agent.PLAIN, agent.STREAMED, agent.PARALLEL, stream.STREAM_WIRE, load.LOAD]
 
 
 def target_for(em: Emulator, **fleet) -> Target:

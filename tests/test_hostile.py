@@ -186,7 +186,7 @@ def test_a_wrong_shape_says_where_in_one_line(run_fleet):
         em.route("GET", "/slots", lambda r: Reply(200, [{"n_ctx": "lots"}]))
         result = run_fleet(one_endpoint(em.url, alias="m", expect={"slots": {"count": 1}}),
                            "-m", "slots")
-    result.assert_outcomes(failed=1)
+    result.assert_outcomes(failed=1, skipped=1)  # no context per slot to fill: inconclusive
     result.stdout.fnmatch_lines(["the slot shape could not be read: GET /props: "
                                  "default_generation_settings: expected an object, got list []"])
 

@@ -71,22 +71,18 @@ def test_judge_calls_reports_the_rate_and_the_parser_fix():
 
 KIMI_LEAK = ('<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0'
              '<|tool_call_argument_begin|>{"city": "Paris"}<|tool_call_end|>')
-XML_LEAK = "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>"
 
 
 @pytest.mark.parametrize("engine, leaked, said", [
     ("llamacpp", KIMI_LEAK, "the content holds a Kimi K2 tool call (*), which llama.cpp server "
                             "parses only from a served template that carries that format "
                             "(<|tool_calls_section_begin|>, <|tool_call_begin|>)*"),
-    ("vllm", KIMI_LEAK, "the content holds a Kimi K2 tool call (*): start vLLM with "
-                        "--enable-auto-tool-choice --tool-call-parser kimi_k2, the parser for "
-                        "this family*"),
-    ("vllm", XML_LEAK, "the content holds a Qwen3 XML tool call (*): start vLLM with "
-                       "--enable-auto-tool-choice --tool-call-parser qwen3_xml, *; a call "
-                       "without its <tool_call> opener stays text*"),
+    ("vllm", KIMI_LEAK, "the content holds a Kimi K2 tool call (*), which the vLLM server's "
+                        "tool-call parser left as text: start vLLM with --enable-auto-tool-choice "
+                        "--tool-call-parser kimi_k2, the parser for that format*"),
     ("vllm", "<|channel|>commentary to=functions.get_weather<|message|>{}",
-     "the content holds a gpt-oss harmony tool call (*): start vLLM with "
-     "--enable-auto-tool-choice --tool-call-parser openai, *"),
+     "the content holds a gpt-oss harmony tool call (*), which the vLLM server's tool-call "
+     "parser left as text: start vLLM with --enable-auto-tool-choice --tool-call-parser openai, *"),
     ("vllm", "<tool_call>{}</tool_call>", "start vLLM with --enable-auto-tool-choice "
                                           "--tool-call-parser <the parser for the model's*"),
 ])
@@ -95,6 +91,34 @@ def test_a_leaked_call_names_its_family_and_the_engines_way_to_parse_it(engine, 
 
     fix = tools.tool_parser_fix(driver_for(engine), leaked)
     assert fnmatchcase(fix if isinstance(fix, str) else fix.render(), said), fix
+
+
+XML_CALL = ("<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+            "</function>\n</tool_call>")
+
+
+@pytest.mark.parametrize("engine, content, fix", [
+    # vLLM: a flag picks the parser, so the fix names the family's (from the driver's facts)
+    ("vllm", XML_CALL, "fix: the content holds a Qwen3 XML tool call (<function=NAME>"
+     "<parameter=KEY>), which the vLLM server's tool-call parser left as text: start vLLM "
+     "with --enable-auto-tool-choice --tool-call-parser qwen3_xml, the parser for that format"),
+    # a Hermes JSON call names no family: the parser to pick is the model's
+    ("vllm", '<tool_call>\n{"name": "get_weather"}\n</tool_call>', "fix: start vLLM with "
+     "--enable-auto-tool-choice --tool-call-parser <the parser for the model's format: hermes, "
+     "qwen3_xml, qwen3_coder, ...>"),
+    # llama.cpp: the template picks the parser
+    ("llamacpp", XML_CALL, "fix: the content holds a Qwen3 XML tool call (<function=NAME>"
+     "<parameter=KEY>), which llama.cpp server parses only inside"),
+    # SGLang's parsers are not in its driver's facts: the general advice
+    ("sglang", XML_CALL, "fix: start SGLang with --tool-call-parser <the parser for the "
+     "model's format, e.g. qwen25, qwen3_coder>"),
+])
+def test_leaked_call_family_names_the_engines_parser(engine, content, fix):
+    trials = tools.Trials(kind="auto", replies=[Reply(status=200, content=content, finish="stop")],
+                          max_tokens=64)
+    with pytest.raises(Failed) as failed:
+        tools.judge_calls(trials, ctx("tools", engine))
+    assert fix in str(failed.value), failed.value
 
 
 # -- reasoning_effort: what a template says it accepts, and the nearest level -------------------------
@@ -402,6 +426,12 @@ def _figured(verdict, **figures):
     (_figured("pass", tok_s=100.0), _figured("pass", tok_s=70.0), "decode speed 100 -> 70"),
     (_figured("pass", tok_s=100.0), _figured("pass", tok_s=85.0), None),
     (_figured("pass", tok_s=100.0), _figured("pass"), None),  # not measured now: no claim
+    (_figured("pass", decode_tps_at_4=40.0), _figured("pass", decode_tps_at_4=20.0),
+     "decode speed per request at 4 in flight 40 -> 20 (down 50%, tolerance 20%)"),
+    (_figured("pass", decode_tps_at_2=40.0), _figured("pass", decode_tps_at_4=20.0), None),
+    (_figured("pass", ttft_p90_s_at_8=0.5), _figured("pass", ttft_p90_s_at_8=1.5),
+     "time to first token P90 at 8 in flight 0.5 -> 1.5"),
+    (_figured("pass", ttft_p90_s_at_1=0.01), _figured("pass", ttft_p90_s_at_1=0.03), None),
 ])
 def test_baseline_reports_only_what_got_worse_past_its_tolerance(before, now, expected):
     from pytest_frank.baseline import Tolerances, compare

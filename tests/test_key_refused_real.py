@@ -15,7 +15,7 @@ pytestmark = pytest.mark.real
 KEY = "sk-test-key-123"  # the key test_diagnoses' keyed server is started with: one server
 EXPECT = {"perf": {"max_ttft_s": 5, "min_decode_tps": 20}, "slots": {"count": 1}}
 BLOCKED = ("test_chat[keyed]", "test_perf_ttft[keyed]", "test_perf_decode[keyed]",
-           "test_slots[keyed]")
+           "test_slots[keyed]", "test_slots_context[keyed]")
 FIX = ("  fix: the server wants a key: set `api_key` for this endpoint in fleet.yaml (e.g. "
        "api_key: ${ENDPOINT_KEY}), or check the one set there")
 
@@ -43,10 +43,10 @@ def blocked_lines(result) -> dict[str, str]:
 def test_no_key_fails_once_and_blocks_the_rest(servers, run_fleet):
     counted, plain = servers
     result = run_fleet(fleet(counted.url, plain.url))
-    # keyed: health passes (llama.cpp's /health needs no key), alias fails, four blocked;
-    # open: health, alias, chat, ttft, decode, slots pass; perf's prefix-cache test is not
-    # asked of either (skipped twice)
-    result.assert_outcomes(passed=7, failed=1, skipped=6)
+    # keyed: health passes (llama.cpp's /health needs no key), alias fails, five blocked;
+    # open: health, alias, chat, ttft, decode, slots and the slot's context pass; perf's
+    # prefix-cache test is not asked of either (skipped twice)
+    result.assert_outcomes(passed=8, failed=1, skipped=7)
     assert "\nFAILED test_alias.py::test_alias[keyed] - " in result.stdout.str()
     result.stdout.fnmatch_lines(["http://127.0.0.1:*/v1/models answered 401: Invalid API Key",
                                  FIX])
@@ -69,7 +69,7 @@ def test_a_wrong_key_is_named_as_refused_and_never_printed(servers, run_fleet):
     wrong = "sk-wrong-key-99-abcdef"
     result = run_fleet(fleet(counted.url, plain.url, api_key="${KEYED_KEY}"),
                        env={"KEYED_KEY": wrong})
-    result.assert_outcomes(passed=7, failed=1, skipped=6)
+    result.assert_outcomes(passed=8, failed=1, skipped=7)
     result.stdout.fnmatch_lines(["http://127.0.0.1:*/v1/models answered 401: Invalid API Key",
                                  FIX])
     blocked = blocked_lines(result)
@@ -82,7 +82,7 @@ def test_a_wrong_key_is_named_as_refused_and_never_printed(servers, run_fleet):
 def test_the_right_key_passes_as_before(servers, run_fleet):
     counted, plain = servers
     result = run_fleet(fleet(counted.url, plain.url, api_key=KEY))
-    result.assert_outcomes(passed=12, skipped=2)  # the prefix-cache test asked of neither
+    result.assert_outcomes(passed=14, skipped=2)  # the prefix-cache test asked of neither
     assert not blocked_lines(result)
     result.stdout.fnmatch_lines(["keyed  health ok  alias ok  chat ok  perf ok  slots ok"])
 
@@ -94,11 +94,11 @@ def test_without_an_alias_the_first_generation_fails_and_slots_is_blocked(server
     endpoints = fleet(counted.url, plain.url)
     del endpoints["endpoints"]["keyed"]["alias"]
     result = run_fleet(endpoints, "-m", "health or chat or slots")
-    result.assert_outcomes(passed=4, failed=1, skipped=1, deselected=7)
+    result.assert_outcomes(passed=5, failed=1, skipped=2, deselected=7)
     assert "\nFAILED test_chat.py::test_chat[keyed] - " in result.stdout.str()
     result.stdout.fnmatch_lines(["http://127.0.0.1:*/v1/models answered 401: Invalid API Key",
                                  FIX])
-    assert list(blocked_lines(result)) == ["test_slots[keyed]"]
+    assert sorted(blocked_lines(result)) == ["test_slots[keyed]", "test_slots_context[keyed]"]
     assert blocked_lines(result)["test_slots[keyed]"].startswith(
         "keyed wants an API key and fleet.yaml gives none, see test_chat[keyed]: ")
 
@@ -141,7 +141,7 @@ def test_a_check_whose_subject_is_the_key_keeps_its_verdict(servers, run_fleet, 
                        "-m", "health or alias", "test_own_key.py")
     # keyed: health, its own key check pass, alias fails; open: health, alias pass, its own key
     # check fails (the server takes any request)
-    result.assert_outcomes(passed=4, failed=2, deselected=10)
+    result.assert_outcomes(passed=4, failed=2, deselected=12)
     for line in ("PASSED test_own_key.py::test_key_is_required[keyed]\n",
                  "FAILED test_alias.py::test_alias[keyed] - ",
                  "FAILED test_own_key.py::test_key_is_required[open] - "):

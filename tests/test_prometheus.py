@@ -171,6 +171,20 @@ def test_label_values_are_escaped_and_secrets_masked(fresh_state):
     assert fleets == {odd.replace(SECRET, "***")}
 
 
+def test_the_load_ladder_is_one_series_per_level():
+    run = _run(rows=0)
+    run.rows = [Row(key="m::test_load[ep]", endpoint="ep", claim="load", verdict=Verdict.PASS,
+                    figures={"ttft_p90_s_at_1": {"value": 0.05, "unit": "s"},
+                             "ttft_p90_s_at_4": {"value": 0.2, "unit": "s"},
+                             "aggregate_tps_at_4": {"value": 1170.0, "unit": "tok/s"},
+                             "error_rate": {"value": 0.0, "unit": "", "max": 0.0}})]
+    found = samples(prometheus.text(run).decode())
+    p90 = series(found, "frank_load_ttft_p90_seconds", endpoint="ep", test="test_load[ep]")
+    assert {dict(k[1])["in_flight"]: v for k, v in p90.items()} == {"1": 0.05, "4": 0.2}
+    assert list(series(found, "frank_load_tokens_per_second", in_flight="4").values()) == [1170]
+    assert list(series(found, "frank_load_error_ratio", endpoint="ep").values()) == [0.0]
+
+
 def test_undecided_claims_are_neither_success_nor_failure():
     run = _run(rows=0)
     run.rows = [Row(key="m::test_a[ep]", endpoint="ep", claim="spec_decode",

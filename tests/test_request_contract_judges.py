@@ -141,12 +141,24 @@ MARKUP = Reply(status=200, finish="stop",
     ("llamacpp", MARKUP, "the content holds a tool call written as text",
      "llama.cpp renders the tools into the prompt under tool_choice none"),
     ("vllm", Reply(status=200, content="", finish="stop"), "answered empty content", None),
+    # vLLM's qwen3_xml parser under none takes the model's call out and sends nothing
+    # (tests/test_tool_families_vllm_real.py); one token is the end token alone
+    ("vllm", Reply(status=200, content="", finish="stop", tokens=7),
+     "though the model wrote 7 tokens: with the tools still in the prompt it wrote a call",
+     "--exclude-tools-when-tool-choice-none"),
 ])
 def test_tool_choice_none_faults(engine, reply, line, fix):
     with pytest.raises(Failed) as failed:
         contract.judge_tool_choice_none(contract.Asked(replies={"none": reply}),
                                         ctx(engine, "tools"))
     assert line in str(failed.value) and (fix is None or fix in str(failed.value)), failed.value
+
+
+def test_tool_choice_none_empty_after_the_end_token_alone_names_no_call():
+    with pytest.raises(Failed) as failed:
+        contract.judge_tool_choice_none(contract.Asked(replies={"none": Reply(
+            status=200, content="", finish="stop", tokens=1)}), ctx("vllm", "tools"))
+    assert str(failed.value) == 'tool_choice "none" answered empty content (finish_reason \'stop\')'
 
 
 def test_tool_choice_none_passes_on_text():

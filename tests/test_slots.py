@@ -1,4 +1,6 @@
-"""slots: real llama.cpp slot shapes (/props, /slots) and an emulated vLLM's max_model_len."""
+"""slots: real llama.cpp slot shapes (/props, /slots) and an emulated vLLM's max_model_len; each
+run also sends test_slots_context's prompt at 0.9 of the slot (tests/test_slots_context_real.py
+holds its own cases)."""
 
 import pytest
 
@@ -16,29 +18,31 @@ def run_fleet(run_fleet):
 def test_true_shape_passes(llama, run_fleet):
     server = llama(parallel=2, ctx_size=4096)  # not unified: each slot gets 2048
     result = run_fleet(one_endpoint(server.url, expect={"slots": {"count": 2, "ctx_per_slot": 2048}}))
-    result.assert_outcomes(passed=1)
+    result.assert_outcomes(passed=2)
 
 
 def test_unified_cache_gives_every_slot_the_whole_context(llama, run_fleet):
     server = llama(parallel=2, ctx_size=4096, kv_unified=True)
     result = run_fleet(one_endpoint(server.url, expect={"slots": {"count": 2, "ctx_per_slot": 4096}}))
-    result.assert_outcomes(passed=1)
+    result.assert_outcomes(passed=2)
 
 
 def test_parallel_dividing_the_context_is_named(llama, run_fleet):
     server = llama(parallel=2, ctx_size=4096)
     result = run_fleet(one_endpoint(server.url, expect={"slots": {"count": 2, "ctx_per_slot": 4096}}))
-    result.assert_outcomes(failed=1)
+    result.assert_outcomes(failed=2)  # the prompt at 0.9 of 4096 is refused by the 2048 slot
     result.stdout.fnmatch_lines([
         "*each slot gets 2048 tokens of context, 1/2 of the intended 4096: --parallel 2 divides*",
         "*fix: add --kv-unified (every slot then sees the whole --ctx-size), or multiply*",
+        "*was refused: the slot holds 2048 tokens, not 4096 (400: request (3??? tokens) exceeds "
+        "the available context size (2048 tokens)*",
     ])
 
 
 def test_wrong_slot_count_names_the_flag(llama, run_fleet):
     server = llama(parallel=2, ctx_size=4096)
     result = run_fleet(one_endpoint(server.url, expect={"slots": {"count": 4}}))
-    result.assert_outcomes(failed=1)
+    result.assert_outcomes(failed=1, passed=1)  # the slot /props reports takes its prompt
     result.stdout.fnmatch_lines(["*2 slot(s) are served, 4 intended (/props total_slots*",
                                  "*fix: --parallel 4 --ctx-size 8192 (each of the 4 slots keeps "
                                  "2048 tokens; or --parallel 4 --kv-unified)"])

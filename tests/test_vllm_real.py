@@ -9,7 +9,9 @@ tests/vllm_server.py):
   NGRAM  the chatty model (it talks until max_tokens), --speculative-config ngram,
          --reasoning-parser qwen3;  DRAFT  the chatty model drafted for by itself
   CHATTY NGRAM without drafting: its lossless twin, and the params tests' server
-  LONG   the long thinker (1,000 tokens of thinking, then "Hello!"), --reasoning-parser qwen3
+  LONG   the long thinker (1,000 tokens of thinking, then "Hello!"), --reasoning-parser qwen3;
+         its calls are Qwen3 XML, under --tool-call-parser hermes, the wrong parser
+         (tests/test_tool_families_vllm_real.py)
 """
 
 import json
@@ -115,9 +117,12 @@ def test_slots_read_max_model_len_both_ways(vllm, run_fleet):
     server = vllm(**FULL)
     good = run_fleet(fleet(server, slots={"ctx_per_slot": 4096}), "-m", "slots")
     bad = run_fleet(fleet(server, slots={"ctx_per_slot": 8192}), "-m", "slots")
-    good.assert_outcomes(passed=1)
-    bad.assert_outcomes(failed=1)
-    bad.stdout.fnmatch_lines(["*each slot gets 4096 tokens of context, 8192 intended*"])
+    good.assert_outcomes(passed=2)  # and test_slots_context: a prompt at 0.9 of 4096 taken
+    bad.assert_outcomes(failed=2)
+    bad.stdout.fnmatch_lines(["*each slot gets 4096 tokens of context, 8192 intended*",
+                              "*(0.9 of the 8192-token slot context of expect.slots.ctx_per_slot) "
+                              "was refused: the slot holds 4096 tokens, not 8192 (400: This "
+                              "model's maximum context length is 4096 tokens.*"])
 
 
 @pytest.mark.vllm_config("FULL")

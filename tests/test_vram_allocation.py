@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
+from llama import load_log
 from pytest_frank.local import llama_log, selftest_model
-from pytest_frank.local.launch import launch
 from pytest_frank.vram.memory import (
     MiB,
     ModelShape,
@@ -28,17 +28,7 @@ TOLERANCE = 0.05
 def allocated(model: str, **spec) -> list[llama_log.KVCache]:
     """The KV caches llama.cpp's log reports for a private server, started at debug level and
     stopped at once; the process's log threshold is put back for the servers that go on."""
-    pytest.importorskip("xllamacpp")
-    before = llama_log.verbosity()
-    try:
-        server = launch({"model": model, "verbosity": 4, **spec})
-        server.stop()
-    finally:
-        if before is not None:
-            llama_log.set_verbosity(before)
-    if server.log is None:
-        pytest.skip("llama.cpp's log cannot be redirected on this platform")
-    caches = llama_log.kv_caches(server.log.text())
+    caches = llama_log.kv_caches(load_log(model, **spec))
     assert caches, "llama.cpp logged no llama_kv_cache size line"
     return caches
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
+from llama import load_log
 from pytest_frank.local import llama_log, selftest_model
-from pytest_frank.local.launch import launch
 from pytest_frank.vram.memory import MiB, ModelShape, Settings, cache_cells, estimate
 
 pytestmark = pytest.mark.real
@@ -26,19 +26,7 @@ def shape() -> ModelShape:
 
 
 def loaded(**spec) -> str:
-    """llama.cpp's load log of a private selftest:hybrid server, started at debug level and
-    stopped at once; the process's log threshold is put back for the servers that go on."""
-    pytest.importorskip("xllamacpp")
-    before = llama_log.verbosity()
-    try:
-        server = launch({"model": "selftest:hybrid", "verbosity": 4, **spec})
-        server.stop()
-    finally:
-        if before is not None:
-            llama_log.set_verbosity(before)
-    if server.log is None:
-        pytest.skip("llama.cpp's log cannot be redirected on this platform")
-    return server.log.text()
+    return load_log("selftest:hybrid", **spec)
 
 
 def agrees(modelled_bytes: int, logged_mib: float) -> bool:

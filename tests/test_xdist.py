@@ -41,8 +41,8 @@ def test_each_endpoint_runs_in_one_worker_with_one_server(run_fleet, pytester):
     fleet = {"endpoints": {"one": _launched("one"), "two": _launched("two")}}
     result = run_fleet(fleet, "-n", "2", "--dist", "loadgroup", "-v", "--frank-json=run.json")
     outcomes = result.parseoutcomes()
-    # per endpoint: health, alias, chat, 3 reasoning, slots
-    assert outcomes["passed"] == 14 and "failed" not in outcomes, outcomes
+    # per endpoint: health, alias, chat, 3 reasoning, slots and the slot's context
+    assert outcomes["passed"] == 16 and "failed" not in outcomes, outcomes
     workers = defaultdict(set)
     for line in result.stdout.lines:
         found = re.search(r"\[(gw\d)\].*(?:PASSED|SKIPPED) .*\[(one|two)[-\]@]", line)
@@ -55,6 +55,6 @@ def test_each_endpoint_runs_in_one_worker_with_one_server(run_fleet, pytester):
     assert {name: {gw} for name, gw in starts.items()} == dict(workers)  # where it is verified
     # the controller's reports hold the workers' rows and each launched server's identity
     run = json.loads((pytester.path / "run.json").read_text())
-    assert sum(row["verdict"] == "pass" for row in run["rows"]) == 14
+    assert sum(row["verdict"] == "pass" for row in run["rows"]) == 16
     assert [(e["build"], e["url"][:17]) for e in run["endpoints"].values()] == [
         ("b0-unknown", "http://127.0.0.1:")] * 2

@@ -1,7 +1,7 @@
 """Tiny Hugging Face model folders with scripted answers, for real vLLM servers in the tests.
 
 Run with the vLLM environment's python (it needs numpy and safetensors, nothing else):
-`python tests/vllm_model.py FOLDER [--variant sharp|flat|chatty|long_think]`.
+`python tests/vllm_model.py FOLDER [--variant sharp|flat|chatty|long_think|qwen3_xml]`.
 Writing one takes well under a second.
 
 Like the self-test GGUF (pytest_frank/local/selftest_model.py), the model is a bigram table: a Llama
@@ -31,7 +31,24 @@ successor in three one-hot base-10 digits (30 units): the chain fits in the same
 the folder (912 KB) is written in about 0.4 s. Observed on vLLM 0.32.0 with --reasoning-parser
 qwen3: max_tokens 512 ends with finish_reason "length", content null, reasoning up to " step510"
 and usage.completion_tokens_details.reasoning_tokens 511 (plain and streamed alike); a budget
-that fits gives reasoning_tokens 1000, content "Hello!", finish "stop".
+that fits gives reasoning_tokens 1000, content "Hello!", finish "stop". Its tool calls are
+the qwen3_xml variant's, under that variant's template (the same prompt where no tools are
+offered).
+
+"qwen3_xml" writes its calls in the Qwen3.5 / Qwen3-Coder XML format, under a template written
+here in that family's documented format (the tools in <tools>, the call format spelled out,
+past calls rendered as XML); plain chat, thinking off and the answer after a tool result are
+as above:
+  tools offered             '<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n
+                            </parameter>\n<parameter=days>\n1\n</parameter>\n</function>\n
+                            </tool_call>'   (vLLM's qwen3_xml and qwen3_coder parsers)
+  the tool "typed" first    the same format, one value of each JSON type (TYPED_CALL)
+The get_weather call's pieces are tokens of their own, so a stream carries it in several
+deltas, and they spell what vLLM's Qwen XML structural tag (tool_choice "required" and named)
+allows, so that grammar lets the script through. A bigram model cannot read which tool it is
+offered: the template's cue is a second token where the first tool offered is "typed". That
+call is one token, "<tool_call>" inside it as text, so it is read whole only: vLLM's streaming
+parser knows <tool_call> by its token id and streams such text as reasoning.
 """
 
 from __future__ import annotations
@@ -84,9 +101,31 @@ SCRIPTS = {"sharp": SCRIPT, "flat": SCRIPT, "chatty": {**SCRIPT, "!": ["Hello"]}
 CHAIN_WORDS = tuple(f" step{i}" for i in range(1000))
 CHAIN_DIGITS = 3
 CHAINS = ("long_think",)
-# Only the chain's first and last words are scripted; the digits drive the rest.
-SCRIPTS["long_think"] = {**SCRIPT, "<think>": [CHAIN_WORDS[0]], CHAIN_WORDS[-1]: ["</think>"]}
-GAPS["long_think"] = GAPS["sharp"]
+# The Qwen XML call, in the pieces the bigram chains: each piece is its own token, followed by
+# one piece only; "Paris" and "1" stay inside them, so under a JSON grammar (another parser's)
+# the sharp model's script still spells its strings.
+XML_PIECES = ("\n<function=get_weather>\n", "<parameter=city>\nParis\n</parameter>\n",
+              "<parameter=days>\n1\n</parameter>\n", "</function>\n")
+# One value of each JSON type, for the parser to type by the tool's schema.
+TYPED_CALL = ("<tool_call>\n<function=typed>\n"
+              + "".join(f"<parameter={key}>\n{value}\n</parameter>\n" for key, value in (
+                  ("zip", "02134"), ("n", "7"), ("x", "2.5"), ("flag", "true"),
+                  ("tags", '["a", "b"]'), ("opts", '{"k": "v"}'), ("nothing", "null")))
+              + "</function>\n</tool_call>")
+XML_WORDS = (*XML_PIECES, TYPED_CALL)
+XML_MARKERS = ("<|typed_cue|>",)
+XML_SCRIPT = {
+    "<tool_call>": [XML_PIECES[0]],
+    **{piece: [after] for piece, after in zip(XML_PIECES, XML_PIECES[1:])},
+    XML_PIECES[-1]: ["</tool_call>"], "<|typed_cue|>": [TYPED_CALL], TYPED_CALL: ["<|im_end|>"]}
+SCRIPTS["qwen3_xml"] = {**SCRIPT, **XML_SCRIPT}
+# The long thinker calls in the XML format too (tests/vllm_server.py serves it under hermes, the
+# wrong parser for it: its reasoning tests ask no tools). Only the chain's first and last words
+# are scripted; the digits drive the rest.
+SCRIPTS["long_think"] = {**SCRIPT, **XML_SCRIPT, "<think>": [CHAIN_WORDS[0]],
+                         CHAIN_WORDS[-1]: ["</think>"]}
+XML_VARIANTS = ("qwen3_xml", "long_think")
+GAPS["qwen3_xml"] = GAPS["long_think"] = GAPS["sharp"]
 
 
 def _byte_chars() -> list[str]:
@@ -107,10 +146,10 @@ def _spell(text: str) -> str:
 
 
 class Vocab:
-    def __init__(self, extra: tuple[str, ...] = ()) -> None:
+    def __init__(self, extra: tuple[str, ...] = (), markers: tuple[str, ...] = ()) -> None:
         words = WORDS + JSON_CHUNKS + extra
         self.bpe = list(BYTES) + [_spell("\n\n")] + [_spell(w) for w in words]
-        self.added = list(SPECIAL + MARKERS)
+        self.added = list(SPECIAL + MARKERS + markers)
         texts = [bytes([i]).decode("latin-1") if i < 256 else None for i in range(256)]
         texts += ["\n\n", *words, *self.added]
         self.ids = {}
@@ -195,15 +234,15 @@ def _write_chain(chain: dict[int, int], first_unit: int, embed, out, base, top: 
         out[tid, rest] = top / unit
 
 
-TEMPLATE = """\
+def _chatml(tools_text: str, call: str, cue: str) -> str:
+    """A ChatML template (Qwen3 style, "<|im_end|>" ends a turn) around a family's parts: how
+    the system turn presents the tools, how a past call is written, and the cue after the
+    generation prompt when tools are offered and no tool result came last."""
+    return """\
 {%- if tools %}
 {{- '<|im_start|>system\\n' }}
 {%- if messages[0].role == 'system' %}{{- messages[0].content + '\\n\\n' }}{%- endif %}
-{{- '# Tools\\n\\nYou are provided with function signatures within <tools></tools> XML ' }}
-{{- 'tags:\\n<tools>' }}
-{%- for tool in tools %}{{- '\\n' }}{{- tool | tojson }}{%- endfor %}
-{{- '\\n</tools>\\n\\nFor each function call, return a json object with function name and ' }}
-{{- 'arguments within <tool_call></tool_call> XML tags.<|im_end|>\\n' }}
+""" + tools_text + """\
 {%- elif messages[0].role == 'system' %}
 {{- '<|im_start|>system\\n' + messages[0].content + '<|im_end|>\\n' }}
 {%- endif %}
@@ -217,9 +256,7 @@ TEMPLATE = """\
 {%- if message.content is string %}{{- message.content }}{%- endif %}
 {%- for tool_call in message.tool_calls or [] %}
 {%- set call = tool_call.function if tool_call.function is defined else tool_call %}
-{{- '<tool_call>\\n{"name": "' + call.name + '", "arguments": ' }}
-{{- call.arguments if call.arguments is string else call.arguments | tojson }}
-{{- '}\\n</tool_call>' }}
+""" + call + """\
 {%- endfor %}
 {{- '<|im_end|>\\n' }}
 {%- elif message.role == 'tool' %}
@@ -228,11 +265,49 @@ TEMPLATE = """\
 {%- endfor %}
 {%- if add_generation_prompt %}
 {{- '<|im_start|>assistant\\n' }}
-{%- if tools and messages[-1].role != 'tool' %}{{- '<|tool_cue|>' }}
+{%- if tools and messages[-1].role != 'tool' %}""" + cue + """
 {%- elif enable_thinking is defined and enable_thinking is false %}{{- '<think>\\n\\n</think>\\n\\n' }}
 {%- endif %}
 {%- endif %}
 """
+
+
+# Qwen3 / Hermes: the tools as JSON in <tools>, a call as JSON inside <tool_call>.
+TEMPLATE = _chatml("""\
+{{- '# Tools\\n\\nYou are provided with function signatures within <tools></tools> XML ' }}
+{{- 'tags:\\n<tools>' }}
+{%- for tool in tools %}{{- '\\n' }}{{- tool | tojson }}{%- endfor %}
+{{- '\\n</tools>\\n\\nFor each function call, return a json object with function name and ' }}
+{{- 'arguments within <tool_call></tool_call> XML tags.<|im_end|>\\n' }}
+""", """\
+{{- '<tool_call>\\n{"name": "' + call.name + '", "arguments": ' }}
+{{- call.arguments if call.arguments is string else call.arguments | tojson }}
+{{- '}\\n</tool_call>' }}
+""", "{{- '<|tool_cue|>' }}")
+
+# The Qwen3.5 / Qwen3-Coder XML family's format, written here from its documentation: the tools
+# as JSON inside <tools>, the call format spelled out, a past call as <function=NAME> with one
+# <parameter=KEY> block per argument (vLLM hands the template the arguments as a mapping). The
+# cue is this file's liberty, as above, with a second one for the tool "typed".
+XML_TEMPLATE = _chatml("""\
+{{- '# Tools\\n\\nYou have access to the following functions:\\n\\n<tools>' }}
+{%- for tool in tools %}{{- '\\n' }}{{- tool | tojson }}{%- endfor %}
+{{- '\\n</tools>\\n\\nTo call a function, reply in this format and nothing after it:\\n\\n' }}
+{{- '<tool_call>\\n<function=example_function_name>\\n<parameter=example_parameter>\\n' }}
+{{- 'value\\n</parameter>\\n</function>\\n</tool_call>\\n\\nA value may span several lines; ' }}
+{{- 'arrays and objects are written as JSON.<|im_end|>\\n' }}
+""", """\
+{{- '<tool_call>\\n<function=' + call.name + '>\\n' }}
+{%- if call.arguments is mapping %}
+{%- for key, value in call.arguments.items() %}
+{{- '<parameter=' + key + '>\\n' }}
+{{- value if value is string else value | tojson }}
+{{- '\\n</parameter>\\n' }}
+{%- endfor %}
+{%- endif %}
+{{- '</function>\\n</tool_call>' }}
+""", """
+{{- '<|typed_cue|>' if (tools[0].function or tools[0]).name == 'typed' else '<|tool_cue|>' }}""")
 
 
 def tokenizer_json(vocab: Vocab) -> dict:
@@ -256,7 +331,9 @@ def write(folder, variant: str = "sharp") -> Path:
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    vocab = Vocab(CHAIN_WORDS if variant in CHAINS else ())
+    xml = variant in XML_VARIANTS
+    vocab = Vocab((CHAIN_WORDS if variant in CHAINS else ()) + (XML_WORDS if xml else ()),
+                  XML_MARKERS if xml else ())
     end, pad = vocab["<|im_end|>"], vocab["<|endoftext|>"]
     config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama",
               "hidden_size": HIDDEN, "intermediate_size": HIDDEN, "num_hidden_layers": LAYERS,
@@ -270,7 +347,8 @@ def write(folder, variant: str = "sharp") -> Path:
         "generation_config.json": {"eos_token_id": end, "pad_token_id": pad},
         "tokenizer.json": tokenizer_json(vocab),
         "tokenizer_config.json": {"tokenizer_class": "PreTrainedTokenizerFast",
-                                  "chat_template": TEMPLATE, "eos_token": "<|im_end|>",
+                                  "chat_template": XML_TEMPLATE if xml else TEMPLATE,
+                                  "eos_token": "<|im_end|>",
                                   "pad_token": "<|endoftext|>", "bos_token": None,
                                   "add_bos_token": False, "model_max_length": MAX_LEN,
                                   "clean_up_tokenization_spaces": False},

@@ -54,7 +54,12 @@ CONFIGS = {
     "NGRAM": {"variant": "chatty", "speculative": "ngram", "reasoning_parser": "qwen3"},
     "CHATTY": {"variant": "chatty", "reasoning_parser": "qwen3"},  # NGRAM's non-drafting twin
     "DRAFT": {"variant": "chatty", "speculative": "chatty"},
-    "LONG": {"variant": "long_think", "reasoning_parser": "qwen3"},
+    # The long thinker writes its calls in the Qwen3.5 / Qwen3-Coder XML format
+    # (<function=...><parameter=...>): hermes is the wrong parser for them, which leaves them as
+    # text (its reasoning tests offer no tools); QWEN3_XML is a model that thinks briefly, under
+    # the family's own parser.
+    "LONG": {"variant": "long_think", "reasoning_parser": "qwen3", "tool_parser": "hermes"},
+    "QWEN3_XML": {"variant": "qwen3_xml", "reasoning_parser": "qwen3", "tool_parser": "qwen3_xml"},
 }
 _THEN: dict[str, str] = {}  # test id -> the configuration to start once it has run
 _POOLS: list = []  # the session's pool, while the `vllm` fixture is up

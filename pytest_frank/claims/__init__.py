@@ -33,6 +33,8 @@ _BUILT_IN = MappingProxyType({
     "stream": "a streamed answer keeps its API shape's wire format, frame by frame",
     "fingerprint": "greedy answers to fixed prompts are the baseline's: the same model computes",
     "perf": "time to first token and decode speed meet the fleet's floors",
+    "load": "with many requests in flight at once, each reply is whole and its own, and errors "
+            "and speed stay within the floors",
     "slots": "the live slot shape matches the intended one",
     "vram": "GPU memory used matches the model's own header",
     "serve": "the serve config (unit, env, script) holds what the claims need, and is what runs",

@@ -2,7 +2,8 @@
 sends the history back as the client keeps it (the assistant message with its calls and
 reasoning, one result per call carrying a unique marker) and must come back as a final text
 answer, not a template error, not the same call again. The history is built in the endpoint's
-API shape by its driver (Driver.agent_history).
+API shape by its driver (Driver.agent_history). A loop that works is judged for its cost too:
+turn 2 must take the prefix it shares with turn 1 from the server's cache (claims.prefix_reuse).
 
 Calls are asked with tool_choice "required" (the serving stack is judged, not whether the model
 chooses to call); the answering turn uses "auto", as clients send it."""
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 from pytest_frank.chat import Reply, Request, shared, think_through
 from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Options as ClaimOptions
+from pytest_frank.claims.prefix_reuse import require_prefix_reused
 from pytest_frank.claims.replies import (one_line, reasoning_parser_fix,
                                          require_not_reasoning_only, require_thinking_ended,
                                          thinking_spent)
@@ -320,6 +322,9 @@ def judge(convs: Conversations, ctx: Context[Options]) -> None:
     ctx.note(f"{convs.kind}: {passed}/{k} conversation(s) reached a final answer "
              f"({passed / k:.0%}, need {opts.min_pass_rate:.0%})")
     if passed / k >= opts.min_pass_rate:
+        # a loop that works, judged for its cost: turn 2 continues turn 1 from the cache
+        require_prefix_reused([[t.reply for t in turns] for turns in convs.trials], driver,
+                              ctx, _doing(convs))
         return
     first = next(p for p in found if p is not None)
     for turns in convs.trials:

@@ -663,7 +663,7 @@ WIRE_FIXES = {
 # message addressed to=functions.NAME. A DeepSeek V3.1 call: its call marker.
 @dataclass(frozen=True)
 class Family:
-    name: str  # the key of the drivers' facts about it (call_family_markers, tool_call_parsers)
+    name: str  # the key of the drivers' facts about it (call_family_markers, _parsers)
     label: str
     holds: str  # what the content holds, in a sentence
     pattern: re.Pattern
@@ -708,7 +708,7 @@ def template_family(driver: Driver, payloads: dict) -> str | None:
     family = next((f for f in FAMILIES if read and f.name == read[0]), None)
     if family is None or read is None:
         return None
-    parser = driver_for("vllm").tool_call_parsers.get(family.name)
+    parser = driver_for("vllm").call_family_parsers.get(family.name)
     return (f"calls in the {family.label} format ({read[1]}): {driver.label}'s parser for them"
             + (f"; vLLM: --tool-call-parser {parser}" if parser else ""))
 
@@ -718,7 +718,7 @@ def tool_parser_fix(driver: Driver, leaked: str = "") -> Text:
     in content, where known) names the call format when it is one the engine's facts know."""
     family = leaked_family(leaked)
     markers = driver.call_family_markers.get(family.name) if driver and family else None
-    parser = driver.tool_call_parsers.get(family.name) if driver and family else None
+    parser = driver.call_family_parsers.get(family.name) if driver and family else None
     if family and markers:
         # --jinja as an alternative: a server that has it on still needs the family's template
         return Phrase("the content holds ", family.holds, ", which ", driver.label, " parses ",
@@ -727,9 +727,12 @@ def tool_parser_fix(driver: Driver, leaked: str = "") -> Text:
                       Alt("with ", driver.flags["jinja"], " and "), "the model's own template (",
                       driver.flags["template"], ")", family.tail)
     if family and parser:
-        return Phrase("the content holds ", family.holds, ": ", driver.start or "serve with ",
-                      "--enable-auto-tool-choice --tool-call-parser ", parser, ", the parser "
-                      "for this family; another parser leaves its calls in content", family.tail)
+        # A flag picks the parser (vLLM): the one for this family, named by the driver.
+        return Phrase("the content holds ", family.holds, ", which the ", driver.label,
+                      "'s tool-call parser left as text: ", driver.start or "start the server with ",
+                      driver.flags["auto_tool_choice"], " ", driver.flags["tool_parser"](parser),
+                      ", the parser for that format (a parser for another format, or none, "
+                      "leaves such calls in content)")
     return advise(
         driver, "turn on the server's tool-call parser for this model's format (vLLM "
                 "--enable-auto-tool-choice --tool-call-parser <name>; llama.cpp --jinja with the "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -130,6 +131,16 @@ class Driver:
             if v is not None and v.on:
                 found.update(dict.fromkeys(flag.names, None if flag.takes == "none" else v.text))
         return found
+
+    # The context a refusal of a long prompt names: OpenAI's words, which vLLM copies ("This
+    # model's maximum context length is 4096 tokens. However, you requested ..."); engines that
+    # word it otherwise say so in their driver.
+    context_refused = re.compile(r"maximum context length is (\d+) tokens")
+
+    def context_cap(self, message: str | None) -> int | None:
+        """The context a refused long prompt's answer names, where it names one."""
+        found = self.context_refused.search(message or "")
+        return int(found.group(1)) if found else None
 
     # What the engine does with a slot context past the model's training context, where it
     # caps it (then `ctx_train` reads the training context; None: not capped, or not said).
@@ -352,8 +363,10 @@ class Driver:
     # carry for the engine to parse that family's calls; empty where a server flag, not the
     # template, picks the parser.
     call_family_markers: Mapping[str, tuple[str, ...]] = MappingProxyType({})
-    # Tool-call family -> the server's parser for it, where a flag picks the parser.
-    tool_call_parsers: Mapping[str, str] = MappingProxyType({})
+    # The tool-call parser a server flag names for each call family the tools claim recognises
+    # in leaked markup (pytest_frank.claims.tools FAMILIES); empty where the engine's parsers
+    # are not known here, or where the template, not a flag, picks the parser.
+    call_family_parsers: Mapping[str, str] = MappingProxyType({})
     # Family -> the server's reasoning parser for it, where a flag picks one per family.
     reasoning_parsers: Mapping[str, str] = MappingProxyType({})
 

@@ -28,6 +28,22 @@ TEMPLATE = Setting("--chat-template-file", "launch.chat_template_file")
 DRAFT_MODEL = Setting("--spec-draft-model", "launch.draft_model")
 DRAFT_MAX = Setting("--spec-draft-n-max", "launch.draft_max")
 SPEC_TYPE = Setting("--spec-type", "launch.spec_type")
+# What lets a slot continue a conversation from its cache (common/arg.cpp, common.h): a hybrid
+# (recurrent) or sliding-window model can only go back to a saved checkpoint, --ctx-checkpoints
+# per slot (32); --swa-full keeps the whole window's KV instead; --cache-ram MiB (8192) keeps the
+# prompts of slots taken by other requests in host memory to restore them. Without a checkpoint
+# llama-server logs "forcing full prompt re-processing due to lack of cache data" (xllamacpp
+# 2026.10.11549 on selftest:hybrid_plain with --ctx-checkpoints 0: turn 2 of an agent loop
+# cached 0 of its 1906 prompt tokens, 1064 with the default 32).
+CTX_CHECKPOINTS = Setting("--ctx-checkpoints", "launch.ctx_checkpoints")
+SWA_FULL = Setting("--swa-full")  # named, never asked of a launch (no launch key)
+CACHE_RAM = Setting("--cache-ram")
+# Past the training context: src/llama-context.cpp re-adjusts n_ctx_train to --yarn-orig-ctx /
+# rope scale under custom YaRN scaling (llama.cpp PR 28030, for issue 17459), so
+# `--rope-scaling yarn --rope-scale F` lifts the slot cap; older builds also need
+# `--override-kv <arch>.context_length=int:N`.
+ROPE_SCALING = Setting("--rope-scaling")
+ROPE_SCALE = Setting("--rope-scale")
 START = Wording("start llama-server with ", "set in fleet.yaml ")
 # --spec-type draft-mtp on a GGUF with nextn_predict_layers 0: llama_init_from_model warns
 # "context type MTP requested but model doesn't contain MTP layers", then the errors say only
@@ -46,7 +62,9 @@ class LlamaCppDriver(OpenAIDriver):
     flags = {"alias": ALIAS, "parallel": PARALLEL, "ctx": CTX_SIZE, "kv_unified": KV_UNIFIED,
              "metrics": METRICS, "jinja": JINJA, "reasoning_format": REASONING_FORMAT,
              "mmproj": MMPROJ, "template": TEMPLATE, "draft_model": DRAFT_MODEL,
-             "draft_max": DRAFT_MAX, "spec_type": SPEC_TYPE}
+             "draft_max": DRAFT_MAX, "spec_type": SPEC_TYPE, "ctx_checkpoints": CTX_CHECKPOINTS,
+             "swa_full": SWA_FULL, "cache_ram": CACHE_RAM, "rope_scaling": ROPE_SCALING,
+             "rope_scale": ROPE_SCALE}
     start = START
 
     def is_loading(self, ex: Exchange) -> bool:
@@ -82,6 +100,9 @@ class LlamaCppDriver(OpenAIDriver):
     # tools/server/server-context.cpp load_model(): n_ctx_slot = llama_n_ctx_seq(ctx), and
     # "if (n_ctx_slot > n_ctx_train) { SRV_WRN(... - capping); n_ctx_slot = n_ctx_train; }"
     ctx_train_cap = "llama.cpp caps every slot at the model's training context"
+    # server-context.cpp: 400 exceed_context_size_error "request (7519 tokens) exceeds the
+    # available context size (1024 tokens), try increasing it" (with n_prompt_tokens, n_ctx)
+    context_refused = re.compile(r"available context size \((\d+) tokens\)")
 
     def ctx_train(self, payloads: dict) -> int | None:
         cards = (payloads.get("/v1/models") or {}).get("data") if isinstance(

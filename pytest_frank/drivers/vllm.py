@@ -18,7 +18,9 @@ class VllmDriver(OpenAIDriver):
     metrics_prefix = "vllm:"
     health_path = "/health"  # 200 with an empty body when the engine lives
     build_route = ("/version", "version")
-    flags = {"parallel": Setting("--max-num-seqs"), "ctx": Setting("--max-model-len")}
+    flags = {"parallel": Setting("--max-num-seqs"), "ctx": Setting("--max-model-len"),
+             "auto_tool_choice": Setting("--enable-auto-tool-choice", switch=True),
+             "tool_parser": Setting("--tool-call-parser")}
     start = "start vLLM with "
 
     def uncached(self):
@@ -36,11 +38,7 @@ class VllmDriver(OpenAIDriver):
                              ("vllm:gpu_prefix_cache_hits_total",
                               "vllm:gpu_prefix_cache_queries_total"))
     no_projector_markers = ("is not a multimodal model",)
-    # --tool-call-parser by tool-call family (vLLM 0.32's parsers; qwen3_coder parses the same
-    # XML as qwen3_xml, which the fleet's Qwen3.6 serves with)
-    tool_call_parsers = MappingProxyType({"qwen3_xml": "qwen3_xml", "kimi_k2": "kimi_k2",
-                                          "mistral": "mistral", "glm45": "glm45",
-                                          "harmony": "openai", "deepseek_v31": "deepseek_v31"})
+    # --reasoning-parser by family, where the thinking's markup is the family's own
     reasoning_parsers = MappingProxyType({"harmony": "openai_gptoss"})
 
     # -- the server's own count: vllm/entrypoints/openai/protocol.py TokenizeChatRequest renders
@@ -88,6 +86,14 @@ class VllmDriver(OpenAIDriver):
 
     # -- generation battery: reasoning, reasoning_effort, tools --------------------------------
     reasoning_fields = ("reasoning", "reasoning_content")  # renamed in v0.16
+    # tool_parsers/__init__.py (0.32.0): qwen3_xml and qwen3_coder name one parser
+    # (Qwen3EngineToolParser), which reads <tool_call><function=NAME><parameter=KEY> and types
+    # each value by the tool's schema; hermes reads JSON only and leaves such a call in content
+    # (tests/test_tool_families_vllm_real.py). The other families' parsers by their names in
+    # 0.32's registry (harmony's is openai); only qwen3_xml is proven on real vLLM here.
+    call_family_parsers = MappingProxyType({"qwen3_xml": "qwen3_xml", "kimi_k2": "kimi_k2",
+                                            "mistral": "mistral", "glm45": "glm45",
+                                            "harmony": "openai", "deepseek_v31": "deepseek_v31"})
     # chat_completion/protocol.py check_tool_usage(): any tool_choice but "none" without tools
     # is its 400 "When using `tool_choice`, `tools` must be set." (seen on 0.32.0)
     refused_requests = frozenset({"auto_without_tools"})

@@ -75,7 +75,7 @@ KEYS = {
     "model", "alias", "ctx_size", "parallel", "kv_unified", "metrics", "reasoning_format",
     "chat_template_file", "jinja", "draft_model", "draft_without_spec_type", "draft_max",
     "mmproj", "host", "port", "api_key", "threads", "startup_timeout", "verbosity",
-    "cache_type_k", "cache_type_v", "rope_freq_base", "spec_type",
+    "cache_type_k", "cache_type_v", "rope_freq_base", "spec_type", "ctx_checkpoints",
 }
 CACHE_TYPES = {"f16": "GGML_TYPE_F16", "bf16": "GGML_TYPE_BF16", "q8_0": "GGML_TYPE_Q8_0",
                "q4_0": "GGML_TYPE_Q4_0"}
@@ -277,6 +277,8 @@ def _params(xllamacpp, spec: dict, model: pathlib.Path):
             setattr(p, key, _cache_type(xllamacpp, key, spec[key]))
     if spec.get("rope_freq_base"):
         p.rope_freq_base = float(spec["rope_freq_base"])
+    if spec.get("ctx_checkpoints") is not None:  # 0 is a setting: no checkpoint at all
+        p.n_ctx_checkpoints = int(spec["ctx_checkpoints"])
     _speculative(xllamacpp, p, spec, threads)
     return p
 
