@@ -57,10 +57,11 @@ LLAMACPP = {
                                                    "high": "high"}},
                 "selftest:harmony_text", "the content holds a gpt-oss harmony tool call"),
 }
-# vLLM's rows go here, in the same shape, once the real vLLM configurations serve a model in
-# each family (tests/vllm_server.py's CONFIGS with the family's --tool-call-parser and
-# --reasoning-parser): a fleet entry in place of the model names, the fault a server started
-# with another parser (hermes on an XML model).
+# vLLM's rows go here, in the same shape: a fleet entry for a real vLLM server in place of the
+# model names (tests/vllm_server.py's CONFIGS: QWEN3_XML serves the Qwen3 XML model under
+# qwen3_xml, LONG the same calls under hermes, the wrong parser, whose fault names
+# --tool-call-parser qwen3_xml; tests/test_tool_families_vllm_real.py proves both today). Each
+# start costs about a minute, so they join once the bench can share those servers.
 VLLM: dict[str, tuple] = {}
 ENGINES = {"llama.cpp": LLAMACPP, "vLLM": VLLM}
 
@@ -117,8 +118,8 @@ def main() -> int:
         print(f"{'family':<14} {'engine':<10} {'healthy':<32} parser fault")
         for engine, rows in ENGINES.items():
             if not rows:
-                print(f"{'(all)':<14} {engine:<10} not run: no configuration of this engine "
-                      f"serves a family model here yet")
+                print(f"{'(all)':<14} {engine:<10} not run here (Qwen3 XML healthy and under "
+                      f"hermes: tests/test_tool_families_vllm_real.py)")
             for family, (label, model, changes, bad_model, fix) in rows.items():
                 start = time.monotonic()
                 ok, said = healthy(folder, family, model, changes)
