@@ -36,13 +36,20 @@ def test_healthy_server_through_its_messages_route(llama, run_fleet):
     result.assert_outcomes(passed=15, skipped=2)
 
 
-def test_reasoning_format_none_leaves_think_tags_in_content(llama, run_fleet):
-    server = llama(alias="frank-default-large", reasoning_format="none")
+# reasoning_format none leaves the thinking in content: <think> tags, or gpt-oss harmony's
+# analysis channel (selftest:harmony, llama.cpp's GPT-OSS handler), each named as such.
+@pytest.mark.parametrize("spec, said", [
+    ({"alias": "frank-default-large"}, "<think>/</think> inside content ('<think>Thinking"
+                                       "</think>Hello!')"),
+    ({"model": "selftest:harmony"}, "gpt-oss harmony's analysis channel inside content "
+                                    "('<|channel|>analysis<|message|>Thinking<|end|>Hello!')"),
+], ids=["think tags", "harmony"])
+def test_reasoning_format_none_leaves_the_thinking_in_content(llama, run_fleet, spec, said):
+    server = llama(**spec, reasoning_format="none")
     result = run(run_fleet, server, "-m", "reasoning", reasoning={"thinking_off": False})
     result.assert_outcomes(failed=2, skipped=1)
     result.stdout.fnmatch_lines([
-        "*<think>/</think> inside content ('<think>Thinking</think>Hello!'): the reasoning "
-        "parser is missing or wrong*",
+        f"*{said}: the reasoning parser is missing or wrong*",
         "*fix: start llama-server with --reasoning-format deepseek (or auto)*"])
 
 

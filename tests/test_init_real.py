@@ -242,6 +242,35 @@ def test_a_call_with_markup_left_in_content_is_not_usable(llama, tmp_path):
             "('<function=get_weather>") in text
 
 
+def test_a_familys_template_names_its_parser(llama, tmp_path, run_fleet):
+    """selftest:kimi_k2 serves Kimi K2's format (the server tests/test_tool_formats_real.py
+    shares): the tools comment names the family, how llama.cpp picked its parser, and the
+    parser vLLM needs for it; the battery on the file passes on the same server."""
+    server = llama(model="selftest:kimi_k2")
+    rc, text, _ = init(tmp_path, server.url, "--no-perf")
+    assert rc == 0
+    (entry,) = validates(text)["endpoints"].values()
+    assert entry["expect"]["tools"] is True
+    assert ("      # tools: calls in the Kimi K2 format (/props chat_template holds "
+            "<|tool_calls_section_begin|>, <|tool_call_begin|>): llama.cpp server's parser for "
+            "them; vLLM: --tool-call-parser kimi_k2\n") in text, text
+    result = round_trip(run_fleet, text, "-m", "tools")
+    assert result.ret == 0, result.stdout.str()[-3000:]
+
+
+def test_a_familys_call_left_as_text_names_the_parser_it_needs(llama, tmp_path):
+    """selftest:kimi_k2_text writes its Kimi K2 call as text under a Hermes template: no tools
+    are written, and the comment's fix names the family and the template markers."""
+    server = llama(model="selftest:kimi_k2_text")
+    rc, text, _ = init(tmp_path, server.url, "--no-perf")
+    assert rc == 0
+    (entry,) = validates(text)["endpoints"].values()
+    assert not {"tools", "agent"} & set(entry["expect"])
+    assert ("      #   fix: the content holds a Kimi K2 tool call (<|tool_call_begin|>"
+            "functions.NAME:INDEX<|tool_call_argument_begin|>), which llama.cpp server parses "
+            "only from a served template that carries that format") in text, text
+
+
 def test_projector_server_asks_vision(llama, tmp_path_factory, run_fleet):
     # The seeing self-test model (the same server configuration as tests/test_vision_real.py).
     server = llama(model="selftest:vision", mmproj="selftest", threads=1)

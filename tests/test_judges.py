@@ -69,6 +69,30 @@ def test_judge_calls_reports_the_rate_and_the_parser_fix():
         tools.judge_calls(trials, ctx("tools"))
 
 
+KIMI_LEAK = ('<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0'
+             '<|tool_call_argument_begin|>{"city": "Paris"}<|tool_call_end|>')
+
+
+@pytest.mark.parametrize("engine, leaked, said", [
+    ("llamacpp", KIMI_LEAK, "the content holds a Kimi K2 tool call (*), which llama.cpp server "
+                            "parses only from a served template that carries that format "
+                            "(<|tool_calls_section_begin|>, <|tool_call_begin|>)*"),
+    ("vllm", KIMI_LEAK, "the content holds a Kimi K2 tool call (*), which the vLLM server's "
+                        "tool-call parser left as text: start vLLM with --enable-auto-tool-choice "
+                        "--tool-call-parser kimi_k2, the parser for that format*"),
+    ("vllm", "<|channel|>commentary to=functions.get_weather<|message|>{}",
+     "the content holds a gpt-oss harmony tool call (*), which the vLLM server's tool-call "
+     "parser left as text: start vLLM with --enable-auto-tool-choice --tool-call-parser openai, *"),
+    ("vllm", "<tool_call>{}</tool_call>", "start vLLM with --enable-auto-tool-choice "
+                                          "--tool-call-parser <the parser for the model's*"),
+])
+def test_a_leaked_call_names_its_family_and_the_engines_way_to_parse_it(engine, leaked, said):
+    from fnmatch import fnmatchcase
+
+    fix = tools.tool_parser_fix(driver_for(engine), leaked)
+    assert fnmatchcase(fix if isinstance(fix, str) else fix.render(), said), fix
+
+
 XML_CALL = ("<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
             "</function>\n</tool_call>")
 
@@ -504,3 +528,26 @@ def test_effort_trend_fix_reads_whether_the_template_reads_the_effort():
                            ctx("reasoning_effort", expect={"low": "low"}))
     assert "the served template never reads the effort" in str(never.value.fix)
     assert "reads the effort (" in str(reads.value.fix) and "lost before it" in str(reads.value.fix)
+
+
+@pytest.mark.parametrize("leaked, said", [
+    (KIMI_LEAK, "the template decides the parser. Serve the model's own template "
+                "(--chat-template-file)"),
+    ("<tool_call>{}</tool_call>", "serve the model's own template (--chat-template-file) so "
+                                  "the autoparser"),
+])
+def test_a_template_fix_outlives_jinja_being_on(leaked, said):
+    # A launched llama.cpp has --jinja on: the fix drops that part, not the template's.
+    fix = tools.tool_parser_fix(driver_for("llamacpp"), leaked)
+    kept = fix.unsettled({"--jinja": None})
+    assert kept is not None and said in kept.render() and "--jinja" not in kept.render(), kept
+
+
+def test_harmonys_thinking_in_content_names_vllms_parser_for_it():
+    from pytest_frank.claims import replies
+
+    reply = Reply(status=200, content="<|channel|>analysis<|message|>Hmm<|end|>Hi",
+                  finish="stop")
+    with pytest.raises(Failed, match=r"gpt-oss harmony's analysis channel inside content.*\n"
+                                     r"  fix: start vLLM with --reasoning-parser openai_gptoss"):
+        replies.require_no_think_tags(reply, driver_for("vllm"))

@@ -11,7 +11,9 @@ import httpx
 import pytest
 
 from fleets import one_endpoint
+from proxy import Proxy
 from pytest_frank.local.selftest_model import chat_template
+from test_tools_arguments_real import _terminal_alone, _typed
 
 pytestmark = pytest.mark.real
 
@@ -21,10 +23,12 @@ WEATHER = {"type": "function", "function": {
                                                     "days": {"type": "integer"}},
                    "required": ["city", "days"]}}}
 # One parameter of each JSON type a client's schema names, all required, so the grammar makes
-# the model write every one.
+# the model write every one; the model reads a string named job "02134", one that looks like a
+# number (the XML wire writes every value bare, so only the schema tells the parser its type).
 TYPED = {"type": "function", "function": {"name": "typed", "parameters": {
-    "type": "object", "required": ["zip", "n", "x", "flag", "tags", "opts", "nothing"],
-    "properties": {"zip": {"type": "string", "enum": ["02134"]}, "n": {"type": "integer"},
+    "type": "object", "required": ["job", "zip", "n", "x", "flag", "tags", "opts", "nothing"],
+    "properties": {"job": {"type": "string"}, "zip": {"type": "string", "enum": ["02134"]},
+                   "n": {"type": "integer"},
                    "x": {"type": "number"}, "flag": {"type": "boolean"},
                    "tags": {"type": "array", "items": {"type": "string"}},
                    "opts": {"type": "object", "properties": {"k": {"type": "string"}},
@@ -66,10 +70,11 @@ def test_xml_template_is_announced_and_its_grammar_writes_xml(llama):
 def test_xml_arguments_arrive_typed_as_the_schema_says(llama):
     server = llama(model="selftest:qwen3_xml")
     choice, raw = ask(server, tools=[TYPED], tool_choice="required")
-    assert "<parameter=n>\n1\n</parameter>" in raw and "<parameter=flag>\nfalse\n" in raw, raw
+    assert "<parameter=job>\n02134\n</parameter>" in raw and "<parameter=flag>\nfalse\n" in raw, raw
     # The XML grammar leaves a string value free (the enum is not enforced: the model's
     # "Paris" passes), so a strict client's schema check is what catches such a value.
-    assert calls(choice) == [("typed", {"zip": "Paris", "n": 1, "x": 1, "flag": False,
+    assert calls(choice) == [("typed", {"job": "02134", "zip": "Paris", "n": 1, "x": 1,
+                                        "flag": False,
                                         "tags": ["Paris"], "opts": {"k": "Paris"},
                                         "nothing": None})], raw
 
@@ -108,8 +113,10 @@ def run(run_fleet, server, *args, **expect):
 
 def test_healthy_xml_server_passes_tools_agent_and_stream(llama, run_fleet):
     server = llama(model="selftest:qwen3_xml")
+    # created false: a stream that crosses a second boundary changes it on llama.cpp (below)
     result = run(run_fleet, server, "-m", "tools or agent or stream",
-                 tools={"schemas": 4, "none": True}, agent={"steps": 3}, stream=True)
+                 tools={"schemas": 4, "none": True}, agent={"steps": 3},
+                 stream={"created": False})
     # required, auto, plain chat, streamed, arguments on the wire, none; agent plain, streamed
     # and its template; the stream wire. Named and parallel are skipped (llama.cpp treats named
     # as auto; the model makes one call). The corpus fails on one value: llama.cpp's XML grammar
@@ -122,11 +129,146 @@ def test_healthy_xml_server_passes_tools_agent_and_stream(llama, run_fleet):
         '*book_trip_0 (not strict, streamed): valid {"budget":1,"legs":[{"from":"AAA",*'])
 
 
-def test_xml_call_written_as_text_fails_naming_the_template(llama, run_fleet):
-    server = llama(model="selftest:qwen3_xml_text")
+def test_xml_run_in_terminal_keeps_its_typed_values(llama, run_fleet, pytester):
+    # test_tools_arguments asks run_in_terminal for job "02134" streamed; the model calls the
+    # tool whose name closes first, so a gateway offers llama.cpp run_in_terminal alone.
+    with Proxy(llama(model="selftest:qwen3_xml").url, rewrite=_terminal_alone) as proxy:
+        result = run_fleet(one_endpoint(proxy.url, "llamacpp", expect={"tools": True}),
+                           "-p", "no:randomly", "-m", "tools", "-k", "arguments",
+                           "--frank-json=run.json")
+    result.assert_outcomes(passed=1)
+    seen = "\n".join(json.loads((pytester.path / "run.json").read_text())["rows"][0]["notes"])
+    assert ('run_in_terminal, streamed: valid run_in_terminal({"job":"02134","args":["Paris"],'
+            '"command":"Paris"})') in seen, seen
+
+
+# What the field saw XML parsers do (opencode 1809, smg PR 1841), made by a gateway in front of
+# llama.cpp's XML handler, which keeps both values typed (the test above).
+@pytest.mark.parametrize("edit, said, fix", [
+    (lambda a: {**a, "job": int(a["job"])},
+     "number for a string: run_in_terminal.job is the number 2134, where the schema types it a "
+     "string*", "convert each argument by the tool's schema, not by how it looks"),
+    (lambda a: {**a, "args": json.dumps(a["args"])},
+     "array sent as a JSON string: run_in_terminal.args is the text '?\"Paris\"?', where the "
+     "schema types it array*", "send an array or object argument as itself"),
+], ids=["02134 as a number", "array as text"])
+def test_xml_values_a_parser_retypes_fail(llama, run_fleet, edit, said, fix):
+    with Proxy(llama(model="selftest:qwen3_xml").url, rewrite=_terminal_alone,
+               rewrite_stream=_typed(edit)) as proxy:
+        result = run_fleet(one_endpoint(proxy.url, "llamacpp", expect={"tools": True}),
+                           "-p", "no:randomly", "-m", "tools", "-k", "arguments")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([f"*tool arguments on the wire, run_in_terminal, streamed: {said}",
+                                 f"*fix: {fix}*"])
+
+
+# Each family's template picks llama.cpp's handler for it (at launch verbosity 5 the log names
+# it: "Kimi K2 Thinking", "Ministral/Magistral Large 3"); under "required" its grammar has the
+# model write the family's call, which comes back parsed.
+FAMILY_CALLS = {
+    "kimi_k2": ("<think>Thinking</think>Hello!<|tool_calls_section_begin|><|tool_call_begin|>"
+                "functions.get_weather:1<|tool_call_argument_begin|>"
+                '{"city":"Paris","days":1}<|tool_call_end|><|tool_calls_section_end|>'),
+    "mistral": '[THINK]Thinking[/THINK]Hello![TOOL_CALLS]get_weather[ARGS]{"city":"Paris","days":1}',
+    # the GPT-OSS handler: thinking in analysis, the call in commentary to=functions.NAME
+    "harmony": ("<|channel|>analysis<|message|>Thinking<|end|><|start|>assistant<|channel|>"
+                'commentary to=functions.get_weather<|message|>{"city":"Paris","days":1}'),
+    # no handler of its own: the autoparser reads the format from the template's calls
+    "deepseek_v31": ("<think>Thinking</think>Hello!<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>"
+                     'get_weather<｜tool▁sep｜>{"city":"Paris","days":1}<｜tool▁call▁end｜>'
+                     "<｜tool▁calls▁end｜>"),
+    "glm45": ("<think>Thinking</think>Hello!<tool_call>\nget_weather\n<arg_key>city</arg_key>\n"
+              "<arg_value>Lyon</arg_value>\n<arg_key>days</arg_key>\n<arg_value>1</arg_value>\n"
+              "</tool_call>"),
+}
+# Where a bare string value reads otherwise than "Paris"
+CITY = {"glm45": "Lyon"}
+
+
+@pytest.mark.parametrize("variant", FAMILY_CALLS)
+def test_a_familys_template_gets_its_handler_and_its_grammar_writes_the_call(llama, variant):
+    server = llama(model=f"selftest:{variant}")
+    choice, raw = ask(server, tools=[WEATHER], tool_choice="required")
+    assert raw == FAMILY_CALLS[variant], raw
+    city = CITY.get(variant, "Paris")
+    assert calls(choice) == [("get_weather", {"city": city, "days": 1})]
+    # harmony's call is a message of its own: the answer's final text is not written
+    assert (choice["message"]["content"], choice["message"]["reasoning_content"],
+            choice["finish_reason"]) == ("" if variant == "harmony" else "Hello!", "Thinking",
+                                         "tool_calls")
+    # Kimi K2's handler keeps the call's id as the model wrote it
+    if variant == "kimi_k2":
+        assert choice["message"]["tool_calls"][0]["id"] == "functions.get_weather:1"
+    # the other JSON types, each as the schema says
+    choice, raw = ask(server, tools=[TYPED], tool_choice="required")
+    json_args = ("kimi_k2", "mistral", "harmony", "deepseek_v31")
+    zip_code = "02134" if variant in json_args else city  # JSON arguments: the enum holds
+    assert calls(choice) == [("typed", {"job": city, "zip": zip_code, "n": 1, "x": 1,
+                                        "flag": False, "tags": ["Paris"], "opts": {"k": "Paris"},
+                                        "nothing": None})], raw
+
+
+@pytest.mark.parametrize("variant", FAMILY_CALLS)
+def test_healthy_family_server_passes_tools_reasoning_agent_and_stream(llama, run_fleet, variant):
+    # Kimi K2 Thinking, Magistral and GLM 4.5 always think (these templates have no switch):
+    # thinking_off false. llama.cpp stamps each chunk with the second it sends it, so a stream
+    # that crosses a second boundary changes `created` (the stream claim's own fix): created
+    # false, or one run in ten fails on the clock.
+    # Harmony has reasoning levels (the template's "Reasoning: LEVEL" from reasoning_effort).
+    levels = {"reasoning_effort": {"low": "low", "medium": "medium", "high": "high"}}
+    result = run(run_fleet, llama(model=f"selftest:{variant}"), "-m",
+                 "tools or agent or stream or reasoning or reasoning_effort",
+                 tools={"schemas": 4, "none": True}, agent={"steps": 3},
+                 stream={"created": False}, reasoning={"thinking_off": False},
+                 **(levels if variant == "harmony" else {}))
+    # reasoning plain and streamed; required, auto, plain chat, streamed, arguments on the
+    # wire, none and the corpus; agent plain, streamed and its template; the stream wire. Named
+    # and parallel are skipped as on the other families. The corpus holds where the arguments
+    # are JSON under the handler's grammar; where a string value is bare text (GLM's, as Qwen3
+    # XML's), llama.cpp's grammar leaves a ["string", "null"] value free of its pattern, and
+    # the model writes its word there.
+    if variant == "glm45":
+        result.assert_outcomes(passed=12, failed=1, skipped=4)
+        result.stdout.fnmatch_lines([
+            "*schema corpus: 3/4 tool(s) called validly (75%, need 100%); search_records_0 "
+            '(strict, streamed): invalid value: search_records_0.cursor: "Lyon" has the wrong '
+            "shape"])
+    elif variant == "harmony":  # and the three levels
+        result.assert_outcomes(passed=16, skipped=5)
+    else:
+        result.assert_outcomes(passed=13, skipped=4)
+
+
+# A family's call written as text where the served template is not the family's: the model
+# served with another template, or writing a call its handler does not start at.
+@pytest.mark.parametrize("variant, leaked, fix", [
+    ("qwen3_xml_text", "<function=get_weather> <parameter=city>*",
+     "the content holds a Qwen3 XML tool call*the template decides the parser*"),
+    ("kimi_k2_text", "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0*",
+     "the content holds a Kimi K2 tool call*which llama.cpp server parses only from a served "
+     "template that carries that format (<|tool_calls_section_begin|>, <|tool_call_begin|>): "
+     "the template decides the parser*"),
+    # fnmatch reads [...] as a class: ? stands for each bracket
+    ("mistral_text", '?TOOL_CALLS?get_weather?ARGS?{"city": "Paris", "days": 1}*',
+     "the content holds a Mistral tool call*which llama.cpp server parses only from a served "
+     "template that carries that format (?SYSTEM_PROMPT?, ?TOOL_CALLS?, ?ARGS?)*"),
+    # served a generic template that knows no tools: no parser at all, the thinking too stays
+    ("glm45_text", "<think>Thinking</think><tool_call>get_weather <arg_key>city</arg_key>*",
+     "the content holds a GLM 4.5 tool call*which llama.cpp server parses only from a served "
+     "template that carries that format (<tool_call>, <arg_key>, <arg_value>)*"),
+    ("harmony_text", "<|channel|>commentary to=functions.get_weather <|constrain|>json*",
+     "the content holds a gpt-oss harmony tool call*which llama.cpp server parses only from a "
+     "served template that carries that format (<|channel|>)*"),
+    ("deepseek_v31_text", "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>*",
+     "the content holds a DeepSeek V3.1 tool call*which llama.cpp server parses only from a "
+     "served template that carries that format (<｜tool▁calls▁begin｜>, <｜tool▁call▁begin｜>, "
+     "<｜tool▁sep｜>)*"),
+], ids=["qwen3_xml", "kimi_k2", "mistral", "glm45", "harmony", "deepseek_v31"])
+def test_a_familys_call_written_as_text_fails_naming_the_family(llama, run_fleet, variant,
+                                                                 leaked, fix):
+    server = llama(model=f"selftest:{variant}")
     result = run(run_fleet, server, "-m", "tools", "-k", "auto and not parallel", tools=True)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
         '*tool_choice "auto": 0/1 trial(s) valid (0%, need 100%); leaked markup: the tool call '
-        "was written as text in content ('<function=get_weather> <parameter=city>*",
-        "*fix: the content holds a Qwen3 XML tool call*the template decides the parser*"])
+        f"was written as text in content ('{leaked}", f"*fix: {fix}"])

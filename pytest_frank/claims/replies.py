@@ -14,6 +14,9 @@ from pytest_frank.known_errors import known_fix
 from pytest_frank.verdict import Phrase, Text, fail
 
 THINK_TAGS = ("<think>", "</think>")
+# gpt-oss harmony's thinking is its analysis channel: this header left in content means no
+# reasoning parser split it out.
+HARMONY_ANALYSIS = "<|channel|>analysis<|message|>"
 
 
 def one_line(text: str | None, limit: int = 300) -> str:
@@ -207,11 +210,21 @@ def require_no_think_tags(reply, driver) -> None:
         fail(f"<think>/</think> inside content ({one_line(reply.content, 120)!r}): the reasoning "
              f"parser is missing or wrong, so clients show the thinking as the answer",
              reasoning_parser_fix(driver))
+    if HARMONY_ANALYSIS in reply.content:
+        fail(f"gpt-oss harmony's analysis channel inside content "
+             f"({one_line(reply.content, 120)!r}): the reasoning parser is missing or wrong, so "
+             f"clients show the thinking, and the channel markup, as the answer",
+             reasoning_parser_fix(driver, "harmony"))
 
 
 # -- advice the generation claims share, by engine ----------------------------------------------
-def reasoning_parser_fix(driver: Driver) -> Text:
-    """How the engine splits thinking out of the answer."""
+def reasoning_parser_fix(driver: Driver, family: str | None = None) -> Text:
+    """How the engine splits thinking out of the answer; `family` (a tool-call family's name,
+    pytest_frank.claims.tools.FAMILIES) where the thinking's markup tells it, so the parser is
+    named where the engine has one for it."""
+    parser = driver.reasoning_parsers.get(family) if driver is not None and family else None
+    if parser:
+        return f"{driver.start or 'serve with '}--reasoning-parser {parser}, this family's parser"
     return advise(
         driver, "turn on the server's reasoning parser (llama.cpp --reasoning-format deepseek, "
                 "vLLM/SGLang --reasoning-parser <the model's>)",

@@ -26,7 +26,7 @@ from pytest_frank import schema_errors
 from pytest_frank.observation import Failed, Observation
 from pytest_frank.probes import slot_shape
 from pytest_frank.drivers.base import Driver
-from pytest_frank.verdict import Phrase, Text, fail, inconclusive
+from pytest_frank.verdict import Alt, Phrase, Text, fail, inconclusive
 
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "Weather forecast for a city.",
@@ -51,9 +51,10 @@ PROMPTS = {
                       "once for each city, both calls at once."),
     "plain": "Say hello in one short sentence.",
 }
-# Tool-call markup of the common templates (Hermes/Qwen, Qwen3-XML, Llama, Mistral, DeepSeek).
+# Tool-call markup of the common templates (Hermes/Qwen, Qwen3-XML, Llama, Mistral, DeepSeek,
+# Kimi K2, gpt-oss harmony's recipient).
 MARKUP = re.compile(r"<tool_call>|</tool_call>|<function[=\s(>]|<tools>|<\|tool_call|"
-                    r"\[TOOL_CALLS\]|<｜tool▁calls|<\|python_tag\|>")
+                    r"\[TOOL_CALLS\]|<｜tool▁calls|<\|python_tag\|>|\bto=functions\.")
 
 
 @dataclass(frozen=True)
@@ -653,50 +654,93 @@ WIRE_FIXES = {
 }
 
 
-# A Qwen3.5 / Qwen3-Coder XML call (vLLM's qwen3_xml and qwen3_coder parsers): its parameter tag
-# sets it apart from the other formats that open with <function=.
+# Tool-call families a call left in content can be told by. A Qwen3.5 / Qwen3-Coder XML call
+# (vLLM's qwen3_xml and qwen3_coder parsers): its parameter tag sets it apart from the other
+# formats that open with <function=. A Kimi K2 call: its call marker, then its id
+# functions.NAME:INDEX. A Mistral call: [TOOL_CALLS], then the name and [ARGS] (Ministral 3,
+# Magistral), [CALL_ID] (Small 3.2) or a JSON list (earlier models). A GLM 4.5+ call: its
+# arguments as <arg_key>KEY</arg_key><arg_value>VALUE</arg_value>. A gpt-oss harmony call: a
+# message addressed to=functions.NAME. A DeepSeek V3.1 call: its call marker.
+@dataclass(frozen=True)
+class Family:
+    name: str  # the key of the drivers' facts about it (call_family_markers, _parsers)
+    label: str
+    holds: str  # what the content holds, in a sentence
+    pattern: re.Pattern
+    where: str = ""  # where in the model's text the engine looks for such a call
+    tail: str = ""  # what no template fixes
+
+
 QWEN3_XML = re.compile(r"<function=[^>\s]*>\s*(<parameter=|</function>)")
-# The call families leaked markup gives away, by the keys of a driver's call_family_parsers:
-# the pattern that sets the family apart, and the family as a diagnosis names it.
-CALL_FAMILIES = {"qwen3_xml": (QWEN3_XML, "a Qwen3 XML tool call (<function=NAME><parameter=KEY>)")}
+KIMI_K2 = re.compile(r"<\|tool_call_begin\|>\s*functions\.")
+DEEPSEEK = re.compile(r"<｜tool▁call▁begin｜>")
+HARMONY = re.compile(r"\bto=functions\.[\w.-]+")
+GLM = re.compile(r"<arg_key>[^<]*</arg_key>\s*<arg_value>")
+MISTRAL = re.compile(r"\[TOOL_CALLS\]\s*(\w[\w.-]*\s*\[(ARGS|CALL_ID)\]|\[)")
+FAMILIES = (
+    Family("qwen3_xml", "Qwen3 XML", "a Qwen3 XML tool call (<function=NAME><parameter=KEY>)", QWEN3_XML,
+           "only inside <tool_call>...</tool_call> and ",
+           "; a call without its <tool_call> opener stays text under any template, a model or "
+           "quantisation fault"),
+    Family("kimi_k2", "Kimi K2", "a Kimi K2 tool call (<|tool_call_begin|>functions.NAME:INDEX"
+                      "<|tool_call_argument_begin|>)", KIMI_K2),
+    Family("mistral", "Mistral", "a Mistral tool call ([TOOL_CALLS]NAME[ARGS]{...})", MISTRAL),
+    Family("harmony", "gpt-oss harmony", "a gpt-oss harmony tool call (<|channel|>commentary "
+                                         "to=functions.NAME ... <|message|>{...})", HARMONY),
+    Family("deepseek_v31", "DeepSeek V3.1", "a DeepSeek V3.1 tool call (<｜tool▁call▁begin｜>"
+                                            "NAME<｜tool▁sep｜>{...})", DEEPSEEK),
+    Family("glm45", "GLM 4.5", "a GLM 4.5 tool call (<tool_call>NAME <arg_key>KEY</arg_key>"
+                    "<arg_value>VALUE</arg_value>)", GLM),
+)
 
 
-def call_family(leaked: str) -> str | None:
-    """The call family whose markup `leaked` holds; None where it is none the claim knows."""
-    return next((key for key, (pattern, _) in CALL_FAMILIES.items() if pattern.search(leaked)),
-                None)
+def leaked_family(leaked: str) -> Family | None:
+    """The tool-call family whose call the text holds, where it is one FAMILIES knows."""
+    return next((f for f in FAMILIES if f.pattern.search(leaked)), None)
+
+
+def template_family(driver: Driver, payloads: dict) -> str | None:
+    """Which family's calls the served template selects, and the parser each engine needs for
+    it (frank init's comment); None where the engine's template says no family FAMILIES knows."""
+    from pytest_frank.drivers import driver_for
+
+    read = driver.call_family(payloads)
+    family = next((f for f in FAMILIES if read and f.name == read[0]), None)
+    if family is None or read is None:
+        return None
+    parser = driver_for("vllm").call_family_parsers.get(family.name)
+    return (f"calls in the {family.label} format ({read[1]}): {driver.label}'s parser for them"
+            + (f"; vLLM: --tool-call-parser {parser}" if parser else ""))
 
 
 def tool_parser_fix(driver: Driver, leaked: str = "") -> Text:
     """How the engine turns the model's tool markup into tool calls; `leaked` (the markup left
     in content, where known) names the call format when it is one the engine's facts know."""
-    family = call_family(leaked)
-    parsers = driver.call_family_parsers if driver is not None else {}
-    if family is not None and family in parsers:
+    family = leaked_family(leaked)
+    markers = driver.call_family_markers.get(family.name) if driver and family else None
+    parser = driver.call_family_parsers.get(family.name) if driver and family else None
+    if family and markers:
+        # --jinja as an alternative: a server that has it on still needs the family's template
+        return Phrase("the content holds ", family.holds, ", which ", driver.label, " parses ",
+                      family.where, "only from a served template that carries that format (",
+                      ", ".join(markers), "): the template decides the parser. Serve ",
+                      Alt("with ", driver.flags["jinja"], " and "), "the model's own template (",
+                      driver.flags["template"], ")", family.tail)
+    if family and parser:
         # A flag picks the parser (vLLM): the one for this family, named by the driver.
-        return Phrase("the content holds ", CALL_FAMILIES[family][1], ", which the ",
-                      driver.label, "'s tool-call parser left as text: ",
-                      driver.start or "start the server with ", driver.flags["auto_tool_choice"],
-                      " ", driver.flags["tool_parser"](parsers[family]),
+        return Phrase("the content holds ", family.holds, ", which the ", driver.label,
+                      "'s tool-call parser left as text: ", driver.start or "start the server with ",
+                      driver.flags["auto_tool_choice"], " ", driver.flags["tool_parser"](parser),
                       ", the parser for that format (a parser for another format, or none, "
                       "leaves such calls in content)")
-    markers = driver.xml_call_template_markers if driver is not None else ()
-    if markers and family == "qwen3_xml":
-        return Phrase("the content holds a Qwen3 XML tool call (<function=NAME><parameter=KEY>), "
-                      "which ", driver.label, " parses only inside <tool_call>...</tool_call> and "
-                      "only from a served template that carries that format (",
-                      ", ".join(markers), "): the template decides the parser. Serve with ",
-                      driver.flags["jinja"], " and the model's own template (",
-                      driver.flags["template"], "); a call without its <tool_call> opener stays "
-                      "text under any template, a model or quantisation fault")
     return advise(
         driver, "turn on the server's tool-call parser for this model's format (vLLM "
                 "--enable-auto-tool-choice --tool-call-parser <name>; llama.cpp --jinja with the "
                 "model's own template)",
         llamacpp=lambda d: Phrase("llama.cpp reads the tool-call format from the chat template: "
-                                  "serve with ", d.flags["jinja"], " and the model's own template "
-                                  "(", d.flags["template"], ") so the autoparser recognises the "
-                                  "model's tool markup"),
+                                  "serve ", Alt("with ", d.flags["jinja"], " and "), "the model's "
+                                  "own template (", d.flags["template"], ") so the autoparser "
+                                  "recognises the model's tool markup"),
         vllm=lambda d: f"{d.start}--enable-auto-tool-choice --tool-call-parser <the parser for "
                        "the model's format: hermes, qwen3_xml, qwen3_coder, ...>; a wrong parser "
                        "leaves the call in content",

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import re
-
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Callable
 
 from pytest_frank import metrics, redact, schema_errors
@@ -358,14 +359,21 @@ class Driver:
 
     # -- generation battery: reasoning, reasoning_effort, tools (pytest_frank.chat) -------------
     honours_named_tool_choice = True  # OpenAI's {"type":"function","function":{"name":...}}
-    # What a served chat template must carry for the engine to parse Qwen3.5 / Qwen3-Coder XML
-    # calls (<function=NAME><parameter=KEY>); empty where a server flag, not the template,
-    # picks the parser.
-    xml_call_template_markers: tuple[str, ...] = ()
+    # Tool-call family (pytest_frank.claims.tools.FAMILIES) -> what a served chat template must
+    # carry for the engine to parse that family's calls; empty where a server flag, not the
+    # template, picks the parser.
+    call_family_markers: Mapping[str, tuple[str, ...]] = MappingProxyType({})
     # The tool-call parser a server flag names for each call family the tools claim recognises
-    # in leaked markup (pytest_frank.claims.tools CALL_FAMILIES); empty where the engine's
-    # parsers are not known here, or where the template, not a flag, picks the parser.
-    call_family_parsers: dict[str, str] = {}
+    # in leaked markup (pytest_frank.claims.tools FAMILIES); empty where the engine's parsers
+    # are not known here, or where the template, not a flag, picks the parser.
+    call_family_parsers: Mapping[str, str] = MappingProxyType({})
+    # Family -> the server's reasoning parser for it, where a flag picks one per family.
+    reasoning_parsers: Mapping[str, str] = MappingProxyType({})
+
+    def call_family(self, payloads: dict) -> tuple[str, str] | None:
+        """The tool-call family the served template selects (a key of call_family_markers)
+        and where that was read; None where the engine does not show its template."""
+        return None
     # The malformed requests (pytest_frank.claims.contract's case keys) the engine itself is
     # known to answer 200: where one comes back so, the failure names the engine, not a proxy.
     lenient_requests: frozenset[str] = frozenset()

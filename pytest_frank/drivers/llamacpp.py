@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from types import MappingProxyType
 from typing import Any
 
 from pytest_frank import metrics
@@ -298,11 +299,36 @@ class LlamaCppDriver(OpenAIDriver):
     # -- generation battery: reasoning, reasoning_effort, tools --------------------------------
     honours_named_tool_choice = False  # the object form is silently treated as "auto"
     # llama.cpp picks its parser from the served template, not a flag: a template holding all
-    # three gets the Qwen3-Coder XML handler (calls parsed and, under tool_choice "required",
-    # written by its grammar); a Hermes JSON template's grammar forces JSON after <tool_call>.
-    # Either way an XML call without its <tool_call> opener stays text in content (xllamacpp
-    # 2026.10.11549, tests/test_tool_formats_real.py).
-    xml_call_template_markers = ("<tool_call>", "<function=", "<parameter=")
+    # of a family's markers gets that family's handler (calls parsed and, under tool_choice
+    # "required", written by its grammar); any other template leaves such a call text in
+    # content. Qwen3 XML: the Qwen3-Coder handler; a Hermes JSON template's grammar forces JSON
+    # after <tool_call>, and an XML call without its <tool_call> opener stays text under either.
+    # Kimi K2: its handler ("Kimi K2 Thinking"), which also wants the template's generation
+    # prompt to end <|im_assistant|>assistant<|im_middle|>. Mistral: the Ministral 3 /
+    # Magistral handler (a template with [CALL_ID] too, Mistral Small 3.2's, goes to the
+    # autoparser instead). gpt-oss harmony: its GPT-OSS handler, for any template holding
+    # <|channel|>, whose grammar wakes at "<|start|>assistant<|channel|>commentary to" (or
+    # analysis). GLM 4.5: no handler of its own; the differential autoparser reads
+    # the format from how the template renders a call, so the template must render calls with
+    # <tool_call>, <arg_key> and <arg_value>; DeepSeek V3.1 the same, with its call markers and
+    # <｜tool▁sep｜> (xllamacpp 2026.10.11549,
+    # tests/test_tool_formats_real.py).
+    call_family_markers = MappingProxyType({
+        "qwen3_xml": ("<tool_call>", "<function=", "<parameter="),
+        "kimi_k2": ("<|tool_calls_section_begin|>", "<|tool_call_begin|>"),
+        "mistral": ("[SYSTEM_PROMPT]", "[TOOL_CALLS]", "[ARGS]"),
+        "glm45": ("<tool_call>", "<arg_key>", "<arg_value>"),
+        "harmony": ("<|channel|>",),
+        "deepseek_v31": ("<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>")})
+    def call_family(self, payloads: dict) -> tuple[str, str] | None:
+        template = (payloads.get("/props") or {}).get("chat_template")
+        if not isinstance(template, str):
+            return None
+        for family, markers in self.call_family_markers.items():
+            if all(m in template for m in markers):
+                return family, f"/props chat_template holds {', '.join(markers)}"
+        return None
+
     # /v1/chat/completions takes n: 1 only: n: 2 is its 400 "Field 'n': Value must be between
     # 1 <= value <= 1, but got 2" (xllamacpp 2026.10.11549); the penalties are documented.
     sampling_fields = ("temperature", "top_p", "presence_penalty", "frequency_penalty")

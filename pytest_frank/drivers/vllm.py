@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+from types import MappingProxyType
 
 from pytest_frank import metrics
 from pytest_frank.drivers.openai import OpenAIDriver
@@ -37,6 +38,8 @@ class VllmDriver(OpenAIDriver):
                              ("vllm:gpu_prefix_cache_hits_total",
                               "vllm:gpu_prefix_cache_queries_total"))
     no_projector_markers = ("is not a multimodal model",)
+    # --reasoning-parser by family, where the thinking's markup is the family's own
+    reasoning_parsers = MappingProxyType({"harmony": "openai_gptoss"})
 
     # -- the server's own count: vllm/entrypoints/openai/protocol.py TokenizeChatRequest renders
     # the messages with the chat template (add_generation_prompt true by default, special tokens
@@ -86,8 +89,11 @@ class VllmDriver(OpenAIDriver):
     # tool_parsers/__init__.py (0.32.0): qwen3_xml and qwen3_coder name one parser
     # (Qwen3EngineToolParser), which reads <tool_call><function=NAME><parameter=KEY> and types
     # each value by the tool's schema; hermes reads JSON only and leaves such a call in content
-    # (tests/test_tool_families_vllm_real.py).
-    call_family_parsers = {"qwen3_xml": "qwen3_xml"}
+    # (tests/test_tool_families_vllm_real.py). The other families' parsers by their names in
+    # 0.32's registry (harmony's is openai); only qwen3_xml is proven on real vLLM here.
+    call_family_parsers = MappingProxyType({"qwen3_xml": "qwen3_xml", "kimi_k2": "kimi_k2",
+                                            "mistral": "mistral", "glm45": "glm45",
+                                            "harmony": "openai", "deepseek_v31": "deepseek_v31"})
     # chat_completion/protocol.py check_tool_usage(): any tool_choice but "none" without tools
     # is its 400 "When using `tool_choice`, `tools` must be set." (seen on 0.32.0)
     refused_requests = frozenset({"auto_without_tools"})

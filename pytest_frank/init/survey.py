@@ -234,7 +234,7 @@ def _tools(target, found: Survey) -> None:
     """tools and agent only where one forced call came back as a call a strict client can use
     (the tools claim's own judge); a template that cannot carry tools is not asked."""
     from pytest_frank.chat import think_through
-    from pytest_frank.claims.tools import CLOCK, PROMPTS, call_reply_problems
+    from pytest_frank.claims.tools import CLOCK, PROMPTS, call_reply_problems, template_family
 
     said = target.driver.template_caps(_payloads(target)).get("tools")
     if said is not None and not said[0]:
@@ -248,7 +248,8 @@ def _tools(target, found: Survey) -> None:
         return
     problems = call_reply_problems(reply, tools=[CLOCK])
     if problems:
-        _no_tools(found, f"{FORCED} came back {_unusable(reply, problems)}")
+        _no_tools(found, f"{FORCED} came back {_unusable(reply, problems)}"
+                  + _family_fix(target.driver, reply.content))
         return
     why = f"{FORCED} came back as a valid {reply.calls[0].name} call"
     if said is None:  # the engine says nothing of its template: the battery asks auto too
@@ -259,6 +260,9 @@ def _tools(target, found: Survey) -> None:
             return
         why += "; tool_choice auto answered 200"
     found.claims["tools"] = Found(True, f"{said[1]}; {why}" if said else why)
+    family = template_family(target.driver, _payloads(target))
+    if family:  # its own comment line: the evidence's line has no room left for it
+        found.notes["tools"] = family
     found.claims["agent"] = Found(True, "tools are served: a tool result sent back must get an "
                                         "answer")
     _none(target, found)
@@ -285,8 +289,10 @@ def _none(target, found: Survey) -> None:
         tried = found.claims["tools"]
         tried.value = {"none": False}
         fix = _said(failed.fix) if failed.fix else "see the tools claim's page"
-        found.notes["tools"] = (f"none: false, as test_tools_none fails here:\n"
-                                f"{_said(failed.line)}\nfix, to ask it again: {fix}")
+        family = found.notes.get("tools")  # the family's line stays first
+        found.notes["tools"] = (f"{family}\n" if family else "") + (
+            f"none: false, as test_tools_none fails here:\n{_said(failed.line)}\n"
+            f"fix, to ask it again: {fix}")
 
 
 def _said(text) -> str:
@@ -303,6 +309,17 @@ def _unusable(reply, problems: list[str]) -> str:
         return (f"as text ({one_line(reply.content, 60)!r}, {reply.generated} tokens, "
                 f"finish_reason {reply.finish!r}): the model never opened a call")
     return f"with no usable call: {'; '.join(problems)}"
+
+
+def _family_fix(driver, content: str) -> str:
+    """Where the content holds a call of a family the claim knows, its fix: the parser that
+    family needs."""
+    from pytest_frank.claims.tools import leaked_family, tool_parser_fix
+
+    if leaked_family(content) is None:
+        return ""
+    fix = tool_parser_fix(driver, content)
+    return f"\nfix: {_said(fix if isinstance(fix, str) else fix.render())}"
 
 
 def _no_tools(found: Survey, why: str) -> None:

@@ -130,23 +130,113 @@ qwen3_xml
   prompt, explains the call format and renders past calls as <tool_call>\n<function=NAME>\n
   <parameter=KEY>\nVALUE\n</parameter>\n</function>\n</tool_call> and results as
   <tool_response> in a user turn. The template carries "<tool_call>", "<function=" and
-  "<parameter=", so llama.cpp takes its Qwen3-Coder handler (its log names no parser at
-  verbosity 3 to 5; /props chat_template_caps reads as the default's: supports_tool_calls and
+  "<parameter=", so llama.cpp takes its Qwen3-Coder handler (at launch verbosity 5 its log
+  says "Using specialized template: Qwen3-Coder" at the first request with tools; /props
+  chat_template_caps reads as the default's: supports_tool_calls and
   supports_parallel_tool_calls true). Plain chat and "auto" answer as default. Under "required"
   the model writes (greedy, its tokens per logprobs) "<think>Thinking</think>Hello!<tool_call>\n
   <function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=days>\n1\n
   </parameter>\n</function>\n</tool_call>", 39 tokens, and tool_calls carries
   {"city":"Paris","days":1}; streamed the same. Values arrive typed: integer 1, number 1, false,
-  ["Paris"], {"k": "Paris"}, null. The grammar leaves a string with an enum, or a ["string",
-  "null"] with a pattern, as free text (the model writes "Paris"); a plain string's pattern
-  holds. One call where two are asked at once. Under a Hermes JSON template (launch
-  chat_template_file) the lazy grammar after <tool_call> forces JSON, and the call is valid.
+  ["Paris"], {"k": "Paris"}, null; a parameter named job opens with one token ("job>\n") and
+  reads "02134", which stays the string "02134" where the schema types it a string. The
+  grammar leaves a string with an enum, or a ["string", "null"] with a pattern, as free text
+  (the model writes "Paris"); a plain string's pattern holds. One call where two are asked at
+  once. Under a Hermes JSON template (launch chat_template_file) the lazy grammar after
+  <tool_call> forces JSON, and the call is valid.
 qwen3_xml_text
   Writes a Qwen3 XML call without its <tool_call> opener as text (one token), under the default
   Hermes template: with tools and "auto", "none" or no tools, content "<function=get_weather>\n
   <parameter=city>\nParis\n</parameter>\n</function>", finish "stop", no tool_calls; under
   "required" that text, then the grammar's JSON call. Under the qwen3_xml template the same text
   stays in content too (llama.cpp's XML handler starts at <tool_call>).
+kimi_k2
+  The Kimi K2 family: its template (written here in Kimi K2's documented format) declares the
+  tools as JSON in a tool_declare system turn, opens each turn with <|im_user|>user,
+  <|im_assistant|>assistant or <|im_system|>tool and <|im_middle|>, writes past calls as
+  <|tool_calls_section_begin|><|tool_call_begin|>ID<|tool_call_argument_begin|>JSON
+  <|tool_call_end|><|tool_calls_section_end|> and results as "## Return of ID". Holding
+  <|tool_calls_section_begin|> and <|tool_call_begin|>, it gets llama.cpp's "Kimi K2 Thinking"
+  handler (verbosity 5: "Using specialized template: Kimi K2 Thinking"). Plain chat and
+  "auto": reasoning "Thinking", content "Hello!". Under "required":
+  "<think>Thinking</think>Hello!<|tool_calls_section_begin|><|tool_call_begin|>functions.
+  get_weather:1<|tool_call_argument_begin|>{"city":"Paris","days":1}<|tool_call_end|>
+  <|tool_calls_section_end|>", tool_calls carries the call with the id functions.get_weather:1
+  (the grammar writes the index; this model's ranking puts 1 first), finish "tool_calls".
+  The template has no thinking switch: the family always thinks.
+kimi_k2_text
+  Writes a Kimi K2 call as text (one token) under the default Hermes template: with tools and
+  "auto", "none" or no tools, reasoning "Thinking" and content "<|tool_calls_section_begin|>
+  <|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{"city": "Paris",
+  "days": 1}<|tool_call_end|><|tool_calls_section_end|>", no tool_calls; under "required" that
+  text, then the grammar's JSON call: the Kimi model served without its own template.
+mistral
+  The Mistral family (Ministral 3 / Magistral): its template (written here in that format)
+  puts the system prompt in [SYSTEM_PROMPT], the tools as JSON in [AVAILABLE_TOOLS], each user
+  turn in [INST]...[/INST], past calls as [TOOL_CALLS]NAME[ARGS]{JSON} closed by </s>, results
+  in [TOOL_RESULTS]; </s> is its end of turn. Holding [SYSTEM_PROMPT], [TOOL_CALLS] and [ARGS]
+  and no [CALL_ID], it gets llama.cpp's "Ministral/Magistral Large 3" handler (verbosity 5),
+  which hands system and assistant content to the template as blocks (thinking, text); /props
+  supports_preserve_reasoning false. Plain chat and "auto": reasoning "Thinking" (its [THINK]
+  block), content "Hello!". Under "required": "[THINK]Thinking[/THINK]Hello![TOOL_CALLS]
+  get_weather[ARGS]{"city":"Paris","days":1}", finish "tool_calls". After a tool's result it
+  answers "Hello!" at once. No thinking switch: the family always thinks.
+mistral_text
+  Writes a Mistral call as text (one token), '[TOOL_CALLS]get_weather[ARGS]{"city": "Paris",
+  "days": 1}', under the default Hermes template, as kimi_k2_text does.
+glm45
+  The GLM 4.5+ family: its template (written here in that format) lists the tools as JSON in
+  <tools> in the system turn, opens turns with <|system|>, <|user|>, <|assistant|> and
+  <|observation|> (results in <tool_response>), and writes calls as <tool_call>NAME\n then
+  <arg_key>KEY</arg_key>\n<arg_value>VALUE</arg_value>\n per argument (a string bare, any
+  other value as JSON), closed by </tool_call>. llama.cpp has no handler of its own for it: its
+  differential autoparser reads the format from how the template renders a call, and its
+  grammar writes "<tool_call>\nget_weather\n<arg_key>city</arg_key>\n<arg_value>Lyon
+  </arg_value>\n<arg_key>days</arg_key>\n<arg_value>1</arg_value>\n</tool_call>" after
+  "<think>Thinking</think>Hello!" (a bare string reads Lyon, a word of its own: inside a JSON
+  string </arg_value> is text). Values arrive typed (1, false, ["Paris"], {"k": "Paris"},
+  null); a tool without parameters, "<tool_call>\nrun\n</tool_call>", arrives as "{}". As
+  with Qwen3 XML the grammar leaves a ["string", "null"] value free of its pattern. Plain
+  chat and "auto": reasoning "Thinking", content "Hello!". No thinking switch.
+glm45_text
+  The GLM call as text (one token) under a ChatML template that knows no tools: llama.cpp finds
+  no call format and no thinking in it, so with tools or without, whatever the tool_choice,
+  content is "<think>Thinking</think><tool_call>get_weather\n<arg_key>city</arg_key>\n
+  <arg_value>Paris</arg_value>\n</tool_call>", finish "stop", no tool_calls.
+harmony
+  The gpt-oss harmony family: its template (written here in the harmony format) opens with a
+  system message naming the reasoning level ("Reasoning: " + reasoning_effort, medium when
+  none is sent), lists the tools as a TypeScript-like namespace functions in a developer
+  message, writes each message as <|start|>ROLE<|channel|>CHANNEL<|message|>TEXT<|end|> (past
+  thinking in analysis, calls as commentary to=functions.NAME <|constrain|>json, results from
+  functions.NAME to=assistant) and ends the prompt "<|start|>assistant". Holding <|channel|>,
+  it gets llama.cpp's GPT-OSS handler (verbosity 5: "Using specialized template: GPT-OSS");
+  /props supports_reasoning_effort true. The model writes a channel's header as one token
+  whose text is the header, so the bigram tells the two headers apart by what came before:
+  plain chat and "auto" write "<|channel|>analysis<|message|>Thinking<|end|><|start|>assistant
+  <|channel|>final<|message|>Hello!" then <|return|> (its end of turn): reasoning "Thinking",
+  content "Hello!". Under "required": "...<|start|>assistant<|channel|>commentary to=functions.
+  get_weather<|message|>{"city":"Paris","days":1}", tool_calls carries the call, content "",
+  finish "tool_calls". reasoning_effort low, medium and high are each answered 200. No
+  thinking switch.
+harmony_text
+  The harmony call as text (one token), "<|channel|>commentary to=functions.get_weather
+  <|constrain|>json<|message|>{"city": "Paris", "days": 1}", under the default Hermes template,
+  as kimi_k2_text does.
+deepseek_v31
+  The DeepSeek V3.1 family: its template (written here in that format) puts the system prompt
+  and the tools (JSON lines) first, each user turn after <｜User｜>, each answer after
+  <｜Assistant｜> with its thinking in <think>, calls as <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>
+  NAME<｜tool▁sep｜>{JSON}<｜tool▁call▁end｜><｜tool▁calls▁end｜>, results between the tool output
+  markers, each turn ended by <｜end▁of▁sentence｜> (its end of turn). llama.cpp has no handler
+  of its own for it here: its autoparser reads the format from the template's calls. The
+  model opens <think> itself after <｜Assistant｜> (the real template writes it into the
+  prompt). Plain chat and "auto": reasoning "Thinking", content "Hello!"; under "required"
+  "...Hello!<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>
+  {"city":"Paris","days":1}<｜tool▁call▁end｜><｜tool▁calls▁end｜>", the call parsed, every
+  value typed. No thinking switch.
+deepseek_v31_text
+  That call as text (one token) under the default Hermes template, as kimi_k2_text does.
 """
 
 from __future__ import annotations
@@ -161,7 +251,9 @@ from pytest_frank.local.selftest_vision import COLOUR_WORDS
 
 VARIANTS = ("default", "tool_text", "effort_strict", "no_think", "flat", "chatty", "long_think",
             "endless_think", "vision", "agent", "positional", "swa", "qwen3_xml",
-            "qwen3_xml_text") + selftest_hybrid.VARIANTS
+            "qwen3_xml_text", "kimi_k2", "kimi_k2_text", "mistral",
+            "mistral_text", "glm45", "glm45_text", "harmony",
+            "harmony_text", "deepseek_v31", "deepseek_v31_text") + selftest_hybrid.VARIANTS
 
 N_EMBD = 64
 N_LAYER = 2
@@ -194,8 +286,76 @@ FLAT_WORDS = ("Hi", "Hmm", " more", " there", " How can I help", "London")
 # The qwen3_xml variant's call pieces (Qwen3-Coder / Qwen3.5 XML calls), appended after the
 # shared words so every other variant's file stays what it was.
 XML_PIECES = ("<function=", "<parameter=", ">\n", "\n</parameter>\n", "</function>\n")
+# A parameter named job opens with one token and reads "02134": a string that looks like a
+# number, which the parser must keep a string where the schema types it so.
+XML_JOB = ("job>\n", "02134")
 # The Qwen3 XML call the qwen3_xml_text variant writes as text.
 XML_TEXT = "<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>"
+# Kimi K2's chat and tool-call markers: its roles open with <|im_user|>, <|im_assistant|> or
+# <|im_system|> and the role's name, then <|im_middle|>; its calls sit in a section,
+# <|tool_calls_section_begin|><|tool_call_begin|>functions.NAME:INDEX<|tool_call_argument_begin|>
+# {JSON}<|tool_call_end|>...<|tool_calls_section_end|>. The call markers render as text, as
+# <tool_call> does; the role markers are control tokens. Appended after every other token.
+KIMI_SPECIALS = {"<|im_user|>": 3, "<|im_assistant|>": 3, "<|im_system|>": 3, "<|im_middle|>": 3,
+                 "<|tool_calls_section_begin|>": 4, "<|tool_calls_section_end|>": 4,
+                 "<|tool_call_begin|>": 4, "<|tool_call_argument_begin|>": 4,
+                 "<|tool_call_end|>": 4}
+KIMI_CALL = ("<|tool_calls_section_begin|>", "<|tool_call_begin|>",
+             "<|tool_call_argument_begin|>", "<|tool_call_end|>", "<|tool_calls_section_end|>")
+# The Kimi K2 call the kimi_k2_text variant writes as text, one token.
+KIMI_TEXT = ("<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0"
+             '<|tool_call_argument_begin|>{"city": "Paris", "days": 1}<|tool_call_end|>'
+             "<|tool_calls_section_end|>")
+# Mistral's markers (Ministral 3 / Magistral): [SYSTEM_PROMPT], [AVAILABLE_TOOLS], [INST] and
+# [TOOL_RESULTS] blocks; the answer [THINK]...[/THINK], then text, then each call as
+# [TOOL_CALLS]NAME[ARGS]{JSON}; the turn ends with </s>. The answer's markers render as text.
+MISTRAL_SPECIALS = {"</s>": 3, "[INST]": 3, "[/INST]": 3, "[SYSTEM_PROMPT]": 3,
+                    "[/SYSTEM_PROMPT]": 3, "[AVAILABLE_TOOLS]": 3, "[/AVAILABLE_TOOLS]": 3,
+                    "[TOOL_RESULTS]": 3, "[/TOOL_RESULTS]": 3, "[THINK]": 4, "[/THINK]": 4,
+                    "[TOOL_CALLS]": 4, "[ARGS]": 4}
+# The Mistral call the mistral_text variant writes as text, one token.
+MISTRAL_TEXT = '[TOOL_CALLS]get_weather[ARGS]{"city": "Paris", "days": 1}'
+# GLM 4.5's markers: [gMASK]<sop> opens the prompt, <|system|>, <|user|>, <|assistant|> and
+# <|observation|> (a tool's result) open the turns; a call is <tool_call>NAME then each argument
+# as <arg_key>KEY</arg_key><arg_value>VALUE</arg_value>, closed by </tool_call>.
+GLM_SPECIALS = {"[gMASK]": 3, "<sop>": 3, "<|system|>": 3, "<|user|>": 3, "<|assistant|>": 3,
+                "<|observation|>": 3, "<arg_key>": 4, "</arg_key>": 4, "<arg_value>": 4,
+                "</arg_value>": 4}
+GLM_WORD = "Lyon"
+GLM_TEXT = ("<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n"
+            "</tool_call>")
+# gpt-oss harmony: each message <|start|>ROLE<|channel|>CHANNEL<|message|>TEXT<|end|>; the
+# answer's thinking in the analysis channel, its text in final (ended by <|return|>), a call in
+# commentary (or analysis) addressed " to=functions.NAME", ended by <|call|>. The model writes a
+# channel's header as one token (its text is the header's), so the bigram tells analysis's
+# from final's by what came before it.
+H_ANALYSIS = "<|channel|>analysis<|message|>"
+H_FINAL = "<|channel|>final<|message|>"
+HARMONY_SPECIALS = {"<|start|>": 4, "<|end|>": 4, "<|message|>": 4, "<|channel|>": 4,
+                    "<|constrain|>": 4, "<|return|>": 3, "<|call|>": 3, H_ANALYSIS: 4,
+                    H_FINAL: 4}
+# The harmony call the harmony_text variant writes as text, one token: what a gpt-oss model
+# served under a template that is not harmony's leaves in content.
+HARMONY_TEXT = ('<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>'
+                '{"city": "Paris", "days": 1}')
+# DeepSeek V3.1's markers (full-width bars and the word separator): <｜User｜>, <｜Assistant｜>,
+# its calls <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{JSON}<｜tool▁call▁end｜>
+# <｜tool▁calls▁end｜>, results in <｜tool▁output▁begin｜>...<｜tool▁output▁end｜>, the turn
+# ended by <｜end▁of▁sentence｜>.
+DS_CALLS, DS_CALL, DS_SEP = "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>"
+DS_CALL_END, DS_CALLS_END = "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>"
+DS_END = "<｜end▁of▁sentence｜>"
+DEEPSEEK_SPECIALS = {"<｜User｜>": 3, "<｜Assistant｜>": 3, DS_END: 3, DS_CALLS: 4, DS_CALL: 4,
+                     DS_SEP: 4, DS_CALL_END: 4, DS_CALLS_END: 4, "<｜tool▁output▁begin｜>": 3,
+                     "<｜tool▁output▁end｜>": 3}
+# The DeepSeek V3.1 call the deepseek_v31_text variant writes as text, one token.
+DS_TEXT = (DS_CALLS + DS_CALL + 'get_weather' + DS_SEP + '{"city": "Paris", "days": 1}'
+           + DS_CALL_END + DS_CALLS_END)
+# A family's own special tokens, appended after every other token, and its end of turn.
+FAMILY_SPECIALS = {"kimi_k2": KIMI_SPECIALS, "mistral": MISTRAL_SPECIALS, "glm45": GLM_SPECIALS,
+                   "harmony": HARMONY_SPECIALS, "deepseek_v31": DEEPSEEK_SPECIALS}
+END_OF_TURN = {"mistral": "</s>", "glm45": "<|endoftext|>", "harmony": "<|return|>",
+               "deepseek_v31": DS_END}
 # The thinking of the long and endless thinkers: distinct words, because the next token depends
 # on the last one alone. Each word names its successor in three one-hot base-10 digits, so a
 # thousand of them fit beside the scripted states in the 64-unit embedding.
@@ -231,7 +391,7 @@ def _encode(text: str) -> str:
 class Vocab:
     """Token list plus lookups by decoded text."""
 
-    def __init__(self, extra: tuple[str, ...] = ()) -> None:
+    def __init__(self, extra: tuple[str, ...] = (), specials: dict[str, int] | None = None) -> None:
         self.tokens: list[str] = list(BYTE_CHARS)  # id == byte value
         self.types: list[int] = [1] * 256
         self.merges: list[str] = []
@@ -243,6 +403,8 @@ class Vocab:
             self._add(text, ttype)
         for word in extra:
             self._add(_encode(word), 1)
+        for text, ttype in (specials or {}).items():
+            self._add(text, ttype)
         pairs = zip(self.tokens, self.types)
         self.ids = {self._decode(t, ty): i for i, (t, ty) in enumerate(pairs)}
 
@@ -327,10 +489,62 @@ SCRIPTS["agent"] = {**SCRIPTS["default"], "</think>": ["<tool_call>", "Hello"]}
 # Writes Qwen3-Coder / Qwen3.5 XML calls: a value opens after ">\n" (a string reads Paris)
 # and closes with the parameter's closing tag; everything else is the XML ranking's doing.
 SCRIPTS["qwen3_xml"] = {**SCRIPTS["default"], ">\n": ["Paris"],
-                        "Paris": ["\n</parameter>\n", '"']}
+                        "Paris": ["\n</parameter>\n", '"'],
+                        "job>\n": ["02134"], "02134": ["\n</parameter>\n"]}
 # Writes a Qwen3 XML call as text in one token, under the default (Hermes JSON) template.
 SCRIPTS["qwen3_xml_text"] = {**SCRIPTS["tool_text"], "\n\n": [XML_TEXT],
                              "</think>": [XML_TEXT, "<tool_call>"], XML_TEXT: ["<|im_end|>"]}
+# Kimi K2: the answer opens after <|im_middle|>; a call opens its section, the grammar writes
+# the call's id and arguments, and the JSON's last brace closes the call, then the section.
+SCRIPTS["kimi_k2"] = {**SCRIPTS["default"], "<|im_middle|>": ["<think>", KIMI_CALL[0]],
+                      "</think>": ["Hello", KIMI_CALL[0]], KIMI_CALL[0]: [KIMI_CALL[1]],
+                      "}": [KIMI_CALL[3]], "}}": [KIMI_CALL[3]], KIMI_CALL[3]: [KIMI_CALL[4]],
+                      KIMI_CALL[4]: ["<|im_end|>"]}
+# Writes a Kimi K2 call as text in one token, under the default (Hermes JSON) template.
+SCRIPTS["kimi_k2_text"] = {**SCRIPTS["tool_text"], "\n\n": [KIMI_TEXT],
+                           "</think>": [KIMI_TEXT, "<tool_call>"], KIMI_TEXT: ["<|im_end|>"]}
+# Mistral: the answer opens after [/INST], thinks in [THINK], and a call's JSON, once the
+# grammar lets the turn end, is the last thing in it. After a tool's result it answers at once.
+SCRIPTS["mistral"] = {"[/INST]": ["[THINK]", "[TOOL_CALLS]"], "[THINK]": ["Thinking"],
+                      "[/TOOL_RESULTS]": ["Hello", "[TOOL_CALLS]"],
+                      "Thinking": ["[/THINK]"], "[/THINK]": ["Hello", "[TOOL_CALLS]"],
+                      "Hello": ["!"], "!": ["</s>"], **_JSON_SCRIPT}
+# GLM 4.5: the answer opens after <|assistant|>; a bare string value reads Lyon, a word of its
+# own, since a JSON string inside a value (an array's) admits </arg_value> as text. A name
+# ends where the grammar lets it after an "n" (run, not run_in_terminal, as the other
+# families call the tool whose name closes first).
+SCRIPTS["glm45"] = {**SCRIPTS["default"], "<|assistant|>": ["<think>", "<tool_call>"],
+                    "n": ["\n"],
+                    "!": ["<|endoftext|>"], "<arg_value>": [GLM_WORD],
+                    GLM_WORD: ["</arg_value>"], "</arg_value>": ["\n"],
+                    "</tool_call>": ["<|endoftext|>"]}
+# Writes a GLM 4.5 call as text in one token, under a plain ChatML template that knows no
+# tools (the GLM model served with a generic template).
+SCRIPTS["glm45_text"] = {**SCRIPTS["tool_text"], "</think>": [GLM_TEXT], GLM_TEXT: ["<|im_end|>"]}
+# harmony: the prompt ends "<|start|>assistant" (its bytes, last "t"): analysis first; the
+# model's own "assistant" word opens final.
+SCRIPTS["harmony"] = {"t": [H_ANALYSIS, "<|channel|>"], H_ANALYSIS: ["Thinking"],
+                      "Thinking": ["<|end|>"], "<|end|>": ["<|start|>"],
+                      "<|start|>": ["assistant"], "assistant": [H_FINAL, "<|channel|>"],
+                      H_FINAL: ["Hello"], "Hello": ["!"], "!": ["<|return|>"],
+                      "<|channel|>": ["commentary"], "commentary": [" to=functions."],
+                      **_JSON_SCRIPT}
+# Writes a harmony call as text in one token, under the default (Hermes JSON) template.
+SCRIPTS["harmony_text"] = {**SCRIPTS["tool_text"], "\n\n": [HARMONY_TEXT],
+                           "</think>": [HARMONY_TEXT, "<tool_call>"], HARMONY_TEXT: ["<|im_end|>"]}
+# DeepSeek V3.1: the answer opens after <｜Assistant｜> (its prompt opens <think>), a call's
+# JSON closes its call, then the calls.
+SCRIPTS["deepseek_v31"] = {"<｜Assistant｜>": ["<think>", DS_CALLS], "<think>": ["Thinking"],
+                           "Thinking": ["</think>"], "</think>": ["Hello", DS_CALLS],
+                           "Hello": ["!"], "!": [DS_END], DS_CALLS: [DS_CALL],
+                           "}": [DS_CALL_END], "}}": [DS_CALL_END], DS_CALL_END: [DS_CALLS_END],
+                           DS_CALLS_END: [DS_END], **_JSON_SCRIPT}
+# Writes a DeepSeek V3.1 call as text in one token, under the default (Hermes JSON) template.
+SCRIPTS["deepseek_v31_text"] = {**SCRIPTS["tool_text"], "\n\n": [DS_TEXT],
+                                "</think>": [DS_TEXT, "<tool_call>"], DS_TEXT: ["<|im_end|>"]}
+# Writes a Mistral call as text in one token, under the default (Hermes JSON) template.
+SCRIPTS["mistral_text"] = {**SCRIPTS["tool_text"], "\n\n": [MISTRAL_TEXT],
+                           "</think>": [MISTRAL_TEXT, "<tool_call>"], MISTRAL_TEXT: ["<|im_end|>"]}
 # The hybrids (pytest_frank.local.selftest_hybrid) think "Thinking", then count: the first
 # selftest_hybrid.COUNT words of the chain as the answer, with thinking or without.
 SCRIPTS["hybrid"] = {**SCRIPTS["default"], "</think>": [CHAIN_WORDS[0], "<tool_call>"],
@@ -406,13 +620,28 @@ FALLBACK = (
 # grammar it opens the function and each parameter with one token and closes a value as soon
 # as the grammar lets it.
 XML_FALLBACK = (["<|im_end|>", "<tool_call>", "</tool_call>", "\n</parameter>\n", "</function>\n",
-                 "<function=", "<parameter=", ">\n"] + FALLBACK)
+                 "<function=", "<parameter=", ">\n", "job>\n"] + FALLBACK)
+
+
+# The kimi_k2 variant's ranking: under the call grammar it opens the section, then a call,
+# and after the call's id its arguments.
+KIMI_FALLBACK = ["<|im_end|>"] + list(KIMI_CALL[:3]) + FALLBACK
+# The mistral variant's: the end of its turn, else a call, else the call's arguments.
+MISTRAL_FALLBACK = ["</s>", "[TOOL_CALLS]", "[ARGS]"] + FALLBACK
+GLM_FALLBACK = (["<|endoftext|>", "<tool_call>", "</tool_call>", "</arg_value>", "<arg_key>",
+                 "</arg_key>", "<arg_value>"] + FALLBACK)
+# The harmony variant's: the end of its answer or call, else a call's arguments.
+HARMONY_FALLBACK = ["<|return|>", "<|call|>", "<|message|>", "<|constrain|>"] + FALLBACK
+# The deepseek_v31 variant's: the end of its turn, else the calls, a call, then its arguments.
+DEEPSEEK_FALLBACK = [DS_END, DS_CALLS, DS_CALL, DS_SEP] + FALLBACK
+RANKINGS = {"qwen3_xml": XML_FALLBACK, "kimi_k2": KIMI_FALLBACK, "mistral": MISTRAL_FALLBACK,
+            "glm45": GLM_FALLBACK, "harmony": HARMONY_FALLBACK, "deepseek_v31": DEEPSEEK_FALLBACK}
 
 
 def _ranking(vocab: Vocab, variant: str = "default") -> list[int]:
     """Every token id, best first: FALLBACK order, then the rest by id (no two logits tie)."""
     order: list[int] = []
-    for text in XML_FALLBACK if variant == "qwen3_xml" else FALLBACK:
+    for text in RANKINGS.get(variant, FALLBACK):
         tid = vocab[text]
         if tid not in order:
             order.append(tid)
@@ -622,9 +851,231 @@ _AFTER_RESULT = """\
 """
 
 
+# Kimi K2's format: the tools declared as JSON in a tool_declare system turn, each role's turn
+# opened by its marker and name and <|im_middle|>, calls in a section with ids
+# functions.NAME:INDEX, each result in a tool turn that names the call it returns.
+_KIMI_TEMPLATE = """\
+{%- if tools %}
+{{- '<|im_system|>tool_declare<|im_middle|>' + (tools | tojson) + '<|im_end|>' }}
+{%- endif %}
+{%- for message in messages %}
+{%- if message.role == 'system' %}
+{{- '<|im_system|>system<|im_middle|>' + message.content + '<|im_end|>' }}
+{%- elif message.role == 'user' %}
+{{- '<|im_user|>user<|im_middle|>' + message.content + '<|im_end|>' }}
+{%- elif message.role == 'assistant' %}
+{{- '<|im_assistant|>assistant<|im_middle|>' }}
+{%- if message.reasoning_content is string and message.reasoning_content %}
+{{- '<think>' + message.reasoning_content + '</think>' }}
+{%- endif %}
+{%- if message.content is string %}{{- message.content }}{%- endif %}
+{%- if message.tool_calls %}
+{{- '<|tool_calls_section_begin|>' }}
+{%- for tool_call in message.tool_calls %}
+{%- set fn = tool_call.function if tool_call.function is defined else tool_call %}
+{{- '<|tool_call_begin|>' + tool_call.id + '<|tool_call_argument_begin|>' }}
+{%- if fn.arguments is string %}{{- fn.arguments }}{%- else %}{{- fn.arguments | tojson }}{%- endif %}
+{{- '<|tool_call_end|>' }}
+{%- endfor %}
+{{- '<|tool_calls_section_end|>' }}
+{%- endif %}
+{{- '<|im_end|>' }}
+{%- elif message.role == 'tool' %}
+{{- '<|im_system|>tool<|im_middle|>## Return of ' + message.tool_call_id + '\\n' }}
+{{- message.content + '<|im_end|>' }}
+{%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}{{- '<|im_assistant|>assistant<|im_middle|>' }}{%- endif %}
+"""
+
+
+# Mistral's format (Ministral 3 / Magistral): the system prompt and the tools (JSON) in their
+# blocks, each user turn in [INST], an answer's thinking in [THINK], each call
+# [TOOL_CALLS]NAME[ARGS]{JSON}, the turn closed by </s>, results in [TOOL_RESULTS]. llama.cpp
+# hands system and assistant content over as blocks (thinking, text), so both are read so.
+_MISTRAL_TEMPLATE = """\
+{%- macro text(content) %}
+{%- if content is string %}{{- content }}
+{%- else %}
+{%- for block in content %}
+{%- if block.type == 'thinking' %}{{- '[THINK]' + block.thinking + '[/THINK]' }}
+{%- elif block.type == 'text' %}{{- block.text }}{%- endif %}
+{%- endfor %}
+{%- endif %}
+{%- endmacro %}
+{%- if messages[0].role == 'system' %}
+{{- '[SYSTEM_PROMPT]' + text(messages[0].content) + '[/SYSTEM_PROMPT]' }}
+{%- endif %}
+{%- if tools %}{{- '[AVAILABLE_TOOLS]' + (tools | tojson) + '[/AVAILABLE_TOOLS]' }}{%- endif %}
+{%- for message in messages %}
+{%- if message.role == 'user' %}
+{{- '[INST]' + message.content + '[/INST]' }}
+{%- elif message.role == 'system' and not loop.first %}
+{{- '[SYSTEM_PROMPT]' + text(message.content) + '[/SYSTEM_PROMPT]' }}
+{%- elif message.role == 'assistant' %}
+{%- if message.content %}{{- text(message.content) }}{%- endif %}
+{%- for tool_call in message.tool_calls or [] %}
+{%- set fn = tool_call.function if tool_call.function is defined else tool_call %}
+{{- '[TOOL_CALLS]' + fn.name + '[ARGS]' }}
+{%- if fn.arguments is string %}{{- fn.arguments }}{%- else %}{{- fn.arguments | tojson }}{%- endif %}
+{%- endfor %}
+{{- '</s>' }}
+{%- elif message.role == 'tool' %}
+{{- '[TOOL_RESULTS]' + message.content + '[/TOOL_RESULTS]' }}
+{%- endif %}
+{%- endfor %}
+"""
+
+
+# GLM 4.5's format: the tools as JSON lines in <tools> in the system turn, each call
+# <tool_call>NAME, then <arg_key>KEY</arg_key> <arg_value>VALUE</arg_value> per argument (a
+# string as it is, any other value as JSON), results in <tool_response> after <|observation|>.
+_GLM_TEMPLATE = """\
+{{- '[gMASK]<sop>' }}
+{%- if tools %}
+{{- '<|system|>\\n# Tools\\n\\nYou may call functions. Their signatures:\\n<tools>\\n' }}
+{%- for tool in tools %}{{- (tool | tojson) + '\\n' }}{%- endfor %}
+{{- '</tools>\\n\\nTo call one, write <tool_call>NAME\\n<arg_key>KEY</arg_key>\\n' }}
+{{- '<arg_value>VALUE</arg_value>\\n</tool_call>' }}
+{%- endif %}
+{%- for message in messages %}
+{%- if message.role == 'system' %}
+{{- '<|system|>\\n' + message.content }}
+{%- elif message.role == 'user' %}
+{{- '<|user|>\\n' + message.content }}
+{%- elif message.role == 'assistant' %}
+{{- '<|assistant|>' }}
+{%- if message.reasoning_content is string and message.reasoning_content %}
+{{- '<think>' + message.reasoning_content + '</think>' }}
+{%- endif %}
+{%- if message.content is string %}{{- message.content }}{%- endif %}
+{%- for tool_call in message.tool_calls or [] %}
+{%- set fn = tool_call.function if tool_call.function is defined else tool_call %}
+{{- '<tool_call>' + fn.name + '\\n' }}
+{%- set args = fn.arguments | from_json if fn.arguments is string else fn.arguments %}
+{%- for key, value in args | items %}
+{{- '<arg_key>' + key + '</arg_key>\\n<arg_value>' }}
+{%- if value is string %}{{- value }}{%- else %}{{- value | tojson }}{%- endif %}
+{{- '</arg_value>\\n' }}
+{%- endfor %}
+{{- '</tool_call>' }}
+{%- endfor %}
+{%- elif message.role == 'tool' %}
+{{- '<|observation|>\\n<tool_response>\\n' + message.content + '\\n</tool_response>' }}
+{%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}{{- '<|assistant|>' }}{%- endif %}
+"""
+
+
+# gpt-oss harmony: a system message with the reasoning level (reasoning_effort), the tools as a
+# TypeScript-like namespace in a developer message, each message's channel, past thinking in
+# analysis, calls in commentary to=functions.NAME, results from functions.NAME to the assistant.
+_HARMONY_TEMPLATE = """\
+{{- '<|start|>system<|message|>You are a helpful assistant.\\nReasoning: ' }}
+{{- reasoning_effort if reasoning_effort is defined and reasoning_effort else 'medium' }}
+{{- '\\n\\n# Valid channels: analysis, commentary, final.' }}
+{%- if tools %}{{- ' Calls to these tools must go to the commentary channel.' }}{%- endif %}
+{{- '<|end|>' }}
+{%- if tools %}
+{{- '<|start|>developer<|message|># Tools\\n\\nnamespace functions {\\n' }}
+{%- for tool in tools %}
+{%- set fn = tool.function if tool.function is defined else tool %}
+{{- '// ' + (fn.description or '') + '\\ntype ' + fn.name + ' = (_: ' + (fn.parameters | tojson) }}
+{{- ') => any;\\n' }}
+{%- endfor %}
+{{- '} // namespace functions<|end|>' }}
+{%- endif %}
+{%- for message in messages %}
+{%- if message.role == 'user' or message.role == 'system' %}
+{{- '<|start|>' + message.role + '<|message|>' + message.content + '<|end|>' }}
+{%- elif message.role == 'assistant' %}
+{%- if message.thinking is defined and message.thinking %}
+{{- '<|start|>assistant<|channel|>analysis<|message|>' + message.thinking + '<|end|>' }}
+{%- endif %}
+{%- if message.tool_calls %}
+{%- for tool_call in message.tool_calls %}
+{%- set fn = tool_call.function if tool_call.function is defined else tool_call %}
+{{- '<|start|>assistant<|channel|>commentary to=functions.' + fn.name }}
+{{- ' <|constrain|>json<|message|>' }}
+{%- if fn.arguments is string %}{{- fn.arguments }}{%- else %}{{- fn.arguments | tojson }}{%- endif %}
+{{- '<|call|>' }}
+{%- endfor %}
+{%- elif message.content %}
+{{- '<|start|>assistant<|channel|>final<|message|>' + message.content + '<|end|>' }}
+{%- endif %}
+{%- elif message.role == 'tool' %}
+{{- '<|start|>functions.' + (message.name or 'tool') + ' to=assistant<|channel|>commentary' }}
+{{- '<|message|>' + message.content + '<|end|>' }}
+{%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}{{- '<|start|>assistant' }}{%- endif %}
+"""
+
+
+# DeepSeek V3.1's format: the system prompt and the tools (as JSON) first, each user turn after
+# <｜User｜>, each answer after <｜Assistant｜> (thinking in <think>), calls between its call
+# markers with NAME<｜tool▁sep｜>JSON, results between the output markers.
+_DEEPSEEK_TEMPLATE = """\
+{%- if messages[0].role == 'system' %}{{- messages[0].content }}{%- endif %}
+{%- if tools %}
+{{- '\\n\\n## Tools\\nYou may call these functions:\\n' }}
+{%- for tool in tools %}{{- (tool | tojson) + '\\n' }}{%- endfor %}
+{{- 'To call one: <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{arguments}' }}
+{{- '<｜tool▁call▁end｜><｜tool▁calls▁end｜>' }}
+{%- endif %}
+{%- for message in messages %}
+{%- if message.role == 'user' %}
+{{- '<｜User｜>' + message.content }}
+{%- elif message.role == 'assistant' %}
+{{- '<｜Assistant｜>' }}
+{%- if message.reasoning_content is string and message.reasoning_content %}
+{{- '<think>' + message.reasoning_content + '</think>' }}
+{%- endif %}
+{%- if message.content is string %}{{- message.content }}{%- endif %}
+{%- if message.tool_calls %}
+{{- '<｜tool▁calls▁begin｜>' }}
+{%- for tool_call in message.tool_calls %}
+{%- set fn = tool_call.function if tool_call.function is defined else tool_call %}
+{{- '<｜tool▁call▁begin｜>' + fn.name + '<｜tool▁sep｜>' }}
+{%- if fn.arguments is string %}{{- fn.arguments }}{%- else %}{{- fn.arguments | tojson }}{%- endif %}
+{{- '<｜tool▁call▁end｜>' }}
+{%- endfor %}
+{{- '<｜tool▁calls▁end｜>' }}
+{%- endif %}
+{{- '<｜end▁of▁sentence｜>' }}
+{%- elif message.role == 'tool' %}
+{{- '<｜tool▁output▁begin｜>' + message.content + '<｜tool▁output▁end｜>' }}
+{%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}{{- '<｜Assistant｜>' }}{%- endif %}
+"""
+
+
+# ChatML with no word of tools: what a model gets from a generic template.
+_CHATML = """\
+{%- for message in messages %}
+{{- '<|im_start|>' + message.role + '\\n' + (message.content or '') + '<|im_end|>\\n' }}
+{%- endfor %}
+{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}
+"""
+
+
 def chat_template(variant: str = "default") -> str:
     if variant == "qwen3_xml":
         return _xml_template()
+    if variant == "kimi_k2":
+        return _KIMI_TEMPLATE
+    if variant == "mistral":
+        return _MISTRAL_TEMPLATE
+    if variant == "glm45":
+        return _GLM_TEMPLATE
+    if variant == "glm45_text":
+        return _CHATML
+    if variant == "harmony":
+        return _HARMONY_TEMPLATE
+    if variant == "deepseek_v31":
+        return _DEEPSEEK_TEMPLATE
     if variant == "no_think":
         return _TEMPLATE.replace("THINK_HISTORY\n", "").replace("THINK_OFF\n", "")
     if variant == "agent":
@@ -653,7 +1104,7 @@ def write_model(path, variant: str = "default", ctx_train: int = N_CTX_TRAIN) ->
     if variant not in VARIANTS:
         raise ValueError(f"unknown self-test model variant {variant!r}; choose from {VARIANTS}")
     path = pathlib.Path(path)
-    vocab = Vocab(_extra_words(variant))
+    vocab = Vocab(_extra_words(variant), FAMILY_SPECIALS.get(variant))
     embd, out = _weights(vocab, variant)
 
     hybrid = variant in selftest_hybrid.VARIANTS
@@ -686,8 +1137,9 @@ def write_model(path, variant: str = "default", ctx_train: int = N_CTX_TRAIN) ->
     w.add_token_types(vocab.types)
     w.add_token_merges(vocab.merges)
     w.add_bos_token_id(vocab["<|endoftext|>"])
-    w.add_eos_token_id(vocab["<|im_end|>"])
-    w.add_eot_token_id(vocab["<|im_end|>"])
+    end = END_OF_TURN.get(variant, "<|im_end|>")
+    w.add_eos_token_id(vocab[end])
+    w.add_eot_token_id(vocab[end])
     w.add_pad_token_id(vocab["<|endoftext|>"])
     w.add_add_bos_token(False)
     w.add_chat_template(chat_template(variant))
@@ -727,7 +1179,21 @@ def _extra_words(variant: str) -> tuple[str, ...]:
     if variant == "qwen3_xml_text":
         return (XML_TEXT,)
     if variant == "qwen3_xml":
-        return XML_PIECES
+        return XML_PIECES + XML_JOB
+    if variant == "kimi_k2_text":
+        return (KIMI_TEXT,)
+    if variant == "mistral_text":
+        return (MISTRAL_TEXT,)
+    if variant == "glm45":
+        return (GLM_WORD,)
+    if variant == "glm45_text":
+        return (GLM_TEXT,)
+    if variant == "harmony":
+        return ("assistant", "commentary", " to=functions.")
+    if variant == "harmony_text":
+        return (HARMONY_TEXT,)
+    if variant == "deepseek_v31_text":
+        return (DS_TEXT,)
     return COLOUR_WORDS if variant == "vision" else ()
 
 
