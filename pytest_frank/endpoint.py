@@ -20,7 +20,7 @@ from pytest_frank.checks import Check, Context
 from pytest_frank.observation import Failed
 from pytest_frank.results import LAUNCH_LOG
 from pytest_frank.target import key_of
-from pytest_frank.verdict import Failure, Inconclusive, NotAsked
+from pytest_frank.verdict import Failure, Inconclusive, NotApplicable, NotAsked
 
 if TYPE_CHECKING:
     from pytest_frank.fleet import Endpoint
@@ -83,6 +83,8 @@ class EndpointUnderTest:
         try:
             if obs.failure or isinstance(obs, Failed):
                 raise Failure(obs.failure or "", obs.fix)
+            if obs.not_applicable:
+                raise NotApplicable(f"not applicable: {obs.not_applicable}")
             if obs.inconclusive:
                 raise Inconclusive(f"inconclusive: {obs.inconclusive}")
             check.judge(obs, Context(self.entry, self.driver, check.options(self.entry), case,

@@ -17,7 +17,8 @@ from pytest_frank.verdict import Verdict
 
 FAILING = (Verdict.FAIL, Verdict.ERROR, Verdict.BLOCKED)
 INCONCLUSIVE = (Verdict.INCONCLUSIVE, Verdict.INTERRUPTED)
-FOLDED = (Verdict.PASS, Verdict.SKIPPED, Verdict.NOT_ASKED)  # a row that needs no reading
+# a row that needs no reading
+FOLDED = (Verdict.PASS, Verdict.SKIPPED, Verdict.NOT_ASKED, Verdict.NOT_APPLICABLE)
 # (figure, title, unit, the scale's fixed end or None)
 CHARTED = (
     ("ttft_s", "time to first token (median) against max_ttft_s", "s", None),

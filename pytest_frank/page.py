@@ -24,7 +24,7 @@ STYLE = """
 .frank pre{white-space:pre-wrap;word-break:break-all;background:#f6f6f6;padding:4px;margin:2px 0}
 .frank .v-pass{background:#dff0d8}.frank .v-FAIL,.frank .v-error{background:#f2dede}
 .frank .v-blocked,.frank .v-inconclusive,.frank .v-interrupted{background:#fcf8e3}
-.frank .v-skipped,.frank .v-not-asked{color:#777}
+.frank .v-skipped,.frank .v-not-asked,.frank .v-not-applicable{color:#777}
 .frank .row{border-left:4px solid #ccc;padding:2px 8px;margin:6px 0}
 .frank .row.v-pass{border-color:#3c763d}.frank .row.v-FAIL,.frank .row.v-error{border-color:#a94442}
 .frank .fix{font-weight:bold}

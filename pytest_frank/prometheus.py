@@ -20,8 +20,10 @@ from pytest_frank.verdict import Verdict
 
 JOB = "pytest_frank"
 # Verdicts that say "nothing to judge", not "broken": the claim is not failing.
-UNDECIDED = {Verdict.INCONCLUSIVE, Verdict.SKIPPED, Verdict.INTERRUPTED, Verdict.NOT_ASKED}
-NOT_RUN = {Verdict.SKIPPED, Verdict.NOT_ASKED}  # a test that did not run has no success series
+UNDECIDED = {Verdict.INCONCLUSIVE, Verdict.SKIPPED, Verdict.INTERRUPTED, Verdict.NOT_ASKED,
+             Verdict.NOT_APPLICABLE}
+# a test that did not run has no success series
+NOT_RUN = {Verdict.SKIPPED, Verdict.NOT_ASKED, Verdict.NOT_APPLICABLE}
 MIB = 2**20
 # JSON figure -> (metric, help, factor to the base unit)
 FIGURES = {
