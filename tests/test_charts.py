@@ -12,6 +12,7 @@ import pytest
 from pytest_frank import charts, glance, history, markdown, page
 from pytest_frank.charts import Point
 from pytest_frank.results import EndpointInfo, Row, Run, load
+from pytest_frank.verdict import Verdict
 
 pytestmark = pytest.mark.unit
 
@@ -132,6 +133,13 @@ def test_the_fleets_standing_and_the_slowest_endpoints():
     assert glance.headline(run) == "fleet not known to be ok"
     run.rows = [r for r in run.rows if r.endpoint == "good"]
     assert glance.headline(run) == "fleet ok"
+    # A claim this machine cannot show (a CPU server's GPU memory) counts against no one.
+    run.rows.append(Row("test_vram::test_vram[good]", "good", "vram", "not applicable",
+                        line="not applicable: no nvidia-smi on this machine"))
+    assert glance.tally(run)["passing"] == ["good"] and glance.headline(run) == "fleet ok"
+    assert "**fleet ok: " in markdown.render(run)
+    run.rows[-1].verdict = Verdict.INCONCLUSIVE
+    assert glance.headline(run) == "fleet not known to be ok"
 
 
 def test_the_page_opens_with_the_standing_and_shows_a_failing_row_first():
