@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, TypeVar
 
 from pytest_frank import redact, schema_errors, state
-from pytest_frank.hosts import host_of
+from pytest_frank.hosts import host_of, server_of
 
 T = TypeVar("T")
 ENGINES = ("llamacpp", "vllm", "sglang", "anthropic", "openai")
@@ -88,6 +88,12 @@ class Endpoint:
         if self.serve and self.serve.get("host"):
             return self.serve["host"]
         return host_of(self.url) or None if not self.launch else None
+
+    @property
+    def server(self) -> str:
+        """The server it reaches, "host:port" ("" for a server this run launches: its own):
+        entries that are routes or replicas of one server share it, its slots and counters."""
+        return "" if self.launch else server_of(self.url)
 
     @property
     def api_base(self) -> str:

@@ -23,7 +23,8 @@ def render(run: Run, images: list[tuple[str, str]] | None = None, prefix: str = 
     lines = [f"# pytest-frank verdicts: {_md(run.fleet)}", "",
              f"fleet file `{_code(run.fleet)}` (sha256 `{run.sha256}`), pytest-frank "
              f"{_md(run.version)}: " + (", ".join(f"{n} {v}" for v, n in run.counts().items())
-                                          or "no checks ran"), "", *_glance(run)]
+                                          or "no checks ran"), "",
+             *(said for line in glance.shared(run) for said in (_md(line), "")), *_glance(run)]
     if run.regressions:
         lines += ["", "## Regressions since the baseline", ""]
         lines += [f"- `{_code(r['test'])}`: {_md(r['what'])}" for r in run.regressions]

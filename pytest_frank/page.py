@@ -77,7 +77,8 @@ def _header(run: Run) -> str:
     counts = ", ".join(f"{n} {v}" for v, n in run.counts().items()) or "no checks ran"
     return (f"<h2>pytest-frank verdicts</h2><p>fleet file <code>{_t(run.fleet)}</code> "
             f"(sha256 <code>{escape(run.sha256)}</code>), pytest-frank {escape(run.version)}: "
-            f"{escape(counts)}</p>")
+            f"{escape(counts)}</p>"
+            + "".join(f'<p class="shared">{_t(line)}</p>' for line in glance.shared(run)))
 
 
 def _glance(run: Run) -> str:

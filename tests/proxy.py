@@ -56,6 +56,9 @@ class Proxy:
         # upstream's status, the JSON body sent (None: not JSON) and, for an error status, the
         # start of the upstream's answer
         self.exchanges: list[dict] = []
+        # (start, end, method, path) of every request forwarded: when it reached the upstream
+        # and when its answer's last byte went back, on time.monotonic()
+        self.spans: list[tuple[float, float, str, str]] = []
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
         # An upstream closed under a request still in flight (a server stopped after its test)
@@ -165,6 +168,7 @@ def _handler(proxy: Proxy):
             headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
             request = proxy._client.build_request(self.command, proxy.upstream + self.path,
                                                   headers=headers, content=body or None)
+            started = time.monotonic()
             upstream = proxy._client.send(request, stream=True)
             exchange = {"method": self.command, "path": self.path,
                         "status": upstream.status_code, "body": _json(body), "error": "",
@@ -189,6 +193,7 @@ def _handler(proxy: Proxy):
                 self.wfile.write(b"0\r\n\r\n")
             finally:
                 upstream.close()
+                proxy.spans.append((started, time.monotonic(), self.command, self.path))
             self.close_connection = True
 
         do_GET = do_POST = _forward
