@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 import warnings
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import pytest
 
@@ -132,13 +132,16 @@ class EndpointUnderTest:
         self.attachments.append({"name": name, "mime": mime, "data": data})
 
     def figure(self, name: str, value: float, unit: str = "", low: float | None = None,
-               high: float | None = None) -> None:
-        """A measured number a later run is compared with (`--frank-baseline`), and the bounds
-        it was judged against (`min`, `max` in the record, where set)."""
+               high: float | None = None, runs: Sequence[float] | None = None) -> None:
+        """A measured number a later run is compared with (`--frank-baseline`), the bounds it
+        was judged against (`min`, `max` in the record, where set) and, for a median, each
+        run's value (`runs`: the spread a rerun on an unchanged server moves within)."""
         self.figures[name] = {"value": round(float(value), 4), "unit": unit}
         for key, bound in (("min", low), ("max", high)):
             if bound is not None:
                 self.figures[name][key] = round(float(bound), 4)
+        if runs:
+            self.figures[name]["runs"] = [round(float(v), 4) for v in runs]
 
     def _attach_launch_log(self) -> None:
         text = self._target.launch_log()

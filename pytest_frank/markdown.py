@@ -28,6 +28,9 @@ def render(run: Run, images: list[tuple[str, str]] | None = None, prefix: str = 
     if run.regressions:
         lines += ["", "## Regressions since the baseline", ""]
         lines += [f"- `{_code(r['test'])}`: {_md(r['what'])}" for r in run.regressions]
+    if run.noise:
+        lines += ["", "## Noise since the baseline", ""]
+        lines += [f"- `{_code(r['test'])}`: {_md(r['what'])}" for r in run.noise]
     slow = glance.slowest(run)
     if slow:
         lines += ["", *_table(["slowest endpoint", "time to verdict"],

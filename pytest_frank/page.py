@@ -163,11 +163,14 @@ def _first_row(run: Run, endpoint: str, claim: str, verdict: Verdict) -> Row | N
 
 
 def _regressions(run: Run) -> str:
-    if not run.regressions:
-        return ""
-    items = "".join(f"<li><code>{_t(r['test'])}</code>: {_t(r['what'])}</li>"
-                    for r in run.regressions)
-    return f'<h2 class="regressions">Regressions since the baseline</h2><ul>{items}</ul>'
+    found = ""
+    for title, cls, entries in (("Regressions since the baseline", "regressions", run.regressions),
+                                ("Noise since the baseline", "noise", run.noise)):
+        if entries:
+            items = "".join(f"<li><code>{_t(r['test'])}</code>: {_t(r['what'])}</li>"
+                            for r in entries)
+            found += f'<h2 class="{cls}">{title}</h2><ul>{items}</ul>'
+    return found
 
 
 def _endpoint(run: Run, info: EndpointInfo) -> str:

@@ -165,7 +165,7 @@ class Reports:
 
                 tolerances = {name: Tolerances.from_fleet(ep.regression)
                               for name, ep in self.fleet.items()}
-                run.regressions = compare(self.baseline, run, tolerances)
+                run.regressions = compare(self.baseline, run, tolerances, run.noise)
             self._run = run
         return self._run
 
@@ -293,6 +293,10 @@ class Reports:
         if run.regressions:
             terminalreporter.write_sep("=", "frank regressions since the baseline")
             for r in run.regressions:
+                terminalreporter.write_line(redact.inert(f"{r['test']}: {r['what']}"))
+        if run.noise:
+            terminalreporter.write_sep("=", "frank noise since the baseline (not regressions)")
+            for r in run.noise:
                 terminalreporter.write_line(redact.inert(f"{r['test']}: {r['what']}"))
 
     # -- pytest-html (optional: `-p no:html` leaves these hooks without a caller) -------------
