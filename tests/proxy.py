@@ -32,9 +32,13 @@ class Proxy:
                  rewrite_answer: Callable[[dict, dict], dict] | None = None,
                  refuse: Callable[[dict], str | None] | None = None,
                  refuse_status: int = 400,
-                 rewrite_stream: Callable[[dict, list[bytes]], list[bytes]] | None = None) -> None:
+                 rewrite_stream: Callable[[dict, list[bytes]], list[bytes]] | None = None,
+                 hold_s: float = 0.0) -> None:
         self.upstream = upstream.rstrip("/")
         self.jitter_s, self.rewrite = jitter_s, rewrite
+        # A long prompt's processing: every generation (POST) held this long before it is sent
+        # on, so its answer begins that much later
+        self.hold_s = hold_s
         # rewrite_answer(request, answer): a whole JSON answer as the client receives it
         self.rewrite_answer = rewrite_answer
         # refuse(request): a gateway's own 400 (refuse_status) with that message, the upstream
@@ -168,6 +172,8 @@ def _handler(proxy: Proxy):
             headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
             request = proxy._client.build_request(self.command, proxy.upstream + self.path,
                                                   headers=headers, content=body or None)
+            if self.command == "POST" and proxy.hold_s:
+                time.sleep(proxy.hold_s)
             started = time.monotonic()
             upstream = proxy._client.send(request, stream=True)
             exchange = {"method": self.command, "path": self.path,
