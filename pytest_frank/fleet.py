@@ -147,14 +147,16 @@ def expect_schemas() -> ExpectSchemas:
 
 
 def load(path: str | os.PathLike, environ: Mapping[str, str] | None = None,
-         bind: Bind | None = None) -> dict[str, Endpoint]:
-    """The fleet file's endpoints by name; with `bind`, each with its claims read."""
+         bind: Bind | None = None, offline: bool = False) -> dict[str, Endpoint]:
+    """The fleet file's endpoints by name; with `bind`, each with its claims read. `offline`:
+    for a run that sends nothing (--frank-offline), a credential's unset ${VAR} (an api_key, a
+    header) stays as written: a pull request from a fork gets no secrets, and needs none."""
     path = Path(path)
     environ = os.environ if environ is None else environ
     where = str(path)
     data = _read_yaml(path)
     from_env: set[str] = set()  # values ${VAR} brought in: a usage error never echoes them
-    data = _expand(data, environ, where, (), from_env)
+    data = _expand(data, environ, where, (), from_env, offline)
     _register_credentials(data)
     _validate(data, where, from_env)
     defaults = data.get("defaults") or {}
@@ -217,11 +219,14 @@ def _bounded(node, path: Path) -> None:
             stack.extend(v for pair in current.value for v in pair)
 
 
-def _expand(value: Any, environ, where: str, keys: tuple, from_env: set[str]) -> Any:
+def _expand(value: Any, environ, where: str, keys: tuple, from_env: set[str],
+            offline: bool = False) -> Any:
     if isinstance(value, dict):
-        return {k: _expand(v, environ, where, keys + (k,), from_env) for k, v in value.items()}
+        return {k: _expand(v, environ, where, keys + (k,), from_env, offline)
+                for k, v in value.items()}
     if isinstance(value, list):
-        return [_expand(v, environ, where, keys + (i,), from_env) for i, v in enumerate(value)]
+        return [_expand(v, environ, where, keys + (i,), from_env, offline)
+                for i, v in enumerate(value)]
     if not isinstance(value, str):
         return value
 
@@ -236,6 +241,8 @@ def _expand(value: Any, environ, where: str, keys: tuple, from_env: set[str]) ->
             return environ[var]
         if fallback is not None:
             return fallback
+        if offline and (keys[-1:] == ("api_key",) or keys[-2:-1] == ("headers",)):
+            return match.group(0)  # only a request would carry it, and none is sent
         raise FleetError(f"{where}: {schema_errors.dotted(keys) or '(top level)'}: environment "
                          f"variable {var} is not set")
 
