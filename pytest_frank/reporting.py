@@ -276,8 +276,10 @@ class Reports:
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         run = self.run()
-        shown = (Verdict.PASS, Verdict.INCONCLUSIVE)  # a failure's message holds its table
-        tables = [(r, a) for r in run.rows if r.verdict in shown for a in r.attachments
+        # Passing checks' tables only, as documented: a failure's message holds its own, and an
+        # unjudged check's (no GPU size) has "-" in every cell it would judge; the reports keep
+        # every row's table.
+        tables = [(r, a) for r in run.rows if r.verdict is Verdict.PASS for a in r.attachments
                   if a["mime"] == "text/markdown"]
         if tables:
             terminalreporter.write_sep("=", "frank tables")
