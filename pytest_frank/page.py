@@ -137,7 +137,7 @@ def _endpoints(run: Run) -> str:
         f"<td>{_t(', '.join(i.models) or '-')}</td><td><code>{_t(i.url or '-')}</code></td>"
         f"<td>{_t(i.cost())}</td><td>{_t(i.description)}</td></tr>"
         for i in run.endpoints.values())
-    return f'<table class="endpoints">{head}{rows}</table>'
+    return f'<h2>Endpoints</h2><table class="endpoints">{head}{rows}</table>'
 
 
 def _matrix(run: Run) -> str:

@@ -72,6 +72,14 @@ def registry(run: Run) -> CollectorRegistry:
             if name in gauges and isinstance(value, (int, float)):
                 gauges[name].labels(fleet, label(row.endpoint), label(row.test)).set(
                     value * FIGURES[name][2])
+    # Per endpoint, 0 where nothing regressed or no baseline was given: an alert on it needs
+    # the series to be there.
+    regressed = Gauge("frank_regressions", "what got worse since --frank-baseline (a test that "
+                      "passed and now does not, a figure past its tolerance); noise not counted",
+                      ["fleet", "endpoint"], registry=reg)
+    for endpoint in run.endpoints or run.matrix():
+        regressed.labels(fleet, label(endpoint)).set(
+            sum(r["endpoint"] == endpoint for r in run.regressions))
     if run.started is not None:
         Gauge("frank_run_timestamp_seconds", "when the run started, Unix time", ["fleet"],
               registry=reg).labels(fleet).set(run.started)

@@ -183,6 +183,18 @@ def test_undecided_claims_are_neither_success_nor_failure():
     assert list(series(found, "frank_claim_inconclusive", claim="health").values()) == [0.0]
 
 
+def test_regressions_are_a_series_per_endpoint_zero_where_none():
+    run = _run(rows=0)
+    run.rows = [Row(key="m::test_a[ep]", endpoint="ep", claim="perf", verdict=Verdict.PASS),
+                Row(key="m::test_b[calm]", endpoint="calm", claim="perf", verdict=Verdict.PASS)]
+    run.regressions = [{"test": "test_a[ep]", "endpoint": "ep", "what": "decode speed 100 -> 60"},
+                       {"test": "cost", "endpoint": "ep", "what": "tokens generated 1 -> 9"}]
+    run.noise = [{"test": "test_b[calm]", "endpoint": "calm", "what": "within the spread"}]
+    found = samples(prometheus.text(run).decode())
+    assert {dict(k[1])["endpoint"]: v for k, v in series(found, "frank_regressions").items()} \
+        == {"ep": 2.0, "calm": 0.0}
+
+
 def test_the_textfile_is_replaced_whole(tmp_path):
     """A reader polling the file while it is rewritten sees one whole file or the other."""
     path = tmp_path / "frank.prom"
