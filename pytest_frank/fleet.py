@@ -236,8 +236,8 @@ def _expand(value: Any, environ, where: str, keys: tuple, from_env: set[str],
             from_env.add(environ[var])
             if redact.is_credential_name(var):  # ${HF_TOKEN} is masked wherever it is put
                 redact.register_credential(environ[var])
-            if keys[-2:-1] == ("headers",):  # a curl line names it, as fleet.yaml does
-                redact.register_variable(environ[var], var)
+            if keys[-2:-1] == ("headers",) or keys[-1:] == ("api_key",):
+                redact.register_variable(environ[var], var)  # a curl line names it as fleet.yaml
             return environ[var]
         if fallback is not None:
             return fallback
@@ -289,7 +289,9 @@ def _endpoint(name: str, raw: dict, where: str, base_dir: Path) -> Endpoint:
         _resolve_paths(launch, base_dir)
     expect = dict(raw.get("expect") or {})
     serve = _serve(raw.get("serve"), at, base_dir)
-    redact.register_variable(raw.get("api_key"), "API_KEY")  # the curl lines say $API_KEY
+    # the curl lines say $API_KEY for a key fleet.yaml writes out, its own ${VAR} for one it
+    # takes from the environment
+    redact.register_variable(raw.get("api_key"), "API_KEY", replace=False)
     return Endpoint(
         name=name,
         engine=engine,
