@@ -29,6 +29,19 @@ if TYPE_CHECKING:
 
 
 
+CURL_SHOWN = 1500  # a reproduce line's characters the terminal shows; the reports hold it whole
+
+
+def terminal_curl(curl: str) -> str:
+    """A reproduce line as the terminal shows it: a client profile's is tens of KB of filler
+    prompt, which would bury the failure above it; cut, it says where the whole line is."""
+    if len(curl) <= CURL_SHOWN:
+        return curl
+    return (f"{curl[:CURL_SHOWN]} ... [{len(curl) - CURL_SHOWN} more characters: cut here, so "
+            "not runnable as shown; the whole line is in the reports (--frank-report, --html, "
+            "--frank-json)]")
+
+
 class EndpointUnderTest:
     def __init__(self, target: Target):
         self._target = target
@@ -157,7 +170,7 @@ class EndpointUnderTest:
         lines = [ex.summary() for ex in self.exchanges]
         last = next((ex for ex in reversed(self.exchanges) if ex.status is not None), None)
         if last is not None:
-            lines.append(f"reproduce: {last.curl()}")
+            lines.append(f"reproduce: {terminal_curl(last.curl())}")
         lines += self.notes
         return redact.inert("\n".join(lines), 20 * redact.MAX_MESSAGE)
 
