@@ -65,6 +65,17 @@ def _glance(run: Run) -> list[str]:
     return lines + ([""] + named if named else [])
 
 
+def _log_tail(log: str, limit: int = 4000) -> str:
+    """The log's last `limit` characters from a whole line, its first line kept where it says
+    the log is shared (the note belongs in every report)."""
+    if len(log) <= limit:
+        return log
+    first, _, rest = log.partition("\n")
+    note = f"{first}\n" if first.startswith("[one llama.cpp log per process") else ""
+    tail = rest[-limit:] if note else log[-limit:]
+    return f"{note}[...]\n{tail.partition(chr(10))[2]}"
+
+
 def _endpoint(run: Run, info: EndpointInfo) -> list[str]:
     """Its rows that need reading first; those that passed (or were not asked) folded."""
     lines = [f"## {_md(info.name)}", ""]
@@ -81,7 +92,7 @@ def _endpoint(run: Run, info: EndpointInfo) -> list[str]:
         lines += ["", "</details>"]
     if info.launch_log:
         lines += ["", f"{LAUNCH_LOG} (launched server, its tail):", "",
-                  *_block(info.launch_log[-4000:]), ""]
+                  *_block(_log_tail(info.launch_log)), ""]
     return lines
 
 
