@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import warnings
+from urllib.parse import urlsplit
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import pytest
@@ -52,6 +53,7 @@ class EndpointUnderTest:
         self.notes: list[str] = []
         self.attachments: list[dict[str, Any]] = []  # {"name", "mime", "data" (base64 or text)}
         self.figures: dict[str, dict[str, Any]] = {}  # name -> {"value", "unit"}: for baselines
+        self._route: str | None = None  # the route its judgement read, where a probe says
 
     @property
     def config(self) -> Endpoint:
@@ -72,6 +74,7 @@ class EndpointUnderTest:
         obs = self._target.need(fn, case)
         for ex in obs.exchanges:
             self._show(ex)
+        self._route = obs.route or self._route
         return obs
 
     def options(self, claim: str) -> Any:
@@ -168,7 +171,7 @@ class EndpointUnderTest:
 
     def text(self) -> str:
         lines = [ex.summary() for ex in self.exchanges]
-        last = next((ex for ex in reversed(self.exchanges) if ex.status is not None), None)
+        last = self._reproduced()
         if last is not None:
             lines.append(f"reproduce: {terminal_curl(last.curl())}")
         lines += self.notes
@@ -177,11 +180,21 @@ class EndpointUnderTest:
     def evidence(self, exchanges: bool = True) -> dict[str, Any]:
         """What the reports show of this test, as plain data (it crosses xdist's wire); without
         `exchanges`, only what the terminal shows (notes, figures, tables)."""
-        last = next((ex for ex in reversed(self.exchanges) if ex.status is not None), None)
+        last = self._reproduced()
         return {"notes": [redact.inert(n) for n in self.notes], "figures": dict(self.figures),
                 "attachments": [dict(a) for a in self.attachments],
                 "exchanges": [ex.record() for ex in self.exchanges] if exchanges else [],
                 "curl": last.curl() if last is not None and exchanges else None}
+
+    def _reproduced(self) -> http.Exchange | None:
+        """The exchange a reproduce line repeats: the last answered one of the route the
+        judgement read, where the probe says which (a slot shape read from /props, not the model
+        list read after it), else the last answered one."""
+        answered = [ex for ex in self.exchanges if ex.status is not None]
+        read = [ex for ex in answered
+                if self._route and urlsplit(ex.url).path.endswith(self._route)]
+        chosen = read or answered
+        return chosen[-1] if chosen else None
 
     def records(self) -> dict[str, Any]:
         return {"endpoint": self.name, "engine": self.entry.engine,

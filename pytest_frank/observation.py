@@ -28,6 +28,8 @@ which has no GPU): the check is not applicable, which no report counts against t
     fix: Text | None = None
     inconclusive: str | None = None
     not_applicable: str | None = None  # why the claim cannot be shown where the battery runs
+    # the route the judgement reads, where the probe asks several (its reproduce line's)
+    route: str | None = None
 
     @property
     def seen(self) -> bool:

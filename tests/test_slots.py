@@ -1,5 +1,8 @@
 """slots: real llama.cpp slot shapes (/props, /slots) and an emulated vLLM's max_model_len."""
 
+import shutil
+import subprocess
+
 import pytest
 
 from fleets import one_endpoint
@@ -35,13 +38,22 @@ def test_parallel_dividing_the_context_is_named(llama, run_fleet):
     ])
 
 
-def test_wrong_slot_count_names_the_flag(llama, run_fleet):
+def test_wrong_slot_count_names_the_flag(llama, run_fleet, pytester):
     server = llama(parallel=2, ctx_size=4096)
-    result = run_fleet(one_endpoint(server.url, expect={"slots": {"count": 4}}))
+    result = run_fleet(one_endpoint(server.url, expect={"slots": {"count": 4}}),
+                       "--frank-report=slots.md")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*2 slot(s) are served, 4 intended (/props total_slots*",
                                  "*fix: --parallel 4 --ctx-size 8192 (each of the 4 slots keeps "
                                  "2048 tokens; or --parallel 4 --kv-unified)"])
+    # The reproduce line asks the route the count was read from (not the model list read after
+    # it), and runs as pasted from the Markdown against the live server.
+    report = (pytester.path / "slots.md").read_text()
+    curl = report.split("  reproduce:\n\n  ```sh\n  ", 1)[1].split("\n  ```", 1)[0]
+    assert curl.startswith(f"curl -sS -X GET {server.url}/props"), curl
+    if shutil.which("curl"):
+        ran = subprocess.run(["bash", "-c", curl], capture_output=True, text=True, timeout=30)
+        assert ran.returncode == 0 and '"total_slots":2' in ran.stdout.replace(" ", ""), ran
 
 
 def test_bad_slots_option_is_a_usage_error(run_fleet):
