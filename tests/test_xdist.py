@@ -25,6 +25,10 @@ def _logged(spec):
 
 
 launcher.launch = _logged
+
+
+def pytest_unconfigure(config):
+    launcher.launch = _launch  # the run is in-process: later runs in this process launch as usual
 """
 
 
