@@ -44,7 +44,7 @@ def render(run: Run, images: list[tuple[str, str]] | None = None, prefix: str = 
     if prefix and glance.pictures(run):
         # A thumbnail that opens full size: an image inside its own link (wikis allow both).
         lines += ["", "Probe images (click to open full size):", "", " ".join(
-            f'<a href="{prefix}{p.file}"><img src="{prefix}{p.file}" width="120" '
+            f'<a href="{prefix}{p.file}"><img src="{prefix}{p.file}" width="120" border="1" '
             f'alt="{_attr(f"{p.endpoint}: {p.name}")}"></a>' for p in glance.pictures(run))]
     lines += ["", "## Endpoints", ""]
     lines += _table(["endpoint", "engine", "build", "serves", "url", "cost", "description"],
