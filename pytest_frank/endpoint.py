@@ -173,7 +173,7 @@ class EndpointUnderTest:
         lines = [ex.summary() for ex in self.exchanges]
         last = self._reproduced()
         if last is not None:
-            lines.append(f"reproduce: {terminal_curl(last.curl())}")
+            lines.append(f"reproduce: {terminal_curl(self._curl(last))}")
         lines += self.notes
         return redact.inert("\n".join(lines), 20 * redact.MAX_MESSAGE)
 
@@ -184,7 +184,16 @@ class EndpointUnderTest:
         return {"notes": [redact.inert(n) for n in self.notes], "figures": dict(self.figures),
                 "attachments": [dict(a) for a in self.attachments],
                 "exchanges": [ex.record() for ex in self.exchanges] if exchanges else [],
-                "curl": last.curl() if last is not None and exchanges else None}
+                "curl": self._curl(last) if last is not None and exchanges else None}
+
+    def _curl(self, ex: http.Exchange) -> str:
+        """The reproduce line; a server this run launched says so first (a shell comment): its
+        port was its own and it stopped with the run, so the line runs once it is up again."""
+        if not self.entry.launch:
+            return ex.curl()
+        return (f"# {self.name} was launched by this run (fleet.yaml launch:) on a port of its "
+                "own and stopped at its end: start it again, e.g. with launch.port set, and use "
+                f"its port\n{ex.curl()}")
 
     def _reproduced(self) -> http.Exchange | None:
         """The exchange a reproduce line repeats: the last answered one of the route the

@@ -60,3 +60,20 @@ def test_bad_slots_option_is_a_usage_error(run_fleet):
     result = run_fleet(one_endpoint("http://127.0.0.1:9", expect={"slots": {"cnt": 2}}))
     assert result.ret == 4
     result.stderr.fnmatch_lines(["*endpoints.ep.expect.slots: unknown key 'cnt'*"])
+
+
+def test_a_launched_servers_reproduce_line_says_it_was_launched(run_fleet, pytester):
+    """Its port was the run's own and it stopped with the run: the line says so first, as a
+    shell comment, so it still runs as pasted once the server is up again."""
+    fleet = {"endpoints": {"ep": {"engine": "llamacpp", "ready_timeout": 30,
+                                  "launch": {"model": "selftest", "parallel": 2, "ctx_size": 4096},
+                                  "expect": {"slots": {"count": 4}}}}}
+    result = run_fleet(fleet, "--frank-report=slots.md")
+    result.assert_outcomes(failed=1)
+    report = (pytester.path / "slots.md").read_text()
+    curl = report.split("  reproduce:\n\n  ```sh\n  ", 1)[1].split("\n  ```", 1)[0]
+    comment, line = curl.split("\n  ")
+    assert comment == ("# ep was launched by this run (fleet.yaml launch:) on a port of its own "
+                       "and stopped at its end: start it again, e.g. with launch.port set, and "
+                       "use its port"), curl
+    assert line.startswith("curl -sS -X GET http://127.0.0.1:") and "/props" in line, curl
