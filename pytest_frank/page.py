@@ -32,7 +32,7 @@ STYLE = """
 .frank .charts{display:flex;flex-wrap:wrap;gap:8px}.frank .frank-chart{border:1px solid #ddd}
 .frank .probes{display:flex;flex-wrap:wrap;gap:8px}.frank .probes figure{margin:0}
 .frank details.thumb{display:inline-block}.frank details.thumb summary{list-style:none}
-.frank details.thumb img{max-width:120px;max-height:160px;cursor:zoom-in;border:1px solid #999}
+.frank details.thumb img{max-width:120px;max-height:160px;cursor:zoom-in;outline:1px solid #999}
 .frank details.thumb[open] img{max-width:none;max-height:none;cursor:zoom-out}
 """
 

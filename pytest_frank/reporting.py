@@ -155,7 +155,7 @@ class Reports:
             from pytest_frank import __version__
 
             shard = self._shard()
-            run = Run(fleet=str(self.fleet_path), sha256=fleet_digest(self.fleet_path),
+            run = Run(fleet=fleet_label(self.fleet_path), sha256=fleet_digest(self.fleet_path),
                       version=__version__, endpoints=self._endpoints(shard),
                       rows=list(self.rows.values()), started=round(self.started, 3),
                       duration_s=round(time.time() - self.started, 3),
@@ -326,6 +326,17 @@ class Reports:
             from html import escape
 
             data[:] = [escape(report.frank["line"])]  # one line, not a (path, line, reason)
+
+
+def fleet_label(path: Path, here: Path | None = None) -> str:
+    """The fleet file as every report and the Prometheus `fleet` label name it: one name however
+    it was given (`fleet.yaml`, `./fleet.yaml`, its absolute path, an ini file's relative one),
+    relative to the folder pytest runs in where it lies below it."""
+    whole = Path(os.path.abspath(path))
+    try:
+        return whole.relative_to(Path(os.path.abspath(here or Path.cwd()))).as_posix()
+    except ValueError:
+        return str(whole)
 
 
 def verdict_lines(run: Run) -> list[str]:

@@ -178,8 +178,9 @@ def test_probe_images_are_thumbnails_beside_the_charts_and_a_bad_one_is_not_mark
     assert ('<a href="report-probe-1-good-data_url-red-png.png"><img '
             'src="report-probe-1-good-data_url-red-png.png" width="120" border="1" alt="good: '
             'data_url-red.png"></a>') in md
-    # a white image stays visible on a white page: each thumbnail has a border
-    assert "details.thumb img{max-width:120px;max-height:160px;cursor:zoom-in;border:1px solid" \
+    # a white image stays visible on a white page: each thumbnail has an outline (no border:
+    # the thumbnail keeps its 120 px)
+    assert "details.thumb img{max-width:120px;max-height:160px;cursor:zoom-in;outline:1px solid" \
         in html
     run.rows[0].endpoint = HOSTILE
     assert f'alt="{html_escape(HOSTILE)}: data_url-red.png"' in markdown.render(run, [], "r-")

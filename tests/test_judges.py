@@ -512,3 +512,19 @@ def test_effort_trend_fix_reads_whether_the_template_reads_the_effort():
                            ctx("reasoning_effort", expect={"low": "low"}))
     assert "the served template never reads the effort" in str(never.value.fix)
     assert "reads the effort (" in str(reads.value.fix) and "lost before it" in str(reads.value.fix)
+
+
+def test_the_fleet_label_is_one_name_however_the_path_was_given(tmp_path, monkeypatch):
+    """The reports' fleet and Prometheus's `fleet` label: a CI job given `./fleet.yaml` and one
+    given the absolute path (an ini file's) push to the same series."""
+    from pathlib import Path
+
+    from pytest_frank.reporting import fleet_label
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "ops").mkdir()
+    names = {fleet_label(Path(p)) for p in ("fleet.yaml", "./fleet.yaml",
+                                            str(tmp_path / "fleet.yaml"), "ops/../fleet.yaml")}
+    assert names == {"fleet.yaml"}
+    assert fleet_label(Path("ops/fleet.yaml")) == "ops/fleet.yaml"
+    assert fleet_label(Path("/elsewhere/fleet.yaml")) == "/elsewhere/fleet.yaml"
