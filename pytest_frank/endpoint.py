@@ -54,6 +54,9 @@ class EndpointUnderTest:
         self.attachments: list[dict[str, Any]] = []  # {"name", "mime", "data" (base64 or text)}
         self.figures: dict[str, dict[str, Any]] = {}  # name -> {"value", "unit"}: for baselines
         self._route: str | None = None  # the route its judgement read, where a probe says
+        # the wall time of the probes it reads, which ran in the probe phase before any test:
+        # its duration in --durations, JUnit and the HTML report counts them
+        self.probe_s = 0.0
 
     @property
     def config(self) -> Endpoint:
@@ -75,6 +78,7 @@ class EndpointUnderTest:
         for ex in obs.exchanges:
             self._show(ex)
         self._route = obs.route or self._route
+        self.probe_s += self._target.took.get(key_of(fn, case), 0.0)
         return obs
 
     def options(self, claim: str) -> Any:

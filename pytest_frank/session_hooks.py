@@ -218,6 +218,8 @@ class FleetHooks:
         if report.skipped and isinstance(report.longrepr, tuple):
             # The test's name, not the frame that raised: a site-packages path says nothing.
             report.longrepr = (item.name, None, f"Skipped: {row['line']}")  # type: ignore[assignment]
+        if call.when == "call" and probed is not None:
+            report.duration += probed.probe_s  # the probe phase did the test's work
         if call.when == "call" and probed is not None and report.failed:
             text = probed.text()  # evidence is shown for failures only: a pass does not build it
             if text and not _echoes(text, report.longreprtext):
