@@ -1,16 +1,24 @@
-"""The docs' generated tables, written at build time from the package itself so they cannot
-drift: the fleet.yaml key tables from pytest_frank/fleet.schema.json, the claim table from the
-claim registry. mkdocs runs it as a hook (mkdocs.yml `hooks:`); a page asks for a table with a
-marker line, `<!-- frank:keys SECTION -->` or `<!-- frank:claims -->`."""
+"""The docs' generated tables, from the package itself so they cannot drift: the fleet.yaml key
+tables from pytest_frank/fleet.schema.json, the claim table from the claim registry. A page
+holds each table between a marker line, `<!-- frank:keys SECTION -->` or `<!-- frank:claims -->`,
+and `<!-- /frank:keys -->` (`/frank:claims`), so it reads whole where the Markdown is read (a
+repository's page); `python docs/gen.py` writes them into the pages, tests/test_docs.py fails
+on a page whose table no longer matches, and mkdocs runs this as a hook (mkdocs.yml `hooks:`)
+that builds each table afresh and leaves the markers out of the site."""
 
 from __future__ import annotations
 
 import json
 import re
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
-MARKER = re.compile(r"^<!-- frank:(keys|claims) ?(\S*) -->$", re.M)
+# A marker line, the table it holds (rows start with "|") and its closing marker; a marker with
+# no table yet is filled in.
+MARKER = re.compile(r"^<!-- frank:(keys|claims) ?(\S*) -->(?:\n\|.*)*(?:\n<!-- /frank:\1 -->)?$",
+                    re.M)
+DOCS = Path(__file__).resolve().parent
 # The sections a keys table can show: a schema node and the prefix its keys are written with.
 SECTIONS = {"top": ("#", ""), "endpoint": ("#/$defs/endpoint", ""),
             "launch": ("#/$defs/launch", "launch."), "serve": ("#/$defs/serve", "serve."),
@@ -119,12 +127,29 @@ def claims_table() -> str:
     return "\n".join(lines)
 
 
-def render(markdown: str) -> str:
-    """The page with each marker line replaced by its table."""
+def render(markdown: str, markers: bool = True) -> str:
+    """The page with each marked table written afresh; without `markers`, the tables alone
+    (the site's page)."""
     def table(match: re.Match[str]) -> str:
-        return keys_table(match[2]) if match[1] == "keys" else claims_table()
+        made = keys_table(match[2]) if match[1] == "keys" else claims_table()
+        if not markers:
+            return made
+        opening = f"<!-- frank:{match[1]}{' ' + match[2] if match[2] else ''} -->"
+        return f"{opening}\n{made}\n<!-- /frank:{match[1]} -->"
     return MARKER.sub(table, markdown)
 
 
+def pages() -> list[Path]:
+    return sorted(DOCS.rglob("*.md"))
+
+
 def on_page_markdown(markdown: str, **_: Any) -> str:
-    return render(markdown)
+    return render(markdown, markers=False)
+
+
+if __name__ == "__main__":  # python docs/gen.py: write the tables into the pages
+    for page in pages():
+        text = page.read_text(encoding="utf-8")
+        if render(text) != text:
+            page.write_text(render(text), encoding="utf-8")
+            print(f"wrote the tables of {page.relative_to(DOCS.parent)}")

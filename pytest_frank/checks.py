@@ -8,7 +8,7 @@ the claim's parsed `Options`, so the type checker sees a misspelt option."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Generic, Protocol, Sequence, TypeVar
 
 import pytest
 
@@ -22,11 +22,13 @@ Note = Callable[[str], None]
 
 
 class Figure(Protocol):
-    """figure(name, value, unit="", low=None, high=None): a measured number that a later run's
-    baseline compares, with the bounds fleet.yaml set on it (the reports' charts draw them)."""
+    """figure(name, value, unit="", low=None, high=None, runs=None): a measured number that a
+    later run's baseline compares, with the bounds fleet.yaml set on it (the reports' charts
+    draw them) and, for a median of several runs, each run's own (its run-to-run spread, which
+    the baseline reads as noise)."""
 
     def __call__(self, name: str, value: float, unit: str = "", low: float | None = None,
-                 high: float | None = None) -> None: ...
+                 high: float | None = None, runs: Sequence[float] | None = None) -> None: ...
 
 
 Opts = TypeVar("Opts")  # a claim's options: pytest_frank.claims.<claim>.Options
@@ -43,7 +45,8 @@ class Context(Generic[Opts]):
     case: str | None = None  # the level, form, ... of a cased check
     note: Note = field(default=lambda text: None)
     attach: Callable[[str, str, str], None] = field(default=lambda name, mime, data: None)
-    figure: Figure = field(default=lambda name, value, unit="", low=None, high=None: None)
+    figure: Figure = field(
+        default=lambda name, value, unit="", low=None, high=None, runs=None: None)
 
 
 

@@ -11,7 +11,8 @@
 from __future__ import annotations
 
 import warnings
-from typing import TYPE_CHECKING, Any, Callable
+from urllib.parse import urlsplit
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import pytest
 
@@ -20,13 +21,26 @@ from pytest_frank.checks import Check, Context
 from pytest_frank.observation import Failed
 from pytest_frank.results import LAUNCH_LOG
 from pytest_frank.target import key_of
-from pytest_frank.verdict import Failure, Inconclusive, NotAsked
+from pytest_frank.verdict import Failure, Inconclusive, NotApplicable, NotAsked
 
 if TYPE_CHECKING:
     from pytest_frank.fleet import Endpoint
     from pytest_frank.observation import Obs
     from pytest_frank.target import Target
 
+
+
+CURL_SHOWN = 1500  # a reproduce line's characters the terminal shows; the reports hold it whole
+
+
+def terminal_curl(curl: str) -> str:
+    """A reproduce line as the terminal shows it: a client profile's is tens of KB of filler
+    prompt, which would bury the failure above it; cut, it says where the whole line is."""
+    if len(curl) <= CURL_SHOWN:
+        return curl
+    return (f"{curl[:CURL_SHOWN]} ... [{len(curl) - CURL_SHOWN} more characters: cut here, so "
+            "not runnable as shown; the whole line is in the reports (--frank-report, --html, "
+            "--frank-json)]")
 
 
 class EndpointUnderTest:
@@ -39,6 +53,10 @@ class EndpointUnderTest:
         self.notes: list[str] = []
         self.attachments: list[dict[str, Any]] = []  # {"name", "mime", "data" (base64 or text)}
         self.figures: dict[str, dict[str, Any]] = {}  # name -> {"value", "unit"}: for baselines
+        self._route: str | None = None  # the route its judgement read, where a probe says
+        # the wall time of the probes it reads, which ran in the probe phase before any test:
+        # its duration in --durations, JUnit and the HTML report counts them
+        self.probe_s = 0.0
 
     @property
     def config(self) -> Endpoint:
@@ -59,6 +77,8 @@ class EndpointUnderTest:
         obs = self._target.need(fn, case)
         for ex in obs.exchanges:
             self._show(ex)
+        self._route = obs.route or self._route
+        self.probe_s += self._target.took.get(key_of(fn, case), 0.0)
         return obs
 
     def options(self, claim: str) -> Any:
@@ -83,6 +103,8 @@ class EndpointUnderTest:
         try:
             if obs.failure or isinstance(obs, Failed):
                 raise Failure(obs.failure or "", obs.fix)
+            if obs.not_applicable:
+                raise NotApplicable(f"not applicable: {obs.not_applicable}")
             if obs.inconclusive:
                 raise Inconclusive(f"inconclusive: {obs.inconclusive}")
             check.judge(obs, Context(self.entry, self.driver, check.options(self.entry), case,
@@ -130,13 +152,16 @@ class EndpointUnderTest:
         self.attachments.append({"name": name, "mime": mime, "data": data})
 
     def figure(self, name: str, value: float, unit: str = "", low: float | None = None,
-               high: float | None = None) -> None:
-        """A measured number a later run is compared with (`--frank-baseline`), and the bounds
-        it was judged against (`min`, `max` in the record, where set)."""
+               high: float | None = None, runs: Sequence[float] | None = None) -> None:
+        """A measured number a later run is compared with (`--frank-baseline`), the bounds it
+        was judged against (`min`, `max` in the record, where set) and, for a median, each
+        run's value (`runs`: the spread a rerun on an unchanged server moves within)."""
         self.figures[name] = {"value": round(float(value), 4), "unit": unit}
         for key, bound in (("min", low), ("max", high)):
             if bound is not None:
                 self.figures[name][key] = round(float(bound), 4)
+        if runs:
+            self.figures[name]["runs"] = [round(float(v), 4) for v in runs]
 
     def _attach_launch_log(self) -> None:
         text = self._target.launch_log()
@@ -150,20 +175,39 @@ class EndpointUnderTest:
 
     def text(self) -> str:
         lines = [ex.summary() for ex in self.exchanges]
-        last = next((ex for ex in reversed(self.exchanges) if ex.status is not None), None)
+        last = self._reproduced()
         if last is not None:
-            lines.append(f"reproduce: {last.curl()}")
+            lines.append(f"reproduce: {terminal_curl(self._curl(last))}")
         lines += self.notes
         return redact.inert("\n".join(lines), 20 * redact.MAX_MESSAGE)
 
     def evidence(self, exchanges: bool = True) -> dict[str, Any]:
         """What the reports show of this test, as plain data (it crosses xdist's wire); without
         `exchanges`, only what the terminal shows (notes, figures, tables)."""
-        last = next((ex for ex in reversed(self.exchanges) if ex.status is not None), None)
+        last = self._reproduced()
         return {"notes": [redact.inert(n) for n in self.notes], "figures": dict(self.figures),
                 "attachments": [dict(a) for a in self.attachments],
                 "exchanges": [ex.record() for ex in self.exchanges] if exchanges else [],
-                "curl": last.curl() if last is not None and exchanges else None}
+                "curl": self._curl(last) if last is not None and exchanges else None}
+
+    def _curl(self, ex: http.Exchange) -> str:
+        """The reproduce line; a server this run launched says so first (a shell comment): its
+        port was its own and it stopped with the run, so the line runs once it is up again."""
+        if not self.entry.launch:
+            return ex.curl()
+        return (f"# {self.name} was launched by this run (fleet.yaml launch:) on a port of its "
+                "own and stopped at its end: start it again, e.g. with launch.port set, and use "
+                f"its port\n{ex.curl()}")
+
+    def _reproduced(self) -> http.Exchange | None:
+        """The exchange a reproduce line repeats: the last answered one of the route the
+        judgement read, where the probe says which (a slot shape read from /props, not the model
+        list read after it), else the last answered one."""
+        answered = [ex for ex in self.exchanges if ex.status is not None]
+        read = [ex for ex in answered
+                if self._route and urlsplit(ex.url).path.endswith(self._route)]
+        chosen = read or answered
+        return chosen[-1] if chosen else None
 
     def records(self) -> dict[str, Any]:
         return {"endpoint": self.name, "engine": self.entry.engine,

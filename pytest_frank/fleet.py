@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, TypeVar
 
 from pytest_frank import redact, schema_errors, state
-from pytest_frank.hosts import host_of
+from pytest_frank.hosts import host_of, server_of
 
 T = TypeVar("T")
 ENGINES = ("llamacpp", "vllm", "sglang", "anthropic", "openai")
@@ -90,6 +90,12 @@ class Endpoint:
         return host_of(self.url) or None if not self.launch else None
 
     @property
+    def server(self) -> str:
+        """The server it reaches, "host:port" ("" for a server this run launches: its own):
+        entries that are routes or replicas of one server share it, its slots and counters."""
+        return "" if self.launch else server_of(self.url)
+
+    @property
     def api_base(self) -> str:
         return self.root + "/v1"
 
@@ -141,14 +147,16 @@ def expect_schemas() -> ExpectSchemas:
 
 
 def load(path: str | os.PathLike, environ: Mapping[str, str] | None = None,
-         bind: Bind | None = None) -> dict[str, Endpoint]:
-    """The fleet file's endpoints by name; with `bind`, each with its claims read."""
+         bind: Bind | None = None, offline: bool = False) -> dict[str, Endpoint]:
+    """The fleet file's endpoints by name; with `bind`, each with its claims read. `offline`:
+    for a run that sends nothing (--frank-offline), a credential's unset ${VAR} (an api_key, a
+    header) stays as written: a pull request from a fork gets no secrets, and needs none."""
     path = Path(path)
     environ = os.environ if environ is None else environ
     where = str(path)
     data = _read_yaml(path)
     from_env: set[str] = set()  # values ${VAR} brought in: a usage error never echoes them
-    data = _expand(data, environ, where, (), from_env)
+    data = _expand(data, environ, where, (), from_env, offline)
     _register_credentials(data)
     _validate(data, where, from_env)
     defaults = data.get("defaults") or {}
@@ -211,11 +219,14 @@ def _bounded(node, path: Path) -> None:
             stack.extend(v for pair in current.value for v in pair)
 
 
-def _expand(value: Any, environ, where: str, keys: tuple, from_env: set[str]) -> Any:
+def _expand(value: Any, environ, where: str, keys: tuple, from_env: set[str],
+            offline: bool = False) -> Any:
     if isinstance(value, dict):
-        return {k: _expand(v, environ, where, keys + (k,), from_env) for k, v in value.items()}
+        return {k: _expand(v, environ, where, keys + (k,), from_env, offline)
+                for k, v in value.items()}
     if isinstance(value, list):
-        return [_expand(v, environ, where, keys + (i,), from_env) for i, v in enumerate(value)]
+        return [_expand(v, environ, where, keys + (i,), from_env, offline)
+                for i, v in enumerate(value)]
     if not isinstance(value, str):
         return value
 
@@ -225,11 +236,13 @@ def _expand(value: Any, environ, where: str, keys: tuple, from_env: set[str]) ->
             from_env.add(environ[var])
             if redact.is_credential_name(var):  # ${HF_TOKEN} is masked wherever it is put
                 redact.register_credential(environ[var])
-            if keys[-2:-1] == ("headers",):  # a curl line names it, as fleet.yaml does
-                redact.register_variable(environ[var], var)
+            if keys[-2:-1] == ("headers",) or keys[-1:] == ("api_key",):
+                redact.register_variable(environ[var], var)  # a curl line names it as fleet.yaml
             return environ[var]
         if fallback is not None:
             return fallback
+        if offline and (keys[-1:] == ("api_key",) or keys[-2:-1] == ("headers",)):
+            return match.group(0)  # only a request would carry it, and none is sent
         raise FleetError(f"{where}: {schema_errors.dotted(keys) or '(top level)'}: environment "
                          f"variable {var} is not set")
 
@@ -276,7 +289,9 @@ def _endpoint(name: str, raw: dict, where: str, base_dir: Path) -> Endpoint:
         _resolve_paths(launch, base_dir)
     expect = dict(raw.get("expect") or {})
     serve = _serve(raw.get("serve"), at, base_dir)
-    redact.register_variable(raw.get("api_key"), "API_KEY")  # the curl lines say $API_KEY
+    # the curl lines say $API_KEY for a key fleet.yaml writes out, its own ${VAR} for one it
+    # takes from the environment
+    redact.register_variable(raw.get("api_key"), "API_KEY", replace=False)
     return Endpoint(
         name=name,
         engine=engine,

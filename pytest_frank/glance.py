@@ -10,14 +10,15 @@ import re
 import time
 from dataclasses import dataclass
 
-from pytest_frank import charts
+from pytest_frank import charts, hosts
 from pytest_frank.charts import Point
 from pytest_frank.results import RANK, EndpointInfo, Row, Run
 from pytest_frank.verdict import Verdict
 
 FAILING = (Verdict.FAIL, Verdict.ERROR, Verdict.BLOCKED)
 INCONCLUSIVE = (Verdict.INCONCLUSIVE, Verdict.INTERRUPTED)
-FOLDED = (Verdict.PASS, Verdict.SKIPPED, Verdict.NOT_ASKED)  # a row that needs no reading
+# a row that needs no reading
+FOLDED = (Verdict.PASS, Verdict.SKIPPED, Verdict.NOT_ASKED, Verdict.NOT_APPLICABLE)
 # (figure, title, unit, the scale's fixed end or None)
 CHARTED = (
     ("ttft_s", "time to first token (median) against max_ttft_s", "s", None),
@@ -71,6 +72,14 @@ def headline(run: Run) -> str:
         return "fleet not ok"
     return "fleet not known to be ok" if groups["inconclusive"] or not groups["passing"] \
         else "fleet ok"
+
+
+def shared(run: Run) -> list[str]:
+    """A line for each server that several of the fleet's entries reach (its routes, a
+    replica's name): their figures come from one server, measured one at a time."""
+    urls = {info.name: info.url for info in run.endpoints.values()}
+    return [hosts.shared_line(server, names)
+            for server, names in hosts.shared_servers(urls).items()]
 
 
 def time_to_verdict(run: Run, endpoint: str) -> float | None:

@@ -35,6 +35,39 @@ def host_of(url: str | None) -> str:
     return (urlsplit(url).hostname or "") if url else ""
 
 
+def server_of(url: str | None) -> str:
+    """The server a URL reaches, as "host:port" (the scheme's port where none is given,
+    localhost as 127.0.0.1): two routes or names of one server read alike. "" without a host."""
+    if not url:
+        return ""
+    parts = urlsplit(url)
+    host = (parts.hostname or "").rstrip(".").lower()
+    if not host:
+        return ""
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:  # a port that is no number: the URL's own text tells servers apart
+        return parts.netloc.lower()
+    host = "127.0.0.1" if host == "localhost" else host
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def shared_servers(urls: dict[str, str]) -> dict[str, list[str]]:
+    """Servers that more than one name reaches: {"host:port": [names]}, from {name: URL}."""
+    found: dict[str, list[str]] = {}
+    for name, url in urls.items():
+        server = server_of(url)
+        if server:
+            found.setdefault(server, []).append(name)
+    return {server: names for server, names in found.items() if len(names) > 1}
+
+
+def shared_line(server: str, names: list[str]) -> str:
+    """The words a run's header and reports say of entries that reach one server."""
+    return (f"{', '.join(names)} reach one server, {server}: checked as one (in one worker "
+            "under xdist, one measurement at a time)")
+
+
 def _address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
     try:
         address = ipaddress.ip_address(host.split("%")[0])  # fe80::1%eth0: the zone is no part

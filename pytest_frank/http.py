@@ -120,6 +120,23 @@ class Exchange:
         }
 
 
+# -- how long a first answer may take, where a client waits longer than the endpoint's timeout ---
+_FIRST: contextvars.ContextVar[float | None] = contextvars.ContextVar("frank_first", default=None)
+
+
+@contextmanager
+def first_answer_within(seconds: float) -> Iterator[None]:
+    """Requests made inside the block wait up to `seconds` for their answer to begin (a long
+    prompt's processing before a stream's first event), as a client that waits that long does;
+    once it began, the endpoint's own timeout paces it again. The endpoint's deadline still
+    bounds the wait."""
+    token = _FIRST.set(seconds)
+    try:
+        yield
+    finally:
+        _FIRST.reset(token)
+
+
 # -- where exchanges go: the probe (or test) running in this thread ------------------------------
 _SINK: contextvars.ContextVar[list[Exchange] | None] = contextvars.ContextVar("frank_sink",
                                                                               default=None)
@@ -351,27 +368,38 @@ class Pace:
     budget: int | None = None  # the request's token budget, where it names one
     floor: float = MIN_TOKENS_PER_S
     floor_from: str = FLOOR_FROM
+    first: float | None = None  # a longer wait for the first answer (first_answer_within)
 
     @classmethod
-    def of(cls, body: Any, timeout: float, floor: float, floor_from: str = FLOOR_FROM) -> Pace:
+    def of(cls, body: Any, timeout: float, floor: float, floor_from: str = FLOOR_FROM,
+           first: float | None = None) -> Pace:
         budget = _budget(body)
         stream = isinstance(body, dict) and body.get("stream") is True
+        first = first if first is not None and first > timeout else None
+        longer = first - timeout if first is not None else 0.0
         if budget is None:
-            return cls(timeout, DEADLINE_FACTOR * timeout, stream, None, floor, floor_from)
-        return cls(timeout, timeout + budget / floor, stream, budget, floor, floor_from)
+            return cls(timeout, DEADLINE_FACTOR * timeout + longer, stream, None, floor,
+                       floor_from, first)
+        return cls(timeout, timeout + longer + budget / floor, stream, budget, floor, floor_from,
+                   first)
 
     @property
     def why(self) -> str:
         """Where `limit` comes from, in the settings that make it."""
+        wait = (f"a first answer waited for {self.first:g} s" if self.first is not None
+                else f"timeout {self.timeout:g} s")
         if self.budget is None:
-            return f"{DEADLINE_FACTOR} x timeout {self.timeout:g} s"
-        return (f"timeout {self.timeout:g} s + {self.budget} tokens at {self.floor_from} "
-                f"{self.floor:g} tok/s")
+            more = f" + {self.first - self.timeout:g} s" if self.first is not None else ""
+            return f"{DEADLINE_FACTOR} x timeout {self.timeout:g} s{more}"
+        return f"{wait} + {self.budget} tokens at {self.floor_from} {self.floor:g} tok/s"
 
     @property
     def first_byte(self) -> float:
-        """The wait for the answer to begin: a whole answer starts when it is all generated."""
-        return self.limit if self.budget is not None and not self.stream else self.timeout
+        """The wait for the answer to begin: a whole answer starts when it is all generated;
+        a stream's first bytes within `first` where a client waits that long, else `timeout`."""
+        if self.budget is not None and not self.stream:
+            return self.limit
+        return self.first if self.first is not None else self.timeout
 
 
 def event_budget(budget: int) -> int:
@@ -423,7 +451,10 @@ class Recorder(httpx2.BaseTransport):
             ex.error, ex.interrupted = f"not sent: {self.stop.why}", True
             raise httpx2.ConnectTimeout(ex.error, request=request)
         key = id(ex)
-        pace = Pace.of(ex.request_json, self.timeout, self.floor, self.floor_from)
+        first = _FIRST.get()
+        if first is not None and left is not None:
+            first = min(first, left)  # the battery's own bound: the deadline left
+        pace = Pace.of(ex.request_json, self.timeout, self.floor, self.floor_from, first)
         waits = {**(request.extensions.get("timeout") or {}), "read": pace.first_byte}
         request.extensions = {**request.extensions, "timeout": waits,
                               "trace": self.stop.tracer(key, request.extensions.get("trace"))}
@@ -514,7 +545,7 @@ class _Body(httpx2.SyncByteStream):
                 _cut(self.ex, exc, self.deadline - self.start, self.stop)
                 if self.ex.late:  # a read timeout after the answer began: a stall, not a hang
                     self.ex.error = (f"the answer stopped: nothing more came for "
-                                     f"{self.pace.timeout:g}s after {len(self.kept)} bytes")
+                                     f"{self.pace.first_byte:g}s after {len(self.kept)} bytes")
             raise
         finally:
             self.close()
@@ -533,12 +564,14 @@ class _Body(httpx2.SyncByteStream):
                 self._fail(f"the answer began but was still arriving {pace.timeout:g}s later "
                            f"({len(self.kept)} bytes came): the server drips it")
             return
+        # before its first event a stream may take the first answer's wait (a long prompt)
+        wait = pace.timeout if self.events else pace.first_byte
         if self._tokens(chunk):
             self.progress_at = now
             self._runaway(pace.budget, now)
-        elif now - self.progress_at > pace.timeout:
+        elif now - self.progress_at > wait:
             self.ex.late = True
-            self._fail(f"the stream carried no token for {pace.timeout:g}s ({len(self.kept)} "
+            self._fail(f"the stream carried no token for {wait:g}s ({len(self.kept)} "
                        "bytes came, none of them an event with data): the server drips or "
                        "only keeps the connection alive")
 
@@ -687,6 +720,9 @@ SILENT = ": a whole answer comes only once it is all generated, so the server is
 
 def _nothing_came(pace: Pace) -> str:
     """A generation's first byte did not come in time: the wait, and where it comes from."""
+    if pace.stream and pace.first is not None:
+        return (f"no answer within {pace.first_byte:g}s, the wait for a first answer (as long "
+                f"as the client waits, within the endpoint's deadline){HANGS}")
     if pace.stream:
         return f"no answer within {pace.first_byte:g}s, the stream's timeout{HANGS}"
     return f"no answer within {pace.first_byte:g}s ({pace.why}){SILENT}"

@@ -23,10 +23,14 @@ def render(run: Run, images: list[tuple[str, str]] | None = None, prefix: str = 
     lines = [f"# pytest-frank verdicts: {_md(run.fleet)}", "",
              f"fleet file `{_code(run.fleet)}` (sha256 `{run.sha256}`), pytest-frank "
              f"{_md(run.version)}: " + (", ".join(f"{n} {v}" for v, n in run.counts().items())
-                                          or "no checks ran"), "", *_glance(run)]
+                                          or "no checks ran"), "",
+             *(said for line in glance.shared(run) for said in (_md(line), "")), *_glance(run)]
     if run.regressions:
         lines += ["", "## Regressions since the baseline", ""]
         lines += [f"- `{_code(r['test'])}`: {_md(r['what'])}" for r in run.regressions]
+    if run.noise:
+        lines += ["", "## Noise since the baseline", ""]
+        lines += [f"- `{_code(r['test'])}`: {_md(r['what'])}" for r in run.noise]
     slow = glance.slowest(run)
     if slow:
         lines += ["", *_table(["slowest endpoint", "time to verdict"],
@@ -40,7 +44,7 @@ def render(run: Run, images: list[tuple[str, str]] | None = None, prefix: str = 
     if prefix and glance.pictures(run):
         # A thumbnail that opens full size: an image inside its own link (wikis allow both).
         lines += ["", "Probe images (click to open full size):", "", " ".join(
-            f'<a href="{prefix}{p.file}"><img src="{prefix}{p.file}" width="120" '
+            f'<a href="{prefix}{p.file}"><img src="{prefix}{p.file}" width="120" border="1" '
             f'alt="{_attr(f"{p.endpoint}: {p.name}")}"></a>' for p in glance.pictures(run))]
     lines += ["", "## Endpoints", ""]
     lines += _table(["endpoint", "engine", "build", "serves", "url", "cost", "description"],
@@ -61,6 +65,17 @@ def _glance(run: Run) -> list[str]:
     return lines + ([""] + named if named else [])
 
 
+def _log_tail(log: str, limit: int = 4000) -> str:
+    """The log's last `limit` characters from a whole line, its first line kept where it says
+    the log is shared (the note belongs in every report)."""
+    if len(log) <= limit:
+        return log
+    first, _, rest = log.partition("\n")
+    note = f"{first}\n" if first.startswith("[one llama.cpp log per process") else ""
+    tail = rest[-limit:] if note else log[-limit:]
+    return f"{note}[...]\n{tail.partition(chr(10))[2]}"
+
+
 def _endpoint(run: Run, info: EndpointInfo) -> list[str]:
     """Its rows that need reading first; those that passed (or were not asked) folded."""
     lines = [f"## {_md(info.name)}", ""]
@@ -77,7 +92,7 @@ def _endpoint(run: Run, info: EndpointInfo) -> list[str]:
         lines += ["", "</details>"]
     if info.launch_log:
         lines += ["", f"{LAUNCH_LOG} (launched server, its tail):", "",
-                  *_block(info.launch_log[-4000:]), ""]
+                  *_block(_log_tail(info.launch_log)), ""]
     return lines
 
 

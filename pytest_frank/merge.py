@@ -96,6 +96,7 @@ def merge(records: list[tuple[str, Run]]) -> Run:
                sha256=_joined(run.sha256 for run in runs),
                version=_joined(run.version for run in runs), endpoints=endpoints, rows=rows,
                regressions=[r for run in runs for r in run.regressions],
+               noise=[r for run in runs for r in run.noise],
                started=min(starts) if starts else None,
                duration_s=round(max(ends) - min(starts), 3) if starts else None,
                fleet_endpoints=fleet_endpoints)

@@ -19,12 +19,17 @@ class Observation:
     """A probe's result. `failure` is set when the probe could not see what its claim is about
     (the endpoint refused, answered an error, sent something unreadable); the check then fails
     with it, and `fix` where one is known, before any judging. `inconclusive` says why there is
-    nothing to judge here (no GPU reading on this machine): the check is inconclusive."""
+    nothing to judge here (too few draft tokens): the check is inconclusive; `not_applicable` why
+the claim cannot exist where the battery runs (a GPU memory reading of a server on this machine,
+which has no GPU): the check is not applicable, which no report counts against the fleet."""
 
     exchanges: list[Exchange] = field(default_factory=list)
     failure: str | None = None
     fix: Text | None = None
     inconclusive: str | None = None
+    not_applicable: str | None = None  # why the claim cannot be shown where the battery runs
+    # the route the judgement reads, where the probe asks several (its reproduce line's)
+    route: str | None = None
 
     @property
     def seen(self) -> bool:

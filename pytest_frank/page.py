@@ -24,7 +24,7 @@ STYLE = """
 .frank pre{white-space:pre-wrap;word-break:break-all;background:#f6f6f6;padding:4px;margin:2px 0}
 .frank .v-pass{background:#dff0d8}.frank .v-FAIL,.frank .v-error{background:#f2dede}
 .frank .v-blocked,.frank .v-inconclusive,.frank .v-interrupted{background:#fcf8e3}
-.frank .v-skipped,.frank .v-not-asked{color:#777}
+.frank .v-skipped,.frank .v-not-asked,.frank .v-not-applicable{color:#777}
 .frank .row{border-left:4px solid #ccc;padding:2px 8px;margin:6px 0}
 .frank .row.v-pass{border-color:#3c763d}.frank .row.v-FAIL,.frank .row.v-error{border-color:#a94442}
 .frank .fix{font-weight:bold}
@@ -32,7 +32,7 @@ STYLE = """
 .frank .charts{display:flex;flex-wrap:wrap;gap:8px}.frank .frank-chart{border:1px solid #ddd}
 .frank .probes{display:flex;flex-wrap:wrap;gap:8px}.frank .probes figure{margin:0}
 .frank details.thumb{display:inline-block}.frank details.thumb summary{list-style:none}
-.frank details.thumb img{max-width:120px;max-height:160px;cursor:zoom-in}
+.frank details.thumb img{max-width:120px;max-height:160px;cursor:zoom-in;outline:1px solid #999}
 .frank details.thumb[open] img{max-width:none;max-height:none;cursor:zoom-out}
 """
 
@@ -77,7 +77,8 @@ def _header(run: Run) -> str:
     counts = ", ".join(f"{n} {v}" for v, n in run.counts().items()) or "no checks ran"
     return (f"<h2>pytest-frank verdicts</h2><p>fleet file <code>{_t(run.fleet)}</code> "
             f"(sha256 <code>{escape(run.sha256)}</code>), pytest-frank {escape(run.version)}: "
-            f"{escape(counts)}</p>")
+            f"{escape(counts)}</p>"
+            + "".join(f'<p class="shared">{_t(line)}</p>' for line in glance.shared(run)))
 
 
 def _glance(run: Run) -> str:
@@ -136,7 +137,7 @@ def _endpoints(run: Run) -> str:
         f"<td>{_t(', '.join(i.models) or '-')}</td><td><code>{_t(i.url or '-')}</code></td>"
         f"<td>{_t(i.cost())}</td><td>{_t(i.description)}</td></tr>"
         for i in run.endpoints.values())
-    return f'<table class="endpoints">{head}{rows}</table>'
+    return f'<h2>Endpoints</h2><table class="endpoints">{head}{rows}</table>'
 
 
 def _matrix(run: Run) -> str:
@@ -162,11 +163,14 @@ def _first_row(run: Run, endpoint: str, claim: str, verdict: Verdict) -> Row | N
 
 
 def _regressions(run: Run) -> str:
-    if not run.regressions:
-        return ""
-    items = "".join(f"<li><code>{_t(r['test'])}</code>: {_t(r['what'])}</li>"
-                    for r in run.regressions)
-    return f'<h2 class="regressions">Regressions since the baseline</h2><ul>{items}</ul>'
+    found = ""
+    for title, cls, entries in (("Regressions since the baseline", "regressions", run.regressions),
+                                ("Noise since the baseline", "noise", run.noise)):
+        if entries:
+            items = "".join(f"<li><code>{_t(r['test'])}</code>: {_t(r['what'])}</li>"
+                            for r in entries)
+            found += f'<h2 class="{cls}">{title}</h2><ul>{items}</ul>'
+    return found
 
 
 def _endpoint(run: Run, info: EndpointInfo) -> str:

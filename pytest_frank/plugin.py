@@ -96,7 +96,7 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     fleet_path = _resolve(config, fleet_path)
     try:
-        fleet = load(fleet_path, bind=claims.bind)
+        fleet = load(fleet_path, bind=claims.bind, offline=config.getoption("frank_offline"))
     except FleetError as exc:
         raise pytest.UsageError(f"pytest-frank: bad fleet file\n{redact.scrub(str(exc))}") from None
     _start(config, fleet_path, fleet)

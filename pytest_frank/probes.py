@@ -115,7 +115,8 @@ def slot_shape(target) -> SlotShape:
                                                      last.status))
     count, ctx, source = target.driver.slot_shape(payloads)
     return SlotShape(count=count, ctx_per_slot=ctx, source=source, payloads=payloads,
-                     ctx_train=target.driver.ctx_train(payloads))
+                     ctx_train=target.driver.ctx_train(payloads),
+                     route=source.split()[0] if source.startswith("/") else None)
 
 
 @dataclass

@@ -20,8 +20,10 @@ from pytest_frank.verdict import Verdict
 
 JOB = "pytest_frank"
 # Verdicts that say "nothing to judge", not "broken": the claim is not failing.
-UNDECIDED = {Verdict.INCONCLUSIVE, Verdict.SKIPPED, Verdict.INTERRUPTED, Verdict.NOT_ASKED}
-NOT_RUN = {Verdict.SKIPPED, Verdict.NOT_ASKED}  # a test that did not run has no success series
+UNDECIDED = {Verdict.INCONCLUSIVE, Verdict.SKIPPED, Verdict.INTERRUPTED, Verdict.NOT_ASKED,
+             Verdict.NOT_APPLICABLE}
+# a test that did not run has no success series
+NOT_RUN = {Verdict.SKIPPED, Verdict.NOT_ASKED, Verdict.NOT_APPLICABLE}
 MIB = 2**20
 # JSON figure -> (metric, help, factor to the base unit)
 FIGURES = {
@@ -91,6 +93,14 @@ def registry(run: Run) -> CollectorRegistry:
             if kind in levelled and level.isdigit() and isinstance(value, (int, float)):
                 levelled[kind].labels(fleet, label(row.endpoint), label(row.test), level).set(
                     value)
+    # Per endpoint, 0 where nothing regressed or no baseline was given: an alert on it needs
+    # the series to be there.
+    regressed = Gauge("frank_regressions", "what got worse since --frank-baseline (a test that "
+                      "passed and now does not, a figure past its tolerance); noise not counted",
+                      ["fleet", "endpoint"], registry=reg)
+    for endpoint in run.endpoints or run.matrix():
+        regressed.labels(fleet, label(endpoint)).set(
+            sum(r["endpoint"] == endpoint for r in run.regressions))
     if run.started is not None:
         Gauge("frank_run_timestamp_seconds", "when the run started, Unix time", ["fleet"],
               registry=reg).labels(fleet).set(run.started)

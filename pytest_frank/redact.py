@@ -127,11 +127,13 @@ def register_url(url: str | None) -> None:
         register(parts.username)
 
 
-def register_variable(value: str | None, name: str) -> None:
-    """A value a curl line shows as `$NAME` (the api key as $API_KEY, a header's `${VAR}` as
-    $VAR): the line then works wherever the variable is set, and never holds the value."""
+def register_variable(value: str | None, name: str, replace: bool = True) -> None:
+    """A value a curl line shows as `$NAME` (the fleet's own `${VAR}`, else the api key as
+    $API_KEY): the line then works wherever the variable is set, and never holds the value.
+    Without `replace`, a name the value already has stays."""
     if value and len(value) >= MIN_SECRET:  # a shorter one would be found inside ordinary words
-        _secrets().named[value] = name
+        if replace or value not in _secrets().named:
+            _secrets().named[value] = name
 
 
 def named_parts(text: str) -> list[tuple[str, bool]]:

@@ -155,7 +155,7 @@ class Reports:
             from pytest_frank import __version__
 
             shard = self._shard()
-            run = Run(fleet=str(self.fleet_path), sha256=fleet_digest(self.fleet_path),
+            run = Run(fleet=fleet_label(self.fleet_path), sha256=fleet_digest(self.fleet_path),
                       version=__version__, endpoints=self._endpoints(shard),
                       rows=list(self.rows.values()), started=round(self.started, 3),
                       duration_s=round(time.time() - self.started, 3),
@@ -165,7 +165,7 @@ class Reports:
 
                 tolerances = {name: Tolerances.from_fleet(ep.regression)
                               for name, ep in self.fleet.items()}
-                run.regressions = compare(self.baseline, run, tolerances)
+                run.regressions = compare(self.baseline, run, tolerances, run.noise)
             self._run = run
         return self._run
 
@@ -276,8 +276,10 @@ class Reports:
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         run = self.run()
-        shown = (Verdict.PASS, Verdict.INCONCLUSIVE)  # a failure's message holds its table
-        tables = [(r, a) for r in run.rows if r.verdict in shown for a in r.attachments
+        # Passing checks' tables only, as documented: a failure's message holds its own, and an
+        # unjudged check's (no GPU size) has "-" in every cell it would judge; the reports keep
+        # every row's table.
+        tables = [(r, a) for r in run.rows if r.verdict is Verdict.PASS for a in r.attachments
                   if a["mime"] == "text/markdown"]
         if tables:
             terminalreporter.write_sep("=", "frank tables")
@@ -293,6 +295,10 @@ class Reports:
         if run.regressions:
             terminalreporter.write_sep("=", "frank regressions since the baseline")
             for r in run.regressions:
+                terminalreporter.write_line(redact.inert(f"{r['test']}: {r['what']}"))
+        if run.noise:
+            terminalreporter.write_sep("=", "frank noise since the baseline (not regressions)")
+            for r in run.noise:
                 terminalreporter.write_line(redact.inert(f"{r['test']}: {r['what']}"))
 
     # -- pytest-html (optional: `-p no:html` leaves these hooks without a caller) -------------
@@ -320,6 +326,17 @@ class Reports:
             from html import escape
 
             data[:] = [escape(report.frank["line"])]  # one line, not a (path, line, reason)
+
+
+def fleet_label(path: Path, here: Path | None = None) -> str:
+    """The fleet file as every report and the Prometheus `fleet` label name it: one name however
+    it was given (`fleet.yaml`, `./fleet.yaml`, its absolute path, an ini file's relative one),
+    relative to the folder pytest runs in where it lies below it."""
+    whole = Path(os.path.abspath(path))
+    try:
+        return whole.relative_to(Path(os.path.abspath(here or Path.cwd()))).as_posix()
+    except ValueError:
+        return str(whole)
 
 
 def verdict_lines(run: Run) -> list[str]:

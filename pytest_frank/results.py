@@ -102,6 +102,8 @@ class Run:
     endpoints: dict[str, EndpointInfo] = field(default_factory=dict)
     rows: list[Row] = field(default_factory=list)
     regressions: list[dict[str, str]] = field(default_factory=list)  # {"test", "endpoint", "what"}
+    # changes past their tolerance that the runs' own spread covers: said, never failed on
+    noise: list[dict[str, str]] = field(default_factory=list)
     started: float | None = None  # when the run started, Unix time
     duration_s: float | None = None  # from the start to the last test's report
     # Every endpoint the fleet file names, in its order: a shard's record covers some of them,

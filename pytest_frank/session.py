@@ -38,9 +38,10 @@ class FrankSession:
             target.peers = self.targets
             target.offline = offline
             target.stop = self.stop
-            if target.endpoint.url and not target.endpoint.launch:
-                # Names for one server share its limiter: its counters and slots are one.
-                limiter = limiters.setdefault(target.endpoint.root, target.limiter)
+            if target.endpoint.server:
+                # Names for one server (its routes, its replicas' names) share its limiter: its
+                # counters and slots are one, so a measurement holds all of them.
+                limiter = limiters.setdefault(target.endpoint.server, target.limiter)
                 limiter.limit = min(limiter.limit, target.limiter.limit)
                 target.limiter = limiter
         self.plan: dict[str, Work] = {}

@@ -13,6 +13,7 @@ from typing import Any, Callable, Generator
 import pytest
 
 from pytest_frank import redact, rows
+from pytest_frank.hosts import shared_line, shared_servers
 from pytest_frank.checks import Check, check_of
 from pytest_frank.claims import CLAIMS, claim_of, health
 from pytest_frank.endpoint import EndpointUnderTest
@@ -20,7 +21,7 @@ from pytest_frank.session import FrankSession
 from pytest_frank.shard import Shard
 from pytest_frank.target import Target, key_of
 from pytest_frank.verdict import Blocked, Interrupted
-from pytest_frank.xdist_scheduling import by_endpoint
+from pytest_frank.xdist_scheduling import by_server, scopes_of
 
 PROBED: pytest.StashKey[EndpointUnderTest] = pytest.StashKey()
 UNASKED = "(asked of no endpoint)"
@@ -136,12 +137,14 @@ class FleetHooks:
 
     @pytest.hookimpl(optionalhook=True, tryfirst=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
-        """`--dist loadgroup` keeps each endpoint's checks in one worker: one process probes it
-        and starts its `launch:` server. Scheduled by the endpoint in the test id, not by xdist's
-        `@group` suffix on node ids, which pytest 9.2's node ids do not carry cleanly."""
+        """`--dist loadgroup` keeps the checks of each server in one worker: one process probes
+        it (every fleet entry that reaches it) and starts a `launch:` server. Scheduled by the
+        endpoint in the test id, not by xdist's `@group` suffix on node ids, which pytest 9.2's
+        node ids do not carry cleanly."""
         if config.getvalue("dist") != "loadgroup":
             return None
-        return by_endpoint(config, log, list(self.frank.targets))
+        return by_server(config, log, scopes_of(
+            {name: t.endpoint.server for name, t in self.frank.targets.items()}))
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         """After -k/-m selection: the probes the selected checks need, per endpoint."""
@@ -215,6 +218,8 @@ class FleetHooks:
         if report.skipped and isinstance(report.longrepr, tuple):
             # The test's name, not the frame that raised: a site-packages path says nothing.
             report.longrepr = (item.name, None, f"Skipped: {row['line']}")  # type: ignore[assignment]
+        if call.when == "call" and probed is not None:
+            report.duration += probed.probe_s  # the probe phase did the test's work
         if call.when == "call" and probed is not None and report.failed:
             text = probed.text()  # evidence is shown for failures only: a pass does not build it
             if text and not _echoes(text, report.longreprtext):
@@ -223,6 +228,9 @@ class FleetHooks:
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         lines = [f"frank: {len(self.frank.targets)} endpoint(s): {', '.join(self.frank.targets)}"]
+        lines += [f"frank: {shared_line(server, names)}" for server, names in shared_servers(
+            {name: t.endpoint.url or "" for name, t in self.frank.targets.items()
+             if t.endpoint.server}).items()]
         if self.shard is not None:
             mine = self._sharded()
             others = len(self.frank.targets) - len(mine)

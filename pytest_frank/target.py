@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextvars
 import threading
+import time
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as NotYet
 from contextlib import AbstractContextManager
@@ -152,6 +153,7 @@ class Target:
         self._drivers: dict[str, Driver] = {}
         self._lock = threading.RLock()
         self._observed: dict[Key, Future[Any]] = {}
+        self.took: dict[Key, float] = {}  # each probe's wall seconds, for the tests' durations
         self._shared: dict[str, http.Exchange] = {}  # per GET route: what every later read gets
         self.peers: dict[str, Target] = {}  # the fleet's targets, for claims that compare twins
         self.baseline: list[Row] = []  # this endpoint's rows in the --frank-baseline run
@@ -335,6 +337,7 @@ class Target:
 
     def _run(self, probe: Callable[..., Obs], case: str | None, key: Key) -> Obs | Failed:
         token = _PROBING.set((*_PROBING.get(), key))
+        began = time.monotonic()
         try:
             with http.recording(propagate=False) as seen:
                 obs: Obs | Failed
@@ -349,6 +352,7 @@ class Target:
                                               f"sent: {type(exc).__name__}: {exc}")
         finally:
             _PROBING.reset(token)
+            self.took[key] = time.monotonic() - began
         if self.stop.why:  # ended after the stop: whatever it saw may be the stop's doing
             self.cut.add(key)
         self._settle(seen)

@@ -1,6 +1,7 @@
 """How a check ends: its verdict, and the typed outcomes a test raises. A `Failure` carries one
 diagnosis, the usual fix and the figures measured; a `Skip` why there is no verdict on the claim,
-its subclass saying which (`Inconclusive`, `NotAsked`, `Blocked`, `Interrupted`). They are
+its subclass saying which (`Inconclusive`, `NotAsked`, `NotApplicable`, `Blocked`,
+`Interrupted`). They are
 pytest's own fail and skip, so a test fails or skips with the same line and no Python frames, and
 a report's row is built from the exception pytest recorded (`pytest_frank.rows`), never from its
 text.
@@ -26,6 +27,7 @@ class Verdict(str, enum.Enum):
     """A test's verdict; the value is the word every report prints."""
 
     NOT_ASKED = "not asked"
+    NOT_APPLICABLE = "not applicable"  # asked, but this machine cannot show it (no GPU reading)
     SKIPPED = "skipped"
     PASS = "pass"
     INTERRUPTED = "interrupted"  # never measured: the run was stopped first
@@ -228,6 +230,13 @@ class NotAsked(Skip):
     verdict = Verdict.NOT_ASKED
 
 
+class NotApplicable(Skip):
+    """Asked, but nothing of the claim exists where the battery runs: a GPU memory check of a
+    server on this machine, which has no GPU to read. Not a failure and not missing evidence."""
+
+    verdict = Verdict.NOT_APPLICABLE
+
+
 class Blocked(Skip):
     """Not measured because of another test's verdict: the endpoint is not healthy, refused
     the key, or its first answer was too slow."""
@@ -247,6 +256,10 @@ def fail(what: Text, fix: Text | None = None, figures: Figures | None = None) ->
 
 def inconclusive(line: str) -> NoReturn:
     raise Inconclusive(line)
+
+
+def not_applicable(line: str) -> NoReturn:
+    raise NotApplicable(line)
 
 
 def skip(why: str) -> NoReturn:

@@ -32,9 +32,13 @@ class Proxy:
                  rewrite_answer: Callable[[dict, dict], dict] | None = None,
                  refuse: Callable[[dict], str | None] | None = None,
                  refuse_status: int = 400,
-                 rewrite_stream: Callable[[dict, list[bytes]], list[bytes]] | None = None) -> None:
+                 rewrite_stream: Callable[[dict, list[bytes]], list[bytes]] | None = None,
+                 hold_s: float = 0.0) -> None:
         self.upstream = upstream.rstrip("/")
         self.jitter_s, self.rewrite = jitter_s, rewrite
+        # A long prompt's processing: every generation (POST) held this long before it is sent
+        # on, so its answer begins that much later
+        self.hold_s = hold_s
         # rewrite_answer(request, answer): a whole JSON answer as the client receives it
         self.rewrite_answer = rewrite_answer
         # refuse(request): a gateway's own 400 (refuse_status) with that message, the upstream
@@ -56,6 +60,9 @@ class Proxy:
         # upstream's status, the JSON body sent (None: not JSON) and, for an error status, the
         # start of the upstream's answer
         self.exchanges: list[dict] = []
+        # (start, end, method, path) of every request forwarded: when it reached the upstream
+        # and when its answer's last byte went back, on time.monotonic()
+        self.spans: list[tuple[float, float, str, str]] = []
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
         # An upstream closed under a request still in flight (a server stopped after its test)
@@ -165,6 +172,9 @@ def _handler(proxy: Proxy):
             headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
             request = proxy._client.build_request(self.command, proxy.upstream + self.path,
                                                   headers=headers, content=body or None)
+            if self.command == "POST" and proxy.hold_s:
+                time.sleep(proxy.hold_s)
+            started = time.monotonic()
             upstream = proxy._client.send(request, stream=True)
             exchange = {"method": self.command, "path": self.path,
                         "status": upstream.status_code, "body": _json(body), "error": "",
@@ -189,6 +199,7 @@ def _handler(proxy: Proxy):
                 self.wfile.write(b"0\r\n\r\n")
             finally:
                 upstream.close()
+                proxy.spans.append((started, time.monotonic(), self.command, self.path))
             self.close_connection = True
 
         do_GET = do_POST = _forward

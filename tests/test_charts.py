@@ -12,6 +12,7 @@ import pytest
 from pytest_frank import charts, glance, history, markdown, page
 from pytest_frank.charts import Point
 from pytest_frank.results import EndpointInfo, Row, Run, load
+from pytest_frank.verdict import Verdict
 
 pytestmark = pytest.mark.unit
 
@@ -149,6 +150,13 @@ def test_the_fleets_standing_and_the_slowest_endpoints():
     assert glance.headline(run) == "fleet not known to be ok"
     run.rows = [r for r in run.rows if r.endpoint == "good"]
     assert glance.headline(run) == "fleet ok"
+    # A claim this machine cannot show (a CPU server's GPU memory) counts against no one.
+    run.rows.append(Row("test_vram::test_vram[good]", "good", "vram", "not applicable",
+                        line="not applicable: no nvidia-smi on this machine"))
+    assert glance.tally(run)["passing"] == ["good"] and glance.headline(run) == "fleet ok"
+    assert "**fleet ok: " in markdown.render(run)
+    run.rows[-1].verdict = Verdict.INCONCLUSIVE
+    assert glance.headline(run) == "fleet not known to be ok"
 
 
 def test_the_page_opens_with_the_standing_and_shows_a_failing_row_first():
@@ -185,8 +193,12 @@ def test_probe_images_are_thumbnails_beside_the_charts_and_a_bad_one_is_not_mark
         ("good", "probe-1-good-data_url-red-png.png")]
     md = markdown.render(run, [], "report-")
     assert ('<a href="report-probe-1-good-data_url-red-png.png"><img '
-            'src="report-probe-1-good-data_url-red-png.png" width="120" alt="good: '
+            'src="report-probe-1-good-data_url-red-png.png" width="120" border="1" alt="good: '
             'data_url-red.png"></a>') in md
+    # a white image stays visible on a white page: each thumbnail has an outline (no border:
+    # the thumbnail keeps its 120 px)
+    assert "details.thumb img{max-width:120px;max-height:160px;cursor:zoom-in;outline:1px solid" \
+        in html
     run.rows[0].endpoint = HOSTILE
     assert f'alt="{html_escape(HOSTILE)}: data_url-red.png"' in markdown.render(run, [], "r-")
     assert re.fullmatch(r"probe-1-[A-Za-z0-9_-]+-data_url-red-png\.png", glance.pictures(run)[0].file)

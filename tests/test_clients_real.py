@@ -219,6 +219,37 @@ def test_init_offers_the_clients_whose_route_answers_and_request_fits(llama, tmp
         small_slots.notes["clients"], small_slots.notes
 
 
+def test_a_client_is_waited_for_as_long_as_it_waits_and_says_so(healthy, run_fleet, pytester):
+    """A proxy holds each generation 5 s, as a long prompt's processing would, in front of an
+    endpoint whose timeout is 3 s: pi waits minutes for an answer to begin, and so does its
+    profile, which passes and says how long it waited and when each answer began."""
+    with Proxy(healthy.url, hold_s=5) as proxy:
+        result = run_fleet(one_endpoint(proxy.url, "llamacpp", timeout=3,
+                                        expect={"clients": small("pi")}),
+                           "-p", "no:randomly", "-m", "clients", "--frank-json=run.json")
+    assert outcomes(pytester) == {"pi": "pass"}, result.stdout.str()[-3000:]
+    notes = [n for row in json.loads((pytester.path / "run.json").read_text())["rows"]
+             for n in row["notes"]]
+    assert ("each turn waited up to 300 s for its answer to begin, as pi does (httpIdleTimeoutMs, "
+            "default 300000), within the battery's 600 s and the endpoint's deadline") in notes
+    began = [float(n.split("it began after ")[1].split(" s")[0]) for n in notes
+             if "it began after" in n]
+    assert len(began) == 2 and all(b >= 5 for b in began), notes
+
+
+def test_a_client_waits_no_longer_than_the_endpoints_deadline(healthy, run_fleet):
+    """The battery's own bound: a first answer held past the endpoint's deadline is cut there,
+    not after the client's five minutes."""
+    with Proxy(healthy.url, hold_s=30) as proxy:
+        result = run_fleet(one_endpoint(proxy.url, "llamacpp", timeout=3, deadline=6,
+                                        expect={"clients": small("pi")}),
+                           "-p", "no:randomly", "-m", "clients")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*no answer within *s, the wait for a first answer (as long as "
+                                 "the client waits, within the endpoint's deadline)*"])
+    assert float(result.stdout.str().split("no answer within ")[1].split("s,")[0]) <= 6
+
+
 def test_a_plain_first_answer_is_followed_by_an_earlier_call_and_its_result(llama, run_fleet,
                                                                               pytester):
     # The default model answers "Hello!" under tool_choice auto: turn 2 carries an earlier call

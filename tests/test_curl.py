@@ -56,3 +56,16 @@ def test_the_exchange_keeps_the_words_not_the_values(fresh_state):
     assert "sk-exchange-key-0002" not in repr(ex)
     assert ex.curl() == ("curl -sS -X POST http://h:1/v1/x -H \"Authorization: Bearer $API_KEY\" "
                          "-H 'Content-Type: application/json' -d '{\"a\": 1}'")
+
+
+def test_the_terminal_cuts_a_long_reproduce_line_and_says_where_it_is_whole():
+    from pytest_frank.endpoint import CURL_SHOWN, terminal_curl
+
+    short = "curl -sS http://h:1/v1/models"
+    assert terminal_curl(short) == short
+    long = "curl -sS -X POST http://h:1/v1/messages -d '" + "x" * 90_000 + "'"
+    shown = terminal_curl(long)
+    assert shown.startswith(long[:CURL_SHOWN]) and len(shown) < CURL_SHOWN + 300
+    assert shown.endswith(f"[{len(long) - CURL_SHOWN} more characters: cut here, so not "
+                          "runnable as shown; the whole line is in the reports (--frank-report, "
+                          "--html, --frank-json)]")

@@ -136,6 +136,23 @@ def test_the_offline_gate_reads_a_launch_block(run_fleet, pytester):
             "trained on") in (pytester.path / "gate.md").read_text()
 
 
+def test_the_offline_gate_needs_no_secret(run_fleet, monkeypatch):
+    """A pull request from a fork gets no secrets: --frank-offline sends nothing, so a key or a
+    header from an unset ${VAR} is left as written; a live run still refuses it."""
+    from pytest_frank.local.selftest_model import model_path
+
+    monkeypatch.delenv("TEAM_KEY", raising=False)
+    vram = {"model": str(model_path()), "ctx_size": 4096, "gpu_mib": 1024, "fixed_mib": 64}
+    fleet = {"endpoints": {"ep": {"url": "http://127.0.0.1:9/v1", "engine": "llamacpp",
+                                  "api_key": "${TEAM_KEY}",
+                                  "headers": {"X-Proxy-Token": "${TEAM_KEY}"},
+                                  "expect": {"vram": vram}}}}
+    run_fleet(fleet, "--frank-offline", "-m", "vram").assert_outcomes(passed=1)
+    live = run_fleet(fleet, "-m", "vram")
+    assert live.ret == pytest.ExitCode.USAGE_ERROR
+    live.stderr.fnmatch_lines(["*endpoints.ep.api_key: environment variable TEAM_KEY is not set*"])
+
+
 # -- engine facts: SGLang names its model card after the served name ----------------------------
 # SGLang's shapes (the emulator): /v1/models is ModelCard(id=served_model_name,
 # root=served_model_name, max_model_len=context_len); /get_server_info is the server's arguments,

@@ -85,6 +85,22 @@ def test_the_generated_tables_name_every_schema_key():
         gen.render("<!-- frank:keys nonsense -->")
 
 
+def test_the_key_tables_are_written_in_the_pages_as_the_schema_says():
+    """The tables read whole in the checkout (a repository's page shows the Markdown), and
+    match fleet.schema.json and the claim registry: a schema change is written into them with
+    `python docs/gen.py`."""
+    gen = load_gen()
+    stale = [str(page.relative_to(ROOT)) for page in gen.pages()
+             if gen.render(page.read_text()) != page.read_text()]
+    assert not stale, f"run `python docs/gen.py`: the tables of {', '.join(stale)} are stale"
+    fleet = (ROOT / "docs" / "fleet.md").read_text()
+    assert "| `url` | string |" in fleet and "| `launch.model` |" in fleet
+    # an edited table is stale; a marker with no table yet is filled in
+    edited = fleet.replace("| `url` | string |", "| `url` | number |")
+    assert gen.render(edited) == fleet
+    assert gen.render("<!-- frank:keys regression -->").count("| `regression.tok_s_drop` |") == 1
+
+
 def test_the_docs_build_strictly_with_every_key_and_claim(site):
     built = pages(site)
     gen = load_gen()

@@ -61,6 +61,19 @@ def test_the_main_command_passes_as_written_on_a_fresh_venv(fresh_checkout):
     for report in ("report.html", "report.md"):
         text = (copy / report).read_text()
         assert all(name in text for name in ENDPOINTS), report
+    # What it wrote beside the reports (charts, probe images) leaves a checkout's status clean.
+    tracked = set(subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT,
+                                 capture_output=True, text=True, check=True).stdout.split())
+    written = [str(p.relative_to(copy)) for p in copy.rglob("*") if p.is_file()
+               and ".venv" not in p.parts and "__pycache__" not in p.parts
+               and ".egg-info" not in str(p) and str(p.relative_to(copy)) not in tracked]
+    assert any(name.endswith(".svg") for name in written), written
+    shown = subprocess.run(["git", "check-ignore", "--no-index", "--verbose", "--non-matching",
+                            *written], cwd=ROOT, capture_output=True, text=True).stdout
+    assert not [line for line in shown.splitlines() if line.startswith("::")], shown
+    # Green on a CPU machine: nothing the machine cannot show (vram without a GPU) is inconclusive.
+    assert "**fleet ok: 3 endpoint(s): 0 failing, 0 inconclusive, 3 passing**" in \
+        (copy / "report.md").read_text()
     installed = subprocess.run([str(copy / ".venv/bin/python"), "-c", "\n".join(
         f"import importlib.util as u; print('{m}', u.find_spec('{m}') is not None)"
         for m in OPTIONAL)], capture_output=True, text=True, check=True).stdout

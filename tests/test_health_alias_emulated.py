@@ -110,7 +110,8 @@ def test_api_key_is_sent_and_never_printed(run_fleet):
     bad.assert_outcomes(passed=1, failed=1)
     output = bad.stdout.str() + bad.stderr.str()
     assert secret not in output
-    assert "x-api-key: $API_KEY" in output  # the reproduce line keeps the key in the environment
+    # the reproduce line keeps the key in the environment, named as fleet.yaml names it
+    assert "x-api-key: $PROXY_KEY" in output and "$API_KEY" not in output
 
 
 def test_wrong_key_fails_alias_with_the_servers_words(run_fleet):

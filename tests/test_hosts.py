@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from pytest_frank.hosts import host_of, is_local
+from pytest_frank.hosts import host_of, is_local, server_of, shared_servers
 
 pytestmark = pytest.mark.unit
 
@@ -39,3 +39,25 @@ def test_host_of_a_url():
     assert host_of("https://[fd12::7]:8443") == "fd12::7"
     assert host_of("http://GPU-Box:8080") == "gpu-box"
     assert host_of(None) == ""  # a launched server runs here
+
+
+@pytest.mark.parametrize("url, server", [
+    ("http://127.0.0.1:8080/v1", "127.0.0.1:8080"),
+    ("http://localhost:8080", "127.0.0.1:8080"),
+    ("https://GPU1.example./v1", "gpu1.example:443"),
+    ("http://gpu1/openai/v1", "gpu1:80"),
+    ("http://[::1]:9000/v1", "[::1]:9000"),
+    (None, ""),
+    ("", ""),
+])
+def test_the_server_a_url_reaches(url, server):
+    assert server_of(url) == server
+
+
+def test_entries_that_reach_one_server_are_named_together():
+    urls = {"chat": "http://127.0.0.1:8080/v1", "messages": "http://localhost:8080",
+            "other": "http://127.0.0.1:8081/v1", "gpu": "http://gpu1:80/v1",
+            "gpu-replica": "http://gpu1/v1"}
+    assert shared_servers(urls) == {"127.0.0.1:8080": ["chat", "messages"],
+                                    "gpu1:80": ["gpu", "gpu-replica"]}
+    assert shared_servers({"a": "http://127.0.0.1:1", "b": "http://127.0.0.1:2"}) == {}

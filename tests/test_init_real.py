@@ -5,6 +5,7 @@ servers. Plain, with a draft model, with a projector, behind --api-key; then the
 
 from __future__ import annotations
 
+import shutil
 import socket
 import threading
 import time
@@ -53,7 +54,7 @@ def round_trip(run_fleet, text: str, *args, env=None):
     return run_fleet(text, "-p", "no:randomly", *args, env=env)
 
 
-def test_plain_server_round_trip(llama, tmp_path, run_fleet, capsys):
+def test_plain_server_round_trip(llama, tmp_path, run_fleet, pytester, capsys):
     server = llama(**PLAIN)
     rc, text, _ = init(tmp_path, server.url)
     assert rc == 0, capsys.readouterr().err
@@ -75,11 +76,15 @@ def test_plain_server_round_trip(llama, tmp_path, run_fleet, capsys):
                                                                                       "perf")
     # tool_choice none was asked and answered in text: tools stays true, none asked with it.
     assert entry["expect"]["tools"] is True and "# tools: none: false" not in text
-    result = round_trip(run_fleet, text)
+    result = round_trip(run_fleet, text, "--frank-report=init.md")
     assert result.ret == 0, result.stdout.str()[-3000:]
     outcomes = result.parseoutcomes()
     assert outcomes["passed"] >= 10 and "failed" not in outcomes and "errors" not in outcomes
     result.stdout.fnmatch_lines(["PASSED *::test_tools_none[[]frank-default-large[]]*"])
+    # A CPU server: the vram claim init wrote is not applicable here, and the file is green.
+    if shutil.which("nvidia-smi") is None:
+        assert "vram not applicable" in result.stdout.str()
+        assert "**fleet ok: 1 endpoint(s)" in (pytester.path / "init.md").read_text()
 
 
 def test_a_model_that_calls_under_none_gets_none_false(llama, tmp_path, run_fleet, capsys):
@@ -138,8 +143,6 @@ def test_the_draft_a_serve_file_names_is_in_vram(llama, pytester, run_fleet, tmp
     """A draft model named in the serve file: a copy of the served model under another name (a
     draft that drafts as self-drafting does, which the serve gate does not take for the served
     file loaded twice)."""
-    import shutil
-
     import httpx
 
     from pytest_frank.claims import bind
@@ -172,16 +175,15 @@ def test_the_draft_a_serve_file_names_is_in_vram(llama, pytester, run_fleet, tmp
           "with the draft")
     result = round_trip(run_fleet, text, "-v")
     assert result.ret == 0, result.stdout.str()[-3000:]
-    # the GGUF and its draft were read and modelled; with no GPU size the fit is unjudged
+    # the GGUF and its draft were read and modelled; a CPU server here has no GPU to fit
     result.stdout.fnmatch_lines(["*test_serve_config*PASSED*",
-                                 "SKIPPED [[]1[]] test_vram_fits[[]*[]]: modelled * + draft weights *"])
+                                 "SKIPPED [[]1[]] test_vram_fits[[]*[]]: not applicable: modelled * "
+                                 "+ draft weights *"])
 
 
 def test_a_relative_model_path_round_trip(llama, tmp_path, monkeypatch, pytester, run_fleet):
     """A server given models/x.gguf in its own folder; init run there with -o sub/fleet.yaml;
     the battery, run from another folder, reads the same file."""
-    import shutil
-
     from pytest_frank.local.selftest_model import model_path
 
     served = tmp_path / "served"
@@ -197,11 +199,12 @@ def test_a_relative_model_path_round_trip(llama, tmp_path, monkeypatch, pytester
     assert entry["expect"]["vram"]["model"] == str(served / "models" / "x.gguf")
     assert f"(the engine reports models/x.gguf, read from {served})" in claims_line(text, "vram")
     monkeypatch.chdir(pytester.path)
-    result = pytester.runpytest("--endpoints", str(out), "-p", "no:cacheprovider", "-v",
+    result = pytester.runpytest("--endpoints", str(out), "-p", "no:cacheprovider", "-v", "-rs",
                                 "-p", "no:randomly", "-p", "no:hypothesispytest")
     assert result.ret == 0, result.stdout.str()[-3000:]
-    # the served file was found from the fleet file's folder and modelled (no GPU size here)
-    result.stdout.fnmatch_lines(["*test_vram_fits[[]relative[]] SKIPPED (modelled *"])
+    # the served file was found from the fleet file's folder and modelled (no GPU here)
+    result.stdout.fnmatch_lines(["SKIPPED [[]1[]] test_vram_fits[[]relative[]]: not applicable: "
+                                 "modelled *"])
 
 
 @pytest.mark.parametrize("template", ["own", "tools"])

@@ -102,6 +102,29 @@ def test_a_long_log_shows_its_end_inert_and_masked(fresh_state, tmp_path):
     assert "sk-in-a-log-line-0003" not in tail and "\x1b" not in tail and "\\x1b[31mred" in tail
 
 
+def test_a_run_of_lines_alike_but_for_numbers_is_one_line_and_a_count(tmp_path):
+    path = tmp_path / "llama.log"
+    repeated = [f"0.01.{i:03d}.000 W slot operator(): id  0 | task {i} | n_past was set to "
+                f"{60 + i}\n" for i in range(40)]
+    path.write_text("0.00.000.001 I srv  init: build_info: b1\n" + "".join(repeated)
+                    + "0.02.000.000 E ctx exceeds the available context size\n")
+    tail = llama_log.ServerLog(str(path), 0, end=path.stat().st_size, shared=True).tail()
+    assert tail.splitlines() == [
+        llama_log.MIXED, "0.00.000.001 I srv  init: build_info: b1", repeated[0].rstrip(),
+        "[38 more line(s) like these]", repeated[-1].rstrip(),
+        "0.02.000.000 E ctx exceeds the available context size"]
+    assert llama_log.collapsed("a 1\na 2\nb") == "a 1\na 2\nb"  # two alike stay as they are
+
+
+def test_the_markdown_keeps_the_note_that_the_log_is_shared():
+    from pytest_frank.markdown import _log_tail
+
+    log = llama_log.MIXED + "\n" + "".join(f"line {chr(97 + i % 26)} {i}\n" for i in range(900))
+    shown = _log_tail(log)
+    assert shown.startswith(llama_log.MIXED + "\n[...]\nline ") and shown.endswith("899\n")
+    assert len(shown) < 4200
+
+
 @pytest.mark.parametrize("key", [None, "sk-launch-7781"], ids=["open", "keyed"])
 def test_launch_returns_once_the_task_loop_answers(key):
     """llama.cpp answers /health before its task loop has begun, and a server stopped in that

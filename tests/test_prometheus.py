@@ -108,7 +108,7 @@ def test_textfile_and_push_carry_every_claim_and_the_json_figures(llama, run_fle
         found, "frank_claim_success", endpoint="up").items() if v == 1.0}
 
     tests = series(found, "frank_test_success")
-    ran = [r for r in record["rows"] if r["verdict"] not in ("not asked", "skipped")]
+    ran = [r for r in record["rows"] if r["verdict"] not in ("not asked", "not applicable", "skipped")]
     assert {dict(k[1])["test"] for k in tests} == {r["key"].split("::")[-1] for r in ran}
     assert any(r["verdict"] == "blocked" for r in ran)  # the dead endpoint's, shown as 0
     for row in record["rows"]:
@@ -195,6 +195,18 @@ def test_undecided_claims_are_neither_success_nor_failure():
     assert list(series(found, "frank_claim_success", **spec).values()) == [0.0]
     assert list(series(found, "frank_claim_inconclusive", **spec).values()) == [1.0]
     assert list(series(found, "frank_claim_inconclusive", claim="health").values()) == [0.0]
+
+
+def test_regressions_are_a_series_per_endpoint_zero_where_none():
+    run = _run(rows=0)
+    run.rows = [Row(key="m::test_a[ep]", endpoint="ep", claim="perf", verdict=Verdict.PASS),
+                Row(key="m::test_b[calm]", endpoint="calm", claim="perf", verdict=Verdict.PASS)]
+    run.regressions = [{"test": "test_a[ep]", "endpoint": "ep", "what": "decode speed 100 -> 60"},
+                       {"test": "cost", "endpoint": "ep", "what": "tokens generated 1 -> 9"}]
+    run.noise = [{"test": "test_b[calm]", "endpoint": "calm", "what": "within the spread"}]
+    found = samples(prometheus.text(run).decode())
+    assert {dict(k[1])["endpoint"]: v for k, v in series(found, "frank_regressions").items()} \
+        == {"ep": 2.0, "calm": 0.0}
 
 
 def test_the_textfile_is_replaced_whole(tmp_path):

@@ -312,3 +312,22 @@ def test_a_report_the_disk_refuses_at_the_end_is_a_red_line_and_a_failed_exit(ru
                        "--frank-json=late.json", "-k", "health", "-p", "in_the_way")
     result.stdout.fnmatch_lines(["*--frank-json late.json: not written (Is a directory)*"])
     assert result.ret != pytest.ExitCode.OK and "Traceback" not in result.stdout.str()
+
+
+def test_a_tests_duration_counts_the_probes_it_reads(run_fleet, pytester):
+    """The work happens in the probe phase, before any test: each test's duration (pytest's
+    --durations, JUnit's time, pytest-html) counts the probes it reads, not only its judging."""
+    import xml.etree.ElementTree as ET
+
+    with Emulator("vllm", models=["model"]) as em:
+        paced(em, 0.5)
+        fleet = {"endpoints": {"ep": {"url": em.url, "engine": "vllm", "alias": "model",
+                                      "expect": {"perf": {"runs": 1, "max_ttft_s": 5}}}}}
+        result = run_fleet(fleet, "-m", "perf or alias", "--junitxml=junit.xml",
+                           "--durations=0", "--durations-min=0")
+    result.assert_outcomes(passed=3, skipped=1)
+    times = {case.get("name"): float(case.get("time"))
+             for case in ET.parse(pytester.path / "junit.xml").getroot().iter("testcase")}
+    assert times["test_perf_ttft[ep]"] >= 0.5 and times["test_perf_decode[ep]"] >= 0.5, times
+    assert times["test_alias[ep]"] < 0.5, times  # its model list came at once
+    result.stdout.fnmatch_lines(["*s call *test_perf_ttft[[]ep[]]*"])

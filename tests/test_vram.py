@@ -125,11 +125,13 @@ def test_offline_gate_relative_model_path_and_missing_settings(run_fleet, pytest
                        "--frank-offline", "-rs")
     no_gpu.assert_outcomes(skipped=1)   # the header reads; no GPU size to fit: no verdict
     no_gpu.stdout.fnmatch_lines([
-        "*frank tables*", "| 8192 (8K) | 512 | - |",
         "*modelled 16518 MiB (weights 14982 + kv 512 + fixed overhead 1024 MiB), but no GPU size "
         "to judge it against (no gpu_mib; an offline run reads no GPU): set "
         "expect.vram.gpu_mib to the GPU's memory in MiB*"])
     assert "vram ok" not in no_gpu.stdout.str()
+    # `frank tables` shows passing checks' tables only: this one's free column is all "-"
+    assert "frank tables" not in no_gpu.stdout.str() and "| 8192 (8K) | 512 | - |" not in \
+        no_gpu.stdout.str()
 
 
 def test_the_context_table_keeps_its_rows_around_the_context(pytester, run_fleet):
@@ -208,15 +210,39 @@ def test_live_far_under_the_model_points_at_a_clamped_pool(llama, run_fleet):
                                  "*fix: the KV pool is smaller than configured*n_ctx_slot*"])
 
 
-def test_live_without_nvidia_smi_skips_saying_so(llama, run_fleet, tmp_path):
+def test_a_server_here_without_a_gpu_is_not_applicable_saying_so(llama, run_fleet, pytester,
+                                                                  tmp_path):
+    """A CPU server on this machine, which has no nvidia-smi: there is no GPU memory to fit or
+    measure, so both halves are not applicable (never inconclusive), and the fleet is ok."""
     server = llama(parallel=2, ctx_size=4096)
-    result = run_fleet(one_endpoint(server.url, expect={"vram": True}), "-m", "vram",
-                       env={"PATH": str(tmp_path)})
-    result.assert_outcomes(skipped=2)  # nothing read: neither the fit nor the use is judged
-    result.stdout.fnmatch_lines(["*test_vram_fits*no GPU size to judge it against (no gpu_mib; "
-                                 "the GPU memory source gave no size: no nvidia-smi on this "
-                                 "machine (nvidia-smi is not on PATH)): set expect.vram.gpu_mib*",
-                                 "*no nvidia-smi on this machine (nvidia-smi is not on PATH)*"])
+    result = run_fleet(one_endpoint(server.url, expect={"vram": True}), "-m", "vram or health",
+                       "--frank-report=cpu.md", env={"PATH": str(tmp_path)})
+    result.assert_outcomes(passed=1, skipped=2)  # nothing read: neither the fit nor the use
+    result.stdout.fnmatch_lines(["*ep  health ok  vram not applicable*",
+                                 "*test_vram_fits*not applicable: modelled 1026.4 MiB (weights "
+                                 "0.4 + kv 2 + fixed overhead 1024 MiB), but the endpoint is "
+                                 "served on this machine, which has no GPU (the GPU memory source "
+                                 "gave no size: no nvidia-smi on this machine (nvidia-smi is not "
+                                 "on PATH)): there is none for it to fit; expect.vram.gpu_mib "
+                                 "judges it against a GPU of that size*",
+                                 "*test_vram[[]*not applicable: no nvidia-smi on this machine "
+                                 "(nvidia-smi is not on PATH), and the endpoint is served on this "
+                                 "machine: it runs without a GPU*"])
+    report = (pytester.path / "cpu.md").read_text()
+    assert "**fleet ok: 1 endpoint(s): 0 failing, 0 inconclusive, 1 passing**" in report, report
+
+
+def test_a_gpu_source_that_reads_nothing_stays_inconclusive(llama, run_fleet, tmp_path):
+    """A command source that prints no GPU is a broken reading, not a machine without a GPU."""
+    server = llama(parallel=2, ctx_size=4096)
+    empty = tmp_path / "gpus"
+    empty.write_text(f"#!{sys.executable}\n")
+    empty.chmod(empty.stat().st_mode | stat.S_IEXEC)
+    result = run_fleet(one_endpoint(server.url, expect={"vram": {"source": "command",
+                                                                  "command": [str(empty)]}}),
+                       "-m", "vram")
+    result.stdout.fnmatch_lines(["*ep  vram *"])
+    assert "not applicable" not in result.stdout.str(), result.stdout.str()
 
 
 def test_live_lists_the_processes_on_the_gpu(llama, run_fleet, tmp_path):

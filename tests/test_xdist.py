@@ -25,6 +25,10 @@ def _logged(spec):
 
 
 launcher.launch = _logged
+
+
+def pytest_unconfigure(config):
+    launcher.launch = _launch  # the run is in-process: later runs in this process launch as usual
 """
 
 
@@ -58,3 +62,55 @@ def test_each_endpoint_runs_in_one_worker_with_one_server(run_fleet, pytester):
     assert sum(row["verdict"] == "pass" for row in run["rows"]) == 16
     assert [(e["build"], e["url"][:17]) for e in run["endpoints"].values()] == [
         ("b0-unknown", "http://127.0.0.1:")] * 2
+
+
+
+def _route(url: str, api: str) -> dict:
+    return {"url": url, "engine": "llamacpp", "alias": "one-slot", "api": api,
+            "expect": {"perf": {"runs": 1, "max_tokens": 48}}}
+
+
+def overlapping(spans: list[tuple[float, float, str, str]]) -> list[tuple]:
+    """Pairs of generations that were in the server at once."""
+    posts = sorted(s for s in spans if s[2] == "POST")
+    return [(a, b) for a, b in zip(posts, posts[1:]) if b[0] < a[1]]
+
+
+
+def test_routes_of_one_server_run_in_one_worker_one_generation_at_a_time(llama, run_fleet,
+                                                                         pytester):
+    """Ten times the three routes of one 1-slot llama.cpp (written with `localhost` and
+    `127.0.0.1`), thirty fleet entries, and one entry of another server: under `-n 2 --dist
+    loadgroup` the thirty go to one worker, by the server they reach, not by their names, so
+    no generation of a perf probe waits in the slot behind another worker's; the other server
+    gets the other worker; the header says which entries are one server. Each server is a
+    proxy in front of the same llama.cpp that records when each request was in it (llama.cpp
+    keeps no log of them): thirty generations through the first, never two at once."""
+    pytest.importorskip("xdist")
+    from proxy import Proxy
+
+    server = llama(alias="one-slot", parallel=1)
+    with Proxy(server.url) as one, Proxy(server.url) as other:
+        port = one.url.rsplit(":", 1)[1]
+        routes = {"chat": one.url, "messages": f"http://localhost:{port}/v1",
+                  "responses": one.url}
+        entries = {f"{api}-{i}": _route(url, api) for i in range(10) for api, url in routes.items()}
+        fleet = {"endpoints": {**entries, "elsewhere": _route(other.url, "chat")}}
+        result = run_fleet(fleet, "-n", "2", "--dist", "loadgroup", "-v", "-m", "perf",
+                           "-k", "ttft", "--frank-report=run.md", "--html=run.html")
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("passed") == 31 and "failed" not in outcomes, result.stdout.str()[-3000:]
+    workers = defaultdict(set)
+    for line in result.stdout.lines:
+        found = re.search(r"\[(gw\d)\].*PASSED .*\[([a-z]+)-?\d*\]", line)
+        if found:
+            workers[found.group(2) == "elsewhere"].add(found.group(1))
+    assert all(len(w) == 1 for w in workers.values()) and workers[True] != workers[False], workers
+    posts = [s for s in one.spans if s[2] == "POST"]
+    assert len(posts) == 30 and not overlapping(one.spans), one.spans
+    said = (f"{', '.join(sorted(entries))} reach one server, 127.0.0.1:{port}: checked as one "
+            "(in one worker under xdist, one measurement at a time)")
+    result.stdout.fnmatch_lines([f"frank: {said}"])
+    # and the reports' headers, once (the other server has one entry: nothing to say)
+    assert (pytester.path / "run.md").read_text().count(said.replace("_", "\\_")) == 1
+    assert (pytester.path / "run.html").read_text().count(f'<p class="shared">{said}</p>') == 1

@@ -186,8 +186,9 @@ def _long_prompt(words: int) -> str:
 
 def judge_ttft(runs: Runs, ctx: Context[Options]) -> None:
     """The median time to first token is within max_ttft_s."""
-    ttft = statistics.median(_first_tokens(runs.runs))
-    ctx.figure("ttft_s", ttft, "s", high=ctx.options.max_ttft_s)
+    firsts = _first_tokens(runs.runs)
+    ttft = statistics.median(firsts)
+    ctx.figure("ttft_s", ttft, "s", high=ctx.options.max_ttft_s, runs=firsts)
     ctx.note(f"time to first token: median {ttft:.3f}s over {len(runs.runs)} runs "
              f"({_list(r.first_token_s for r in runs.runs)})")
     floor = ctx.options.max_ttft_s
@@ -205,8 +206,9 @@ def judge_decode(runs: Runs, ctx: Context[Options]) -> None:
     if short is not None:
         fail(f"only {short.generated} token(s) streamed from {short.url}: no decode "
              f"rate can be measured (asked for {runs.max_tokens})")
-    rate = statistics.median(rate for rate in rates if rate is not None)
-    ctx.figure("tok_s", rate, "tok/s", low=ctx.options.min_decode_tps)
+    measured = [rate for rate in rates if rate is not None]
+    rate = statistics.median(measured)
+    ctx.figure("tok_s", rate, "tok/s", low=ctx.options.min_decode_tps, runs=measured)
     server = [(r.engine.get("timings") or {}).get("predicted_per_second") for r in runs.runs]
     seen = f"; the server's own timings: {_list(server)} tok/s" if any(server) else ""
     ctx.note(f"decode: median {rate:.1f} tok/s over {len(rates)} runs ({_list(rates)}){seen}")

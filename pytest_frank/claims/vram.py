@@ -14,7 +14,7 @@ from pytest_frank.claims import slots
 from pytest_frank.claims.advice import advise
 from pytest_frank.drivers.base import Driver
 from pytest_frank.observation import Observation
-from pytest_frank.verdict import Phrase, Text, fail, inconclusive
+from pytest_frank.verdict import Phrase, Text, fail, inconclusive, not_applicable
 from pytest_frank.vram.memory import fmt_mib
 from pytest_frank.vram.plan import (
     KVPool,
@@ -75,6 +75,7 @@ if TYPE_CHECKING:  # the config gate reads these options too: the type checker k
 class Fit(Observation):
     modelled: Modelled | None = None
     gpu_unread: str = ""  # why no GPU size was read, where none was
+    gpu_absent: bool = False  # served on this machine, which has no GPU to read: not applicable
 
 
 def _model(target, *, strict: bool, gpu_total: int | None = None) -> Fit:
@@ -139,27 +140,29 @@ def _served_model(target, shape) -> tuple[str | None, str]:
 
 
 def fit(target) -> Fit:
-    total, why = _gpu_total(target)
+    total, why, absent = _gpu_total(target)
     obs = _model(target, strict=False, gpu_total=total)
-    obs.gpu_unread = why
+    obs.gpu_unread, obs.gpu_absent = why, absent
     return obs
 
 
-def _gpu_total(target) -> tuple[int | None, str]:
+def _gpu_total(target) -> tuple[int | None, str, bool]:
     """Without gpu_mib, in a live run: the GPU's size as the memory source reads it; else
-    None and why none was read."""
+    None, why none was read, and whether that is because this machine, which serves the
+    endpoint, has no GPU at all."""
     opts = Options.on(target.endpoint)
     if opts.gpu_mib:
-        return None, ""
+        return None, "", False
     if target.offline:
-        return None, "an offline run reads no GPU"
+        return None, "an offline run reads no GPU", False
     elsewhere = _gpu_elsewhere(target.endpoint, opts)
     if elsewhere:
-        return None, elsewhere
+        return None, elsewhere, False
     reading = measure(opts.as_dict(), timeout=target.timeout)
     if reading.total is None:
-        return None, f"the GPU memory source gave no size: {reading.problem or reading.where}"
-    return reading.total, ""
+        return (None, f"the GPU memory source gave no size: {reading.problem or reading.where}",
+                reading.state == "unavailable")
+    return reading.total, "", False
 
 
 def judge_fit(obs: Fit, ctx: Context[Options]) -> None:
@@ -173,6 +176,11 @@ def judge_fit(obs: Fit, ctx: Context[Options]) -> None:
     if overflow:  # the same warning as frank preflight's: it fits, but past what was trained
         ctx.note(f"warning: {overflow}")  # a note, not warnings.warn: -W error must not crash
     v = result.verdict
+    if v is None and obs.gpu_absent:  # a CPU server: there is no GPU for the model to fit
+        not_applicable(f"not applicable: modelled {fmt_mib(result.estimate.total)} MiB "
+                       f"({result.estimate.breakdown()}), but the endpoint is served on this "
+                       f"machine, which has no GPU ({obs.gpu_unread}): there is none for it to "
+                       "fit; expect.vram.gpu_mib judges it against a GPU of that size")
     if v is None:  # nothing to judge the model against: not a pass
         inconclusive(f"modelled {fmt_mib(result.estimate.total)} MiB "
                      f"({result.estimate.breakdown()}), but no GPU size to judge it against "
@@ -216,8 +224,10 @@ def live(target) -> Live:
     if elsewhere:
         return Live(measured=GpuReading(where="nvidia-smi"), inconclusive=elsewhere)
     measured = measure(opts.as_dict(), timeout=target.timeout)
-    if measured.state == "unavailable":
-        return Live(measured=measured, inconclusive=measured.problem)
+    if measured.state == "unavailable":  # the server is on this machine, which has no GPU
+        return Live(measured=measured, not_applicable=(
+            f"{measured.problem}, and the endpoint is served on this machine: it runs without a "
+            "GPU, so it uses no GPU memory to measure"))
     if measured.problem:
         return Live(measured=measured, failure=f"GPU memory could not be read: {measured.problem}")
     pool = _pool(target.driver, measured.metrics_text)

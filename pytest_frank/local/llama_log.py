@@ -41,6 +41,38 @@ _opened: tuple[str, int] | None = None  # this process's log: its path and C FIL
 _saved: int | None = None  # the C library's own stderr while the log stands in for it
 
 
+MIXED = ("[one llama.cpp log per process: lines of the servers launched beside this one are "
+         "mixed in]")
+
+
+def collapsed(text: str) -> str:
+    """A run of lines alike but for their numbers ("n_past was set to 63", "... 64", one per
+    request) as its first line, how many like it came between, and its last: one such run
+    filled most of a report, and hid the lines around it."""
+    out: list[str] = []
+    run: list[str] = []
+
+    def flush() -> None:
+        if len(run) > 2:
+            out.extend([run[0], f"[{len(run) - 2} more line(s) like these]", run[-1]])
+        else:
+            out.extend(run)
+        run.clear()
+
+    for line in text.split("\n"):
+        if run and line.strip() and _shape(line) == _shape(run[0]):
+            run.append(line)
+            continue
+        flush()
+        run.append(line)
+    flush()
+    return "\n".join(out)
+
+
+def _shape(line: str) -> str:
+    return re.sub(r"\d+", "#", line)
+
+
 @dataclass(eq=False)
 class ServerLog:
     """One launched server's part of the process's llama.cpp log: from its launch to its stop."""
@@ -62,9 +94,9 @@ class ServerLog:
         text = _read(self.path, start, end)
         if start > self.start:  # a cut line is no evidence: start at the next whole one
             text = f"[{start - self.start} earlier bytes not shown]\n" + text.partition("\n")[2]
+        text = collapsed(text)
         if self.shared:
-            text = ("[one llama.cpp log per process: lines of the servers launched beside this "
-                    "one are mixed in]\n" + text)
+            text = f"{MIXED}\n{text}"
         return redact.inert(text, limit + 200)
 
     def close(self) -> None:

@@ -27,6 +27,8 @@ class ClaudeCode(Profile):
     api = "messages"
     request_kb = 96.0
     budget = 32000
+    first_answer_s = 600.0
+    first_answer_from = "API_TIMEOUT_MS, default 600000"
 
     def build(self, choices: Choices, filler_text: str, budget: int | None) -> First:
         system = [{"type": "text", "text": "A coding agent in a terminal, working for its user."},

@@ -25,6 +25,8 @@ class Codex(Profile):
     api = "responses"
     request_kb = 40.0
     budget = None
+    first_answer_s = 300.0
+    first_answer_from = "stream_idle_timeout_ms, default 300000"
     budget_field = "no max_output_tokens (the server's default)"
 
     def build(self, choices: Choices, filler_text: str, budget: int | None) -> First:

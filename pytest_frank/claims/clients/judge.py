@@ -12,7 +12,8 @@ from pytest_frank.claims.chat import edited_template_fix, wrong_template_fix
 from pytest_frank.claims.agent import REPEAT_FIX, TEMPLATE_WORDS, _raised, call_args
 from pytest_frank.claims.clients.options import Options
 from pytest_frank.claims.clients.play import Played
-from pytest_frank.claims.clients.profile import ARRAYS, CACHE_CONTROL, LATE_SYSTEM
+from pytest_frank.claims.clients.profile import (ARRAYS, CACHE_CONTROL, FIRST_ANSWER_MAX_S,
+                                                 LATE_SYSTEM)
 from pytest_frank.claims.clients.registry import PROFILES
 from pytest_frank.claims.replies import one_line
 from pytest_frank.claims.slots import more_context_fix
@@ -161,9 +162,16 @@ def _show(played: Played, ctx: Context[Options]) -> None:
     if played.context is not None:
         ctx.note(f"served context {played.context} tokens per slot, {played.slots} slot(s); "
                  f"prompt {played.prompt_tokens} tokens ({played.counted_by or 'not counted'})")
+    profile = PROFILES[played.client]
+    own = f" ({profile.first_answer_from})" if profile.first_answer_from else ""
+    ctx.note(f"each turn waited up to {played.wait:g} s for its answer to begin, as "
+             f"{profile.label} does{own}, within the battery's {FIRST_ANSWER_MAX_S:g} s and the "
+             "endpoint's deadline")
     for n, step in enumerate(played.steps, 1):
         reply = step.reply
-        ctx.note(f"turn {n} sent: {step.held}")
+        began = (f"; it began after {reply.first_token_s:.1f} s"
+                 if reply.first_token_s is not None else "")
+        ctx.note(f"turn {n} sent: {step.held}{began}")
         if not reply.ok:
             ctx.note(f"turn {n} came back: {one_line(reply.problem_line, 200)}")
             continue

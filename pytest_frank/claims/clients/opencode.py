@@ -14,6 +14,8 @@ class OpenCode(Profile):
     label = "opencode"
     request_kb = 30.0
     budget = 32000
+    first_answer_s = 300.0
+    first_answer_from = "provider options.timeout, default 300000 ms"
 
     def build(self, choices: Choices, filler_text: str, budget: int | None) -> First:
         messages = [{"role": "system", "content": filler_text or "Keep answers short."},

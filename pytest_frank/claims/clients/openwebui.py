@@ -16,6 +16,8 @@ class OpenWebUI(Profile):
     label = "Open WebUI"
     request_kb = 2.0
     budget = None
+    first_answer_s = 300.0
+    first_answer_from = "AIOHTTP_CLIENT_TIMEOUT, default 300"
     budget_field = "no max_tokens (the server's default)"
 
     def build(self, choices: Choices, filler_text: str, budget: int | None) -> First:

@@ -16,6 +16,8 @@ class Pi(Profile):
     label = "pi"
     request_kb = 5.6
     budget = 4096
+    first_answer_s = 300.0
+    first_answer_from = "httpIdleTimeoutMs, default 300000"
     budget_field = "max_completion_tokens"
 
     def build(self, choices: Choices, filler_text: str, budget: int | None) -> First:

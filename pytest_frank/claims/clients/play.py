@@ -8,10 +8,11 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from pytest_frank import http
 from pytest_frank.chat import Call, Reply, send
 from pytest_frank.claims.clients.filler import example_arguments
 from pytest_frank.claims.clients.options import Options
-from pytest_frank.claims.clients.profile import First, Profile
+from pytest_frank.claims.clients.profile import FIRST_ANSWER_MAX_S, First, Profile
 from pytest_frank.claims.clients.registry import PROFILES
 from pytest_frank.observation import Failed, Observation
 from pytest_frank.probes import slot_shape
@@ -42,6 +43,7 @@ class Played(Observation):
     slots: int | None = None
     prompt_tokens: int | None = None
     counted_by: str = ""
+    wait: float = 0.0  # seconds each request waited for its answer to begin, as the client does
 
 
 def play(target, case: str) -> Played:
@@ -52,7 +54,9 @@ def play(target, case: str) -> Played:
     shape = target.need(slot_shape)
     if not isinstance(shape, Failed):
         found.context, found.slots = shape.ctx_per_slot, shape.count
-    reply = send(target, first.request, api=profile.api)
+    found.wait = min(max(target.timeout, profile.first_answer_s), FIRST_ANSWER_MAX_S)
+    with http.first_answer_within(found.wait):
+        reply = send(target, first.request, api=profile.api)
     found.steps.append(Step(_held(first.request.messages or []), reply))
     _count(target, found, reply)
     if not reply.ok:
@@ -65,7 +69,9 @@ def play(target, case: str) -> Played:
                for _ in calls.calls]
     found.steps[0].results, found.carried = results, list(calls.calls)
     after = profile.then(target.wire(profile.api), first, calls, results)
-    found.steps.append(Step(_held(after.messages or []), send(target, after, api=profile.api)))
+    with http.first_answer_within(found.wait):  # the history as long again, and then some
+        found.steps.append(Step(_held(after.messages or []),
+                                send(target, after, api=profile.api)))
     return found
 
 

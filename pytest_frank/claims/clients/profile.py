@@ -12,6 +12,8 @@ from typing import Any
 from pytest_frank.chat import Call, Reply, Request
 from pytest_frank.claims.clients.filler import prose, size_of
 
+# The battery's own bound on a client's first-answer wait, whatever the client's own.
+FIRST_ANSWER_MAX_S = 600.0
 PROMPT = ("Look at notes.txt in this project and tell me in one sentence what it is for. "
           "Use a tool if you need one.")
 # The names of the features a server or proxy may refuse, as profiles declare them.
@@ -48,6 +50,11 @@ class Profile(abc.ABC):
     request_kb = 1.0
     budget: int | None = None
     budget_field = "max_tokens"
+    # How long the client waits for an answer to begin, by its documented default, and the
+    # setting that changes it: a long first request on a CPU server takes minutes of prompt
+    # processing, which the client sits through and so does its probe (within FIRST_ANSWER_MAX_S).
+    first_answer_s = 300.0
+    first_answer_from = ""
 
     def first(self, choices: Choices) -> First:
         """The client's first request, filled to `request_kb` with generated prose (seeded by
