@@ -41,7 +41,8 @@ def test_reasoning_read_where_the_template_keeps_it_passes(llama, run_fleet, pyt
     text = notes(pytester)
     # llama.cpp reads reasoning_content only: `reasoning` is a note, not a failure.
     assert "with it in `reasoning_content`" in text, text
-    assert "`reasoning` is not read here (a llama.cpp server reads `reasoning_content`)" in text, text
+    assert "`reasoning` does not reach the prompt (the llama.cpp server reads " \
+           "`reasoning_content`)" in text, text
     assert "the template keeps an agent's reasoning, and `reasoning_content` reaches it" in text
 
 
@@ -62,7 +63,7 @@ def test_proxy_stripping_reasoning_content_fails(llama, run_fleet):
     result.stdout.fnmatch_lines([
         "*the previous turn's reasoning left the prompt at * tokens in every field clients send "
         "it in (reasoning_content`, `reasoning), as long as without it, though the served "
-        "template, rendered here with the same history, keeps it: a llama.cpp server reads "
+        "template, rendered here with the same history, keeps it: the llama.cpp server reads "
         "`reasoning_content`, so it was dropped on the way*",
         "*fix: a proxy or gateway in front strips `reasoning_content` from the history's "
         "assistant messages*"])

@@ -119,7 +119,7 @@ def judge(found: Counted, ctx: Context[Options]) -> None:
                  dropped_fix(driver, dropped))
         unread = [name for name in grew if not grew[name]]
         if unread:
-            ctx.note(f"`{_names(unread)}` is not read here ({_reads(driver)}): a "
+            ctx.note(f"`{_names(unread)}` does not reach the prompt ({_reads(driver)}): a "
                      f"client that sends the reasoning back only there loses it")
         ctx.note(f"the template keeps an agent's reasoning, and `{_names(kept)}` reaches it")
         return
@@ -167,8 +167,8 @@ def _names(names: list[str]) -> str:
 def _reads(driver: Driver) -> str:
     read = driver.history_reasoning_read
     if read is None:
-        return f"a {driver.label} is not known to read one field rather than another"
-    return f"a {driver.label} reads `{_names(list(read))}`"
+        return f"which fields the {driver.label} reads is not known here"
+    return f"the {driver.label} reads `{_names(list(read))}`"
 
 
 def dropped_fix(driver: Driver, names: list[str]) -> Text:
@@ -186,8 +186,8 @@ def _applies(opts: Options, driver) -> str | None:
     if opts.reasoning_history is False:
         return "expect.agent.reasoning_history is false"
     if not driver.history_reasoning_fields:
-        return (f"the {driver.api} route sends reasoning back in its own items, judged by "
-                f"test_agent (a history without them is refused in the API's words)")
+        return (f"the {driver.api} API sends the previous turn's reasoning back as content of "
+                f"its own (thinking blocks, reasoning items), which test_agent plays")
     return None
 
 
