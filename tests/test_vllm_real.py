@@ -228,6 +228,18 @@ def test_ngram_drafting_is_engaged_from_real_counters(vllm, run_fleet):
         "[[]source: vllm:spec_decode_* counters]"])
 
 
+@pytest.mark.vllm_config("NGRAM")
+def test_response_format_holds_while_drafting_and_thinking(vllm, run_fleet):
+    # Structured output on a drafting server (vLLM PR 36138): the card, again with thinking on
+    # (reasoning is asked: vLLM issue 44012), and the schema the prompt does not ask for, each
+    # valid in the content under ngram drafting and the qwen3 reasoning parser.
+    server = vllm(**NGRAM)
+    result = run_fleet(fleet(server, key=None, params=True, reasoning=True),
+                       "-k", "test_params_response_format and not variants", "-rA")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["ep  cost: 3 generations*"])
+
+
 @pytest.mark.vllm_config("NGRAM", "CHATTY")
 def test_ngram_drafting_is_lossless_against_its_non_drafting_twin(vllm, run_fleet, pytester):
     drafted, plain = vllm(**NGRAM), vllm(**CHATTY)

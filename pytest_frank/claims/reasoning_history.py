@@ -67,12 +67,14 @@ def counted(target) -> Counted:
         # the template renders the history as it would then; one token: only the prompt counts.
         reply = send(target, Request(PROMPTS["required"], 1, tools=TOOLS, tool_choice="auto",
                                      messages=history, think=target.endpoint.asks("reasoning")))
-        if reply.ok:
-            found.counts[name] = reply.prompt_tokens
-        else:
+        if not reply.ok:  # judged on the refusal: the other variants would tell no more
             found.refused[name] = one_line(reply.problem_line, 240)
-            found.fix = found.fix or reply.fix or known_fix(driver, reply.problem, reply.status)
-    found.keeps = _keeps(target, tag, result)
+            found.fix = reply.fix or known_fix(driver, reply.problem, reply.status)
+            return found
+        found.counts[name] = reply.prompt_tokens
+    # Where no field changed the prompt, whether the template keeps reasoning decides.
+    if len(set(found.counts.values())) == 1 and None not in found.counts.values():
+        found.keeps = _keeps(target, tag, result)
     return found
 
 
