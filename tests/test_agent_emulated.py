@@ -47,14 +47,15 @@ def test_thinking_echoed_with_its_signature_passes_plain_and_streamed(run_fleet)
     with Emulator("anthropic") as em:
         serve_messages(em, strict_messages)
         result = run_fleet(fleet(em.url), "-m", "agent")
-    result.assert_outcomes(passed=2, skipped=2)  # parallel not asked; no template route
+    # parallel not asked; no template route; reasoning goes back in thinking blocks
+    result.assert_outcomes(passed=2, skipped=3)
 
 
 def test_a_gateway_that_strips_thinking_blocks_fails_with_the_diagnosis(run_fleet):
     with Emulator("anthropic") as em, Proxy(em.url, rewrite=strip_thinking) as gateway:
         serve_messages(em, strict_messages)
         result = run_fleet(fleet(gateway.url), "-m", "agent")
-    result.assert_outcomes(failed=2, skipped=2)
+    result.assert_outcomes(failed=2, skipped=3)
     result.stdout.fnmatch_lines([
         "*agent step (1 call(s), then the answer): turn 2 (the answer to the tool result) "
         "answered 400: the thinking blocks were sent back (user, assistant (thinking, tool_use), "

@@ -30,7 +30,7 @@ def test_agent_model_passes_plain_and_streamed(llama, run_fleet, pytester):
     # The self-test model makes one call where two are asked at once (as under tools'
     # parallel probe): the parallel step fails on the first turn, saying so. The rendered
     # history (test_agent_template) passes.
-    result.assert_outcomes(passed=3, failed=1)
+    result.assert_outcomes(passed=4, failed=1)
     result.stdout.fnmatch_lines([
         "*agent step with parallel calls (1 call(s), then the answer): 0/2 conversation(s) "
         "reached a final answer: turn 1 (the tool call) is not a usable call: parallel calls "
@@ -47,7 +47,7 @@ def test_agent_model_passes_plain_and_streamed(llama, run_fleet, pytester):
 def test_default_model_passes_three_chained_steps(llama, run_fleet):
     server = llama()
     result = run(run_fleet, server, agent={"steps": 3})
-    result.assert_outcomes(passed=3, skipped=1)  # parallel not asked
+    result.assert_outcomes(passed=4, skipped=1)  # parallel not asked
 
 
 def test_messages_route_echoes_thinking_and_answers_tool_result(llama, run_fleet):
@@ -57,7 +57,8 @@ def test_messages_route_echoes_thinking_and_answers_tool_result(llama, run_fleet
         result = run_fleet(one_endpoint(proxy.url, "anthropic",
                                         expect={"agent": True, "reasoning": True}),
                            "-p", "no:randomly", "-m", "agent")
-    result.assert_outcomes(passed=2, skipped=2)  # parallel; no template route for the shape
+    # parallel; no template route for the shape; the reasoning goes back in thinking blocks
+    result.assert_outcomes(passed=2, skipped=3)
     # Each thinking block went back with the signature it came with ("", llama.cpp's own).
     echoed = [b for body in proxy.sent for m in body.get("messages", [])
               if m["role"] == "assistant" for b in m["content"] if b["type"] == "thinking"]
@@ -85,7 +86,7 @@ def test_messages_route_thinking_signature_stripped_by_a_gateway(llama, run_flee
         result = run_fleet(one_endpoint(proxy.url, "anthropic",
                                         expect={"agent": True, "reasoning": True}),
                            "-p", "no:randomly", "-m", "agent")
-    result.assert_outcomes(failed=2, skipped=2)
+    result.assert_outcomes(failed=2, skipped=3)
     result.stdout.fnmatch_lines([
         "*agent step (1 call(s), then the answer): turn 1's thinking block came without its "
         "signature: a client (Claude Code) sends it back as it came*",
@@ -112,8 +113,9 @@ def test_template_raising_on_role_tool_is_a_template_error(llama, run_fleet, tmp
     server = llama(model="selftest:agent",
                    chat_template_file=_template(tmp_path, "strict.jinja", strict))
     result = run(run_fleet, server, agent={"stream": False})
-    # test_agent_template fails too: /apply-template renders through the same raise
-    result.assert_outcomes(failed=2, skipped=2)
+    # test_agent_template fails too: /apply-template renders through the same raise, and
+    # test_agent_reasoning_history: its history is refused by it
+    result.assert_outcomes(failed=3, skipped=2)
     # This build refuses while it builds the request's parser: 400, not the issue's 500.
     result.stdout.fnmatch_lines([
         "*turn 2 (the answer to the tool result) answered 400: the chat template could not "
@@ -130,7 +132,8 @@ def test_template_dropping_tool_messages_repeats_the_call(llama, run_fleet, tmp_
                    chat_template_file=_template(tmp_path, "deaf.jinja", deaf))
     result = run(run_fleet, server, agent=True)
     # and test_agent_template: the rendered prompt lacks the result (tests/test_rendered_real.py)
-    result.assert_outcomes(failed=3, skipped=1)
+    # test_agent_reasoning_history passes: the template still keeps the reasoning
+    result.assert_outcomes(passed=1, failed=3, skipped=1)
     result.stdout.fnmatch_lines([
         "*agent step (1 call(s), then the answer): turn 2 called get_* again with the "
         "same arguments (*) instead of answering*",
@@ -158,7 +161,7 @@ def test_proxy_losing_tool_results_fails_the_step(llama, run_fleet):
     with Proxy(server.url, rewrite=_strip("tool_result")) as proxy:
         result = run_fleet(one_endpoint(proxy.url, "anthropic", expect={"agent": True}),
                            "-p", "no:randomly", "-m", "agent")
-    result.assert_outcomes(failed=2, skipped=2)
+    result.assert_outcomes(failed=2, skipped=3)
     result.stdout.fnmatch_lines([
         "*turn 2 (the answer to the tool result) answered 400: the results were sent (user, "
         "assistant (thinking, tool_use), user (1 tool_result block(s))) but did not arrive: "
@@ -171,8 +174,8 @@ def test_the_embedded_default_asks_and_passes_it(run_fleet):
 
     example = Path(__file__).resolve().parent.parent / "examples" / "selftest.yaml"
     result = run_fleet(example.read_text(), "-m", "agent")
-    # plain, streamed, template, rounds; parallel not asked
-    result.assert_outcomes(passed=4, skipped=1)
+    # plain, streamed, template, reasoning history, rounds; parallel not asked
+    result.assert_outcomes(passed=5, skipped=1)
     result.stdout.fnmatch_lines(["frank-selftest *agent ok*"])
 
 

@@ -59,6 +59,7 @@ from pytest_frank.claims import (
     params,
     perf,
     reasoning,
+    reasoning_history,
     reasoning_effort,
     slots,
     spec_decode,
@@ -315,7 +316,8 @@ GENERATION = [reasoning.REASONING, reasoning.STREAMED, reasoning.OFF, reasoning_
               perf.DECODE, perf.PREFIX_CACHE, vision.VISION, params.MAX_TOKENS, params.STOP,
               params.RESPONSE_FORMAT, params.LOGPROBS, params.STREAM_USAGE, params.CONTEXT_LIMIT,
               params.COUNT_TOKENS, params.SYSTEM_MESSAGE,
-              agent.PLAIN, agent.STREAMED, agent.PARALLEL, stream.STREAM_WIRE, load.LOAD]
+              agent.PLAIN, agent.STREAMED, agent.PARALLEL, reasoning_history.HISTORY,
+              stream.STREAM_WIRE, load.LOAD]
 
 
 def target_for(em: Emulator, **fleet) -> Target:

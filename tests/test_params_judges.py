@@ -95,6 +95,34 @@ def test_response_format_with_thinking_on_is_judged_too():
             "response_format thinking": leaked}), ctx())
 
 
+def test_a_schema_the_prompt_does_not_ask_for_shows_it_is_not_enforced():
+    # llama.cpp PR 21537's shape: the prompted card validates because the model follows the
+    # prompt; the schema asked beside "say hello" comes back as the hello
+    good = '{"colour": "red", "code": "PAR", "place": {"city": "Paris"}}'
+    with pytest.raises(Failed) as info:
+        params.judge_response_format(params.Sent(replies={
+            "response_format": Reply(status=200, content=good, finish="stop"),
+            "response_format unprompted": Reply(status=200, content="Hello there!",
+                                                finish="stop")}), ctx())
+    said = str(info.value)
+    assert said.startswith("response_format json_schema that the prompt does not ask for was "
+                           "sent and the content is not JSON ('Hello there!'): the schema is not "
+                           "enforced: the model answered the prompt, so a schema the prompt "
+                           "spells out holds only where the model follows it"), said
+    with pytest.raises(Failed, match="does not ask for was sent and the content breaks it at "
+                                     "frank_seat: 24 is not one of"):
+        params.judge_response_format(params.Sent(replies={
+            "response_format": Reply(status=200, content=good, finish="stop"),
+            "response_format unprompted": Reply(
+                status=200, content='{"frank_ticket": "FR-417", "frank_seat": 24}',
+                finish="stop")}), ctx())
+    params.judge_response_format(params.Sent(replies={
+        "response_format": Reply(status=200, content=good, finish="stop"),
+        "response_format unprompted": Reply(
+            status=200, content='{"frank_ticket": "FR-417", "frank_seat": 23}', finish="stop")}),
+        ctx())
+
+
 def test_response_format_passes_on_valid_json():
     good = '{"colour": "red", "code": "PAR", "place": {"city": "Paris"}}'
     params.judge_response_format(params.Sent(replies={"response_format": Reply(

@@ -177,4 +177,5 @@ def test_response_format_holds_with_thinking_asked_where_reasoning_is_asked(llam
                        "-k", "test_params_response_format and not variants", "-rA")
     result.assert_outcomes(passed=1)
     assert "with thinking on" not in result.stdout.str()  # nothing to say: both held
-    result.stdout.fnmatch_lines(["ep  cost: 2 generations*"])  # the default, then thinking on
+    # the default, then thinking on, then the schema the prompt does not ask for
+    result.stdout.fnmatch_lines(["ep  cost: 3 generations*"])

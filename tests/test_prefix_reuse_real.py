@@ -17,7 +17,8 @@ from proxy import Proxy
 
 pytestmark = pytest.mark.real
 
-PLAIN = ("-p", "no:randomly", "-m", "agent", "-k", "test_agent and not template and not parallel",
+PLAIN = ("-p", "no:randomly", "-m", "agent", "-k",
+         "test_agent and not template and not parallel and not reasoning_history",
          "--frank-json=run.json")
 FIX = ("*fix: llama.cpp continues a hybrid (recurrent) or sliding-window model's conversation "
        "only from a saved checkpoint, else it forces full prompt re-processing: keep --ctx-checkpoints"

@@ -41,7 +41,7 @@ def test_llamacpps_streamed_replies_are_its_plain_ones_at_temperature_0(llama, r
     # test_tools_required and test_agent: no reply of reasoning alone where the server is whole
     result = run_fleet(fleet, "-k", "test_reasoning_streamed or test_tools_plain_chat or "
                                     "test_tools_streamed or test_tools_required or (test_agent "
-                                    "and not template)", "-p", "no:randomly",
+                                    "and not template and not reasoning_history)", "-p", "no:randomly",
                        "--frank-json=run.json")
     result.assert_outcomes(passed=11, skipped=2)  # test_agent_parallel: not claimed
     found = rows(pytester)
@@ -121,7 +121,8 @@ def test_an_agent_step_of_reasoning_alone_fails_as_such(llama, run_fleet):
     server = llama()
     with Proxy(server.url, rewrite_answer=reasoning_alone) as proxy:
         result = run_fleet(one_endpoint(proxy.url, timeout=PATIENT, expect={"agent": True}),
-                           "-k", "test_agent and not streamed and not parallel and not template",
+                           "-k", "test_agent and not streamed and not parallel and not template "
+                           "and not reasoning_history",
                            "-p", "no:randomly")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([

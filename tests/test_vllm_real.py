@@ -228,6 +228,18 @@ def test_ngram_drafting_is_engaged_from_real_counters(vllm, run_fleet):
         "[[]source: vllm:spec_decode_* counters]"])
 
 
+@pytest.mark.vllm_config("NGRAM")
+def test_response_format_holds_while_drafting_and_thinking(vllm, run_fleet):
+    # Structured output on a drafting server (vLLM PR 36138): the card, again with thinking on
+    # (reasoning is asked: vLLM issue 44012), and the schema the prompt does not ask for, each
+    # valid in the content under ngram drafting and the qwen3 reasoning parser.
+    server = vllm(**NGRAM)
+    result = run_fleet(fleet(server, key=None, params=True, reasoning=True),
+                       "-k", "test_params_response_format and not variants", "-rA")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["ep  cost: 3 generations*"])
+
+
 @pytest.mark.vllm_config("NGRAM", "CHATTY")
 def test_ngram_drafting_is_lossless_against_its_non_drafting_twin(vllm, run_fleet, pytester):
     drafted, plain = vllm(**NGRAM), vllm(**CHATTY)
@@ -326,14 +338,16 @@ def test_agent_step_passes_with_hermes_plain_and_streamed(vllm, run_fleet):
     # reasoning "Thinking", content "Hello!", finish stop. (A second forced call, steps: 2, comes
     # back from this bigram model as get_time with the string "Paris" for arguments: the model's
     # limit under vLLM's grammar without its cue, not the loop's.)
+    # The reasoning history passes with a note: this template keeps no earlier reasoning.
     result = run_fleet(fleet(vllm(**FULL), agent=True), "-m", "agent", "-rA")
-    result.assert_outcomes(passed=2, skipped=2)  # parallel; no template route on vLLM
+    result.assert_outcomes(passed=3, skipped=2)  # parallel; no template route on vLLM
 
 
 @pytest.mark.vllm_config("BARE")
 def test_agent_step_without_a_tool_parser_is_its_400(vllm, run_fleet):
     result = run_fleet(fleet(vllm(**BARE), key=None, agent=True), "-m", "agent")
-    result.assert_outcomes(failed=2, skipped=2)
+    # and test_agent_reasoning_history: its history under tool_choice auto is refused alike
+    result.assert_outcomes(failed=3, skipped=2)
     result.stdout.fnmatch_lines([
         "*agent step (1 call(s), then the answer): turn 1 (the tool call) answered 400: "
         'tool_choice="required" requires --tool-call-parser to be set*',

@@ -45,6 +45,9 @@ class Options(ClaimOptions):
     template: bool = True  # test_agent_template, where the engine renders templates on request
     rounds: int = 0  # 3 or more: test_agent_rounds plays that many calls over four tools
     long_answer: int = 0  # characters: test_agent_long_answer asks an answer this long (2500)
+    # Whether the served template keeps the previous turn's reasoning in an agent's history:
+    # None lets test_agent_reasoning_history read it, true holds it to it, false turns it off.
+    reasoning_history: bool | None = None
 
 
 @dataclass

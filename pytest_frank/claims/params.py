@@ -37,6 +37,16 @@ FORMAT = {"type": "json_schema", "json_schema": {"name": "city_card", "strict": 
                                                  "schema": SCHEMA}}
 JSON_PROMPT = ("Describe Paris as JSON: a colour (red, green or blue), a three-letter upper-case "
                "code, and place.city.")
+# A schema no model writes of its own accord, asked with a prompt that says nothing of it: a
+# model that follows the prompt above writes valid JSON where the server ignores the schema, so
+# only this answer shows the schema enforced (llama.cpp PR 21537).
+UNPROMPTED_SCHEMA = {"type": "object", "additionalProperties": False,
+                     "required": ["frank_ticket", "frank_seat"],
+                     "properties": {"frank_ticket": {"type": "string", "enum": ["FR-417"]},
+                                    "frank_seat": {"type": "integer", "enum": [23]}}}
+UNPROMPTED = {"type": "json_schema", "json_schema": {"name": "frank_ticket", "strict": True,
+                                                     "schema": UNPROMPTED_SCHEMA}}
+HELLO = "Say hello in one short sentence."
 TOP = 2  # top_logprobs asked for
 SYSTEM = "Answer in one short sentence."
 COUNT_TOLERANCE = 0.1  # count_tokens may differ from usage by a tenth (templates add a few)
@@ -127,13 +137,16 @@ def stopped(target) -> Sent:
 
 def formatted(target) -> Sent:
     """At the endpoint's default; again with thinking asked where the reasoning claim is asked
-    (vLLM issue 44012: the schema escapes through the reasoning channel with a parser on)."""
+    (vLLM issue 44012: the schema escapes through the reasoning channel with a parser on); and
+    a schema the prompt does not ask for, which only an enforced schema can write."""
     extra = target.driver.response_format(FORMAT)
     obs = Sent(replies={"response_format": _answer(target, Request(JSON_PROMPT, ANSWER,
                                                                    extra=extra))})
     if target.endpoint.asks("reasoning"):
         obs.replies["response_format thinking"] = _answer(
             target, Request(JSON_PROMPT, ANSWER, extra=extra, think=True))
+    obs.replies["response_format unprompted"] = _answer(
+        target, Request(HELLO, ANSWER, extra=target.driver.response_format(UNPROMPTED)))
     return obs
 
 
@@ -317,10 +330,14 @@ def judge_response_format(obs: Sent, ctx: Context[Options]) -> None:
     parses and validates, and the JSON is in the content, not the reasoning; with thinking asked
     too where the reasoning claim is asked."""
     for key, r in obs.replies.items():
-        _judge_formatted(r, ctx, "" if key == "response_format" else " with thinking on")
+        if key == "response_format unprompted":
+            _judge_formatted(r, ctx, " that the prompt does not ask for", UNPROMPTED_SCHEMA)
+        else:
+            _judge_formatted(r, ctx, "" if key == "response_format" else " with thinking on")
 
 
-def _judge_formatted(r: Reply, ctx: Context[Options], how: str) -> None:
+def _judge_formatted(r: Reply, ctx: Context[Options], how: str,
+                     schema: dict = SCHEMA) -> None:
     import jsonschema
 
     sent = f"{field_name(ctx.driver.response_format(FORMAT))} json_schema{how}"
@@ -330,14 +347,15 @@ def _judge_formatted(r: Reply, ctx: Context[Options], how: str) -> None:
         fail(f"{sent}: the content is empty and the reasoning holds "
              f"{one_line(r.reasoning, 80)!r}: the schema went to the reasoning channel",
              structured_output_fix(ctx.driver))
-    _thinking_in_json(r, ctx, sent)
+    _thinking_in_json(r, ctx, sent, schema)
     try:
         value = json.loads(r.content)
     except ValueError:
         fail(f"{sent} was sent and the content is not JSON "
-             f"({one_line(r.content, 80)!r}): the schema is not enforced",
+             f"({one_line(r.content, 80)!r}): the schema is not enforced"
+             f"{_ANSWERED_PROMPT if schema is UNPROMPTED_SCHEMA else ''}",
              structured_output_fix(ctx.driver))
-    errors = sorted(jsonschema.Draft202012Validator(SCHEMA).iter_errors(value), key=str)
+    errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(value), key=str)
     if errors:
         where = ".".join(str(p) for p in errors[0].absolute_path) or "the answer"
         fail(f"{sent} was sent and the content breaks it at {where}: "
@@ -345,7 +363,13 @@ def _judge_formatted(r: Reply, ctx: Context[Options], how: str) -> None:
              structured_output_fix(ctx.driver))
 
 
-def _thinking_in_json(r: Reply, ctx: Context[Options], sent: str) -> None:
+# Said where the unprompted schema alone was not written: the prompted answer held by the model.
+_ANSWERED_PROMPT = (": the model answered the prompt, so a schema the prompt spells out holds "
+                    "only where the model follows it, and a client's schema is not kept")
+
+
+def _thinking_in_json(r: Reply, ctx: Context[Options], sent: str,
+                      schema: dict = SCHEMA) -> None:
     """Thinking left in content ahead of the JSON: the schema may well be enforced on the answer
     after it; what is broken is the split of thinking from content."""
     import jsonschema
@@ -354,7 +378,7 @@ def _thinking_in_json(r: Reply, ctx: Context[Options], sent: str) -> None:
         return
     rest = r.content.rsplit(THINK_TAGS[1], 1)[-1].strip()
     try:
-        valid = not any(jsonschema.Draft202012Validator(SCHEMA).iter_errors(json.loads(rest)))
+        valid = not any(jsonschema.Draft202012Validator(schema).iter_errors(json.loads(rest)))
     except ValueError:
         valid = False
     after = ("the JSON after it validates, so the schema is enforced" if valid

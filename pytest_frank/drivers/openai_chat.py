@@ -222,6 +222,9 @@ class ChatWire:
     sdk_modules: tuple[str, ...] = ("openai", "openai.resources.chat")
     image_forms: tuple[str, ...] = ("data_url",)
     reasoning_fields: tuple[str, ...] = ("reasoning_content", "reasoning")
+    # What clients echo: the field the reasoning came in (llama.cpp, DeepSeek: reasoning_content;
+    # vLLM since v0.16, OpenRouter: reasoning).
+    history_reasoning_fields: tuple[str, ...] = ("reasoning_content", "reasoning")
     shape_params = frozenset({"max_tokens", "stop", "response_format", "logprobs",
                               "stream_usage", "context_limit", "sampling", "validation",
                               "response_format_variants"})

@@ -320,6 +320,7 @@ class ResponsesWire:
     sdk_modules: tuple[str, ...] = ("openai", "openai.resources.responses")
     image_forms: tuple[str, ...] = ("data_url",)
     reasoning_fields: tuple[str, ...] = tuple(REASONING_PARTS)
+    history_reasoning_fields: tuple[str, ...] = ()  # reasoning items, judged by test_agent
     # No stop, no stream_options (every stream ends with its usage), no count route asked.
     shape_params = frozenset({"max_tokens", "response_format", "logprobs", "context_limit",
                               "sampling"})

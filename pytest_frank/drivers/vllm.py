@@ -86,6 +86,9 @@ class VllmDriver(OpenAIDriver):
 
     # -- generation battery: reasoning, reasoning_effort, tools --------------------------------
     reasoning_fields = ("reasoning", "reasoning_content")  # renamed in v0.16
+    # chat_completion/protocol.py (0.32.0) renames an assistant message's reasoning_content to
+    # reasoning before the template, which gets both: each reaches the prompt.
+    history_reasoning_read = ("reasoning", "reasoning_content")
     # tool_parsers/__init__.py (0.32.0): qwen3_xml and qwen3_coder name one parser
     # (Qwen3EngineToolParser), which reads <tool_call><function=NAME><parameter=KEY> and types
     # each value by the tool's schema; hermes reads JSON only and leaves such a call in content
