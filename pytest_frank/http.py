@@ -124,6 +124,10 @@ class Exchange:
 _FIRST: contextvars.ContextVar[float | None] = contextvars.ContextVar("frank_first", default=None)
 
 
+# The battery's own bound on a long first-answer wait, whatever a client or a prompt asks.
+FIRST_ANSWER_MAX_S = 600.0
+
+
 @contextmanager
 def first_answer_within(seconds: float) -> Iterator[None]:
     """Requests made inside the block wait up to `seconds` for their answer to begin (a long

@@ -120,3 +120,16 @@ def test_a_count_short_of_the_text_is_a_cut_prompt_and_an_estimate_is_not_judged
     assert judge_filled(filled(short, by="an estimate of 1 token a character"))
     with pytest.raises(Skipped, match="without usage.prompt_tokens"):
         judge_filled(filled(Reply(status=200, content="x")))
+
+
+def test_a_prompt_too_slow_to_process_is_inconclusive_and_a_dropped_one_fails():
+    # The check is of what the slot holds: a long prefill that outlasts the wait says nothing of
+    # it (perf judges speed); a connection dropped on the prompt is the server's own failure.
+    waited = filled(Reply(problem="no answer within 70.7s, the wait for a first answer"))
+    waited.wait = 70.72
+    with pytest.raises(Skipped, match=r"got no answer in the 70\.7 s waited for its processing"):
+        judge_filled(waited)
+    dropped = filled(Reply(problem="the connection closed before an answer"))
+    dropped.wait = 70.72
+    with pytest.raises(Failed, match="the connection closed before an answer"):
+        judge_filled(dropped)

@@ -23,6 +23,10 @@ THREADS = 1
 # measurement and the battery's: this checks the bounds hold on the model, not the machine.
 MARGIN = ["--perf-margin", "20"]
 FALSE = ("FAIL", "error")
+# test_slots_context judges no answer, only a prompt that nearly fills the slot: half a minute of
+# one-thread prefill on this model (twice that with the draft), which the second run (for the
+# answers' spread) and the self-drafting server (the same slot as 1-slot's) leave out.
+AGAIN = ["-k", "not test_slots_context"]
 
 
 def rows_of(record) -> list[dict]:
@@ -40,7 +44,8 @@ def test_init_and_battery_never_fail_on_smollm2(config, smollm2, smollm2_path, t
     for i in range(RUNS):
         fleet, record = tmp_path / f"fleet-{i}.yaml", tmp_path / f"run-{i}.json"
         assert main(["init", server.url, "-o", str(fleet), *MARGIN]) == 0, capsys.readouterr().err
-        result = run_fleet(fleet.read_text(), "-p", "no:randomly", "--frank-json", str(record))
+        result = run_fleet(fleet.read_text(), "-p", "no:randomly", "--frank-json", str(record),
+                           *(AGAIN if i or config == "self-drafting" else []))
         rows = rows_of(record)
         verdicts |= {row["verdict"] for row in rows}
         false += [f"run {i + 1}: {row['key']}: {row['verdict']}: {row['line']}" for row in rows

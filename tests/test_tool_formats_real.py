@@ -117,12 +117,13 @@ def test_healthy_xml_server_passes_tools_agent_and_stream(llama, run_fleet):
     result = run(run_fleet, server, "-m", "tools or agent or stream",
                  tools={"schemas": 4, "none": True}, agent={"steps": 3},
                  stream={"created": False})
-    # required, auto, plain chat, streamed, arguments on the wire, none; agent plain, streamed
-    # and its template; the stream wire. Named and parallel are skipped (llama.cpp treats named
-    # as auto; the model makes one call). The corpus fails on one value: llama.cpp's XML grammar
-    # writes a ["string", "null"] value as free text, without its pattern (a plain string's
-    # pattern it keeps: book_trip's "AAA"), and this model writes "Paris" wherever text is free.
-    result.assert_outcomes(passed=10, failed=1, skipped=3)
+    # required, auto, plain chat, streamed, arguments on the wire, none; agent plain, streamed, its
+    # template and the reasoning history; the stream wire. Named and parallel are skipped (llama.cpp
+    # treats named as auto; the model makes one call). The corpus fails on one value: llama.cpp's
+    # XML grammar writes a ["string", "null"] value as free text, without its pattern (a plain
+    # string's pattern it keeps: book_trip's "AAA"), and this model writes "Paris" wherever text is
+    # free.
+    result.assert_outcomes(passed=11, failed=1, skipped=3)
     result.stdout.fnmatch_lines([
         "*schema corpus: 3/4 tool(s) called validly (75%, need 100%); search_records_0 "
         '(strict, streamed): invalid value: search_records_0.cursor: "Paris" has the wrong shape',
@@ -221,22 +222,22 @@ def test_healthy_family_server_passes_tools_reasoning_agent_and_stream(llama, ru
                  tools={"schemas": 4, "none": True}, agent={"steps": 3},
                  stream={"created": False}, reasoning={"thinking_off": False},
                  **(levels if variant == "harmony" else {}))
-    # reasoning plain and streamed; required, auto, plain chat, streamed, arguments on the
-    # wire, none and the corpus; agent plain, streamed and its template; the stream wire. Named
-    # and parallel are skipped as on the other families. The corpus holds where the arguments
-    # are JSON under the handler's grammar; where a string value is bare text (GLM's, as Qwen3
-    # XML's), llama.cpp's grammar leaves a ["string", "null"] value free of its pattern, and
+    # reasoning plain and streamed; required, auto, plain chat, streamed, arguments on the wire,
+    # none and the corpus; agent plain, streamed, its template and the reasoning history; the stream
+    # wire. Named and parallel are skipped as on the other families. The corpus holds where the
+    # arguments are JSON under the handler's grammar; where a string value is bare text (GLM's, as
+    # Qwen3 XML's), llama.cpp's grammar leaves a ["string", "null"] value free of its pattern, and
     # the model writes its word there.
     if variant == "glm45":
-        result.assert_outcomes(passed=12, failed=1, skipped=4)
+        result.assert_outcomes(passed=13, failed=1, skipped=4)
         result.stdout.fnmatch_lines([
             "*schema corpus: 3/4 tool(s) called validly (75%, need 100%); search_records_0 "
             '(strict, streamed): invalid value: search_records_0.cursor: "Lyon" has the wrong '
             "shape"])
     elif variant == "harmony":  # and the three levels
-        result.assert_outcomes(passed=16, skipped=5)
+        result.assert_outcomes(passed=17, skipped=5)
     else:
-        result.assert_outcomes(passed=13, skipped=4)
+        result.assert_outcomes(passed=14, skipped=4)
 
 
 # A family's call written as text where the served template is not the family's: the model

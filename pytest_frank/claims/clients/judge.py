@@ -9,11 +9,11 @@ import json
 
 from pytest_frank.checks import Context
 from pytest_frank.claims.chat import edited_template_fix, wrong_template_fix
+from pytest_frank import http
 from pytest_frank.claims.agent import REPEAT_FIX, TEMPLATE_WORDS, _raised, call_args
 from pytest_frank.claims.clients.options import Options
 from pytest_frank.claims.clients.play import Played
-from pytest_frank.claims.clients.profile import (ARRAYS, CACHE_CONTROL, FIRST_ANSWER_MAX_S,
-                                                 LATE_SYSTEM)
+from pytest_frank.claims.clients.profile import ARRAYS, CACHE_CONTROL, LATE_SYSTEM
 from pytest_frank.claims.clients.registry import PROFILES
 from pytest_frank.claims.replies import one_line
 from pytest_frank.claims.slots import more_context_fix
@@ -165,7 +165,7 @@ def _show(played: Played, ctx: Context[Options]) -> None:
     profile = PROFILES[played.client]
     own = f" ({profile.first_answer_from})" if profile.first_answer_from else ""
     ctx.note(f"each turn waited up to {played.wait:g} s for its answer to begin, as "
-             f"{profile.label} does{own}, within the battery's {FIRST_ANSWER_MAX_S:g} s and the "
+             f"{profile.label} does{own}, within the battery's {http.FIRST_ANSWER_MAX_S:g} s and the "
              "endpoint's deadline")
     for n, step in enumerate(played.steps, 1):
         reply = step.reply

@@ -12,7 +12,7 @@ from pytest_frank import http
 from pytest_frank.chat import Call, Reply, send
 from pytest_frank.claims.clients.filler import example_arguments
 from pytest_frank.claims.clients.options import Options
-from pytest_frank.claims.clients.profile import FIRST_ANSWER_MAX_S, First, Profile
+from pytest_frank.claims.clients.profile import First, Profile
 from pytest_frank.claims.clients.registry import PROFILES
 from pytest_frank.observation import Failed, Observation
 from pytest_frank.probes import slot_shape
@@ -54,7 +54,7 @@ def play(target, case: str) -> Played:
     shape = target.need(slot_shape)
     if not isinstance(shape, Failed):
         found.context, found.slots = shape.ctx_per_slot, shape.count
-    found.wait = min(max(target.timeout, profile.first_answer_s), FIRST_ANSWER_MAX_S)
+    found.wait = min(max(target.timeout, profile.first_answer_s), http.FIRST_ANSWER_MAX_S)
     with http.first_answer_within(found.wait):
         reply = send(target, first.request, api=profile.api)
     found.steps.append(Step(_held(first.request.messages or []), reply))

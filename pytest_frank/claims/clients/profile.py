@@ -12,8 +12,6 @@ from typing import Any
 from pytest_frank.chat import Call, Reply, Request
 from pytest_frank.claims.clients.filler import prose, size_of
 
-# The battery's own bound on a client's first-answer wait, whatever the client's own.
-FIRST_ANSWER_MAX_S = 600.0
 PROMPT = ("Look at notes.txt in this project and tell me in one sentence what it is for. "
           "Use a tool if you need one.")
 # The names of the features a server or proxy may refuse, as profiles declare them.
