@@ -76,6 +76,11 @@ def identity(target: Target) -> Identity:
         body = said.json() if said.ok else None
         value = body.get(route[1]) if isinstance(body, dict) else None
         found.build = redact.cut(str(value), 120, "") if isinstance(value, (str, int, float)) else None
+        if found.build is not None and found.build == target.driver.unversioned_build:
+            # Said alone it reads as a broken build; the package behind a launched one is known.
+            launched = target.launched_build()
+            found.build = (f"{launched} ({found.build})" if launched
+                           else f"{found.build} (built without its version)")
     return found
 
 

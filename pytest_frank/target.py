@@ -553,6 +553,10 @@ class Target:
                 return
             self.endpoint.url, self._launch_log = self._server.url, self._server.log
 
+    def launched_build(self) -> str | None:
+        """The package that serves a `launch:` endpoint (its llama.cpp has no build number)."""
+        return self._server.build if self._server is not None else None
+
     def backend(self) -> tuple[str, str] | None:
         """("cpu" or "gpu", where read) for the server the model runs on, where known: a
         launched server's devices, else what the driver reads in the slot routes or the log."""

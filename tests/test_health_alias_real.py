@@ -1,5 +1,6 @@
 """health and alias against real llama.cpp servers (xllamacpp, the tiny self-test model)."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,16 @@ def test_healthy_server_passes_health_and_alias(llama, run_fleet):
     server = llama(alias=["frank-default-large", "qwen-large"])
     result = run_fleet(one_endpoint(server.url + "/v1", alias="qwen-large"))
     result.assert_outcomes(passed=2)
+
+
+def test_a_build_without_its_version_says_so(llama, run_fleet, pytester):
+    # llama.cpp built outside its git checkout (here xllamacpp's, reached by its URL alone, so
+    # nothing says which package it is) reports "b0-unknown"; the header says what that means.
+    server = llama(alias=["frank-default-large", "qwen-large"])
+    result = run_fleet(one_endpoint(server.url, alias="qwen-large"), "--frank-json=run.json")
+    result.assert_outcomes(passed=2)
+    run = json.loads((pytester.path / "run.json").read_text())
+    assert run["endpoints"]["ep"]["build"] == "b0-unknown (built without its version)"
 
 
 def test_wrong_alias_fails_alias_only_with_the_served_ids(llama, run_fleet):

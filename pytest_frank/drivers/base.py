@@ -40,6 +40,9 @@ class Driver:
     start: str | Wording | None = None
     # Where the engine says which build it is, and the key that holds it (the reports' header).
     build_route: tuple[str, str] | None = None
+    # What that key holds where the build carries no version (one made outside the engine's own
+    # source tree); None: every build says its version.
+    unversioned_build: str | None = None
 
     def auth_headers(self, api_key: str | None) -> dict[str, str]:
         return {"Authorization": f"Bearer {api_key}"} if api_key else {}

@@ -59,6 +59,9 @@ class LlamaCppDriver(OpenAIDriver):
     metrics_prefix = "llamacpp:"
     health_path = "/health"
     build_route = ("/props", "build_info")  # "b<number>-<commit>"
+    # A build outside llama.cpp's git checkout (xllamacpp's wheels, some distro packages) has
+    # neither number nor commit compiled in.
+    unversioned_build = "b0-unknown"
     flags = {"alias": ALIAS, "parallel": PARALLEL, "ctx": CTX_SIZE, "kv_unified": KV_UNIFIED,
              "metrics": METRICS, "jinja": JINJA, "reasoning_format": REASONING_FORMAT,
              "mmproj": MMPROJ, "template": TEMPLATE, "draft_model": DRAFT_MODEL,

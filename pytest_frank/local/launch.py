@@ -99,6 +99,16 @@ class LaunchError(RuntimeError):
     log: llama_log.ServerLog | None = None  # llama.cpp's log of the attempt
 
 
+def package_build() -> str | None:
+    """xllamacpp's own version: the one build number a launched server has."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"xllamacpp {version('xllamacpp')}"
+    except PackageNotFoundError:
+        return None
+
+
 @dataclass
 class LaunchedServer:
     url: str  # "http://127.0.0.1:PORT"
@@ -108,6 +118,8 @@ class LaunchedServer:
     log: llama_log.ServerLog | None = field(default=None, repr=False)  # None: it is on stderr
     # What the model runs on: ("cpu" or "gpu", where read), from xllamacpp's device list
     backend: tuple[str, str] | None = None
+    # The package that serves it: its llama.cpp reports no build of its own ("b0-unknown")
+    build: str | None = None
 
     @property
     def port(self) -> int:
@@ -177,7 +189,7 @@ def launch(spec: dict) -> LaunchedServer:
             log.close()
         raise
     launched = LaunchedServer(_client_url(server.listening_address), str(model), spec, server,
-                              log, devices(xllamacpp))
+                              log, devices(xllamacpp), package_build())
     try:
         _wait_ready(launched.url, float(spec.get("startup_timeout", 60)), _api_keys(spec))
     except LaunchError as exc:
