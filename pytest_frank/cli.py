@@ -1,5 +1,5 @@
 """The `frank` command: tools that work without pytest (a fleet file from running servers, model
-headers, the self-test model)."""
+headers, merged reports, a real server that stays up, the self-test model)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ COMMANDS = {
                   "read a GGUF header (path or URL) and model its memory"),
     "merge": ("pytest_frank.merge",
               "build one fleet's reports from the --frank-json records of its shards"),
+    "launch": ("pytest_frank.local.stay_up",
+               "start a real llama.cpp server (a GGUF or the self-test model) that stays up"),
     "selftest-model": ("pytest_frank.local.selftest_model",
                        "write the tiny deterministic self-test GGUF"),
 }
