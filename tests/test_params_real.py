@@ -8,6 +8,7 @@ The Anthropic shape goes through llama.cpp's own /v1/messages and count_tokens.
 """
 
 
+import json
 from pathlib import Path
 
 import pytest
@@ -99,6 +100,39 @@ def test_usage_that_leaves_out_the_reasoning_is_named_not_logprobs(chatty, run_f
         "*fix: the server's usage accounting: usage.completion_tokens must count every generated "
         "token, the reasoning's included*"])
     assert "must pass logprobs and top_logprobs through" not in result.stdout.str()
+
+
+def _streamed_reasoning_left_out(request: dict, events: list[bytes]) -> list[bytes]:
+    """For `rewrite_stream`: the last chunk's usage.completion_tokens less the chunks that
+    carried reasoning (a token each on llama.cpp), as a gateway that counts only the streamed
+    answer reports it; the unstreamed count stays whole."""
+    chunks = [json.loads(e.removeprefix(b"data: ")) for e in events
+              if e.startswith(b"data: {")]
+    thought = sum(bool(c["choices"] and c["choices"][0]["delta"].get("reasoning_content"))
+                  for c in chunks)
+    out = []
+    for event, chunk in zip([e for e in events if e.startswith(b"data: {")], chunks):
+        if chunk.get("usage") and thought:
+            chunk["usage"]["completion_tokens"] -= thought
+            event = b"data: " + json.dumps(chunk).encode() + b"\n\n"
+        out.append(event)
+    return out + [e for e in events if not e.startswith(b"data: {")]
+
+
+def test_streamed_usage_that_leaves_out_the_reasoning_names_the_count(chatty, run_fleet):
+    """Streamed and unstreamed counts of one request differ by the reasoning: the failure names
+    the count that leaves it out, not stream_options' passing."""
+    with Proxy(chatty.url, rewrite_stream=_streamed_reasoning_left_out) as proxy:
+        result = run_fleet(one_endpoint(proxy.url, alias="frank", expect={"params": True}),
+                           "-k", "test_params_stream_usage")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*usage.completion_tokens is * unstreamed and * streamed for the same request, whose "
+        "prompt both count as *, on an answer with reasoning: the streamed count leaves * "
+        "tokens out, likely the reasoning's",
+        "*fix: the server's usage accounting: usage.completion_tokens must count every generated "
+        "token, the reasoning's included*"])
+    assert "must pass stream_options through" not in result.stdout.str()
 
 
 def test_anthropic_shape_on_llamacpp_messages(chatty, run_fleet):

@@ -456,12 +456,29 @@ def judge_stream_usage(obs: Sent, ctx: Context[Options]) -> None:
         fail(f"stream_options.include_usage: usage came in chunk(s) {asked.usage_events[:5]} "
              f"of {asked.events}, not once in the last", fix)
     if (asked.tokens, asked.prompt_tokens) != (plain.tokens, plain.prompt_tokens):
+        _count_differs(plain, asked, ctx.driver)
         fail(f"the streamed usage ({asked.tokens} completion, {asked.prompt_tokens} prompt "
              f"tokens) is not the unstreamed one ({plain.tokens}, {plain.prompt_tokens}) for the "
              f"same request", fix)
     if unasked.usage_events:
         fail(f"a stream without stream_options.include_usage carried usage in "
              f"{len(unasked.usage_events)} chunk(s): strict clients do not expect it", fix)
+
+
+def _count_differs(plain: Reply, streamed: Reply, driver: Driver) -> None:
+    """The same prompt counted alike and the completions not, on an answer that thought: one
+    of the two counts is what leaves the reasoning out (a server or gateway that counts only the
+    answer in one path), not the stream's passing of stream_options."""
+    thought = plain.reasoning.strip() or streamed.reasoning.strip()
+    if (not thought or plain.prompt_tokens != streamed.prompt_tokens
+            or plain.tokens is None or streamed.tokens is None):
+        return
+    low, high = sorted([("streamed", streamed.tokens), ("unstreamed", plain.tokens)],
+                       key=lambda named: named[1])
+    fail(f"usage.completion_tokens is {high[1]} {high[0]} and {low[1]} {low[0]} for the same "
+         f"request, whose prompt both count as {plain.prompt_tokens}, on an answer with "
+         f"reasoning: the {low[0]} count leaves {high[1] - low[1]} tokens out, likely the "
+         f"reasoning's", usage_fix(driver))
 
 
 def judge_context_limit(obs: Sent, ctx: Context[Options]) -> None:
