@@ -732,6 +732,9 @@ def _nothing_came(pace: Pace) -> str:
     return f"no answer within {pace.first_byte:g}s ({pace.why}){SILENT}"
 
 
+BROKE = "the server broke the connection"  # it took the request and closed without an answer
+
+
 def describe(exc: BaseException, timeout: float | None) -> str:
     """The cause of a failed request in the words an operator searches for."""
     text = " ".join((str(exc) or type(exc).__name__).split())
@@ -749,7 +752,7 @@ def describe(exc: BaseException, timeout: float | None) -> str:
             return "DNS lookup failed (unknown host name)"
         return f"cannot connect: {text}"
     if isinstance(exc, (httpx2.RemoteProtocolError, httpx2.ReadError)):
-        return f"the server broke the connection: {text}"
+        return f"{BROKE}: {text}"
     if isinstance(exc, httpx2.UnsupportedProtocol):
         return f"unsupported URL: {text}"
     return f"{type(exc).__name__}: {text}"

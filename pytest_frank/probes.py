@@ -7,11 +7,12 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from pytest_frank import metrics
+from pytest_frank import http, metrics
 from pytest_frank.known_errors import known_fix
 from pytest_frank.observation import Observation
 
 POLL_FIRST, POLL_MAX = 0.25, 2.0
+BROKEN_RETRIES = 2  # health asks a connection broken with no answer again this many times
 
 
 @dataclass(kw_only=True)
@@ -37,12 +38,17 @@ def health(target) -> Health:
     if target.launch_error:
         return _not_launched(target, url)
     deadline = time.monotonic() + target.endpoint.ready_timeout
-    start, pause = time.monotonic(), POLL_FIRST
+    start, pause, broken = time.monotonic(), POLL_FIRST, 0
     while True:
         ex = target.get(target.driver.health_path)
         state = target.driver.readiness(ex)
         left = deadline - time.monotonic()
-        if state.state != "loading" or left <= 0:
+        # A connection taken and closed with no answer at all is asked again, twice at most:
+        # a busy server's HTTP layer may drop one, and the endpoint is judged on its answer.
+        again = (state.state == "down" and ex.status is None and broken < BROKEN_RETRIES
+                 and (ex.error or "").startswith(http.BROKE))
+        broken += again
+        if (state.state != "loading" and not again) or left <= 0:
             fix = known_fix(target.driver, target.driver.error_message(ex), ex.status)
             return Health(state=state.state, problem=state.problem, url=url,
                           waited=time.monotonic() - start, fix=fix if state.state == "down" else None)

@@ -25,6 +25,9 @@ class Request:
     body: Any
 
 
+DROP = object()  # an answer that closes the connection having sent nothing
+
+
 @dataclass
 class Reply:
     status: int = 200
@@ -168,7 +171,9 @@ def _handler(em: Emulator):
                 if em.latency and req.method == "POST":
                     time.sleep(em.latency)
                 reply = em.answer(req)
-                if reply is not None:
+                if reply is DROP:  # the connection closed with nothing sent
+                    self.close_connection = True
+                elif reply is not None:
                     self._send(reply)
             finally:
                 self.done()

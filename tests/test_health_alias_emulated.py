@@ -7,7 +7,7 @@ import time
 import pytest
 
 from fleets import one_endpoint
-from emulator import Emulator, Reply
+from emulator import DROP, Emulator, Reply
 
 pytestmark = pytest.mark.emulated
 
@@ -70,6 +70,30 @@ def test_hanging_socket_fails_at_the_timeout_and_skips_the_rest(run_fleet):
     result.assert_outcomes(failed=1, skipped=1)
     result.stdout.fnmatch_lines(["*/health: no answer within 1s (the server accepted*",
                                  "*ep is not healthy, see test_health[[]ep[]]*"])
+
+
+@pytest.mark.parametrize("drops, outcome", [(2, {"passed": 2}), (3, {"failed": 1, "skipped": 1})])
+def test_a_dropped_health_connection_is_asked_again_twice(run_fleet, drops, outcome):
+    """A connection taken and closed with no answer (a busy llama.cpp drafting SmolLM2 dropped
+    one /health so): asked again up to twice, then the endpoint is down, saying why."""
+    with Emulator("llamacpp", models=["m"]) as em:
+        healthy = em.answer
+        asked = []
+
+        def answer(req):
+            if req.path == "/health":
+                asked.append(req)
+                if len(asked) <= drops:
+                    return DROP
+            return healthy(req)
+
+        em.answer = answer
+        result = run_fleet(one_endpoint(em.url, alias="m"))
+    result.assert_outcomes(**outcome)
+    assert len(asked) == min(drops, 2) + 1
+    if "failed" in outcome:
+        result.stdout.fnmatch_lines(["*/health: the server broke the connection: Server "
+                                     "disconnected without sending a response*"])
 
 
 def test_closed_port_fails_fast_with_one_line(run_fleet):
