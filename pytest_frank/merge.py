@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import fields
 from html import escape
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from pytest_frank import redact
 from pytest_frank.results import BaselineError, EndpointInfo, Row, Run, load
@@ -81,28 +82,41 @@ def _same_fleet(records: list[tuple[str, Run]]) -> None:
                 "matrix verify one fleet file (--allow-mixed-fleets merges them anyway)")
 
 
-def merge(records: list[tuple[str, Run]]) -> Run:
+Records = list[tuple[str, Run]]  # (the file, its record), in the order given
+
+
+def merge(records: Records) -> Run:
     """One record of the fleet from its shards' (file, record) pairs, endpoints in the fleet
-    file's order."""
-    rows = _rows(records)
+    file's order: each field of Run by its rule in RULES, each endpoint's by its fields' rules
+    (results.EndpointInfo)."""
+    return Run(**{f.name: RULES[f.name](records) for f in fields(Run)})
+
+
+def _fleet_endpoints(records: Records) -> list[str]:
+    return list(dict.fromkeys(n for _, run in records
+                              for n in (run.fleet_endpoints or run.endpoints)))
+
+
+def _endpoints(records: Records) -> dict[str, EndpointInfo]:
     runs = [run for _, run in records]
-    fleet_endpoints = list(dict.fromkeys(n for run in runs
-                                         for n in (run.fleet_endpoints or run.endpoints)))
-    endpoints = {name: info for name in fleet_endpoints
-                 if (info := _endpoint(name, runs)) is not None}
-    starts = [run.started for run in runs if run.started is not None]
-    ends = [run.started + (run.duration_s or 0) for run in runs if run.started is not None]
-    return Run(fleet=_joined(run.fleet for run in runs),
-               sha256=_joined(run.sha256 for run in runs),
-               version=_joined(run.version for run in runs), endpoints=endpoints, rows=rows,
-               regressions=[r for run in runs for r in run.regressions],
-               noise=[r for run in runs for r in run.noise],
-               started=min(starts) if starts else None,
-               duration_s=round(max(ends) - min(starts), 3) if starts else None,
-               fleet_endpoints=fleet_endpoints)
+    return {name: info for name in _fleet_endpoints(records)
+            if (info := _endpoint(name, runs)) is not None}
 
 
-def _rows(records: list[tuple[str, Run]]) -> list[Row]:
+def _started(records: Records) -> float | None:
+    return min((run.started for _, run in records if run.started is not None), default=None)
+
+
+def _duration(records: Records) -> float | None:
+    """From the first record's start to the last one's end: the runners ran side by side."""
+    start = _started(records)
+    if start is None:
+        return None
+    ends = [run.started + (run.duration_s or 0) for _, run in records if run.started is not None]
+    return round(max(ends) - start, 3)
+
+
+def _rows(records: Records) -> list[Row]:
     """Every record's rows, health first and the claims in battery order as one run orders them;
     a test in two records is a shard given twice, or -k splits that overlap."""
     from pytest_frank.claims import CLAIMS
@@ -122,20 +136,31 @@ def _rows(records: list[tuple[str, Run]]) -> list[Row]:
 
 
 def _endpoint(name: str, runs: list[Run]) -> EndpointInfo | None:
-    """The endpoint as the records that ran it saw it; its cost summed over them."""
+    """The endpoint as the records that ran it saw it, each field by its merge rule (its cost
+    summed over them)."""
     infos = [run.endpoints[name] for run in runs if name in run.endpoints
              and any(row.endpoint == name for row in run.rows)]
     infos = infos or [run.endpoints[name] for run in runs if name in run.endpoints]
     if not infos:
         return None  # another shard's, and no record ran it: reported as missing
-    first = infos[0]
-    return EndpointInfo(
-        name=name, engine=first.engine, url=first.url,
-        build=next((i.build for i in infos if i.build), None),
-        models=next((i.models for i in infos if i.models), []),
-        launch_log=next((i.launch_log for i in infos if i.launch_log), None),
-        description=first.description, generations=sum(i.generations for i in infos),
-        tokens=sum(i.tokens for i in infos))
+    return EndpointInfo.merged(infos)
+
+
+# How the merged record's fields come from the records: one rule per field of Run
+# (tests/test_merge.py fails on a field without one, and merge() on its first use).
+RULES: dict[str, Callable[[Records], Any]] = {
+    "fleet": lambda records: _joined(run.fleet for _, run in records),
+    "sha256": lambda records: _joined(run.sha256 for _, run in records),
+    "version": lambda records: _joined(run.version for _, run in records),
+    "endpoints": _endpoints,
+    "rows": _rows,
+    "regressions": lambda records: [r for _, run in records for r in run.regressions],
+    "noise": lambda records: [r for _, run in records for r in run.noise],
+    "started": _started,
+    "duration_s": _duration,
+    "fleet_endpoints": _fleet_endpoints,
+    "shard": lambda records: None,  # the merge is the whole matrix, no shard of it
+}
 
 
 def missing_endpoints(run: Run) -> list[str]:

@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_frank import redact
-from pytest_frank.results import (LAUNCH_LOG, SOURCE, BaselineError, EndpointInfo, Row, Run,
-                                  fleet_digest, load)
+from pytest_frank.results import (FLEET, IDENTITY, LAUNCH_LOG, ROWS, SOURCE, SPEND,
+                                  BaselineError, EndpointInfo, Payload, Row, Run, fleet_digest,
+                                  load)
 from pytest_frank.shard import Shard
 from pytest_frank.verdict import Verdict
 
@@ -133,21 +134,19 @@ class Reports:
         data = getattr(report, "frank", None)
         if data is None or hasattr(self.config, "workerinput"):
             return  # an xdist worker sends its reports on; the controller gathers them
-        data = dict(data)
-        identity = data.pop("identity", None)
-        if identity is not None and ("build" in identity
-                                     or data["endpoint"] not in self.identities):
-            self.identities[data["endpoint"]] = identity  # a measured one wins over a bare URL
-        spend = data.pop("spend", None)  # a snapshot: the latest, largest one is the run's
-        if spend and spend["generations"] >= self.spends.get(data["endpoint"], {}).get(
+        sent = Payload.of(data)
+        name = sent.row.endpoint
+        if sent.identity is not None and ("build" in sent.identity or name not in self.identities):
+            self.identities[name] = sent.identity  # a measured one wins over a bare URL
+        if sent.spend and sent.spend["generations"] >= self.spends.get(name, {}).get(
                 "generations", -1):
-            self.spends[data["endpoint"]] = spend
+            self.spends[name] = sent.spend  # a snapshot: the latest, largest one is the run's
         if report.when == "teardown":
-            row = self.rows.get(data["key"])
+            row = self.rows.get(sent.row.key)
             if row is not None and report.failed:
-                row.verdict, row.line = Verdict.ERROR, row.line or data["line"]
+                row.verdict, row.line = Verdict.ERROR, row.line or sent.row.line
             return
-        self.rows[data["key"]] = Row(**data)
+        self.rows[sent.row.key] = sent.row
 
     def run(self) -> Run:
         """The finished run (built once, after the last test)."""
@@ -179,16 +178,14 @@ class Reports:
             if shard is not None and not shard.holds(name):
                 continue  # another shard's: its record reports it
             seen = self.identities.get(name, {})
-            found[name] = EndpointInfo(
-                name=name, engine=ep.engine,
-                url=redact.scrub(seen.get("url") or ep.url or "(launched)"),
-                build=seen.get("build"), models=seen.get("models") or [],
-                launch_log=self._launch_log(name), description=ep.description,
-                **self.spends.get(name, {}))
+            found[name] = EndpointInfo.seen({
+                FLEET: {"name": name, "engine": ep.engine, "description": ep.description},
+                IDENTITY: {**seen, "url": redact.scrub(seen.get("url") or ep.url or "(launched)")},
+                SPEND: self.spends.get(name, {}), ROWS: {"launch_log": self._launch_log(name)}})
         return found
 
     def _launch_log(self, name: str) -> str | None:
-                return next((a["data"] for row in self.rows.values() if row.endpoint == name
+        return next((a["data"] for row in self.rows.values() if row.endpoint == name
                      for a in row.attachments if a["name"] == LAUNCH_LOG), None)
 
     # -- writing -----------------------------------------------------------------------------
@@ -378,5 +375,5 @@ def _html_extras(item, report) -> None:
 
     from pytest_frank.page import row_html
 
-    row = Row(**{k: v for k, v in report.frank.items() if k not in ("identity", "spend")})
+    row = Payload.of(report.frank).row
     report.extras = [*getattr(report, "extras", []), pytest_html.extras.html(row_html(row))]

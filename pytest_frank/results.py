@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 
@@ -68,18 +68,101 @@ class Row:
 
 
 @dataclass
+class Payload:
+    """What one test's report carries from where the test ran to the reports: its row's fields
+    and, beside them, what the test saw of its endpoint (EndpointInfo's IDENTITY and SPEND
+    fields). As plain data (`plain()`, pytest's report.frank): under xdist it crosses the wire
+    to the controller, which reads it back with `of()`; every field of Row crosses."""
+
+    row: Row
+    identity: dict[str, Any] | None = None  # url, build, models: where the test measured them
+    spend: dict[str, Any] | None = None  # a snapshot: the latest, largest one is the run's
+
+    def plain(self) -> dict[str, Any]:
+        data = {**asdict(self.row), "verdict": self.row.verdict.value}
+        return {**data, **{f.name: getattr(self, f.name) for f in fields(self)
+                           if f.name != "row" and getattr(self, f.name) is not None}}
+
+    @classmethod
+    def of(cls, data: dict[str, Any]) -> Payload:
+        beside = {f.name for f in fields(cls)} - {"row"}
+        return cls(row=Row(**{k: v for k, v in data.items() if k not in beside}),
+                   **{k: data[k] for k in beside if k in data})
+
+
+# Where a run learns each field of EndpointInfo. The fleet file's and the rows' are at hand where
+# the reports are written; what a test saw of its endpoint crosses from where it ran (xdist's
+# wire) on its row's payload, as `identity` (what the endpoint said it is) and `spend` (what the
+# battery cost it so far: target.Spend.record()).
+FLEET, ROWS, IDENTITY, SPEND = "fleet", "rows", "identity", "spend"
+
+
+def same(values: list[Any]) -> Any:
+    """A merge rule: the first record's value (a name, an engine: one per endpoint)."""
+    return values[0]
+
+
+def first_set(values: list[Any]) -> Any:
+    """A merge rule: the first record's that has one (a build only a measuring record knows)."""
+    return next((v for v in values if v), values[0])
+
+
+def total(values: list[Any]) -> Any:
+    """A merge rule: the records' sum (a cost: each record paid its part)."""
+    return sum(values)
+
+
+def longest(values: list[Any]) -> Any:
+    """A merge rule: the largest (wall time: a matrix's runners run side by side, so the
+    verdict came with the slowest one's)."""
+    return max(values)
+
+
+def rule(merge: Callable[[list[Any]], Any], seen: str) -> dict[str, Any]:
+    """A field's rules, as its metadata: how `frank merge` makes one value of the values of the
+    records that ran the endpoint, and where a run learns it (FLEET, ROWS, IDENTITY, SPEND).
+    Every field has both: EndpointInfo.merged and EndpointInfo.seen read them, and fail on a
+    field without them (tests/test_merge.py says which)."""
+    return {"merge": merge, "seen": seen}
+
+
+@dataclass
 class EndpointInfo:
-    name: str
-    engine: str
-    url: str = ""
-    build: str | None = None
-    models: list[str] = field(default_factory=list)
-    launch_log: str | None = None
-    description: str = ""  # fleet.yaml's free text for the report
-    generations: int = 0  # what the battery cost it: the generations sent
-    tokens: int = 0  # and the tokens they made (the server's count where it gives one)
-    min_tokens: int = 0  # the plan's minimum: each distinct request once, at the budget it needed
-    time_to_verdict_s: float = 0.0  # wall seconds from its first generation to its last answer
+    name: str = field(metadata=rule(same, FLEET))
+    engine: str = field(metadata=rule(same, FLEET))
+    url: str = field(default="", metadata=rule(same, IDENTITY))
+    build: str | None = field(default=None, metadata=rule(first_set, IDENTITY))
+    models: list[str] = field(default_factory=list, metadata=rule(first_set, IDENTITY))
+    launch_log: str | None = field(default=None, metadata=rule(first_set, ROWS))
+    # fleet.yaml's free text for the report
+    description: str = field(default="", metadata=rule(same, FLEET))
+    # what the battery cost it: the generations sent
+    generations: int = field(default=0, metadata=rule(total, SPEND))
+    # and the tokens they made (the server's count where it gives one)
+    tokens: int = field(default=0, metadata=rule(total, SPEND))
+    # the plan's minimum: each distinct request once, at the budget it needed
+    min_tokens: int = field(default=0, metadata=rule(total, SPEND))
+    # wall seconds from its first generation to its last answer
+    time_to_verdict_s: float = field(default=0.0, metadata=rule(longest, SPEND))
+
+    @classmethod
+    def merged(cls, infos: list[EndpointInfo]) -> EndpointInfo:
+        """One endpoint's record from the records that ran it, field by field by its rule."""
+        return cls(**{f.name: f.metadata["merge"]([getattr(i, f.name) for i in infos])
+                      for f in fields(cls)})
+
+    @classmethod
+    def seen(cls, sources: dict[str, dict[str, Any]]) -> EndpointInfo:
+        """The endpoint's record from what the run learnt of it, by source (FLEET, ROWS,
+        IDENTITY, SPEND: each a field -> value map); a field a source does not give keeps its
+        default (an endpoint never measured), a value no field of that source takes is refused."""
+        by = {f.name: f.metadata["seen"] for f in fields(cls)}
+        for source, values in sources.items():
+            stray = [name for name in values if by.get(name) != source]
+            if stray:
+                raise TypeError(f"EndpointInfo has no {source} field {', '.join(stray)}")
+        return cls(**{name: sources[source][name] for name, source in by.items()
+                      if name in sources.get(source, {})})
 
     def cost(self) -> str:
         if not self.generations:
@@ -170,8 +253,8 @@ def load(path: Path) -> Run:
         rows = [Row(**r) for r in data.get("rows", [])]
     except TypeError as exc:
         raise BaselineError(f"{path}: a row or endpoint has unexpected fields ({exc})") from None
-    return Run(fleet=data.get("fleet", ""), sha256=data.get("sha256", ""),
-               version=data.get("version", ""), endpoints=endpoints, rows=rows,
-               started=data.get("started"), duration_s=data.get("duration_s"),
-               fleet_endpoints=list(data.get("fleet_endpoints") or endpoints),
-               shard=data.get("shard"))
+    # Every field of Run as written (a field added to Run comes back without a word here); the
+    # record's own types built from theirs, and what an older record lacks, as it meant then.
+    kept = {f.name: data[f.name] for f in fields(Run) if f.name in data}
+    return Run(**{"fleet": "", "sha256": "", "version": "", **kept, "endpoints": endpoints,
+                  "rows": rows, "fleet_endpoints": list(data.get("fleet_endpoints") or endpoints)})

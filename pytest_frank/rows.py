@@ -12,6 +12,7 @@ from pytest_frank import identify, probes, redact
 from pytest_frank.checks import check_of
 from pytest_frank.claims import claim_of
 from pytest_frank.endpoint import EndpointUnderTest
+from pytest_frank.results import Payload, Row
 from pytest_frank.stash import SESSION
 from pytest_frank.target import Target
 from pytest_frank.verdict import Failure, Skip, Verdict, render
@@ -40,23 +41,22 @@ def row_of(item: pytest.Item, report: pytest.TestReport, name: str,
     evidence = probed.evidence(_reports_asked(item.config)) if probed is not None else {}
     exc = raised.value if raised is not None else None
     line, fix = said(raised)
-    row = {"key": f"{Path(str(item.path)).stem}::{item.name}", "endpoint": name,
-           "claim": claim_of(item) or "custom", "verdict": verdict_of(report, exc).value,
-           "line": redact.inert(line), "fix": redact.inert(fix) if fix else None, **evidence}
+    row = Row(key=f"{Path(str(item.path)).stem}::{item.name}", endpoint=name,
+              claim=claim_of(item) or "custom", verdict=verdict_of(report, exc),
+              line=redact.inert(line), fix=redact.inert(fix) if fix else None, **evidence)
     if isinstance(exc, Failure) and exc.figures:
-        row["figures"] = {**row.get("figures", {}), **{
+        row.figures = {**row.figures, **{
             k: {"value": round(float(v), 4), "unit": unit} for k, (v, unit) in exc.figures.items()}}
     frank = item.config.stash.get(SESSION, None)
     target = frank.targets.get(name) if frank is not None else None
     if target is None:
-        return row
+        return Payload(row).plain()
     check = check_of(item)
     health = check is not None and check.probe is probes.health and report.passed
     # Under xdist a worker probes on first use, after its health test: a later row carries it.
-    if report.when == "call" and (health or _measured(target)):
-        row["identity"] = _identity(target)
-    row["spend"] = target.spend.record()
-    return row
+    identity = _identity(target) if report.when == "call" and (health or _measured(target)) \
+        else None
+    return Payload(row, identity=identity, spend=target.spend.record()).plain()
 
 
 def said(raised: pytest.ExceptionInfo[BaseException] | None) -> tuple[str, str | None]:
@@ -83,7 +83,7 @@ def _identity(target: Target) -> dict[str, Any]:
     if not _measured(target):
         return {"url": target.endpoint.url}  # the probe phase did not reach it: none at report time
     seen = target.need(identify.identity)
-    return {"build": getattr(seen, "build", None), "models": getattr(seen, "models", []),
+    return {"build": getattr(seen, "build", None), "models": getattr(seen, "models", None) or [],
             "url": target.endpoint.url}
 
 

@@ -6,12 +6,15 @@ tests/test_merge_real.py."""
 import json
 import random
 import string
+from dataclasses import MISSING, fields
 
 import pytest
 
 from pytest_frank import merge
-from pytest_frank.results import EndpointInfo, Row, Run, load
+from pytest_frank.results import (FLEET, IDENTITY, ROWS, SPEND, EndpointInfo, Payload, Row, Run,
+                                  load)
 from pytest_frank.shard import Shard, ShardError, shard_of
+from pytest_frank.verdict import Verdict
 
 pytestmark = pytest.mark.unit
 
@@ -158,3 +161,105 @@ def test_a_shard_the_hash_left_empty_passes_and_records_the_fleet(run_fleet, pyt
                                  "deselected"])
     run = load(pytester.path / "r.json")
     assert run.shard == "2/3" and run.fleet_endpoints == ["beta"] and not run.endpoints
+
+
+# ------------------------------------------------------------------------- field by field
+
+def _every_field_set(record) -> None:
+    """The sample below sets every field off its default: a field added to a record and not to
+    the sample fails here, so the round trips below cover it."""
+    for f in fields(record):
+        default = f.default_factory() if f.default_factory is not MISSING else f.default
+        assert getattr(record, f.name) != default, f"{type(record).__name__}.{f.name}: set it"
+
+
+def _endpoint(name: str, **spent) -> EndpointInfo:
+    return EndpointInfo(**{"name": name, "engine": "vllm", "url": "http://127.0.0.1:8000",
+                           "build": "0.32.0", "models": ["m"], "launch_log": "log",
+                           "description": "the wiki's", "generations": 3, "tokens": 40,
+                           "min_tokens": 32, "time_to_verdict_s": 1.25, **spent})
+
+
+def _row(endpoint: str, test: str = "test_health") -> Row:
+    return Row(key=f"{test}::{test}[{endpoint}]", endpoint=endpoint, claim="health",
+               verdict=Verdict.FAIL, line="why", fix="the fix", curl="curl -sS x",
+               notes=["a note"], figures={"ttft_s": {"value": 0.1, "unit": "s"}},
+               attachments=[{"name": "t", "mime": "text/plain", "data": "d"}],
+               exchanges=[{"request": "GET /health", "status": 200, "elapsed_s": 0.01}])
+
+
+def _run(*names: str, shard: str | None = "1/2", started: float = 100.0) -> Run:
+    return Run(fleet="fleet.yaml", sha256="a" * 64, version="0.1.0",
+               endpoints={n: _endpoint(n) for n in names}, rows=[_row(n) for n in names],
+               regressions=[{"test": "t", "endpoint": names[0], "what": "slower"}],
+               noise=[{"test": "t", "endpoint": names[0], "what": "within the spread"}],
+               started=started, duration_s=2.0, fleet_endpoints=["beta", "good"], shard=shard)
+
+
+def test_every_field_of_the_record_has_its_merge_rule():
+    assert set(merge.RULES) == {f.name for f in fields(Run)}, "a field of Run without a rule " \
+        "in merge.RULES, or a rule for a field Run no longer has"
+    for f in fields(EndpointInfo):
+        assert callable(f.metadata.get("merge")), f"EndpointInfo.{f.name}: no merge rule"
+        assert f.metadata.get("seen") in (FLEET, ROWS, IDENTITY, SPEND), \
+            f"EndpointInfo.{f.name}: where a run learns it (results.rule)"
+
+
+def test_the_json_round_trip_keeps_every_field(tmp_path):
+    run = _run("beta", "good")
+    for record in (run, run.endpoints["beta"], run.rows[0]):
+        _every_field_set(record)
+    path = tmp_path / "r.json"
+    path.write_text(run.to_json())
+    assert load(path) == run
+
+
+def test_a_sharded_record_merges_into_the_unsharded_one_field_by_field(tmp_path):
+    """Each endpoint in one shard (--frank-shard): the merged record is the whole run's, every
+    field of every endpoint and row, the plan's minimum and the time to verdict included."""
+    one, two = _run("beta", started=100.0), _run("good", started=101.0)
+    two.duration_s = 1.0  # ends with the first: the whole run's span
+    whole = _run("beta", "good", shard=None)
+    whole.regressions = [*one.regressions, *two.regressions]  # each shard's own, against its
+    whole.noise = [*one.noise, *two.noise]  # baseline's rows
+    merged = merge.merge([("1.json", one), ("2.json", two)])
+    for f in fields(EndpointInfo):
+        for name in whole.endpoints:
+            assert getattr(merged.endpoints[name], f.name) == \
+                getattr(whole.endpoints[name], f.name), f"{name}'s {f.name}"
+    for f in fields(Run):
+        assert getattr(merged, f.name) == getattr(whole, f.name), f.name
+
+
+def test_an_endpoint_in_two_records_merges_each_field_by_its_rule():
+    """A -k split runs one endpoint in two records: its cost is summed, its time to verdict the
+    longer runner's, what one record measured and the other did not is kept."""
+    first = _run("good")
+    first.endpoints["good"] = _endpoint("good", build=None, models=[], launch_log=None)
+    second = _run("good")
+    second.endpoints["good"] = _endpoint("good", generations=2, tokens=10, min_tokens=8,
+                                         time_to_verdict_s=3.5)
+    second.rows = [_row("good", "test_alias")]
+    merged = merge.merge([("a.json", first), ("b.json", second)]).endpoints["good"]
+    assert merged == _endpoint("good", generations=5, tokens=50, min_tokens=40,
+                               time_to_verdict_s=3.5)
+
+
+def test_the_xdist_payload_round_trip_keeps_every_field():
+    """A row and what its test saw of the endpoint, through execnet's serializer as xdist sends
+    a report: back as they were; what crosses beside the row is EndpointInfo's identity and
+    spend fields, no other."""
+    execnet = pytest.importorskip("execnet")
+    from pytest_frank.target import Spend
+
+    info = _endpoint("good")
+    sent = Payload(_row("good"), identity={f.name: getattr(info, f.name) for f in fields(info)
+                                           if f.metadata["seen"] == IDENTITY},
+                   spend={f.name: getattr(info, f.name) for f in fields(info)
+                          if f.metadata["seen"] == SPEND})
+    for record in (sent, sent.row):
+        _every_field_set(record)
+    assert Payload.of(execnet.loads(execnet.dumps(sent.plain()))) == sent
+    assert set(Spend().record()) == set(sent.spend)  # the spend snapshot fills every field
+    with pytest.raises(TypeError, match="no spend field url"):
+        EndpointInfo.seen({SPEND: {"url": "x"}})
