@@ -11,9 +11,9 @@ colour of its image), so that a model that follows it gives each request its own
 1 asks every one of them alone, and that reply is its solo twin. A reply under load is judged
 as its twin is (an answer, valid calls, a finish_reason that matches the body, the colour
 named) and against it: a prompt-token count or, at temperature 0, an answer that is another
-request's is cross-talk. The ladder holds
-the endpoint alone while it runs (nothing else of the battery shares its bursts) and stops
-climbing at the first level that fails, or at its deadline.
+request's is cross-talk. The ladder holds the endpoint alone while it runs (nothing else of the
+battery shares its bursts) and stops climbing at the first level that fails, or at its
+deadline.
 
 Faults it is about, reported in the field with /health green and every sequential check
 passing: answers served to the wrong request from a shared prefix cache (vLLM PR 36708, LMCache
@@ -55,7 +55,8 @@ CONFIDENCE = 0.95
 KINDS = ("plain", "streamed", "tools", "thinking", "vision")
 ERROR, CROSS, ONLY, WRONG = "error", "cross-talk", "reasoning only", "not whole"
 # Each kind's question. Two requests of one question may be answered alike (and, batched, a
-# greedy answer may move a little): an answer is another request's only across questions.
+# greedy answer may move a little): an answer is another request's across questions, or within
+# one by the marker word (or colour) it names.
 QUESTIONS = {"plain": chat.PROMPT, "streamed": reasoning.PROMPT,
              "tools": tools.PROMPTS["required"], "thinking": reasoning.PROMPT,
              "vision": vision.PROMPT}
