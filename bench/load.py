@@ -1,6 +1,7 @@
 """The load claim's ladder against a bare loop sending the same requests.
 
-Starts the self-test model on real llama.cpp with `--parallel 4` (4 slots of 4096 tokens),
+Starts the self-test model `selftest:echo` (each request of the pool answered with its own marker
+word) on real llama.cpp with `--parallel 4` (4 slots of 4096 tokens),
 behind tests/proxy.py letting its tokens out at `--pace` seconds each (default 0.01: a 100 tok/s
 endpoint; the self-test model alone answers in milliseconds, where any client's own cost per
 request is the whole of the wall). It runs the load claim's probe and judge in-process
@@ -84,7 +85,8 @@ def main() -> int:
 
     from pytest_frank.local.launch import launch
 
-    server = launch({"model": "selftest", "parallel": 4, "ctx_size": 16384})
+    # the echo model: each request of the pool answered its own way, as the claim judges it
+    server = launch({"model": "selftest:echo", "parallel": 4, "ctx_size": 16384})
     claims, loops = [], []
     try:
         with Proxy(server.url, pace_s=opts.pace) as proxy:

@@ -33,12 +33,16 @@ def answer(content="Hello!", prompt=10, finish="stop", **extra) -> Reply:
                  prompt_tokens=prompt, **extra)
 
 
-def ladder(*levels: list[tuple[int, str, Reply]], slots=None) -> load.Ladder:
-    """Levels 1, 2, 4 ... each with the replies given, a second each."""
+def ladder(*levels: list[tuple[int, str, Reply]], slots=None, marks=None) -> load.Ladder:
+    """Levels 1, 2, 4 ... each with the replies given, a second each; each request asks its
+    answer to name its marker, or the word `marks` gives it (an image's colour)."""
+    marks = marks or {}
     kinds = {i: kind for level in levels for i, kind, _ in level}
     top = 2 ** (len(levels) - 1)
+    pool = range(max(top, len(kinds)))
     return load.Ladder(top=top, top_from="expect.load.concurrency", slots=slots,
-                       kinds=[kinds.get(i, "plain") for i in range(top)],
+                       kinds=[kinds.get(i, "plain") for i in pool],
+                       marks=[marks.get(i, load.MARKERS[i]) for i in pool],
                        levels=[load.Level(2 ** n, [load.Sent(*s) for s in level], 1.0)
                                for n, level in enumerate(levels)])
 
@@ -92,13 +96,55 @@ def test_at_temperature_0_another_questions_answer_is_cross_talk_without_counts(
                (1, "streamed", answer(prompt=None))]
     with pytest.raises(Failure) as failed:
         load.judge(ladder(solo, swapped), ctx())
-    assert "request #0 (plain) got request #1's answer ('Bonjour!'; alone it answered " \
-           "'Hello!')" in render(failed.value.line)
+    assert "request #0 (plain) got the answer of request #1 (streamed), 'Bonjour!', where " \
+           "alone it answered 'Hello!'" in render(failed.value.line)
     # sampled, two answers may differ by chance: no verdict on the words
     load.judge(ladder(solo, swapped), ctx(temperature=0.8))
     # two requests of one question may be answered alike, and a batched greedy answer may move
     load.judge(ladder(solo_pair(), [(0, "plain", answer("Bonjour!", prompt=None)),
                                     (1, "plain", answer(prompt=None))]), ctx())
+
+
+def test_at_temperature_0_one_questions_answer_naming_anothers_marker_is_cross_talk():
+    """The pool's requests of one question each ask for their own marker: a reply that is
+    another's solo answer, naming that one's marker and not its own, is that one's answer."""
+    solo = [(0, "plain", answer("apricot!", prompt=None)),
+            (1, "plain", answer("banana!", prompt=None))]
+    swapped = [(0, "plain", answer("banana!", prompt=None)),
+               (1, "plain", answer("apricot!", prompt=None))]
+    with pytest.raises(Failure) as failed:
+        load.judge(ladder(solo, swapped), ctx())
+    assert render(failed.value.line).startswith(
+        "at 2 in flight, replies went to the wrong request: request #0 (plain) got the answer of "
+        "request #1 (plain), 'banana!', where alone it answered 'apricot!'; request #1 (plain) "
+        "got the answer of request #0 (plain), 'apricot!', where alone it answered 'banana!'")
+    # an answer that names both markers is not another's by its words
+    load.judge(ladder([(0, "plain", answer("apricot banana!", prompt=None)),
+                       (1, "plain", answer("banana apricot!", prompt=None))],
+                      [(0, "plain", answer("banana apricot!", prompt=None)),
+                       (1, "plain", answer("apricot banana!", prompt=None))]), ctx())
+
+
+@pytest.mark.parametrize("first, said", [
+    ("blue", "replies went to the wrong request: request #0 (vision) got the answer of request "
+             "#1 (vision), 'blue', where alone it answered 'red'"),
+    # one image under load named as another colour: another image's answer
+    ("Green", "replies went to the wrong request: request #0 (vision): shown a solid red "
+              "image, it answered 'Green', another image's colour, where alone it answered "
+              "'red'"),
+    # a reply that lost its image answers as the text request does: not its answer, not whole
+    ("Hello!", "replies were not whole: request #0 (vision): shown a solid red image, it "
+               "answered 'Hello!' (names no colour)"),
+    ("Red or green", "replies were not whole: request #0 (vision): shown a solid red image, it "
+                     "answered 'Red or green' (names red, green)"),
+], ids=["another_images_answer", "another_colour", "no_colour", "two_colours"])
+def test_an_image_is_judged_by_the_colour_named(first, said):
+    solo = [(0, "vision", answer("red", prompt=20)), (1, "vision", answer("blue", prompt=24)),
+            (2, "plain", answer("Hello!", prompt=30))]
+    loaded = [(0, "vision", answer(first, prompt=20)), (1, "vision", answer("blue", prompt=24))]
+    with pytest.raises(Failure) as failed:
+        load.judge(ladder(solo, loaded, marks={0: "red", 1: "blue"}), ctx())
+    assert render(failed.value.line).startswith(f"at 2 in flight, {said}")
 
 
 def test_reasoning_alone_fails_over_its_floor_and_is_noted_within_it():

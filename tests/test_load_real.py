@@ -1,15 +1,19 @@
-"""The load claim against real llama.cpp (xllamacpp, the self-test model, `--parallel 4`): healthy,
-every reply at 1, 2 and 4 in flight is whole and its own (plain, streamed, tool-forced,
-thinking), and ten ladders at once never fail. Each reply counts its own prompt (the pool's
-requests differ in length), so an answer served to another request shows in its usage even from
-a model whose answers are all alike. The faults no engine here shows on demand come from a proxy
-in front of that same server (tests/proxy.py): answers of requests in flight together swapped
-(vLLM PR 36708, LMCache 4086), every 50th reply left with its reasoning alone (2%, vLLM PR
-41467), a gateway that answers 503 past two in flight, and decode that slows with each request
-in flight beside it."""
+"""The load claim against real llama.cpp (xllamacpp, `--parallel 4`): healthy, every reply at 1, 2
+and 4 in flight is whole and its own (plain, streamed, tool-forced, thinking, and an image where
+vision is asked), and ten ladders at once never fail. The model is `selftest:echo`, whose answer
+is the marker word its question carries, so each request of the pool has its own answer (and
+`selftest:vision` with the self-test projector for the image). Each reply counts its own prompt
+too (the pool's requests differ in length), so an answer served to another request shows in its
+usage, and, where the usage stays the request's own, in its words. The faults no engine here
+shows on demand come from a proxy in front of that same server (tests/proxy.py): answers of
+requests in flight together swapped, whole or their words alone, and another image served for a
+request's own (vLLM PR 36708, LMCache 4086), every 50th reply left with its reasoning alone (2%,
+vLLM PR 41467), a gateway that answers 503 past two in flight, and decode that slows with each
+request in flight beside it."""
 
 from __future__ import annotations
 
+import copy
 import json
 import threading
 import time
@@ -18,9 +22,13 @@ import pytest
 from fleets import one_endpoint
 from proxy import Proxy, _events, reasoning_alone
 
+from pytest_frank.claims import vision
+
 pytestmark = pytest.mark.real
 
-SERVER = {"parallel": 4, "ctx_size": 16384}  # 4 slots of 4096: room for the tool-forced prompt
+# 4 slots of 4096: room for the tool-forced prompt; each request answered its own way
+SERVER = {"model": "selftest:echo", "parallel": 4, "ctx_size": 16384}
+SIGHTED = {"model": "selftest:vision", "mmproj": "selftest", "parallel": 4, "ctx_size": 16384}
 PATIENT = 120
 SMALL = {"requests": 28}  # 4 bursts a level: 4 + 8 + 16 requests
 
@@ -43,6 +51,8 @@ def test_llamacpp_with_four_slots_passes_at_1_2_and_4_in_flight(llama, run_fleet
     said = "\n".join(row["notes"])
     assert "ladder: 1, 2, 4 in flight (top 4: the endpoint's 4 slots (/props total_slots" in said
     assert "requests plain, streamed, thinking, tools" in said
+    assert "solo answers: 4 distinct of 4 (at temperature 0 an answer another request got is " \
+           "judged by its words too)" in said
     for width, replies in ((1, 17), (2, 34), (4, 68)):  # the default 120 requests
         assert f"at {width} in flight: {replies} replies in " in said, said
         assert f"ttft_p90_s_at_{width}" in row["figures"]
@@ -61,16 +71,20 @@ def test_ten_healthy_ladders_at_once_never_fail(llama, run_fleet, pytester):
     result = run_fleet(fleet, "-m", "load", "-p", "no:randomly", "--frank-json=run.json")
     result.assert_outcomes(passed=10)
     for row in rows(pytester).values():
-        assert "errors 0 of 28: under 10% at 95%" in "\n".join(row["notes"])
+        said = "\n".join(row["notes"])
+        assert "solo answers: 4 distinct of 4" in said
+        assert "errors 0 of 28: under 10% at 95%; reasoning only 0 of 28: under 10% at 95%; " \
+               "cross-talk 0 of 28: under 10% at 95%" in said
 
 
 class Swap:
     """For `rewrite_answer`: answers of two requests in flight together given to each other, as
     an engine that keys a batch's answers wrongly serves them; a request alone (no other answer
-    within `wait_s`) gets its own."""
+    within `wait_s`) gets its own. With `words`, only the answers' messages are swapped and each
+    keeps its own usage, as a prefix cache that serves another request's generation does."""
 
-    def __init__(self, wait_s: float = 0.2) -> None:
-        self.wait_s = wait_s
+    def __init__(self, wait_s: float = 0.2, words: bool = False) -> None:
+        self.wait_s, self.words = wait_s, words
         self.cond = threading.Condition()
         self.waiting: dict | None = None
         self.swapped = 0
@@ -83,12 +97,15 @@ class Swap:
                 if mine["got"] is None:
                     self.waiting = None
                     return answer
-                return mine["got"]
+                return self.given(answer, mine["got"])
             partner, self.waiting = self.waiting, None
             partner["got"] = answer
             self.swapped += 1
             self.cond.notify_all()
-            return partner["answer"]
+            return self.given(answer, partner["answer"])
+
+    def given(self, own: dict, other: dict) -> dict:
+        return {**other, "usage": own.get("usage")} if self.words else other
 
 
 def test_answers_swapped_between_requests_in_flight_fail_as_cross_talk(llama, run_fleet,
@@ -107,6 +124,78 @@ def test_answers_swapped_between_requests_in_flight_fail_as_cross_talk(llama, ru
         "passed*",
         "*fix: llama.cpp mixed up requests in flight together: update it, and to confirm serve "
         "with --parallel 1 or without prompt-cache reuse (--cache-reuse 0)*"])
+
+
+def test_words_swapped_with_each_requests_own_count_fail_as_cross_talk_by_the_answer(
+        llama, run_fleet, pytester):
+    """Each reply keeps its own usage, so only its words show whose answer it is: the echo
+    model answers each request of the pool with its own marker."""
+    server = llama(**SERVER)
+    swap = Swap(words=True)
+    with Proxy(server.url, rewrite_answer=swap) as proxy:
+        # plain, streamed, plain, streamed: only the burst of four holds two whole answers
+        result = run(run_fleet, proxy.url, {"load": SMALL})
+    result.assert_outcomes(failed=1)
+    assert swap.swapped
+    result.stdout.fnmatch_lines([
+        "*at 4 in flight, replies went to the wrong request: request #? (plain) got the answer "
+        "of request #? (plain), '*!', where alone it answered '*!'*; cross-talk in * of 16 (*%, "
+        "under *% at 95%) replies; 1 and 2 in flight passed*",
+        "*fix: llama.cpp mixed up requests in flight together*"])
+    assert "prompt tokens where alone" not in result.stdout.str()
+
+
+def test_ten_ladders_with_an_image_request_in_their_bursts_pass_by_the_colour_named(
+        llama, run_fleet, pytester):
+    """Ten endpoints on one 4-slot `selftest:vision` server, each ladder with its own image
+    (a colour drawn for each) in flight beside the others' requests."""
+    server = llama(**SIGHTED)
+    fleet = {"endpoints": {f"ep{i}": {"url": server.url, "engine": "llamacpp",
+                                      "timeout": PATIENT,
+                                      "expect": {"load": SMALL, "vision": True}}
+                           for i in range(10)}}
+    result = run_fleet(fleet, "-m", "load", "-p", "no:randomly", "--frank-json=run.json")
+    result.assert_outcomes(passed=10)
+    for row in rows(pytester).values():
+        said = "\n".join(row["notes"])
+        assert "requests plain, streamed, vision" in said
+        # the image's colour and the text requests' one answer ("Hello!")
+        assert "solo answers: 2 distinct of 4" in said
+        assert "cross-talk 0 of 28: under 10% at 95%" in said
+
+
+class OtherImage:
+    """For `rewrite`: after the first image, each request's image replaced by another colour's,
+    as a cache keyed without the image serves the one it holds (LMCache 4086)."""
+
+    def __init__(self) -> None:
+        self.colours = {vision.png(c): c for c in vision.COLOURS}
+        self.seen = 0
+
+    def __call__(self, body: dict) -> dict:
+        body = copy.deepcopy(body)
+        parts = [part for message in body.get("messages", [])
+                 if isinstance(message.get("content"), list) for part in message["content"]
+                 if part.get("image_url")]
+        for part in parts:
+            self.seen += 1
+            if self.seen > 1:
+                colour = self.colours[part["image_url"]["url"].split(",", 1)[-1]]
+                other = next(c for c in sorted(vision.COLOURS) if c != colour)
+                part["image_url"]["url"] = f"data:image/png;base64,{vision.png(other)}"
+        return body
+
+
+def test_another_images_colour_under_load_fails_as_cross_talk(llama, run_fleet, pytester):
+    server = llama(**SIGHTED)
+    other = OtherImage()
+    with Proxy(server.url, rewrite=other) as proxy:
+        result = run(run_fleet, proxy.url, {"load": SMALL, "vision": True})
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*at 2 in flight, replies went to the wrong request: request #2 (vision): shown a solid "
+        "* image, it answered '*', another image's colour, where alone it answered '*'*; "
+        "1 in flight passed*"])
 
 
 class EveryNth:

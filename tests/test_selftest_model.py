@@ -274,6 +274,40 @@ def test_positional_reads_positions_and_keeps_its_answer(pool, change):
         assert _answer_logprobs(server, far) != _answer_logprobs(reference, far)
 
 
+# --- echo --------------------------------------------------------------------------------------
+
+def test_echo_markers_are_the_load_claims():
+    from pytest_frank.claims.load import MARKERS
+    from pytest_frank.local import selftest_echo
+
+    assert selftest_echo.MARKERS == MARKERS
+
+
+def test_echo_answers_with_the_marker_its_question_names(pool):
+    """Distinct questions, distinct answers, with thinking or without, beside a forced call; a
+    question without a marker is answered as the default does."""
+    from pytest_frank.local.selftest_echo import MARKERS
+
+    server = pool.get(model="selftest:echo", threads=1)
+
+    def ask(text, **body):
+        return message(chat(server, messages=[{"role": "user", "content": text}],
+                            temperature=0, **body))[0]
+
+    for marker in MARKERS:
+        said = ask(f"Once more. Say hello. Begin your answer with the word {marker}.")
+        assert (said["content"], said["reasoning_content"]) == (f"{marker}!", "Thinking")
+    off = ask("Say hello. Begin your answer with the word mango.",
+              chat_template_kwargs={"enable_thinking": False})
+    assert off["content"] == "mango!" and "reasoning_content" not in off
+    called = ask("What is the weather in Paris? Begin your answer with the word quince.",
+                 tools=[TOOL], tool_choice="required")
+    assert called["content"] == "quince!"
+    assert json.loads(called["tool_calls"][0]["function"]["arguments"]) == \
+        {"city": "Paris", "days": 1}
+    assert ask("Hi")["content"] == "Hello!"
+
+
 # --- vision ------------------------------------------------------------------------------------
 
 def image_message(colour: str, form: str) -> list[dict]:
@@ -458,6 +492,7 @@ DIGESTS = {
     "vision": "edaa7ec280ae6b321ac6ec369bde845a2102ef6b9022ef007cbc99b127cdd8f7",
     "agent": "25cdf7fd8cd15f8fac2a9e8df57a05e4bd86a6c1c9e0a899d6b231ceea44c174",
     "positional": "4ad98a28991ef65e706b0dd0d270f78813d73a46936932aff3dfe040b0a936c6",
+    "echo": "a0f9f9c4246743eb90f0ac9c82eb8d9962217c496943d1de5a012d951906a555",
     "swa": "86072561dc11b3ced256969b90a2220aa31b3cb6935f75f88a5edd09781780df",
     "hybrid": "8f4dbdf2ea6005e547d6c20f3caba76b5d526c504ec996de8575140903ff4b51",
     "hybrid_collapse": "da9dc83c278cb87f9e24449aac408d74261cd4fa006dc5b6e0cc9b1ed32e4e0e",

@@ -4,13 +4,16 @@ within their floors, and speed holds, at every level of a ladder of requests in 
 The ladder climbs 1, 2, 4 ... up to the slots the endpoint reports (llama.cpp /props
 total_slots), expect.load.concurrency, or the fleet entry's `concurrency` where it is set
 above 1, whichever is least. Each level sends bursts of `level` requests at once, drawn from a
-small pool of the battery's own requests (plain, streamed, tool-forced, thinking), each made
-distinct by its length so that its usage counts its own prompt; level 1 asks every one of them
-alone, and that reply is its solo twin. A reply under load is judged as its twin is (an
-answer, valid calls, a finish_reason that matches the body) and against it: a prompt-token
-count or, at temperature 0, an answer that is another request's is cross-talk. The ladder holds
-the endpoint alone while it runs (nothing else of the battery shares its bursts) and stops
-climbing at the first level that fails, or at its deadline.
+small pool of the battery's own requests (plain, streamed, tool-forced, thinking, and an
+image where vision is asked), each made distinct twice: by its length, so that its usage
+counts its own prompt, and by the word its answer is asked to open with (a marker word, or the
+colour of its image), so that a model that follows it gives each request its own answer; level
+1 asks every one of them alone, and that reply is its solo twin. A reply under load is judged
+as its twin is (an answer, valid calls, a finish_reason that matches the body, the colour
+named) and against it: a prompt-token count or, at temperature 0, an answer that is another
+request's is cross-talk. The ladder holds the endpoint alone while it runs (nothing else of the
+battery shares its bursts) and stops climbing at the first level that fails, or at its
+deadline.
 
 Faults it is about, reported in the field with /health green and every sequential check
 passing: answers served to the wrong request from a shared prefix cache (vLLM PR 36708, LMCache
@@ -21,6 +24,8 @@ run out (503s) and decode speed that collapses as load grows.
 from __future__ import annotations
 
 import math
+import random
+import re
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -30,7 +35,7 @@ from pytest_frank import http
 from pytest_frank.chat import Reply, Request, send
 from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Options as ClaimOptions
-from pytest_frank.claims import chat, reasoning, tools
+from pytest_frank.claims import chat, reasoning, tools, vision
 from pytest_frank.claims.advice import advise
 from pytest_frank.claims.perf import slow_cpu_hint, slow_gpu_hint
 from pytest_frank.claims.replies import one_line, reasoning_only, reasoning_only_fix
@@ -47,12 +52,18 @@ UNKNOWN_TOP = 4  # the ladder's top where neither the endpoint nor fleet.yaml sa
 CONFIDENCE = 0.95
 # The battery's own requests, in the order a pool of them takes them (each kind asked only where
 # the claim it comes from is asked: a model without tools is not sent tool_choice "required").
-KINDS = ("plain", "streamed", "tools", "thinking")
+KINDS = ("plain", "streamed", "tools", "thinking", "vision")
 ERROR, CROSS, ONLY, WRONG = "error", "cross-talk", "reasoning only", "not whole"
 # Each kind's question. Two requests of one question may be answered alike (and, batched, a
-# greedy answer may move a little): an answer is another request's only across questions.
+# greedy answer may move a little): an answer is another request's across questions, or within
+# one by the marker word (or colour) it names.
 QUESTIONS = {"plain": chat.PROMPT, "streamed": reasoning.PROMPT,
-             "tools": tools.PROMPTS["required"], "thinking": reasoning.PROMPT}
+             "tools": tools.PROMPTS["required"], "thinking": reasoning.PROMPT,
+             "vision": vision.PROMPT}
+# The words a text request asks its answer to open with, one per request of the pool in turn:
+# plain words no prompt or template of the battery holds, so a model that follows the ask
+# answers each request its own way (the self-test model `echo` does, by attention).
+MARKERS = ("apricot", "banana", "cherry", "damson", "lychee", "mango", "papaya", "quince")
 
 
 @dataclass(frozen=True)
@@ -92,26 +103,54 @@ class Ladder(Observation):
     slots: int | None = None  # what the endpoint reports, where it does
     kinds: list[str] = field(default_factory=list)  # the pool's requests' kinds, by index
     prompts: list[str] = field(default_factory=list)
+    # The word each request's answer should name: its marker, or its image's colour.
+    marks: list[str] = field(default_factory=list)
+    form: str = ""  # how an image travels, where the pool holds one
     levels: list[Level] = field(default_factory=list)
     stopped: str = ""  # why the ladder ended below its top without a failing level
 
 
 def pool_kinds(target) -> list[str]:
     """The kinds of request this endpoint is sent: plain and streamed always, tool-forced where
-    fleet.yaml asks tools, thinking where it asks reasoning."""
-    asked = {"tools": "tools", "thinking": "reasoning"}
+    fleet.yaml asks tools, thinking where it asks reasoning, an image where it asks vision."""
+    asked = {"tools": "tools", "thinking": "reasoning", "vision": "vision"}
     return [k for k in KINDS if k not in asked or target.endpoint.asks(asked[k])]
+
+
+def marks(pool: list[str]) -> list[str]:
+    """What each request of the pool asks its answer to name: the markers in turn, and for an
+    image a colour, drawn now (as the vision claim draws its own) and distinct while they last."""
+    colours = random.SystemRandom().sample(sorted(vision.COLOURS), len(vision.COLOURS))
+    seen = 0
+    out = []
+    for i, kind in enumerate(pool):
+        if kind == "vision":
+            out.append(colours[seen % len(colours)])
+            seen += 1
+        else:
+            out.append(MARKERS[i % len(MARKERS)])
+    return out
 
 
 def prompt(index: int, kind: str) -> str:
     """The pool's request `index`: the battery's prompt of its kind, after `index` short
-    sentences, so no two requests of one burst count the same prompt tokens."""
-    return "Once more. " * index + QUESTIONS[kind]
+    sentences, so no two requests of one burst count the same prompt tokens; a text request
+    then asks its answer to open with its marker, so no two are answered alike by a model that
+    follows it (an image's colour does that for a vision request)."""
+    text = "Once more. " * index + QUESTIONS[kind]
+    if kind == "vision":
+        return text
+    return f"{text} Begin your answer with the word {MARKERS[index % len(MARKERS)]}."
 
 
-def request(text: str, kind: str, max_tokens: int) -> Request:
+def request(out: Ladder, index: int, driver: Driver, max_tokens: int) -> Request:
+    """The pool's request `index` as it is sent."""
+    text, kind = out.prompts[index], out.kinds[index]
     if kind == "tools":
         return Request(text, max_tokens, tools=tools.TOOLS, tool_choice="required")
+    if kind == "vision":
+        image = driver.image_part(vision.png(out.marks[index]), "image/png", out.form)
+        return Request([{"type": "text", "text": text}, image], max_tokens)
     return Request(text, max_tokens, stream=kind in ("streamed", "thinking"),
                    think=kind == "thinking")
 
@@ -156,9 +195,12 @@ def ladder(target) -> Ladder:
     target.model_name()  # any probe it needs runs before the endpoint is held
     top, top_from = ladder_top(target, opts)
     kinds = pool_kinds(target)
-    pool = [kinds[i % len(kinds)] for i in range(top)]
+    # every kind at least once, however low the top: a pool of one slot still asks them all
+    pool = [kinds[i % len(kinds)] for i in range(max(top, len(kinds)))]
     out = Ladder(top=top, top_from=top_from, slots=reported_slots(target)[0], kinds=pool,
-                 prompts=[prompt(i, k) for i, k in enumerate(pool)])
+                 prompts=[prompt(i, k) for i, k in enumerate(pool)], marks=marks(pool),
+                 form=vision.forms(vision.Options.on(target.endpoint), target.driver)[0]
+                 if "vision" in pool else "")
     levels = widths(top)
     rounds = max(1, opts.requests // sum(levels))
     began = time.monotonic()
@@ -166,13 +208,13 @@ def ladder(target) -> Ladder:
         for width in levels:
             level = Level(width)
             out.levels.append(level)
-            bursts = max(rounds, top) if width == 1 else rounds  # every request alone once
+            bursts = max(rounds, len(pool)) if width == 1 else rounds  # each alone once
             for burst in range(bursts):
                 if time.monotonic() - began > opts.deadline_s:
                     out.stopped = (f"expect.load.deadline_s ({opts.deadline_s:g} s) ran out at "
                                    f"{width} in flight")
                     return _evidence(out, target.endpoint.greedy)
-                picked = [(burst * width + k) % top for k in range(width)]
+                picked = [(burst * width + k) % len(pool) for k in range(width)]
                 start = time.monotonic()
                 got = target.at_once([_asker(target, out, i, opts.max_tokens) for i in picked])
                 level.wall_s += time.monotonic() - start
@@ -201,7 +243,7 @@ def _asker(target, out: Ladder, index: int, max_tokens: int) -> Callable[[], Sen
         # Recorded apart from the probe's evidence, which keeps the replies with a fault only.
         with http.recording(propagate=False) as seen:
             try:
-                reply = send(target, request(out.prompts[index], kind, max_tokens))
+                reply = send(target, request(out, index, target.driver, max_tokens))
             except TooSlow:  # an earlier answer was cut as too slow: none goes out
                 return None
         for ex in seen:
@@ -220,11 +262,11 @@ def solos(seen: Ladder) -> dict[int, Reply]:
     return found
 
 
-def fault(sent: Sent, twins: dict[int, Reply], kinds: dict[int, str],
+def fault(sent: Sent, twins: dict[int, Reply], seen: Ladder,
           greedy: bool) -> tuple[str, str] | None:
-    """(kind of fault, what is wrong) for one reply, or None where it is whole and its own;
-    `kinds` names each request of the pool by its kind."""
+    """(kind of fault, what is wrong) for one reply, or None where it is whole and its own."""
     r, me = sent.reply, f"request #{sent.index} ({sent.kind})"
+    kinds = dict(enumerate(seen.kinds))
     if not r.ok:
         return ERROR, f"{me}: {one_line(r.problem_line, 200)}"
     twin = twins.get(sent.index)
@@ -239,19 +281,29 @@ def fault(sent: Sent, twins: dict[int, Reply], kinds: dict[int, str],
             return CROSS, (f"{me} came back counting {r.prompt_tokens} prompt tokens where alone "
                            f"it counted {twin.prompt_tokens}, {of}")
         if greedy and r.content.strip() and r.content != twin.content:
-            asked = QUESTIONS[sent.kind]
-            whose = [i for i, t in twins.items() if QUESTIONS[kinds[i]] != asked
-                     and t.content == r.content]
+            whose = [i for i, t in twins.items() if i != sent.index and t.content == r.content
+                     and _another(seen, sent.index, i, t.content)]
             if whose:
-                return CROSS, (f"{me} got request #{whose[0]}'s answer "
-                               f"({one_line(r.content, 60)!r}; alone it answered "
-                               f"{one_line(twin.content, 60)!r})")
+                return CROSS, (f"{me} got the answer of request #{whose[0]} "
+                               f"({kinds[whose[0]]}), {one_line(r.content, 60)!r}, where alone "
+                               f"it answered {one_line(twin.content, 60)!r}")
     if reasoning_only(r):
         return ONLY, (f"{me}: reasoning only, no content and no tool call (finish_reason "
                       f"{r.finish!r}, reasoning {one_line(r.reasoning, 60)!r})")
     if sent.kind == "tools":
         found = tools.call_reply_problems(r)
         return (WRONG, f"{me}: {found[0]}") if found else None
+    if sent.kind == "vision" and not r.cut and sent.index < len(seen.marks):
+        colour = seen.marks[sent.index]
+        named = _colours(r.content)
+        if named != [colour]:
+            said = f"{me}: shown a solid {colour} image, it answered {one_line(r.content, 60)!r}"
+            if len(named) == 1 and twin is not None and twin is not r \
+                    and _colours(twin.content) == [colour]:
+                # alone it named its own: another image's colour is another image's answer
+                return CROSS, (f"{said}, another image's colour, where alone it answered "
+                               f"{one_line(twin.content, 60)!r}")
+            return WRONG, f"{said} (names {', '.join(named) or 'no colour'})"
     leaked = chat.markup(r.content)
     if leaked:
         return WRONG, f"{me}: template markup {leaked[0]!r} in the answer"
@@ -263,15 +315,38 @@ def fault(sent: Sent, twins: dict[int, Reply], kinds: dict[int, str],
     return None
 
 
+def _another(seen: Ladder, mine: int, theirs: int, answer: str) -> bool:
+    """Whether `answer`, request `theirs`'s solo answer, is another request's and not one that
+    `mine` may give too: it answers another question, or it names its own request's word
+    (marker or colour) and not mine's. Two requests of one question may be answered alike
+    where the model does not follow the word, and a batched greedy answer may move a little:
+    such answers are never compared."""
+    if seen.kinds[mine] == "vision" and seen.kinds[theirs] != "vision":
+        return False  # a reply that lost its image answers as text does: not another's answer
+    if QUESTIONS[seen.kinds[theirs]] != QUESTIONS[seen.kinds[mine]]:
+        return True
+    if max(mine, theirs) >= len(seen.marks) or seen.marks[mine] == seen.marks[theirs]:
+        return False
+    return _names(seen.marks[theirs], answer) and not _names(seen.marks[mine], answer)
+
+
+def _colours(text: str) -> list[str]:
+    return [c for c in vision.COLOURS if _names(c, text)]
+
+
+def _names(word: str, text: str) -> bool:
+    return re.search(rf"\b{re.escape(word)}\b", text, re.IGNORECASE) is not None
+
+
 def faults(seen: Ladder, level: Level, greedy: bool) -> list[tuple[str, str]]:
     """The faults of the level's replies, each judged against its solo twin."""
     return [found for _, found in _faulty(seen, level, greedy)]
 
 
 def _faulty(seen: Ladder, level: Level, greedy: bool) -> list[tuple[Sent, tuple[str, str]]]:
-    twins, kinds = solos(seen), dict(enumerate(seen.kinds))
+    twins = solos(seen)
     return [(s, found) for s in level.sent
-            if (found := fault(s, twins, kinds, greedy)) is not None]
+            if (found := fault(s, twins, seen, greedy)) is not None]
 
 
 def level_faults(seen: Ladder, level: Level, greedy: bool, opts: Options) -> list[str]:
@@ -373,6 +448,11 @@ def judge(seen: Ladder, ctx: Context[Options]) -> None:
     opts = ctx.options
     ctx.note(f"ladder: {', '.join(str(lv.width) for lv in seen.levels)} in flight (top "
              f"{seen.top}: {seen.top_from}); requests {', '.join(sorted(set(seen.kinds)))}")
+    twins = solos(seen)
+    distinct = len({t.content for t in twins.values() if t.content.strip()})
+    ctx.note(f"solo answers: {distinct} distinct of {len(twins)}" + (
+        " (at temperature 0 an answer another request got is judged by its words too)"
+        if ctx.endpoint.greedy else " (sampled: answers are not compared, prompt counts are)"))
     so_far: list[tuple[str, str]] = []
     total = 0
     for level in seen.levels:
@@ -437,8 +517,8 @@ def _fail(seen: Ladder, level: Level, found: list[tuple[str, str]], figures: Fig
                  f"the engine breaks answers under concurrent load that it answers whole alone: "
                  f"update it, and report the request with its batch; meanwhile "
                  f"{_carry(seen, level)}" if below else
-                 "the battery's own checks of these requests (chat, tools, reasoning) name the "
-                 "fix: run them, and fix what they find before the load")
+                 "the battery's own checks of these requests (chat, tools, reasoning, vision) "
+                 "name the fix: run them, and fix what they find before the load")
         if what == ERROR:
             alone = next(s.reply for s in level.sent if not s.reply.ok)
             fail(f"{at}, requests failed: {shown}; errors in {counted} replies, over "

@@ -118,6 +118,15 @@ positional
   -0.140/-0.125 (long); a relaunch repeats them exactly. The mean change over the answer's
   tokens, on the prompt that moves most: rope_freq_base 1000 0.32 (long), cache_type_k q4_0
   0.34, q8_0 0.10 (long); 4 threads instead of 1 0.0002.
+echo
+  Answers with the marker word its question carries (pytest_frank.local.selftest_echo): the
+  load claim's markers (apricot, banana, cherry, damson, lychee, mango, papaya, quince) are
+  user-defined tokens, so llama.cpp reads each as one token wherever a prompt holds it, and one
+  attention head carries it to the answer. "Say hello. Begin your answer with the word banana.":
+  reasoning "Thinking", content "banana!", finish "stop"; thinking off, "banana!" at once; under
+  tool_choice "required" content "banana!" and the get_weather call. A question without a marker
+  is answered "Hello!" (the head adds exactly nothing). Distinct questions, distinct answers, at
+  --parallel 4 with requests in flight together too (tests/test_load_real.py).
 swa
   Gemma 3's architecture (arch gemma3; 6 blocks of 2 heads x 64, ~1.2 MB): plain chat as default
   ("Thinking", "Hello!"). llama.cpp reads is_swa_any 1, n_swa 512 and makes two caches
@@ -246,11 +255,12 @@ import os
 import pathlib
 import tempfile
 
-from pytest_frank.local import selftest_hybrid, selftest_positional, selftest_vision
+from pytest_frank.local import (selftest_echo, selftest_hybrid, selftest_positional,
+                                 selftest_vision)
 from pytest_frank.local.selftest_vision import COLOUR_WORDS
 
 VARIANTS = ("default", "tool_text", "effort_strict", "no_think", "flat", "chatty", "long_think",
-            "endless_think", "vision", "agent", "positional", "swa", "qwen3_xml",
+            "endless_think", "vision", "agent", "positional", "echo", "swa", "qwen3_xml",
             "qwen3_xml_text", "kimi_k2", "kimi_k2_text", "mistral",
             "mistral_text", "glm45", "glm45_text", "harmony",
             "harmony_text", "deepseek_v31", "deepseek_v31_text") + selftest_hybrid.VARIANTS
@@ -353,7 +363,8 @@ DS_TEXT = (DS_CALLS + DS_CALL + 'get_weather' + DS_SEP + '{"city": "Paris", "day
            + DS_CALL_END + DS_CALLS_END)
 # A family's own special tokens, appended after every other token, and its end of turn.
 FAMILY_SPECIALS = {"kimi_k2": KIMI_SPECIALS, "mistral": MISTRAL_SPECIALS, "glm45": GLM_SPECIALS,
-                   "harmony": HARMONY_SPECIALS, "deepseek_v31": DEEPSEEK_SPECIALS}
+                   "harmony": HARMONY_SPECIALS, "deepseek_v31": DEEPSEEK_SPECIALS,
+                   "echo": selftest_echo.specials()}
 END_OF_TURN = {"mistral": "</s>", "glm45": "<|endoftext|>", "harmony": "<|return|>",
                "deepseek_v31": DS_END}
 # The thinking of the long and endless thinkers: distinct words, because the next token depends
@@ -594,6 +605,9 @@ SCRIPTS["positional"] = {
     "!": {"<|im_end|>": 0.0, " How can I help": RIVAL},
 }
 RIVALS = ("Hi", " there", " How can I help")
+# Answers with the marker word its question carries (pytest_frank.local.selftest_echo), then
+# "!"; a question without one is answered as the default does.
+SCRIPTS["echo"] = {**SCRIPTS["default"], **{m: ["!"] for m in selftest_echo.MARKERS}}
 
 # The swa variant: Gemma 3's architecture (arch gemma3), whose layers slide in periods of six
 # (llama.cpp hard-codes the period; the last layer of each period attends to everything), so
@@ -671,7 +685,7 @@ def _weights(vocab: Vocab, variant: str):
     import numpy as np
 
     script = {vocab[k]: _offsets(vocab, v) for k, v in SCRIPTS[variant].items()}
-    states = {tid: 2 + n for n, tid in enumerate(sorted(script))}
+    states = _states(vocab, variant)
     n_vocab = len(vocab)
     embd = np.zeros((n_vocab, N_EMBD), dtype=np.float32)
     embd[:, 0] = 1.0
@@ -698,7 +712,14 @@ def _weights(vocab: Vocab, variant: str):
         assert 2 + len(script) <= selftest_positional.SHARE, "the states need the share's unit"
         for rival in RIVALS:
             out[vocab[rival], selftest_positional.SHARE] = RISE / selftest_positional.SHARE_SIZE
+    if variant == "echo":
+        selftest_echo.add_echo(out, vocab, states, base, top, GAP)
     return embd, (out / scale).astype(np.float32)
+
+
+def _states(vocab: Vocab, variant: str) -> dict[int, int]:
+    """Each scripted token's state unit: 2 on, in token order."""
+    return {tid: 2 + n for n, tid in enumerate(sorted(vocab[k] for k in SCRIPTS[variant]))}
 
 
 def _chain(vocab: Vocab, variant: str, script: dict) -> dict[int, int]:
@@ -1129,6 +1150,8 @@ def write_model(path, variant: str = "default", ctx_train: int = N_CTX_TRAIN) ->
     w.add_layer_norm_rms_eps(1e-5)
     if variant == "vision":
         w.add_rope_freq_base(selftest_vision.ROPE_FREQ_BASE)
+    if variant == "echo":
+        w.add_rope_freq_base(selftest_echo.ROPE_FREQ_BASE)
     w.add_vocab_size(len(vocab))
 
     w.add_tokenizer_model("gpt2")
@@ -1154,7 +1177,7 @@ def write_model(path, variant: str = "default", ctx_train: int = N_CTX_TRAIN) ->
         first = chain_units(variant)
         selftest_hybrid.add_blocks(w, variant, N_EMBD, N_FF, [first + d for d in range(10)])
     for i in range(0 if variant == "swa" or hybrid else N_LAYER):
-        _add_block(w, i, _attention(variant) if i == 0 else None)
+        _add_block(w, i, _attention(variant, vocab) if i == 0 else None)
 
     w.write_header_to_file()
     w.write_kv_data_to_file()
@@ -1163,10 +1186,13 @@ def write_model(path, variant: str = "default", ctx_train: int = N_CTX_TRAIN) ->
     return path
 
 
-def _attention(variant: str):
+def _attention(variant: str, vocab: Vocab):
     """Block 0's attention matrices where the variant has a head that does something."""
     if variant == "vision":
         return selftest_vision.attention(N_EMBD)
+    if variant == "echo":
+        states = _states(vocab, variant)
+        return selftest_echo.attention(N_EMBD, [states[vocab[m]] for m in selftest_echo.MARKERS])
     return selftest_positional.attention(N_EMBD) if variant == "positional" else None
 
 
@@ -1286,9 +1312,10 @@ def _digest(key: str) -> str:
     import hashlib
 
     # Every generator: the vision module writes part of the model and the whole projector, the
-    # positional module the positional head, the hybrid module the hybrids' blocks.
+    # positional module the positional head, the hybrid module the hybrids' blocks, the echo
+    # module the echo head.
     files = (__file__, selftest_vision.__file__, selftest_positional.__file__,
-             selftest_hybrid.__file__)
+             selftest_hybrid.__file__, selftest_echo.__file__)
     source = b"".join(pathlib.Path(f).read_bytes() for f in files)
     return hashlib.sha256(source + key.encode()).hexdigest()[:12]
 
