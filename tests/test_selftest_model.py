@@ -481,7 +481,7 @@ def test_write_model_is_deterministic(tmp_path):
 # Each variant's file, byte for byte (gguf 0.19): a new variant, or a change made for one, must
 # leave the others' files as they are, since tests and baselines are measured on them.
 DIGESTS = {
-    "default": "16e2892e1a4d1c7a88f896855fa0ba581f6bb2bbbf8cf356066e169d59c452ea",
+    "default": "c743ef66ac05e0c9c2746a9d92d4c671abb1d2516764d756de5ea42b00f6bfdd",
     "tool_text": "966a38a4ba130e638ee388493ad103343316bc116f1a01dddf4f495586dff344",
     "effort_strict": "272f2331d5b609d09869e9278905952f3f656c62bcfc5e46aaec3945e7b4d4dd",
     "no_think": "3d5ea0428e0daaf10b58f9b62253e15c260dcaf3d524c42ccba50e97029af1ee",
@@ -497,17 +497,17 @@ DIGESTS = {
     "hybrid": "8f4dbdf2ea6005e547d6c20f3caba76b5d526c504ec996de8575140903ff4b51",
     "hybrid_collapse": "da9dc83c278cb87f9e24449aac408d74261cd4fa006dc5b6e0cc9b1ed32e4e0e",
     "hybrid_plain": "8369999b7048ba1e97ff4443aee546244f5ef19e8fdd180580035ff20d1bcd73",
-    "qwen3_xml": "e2d8ea1fed6678aee66e9e2062e3cb1932b9e85720ba0269a04cac688dd9dbdf",
+    "qwen3_xml": "3f53da281e55a746da36e19511ad76cb4d0577f2602c1aa9cef6b219ee242680",
     "qwen3_xml_text": "779774a44200c9a2b31a9993f681691886bd84e4a04f464413a4fac6491fca0b",
-    "kimi_k2": "d0f0c3a7e51d9ad6bb62126a17967420494cfb2ef687e8dbd9df20e5233ecb93",
+    "kimi_k2": "d33dd0f07e9f73c9d8bf3e52cc84daaa7d1ddd68f4f010cc2fb3943255acbc0b",
     "kimi_k2_text": "60e44cb1bf403ac9c55d663e0e988c2e2f3623ed93f074a0356f08c64cfe7a00",
-    "mistral": "dbf2431efeb28a5ff0d6e8f29423e6c25b464076a575f6e6f8a027596fcc5f18",
+    "mistral": "6214017115e591d8b7edb44534f5f07a4bfe5b7f1a03a00b6da5ce41c19c8460",
     "mistral_text": "75a2d8fd10aeab3b9a00001253ed3feeff6e9bf43e2216bffde4380da5511b49",
-    "glm45": "717491177c67f7a52d7b4d9bf81d742cb60e537cef89e4cf49edda89dc69bf4e",
+    "glm45": "0fcf94f39aaf1df0fb0e33b525c6a00f505f8b220471c44f3ada0ba4a6e40978",
     "glm45_text": "a7553cb87cda3334c49fee0475fe45e1b7e3028f3aa928e96f909d18dae822ba",
     "harmony": "b63910c7afa950f8021f320004579bbf2477b4aee1941aaef75c9f1ad6e2a5bc",
     "harmony_text": "652f19e2dcc66492329fccca13093d4cbdf16dc7cf9f656b391688aae5eb5bfc",
-    "deepseek_v31": "b32d82c60f9878bdfd792c3a5be0d526c6c8a4b6fcfd4f3907b028142374352f",
+    "deepseek_v31": "406cad6c62860eceef905fef9902577fd6ab58ae8f04738653cfd9e6a915bb01",
     "deepseek_v31_text": "282bd0b85e0c26606dd765ed74521b8f440f38fccaf65e94ae12b28fedb107f9",
     "mmproj": "36f79fc14a484da3af6087350839df5957876b504081ea4e63b6ccec9c2ab623",
 }

@@ -12,6 +12,7 @@ import pytest
 
 from fleets import one_endpoint
 from proxy import Proxy
+from pytest_frank.claims.tools import PROMPTS
 from pytest_frank.local.selftest_model import chat_template
 from test_tools_arguments_real import _terminal_alone, _typed
 
@@ -115,15 +116,15 @@ def test_healthy_xml_server_passes_tools_agent_and_stream(llama, run_fleet):
     server = llama(model="selftest:qwen3_xml")
     # created false: a stream that crosses a second boundary changes it on llama.cpp (below)
     result = run(run_fleet, server, "-m", "tools or agent or stream",
-                 tools={"schemas": 4, "none": True}, agent={"steps": 3},
-                 stream={"created": False})
-    # required, auto, plain chat, streamed, arguments on the wire, none; agent plain, streamed, its
-    # template and the reasoning history; the stream wire. Named and parallel are skipped (llama.cpp
-    # treats named as auto; the model makes one call). The corpus fails on one value: llama.cpp's
-    # XML grammar writes a ["string", "null"] value as free text, without its pattern (a plain
-    # string's pattern it keeps: book_trip's "AAA"), and this model writes "Paris" wherever text is
-    # free.
-    result.assert_outcomes(passed=11, failed=1, skipped=3)
+                 tools={"schemas": 4, "none": True, "parallel": True},
+                 agent={"steps": 3, "parallel": True}, stream={"created": False})
+    # required, auto, plain chat, streamed, arguments on the wire, none, parallel (two calls) and
+    # parallel under auto (an answer in text); agent plain, streamed, parallel, its template and
+    # the reasoning history; the stream wire. Named is skipped (llama.cpp treats named as auto).
+    # The corpus fails on one value: llama.cpp's XML grammar writes a ["string", "null"] value as
+    # free text, without its pattern (a plain string's pattern it keeps: book_trip's "AAA"), and
+    # this model writes "Paris" wherever text is free.
+    result.assert_outcomes(passed=14, failed=1, skipped=1)
     result.stdout.fnmatch_lines([
         "*schema corpus: 3/4 tool(s) called validly (75%, need 100%); search_records_0 "
         '(strict, streamed): invalid value: search_records_0.cursor: "Paris" has the wrong shape',
@@ -217,27 +218,120 @@ def test_healthy_family_server_passes_tools_reasoning_agent_and_stream(llama, ru
     # false, or one run in ten fails on the clock.
     # Harmony has reasoning levels (the template's "Reasoning: LEVEL" from reasoning_effort).
     levels = {"reasoning_effort": {"low": "low", "medium": "medium", "high": "high"}}
+    # Each family but harmony makes parallel calls (harmony's call ends its turn: below), and
+    # the agent's parallel step passes with them, but for Kimi K2: once a call stands in the
+    # history, this model numbers both of a turn's calls 2, so their ids clash (the agent claim
+    # says so) where the real model counts on.
+    parallel = variant != "harmony"
     result = run(run_fleet, llama(model=f"selftest:{variant}"), "-m",
                  "tools or agent or stream or reasoning or reasoning_effort",
-                 tools={"schemas": 4, "none": True}, agent={"steps": 3},
+                 tools={"schemas": 4, "none": True, "parallel": parallel},
+                 agent={"steps": 3, "parallel": parallel and variant != "kimi_k2"},
                  stream={"created": False}, reasoning={"thinking_off": False},
                  **(levels if variant == "harmony" else {}))
     # reasoning plain and streamed; required, auto, plain chat, streamed, arguments on the wire,
-    # none and the corpus; agent plain, streamed, its template and the reasoning history; the stream
-    # wire. Named and parallel are skipped as on the other families. The corpus holds where the
+    # none, the corpus and parallel (two calls; under auto an answer in text); agent plain,
+    # streamed, parallel, its template and the reasoning history; the stream wire. Named is skipped as on
+    # the other families. The corpus holds where the
     # arguments are JSON under the handler's grammar; where a string value is bare text (GLM's, as
     # Qwen3 XML's), llama.cpp's grammar leaves a ["string", "null"] value free of its pattern, and
     # the model writes its word there.
     if variant == "glm45":
-        result.assert_outcomes(passed=13, failed=1, skipped=4)
+        result.assert_outcomes(passed=16, failed=1, skipped=2)
         result.stdout.fnmatch_lines([
             "*schema corpus: 3/4 tool(s) called validly (75%, need 100%); search_records_0 "
             '(strict, streamed): invalid value: search_records_0.cursor: "Lyon" has the wrong '
             "shape"])
     elif variant == "harmony":  # and the three levels
         result.assert_outcomes(passed=17, skipped=5)
+    elif variant == "kimi_k2":
+        result.assert_outcomes(passed=16, skipped=3)
     else:
-        result.assert_outcomes(passed=14, skipped=4)
+        result.assert_outcomes(passed=17, skipped=2)
+
+
+# Asked for two cities at once (the tools claim's parallel question), each family's model writes
+# a call for each in its own wire format, Paris's (GLM's bare string: Lyon) then London's, and
+# llama.cpp's handler parses both (pytest_frank.local.selftest_parallel); asked for one city, the
+# one call it always made. Kimi K2 numbers its calls' ids: 1, then 2.
+PARALLEL_CALLS = {
+    "default": ('<think>Thinking</think>Hello!<tool_call>\n{"name":"get_weather","arguments":'
+                '{"city":"Paris","days":1}}</tool_call><tool_call>\n{"name":"get_weather",'
+                '"arguments":{"city":"London","days":1}}</tool_call>'),
+    "qwen3_xml": ("<think>Thinking</think>Hello!<tool_call>\n<function=get_weather>\n"
+                  "<parameter=city>\nParis\n</parameter>\n<parameter=days>\n1\n</parameter>\n"
+                  "</function>\n</tool_call><tool_call>\n<function=get_weather>\n"
+                  "<parameter=city>\nLondon\n</parameter>\n<parameter=days>\n1\n</parameter>\n"
+                  "</function>\n</tool_call>"),
+    "kimi_k2": ("<think>Thinking</think>Hello!<|tool_calls_section_begin|><|tool_call_begin|>"
+                "functions.get_weather:1<|tool_call_argument_begin|>"
+                '{"city":"Paris","days":1}<|tool_call_end|><|tool_call_begin|>'
+                "functions.get_weather:2<|tool_call_argument_begin|>"
+                '{"city":"London","days":1}<|tool_call_end|><|tool_calls_section_end|>'),
+    "mistral": ('[THINK]Thinking[/THINK]Hello![TOOL_CALLS]get_weather[ARGS]{"city":"Paris",'
+                '"days":1}[TOOL_CALLS]get_weather[ARGS]{"city":"London","days":1}'),
+    "glm45": ("<think>Thinking</think>Hello!<tool_call>\nget_weather\n<arg_key>city</arg_key>\n"
+              "<arg_value>Lyon</arg_value>\n<arg_key>days</arg_key>\n<arg_value>1</arg_value>\n"
+              "</tool_call><tool_call>\nget_weather\n<arg_key>city</arg_key>\n"
+              "<arg_value>London</arg_value>\n<arg_key>days</arg_key>\n<arg_value>1</arg_value>\n"
+              "</tool_call>"),
+    "deepseek_v31": ("<think>Thinking</think>Hello!<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>"
+                     'get_weather<｜tool▁sep｜>{"city":"Paris","days":1}<｜tool▁call▁end｜>'
+                     '<｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"city":"London","days":1}'
+                     "<｜tool▁call▁end｜><｜tool▁calls▁end｜>"),
+}
+
+
+@pytest.mark.parametrize("variant", PARALLEL_CALLS)
+def test_a_familys_model_asked_two_cities_writes_two_calls_in_its_format(llama, variant):
+    server = llama(model=f"selftest:{variant}")
+    city = CITY.get(variant, "Paris")
+    two = [{"role": "user", "content": PROMPTS["parallel"]}]
+    choice, raw = ask(server, messages=two, tools=[WEATHER], tool_choice="required",
+                      parallel_tool_calls=True)
+    assert raw == PARALLEL_CALLS[variant], raw
+    assert calls(choice) == [("get_weather", {"city": city, "days": 1}),
+                             ("get_weather", {"city": "London", "days": 1})], raw
+    ids = [c["id"] for c in choice["message"]["tool_calls"]]
+    assert len(set(ids)) == 2, ids
+    one = [{"role": "user", "content": PROMPTS["required"]}]
+    choice, raw = ask(server, messages=one, tools=[WEATHER], tool_choice="required",
+                      parallel_tool_calls=True)
+    assert calls(choice) == [("get_weather", {"city": city, "days": 1})], raw
+
+
+def test_healthy_hermes_server_passes_parallel_calls(llama, run_fleet):
+    # The default model (Hermes JSON) as the other families, above: two calls where two are
+    # asked, plain and under auto (where it answers in text).
+    result = run(run_fleet, llama(), "-m", "tools", "-k", "parallel",
+                 tools={"parallel": True})
+    result.assert_outcomes(passed=2)
+
+
+def _first_call_only(request: dict, answer: dict) -> dict:
+    """A gateway (or a parser) that keeps only the first of a reply's tool calls."""
+    for choice in answer.get("choices") or []:
+        message = choice.get("message") or {}
+        if message.get("tool_calls"):
+            message["tool_calls"] = message["tool_calls"][:1]
+    return answer
+
+
+@pytest.mark.parametrize("variant", PARALLEL_CALLS)
+def test_parallel_calls_cut_to_one_fail_with_the_fix(llama, run_fleet, variant):
+    # llama.cpp parses both calls (above); a proxy in front drops the second, as a gateway or a
+    # parser that keeps only the first call does: no engine here shows it.
+    with Proxy(llama(model=f"selftest:{variant}").url, rewrite_answer=_first_call_only) as proxy:
+        result = run_fleet(one_endpoint(proxy.url, "llamacpp",
+                                        expect={"tools": {"parallel": True}}),
+                           "-p", "no:randomly", "-m", "tools", "-k", "parallel")
+    # parallel_auto passes: under auto the model answers in text
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines([
+        "*parallel tool calls: 0/1 trial(s) valid (0%, need 100%); parallel calls truncated: "
+        "1 call(s) where 2 were asked for at once*",
+        "*fix: the server cut parallel calls to one: enable parallel tool calls in the "
+        "template/parser*"])
 
 
 # A family's call written as text where the served template is not the family's: the model

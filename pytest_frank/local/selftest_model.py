@@ -150,8 +150,8 @@ qwen3_xml
   ["Paris"], {"k": "Paris"}, null; a parameter named job opens with one token ("job>\n") and
   reads "02134", which stays the string "02134" where the schema types it a string. The
   grammar leaves a string with an enum, or a ["string", "null"] with a pattern, as free text
-  (the model writes "Paris"); a plain string's pattern holds. One call where two are asked at
-  once. Under a Hermes JSON template (launch chat_template_file) the lazy grammar after
+  (the model writes "Paris"); a plain string's pattern holds. Two calls where two cities are
+  asked at once (below). Under a Hermes JSON template (launch chat_template_file) the lazy grammar after
   <tool_call> forces JSON, and the call is valid.
 qwen3_xml_text
   Writes a Qwen3 XML call without its <tool_call> opener as text (one token), under the default
@@ -246,6 +246,21 @@ deepseek_v31
   value typed. No thinking switch.
 deepseek_v31_text
   That call as text (one token) under the default Hermes template, as kimi_k2_text does.
+
+Parallel calls (default, qwen3_xml, kimi_k2, mistral, glm45, deepseek_v31; how:
+pytest_frank.local.selftest_parallel). Asked the tools claim's parallel question ("... in Paris
+and in London? ...", whose " London" is a user-defined token of these variants) under
+"required", each writes a call for Paris (GLM: its bare string Lyon), then one for London, in
+its own format: two <tool_call> blocks (Hermes JSON, Qwen3 XML, GLM), two calls in one Kimi K2
+section with the ids functions.NAME:1 and :2, [TOOL_CALLS] twice (Mistral), two calls between
+DeepSeek's call markers; llama.cpp's handler parses both. A question without " London" gets
+the one call it always got, token for token. Under "auto" they answer in text as before. With
+parallel_tool_calls false llama.cpp's grammar keeps the families' handlers to one call, but for
+Hermes JSON, whose grammar lets the second call through. Once a Kimi K2 call stands in the
+history, both of a turn's calls are numbered 2 (their ids clash). harmony makes one call: a
+harmony call ends its message (<|call|>), and a trial model whose first choice after the call's
+arguments was another <|start|> showed llama.cpp's GPT-OSS grammar allows only the end there,
+parallel_tool_calls or not.
 """
 
 from __future__ import annotations
@@ -255,8 +270,8 @@ import os
 import pathlib
 import tempfile
 
-from pytest_frank.local import (selftest_echo, selftest_hybrid, selftest_positional,
-                                 selftest_vision)
+from pytest_frank.local import (selftest_echo, selftest_hybrid, selftest_parallel,
+                                 selftest_positional, selftest_vision)
 from pytest_frank.local.selftest_vision import COLOUR_WORDS
 
 VARIANTS = ("default", "tool_text", "effort_strict", "no_think", "flat", "chatty", "long_think",
@@ -609,6 +624,25 @@ RIVALS = ("Hi", " there", " How can I help")
 # "!"; a question without one is answered as the default does.
 SCRIPTS["echo"] = {**SCRIPTS["default"], **{m: ["!"] for m in selftest_echo.MARKERS}}
 
+# The tool-call families make parallel calls (pytest_frank.local.selftest_parallel): where a
+# value opens, where a call ends and what opens the next one, in each family's wire format.
+# Their scripts gain those tokens (new dicts: the variants built from the default's keep theirs).
+_Family = selftest_parallel.Family
+PARALLEL = {
+    "default": _Family(('"',), "Paris", '"', "</tool_call>", "<|im_end|>", "<tool_call>"),
+    "qwen3_xml": _Family((">\n",), "Paris", "\n</parameter>\n", "</tool_call>", "<|im_end|>",
+                         "<tool_call>"),
+    "kimi_k2": _Family(('"',), "Paris", '"', KIMI_CALL[3], KIMI_CALL[4], KIMI_CALL[1],
+                       index=(":", "1", "2")),
+    "mistral": _Family(('"',), "Paris", '"', "}", "</s>", "[TOOL_CALLS]"),
+    "glm45": _Family(("<arg_value>",), GLM_WORD, "</arg_value>", "</tool_call>", "<|endoftext|>",
+                     "<tool_call>"),
+    "deepseek_v31": _Family(('"',), "Paris", '"', DS_CALL_END, DS_CALLS_END, DS_CALL),
+}
+for _variant, _family in PARALLEL.items():
+    SCRIPTS[_variant] = {**SCRIPTS[_variant],
+                         **selftest_parallel.script(_family, SCRIPTS[_variant], GAP)}
+
 # The swa variant: Gemma 3's architecture (arch gemma3), whose layers slide in periods of six
 # (llama.cpp hard-codes the period; the last layer of each period attends to everything), so
 # six blocks are five sliding-window layers and one full one. The window and head sizes are
@@ -714,6 +748,8 @@ def _weights(vocab: Vocab, variant: str):
             out[vocab[rival], selftest_positional.SHARE] = RISE / selftest_positional.SHARE_SIZE
     if variant == "echo":
         selftest_echo.add_echo(out, vocab, states, base, top, GAP)
+    if variant in PARALLEL:
+        selftest_parallel.add_rows(out, vocab, PARALLEL[variant], GAP)
     return embd, (out / scale).astype(np.float32)
 
 
@@ -1125,7 +1161,7 @@ def write_model(path, variant: str = "default", ctx_train: int = N_CTX_TRAIN) ->
     if variant not in VARIANTS:
         raise ValueError(f"unknown self-test model variant {variant!r}; choose from {VARIANTS}")
     path = pathlib.Path(path)
-    vocab = Vocab(_extra_words(variant), FAMILY_SPECIALS.get(variant))
+    vocab = _vocab(variant)
     embd, out = _weights(vocab, variant)
 
     hybrid = variant in selftest_hybrid.VARIANTS
@@ -1152,6 +1188,8 @@ def write_model(path, variant: str = "default", ctx_train: int = N_CTX_TRAIN) ->
         w.add_rope_freq_base(selftest_vision.ROPE_FREQ_BASE)
     if variant == "echo":
         w.add_rope_freq_base(selftest_echo.ROPE_FREQ_BASE)
+    if variant in PARALLEL:
+        w.add_rope_freq_base(selftest_parallel.ROPE_FREQ_BASE)
     w.add_vocab_size(len(vocab))
 
     w.add_tokenizer_model("gpt2")
@@ -1186,8 +1224,20 @@ def write_model(path, variant: str = "default", ctx_train: int = N_CTX_TRAIN) ->
     return path
 
 
+def _vocab(variant: str) -> Vocab:
+    """The variant's tokens: the shared ones, its words, then its special tokens; a family that
+    makes parallel calls adds its second city's word and the question's marker last."""
+    if variant not in PARALLEL:
+        return Vocab(_extra_words(variant), FAMILY_SPECIALS.get(variant))
+    return Vocab(_extra_words(variant) + (selftest_parallel.SECOND,),
+                 {**FAMILY_SPECIALS.get(variant, {}), selftest_parallel.ASKED: 4})
+
+
 def _attention(variant: str, vocab: Vocab):
     """Block 0's attention matrices where the variant has a head that does something."""
+    if variant in PARALLEL:
+        return selftest_parallel.attention(N_EMBD, PARALLEL[variant], vocab,
+                                           _states(vocab, variant))
     if variant == "vision":
         return selftest_vision.attention(N_EMBD)
     if variant == "echo":
@@ -1315,7 +1365,7 @@ def _digest(key: str) -> str:
     # positional module the positional head, the hybrid module the hybrids' blocks, the echo
     # module the echo head.
     files = (__file__, selftest_vision.__file__, selftest_positional.__file__,
-             selftest_hybrid.__file__, selftest_echo.__file__)
+             selftest_hybrid.__file__, selftest_echo.__file__, selftest_parallel.__file__)
     source = b"".join(pathlib.Path(f).read_bytes() for f in files)
     return hashlib.sha256(source + key.encode()).hexdigest()[:12]
 
