@@ -1,11 +1,11 @@
 """Tool-call families x engines: each family healthy, and each family's parser fault.
 
-For each family the engine runs here, the battery's tools (with none), agent, stream and
-reasoning on a server that serves the family's self-test model under its own template (so the
-engine takes its parser for that family), then the family's parser fault: the same call written
-as text where the template is not the family's, asked with tool_choice auto. A healthy row must
-pass every asked check (a failed one is a false failure); a fault row must fail test_tools_auto
-naming the family and, in its fix line, what the engine needs to parse it.
+For each family the engine runs here, the battery's tools (with none and parallel calls), agent,
+stream and reasoning on a server that serves the family's self-test model under its own template
+(so the engine takes its parser for that family), then the family's parser fault: the same call
+written as text where the template is not the family's, asked with tool_choice auto. A healthy
+row must pass every asked check (a failed one is a false failure); a fault row must fail
+test_tools_auto naming the family and, in its fix line, what the engine needs to parse it.
 
     python bench/families.py [--keep DIR]
 
@@ -29,12 +29,15 @@ from pathlib import Path
 
 import yaml
 
-# What the healthy rows ask. The templates here other than Hermes' and Qwen3 XML's have no
-# thinking switch: those rows leave thinking_off out. llama.cpp stamps each chunk with the
-# second it sends it, so a stream that crosses a second boundary changes `created` (the stream
-# claim's fix: created false), about one run in ten here, whatever the family.
-EXPECT = {"tools": {"none": True}, "agent": {"steps": 3}, "stream": {"created": False},
-          "reasoning": True}
+# What the healthy rows ask: parallel calls too (each family's model writes two calls in its
+# format where two cities are asked), but of harmony, whose call ends its turn on llama.cpp (its
+# GPT-OSS grammar allows nothing after a call's arguments). The templates here other than
+# Hermes' and Qwen3 XML's have no thinking switch: those rows leave thinking_off out. llama.cpp
+# stamps each chunk with the second it sends it, so a stream that crosses a second boundary
+# changes `created` (the stream claim's fix: created false), about one run in ten here, whatever
+# the family.
+EXPECT = {"tools": {"none": True, "parallel": True}, "agent": {"steps": 3},
+          "stream": {"created": False}, "reasoning": True}
 NO_SWITCH = {"reasoning": {"thinking_off": False}}
 # family -> (label, healthy model, its expect changes, the fault's model, what the fault's fix
 # must say): llama.cpp, which picks its parser from the served template.
@@ -53,8 +56,8 @@ LLAMACPP = {
                      "selftest:deepseek_v31_text", "the content holds a DeepSeek V3.1 tool call"),
     # and its reasoning levels, the template's "Reasoning: LEVEL"
     "harmony": ("harmony", "selftest:harmony",
-                {**NO_SWITCH, "reasoning_effort": {"low": "low", "medium": "medium",
-                                                   "high": "high"}},
+                {**NO_SWITCH, "tools": {"none": True},
+                 "reasoning_effort": {"low": "low", "medium": "medium", "high": "high"}},
                 "selftest:harmony_text", "the content holds a gpt-oss harmony tool call"),
 }
 # vLLM's rows go here, in the same shape: a fleet entry for a real vLLM server in place of the
