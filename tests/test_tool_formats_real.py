@@ -48,6 +48,27 @@ def ask(server, **body):
     return choice, raw
 
 
+def streamed_calls(server, **body):
+    """The calls of a streamed answer, assembled by index: (name, arguments, id); an id the
+    server makes up at random (all but Kimi K2's) reads None, once checked distinct."""
+    body = {"max_tokens": 200, "temperature": 0, "stream": True, **body}
+    found: dict[int, dict] = {}
+    with httpx.stream("POST", f"{server.url}/v1/chat/completions", json=body, timeout=60) as r:
+        for line in r.iter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            for choice in json.loads(line[6:]).get("choices") or []:
+                for part in choice.get("delta", {}).get("tool_calls") or []:
+                    call = found.setdefault(part["index"], {"id": None, "name": "", "args": ""})
+                    call["id"] = call["id"] or part.get("id")
+                    call["name"] += (part.get("function") or {}).get("name") or ""
+                    call["args"] += (part.get("function") or {}).get("arguments") or ""
+    ids = [c["id"] for c in found.values()]
+    assert len(set(ids)) == len(ids), ids
+    return [(c["name"], json.loads(c["args"]),
+             c["id"] if c["id"].startswith("functions.") else None) for c in found.values()]
+
+
 def calls(choice):
     return [(c["function"]["name"], json.loads(c["function"]["arguments"]))
             for c in choice["message"].get("tool_calls") or []]
@@ -252,8 +273,8 @@ def test_healthy_family_server_passes_tools_reasoning_agent_and_stream(llama, ru
 
 # Asked for two cities at once (the tools claim's parallel question), each family's model writes
 # a call for each in its own wire format, Paris's (GLM's bare string: Lyon) then London's, and
-# llama.cpp's handler parses both (pytest_frank.local.selftest_parallel); asked for one city, the
-# one call it always made. Kimi K2 numbers its calls' ids: 1, then 2.
+# llama.cpp's handler parses both, plain and streamed (pytest_frank.local.selftest_parallel);
+# asked for one city, the one call it always made. Kimi K2 numbers its calls' ids: 1, then 2.
 PARALLEL_CALLS = {
     "default": ('<think>Thinking</think>Hello!<tool_call>\n{"name":"get_weather","arguments":'
                 '{"city":"Paris","days":1}}</tool_call><tool_call>\n{"name":"get_weather",'
@@ -294,6 +315,11 @@ def test_a_familys_model_asked_two_cities_writes_two_calls_in_its_format(llama, 
                              ("get_weather", {"city": "London", "days": 1})], raw
     ids = [c["id"] for c in choice["message"]["tool_calls"]]
     assert len(set(ids)) == 2, ids
+    # streamed, the calls arrive each under its own index and id, whole
+    assert streamed_calls(server, messages=two, tools=[WEATHER], tool_choice="required",
+                          parallel_tool_calls=True) == [
+        ("get_weather", {"city": city, "days": 1}, ids[0] if variant == "kimi_k2" else None),
+        ("get_weather", {"city": "London", "days": 1}, ids[1] if variant == "kimi_k2" else None)]
     one = [{"role": "user", "content": PROMPTS["required"]}]
     choice, raw = ask(server, messages=one, tools=[WEATHER], tool_choice="required",
                       parallel_tool_calls=True)
