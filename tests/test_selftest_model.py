@@ -505,7 +505,7 @@ DIGESTS = {
     "mistral_text": "75a2d8fd10aeab3b9a00001253ed3feeff6e9bf43e2216bffde4380da5511b49",
     "glm45": "0fcf94f39aaf1df0fb0e33b525c6a00f505f8b220471c44f3ada0ba4a6e40978",
     "glm45_text": "a7553cb87cda3334c49fee0475fe45e1b7e3028f3aa928e96f909d18dae822ba",
-    "harmony": "b63910c7afa950f8021f320004579bbf2477b4aee1941aaef75c9f1ad6e2a5bc",
+    "harmony": "f75ccf5b6ecf03c0d925739941678cdcad05a827637bdb47d94486eb1a3d1644",
     "harmony_text": "652f19e2dcc66492329fccca13093d4cbdf16dc7cf9f656b391688aae5eb5bfc",
     "deepseek_v31": "406cad6c62860eceef905fef9902577fd6ab58ae8f04738653cfd9e6a915bb01",
     "deepseek_v31_text": "282bd0b85e0c26606dd765ed74521b8f440f38fccaf65e94ae12b28fedb107f9",

@@ -326,6 +326,21 @@ def test_a_familys_model_asked_two_cities_writes_two_calls_in_its_format(llama, 
     assert calls(choice) == [("get_weather", {"city": city, "days": 1})], raw
 
 
+def test_harmony_makes_one_call_a_turn_on_llamacpp(llama):
+    # The harmony model would go on to a second call message after the first's arguments (its
+    # own first choice there, llama.cpp's top_logprobs, which are read before the grammar), but
+    # llama.cpp's GPT-OSS grammar ends the turn, parallel_tool_calls or not: a harmony call ends
+    # its message with <|call|>, the end of the turn.
+    server = llama(model="selftest:harmony")
+    two = [{"role": "user", "content": PROMPTS["parallel"]}]
+    for parallel in (True, False):
+        choice, raw = ask(server, messages=two, tools=[WEATHER], tool_choice="required",
+                          parallel_tool_calls=parallel, top_logprobs=2)
+        assert calls(choice) == [("get_weather", {"city": "Paris", "days": 1})], raw
+        last = choice["logprobs"]["content"][-1]
+        assert last["top_logprobs"][0]["token"] == "<|start|>" != last["token"], last
+
+
 def test_healthy_hermes_server_passes_parallel_calls(llama, run_fleet):
     # The default model (Hermes JSON) as the other families, above: two calls where two are
     # asked, plain and under auto (where it answers in text).

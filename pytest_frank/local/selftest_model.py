@@ -247,20 +247,21 @@ deepseek_v31
 deepseek_v31_text
   That call as text (one token) under the default Hermes template, as kimi_k2_text does.
 
-Parallel calls (default, qwen3_xml, kimi_k2, mistral, glm45, deepseek_v31; how:
-pytest_frank.local.selftest_parallel). Asked the tools claim's parallel question ("... in Paris
-and in London? ...", whose " London" is a user-defined token of these variants) under
-"required", each writes a call for Paris (GLM: its bare string Lyon), then one for London, in
-its own format: two <tool_call> blocks (Hermes JSON, Qwen3 XML, GLM), two calls in one Kimi K2
-section with the ids functions.NAME:1 and :2, [TOOL_CALLS] twice (Mistral), two calls between
-DeepSeek's call markers; llama.cpp's handler parses both. A question without " London" gets
-the one call it always got, token for token. Under "auto" they answer in text as before. With
-parallel_tool_calls false llama.cpp's grammar keeps the families' handlers to one call, but for
-Hermes JSON, whose grammar lets the second call through. Once a Kimi K2 call stands in the
-history, both of a turn's calls are numbered 2 (their ids clash). harmony makes one call: a
-harmony call ends its message (<|call|>), and a trial model whose first choice after the call's
-arguments was another <|start|> showed llama.cpp's GPT-OSS grammar allows only the end there,
-parallel_tool_calls or not.
+Parallel calls (default, qwen3_xml, kimi_k2, mistral, glm45, deepseek_v31, and harmony where
+llama.cpp lets it; how: pytest_frank.local.selftest_parallel). Asked the tools claim's parallel
+question ("... in Paris and in London? ...", whose " London" is a user-defined token of these
+variants) under "required", each writes a call for Paris (GLM: its bare string Lyon), then one
+for London, in its own format: two <tool_call> blocks (Hermes JSON, Qwen3 XML, GLM), two calls
+in one Kimi K2 section with the ids functions.NAME:1 and :2, [TOOL_CALLS] twice (Mistral), two
+calls between DeepSeek's call markers; llama.cpp's handler parses both. A question without
+" London" gets the one call it always got, token for token. Under "auto" they answer in text as
+before. With parallel_tool_calls false llama.cpp's grammar keeps the families' handlers to one
+call, but for Hermes JSON, whose grammar lets the second call through. Once a Kimi K2 call
+stands in the history, both of a turn's calls are numbered 2 (their ids clash). harmony makes
+one call: its own first choice after the call's arguments is a second message (<|start|>, first
+in llama.cpp's top_logprobs, read before the grammar), but a harmony call ends its message
+(<|call|>) and llama.cpp's GPT-OSS grammar allows only the end there, parallel_tool_calls or
+not.
 """
 
 from __future__ import annotations
@@ -638,6 +639,8 @@ PARALLEL = {
     "glm45": _Family(("<arg_value>",), GLM_WORD, "</arg_value>", "</tool_call>", "<|endoftext|>",
                      "<tool_call>"),
     "deepseek_v31": _Family(('"',), "Paris", '"', DS_CALL_END, DS_CALLS_END, DS_CALL),
+    # harmony would go on to a second call message; llama.cpp's GPT-OSS grammar ends the turn
+    "harmony": _Family(('"',), "Paris", '"', "}", "<|return|>", "<|start|>"),
 }
 for _variant, _family in PARALLEL.items():
     SCRIPTS[_variant] = {**SCRIPTS[_variant],
