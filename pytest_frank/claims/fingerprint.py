@@ -23,6 +23,7 @@ from pytest_frank.chat import Reply, Request, combine, send
 from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.replies import one_line
+from pytest_frank.figures import TOLERANCES
 from pytest_frank.observation import Observation
 from pytest_frank.verdict import fail, inconclusive
 
@@ -47,8 +48,10 @@ class Options(ClaimOptions):
     context_share: float = 0.5  # the long prompt fills this share of the served context
 
 
-AGREEMENT = 1.0  # the least share of tokens before a divergence: greedy repeats itself
-DRIFT = 0.05  # the most mean absolute logprob difference on the common prefix
+# the least share of tokens before a divergence (greedy repeats itself), and the most mean
+# absolute logprob difference on the common prefix: the fleet's `regression:` defaults
+AGREEMENT = TOLERANCES["fingerprint_agreement"].default
+DRIFT = TOLERANCES["logprob_drift"].default
 # Two tokens this close in a server's own logprobs are a tie that arithmetic breaks: batches of
 # other shapes (a drafting server verifies its drafts in batches) move SmolLM2's logprobs by up
 # to 0.18, and its greedy path flipped at a gap of 0.099. A divergence there is no regression.

@@ -40,7 +40,7 @@ from pytest_frank.claims.advice import advise
 from pytest_frank.claims.perf import slow_cpu_hint, slow_gpu_hint
 from pytest_frank.claims.replies import one_line, reasoning_only, reasoning_only_fix
 from pytest_frank.drivers.base import Driver
-from pytest_frank.figures import number
+from pytest_frank.figures import FIGURES, number
 from pytest_frank.known_errors import known_fix
 from pytest_frank.observation import Failed, Observation
 from pytest_frank.probes import slot_shape
@@ -487,14 +487,19 @@ def judge(seen: Ladder, ctx: Context[Options]) -> None:
 
 
 def _figures(level: Level, figures: Figures, ctx: Context[Options]) -> None:
-    at = f"_at_{level.width}"
+    """The level's figures under their names in figures.FIGURES (`decode_tps_at_4`)."""
+    def record(name: str, value: float, low: float | None = None,
+               high: float | None = None) -> None:
+        kind = FIGURES[name]
+        ctx.figure(kind.at(level.width), value, kind.unit, low=low, high=high)
+
     if figures.ttft_p50 is not None and figures.ttft_p90 is not None:
-        ctx.figure(f"ttft_p50_s{at}", figures.ttft_p50, "s")
-        ctx.figure(f"ttft_p90_s{at}", figures.ttft_p90, "s", high=ctx.options.max_ttft_p90_s)
+        record("ttft_p50_s", figures.ttft_p50)
+        record("ttft_p90_s", figures.ttft_p90, high=ctx.options.max_ttft_p90_s)
     if figures.decode is not None:
-        ctx.figure(f"decode_tps{at}", figures.decode, "tok/s", low=ctx.options.min_decode_tps)
+        record("decode_tps", figures.decode, low=ctx.options.min_decode_tps)
     if figures.together is not None:
-        ctx.figure(f"aggregate_tps{at}", figures.together, "tok/s")
+        record("aggregate_tps", figures.together)
 
 
 def _fail(seen: Ladder, level: Level, found: list[tuple[str, str]], figures: Figures,
