@@ -292,6 +292,12 @@ class Driver:
                     "usage.prompt_tokens_details.cached_tokens")
         return None
 
+    # Where one answer's draft counts are read on a drafting server: "reply" (each reply's own
+    # engine fields) or "metrics" (the spec_series counters' growth in /metrics, server-wide);
+    # draft_counts_where says it in words.
+    draft_counts_from = "metrics"
+    draft_counts_where = "the spec_decode counters in /metrics"
+
     def draft_counts(self, engine: dict) -> tuple[int, int] | None:
         """(draft tokens, accepted) from one reply's engine fields (`timings`), where reported."""
         timings = engine.get("timings") if isinstance(engine, dict) else None

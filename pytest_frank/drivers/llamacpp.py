@@ -450,6 +450,11 @@ class LlamaCppDriver(OpenAIDriver):
     )
 
     speculative_source = "/slots speculative"
+    # Each reply carries its own draft counts (timings.draft_n / draft_n_accepted, the JSON
+    # answer under a grammar included: 135 drafted, 4 accepted on the self-test model drafting
+    # itself, xllamacpp 2026.10.11549); /metrics counts them server-wide.
+    draft_counts_from = "reply"
+    draft_counts_where = "each reply's timings.draft_n / draft_n_accepted"
 
     def speculative_live(self, payloads: dict) -> bool | None:
         slots = payloads.get("/slots")
