@@ -94,11 +94,8 @@ def play(target, stream: bool = False, parallel: bool | None = None, steps: int 
     turns: list[Turn] = []
     for step in range(steps + 1):
         last = step == steps
-        req = Request(prompt, max_tokens if last and max_tokens else opts.max_tokens, tools=tools,
-                      tool_choice="auto" if last else "required", parallel=parallel,
-                      stream=stream, messages=messages,
-                      # thinking asked where the API wants it asked (the driver's thinking_on)
-                      think=target.endpoint.asks("reasoning"))
+        req = _turn(target, prompt, max_tokens if last and max_tokens else opts.max_tokens,
+                    tools, "auto" if last else "required", parallel, stream, messages)
         reply = shared(target, req) if share and step == 0 else think_through(target, req)
         turn = Turn(sent=messages, reply=reply)
         turns.append(turn)
@@ -110,6 +107,22 @@ def play(target, stream: bool = False, parallel: bool | None = None, steps: int 
             turn.markers.append(marker)
         messages = driver.agent_history(messages, reply, turn.results)
     return turns
+
+
+def _turn(target, prompt: str, max_tokens: int, tools: list[dict], choice: str,
+          parallel: bool | None, stream: bool, messages: list[dict]) -> Request:
+    return Request(prompt, max_tokens, tools=tools, tool_choice=choice, parallel=parallel,
+                   stream=stream, messages=messages,
+                   # thinking asked where the API wants it asked (the driver's thinking_on)
+                   think=target.endpoint.asks("reasoning"))
+
+
+def first_call(target) -> Reply:
+    """The first turn of test_agent's conversation (the tools claim's forced call), asked as
+    play(share=True) asks it: one reply for every check that reads it."""
+    prompt = PROMPTS["required"]
+    return shared(target, _turn(target, prompt, Options.on(target.endpoint).max_tokens, TOOLS,
+                                "required", None, False, [{"role": "user", "content": prompt}]))
 
 
 def _conversations(target, kind: str, stream=False, parallel=None) -> Conversations:
