@@ -230,7 +230,8 @@ CLAIMS: Mapping[str, str] = _Claims()  # read-only: `register` adds a claim to t
 def register(name: str, about: str, options: type[Options] = Options,
              schema: dict[str, Any] | None = None) -> None:
     """Add a claim: its marker, its fleet.yaml `expect:` key (validated by `schema`, a JSON
-    schema fragment for its value; by default `true` or a mapping) and its matrix column."""
+    schema fragment for its value; by default the one its `options` declare with `option`, as a
+    built-in claim's, else `true` or any mapping) and its matrix column."""
     if name in built_in():
         raise ClaimError(f"claim {name!r} is a built-in claim: name yours otherwise")
     if name in CLAIMS:
@@ -242,7 +243,9 @@ def register(name: str, about: str, options: type[Options] = Options,
     registered = _registered()
     registered.about[name] = about
     registered.options[name] = options
-    expect_schemas()[name] = schema if schema is not None else {"type": ["boolean", "object"]}
+    if schema is None:
+        schema = options.schema() if key_schemas(options) else {"type": ["boolean", "object"]}
+    expect_schemas()[name] = schema
 
 
 def options_type(claim: str) -> type[Options]:
