@@ -124,6 +124,15 @@ def _battery_tests():
                 yield module, name, obj
 
 
+def test_each_claims_battery_makes_a_test_of_each_of_its_checks():
+    # A Check declared but left out of its battery file would never run.
+    tests: dict[str, set[str]] = {}
+    for _, name, obj in _battery_tests():
+        tests.setdefault(obj.frank_check.claim, set()).add(name)
+    for name, claim in built_in().items():
+        assert tests.get(name, set()) == {c.test for c in claim.checks()}, name
+
+
 def test_every_battery_test_is_a_declared_check_named_for_itself():
     seen = list(_battery_tests())
     assert len(seen) >= 20

@@ -25,6 +25,9 @@ from typing import Any, Callable, ClassVar, Iterator, Mapping, TypeVar
 from pytest_frank import state
 from pytest_frank.fleet import Endpoint, OptionError, expect_schemas
 
+if typing.TYPE_CHECKING:
+    from pytest_frank.checks import Check
+
 # Claim names are marker names and fleet.yaml `expect:` keys: a public interface (`-m tools`).
 # How a claim is asked besides its own `expect:` key (every other claim is asked by that key
 # alone, `false` turning it off): health and chat always, unless turned off under expect
@@ -129,9 +132,9 @@ def in_folder(value: Any, folder: Path | None) -> Any:
 @dataclass(frozen=True)
 class Claim:
     """A built-in claim, declared once in its module as `CLAIM`; everything else about it is read
-    from here: the marker, the `expect:` schema fragment (`fragment`), the reports' order, the
-    docs' claim table and nav. Its checks are the module's `Check`s naming it, made tests by
-    batteries/test_<name>.py."""
+    from here: its marker (its name; pytest_frank.plugin registers one per claim), the `expect:`
+    schema fragment (`fragment`), the reports' order, the docs' claim table and nav, and its
+    checks (`checks`: the `Check`s naming it, each made a test by batteries/test_<name>.py)."""
 
     name: str  # its marker and its fleet.yaml `expect:` key: a public interface (`-m tools`)
     about: str  # what it proves, as the reports' column and the docs' table say it
@@ -144,6 +147,18 @@ class Claim:
     asked_by: str | None = None  # or asked by an endpoint key of its own (`serve:`)
     expect_key: bool = True  # whether it has an `expect:` key (alias is asked by `alias:` alone)
     asks: str = ""  # how fleet.yaml asks it, where the options' shape says it otherwise
+
+    def checks(self) -> list[Check[Any, Any]]:
+        """Its checks: the `Check`s naming it, declared in this package's modules (its own and
+        the helpers it splits into); batteries/test_<name>.py makes each a test."""
+        from pytest_frank.checks import Check
+
+        found: dict[int, Check[Any, Any]] = {}
+        for info in pkgutil.walk_packages(__path__, f"{__name__}."):
+            for value in vars(importlib.import_module(info.name)).values():
+                if isinstance(value, Check) and value.claim == self.name:
+                    found.setdefault(id(value), value)
+        return list(found.values())
 
     @property
     def page(self) -> str:
