@@ -122,14 +122,15 @@ def cell(text: str) -> str:
 
 
 def claims_table() -> str:
-    from pytest_frank.claims import ALWAYS, ASKED_BY, CLAIMS
+    from pytest_frank.claims import built_in
 
     lines = ["| claim (marker, `expect:` key) | what it proves | asked when |", "|---|---|---|"]
-    for name, about in CLAIMS.items():
-        asked = ("always, unless `expect: {%s: false}`" % name if name in ALWAYS
-                 else f"`{ASKED_BY[name]}:` is set" if name in ASKED_BY
+    for name, claim in built_in().items():
+        asked = ("always, unless `expect: {%s: false}`" % name if claim.always
+                 else f"`{claim.asked_by}:` is set" if claim.asked_by
                  else f"`expect.{name}` is set")
-        lines.append(f"| [`{name}`]({name}.md) | {about} | {asked} |")
+        page = claim.page.removeprefix("claims/")  # the table is on claims/index.md
+        lines.append(f"| [`{name}`]({page}) | {claim.about} | {asked} |")
     return "\n".join(lines)
 
 
