@@ -1,13 +1,16 @@
 """The docs' generated tables, from the package itself so they cannot drift: the fleet.yaml key
 tables from pytest_frank/fleet.schema.json, the claim table from the claim registry, the figures
-table from the figure registry (pytest_frank/figures.py), and the schema's `regression` block
-from that registry's TOLERANCES. A page holds each table between a marker line,
-`<!-- frank:keys SECTION -->`, `<!-- frank:claims -->` or `<!-- frank:figures -->`, and its
-closing `<!-- /frank:keys -->` (`/frank:claims`, `/frank:figures`), so it reads whole where the
-Markdown is read (a repository's page); `python docs/gen.py` writes them into the pages (and the
-regression block into the schema), tests/test_docs.py fails on a page whose table no longer
-matches (tests/test_figures.py on a stale schema), and mkdocs runs this as a hook (mkdocs.yml
-`hooks:`) that builds each table afresh and leaves the markers out of the site."""
+table from the figure registry (pytest_frank/figures.py). A page holds each table between a
+marker line, `<!-- frank:keys SECTION -->`, `<!-- frank:claims -->` or `<!-- frank:figures -->`,
+and its closing `<!-- /frank:keys -->` (`/frank:claims`, `/frank:figures`), so it reads whole
+where the Markdown is read (a repository's page). `python docs/gen.py` writes them into the
+pages, and what the package declares into two files: the schema's `$defs.expect` from the claims
+(each claim's `CLAIM` and the `option`s of its Options, pytest_frank.claims) and its
+`regression` block from the figure registry's TOLERANCES, and mkdocs.yml's claim pages from the
+claims. tests/test_docs.py fails on a page whose table no longer matches, tests/test_contract.py
+on a stale `$defs.expect` or nav, tests/test_figures.py on a stale regression block; mkdocs runs
+this as a hook (mkdocs.yml `hooks:`) that builds each table afresh and leaves the markers out of
+the site."""
 
 from __future__ import annotations
 
@@ -119,14 +122,15 @@ def cell(text: str) -> str:
 
 
 def claims_table() -> str:
-    from pytest_frank.claims import ALWAYS, ASKED_BY, CLAIMS
+    from pytest_frank.claims import built_in
 
     lines = ["| claim (marker, `expect:` key) | what it proves | asked when |", "|---|---|---|"]
-    for name, about in CLAIMS.items():
-        asked = ("always, unless `expect: {%s: false}`" % name if name in ALWAYS
-                 else f"`{ASKED_BY[name]}:` is set" if name in ASKED_BY
+    for name, claim in built_in().items():
+        asked = ("always, unless `expect: {%s: false}`" % name if claim.always
+                 else f"`{claim.asked_by}:` is set" if claim.asked_by
                  else f"`expect.{name}` is set")
-        lines.append(f"| [`{name}`]({name}.md) | {about} | {asked} |")
+        page = claim.page.removeprefix("claims/")  # the table is on claims/index.md
+        lines.append(f"| [`{name}`]({page}) | {claim.about} | {asked} |")
     return "\n".join(lines)
 
 
@@ -171,6 +175,36 @@ def with_regression(raw: dict[str, Any]) -> dict[str, Any]:
     return {**raw, "$defs": {**raw["$defs"], "regression": regression_schema()}}
 
 
+def with_expect(raw: dict[str, Any]) -> dict[str, Any]:
+    """The schema with its `$defs.expect` as the claims declare it (each claim's `CLAIM` and the
+    `option`s of its Options, pytest_frank.claims)."""
+    from pytest_frank.claims import expect_schema
+
+    return {**raw, "$defs": {**raw["$defs"], "expect": expect_schema()}}
+
+
+def generated(raw: dict[str, Any]) -> dict[str, Any]:
+    """The schema with every block written from the package: the claims' and the regression keys."""
+    return with_expect(with_regression(raw))
+
+
+NAV = re.compile(r"^( *)# frank:claims\n.*?^ *# /frank:claims$", re.M | re.S)
+MKDOCS = DOCS.parent / "mkdocs.yml"
+
+
+def nav(config: str) -> str:
+    """mkdocs.yml with the claims' pages in the nav, in the claims' order, between
+    `# frank:claims` and `# /frank:claims` (a YAML comment each, so the file stays mkdocs')."""
+    from pytest_frank.claims import built_in
+
+    def pages(match: re.Match[str]) -> str:
+        indent = match[1]
+        lines = [f"{indent}# frank:claims"]
+        lines += [f"{indent}- {c.name}: {c.page}" for c in built_in().values()]
+        return "\n".join([*lines, f"{indent}# /frank:claims"])
+    return NAV.sub(pages, config)
+
+
 def schema_text(raw: dict[str, Any]) -> str:
     return json.dumps(raw, indent=2, ensure_ascii=False) + "\n"
 
@@ -183,11 +217,15 @@ def on_page_markdown(markdown: str, **_: Any) -> str:
     return render(markdown, markers=False)
 
 
-if __name__ == "__main__":  # python docs/gen.py: the schema's regression block, then the tables
+if __name__ == "__main__":  # python docs/gen.py: the schema's blocks, the nav, then the tables
     current = SCHEMA.read_text(encoding="utf-8")
-    if schema_text(with_regression(json.loads(current))) != current:
-        SCHEMA.write_text(schema_text(with_regression(json.loads(current))), encoding="utf-8")
-        print(f"wrote the regression keys of {SCHEMA.relative_to(DOCS.parent)}")
+    if schema_text(generated(json.loads(current))) != current:
+        SCHEMA.write_text(schema_text(generated(json.loads(current))), encoding="utf-8")
+        print(f"wrote the claims' and the regression keys of {SCHEMA.relative_to(DOCS.parent)}")
+    config = MKDOCS.read_text(encoding="utf-8")
+    if nav(config) != config:
+        MKDOCS.write_text(nav(config), encoding="utf-8")
+        print("wrote the claims' pages into mkdocs.yml's nav")
     for page in pages():
         text = page.read_text(encoding="utf-8")
         if render(text) != text:

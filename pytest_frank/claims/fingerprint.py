@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_frank import redact, sizing
 from pytest_frank.chat import Reply, Request, combine, send
 from pytest_frank.checks import Check, Context
+from pytest_frank.claims import Claim, option
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.replies import one_line
 from pytest_frank.figures import TOLERANCES
@@ -44,9 +45,15 @@ ROOM = 64  # tokens of the long prompt's share left for the answer
 
 @dataclass(frozen=True)
 class Options(ClaimOptions):
-    tokens: int = 32  # the first N generated tokens recorded
-    context_share: float = 0.5  # the long prompt fills this share of the served context
+    tokens: int = option(32, minimum=1, maximum=512, about=(
+        "the first N generated tokens recorded (default 32)"))
+    context_share: float = option(0.5, exclusiveMinimum=0, maximum=0.95, about=(
+        "the long prompt fills this share of the served context (default 0.5)"))
 
+
+CLAIM = Claim("fingerprint",
+              "greedy answers to fixed prompts are the baseline's: the same model computes",
+              Options, order=130)
 
 # the least share of tokens before a divergence (greedy repeats itself), and the most mean
 # absolute logprob difference on the common prefix: the fleet's `regression:` defaults

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from pytest_frank import metrics
 from pytest_frank.chat import Reply, Request, send, think_through
 from pytest_frank.checks import Check, Context
+from pytest_frank.claims import Claim, option
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.advice import advise
 from pytest_frank.claims.replies import (THINK_TAGS, one_line, reasoning_parser_fix,
@@ -64,20 +65,48 @@ ASKED = {"claude_code": "a system message inside `messages`", "count_tokens": "c
 
 @dataclass(frozen=True)
 class Options(ClaimOptions):
-    max_tokens: bool = True
-    stop: bool = True
-    response_format: bool = True
-    logprobs: bool = True
-    stream_usage: bool = True
-    context_limit: bool = True
-    count_tokens: bool = True
-    claude_code: bool = False  # a system message inside `messages`, as newer Claude Code sends
-    prompt_tokens: bool = True  # usage.prompt_tokens against the server's count of the prompt
+    max_tokens: bool = option(True, about=(
+        "a small max_tokens (and max_completion_tokens) cuts the answer at the cap (default true)"))
+    stop: bool = option(True, about=(
+        "a stop string (stop_sequences) cuts the content before it, reasoning intact (default "
+        "true)"))
+    response_format: bool = option(True, about=(
+        "json_schema (strict) output parses and validates, in the content (default true)"))
+    logprobs: bool = option(True, about=(
+        "logprobs with top_logprobs 2 come per token, of that width (default true)"))
+    stream_usage: bool = option(True, about=(
+        "stream_options.include_usage: usage once, last, equal to unstreamed; none unasked "
+        "(default true)"))
+    context_limit: bool = option(True, about=(
+        "a prompt over the served context answers a 4xx naming the limit (default true)"))
+    count_tokens: bool = option(True, about=(
+        "Anthropic shape: count_tokens agrees with usage.input_tokens where the route exists "
+        "(default true)"))
+    claude_code: bool = option(False, about=(
+        "Anthropic shape: a system message inside messages is accepted, as Claude Code sends it "
+        "(default false)"))
+    prompt_tokens: bool = option(True, about=(
+        "a chat answer's usage.prompt_tokens equals the server's own count of the prompt its "
+        "messages render to, give or take one token (llama.cpp /tokenize of /apply-template's "
+        "prompt, vLLM /tokenize with the messages) (default true)"))
     # pytest_frank.claims.contract: malformed requests refused (asked: llama.cpp accepts them),
     # the response_format variants, the sampling fields
-    validation: bool = False
-    response_format_variants: bool = False
-    sampling: bool = True
+    validation: bool = option(False, about=(
+        "chat shape: tool_choice \"required\" without tools or with tools [] and an unknown "
+        "tool_choice answer a 4xx, never 200 nor 5xx; \"none\" and \"auto\" without tools are "
+        "answered (default false: llama.cpp answers 200 to the first two)"))
+    response_format_variants: bool = option(False, about=(
+        "chat shape: json_schema formats without a name, with strict \"yes\" or a schema \"x\" "
+        "answer a 4xx; text, json_object and json_schema with strict false are accepted and "
+        "honoured (default false: llama.cpp answers 200 to the malformed ones)"))
+    sampling: bool = option(True, about=(
+        "temperature, top_p, presence_penalty and frequency_penalty (those the API shape has) are "
+        "accepted, and n: 2 gives two choices where the route takes n (default true)"))
+
+
+CLAIM = Claim("params",
+              "request parameters (caps, stops, schemas, logprobs, usage, context) are honoured",
+              Options, order=110)
 
 
 @dataclass(kw_only=True)
