@@ -46,7 +46,8 @@ class Options(ClaimOptions):
     max_tokens: int = option(512, minimum=1, about=(
         "The first budget per request; a reply cut while thinking is asked again with "
         "`max_thinking_tokens`. Default: 512."))
-    stream: bool = option(True, "False skips `test_agent_streamed`. Default: true.")
+    stream: bool = option(True, "False skips `test_agent_streamed`, and `test_agent_chain`'s "
+                                "streamed turn 2. Default: true.")
     parallel: bool = option(False, about=(
         "The endpoint claims parallel calls: play a turn of two calls answered at once. Default: "
         "false."))
@@ -69,7 +70,8 @@ class Options(ClaimOptions):
     reasoning_history: bool | None = option(None, about=(
         "`test_agent_reasoning_history`: an agent's history asked for one token without the "
         "previous turn's reasoning and with it in each field clients send (`reasoning_content`, "
-        "`reasoning`); a field the engine reads must lengthen the prompt wherever the template "
+        "`reasoning`; on the Messages route the turn's thinking block); a field the engine reads "
+        "must lengthen the prompt wherever the template "
         "keeps reasoning. Unset, whether the template keeps it is read from the counts and the "
         "served template; true says it does (no field reaching the prompt then fails); false "
         "turns the test off. Default: unset."))
