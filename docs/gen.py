@@ -1,10 +1,16 @@
 """The docs' generated tables, from the package itself so they cannot drift: the fleet.yaml key
-tables from pytest_frank/fleet.schema.json, the claim table from the claim registry. A page
-holds each table between a marker line, `<!-- frank:keys SECTION -->` or `<!-- frank:claims -->`,
-and `<!-- /frank:keys -->` (`/frank:claims`), so it reads whole where the Markdown is read (a
-repository's page); `python docs/gen.py` writes them into the pages, tests/test_docs.py fails
-on a page whose table no longer matches, and mkdocs runs this as a hook (mkdocs.yml `hooks:`)
-that builds each table afresh and leaves the markers out of the site."""
+tables from pytest_frank/fleet.schema.json, the claim table from the claim registry, the figures
+table from the figure registry (pytest_frank/figures.py). A page holds each table between a
+marker line, `<!-- frank:keys SECTION -->`, `<!-- frank:claims -->` or `<!-- frank:figures -->`,
+and its closing `<!-- /frank:keys -->` (`/frank:claims`, `/frank:figures`), so it reads whole
+where the Markdown is read (a repository's page). `python docs/gen.py` writes them into the
+pages, and what the package declares into two files: the schema's `$defs.expect` from the claims
+(each claim's `CLAIM` and the `option`s of its Options, pytest_frank.claims) and its
+`regression` block from the figure registry's TOLERANCES, and mkdocs.yml's claim pages from the
+claims. tests/test_docs.py fails on a page whose table no longer matches, tests/test_contract.py
+on a stale `$defs.expect` or nav, tests/test_figures.py on a stale regression block; mkdocs runs
+this as a hook (mkdocs.yml `hooks:`) that builds each table afresh and leaves the markers out of
+the site."""
 
 from __future__ import annotations
 
@@ -16,8 +22,8 @@ from typing import Any
 
 # A marker line, the table it holds (rows start with "|") and its closing marker; a marker with
 # no table yet is filled in.
-MARKER = re.compile(r"^<!-- frank:(keys|claims) ?(\S*) -->(?:\n\|.*)*(?:\n<!-- /frank:\1 -->)?$",
-                    re.M)
+MARKER = re.compile(r"^<!-- frank:(keys|claims|figures) ?(\S*) -->(?:\n\|.*)*"
+                    r"(?:\n<!-- /frank:\1 -->)?$", re.M)
 DOCS = Path(__file__).resolve().parent
 # The sections a keys table can show: a schema node and the prefix its keys are written with.
 SECTIONS = {"top": ("#", ""), "endpoint": ("#/$defs/endpoint", ""),
@@ -116,14 +122,33 @@ def cell(text: str) -> str:
 
 
 def claims_table() -> str:
-    from pytest_frank.claims import ALWAYS, ASKED_BY, CLAIMS
+    from pytest_frank.claims import built_in
 
     lines = ["| claim (marker, `expect:` key) | what it proves | asked when |", "|---|---|---|"]
-    for name, about in CLAIMS.items():
-        asked = ("always, unless `expect: {%s: false}`" % name if name in ALWAYS
-                 else f"`{ASKED_BY[name]}:` is set" if name in ASKED_BY
+    for name, claim in built_in().items():
+        asked = ("always, unless `expect: {%s: false}`" % name if claim.always
+                 else f"`{claim.asked_by}:` is set" if claim.asked_by
                  else f"`expect.{name}` is set")
-        lines.append(f"| [`{name}`]({name}.md) | {about} | {asked} |")
+        page = claim.page.removeprefix("claims/")  # the table is on claims/index.md
+        lines.append(f"| [`{name}`]({page}) | {claim.about} | {asked} |")
+    return "\n".join(lines)
+
+
+def figures_table() -> str:
+    """Each figure of the registry (pytest_frank/figures.py): what the reports do with it."""
+    from pytest_frank.figures import AT, FIGURES, TOLERANCES
+
+    lines = ["| figure (`--frank-json`) | unit | better | against a baseline | chart | trend "
+             "| Prometheus series |", "|---|---|---|---|---|---|---|"]
+    for f in FIGURES.values():
+        name = f"{f.name}{AT}N" if f.levelled else f.name
+        compared = "-" if f.tolerance is None else \
+            f"`regression.{f.tolerance}` (default {TOLERANCES[f.tolerance].default:g})"
+        series = "-" if f.metric is None else f"`{f.metric}`" + \
+            (" (label `in_flight`: N)" if f.levelled else "") + (" (bytes)" if f.factor != 1 else "")
+        lines.append(f"| `{name}` | {f.unit or 'ratio'} | {'higher' if f.higher_better else 'lower'}"
+                     f" | {compared} | {cell(f.chart.title) if f.chart else '-'} "
+                     f"| {cell(f.trend) if f.trend else '-'} | {series} |")
     return "\n".join(lines)
 
 
@@ -131,12 +156,57 @@ def render(markdown: str, markers: bool = True) -> str:
     """The page with each marked table written afresh; without `markers`, the tables alone
     (the site's page)."""
     def table(match: re.Match[str]) -> str:
-        made = keys_table(match[2]) if match[1] == "keys" else claims_table()
+        made = (keys_table(match[2]) if match[1] == "keys" else
+                figures_table() if match[1] == "figures" else claims_table())
         if not markers:
             return made
         opening = f"<!-- frank:{match[1]}{' ' + match[2] if match[2] else ''} -->"
         return f"{opening}\n{made}\n<!-- /frank:{match[1]} -->"
     return MARKER.sub(table, markdown)
+
+
+SCHEMA = Path(__file__).resolve().parent.parent / "pytest_frank" / "fleet.schema.json"
+
+
+def with_regression(raw: dict[str, Any]) -> dict[str, Any]:
+    """The schema with its `$defs.regression` as figures.TOLERANCES declares it."""
+    from pytest_frank.figures import regression_schema
+
+    return {**raw, "$defs": {**raw["$defs"], "regression": regression_schema()}}
+
+
+def with_expect(raw: dict[str, Any]) -> dict[str, Any]:
+    """The schema with its `$defs.expect` as the claims declare it (each claim's `CLAIM` and the
+    `option`s of its Options, pytest_frank.claims)."""
+    from pytest_frank.claims import expect_schema
+
+    return {**raw, "$defs": {**raw["$defs"], "expect": expect_schema()}}
+
+
+def generated(raw: dict[str, Any]) -> dict[str, Any]:
+    """The schema with every block written from the package: the claims' and the regression keys."""
+    return with_expect(with_regression(raw))
+
+
+NAV = re.compile(r"^( *)# frank:claims\n.*?^ *# /frank:claims$", re.M | re.S)
+MKDOCS = DOCS.parent / "mkdocs.yml"
+
+
+def nav(config: str) -> str:
+    """mkdocs.yml with the claims' pages in the nav, in the claims' order, between
+    `# frank:claims` and `# /frank:claims` (a YAML comment each, so the file stays mkdocs')."""
+    from pytest_frank.claims import built_in
+
+    def pages(match: re.Match[str]) -> str:
+        indent = match[1]
+        lines = [f"{indent}# frank:claims"]
+        lines += [f"{indent}- {c.name}: {c.page}" for c in built_in().values()]
+        return "\n".join([*lines, f"{indent}# /frank:claims"])
+    return NAV.sub(pages, config)
+
+
+def schema_text(raw: dict[str, Any]) -> str:
+    return json.dumps(raw, indent=2, ensure_ascii=False) + "\n"
 
 
 def pages() -> list[Path]:
@@ -147,7 +217,15 @@ def on_page_markdown(markdown: str, **_: Any) -> str:
     return render(markdown, markers=False)
 
 
-if __name__ == "__main__":  # python docs/gen.py: write the tables into the pages
+if __name__ == "__main__":  # python docs/gen.py: the schema's blocks, the nav, then the tables
+    current = SCHEMA.read_text(encoding="utf-8")
+    if schema_text(generated(json.loads(current))) != current:
+        SCHEMA.write_text(schema_text(generated(json.loads(current))), encoding="utf-8")
+        print(f"wrote the claims' and the regression keys of {SCHEMA.relative_to(DOCS.parent)}")
+    config = MKDOCS.read_text(encoding="utf-8")
+    if nav(config) != config:
+        MKDOCS.write_text(nav(config), encoding="utf-8")
+        print("wrote the claims' pages into mkdocs.yml's nav")
     for page in pages():
         text = page.read_text(encoding="utf-8")
         if render(text) != text:

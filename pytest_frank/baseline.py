@@ -4,29 +4,13 @@ now does not, and measured figures past their tolerance (fleet.yaml `regression:
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
 from typing import Any
 
 from pytest_frank.claims import fingerprint
-from pytest_frank.figures import number
+from pytest_frank.figures import TOLERANCES, lookup, number
 from pytest_frank.results import RANK, EndpointInfo, Run, Row
 from pytest_frank.verdict import Verdict
 
-# (figure, how it is named, higher is better, the tolerance key)
-FIGURES = (
-    ("acceptance", "draft acceptance", True, "acceptance_drop"),
-    ("ttft_s", "time to first token", False, "ttft_rise"),
-    ("tok_s", "decode speed", True, "tok_s_drop"),
-    ("cached_share", "prefix-cache share", True, "cached_share_drop"),
-    ("thinking_tokens", "thinking length", False, "thinking_rise"),
-)
-# The load claim's figures per level of its ladder (`decode_tps_at_4`): each level compared with
-# the same level before, by the tolerance of its kind.
-LEVELLED = (
-    ("ttft_p90_s", "time to first token P90", False, "ttft_rise"),
-    ("decode_tps", "decode speed per request", True, "tok_s_drop"),
-    ("aggregate_tps", "tokens per second together", True, "tok_s_drop"),
-)
 # A time to verdict this many seconds longer is the box's load, whatever its ratio.
 TIME_NOISE_S = 5.0
 # A timed median (first token, decode speed) past its tolerance is still noise while it moves
@@ -35,29 +19,28 @@ TIME_NOISE_S = 5.0
 SPREAD = 3.0
 
 
-@dataclass(frozen=True)
 class Tolerances:
-    acceptance_drop: float = 0.05  # absolute: 0.80 -> 0.74 is a regression
-    ttft_rise: float = 0.25  # relative: 25% slower to the first token
-    # ...and by more than this: at a few milliseconds, a doubling is the scheduler, not the server
-    ttft_noise_s: float = 0.05
-    # relative: 30% fewer tokens a second. Reruns of an unchanged llama.cpp with one CPU-bound
-    # process beside it decoded 22-24% slower (docs/reports.md): 20% cried wolf on a shared CI
-    # runner; a server 40% slower is still past it.
-    tok_s_drop: float = 0.30
-    # absolute: 0.95 -> 0.80 of a repeated prompt cached; the count moves with the cache's block
-    # size and the template, not with timing, so the band is narrow
-    cached_share_drop: float = 0.10
-    # relative: a reply thinks 50% longer (a template or effort change; clients' budgets follow)
-    thinking_rise: float = 0.5
-    # relative: the battery generated 25% more tokens on the endpoint, or took 25% longer to its
-    # verdict (a model thinking longer, or a plan asking more)
-    tokens_rise: float = 0.25
-    # the fingerprint claim: the share of a prompt's recorded greedy tokens that must match
-    # before the first divergence (a relaunch on one build repeats them exactly), and the mean
-    # absolute logprob difference allowed on the common prefix
-    fingerprint_agreement: float = fingerprint.AGREEMENT
-    logprob_drift: float = fingerprint.DRIFT
+    """An endpoint's `regression:` block, each key of figures.TOLERANCES its given value or
+    its default (`tol.ttft_rise`); a key not there is a TypeError, as a dataclass's would be."""
+
+    def __init__(self, **given: float):
+        unknown = set(given) - set(TOLERANCES)
+        if unknown:
+            raise TypeError(f"no regression tolerance {', '.join(sorted(unknown))} (known: "
+                            f"{', '.join(TOLERANCES)})")
+        self._values = {key: float(given.get(key, t.default)) for key, t in TOLERANCES.items()}
+
+    def __getattr__(self, key: str) -> float:
+        try:
+            return self.__dict__["_values"][key]
+        except KeyError:
+            raise AttributeError(key) from None
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Tolerances) and self._values == other._values
+
+    def __repr__(self) -> str:
+        return f"Tolerances({', '.join(f'{k}={v:g}' for k, v in self._values.items())})"
 
     @classmethod
     def from_fleet(cls, raw: dict[str, Any] | None) -> Tolerances:
@@ -76,8 +59,7 @@ def compare(before: Run, now: Run, tolerances: dict[str, Tolerances],
             continue  # new, or not run before: nothing to compare with
         tol = tolerances.get(row.endpoint, Tolerances())
         for what in [_verdict(old.verdict, row.verdict, row.line),
-                     *(_figure(f, old.figures, row.figures, tol)
-                       for f in (*FIGURES, *_levelled(row.figures))),
+                     *(_figure(name, old.figures, row.figures, tol) for name in row.figures),
                      *_fingerprints(old, row, tol)]:
             if not what:
                 continue
@@ -114,16 +96,6 @@ def _cost(before: EndpointInfo, now: EndpointInfo, tol: Tolerances) -> list[str]
     return found
 
 
-def _levelled(figures: dict) -> list[tuple]:
-    """The specs of the per-level figures a row has (`ttft_p90_s_at_4`: "at 4 in flight")."""
-    found = []
-    for name in figures:
-        stem, _, level = name.rpartition("_at_")
-        found += [(name, f"{label} at {level} in flight", higher, key)
-                  for kind, label, higher, key in LEVELLED if stem == kind and level.isdigit()]
-    return found
-
-
 def _verdict(before: Verdict, now: Verdict, line: str) -> str | None:
     if before is not Verdict.PASS or RANK[now] <= RANK[Verdict.INCONCLUSIVE]:
         return None  # only a pass that now fails, errs or is blocked counts
@@ -135,21 +107,26 @@ class Noise(str):
     """A change past its tolerance that stays within the runs' spread: said, not a regression."""
 
 
-def _figure(spec: tuple, before: dict, now: dict, tol: Tolerances) -> str | None:
-    name, label, higher_better, key = spec
-    if name not in before or name not in now:
+def _figure(name: str, before: dict, now: dict, tol: Tolerances) -> str | None:
+    """A figure of figures.FIGURES with a tolerance, past it since the baseline; a levelled one
+    (`decode_tps_at_4`) against the same level before."""
+    found = lookup(name)
+    if found is None or found[0].tolerance is None or name not in before:
         return None
+    figure, level = found
+    label = figure.label if level is None else f"{figure.label} at {level} in flight"
+    higher_better, tolerance = figure.higher_better, TOLERANCES[str(figure.tolerance)]
     old, new = before[name]["value"], now[name]["value"]
     unit = now[name].get("unit") or ""
-    allowed = getattr(tol, key)
+    allowed = getattr(tol, tolerance.key)
     worse = (old - new) if higher_better else (new - old)
-    if name in ("acceptance", "cached_share"):
+    if tolerance.absolute:
         if worse > allowed:
             return f"{label} {old:.2f} -> {new:.2f} (down {worse:.2f}, tolerance {allowed:g})"
         return None
     if old <= 0 or worse / old <= allowed:
         return None
-    if key == "ttft_rise" and worse <= tol.ttft_noise_s:
+    if tolerance.floor and worse <= getattr(tol, tolerance.floor):
         return None
     change = "down" if higher_better else "up"
     said = (f"{label} {number(old, 4)} -> {number(new, 4)} {unit} ({change} {worse / old:.0%}, "

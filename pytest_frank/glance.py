@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from pytest_frank import charts, hosts
 from pytest_frank.charts import Point
+from pytest_frank.figures import FIGURES, Bars, Figure, lookup
 from pytest_frank.results import RANK, EndpointInfo, Row, Run
 from pytest_frank.verdict import Verdict
 
@@ -19,26 +20,6 @@ FAILING = (Verdict.FAIL, Verdict.ERROR, Verdict.BLOCKED)
 INCONCLUSIVE = (Verdict.INCONCLUSIVE, Verdict.INTERRUPTED)
 # a row that needs no reading
 FOLDED = (Verdict.PASS, Verdict.SKIPPED, Verdict.NOT_ASKED, Verdict.NOT_APPLICABLE)
-# (figure, title, unit, the scale's fixed end or None)
-CHARTED = (
-    ("ttft_s", "time to first token (median) against max_ttft_s", "s", None),
-    ("tok_s", "decode speed (median) against min_decode_tps", "tok/s", None),
-    ("acceptance", "draft acceptance inside its band", "", 1.0),
-    ("thinking_tokens", "thinking tokens (longest reply)", "tokens", None),
-)
-MEMORY = (("vram_modelled_mib", "modelled"), ("vram_used_mib", "measured"))
-# The load claim's ladder: a bar per endpoint and level (`decode_tps_at_4`), its floor ticked.
-LADDER = (("decode_tps", "decode speed per request under load (median), by requests in flight",
-           "tok/s"),
-          ("ttft_p90_s", "time to first token under load (P90), by requests in flight", "s"))
-# (figure, title, unit, the scale's fixed end or None)
-TRENDED = (("ttft_s", "time to first token", "s", None), ("tok_s", "decode speed", "tok/s", None),
-           ("acceptance", "draft acceptance", "", 1.0),
-           ("vram_used_mib", "memory used", "MiB", None),
-           ("thinking_tokens", "thinking tokens", "tokens", None),
-           ("cached_share", "prefix-cache share", "", 1.0))
-
-
 @dataclass(frozen=True)
 class Chart:
     name: str  # the file name's part: ttft_s, trend-tok_s, ...
@@ -113,25 +94,29 @@ def worst_first(rows: list[Row]) -> list[Row]:
 
 
 def figures(run: Run) -> list[Chart]:
-    """This run's figures, one chart each, with the bounds each row recorded."""
+    """This run's figures, a chart each that figures.FIGURES draws (several on one where they
+    share it: memory, modelled against measured), with the bounds each row recorded; a levelled
+    figure a bar per endpoint and level (`decode_tps_at_4`), its floor ticked."""
+    drawn: dict[str, tuple[Bars, Figure, list[Point]]] = {}
+    for figure in FIGURES.values():
+        if figure.chart is None:
+            continue
+        bars = figure.chart
+        if figure.levelled:
+            points = [_point(f"{row.endpoint} {hit[1]} in flight", f) for row in run.rows
+                      for name, f in row.figures.items()
+                      if (hit := lookup(name)) is not None and hit[0] is figure]
+        else:
+            points = [_point(f"{label} {bars.word}".strip(), f)
+                      for label, f in _figured(run, figure.name)]
+        drawn.setdefault(bars.name, (bars, figure, []))[2].extend(points)
     found = []
-    for name, title, unit, top in CHARTED:
-        points = [_point(label, f) for label, f in _figured(run, name)]
+    for name, (bars, figure, points) in drawn.items():
         if points:
-            found.append(Chart(name, title, charts.bars(name, title, unit, points, top)))
-    memory = [_point(f"{label} {what}", f) for figure, what in MEMORY
-              for label, f in _figured(run, figure)]
-    if memory:
-        memory.sort(key=lambda p: p.label)
-        title = "memory, modelled against measured"
-        found.append(Chart("memory", title, charts.bars("memory", title, "MiB", memory)))
-    for stem, title, unit in LADDER:
-        rungs = [_point(f"{row.endpoint} {level} in flight", f) for row in run.rows
-                 for name, f in row.figures.items()
-                 if (level := name.removeprefix(f"{stem}_at_")) != name and level.isdigit()]
-        if rungs:
-            name = f"load_{stem}"
-            found.append(Chart(name, title, charts.bars(name, title, unit, rungs)))
+            if bars.word:  # a shared chart: each endpoint's bars side by side
+                points.sort(key=lambda p: p.label)
+            found.append(Chart(name, bars.title, charts.bars(name, bars.title, figure.unit,
+                                                              points, figure.top)))
     return found
 
 
@@ -141,7 +126,10 @@ def trends(history: list[Run]) -> list[Chart]:
         return []
     runs = [_when(run) for run in history]
     found = []
-    for name, title, unit, top in TRENDED:
+    for figure in FIGURES.values():
+        if figure.trend is None:
+            continue
+        name, title, unit = figure.name, figure.trend, figure.unit
         seen = [dict(_figured(run, name)) for run in history]
         labels = list(dict.fromkeys(label for one in seen for label in one))
         if not labels:
@@ -151,7 +139,7 @@ def trends(history: list[Run]) -> list[Chart]:
             for label in labels}
         said = f"{title}, last {len(history)} runs"
         found.append(Chart(f"trend-{name}", said,
-                           charts.trend(f"trend-{name}", said, unit, runs, series, top)))
+                           charts.trend(f"trend-{name}", said, unit, runs, series, figure.top)))
     return found
 
 

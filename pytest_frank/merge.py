@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import fields
-from html import escape
 from pathlib import Path
 from typing import Any, Callable
 
@@ -173,41 +172,23 @@ def _joined(values) -> str:
     return ", ".join(dict.fromkeys(v for v in values if v))
 
 
-def document(run: Run) -> str:
-    """The page as a file of its own: the run's static block, no script, no external asset."""
-    from pytest_frank.page import render
-
-    title = escape(f"pytest-frank: {Path(run.fleet.split(', ')[0]).name}")
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{title}</title>'
-            f"</head><body>\n{render(run)}\n</body></html>\n")
-
-
 def _write(args: argparse.Namespace, run: Run) -> int:
-    """Each report asked for; one the disk refuses is named, with why, and the merge fails."""
-    from pytest_frank import markdown, prometheus
+    """Each report asked for, by the writers a run uses, with the merged record's charts (a
+    merge keeps no history: no trends); one the disk refuses is named, with why, and the merge
+    fails."""
+    from pytest_frank import glance
+    from pytest_frank.writers import WRITERS
 
-    writers: dict[str, Callable[[str], None]] = {
-        "html": lambda path: _text(path, document(run)),
-        "frank_report": lambda path: _text(path, markdown.render(run)),
-        "frank_prometheus": lambda path: prometheus.write(run, path),
-        "frank_json": lambda path: _text(path, run.to_json()),
-    }
+    charts = glance.figures(run)
     status = 0
-    for option, write in writers.items():
+    for option, write in WRITERS.items():
         path = getattr(args, option)
         if not path:
             continue
         try:
-            write(path)
+            write(run, Path(path), charts)
         except OSError as exc:
             print(f"frank merge: --{option.replace('_', '-')} {redact.inert(path)}: not written "
                   f"({redact.inert(exc.strerror or str(exc))})", file=sys.stderr)
             status = 2
     return status
-
-
-def _text(path: str, text: str) -> None:
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(text, encoding="utf-8")
-

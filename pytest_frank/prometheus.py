@@ -15,6 +15,8 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, Gauge, Info, generate_latest
 
 from pytest_frank import redact
+from pytest_frank.figures import FIGURES as REGISTRY
+from pytest_frank.figures import lookup
 from pytest_frank.results import Run
 from pytest_frank.verdict import Verdict
 
@@ -24,35 +26,12 @@ UNDECIDED = {Verdict.INCONCLUSIVE, Verdict.SKIPPED, Verdict.INTERRUPTED, Verdict
              Verdict.NOT_APPLICABLE}
 # a test that did not run has no success series
 NOT_RUN = {Verdict.SKIPPED, Verdict.NOT_ASKED, Verdict.NOT_APPLICABLE}
-MIB = 2**20
-# JSON figure -> (metric, help, factor to the base unit)
-FIGURES = {
-    "ttft_s": ("frank_ttft_seconds", "median time to first token", 1.0),
-    "tok_s": ("frank_decode_tokens_per_second", "median decode speed", 1.0),
-    "acceptance": ("frank_spec_decode_acceptance_ratio", "draft tokens accepted / drafted", 1.0),
-    "vram_modelled_mib": ("frank_vram_modelled_bytes", "GPU memory the memory model expects", MIB),
-    "vram_used_mib": ("frank_vram_used_bytes", "GPU memory the source reports used", MIB),
-    "cached_ttft_ratio": ("frank_prefix_cache_ttft_ratio",
-                          "time to first token of a repeated prompt over the first", 1.0),
-    "cached_share": ("frank_prefix_cache_hit_ratio",
-                     "share of a repeated prompt served from the prefix cache", 1.0),
-    "thinking_tokens": ("frank_thinking_tokens", "tokens of reasoning before the answer", 1.0),
-    "error_rate": ("frank_load_error_ratio", "share of the load ladder's requests that failed",
-                   1.0),
-    "reasoning_only_rate": ("frank_load_reasoning_only_ratio",
-                            "share of the load ladder's replies that carried reasoning only", 1.0),
-}
+# JSON figure -> (metric, help, factor to the base unit), from figures.FIGURES
+FIGURES = {f.name: (f.metric, f.about, f.factor) for f in REGISTRY.values()
+           if f.metric and not f.levelled}
 # The load claim's figures per level of its ladder (`ttft_p90_s_at_4`): one series per level,
 # the level a label, so a dashboard draws the ladder.
-LEVELLED = {
-    "ttft_p50_s": ("frank_load_ttft_p50_seconds", "time to first token, P50, at the level"),
-    "ttft_p90_s": ("frank_load_ttft_p90_seconds", "time to first token, P90, at the level"),
-    "decode_tps": ("frank_load_decode_tokens_per_second",
-                   "median per-request decode speed at the level"),
-    "aggregate_tps": ("frank_load_tokens_per_second", "tokens per second of the level's replies "
-                                                      "together"),
-}
-AT = "_at_"
+LEVELLED = {f.name: (f.metric, f.about) for f in REGISTRY.values() if f.metric and f.levelled}
 
 
 def label(text: str) -> str:
@@ -85,14 +64,16 @@ def registry(run: Run) -> CollectorRegistry:
         test_ok.labels(fleet, label(row.endpoint), label(row.claim), label(row.test)).set(
             1 if row.verdict is Verdict.PASS else 0)
         for name, figure in row.figures.items():
-            value = figure.get("value")
-            if name in gauges and isinstance(value, (int, float)):
-                gauges[name].labels(fleet, label(row.endpoint), label(row.test)).set(
-                    value * FIGURES[name][2])
-            kind, _, level = name.rpartition(AT)
-            if kind in levelled and level.isdigit() and isinstance(value, (int, float)):
-                levelled[kind].labels(fleet, label(row.endpoint), label(row.test), level).set(
-                    value)
+            value, found = figure.get("value"), lookup(name)
+            if found is None or not isinstance(value, (int, float)):
+                continue
+            kind, level = found
+            if level is None and kind.name in gauges:
+                gauges[kind.name].labels(fleet, label(row.endpoint), label(row.test)).set(
+                    value * kind.factor)
+            elif level is not None and kind.name in levelled:
+                levelled[kind.name].labels(fleet, label(row.endpoint), label(row.test),
+                                           str(level)).set(value * kind.factor)
     # Per endpoint, 0 where nothing regressed or no baseline was given: an alert on it needs
     # the series to be there.
     regressed = Gauge("frank_regressions", "what got worse since --frank-baseline (a test that "

@@ -95,11 +95,6 @@ def _history(config: pytest.Config) -> Path | None:
     return path
 
 
-def _write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-
-
 class Reports:
     def __init__(self, config: pytest.Config, fleet: dict[str, Endpoint], fleet_path: Path,
                  baseline: Run | None):
@@ -112,6 +107,7 @@ class Reports:
         self.spends: dict[str, dict] = {}  # endpoint -> Spend.record()
         self.history: list[Run] = []  # --frank-history's kept runs, oldest first
         self._run: Run | None = None
+        self._charts: list[Chart] | None = None
         self.started = time.time()
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
@@ -192,13 +188,14 @@ class Reports:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if hasattr(self.config, "workerinput") or self.config.option.collectonly:
             return  # the controller writes, once
+        from pytest_frank.writers import WRITERS
+
         run = self.run()
-        path = self.config.getoption("frank_json")
-        if path:
-            self._saved(session, "frank_json", partial(_write_text, Path(path), run.to_json()))
-        path = self.config.getoption("frank_report")
-        if path:
-            self._saved(session, "frank_report", partial(self._markdown, Path(path)))
+        for option in ("frank_json", "frank_report"):  # the textfile goes with the push
+            path = self.config.getoption(option)
+            if path:
+                self._saved(session, option, partial(WRITERS[option], run, Path(path),
+                                                     self.charts()))
         folder = self.config.getoption("frank_history")
         if folder:
             from pytest_frank import history
@@ -234,7 +231,10 @@ class Reports:
         from pytest_frank import prometheus
 
         if textfile:
-            self._saved(session, "frank_prometheus", lambda: prometheus.write(run, textfile))
+            from pytest_frank.writers import WRITERS
+
+            self._saved(session, "frank_prometheus",
+                        partial(WRITERS["frank_prometheus"], run, Path(textfile), []))
         if gateway:
             redact.register_url(gateway)  # a password in it is never shown
             try:
@@ -245,31 +245,15 @@ class Reports:
                           f"failed ({said}); the verdicts stand, the metrics were not pushed",
                           yellow=True)
 
-    def _markdown(self, path: Path) -> None:
-        """The Markdown, and its charts as .svg files beside it (wikis show those as images)."""
-        from pytest_frank.markdown import render
-
-        import base64
-
-        from pytest_frank.glance import pictures
-
-        run = self.run()
-        charts = self.charts()
-        for chart in charts:
-            _write_text(path.with_name(f"{path.stem}-{chart.name}.svg"), chart.svg)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        for picture in pictures(run):
-            path.with_name(f"{path.stem}-{picture.file}").write_bytes(
-                base64.b64decode(picture.data))
-        _write_text(path, render(run, [(c.title, f"{path.stem}-{c.name}.svg") for c in charts],
-                                 f"{path.stem}-"))
-
     def charts(self) -> list[Chart]:
-        """This run's figures, and their trends over the kept history and this run."""
-        from pytest_frank import glance
+        """This run's figures, and their trends over the kept history and this run (drawn once,
+        for the page and the Markdown)."""
+        if self._charts is None:
+            from pytest_frank import glance
 
-        run = self.run()
-        return glance.figures(run) + glance.trends([*self.history, run])
+            run = self.run()
+            self._charts = glance.figures(run) + glance.trends([*self.history, run])
+        return self._charts
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         run = self.run()

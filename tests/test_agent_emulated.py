@@ -47,21 +47,28 @@ def test_thinking_echoed_with_its_signature_passes_plain_and_streamed(run_fleet)
     with Emulator("anthropic") as em:
         serve_messages(em, strict_messages)
         result = run_fleet(fleet(em.url), "-m", "agent")
-    # parallel not asked; no template route; reasoning goes back in thinking blocks
-    result.assert_outcomes(passed=2, skipped=3)
+    # parallel not asked; no template route. test_agent_reasoning_history: the history
+    # without the turn's thinking block refused (the Messages API requires it), taken with it
+    result.assert_outcomes(passed=3, skipped=2)
+    result.stdout.fnmatch_lines(["PASSED*test_agent_reasoning_history*"])
 
 
 def test_a_gateway_that_strips_thinking_blocks_fails_with_the_diagnosis(run_fleet):
     with Emulator("anthropic") as em, Proxy(em.url, rewrite=strip_thinking) as gateway:
         serve_messages(em, strict_messages)
         result = run_fleet(fleet(gateway.url), "-m", "agent")
-    result.assert_outcomes(failed=2, skipped=3)
+    result.assert_outcomes(failed=3, skipped=2)
     result.stdout.fnmatch_lines([
         "*agent step (1 call(s), then the answer): turn 2 (the answer to the tool result) "
         "answered 400: the thinking blocks were sent back (user, assistant (thinking, tool_use), "
         "user (1 tool_result block(s))) but did not arrive: messages.1.content.0.type: Expected "
         "`thinking`*",
-        "*fix: a proxy dropped the thinking blocks (and their signatures)*"])
+        "*fix: a proxy dropped the thinking blocks (and their signatures)*",
+        "*an agent's history (user, assistant with a tool call, tool) with the previous turn's "
+        "reasoning in `thinking` blocks was not answered, as without it: answered 400: "
+        "messages.1.content.0.type: Expected `thinking`*",
+        "*fix: a proxy or gateway in front strips the `thinking` blocks from the history's "
+        "assistant turns*"])
 
 
 def parallel_messages(body):

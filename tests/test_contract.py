@@ -1,24 +1,27 @@
-"""One list per concept: the schema's claim, engine and launch-key lists equal the code's, each
-claim's typed options take exactly the keys the schema allows, and every battery test is one
-declared check."""
+"""One list per concept: the schema's claim keys are written from the claims' declarations (and
+mkdocs.yml's claim pages), its engine and launch-key lists equal the code's, each claim's typed
+options take exactly the keys the schema allows, and every battery test is one declared check."""
 
 import ast
 import importlib
+import json
 import pkgutil
 import re
 from pathlib import Path
 
 import pytest
+from test_docs import load_gen
 
 import pytest_frank.batteries as battery
 import pytest_frank.drivers
 from pytest_frank.local import launch
 from pytest_frank.checks import Check
-from pytest_frank.claims import CLAIMS, options_type
+from pytest_frank.claims import CLAIMS, Options, built_in, options_type
 from pytest_frank.drivers import DRIVERS
 from pytest_frank.fleet import ENGINES, schema
 
 pytestmark = pytest.mark.unit
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _defs():
@@ -55,9 +58,37 @@ def test_schema_launch_keys_are_the_launcher_keys():
     assert set(_defs()["launch"]["properties"]) == launch.KEYS
 
 
+def test_the_schemas_claim_keys_are_written_from_the_claims():
+    # The options' `option`s are the schema: fleet.schema.json holds what docs/gen.py writes.
+    gen = load_gen()
+    text = (ROOT / "pytest_frank" / "fleet.schema.json").read_text(encoding="utf-8")
+    assert gen.schema_text(gen.with_expect(json.loads(text))) == text, \
+        "run `python docs/gen.py`: fleet.schema.json's `$defs.expect` is stale"
+
+
+def test_the_docs_nav_lists_each_claims_page_in_order():
+    gen = load_gen()
+    config = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    assert gen.nav(config) == config, "run `python docs/gen.py`: mkdocs.yml's claim pages are stale"
+    for claim in built_in().values():
+        assert (ROOT / "docs" / claim.page).is_file(), claim.page
+        assert f"- {claim.name}: {claim.page}" in config
+
+
+def test_each_claim_is_declared_once_in_its_own_module():
+    declared = built_in()
+    assert list(declared) == [c for c in CLAIMS if c in declared]  # the reports' order
+    assert len({c.order for c in declared.values()}) == len(declared)
+    for name, claim in declared.items():
+        module = importlib.import_module(f"pytest_frank.claims.{name}")
+        assert module.CLAIM is claim and options_type(name) is claim.options
+        assert claim.options is module.Options or claim.options is Options
+
+
 @pytest.mark.parametrize("claim", sorted(set(CLAIMS) - {"health", "alias", "reasoning_effort",
                                                         "clients"}))
 def test_claim_options_take_the_schema_keys(claim):
+    # Only the fields declared with `option` are fleet.yaml keys; every other field is filled in.
     allowed = set(_defs()["expect"]["properties"][claim].get("properties", {}))
     assert options_type(claim).keys() == allowed
 
@@ -91,6 +122,15 @@ def _battery_tests():
         for name, obj in vars(module).items():
             if name.startswith("test_"):
                 yield module, name, obj
+
+
+def test_each_claims_battery_makes_a_test_of_each_of_its_checks():
+    # A Check declared but left out of its battery file would never run.
+    tests: dict[str, set[str]] = {}
+    for _, name, obj in _battery_tests():
+        tests.setdefault(obj.frank_check.claim, set()).add(name)
+    for name, claim in built_in().items():
+        assert tests.get(name, set()) == {c.test for c in claim.checks()}, name
 
 
 def test_every_battery_test_is_a_declared_check_named_for_itself():

@@ -200,6 +200,30 @@ def pytest_frank_claims(register):
     assert "Traceback" not in result.stderr.str() + result.stdout.str()
 
 
+def test_a_claim_registered_without_a_schema_is_validated_by_its_options(run_fleet, pytester):
+    """A registered claim's options declared with `option`, as the battery's are: their schema
+    is the claim's, so a wrong type is the fleet file's error before the claim parses it."""
+    pytester.makeconftest("""
+from dataclasses import dataclass
+
+from pytest_frank.claims import Options, option
+
+
+@dataclass(frozen=True)
+class Lora(Options):
+    adapter: str = option("", "the adapter file llama-server should load", minLength=1)
+
+
+def pytest_frank_claims(register):
+    register("lora", "the LoRA adapter is loaded", options=Lora)
+""")
+    result = run_fleet("endpoints:\n  a: {url: 'http://h:1', engine: vllm, "
+                       "expect: {lora: {adapter: 3}}}\n")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*fleet.yaml: endpoints.a.expect.lora.adapter: expected a "
+                                 "string, got integer 3"])
+
+
 def test_asked_claims_follow_the_registry(tmp_path):
     """health always, alias and serve by their own endpoint keys, the rest by expect: keys."""
     unit = tmp_path / "u.service"

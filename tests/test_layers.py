@@ -31,7 +31,7 @@ LAYERS = {
     # stash: the run's keys on pytest's config; junit: pytest's own XML, renamed
     "glue": ["stash", "plugin", "session_hooks", "endpoint", "rows", "junit", "batteries"],
     "reports": ["reporting", "page", "markdown", "baseline", "prometheus", "glance", "charts",
-                "history", "merge"],
+                "history", "writers", "merge"],
 }
 ORDER = list(LAYERS)
 NOT_FROM = {"reports": {"glue"}}  # a report reads the record, not the session that wrote it

@@ -4,8 +4,10 @@ the time to verdict too) and every row. The unsharded run is an xdist one (`-n 2
 and costs crossed from the workers to the controller; the shards' did not. Two emulated healthy
 vLLM endpoints, which answer alike every time: a real engine's answers would make the token
 counts differ from run to run, not the merge (tests/test_merge_real.py merges real llama.cpp's
-pages)."""
+pages). The merged Markdown and page carry the unsharded run's charts: one set of writers
+writes both."""
 
+import re
 from dataclasses import fields
 
 import pytest
@@ -14,6 +16,7 @@ from emulator import Emulator, Reply, serve_chat
 from healthy_engines import healthy_chat
 
 from pytest_frank import merge
+from pytest_frank.figures import lookup
 from pytest_frank.results import EndpointInfo, Row, load
 from pytest_frank.shard import shard_of
 
@@ -67,12 +70,15 @@ def test_two_shards_merge_into_the_unsharded_runs_record(run_fleet, pytester, ca
                                for name, em in (("good", good), ("beta", beta))}}
         # the whole run under xdist: its rows and what they saw cross the wire to the controller
         run_fleet(fleet, "-p", "no:randomly", "-n", "2", "--dist", "loadgroup",
-                  "--frank-json=whole.json").assert_outcomes(passed=12)
+                  "--frank-json=whole.json", "--frank-report=whole/report.md",
+                  "--html=whole/page.html").assert_outcomes(passed=12)
         for i in (1, 2):
             run_fleet(fleet, "-p", "no:randomly", f"--frank-shard={i}/2",
                       f"--frank-json=shard{i}.json").assert_outcomes(passed=6)
     records = [str(pytester.path / f"shard{i}.json") for i in (1, 2)]
-    assert merge.main([*records, "--frank-json", str(pytester.path / "merged.json")]) == 0
+    assert merge.main([*records, "--frank-json", str(pytester.path / "merged.json"),
+                       "--frank-report", str(pytester.path / "merged" / "report.md"),
+                       "--html", str(pytester.path / "merged" / "page.html")]) == 0
     capsys.readouterr()
     whole, merged = load(pytester.path / "whole.json"), load(pytester.path / "merged.json")
     shards = [load(pytester.path / f"shard{i}.json") for i in (1, 2)]
@@ -89,3 +95,20 @@ def test_two_shards_merge_into_the_unsharded_runs_record(run_fleet, pytester, ca
     rows = {r.key: r for r in merged.rows}
     for row in whole.rows:
         _same(ROW, row, rows[row.key], row.key)
+
+    # every figure the run recorded is the registry's (figures.FIGURES), and charted alike
+    recorded = {name for row in whole.rows for name in row.figures}
+    assert recorded and all(lookup(name) for name in recorded), recorded
+    _same_charts(pytester.path / "whole", pytester.path / "merged")
+
+
+def _same_charts(whole, merged) -> None:
+    """The Markdown's chart images (files beside it, linked by title) and the page's charts."""
+    svgs = [sorted(p.name for p in folder.glob("report-*.svg")) for folder in (whole, merged)]
+    assert svgs[0] and svgs[0] == svgs[1], svgs
+    linked = [re.findall(r"^!\[.*\]\(report-.*\.svg\)$", (folder / "report.md").read_text(),
+                         re.M) for folder in (whole, merged)]
+    assert len(linked[0]) == len(svgs[0]) and linked[0] == linked[1], linked
+    drawn = [re.findall(r'class="frank-chart" data-figure="([^"]+)"',
+                        (folder / "page.html").read_text()) for folder in (whole, merged)]
+    assert drawn[0] and drawn[0] == drawn[1], drawn

@@ -129,6 +129,31 @@ def test_response_format_passes_on_valid_json():
         status=200, content=good, reasoning="thinking", finish="stop")}), ctx())
 
 
+@pytest.mark.parametrize("drafted, said", [
+    (params.Drafted("expect.spec_decode is asked", (96.0, 70.0),
+                    "vllm:spec_decode_* counters, server-wide over the answers"),
+     "drafting engaged during the JSON answer (expect.spec_decode is asked): 96 draft tokens, 70 "
+     "accepted [vllm:spec_decode_* counters, server-wide over the answers], and the schema "
+     "held"),
+    (params.Drafted("expect.spec_decode is asked", (0.0, 0.0),
+                    "vllm:spec_decode_* counters, server-wide over the answers"),
+     "drafting not shown during the JSON answer: expect.spec_decode is asked, yet "
+     "vllm:spec_decode_* counters, server-wide over the answers show no draft tokens; the "
+     "schema held without it"),
+    (params.Drafted("expect.spec_decode is asked"),
+     "drafting not shown during the JSON answer: expect.spec_decode is asked, yet where the "
+     "vLLM server reports draft counts (the vllm:spec_decode_* counters in /metrics) none "
+     "came")])
+def test_drafting_during_the_json_answer_is_a_note_either_way(drafted, said):
+    # vLLM reads drafting from /metrics (the driver's draft_counts_from); the schema held, so
+    # a drafting case not shown is said, never failed
+    good = '{"colour": "red", "code": "PAR", "place": {"city": "Paris"}}'
+    notes: list[str] = []
+    params.judge_response_format(params.Sent(replies={"response_format": Reply(
+        status=200, content=good, finish="stop")}, drafted=drafted), ctx("vllm", notes))
+    assert notes[-1].startswith(said), notes
+
+
 def test_logprobs_of_the_wrong_width_fail():
     r = Reply(status=200, content="Hi", tokens=1, logprobs=[Logprob("Hi", -0.1, 1)])
     with pytest.raises(Failed, match="token 'Hi' came with 1 alternatives"):

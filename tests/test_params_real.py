@@ -213,3 +213,40 @@ def test_response_format_holds_with_thinking_asked_where_reasoning_is_asked(llam
     assert "with thinking on" not in result.stdout.str()  # nothing to say: both held
     # the default, then thinking on, then the schema the prompt does not ask for
     result.stdout.fnmatch_lines(["ep  cost: 3 generations*"])
+
+
+def _notes(pytester) -> str:
+    data = json.loads((pytester.path / "run.json").read_text())
+    return "\n".join(n for row in data["rows"] for n in row["notes"])
+
+
+def test_response_format_while_drafting_shows_the_drafts(llama, run_fleet, pytester):
+    """vLLM PR 36138's shape: the schema must hold while drafting too. `selftest` drafting
+    itself (/slots speculative true) writes the JSON, thinking on and off, with draft tokens in
+    each reply's timings: the check shows drafting was engaged while the schema held."""
+    server = llama(model="selftest", alias="frank", draft_model="selftest", threads=1)
+    result = run_fleet(one_endpoint(server.url, alias="frank",
+                                    expect={"params": True, "reasoning": True}),
+                       "-k", "test_params_response_format and not variants",
+                       "--frank-json=run.json")
+    result.assert_outcomes(passed=1)
+    text = _notes(pytester)
+    assert "drafting engaged during the JSON answers (thinking on and off) (/slots speculative " \
+           "is true): " in text, text
+    assert "accepted [the replies' timings.draft_n / draft_n_accepted], and the schema held" \
+        in text, text
+    result.stdout.fnmatch_lines(["ep  cost: 3 generations*"])  # no generation of its own
+
+
+def test_drafting_asked_but_not_engaged_is_a_note_not_a_failure(llama, run_fleet, pytester):
+    # The fleet asks spec_decode of a server started without a draft model: the schema holds,
+    # and the drafting case is said to be not shown (test_spec_decode fails it on its own).
+    server = llama(model="selftest", alias="frank")
+    result = run_fleet(one_endpoint(server.url, alias="frank",
+                                    expect={"params": True, "spec_decode": True}),
+                       "-k", "test_params_response_format and not variants",
+                       "--frank-json=run.json")
+    result.assert_outcomes(passed=1)
+    assert "drafting not shown during the JSON answer: expect.spec_decode is asked, yet where " \
+           "the llama.cpp server reports draft counts (each reply's timings.draft_n / " \
+           "draft_n_accepted) none came; the schema held without it" in _notes(pytester)

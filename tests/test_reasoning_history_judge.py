@@ -18,12 +18,14 @@ KEEPS = (True, "the served template, rendered here with the same history, keeps 
 DROPS = (False, "the served template, rendered here with the same history, drops it")
 
 
-def judged(counts: dict, engine="llamacpp", keeps=None, expect=True, refused=None) -> list[str]:
+def judged(counts: dict, engine="llamacpp", keeps=None, expect=True, refused=None,
+           api=None, unasked=None, reasoning=False) -> list[str]:
     notes: list[str] = []
-    ep = bind(Endpoint("ep", engine, url="http://127.0.0.1:1", expect={"agent": expect}))
-    found = Counted(counts=counts, refused=refused or {}, keeps=keeps)
-    reasoning_history.judge(found, Context(ep, driver_for(engine), ep.options("agent"), None,
-                                           notes.append))
+    claims = {"agent": expect, **({"reasoning": True} if reasoning else {})}
+    ep = bind(Endpoint("ep", engine, url="http://127.0.0.1:1", expect=claims))
+    found = Counted(counts=counts, refused=refused or {}, keeps=keeps, unasked=unasked)
+    driver = driver_for(engine).with_api(api)
+    reasoning_history.judge(found, Context(ep, driver, ep.options("agent"), None, notes.append))
     return notes
 
 
@@ -55,8 +57,8 @@ def test_every_field_dropped_where_the_template_keeps_reasoning_fails():
     with pytest.raises(Failed) as info:
         judged({NONE: 672, "reasoning_content": 672, "reasoning": 672}, keeps=KEEPS)
     said = str(info.value)
-    assert "left the prompt at 672 tokens in every field clients send it in " \
-           "(reasoning_content`, `reasoning), as long as without it, though the served " \
+    assert "left the prompt at 672 prompt tokens in every field clients send it in " \
+           "(`reasoning_content`, `reasoning`), as long as without it, though the served " \
            "template, rendered here with the same history, keeps it" in said, said
     # the fix names the field llama.cpp reads, not the one it ignores anyway
     assert "strips `reasoning_content` from the history's assistant messages" in said, said
@@ -104,14 +106,58 @@ def test_no_prompt_count_is_inconclusive():
 
 @pytest.mark.parametrize("engine, sent", [
     ("llamacpp", ("reasoning_content", "reasoning")), ("vllm", ("reasoning_content", "reasoning")),
-    ("anthropic", ())])
+    ("anthropic", ("thinking",))])
 def test_each_variant_carries_the_reasoning_in_its_field_alone(engine, sent):
     driver = driver_for(engine)
     assert driver.history_reasoning_fields == sent
-    for name in sent:
+    for name in sent if engine != "anthropic" else ():  # blocks: the server's own turn
         history = driver.agent_history([], reasoning_history._said("0a1b2c3d", name), ["{}"])
         said = history[0]
         assert "note-0a1b2c3d" in said[name]
         assert not [k for k in ("reasoning_content", "reasoning") if k != name and k in said]
     bare = driver.agent_history([], reasoning_history._said("0a1b2c3d", None), ["{}"])
     assert "note-0a1b2c3d" not in str(bare)
+
+
+def test_llamacpps_messages_route_reading_thinking_blocks_passes():
+    # llama.cpp's /v1/messages: 1255 input tokens without the turn's thinking block, 1268 with it
+    notes = judged({NONE: 1255, "thinking": 1268}, api="messages")
+    assert notes == [
+        "the same agent history, one token asked: 1255 input tokens without the previous "
+        "turn's reasoning; 1268 with it in `thinking` blocks",
+        "the template keeps an agent's reasoning, and `thinking` blocks reaches it"]
+
+
+def test_thinking_blocks_dropped_on_the_messages_route_fail_naming_them():
+    with pytest.raises(Failed) as info:
+        judged({NONE: 668, "thinking": 668}, api="messages", keeps=KEEPS)
+    said = str(info.value)
+    assert said.startswith(
+        "the previous turn's reasoning left the prompt at 668 input tokens in every field "
+        "clients send it in (`thinking` blocks), as long as without it, though the served "
+        "template, rendered here with the same history, keeps it: the llama.cpp server reads "
+        "`thinking` blocks, so it was dropped on the way"), said
+    assert "fix: a proxy or gateway in front strips the `thinking` blocks from the history's " \
+           "assistant turns: make it forward each assistant turn's content blocks" in said, said
+
+
+def test_a_block_the_server_requires_reached_it():
+    # Anthropic's own API refuses a thinking turn's tool_use sent back without its block
+    notes = judged({"thinking": 702}, engine="anthropic", refused={
+        NONE: "answered 400: Expected `thinking` or `redacted_thinking`, but found `tool_use`"})
+    assert notes == [
+        "the agent's history without the turn's thinking block was refused (answered 400: "
+        "Expected `thinking` or `redacted_thinking`, but found `tool_use`) and answered with it "
+        "(702 input tokens): the server requires the block, so it reached the server"]
+
+
+def test_no_thinking_block_to_send_back_is_not_measured():
+    with pytest.raises(Skipped) as info:
+        judged({}, engine="anthropic", reasoning=True,
+               unasked="the agent's turn with a call came back without a thinking block")
+    assert "without a thinking block: whether a history's thinking block reaches the prompt " \
+           "is not measured" in str(info.value)
+    with pytest.raises(Skipped) as info:
+        judged({}, engine="anthropic", unasked="reasoning is not claimed, so the agent's turn "
+                                               "asks no thinking block")
+    assert "reasoning is not claimed" in str(info.value)

@@ -3,7 +3,9 @@ token without the previous turn's reasoning, with it in reasoning_content and in
 the server's prompt counts compared. The passing side on the self-test agent model (its template
 keeps an agent's reasoning; llama.cpp reads reasoning_content, not `reasoning`) and on the real
 SmolLM2 (plain ChatML keeps none); the fault through a proxy (tests/proxy.py) that strips
-reasoning_content from the history, as a gateway does, since llama.cpp itself keeps it."""
+reasoning_content from the history, as a gateway does, since llama.cpp itself keeps it. On
+llama.cpp's /v1/messages the same with the agent's own signed thinking block, and a proxy that
+strips thinking blocks from the history."""
 
 import json
 
@@ -15,8 +17,9 @@ from proxy import Proxy
 pytestmark = pytest.mark.real
 
 
-def run(run_fleet, url, **agent):
-    return run_fleet(one_endpoint(url, "llamacpp", expect={"agent": agent or True}),
+def run(run_fleet, url, api=None, **agent):
+    expect = {"agent": agent or True, **({"reasoning": True} if api else {})}
+    return run_fleet(one_endpoint(url, "llamacpp", expect=expect, **({"api": api} if api else {})),
                      "-p", "no:randomly", "-k", "reasoning_history", "--frank-json=run.json")
 
 
@@ -62,7 +65,7 @@ def test_proxy_stripping_reasoning_content_fails(llama, run_fleet):
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
         "*the previous turn's reasoning left the prompt at * tokens in every field clients send "
-        "it in (reasoning_content`, `reasoning), as long as without it, though the served "
+        "it in (`reasoning_content`, `reasoning`), as long as without it, though the served "
         "template, rendered here with the same history, keeps it: the llama.cpp server reads "
         "`reasoning_content`, so it was dropped on the way*",
         "*fix: a proxy or gateway in front strips `reasoning_content` from the history's "
@@ -79,3 +82,43 @@ def test_fleet_saying_the_template_keeps_reasoning_holds_it(smollm2, run_fleet):
     result = run(run_fleet, server.url, reasoning_history=False)
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines(["*expect.agent.reasoning_history is false*"])
+
+
+def _strip_thinking_blocks(body):
+    """A gateway that forwards an assistant turn's content without its thinking blocks."""
+    if "messages" not in body:
+        return body
+    return {**body, "messages": [
+        {**m, "content": [b for b in m["content"] if b.get("type") != "thinking"]}
+        if m.get("role") == "assistant" and isinstance(m.get("content"), list) else m
+        for m in body["messages"]]}
+
+
+def test_messages_route_thinking_block_reaches_the_prompt(llama, run_fleet, pytester):
+    # The agent's own turn (thinking asked, its block signed "" by llama.cpp) sent back with and
+    # without its thinking block, counted by usage.input_tokens.
+    server = llama(model="selftest:agent")
+    with Proxy(server.url) as proxy:
+        result = run(run_fleet, proxy.url, api="messages")
+    result.assert_outcomes(passed=1)
+    text = notes(pytester)
+    assert "input tokens without the previous turn's reasoning; " in text, text
+    assert "the template keeps an agent's reasoning, and `thinking` blocks reaches it" in text
+    sent = [m for body in proxy.sent for m in body.get("messages", [])
+            if m["role"] == "assistant"]
+    assert [[b["type"] for b in m["content"]] for m in sent] == [["tool_use"],
+                                                                 ["thinking", "tool_use"]], sent
+
+
+def test_proxy_stripping_thinking_blocks_fails(llama, run_fleet):
+    server = llama(model="selftest:agent")
+    with Proxy(server.url, rewrite=_strip_thinking_blocks) as proxy:
+        result = run(run_fleet, proxy.url, api="messages")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*the previous turn's reasoning left the prompt at * input tokens in every field "
+        "clients send it in (`thinking` blocks), as long as without it, though the served "
+        "template, rendered here with the same history, keeps it: the llama.cpp server reads "
+        "`thinking` blocks, so it was dropped on the way*",
+        "*fix: a proxy or gateway in front strips the `thinking` blocks from the history's "
+        "assistant turns*"])

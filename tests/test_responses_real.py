@@ -229,10 +229,11 @@ def test_reasoning_effort_a_template_rejects_fails_through_responses(llama, run_
 
 
 
-def chain(run_fleet, url: str, *args):
-    """test_agent_chain alone, plain, on the Responses route at `url`."""
+def chain(run_fleet, url: str, *args, stream=False):
+    """test_agent_chain alone, plain (`stream`: turn 2 by id asked streamed as well), on the
+    Responses route at `url`."""
     return run_fleet(one_endpoint(url, "llamacpp", api="responses", alias="frank-default-large",
-                                  expect={"agent": {"stream": False}}),
+                                  expect={"agent": {"stream": stream}}),
                      "-p", "no:randomly", "-k", "chain", *args)
 
 
@@ -264,12 +265,16 @@ class Store:
     names the response by previous_response_id; `lose_calls` leaves the function_call items
     out, as vLLM's store did (43244)."""
 
-    def __init__(self, lose_calls: bool = False) -> None:
+    def __init__(self, lose_calls: bool = False, lose_streamed: bool = False) -> None:
         self.kept: dict[str, list] = {}
         self.lose_calls = lose_calls
+        # its streaming path rebuilds the stored history without the function_call items
+        self.lose_streamed = lose_streamed
 
     def expand(self, body: dict) -> dict:
         earlier = self.kept.get(body.pop("previous_response_id", None) or "", [])
+        if self.lose_streamed and body.get("stream"):
+            earlier = [item for item in earlier if item.get("type") != "function_call"]
         return {**body, "input": [*earlier, *body["input"]]} if earlier else body
 
     def keep(self, request: dict, answer: dict) -> dict:
@@ -302,6 +307,36 @@ def test_agent_chain_by_previous_response_id(llama, run_fleet, pytester, lose_ca
     result.stdout.fnmatch_lines(["*agent chain on /v1/responses: turn 2 by previous_response_id*",
                                  "*fix: previous_response_id must bring back the stored "
                                  "response whole*"])
+
+
+def test_agent_chain_streamed_by_previous_response_id(llama, run_fleet, pytester):
+    # Turn 2 by id asked streamed as well (as Codex streams), naming the same stored turn 1:
+    # one generation more, its answer and prompt count read from the stream's events.
+    server = llama(model="selftest:agent", alias="frank-default-large")
+    store = Store()
+    with Proxy(server.url, rewrite=store.expand, rewrite_answer=store.keep) as proxy:
+        result = chain(run_fleet, proxy.url, "--frank-json=run.json", stream=True)
+    result.assert_outcomes(passed=1)
+    notes = rows(pytester)["test_agent_chain[ep]"]["notes"]
+    assert any(n.startswith("previous_response_id, streamed: sent function_call_output; came "
+                            "back: finish stop") for n in notes), notes
+    streamed = [b for b in proxy.sent if b.get("stream") and "input" in b]
+    assert len(streamed) == 1 and any(i.get("type") == "function_call"
+                                      for i in streamed[0]["input"]), streamed
+
+
+def test_agent_chain_losing_calls_only_when_streamed_fails(llama, run_fleet):
+    # A gateway whose streaming path brings the stored response back without its
+    # function_call items (the plain path keeps them): only the streamed turn 2 shows it.
+    server = llama(model="selftest:agent", alias="frank-default-large")
+    store = Store(lose_streamed=True)
+    with Proxy(server.url, rewrite=store.expand, rewrite_answer=store.keep) as proxy:
+        result = chain(run_fleet, proxy.url, stream=True)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*agent chain on /v1/responses: turn 2 by previous_response_id, streamed*only the "
+        "streaming path*",
+        "*fix: previous_response_id must bring back the stored response whole*"])
 
 
 def _listed(body: dict) -> bool:

@@ -229,15 +229,23 @@ def test_ngram_drafting_is_engaged_from_real_counters(vllm, run_fleet):
 
 
 @pytest.mark.vllm_config("NGRAM")
-def test_response_format_holds_while_drafting_and_thinking(vllm, run_fleet):
+def test_response_format_holds_while_drafting_and_thinking(vllm, run_fleet, pytester):
     # Structured output on a drafting server (vLLM PR 36138): the card, again with thinking on
     # (reasoning is asked: vLLM issue 44012), and the schema the prompt does not ask for, each
-    # valid in the content under ngram drafting and the qwen3 reasoning parser.
+    # valid in the content under ngram drafting and the qwen3 reasoning parser. spec_decode
+    # asked: the vllm:spec_decode_* counters' growth over the answers shows drafting engaged.
     server = vllm(**NGRAM)
-    result = run_fleet(fleet(server, key=None, params=True, reasoning=True),
-                       "-k", "test_params_response_format and not variants", "-rA")
+    result = run_fleet(fleet(server, key=None, params=True, reasoning=True, spec_decode=True),
+                       "-k", "test_params_response_format and not variants", "-rA",
+                       "--frank-json=run.json")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["ep  cost: 3 generations*"])
+    notes = [n for row in json.loads((pytester.path / "run.json").read_text())["rows"]
+             for n in row["notes"]]
+    assert any(n.startswith("drafting engaged during the JSON answers (thinking on and off) "
+                            "(expect.spec_decode is asked): ") and
+               "[vllm:spec_decode_* counters, server-wide over the answers]" in n
+               for n in notes), notes
 
 
 @pytest.mark.vllm_config("NGRAM", "CHATTY")

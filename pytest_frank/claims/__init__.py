@@ -1,53 +1,83 @@
-"""One module per claim. Each declares its `Options` (parsed from the fleet entry by `bind`, read
-back typed by a probe with `Options.on(endpoint)` and by a judge as `ctx.options`), its probes
-(network and file work) and its checks (`pytest_frank.checks.Check`: probe + judge).
+"""One module per claim. Each declares itself once, as its `CLAIM` (`Claim`: its name, which is
+its marker and its fleet.yaml `expect:` key, what it proves, its place in the reports, how it is
+asked, its `Options` and its docs page), its `Options` (each key an `option` whose metadata holds
+its description and its JSON schema: fleet.schema.json's `$defs.expect` is written from them by
+docs/gen.py; parsed from the fleet entry by `bind`, read back typed by a probe with
+`Options.on(endpoint)` and by a judge as `ctx.options`), its probes (network and file work) and
+its checks (`pytest_frank.checks.Check`: probe + judge), which batteries/test_<claim>.py turns
+into tests. The built-in claims are the modules of this package that declare a `CLAIM`.
 A conftest.py or a plugin adds claims of its own with `register` (the `pytest_frank_claims`
 hook, pytest_frank.hooks), for the run that loads it (pytest_frank.state)."""
 
 from __future__ import annotations
 
 import importlib
+import pkgutil
 import re
-from dataclasses import dataclass, fields
+import types
+import typing
+from dataclasses import KW_ONLY, MISSING, dataclass, field, fields
+from functools import lru_cache
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, ClassVar, Iterator, Mapping, TypeVar
+from typing import Any, Callable, ClassVar, Iterator, Mapping, TypeVar
 
 from pytest_frank import state
 from pytest_frank.fleet import Endpoint, OptionError, expect_schemas
 
+if typing.TYPE_CHECKING:
+    from pytest_frank.checks import Check
+
 # Claim names are marker names and fleet.yaml `expect:` keys: a public interface (`-m tools`).
-_BUILT_IN = MappingProxyType({
-    "health": "the health route answers ready",
-    "alias": "the intended alias is served by /v1/models",
-    "chat": "a plain question gets a plain answer that ends by itself",
-    "reasoning": "chat returns content and reasoning",
-    "reasoning_effort": "every client reasoning_effort level maps to one the template accepts",
-    "tools": "tool calls are well formed and validate against their schema",
-    "agent": "a tool result sent back gets a final answer, as agent clients loop",
-    "clients": "each coding client's own requests (Claude Code, Codex, pi, opencode, Open WebUI) "
-               "are answered",
-    "spec_decode": "speculative decoding is engaged with a sane acceptance rate",
-    "vision": "the model sees the image it is sent",
-    "params": "request parameters (caps, stops, schemas, logprobs, usage, context) are honoured",
-    "stream": "a streamed answer keeps its API shape's wire format, frame by frame",
-    "fingerprint": "greedy answers to fixed prompts are the baseline's: the same model computes",
-    "perf": "time to first token and decode speed meet the fleet's floors",
-    "load": "with many requests in flight at once, each reply is whole and its own, and errors "
-            "and speed stay within the floors",
-    "slots": "the live slot shape matches the intended one",
-    "vram": "GPU memory used matches the model's own header",
-    "serve": "the serve config (unit, env, script) holds what the claims need, and is what runs",
-})
-BUILT_IN = frozenset(_BUILT_IN)
 # How a claim is asked besides its own `expect:` key (every other claim is asked by that key
 # alone, `false` turning it off): health and chat always, unless turned off under expect
-# (`expect: {chat: false}`); alias and
-# serve by an endpoint key of their own (`alias:`, `serve:`), unless turned off under expect.
-ALWAYS = frozenset({"health", "chat"})
-ASKED_BY = {"alias": "alias", "serve": "serve"}
+# (`expect: {chat: false}`); alias and serve by an endpoint key of their own (`alias:`,
+# `serve:`), unless turned off under expect. Each claim says so in its `Claim`.
 MARKER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")  # a claim's name is a marker's: `-m lora`
 Opts = TypeVar("Opts", bound="Options")
+
+
+def option(default: Any = MISSING, about: str = "", *, factory: Callable[[], Any] | None = None,
+           **schema: Any) -> Any:
+    """A claim's fleet.yaml key: its default (or `factory`), what it means (`about`, the
+    schema's description and the docs' key table) and its JSON schema keywords beyond the type,
+    which is read from the field's annotation (`minimum=1`, `enum=[...]`, `items={...}`)."""
+    metadata = {"about": about, "schema": schema}
+    if factory is not None:
+        return field(default_factory=factory, metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+# JSON Schema's type of a key, by the annotation's type (`X | None` is X's: fleet.yaml leaves a
+# key out rather than writing null).
+JSON_TYPES: dict[Any, str] = {bool: "boolean", int: "integer", float: "number", str: "string",
+                              list: "array", tuple: "array", dict: "object"}
+
+
+def json_type(annotation: Any) -> str | None:
+    kinds = [a for a in typing.get_args(annotation) if a is not type(None)] \
+        if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union \
+        else [annotation]
+    names = {JSON_TYPES.get(typing.get_origin(k) or k) for k in kinds}
+    return names.pop() if len(names) == 1 else None
+
+
+def key_schemas(cls: type) -> dict[str, dict[str, Any]]:
+    """The JSON schema of each key of `cls` declared with `option`, in declaration order; a field
+    declared otherwise is no fleet.yaml key (a value the parsing fills in)."""
+    hints = typing.get_type_hints(cls)
+    found = {}
+    for f in fields(cls):
+        if "about" not in f.metadata:
+            continue
+        node: dict[str, Any] = {}
+        keywords = f.metadata["schema"]
+        if not {"type", "enum", "$ref", "oneOf", "anyOf"} & set(keywords):
+            kind = json_type(hints[f.name])
+            if kind is not None:
+                node["type"] = kind
+        found[f.name] = {**node, **keywords, "description": f.metadata["about"]}
+    return found
 
 
 @dataclass(frozen=True)
@@ -74,6 +104,15 @@ class Options:
         return {f.name for f in fields(cls)}
 
     @classmethod
+    def schema(cls) -> dict[str, Any]:
+        """The JSON schema of the claim's `expect:` value, from its keys (`option`): `true` or
+        a mapping of them; `true` alone for a claim without options."""
+        keys = key_schemas(cls)
+        if not keys:
+            return {"type": "boolean"}
+        return {"type": ["boolean", "object"], "additionalProperties": False, "properties": keys}
+
+    @classmethod
     def on(cls: type[Opts], endpoint: Endpoint) -> Opts:
         """The endpoint's options of this claim, as fleet.yaml's entry was parsed when the fleet
         loaded: what a probe reads (`perf.Options.on(target.endpoint).runs`), typed, so a
@@ -88,6 +127,84 @@ def in_folder(value: Any, folder: Path | None) -> Any:
         return value
     path = Path(value).expanduser()
     return str(path if path.is_absolute() or folder is None else folder / path)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A built-in claim, declared once in its module as `CLAIM`; everything else about it is read
+    from here: its marker (its name; pytest_frank.plugin registers one per claim), the `expect:`
+    schema fragment (`fragment`), the reports' order, the docs' claim table and nav, and its
+    checks (`checks`: the `Check`s naming it, each made a test by batteries/test_<name>.py)."""
+
+    name: str  # its marker and its fleet.yaml `expect:` key: a public interface (`-m tools`)
+    about: str  # what it proves, as the reports' column and the docs' table say it
+    options: type[Options] = Options
+    _: KW_ONLY
+    # Its place in the reports and the docs, lowest first (health first: a report reads like a
+    # bring-up); spaced by ten, so a new claim finds room between two.
+    order: int
+    always: bool = False  # asked of every endpoint, unless `expect: {<name>: false}`
+    asked_by: str | None = None  # or asked by an endpoint key of its own (`serve:`)
+    expect_key: bool = True  # whether it has an `expect:` key (alias is asked by `alias:` alone)
+    asks: str = ""  # how fleet.yaml asks it, where the options' shape says it otherwise
+
+    def checks(self) -> list[Check[Any, Any]]:
+        """Its checks: the `Check`s naming it, declared in this package's modules (its own and
+        the helpers it splits into); batteries/test_<name>.py makes each a test."""
+        from pytest_frank.checks import Check
+
+        found: dict[int, Check[Any, Any]] = {}
+        for info in pkgutil.walk_packages(__path__, f"{__name__}."):
+            for value in vars(importlib.import_module(info.name)).values():
+                if isinstance(value, Check) and value.claim == self.name:
+                    found.setdefault(id(value), value)
+        return list(found.values())
+
+    @property
+    def page(self) -> str:
+        """Its docs page, relative to docs/."""
+        return f"claims/{self.name}.md"
+
+    def fragment(self) -> dict[str, Any]:
+        """Its `$defs.expect` fragment of fleet.schema.json (docs/gen.py writes them there)."""
+        schema = self.options.schema()
+        asks = self.asks or (
+            f"Asked when the endpoint has `{self.asked_by}:`; `false` turns it off."
+            if self.asked_by else
+            "Asked always; `false` turns it off" + (
+                ", a mapping sets its options." if schema["type"] != "boolean" else ".")
+            if self.always else
+            "`true` or a mapping of options asks it; `false` turns it off.")
+        return {**schema, "description": f"The {self.name} claim: {self.about}. {asks}"}
+
+
+@lru_cache(maxsize=1)
+def built_in() -> Mapping[str, Claim]:
+    """The package's claims, in their order: every module of this package with a `CLAIM`."""
+    declared = []
+    for info in pkgutil.iter_modules(__path__):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        claim = vars(module).get("CLAIM")
+        if isinstance(claim, Claim):
+            declared.append(claim)
+    return MappingProxyType({c.name: c for c in sorted(declared, key=lambda c: c.order)})
+
+
+def expect_schema() -> dict[str, Any]:
+    """fleet.schema.json's `$defs.expect`, from the built-in claims."""
+    return {"type": "object", "additionalProperties": False,
+            "properties": {c.name: c.fragment() for c in built_in().values() if c.expect_key}}
+
+
+def __getattr__(name: str) -> Any:
+    """The names read from the built-in claims: BUILT_IN (their names), ALWAYS, ASKED_BY."""
+    if name == "BUILT_IN":
+        return frozenset(built_in())
+    if name == "ALWAYS":
+        return frozenset(c.name for c in built_in().values() if c.always)
+    if name == "ASKED_BY":
+        return {c.name: c.asked_by for c in built_in().values() if c.asked_by}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class ClaimError(Exception):
@@ -112,13 +229,14 @@ class _Claims(Mapping[str, str]):
     order (health first: a report reads like a bring-up), then the ones it registered."""
 
     def __getitem__(self, name: str) -> str:
-        return _BUILT_IN[name] if name in _BUILT_IN else _registered().about[name]
+        own = built_in()
+        return own[name].about if name in own else _registered().about[name]
 
     def __iter__(self) -> Iterator[str]:
-        return iter([*_BUILT_IN, *_registered().about])
+        return iter([*built_in(), *_registered().about])
 
     def __len__(self) -> int:
-        return len(_BUILT_IN) + len(_registered().about)
+        return len(built_in()) + len(_registered().about)
 
 
 CLAIMS: Mapping[str, str] = _Claims()  # read-only: `register` adds a claim to the run
@@ -127,8 +245,9 @@ CLAIMS: Mapping[str, str] = _Claims()  # read-only: `register` adds a claim to t
 def register(name: str, about: str, options: type[Options] = Options,
              schema: dict[str, Any] | None = None) -> None:
     """Add a claim: its marker, its fleet.yaml `expect:` key (validated by `schema`, a JSON
-    schema fragment for its value; by default `true` or a mapping) and its matrix column."""
-    if name in BUILT_IN:
+    schema fragment for its value; by default the one its `options` declare with `option`, as a
+    built-in claim's, else `true` or any mapping) and its matrix column."""
+    if name in built_in():
         raise ClaimError(f"claim {name!r} is a built-in claim: name yours otherwise")
     if name in CLAIMS:
         raise ClaimError(f"claim {name!r} is registered twice")
@@ -139,25 +258,28 @@ def register(name: str, about: str, options: type[Options] = Options,
     registered = _registered()
     registered.about[name] = about
     registered.options[name] = options
-    expect_schemas()[name] = schema if schema is not None else {"type": ["boolean", "object"]}
+    if schema is None:
+        schema = options.schema() if key_schemas(options) else {"type": ["boolean", "object"]}
+    expect_schemas()[name] = schema
 
 
 def options_type(claim: str) -> type[Options]:
     registered = _registered().options
     if claim in registered:
         return registered[claim]
-    module = importlib.import_module(f"pytest_frank.claims.{claim}")
-    return getattr(module, "Options", Options)
+    return built_in()[claim].options
 
 
 def asked(claim: str, endpoint: Endpoint) -> bool:
-    """Whether the fleet entry asks the claim (ALWAYS, ASKED_BY, else its `expect:` key)."""
+    """Whether the fleet entry asks the claim (always, by an endpoint key of its own, else by
+    its `expect:` key)."""
     value = endpoint.expect.get(claim)
     if value is False:
         return False
-    if claim in ASKED_BY:
-        return bool(getattr(endpoint, ASKED_BY[claim]))
-    return claim in ALWAYS or value is not None
+    declared = built_in().get(claim)
+    if declared is not None and declared.asked_by:
+        return bool(getattr(endpoint, declared.asked_by))
+    return (declared is not None and declared.always) or value is not None
 
 
 def claim_of(item) -> str | None:

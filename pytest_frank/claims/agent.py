@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from pytest_frank.chat import Reply, Request, shared, think_through
 from pytest_frank.checks import Check, Context
+from pytest_frank.claims import Claim, option
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.prefix_reuse import require_prefix_reused
 from pytest_frank.claims.replies import (one_line, reasoning_parser_fix,
@@ -35,19 +36,50 @@ FORECASTS = ("sunny, 21 C", "light rain, 14 C", "overcast, 17 C")
 
 @dataclass(frozen=True)
 class Options(ClaimOptions):
-    steps: int = 1  # calls answered before the final answer is asked for (1 to 3)
-    trials: int = 1
-    min_pass_rate: float = 1.0
-    max_tokens: int = 512
-    stream: bool = True
-    parallel: bool = False  # also play a turn of two calls answered at once
-    grounded: bool = False  # the final answer must quote the tool result's marker
-    template: bool = True  # test_agent_template, where the engine renders templates on request
-    rounds: int = 0  # 3 or more: test_agent_rounds plays that many calls over four tools
-    long_answer: int = 0  # characters: test_agent_long_answer asks an answer this long (2500)
+    steps: int = option(1, minimum=1, maximum=3, about=(
+        "Calls answered before the final answer is asked for: 1 (one call, one result, one "
+        "answer) to 3 chained calls. Default: 1."))
+    trials: int = option(1, minimum=1, maximum=100, about=(
+        "Conversations per test; the share that reaches a final answer is reported. Default: 1."))
+    min_pass_rate: float = option(1.0, minimum=0, maximum=1, about=(
+        "Share of conversations that must reach one. Default: 1.0."))
+    max_tokens: int = option(512, minimum=1, about=(
+        "The first budget per request; a reply cut while thinking is asked again with "
+        "`max_thinking_tokens`. Default: 512."))
+    stream: bool = option(True, "False skips `test_agent_streamed`, and `test_agent_chain`'s "
+                                "streamed turn 2. Default: true.")
+    parallel: bool = option(False, about=(
+        "The endpoint claims parallel calls: play a turn of two calls answered at once. Default: "
+        "false."))
+    grounded: bool = option(False, about=(
+        "The final answer must also quote the result's marker. That judges the model (does it use "
+        "what the tool said?), not the serving stack, so it is off by default. Default: false."))
+    template: bool = option(True, about=(
+        "`test_agent_template`: where the engine renders templates on request (llama.cpp's POST "
+        "/apply-template), an agent's history renders to a prompt that holds the tool result, its "
+        "call id where the template shows ids, and the reasoning where the template keeps it (no "
+        "generation). False turns it off. Default: true."))
+    rounds: int = option(0, minimum=0, maximum=8, about=(
+        "Rounds of forced calls `test_agent_rounds` plays over four tools (each result sent back, "
+        "then the answer); 3 or more is the point. Default: 0 (not asked)."))
+    long_answer: int = option(0, minimum=0, about=(
+        "Characters of the answer `test_agent_long_answer` asks after a tool result (2500 runs a "
+        "lazy tool-call grammar's trigger over a long text). Default: 0 (not asked)."))
     # Whether the served template keeps the previous turn's reasoning in an agent's history:
     # None lets test_agent_reasoning_history read it, true holds it to it, false turns it off.
-    reasoning_history: bool | None = None
+    reasoning_history: bool | None = option(None, about=(
+        "`test_agent_reasoning_history`: an agent's history asked for one token without the "
+        "previous turn's reasoning and with it in each field clients send (`reasoning_content`, "
+        "`reasoning`; on the Messages route the turn's thinking block); a field the engine reads "
+        "must lengthen the prompt wherever the template "
+        "keeps reasoning. Unset, whether the template keeps it is read from the counts and the "
+        "served template; true says it does (no field reaching the prompt then fails); false "
+        "turns the test off. Default: unset."))
+
+
+CLAIM = Claim("agent",
+              "a tool result sent back gets a final answer, as agent clients loop", Options,
+              order=70)
 
 
 @dataclass
@@ -94,11 +126,8 @@ def play(target, stream: bool = False, parallel: bool | None = None, steps: int 
     turns: list[Turn] = []
     for step in range(steps + 1):
         last = step == steps
-        req = Request(prompt, max_tokens if last and max_tokens else opts.max_tokens, tools=tools,
-                      tool_choice="auto" if last else "required", parallel=parallel,
-                      stream=stream, messages=messages,
-                      # thinking asked where the API wants it asked (the driver's thinking_on)
-                      think=target.endpoint.asks("reasoning"))
+        req = _turn(target, prompt, max_tokens if last and max_tokens else opts.max_tokens,
+                    tools, "auto" if last else "required", parallel, stream, messages)
         reply = shared(target, req) if share and step == 0 else think_through(target, req)
         turn = Turn(sent=messages, reply=reply)
         turns.append(turn)
@@ -110,6 +139,22 @@ def play(target, stream: bool = False, parallel: bool | None = None, steps: int 
             turn.markers.append(marker)
         messages = driver.agent_history(messages, reply, turn.results)
     return turns
+
+
+def _turn(target, prompt: str, max_tokens: int, tools: list[dict], choice: str,
+          parallel: bool | None, stream: bool, messages: list[dict]) -> Request:
+    return Request(prompt, max_tokens, tools=tools, tool_choice=choice, parallel=parallel,
+                   stream=stream, messages=messages,
+                   # thinking asked where the API wants it asked (the driver's thinking_on)
+                   think=target.endpoint.asks("reasoning"))
+
+
+def first_call(target) -> Reply:
+    """The first turn of test_agent's conversation (the tools claim's forced call), asked as
+    play(share=True) asks it: one reply for every check that reads it."""
+    prompt = PROMPTS["required"]
+    return shared(target, _turn(target, prompt, Options.on(target.endpoint).max_tokens, TOOLS,
+                                "required", None, False, [{"role": "user", "content": prompt}]))
 
 
 def _conversations(target, kind: str, stream=False, parallel=None) -> Conversations:

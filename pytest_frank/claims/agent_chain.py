@@ -8,7 +8,11 @@ which a server must skip or refuse in words a client shows (llama.cpp 20156 answ
 Asked where an endpoint's route is /v1/responses. The array-shaped output is the plain agent
 conversation's turn 2 again with each output as input_text parts (one generation, judged
 against the string twin's prompt tokens); the tools beside the functions ask turn 1 of the
-chain (store: true), and the chain's turn 2 names it by id: three generations in all."""
+chain (store: true), and the chain's turn 2 names it by id: three generations in all. Where
+test_agent_streamed is asked (`stream`), the chain's turn 2 is asked streamed as well, as Codex
+asks it, naming the same stored turn 1 (one generation more): a gateway whose streaming path
+brings the stored response back without its function_call items breaks streaming clients
+alone."""
 
 from __future__ import annotations
 
@@ -57,6 +61,7 @@ class Chain(Observation):
     offered: Turn | None = None  # turn 1 with web_search and custom beside the functions
     first: Turn | None = None  # the chain's turn 1 (stored): `offered`, or asked again
     chained: Turn | None = None  # turn 2 by previous_response_id
+    streamed: Turn | None = None  # the same turn 2 asked streamed
     # turn 2 with the user's turn, the calls and their outputs sent whole (no reasoning), one
     # token asked: the prompt the chain's stored items must at least make up
     whole: Turn | None = None
@@ -74,9 +79,9 @@ def chain(target) -> Chain:
     think = target.endpoint.asks("reasoning")
     found = Chain()
 
-    def ask(prompt, messages=None, choice="auto", extra=None) -> Turn:
+    def ask(prompt, messages=None, choice="auto", extra=None, stream=False) -> Turn:
         req = Request(prompt, opts.max_tokens, tools=TOOLS, tool_choice=choice,
-                      messages=messages, extra=extra or {}, think=think)
+                      messages=messages, extra=extra or {}, think=think, stream=stream)
         return Turn(sent=messages or [{"role": "user", "content": prompt}],
                     reply=think_through(target, req))
 
@@ -99,6 +104,9 @@ def chain(target) -> Chain:
         outputs = [{"type": "function_call_output", "call_id": c.id,
                     "output": agent._result(c, 0)[0]} for c in first.calls]
         found.chained = ask("", outputs, extra={"previous_response_id": first.response_id})
+        if found.chained.reply.ok and opts.stream:
+            found.streamed = ask("", outputs, stream=True,
+                                 extra={"previous_response_id": first.response_id})
         if found.chained.reply.ok:
             calls = [{"type": "function_call", "name": c.name, "arguments": c.arguments,
                       "call_id": c.id} for c in first.calls]
@@ -179,30 +187,40 @@ def _stores(reply) -> bool:
             or (reply.status == 404 and "not found" in lower))
 
 
-def _chain_problem(found: Chain, driver, ctx: Context[Options]) -> Problem | None:
-    assert found.first is not None and found.chained is not None
-    reply = found.chained.reply
-    if not reply.ok and reply.status is not None and _stores(reply):
+def _chain_problem(found: Chain, driver, ctx: Context[Options],
+                   streamed: bool = False) -> Problem | None:
+    """Turn 2 by previous_response_id (`streamed`: the same turn asked streamed, once the
+    plain one was answered)."""
+    turn = found.streamed if streamed else found.chained
+    assert found.first is not None and turn is not None
+    reply, how = turn.reply, ", streamed," if streamed else ""
+    if not reply.ok and reply.status is not None and _stores(reply) and not streamed:
         ctx.note(f"previous_response_id: turn 1 (sent with store: true) is not kept here, and "
                  f"the server says so ({one_line(reply.problem_line, 160)}): not judged; a "
                  f"client that chains by id (the OpenAI Agents SDK) must send the whole "
                  f"history to this endpoint")
         return None
+    plain = "; unstreamed, the same turn passed: only the streaming path breaks it" \
+        if streamed else ""
     if not reply.ok:
-        return Problem(f"turn 2 by previous_response_id, answering turn 1's "
+        return Problem(f"turn 2 by previous_response_id{how or ','} answering turn 1's "
                        f"{len(found.first.reply.calls)} call(s) with function_call_output "
-                       f"items alone, {one_line(reply.problem_line, 240)}", CHAIN_FIX)
-    problem = answer_problem([found.first, found.chained], driver)
+                       f"items alone, {one_line(reply.problem_line, 240)}{plain}", CHAIN_FIX)
+    problem = answer_problem([found.first, turn], driver)
     if problem is not None:
-        return Problem(f"turn 2 by previous_response_id: {problem.text}",
+        return Problem(f"turn 2 by previous_response_id{how.rstrip(',')}: {problem.text}{plain}",
                        CHAIN_FIX if "again" in problem.text else problem.fix)
     whole = found.whole.reply if found.whole is not None else None
     if whole is not None and whole.ok and _short(reply.prompt_tokens, whole.prompt_tokens):
-        return Problem(f"turn 2 by previous_response_id was {reply.prompt_tokens} prompt "
-                       f"tokens, the same turn with the user's message, the call(s) and their "
-                       f"outputs sent whole {whole.prompt_tokens} (without the reasoning): the "
-                       f"stored response came back without its function_call items, so the "
-                       f"model read results of calls it never made", CHAIN_FIX)
+        return Problem(f"turn 2 by previous_response_id{how.rstrip(',')} was "
+                       f"{reply.prompt_tokens} prompt tokens, the same turn with the user's "
+                       f"message, the call(s) and their outputs sent whole "
+                       f"{whole.prompt_tokens} (without the reasoning): the stored response "
+                       f"came back without its function_call items, so the model read results "
+                       f"of calls it never made"
+                       + (f"; unstreamed, turn 2 was {found.chained.reply.prompt_tokens}: "
+                          f"only the streaming path loses them"
+                          if streamed and found.chained is not None else ""), CHAIN_FIX)
     return None
 
 
@@ -211,6 +229,7 @@ def judge(found: Chain, ctx: Context[Options]) -> None:
     driver = ctx.driver
     for turn, what in ((found.array, "array-shaped output"), (found.offered, "other tools"),
                        (found.chained, "previous_response_id"),
+                       (found.streamed, "previous_response_id, streamed"),
                        (found.whole, "the chain's turn 2 sent whole")):
         if turn is not None:
             came = turn.reply.problem_line if not turn.reply.ok else (
@@ -228,6 +247,8 @@ def judge(found: Chain, ctx: Context[Options]) -> None:
         problems.append(_offered_problem(found.offered))
     if found.chained is not None:
         problems.append(_chain_problem(found, driver, ctx))
+    if found.streamed is not None:
+        problems.append(_chain_problem(found, driver, ctx, streamed=True))
     first = next((p for p in problems if p is not None), None)
     if first is not None:
         fail(f"agent chain on /v1/responses: {first.text}", first.fix)

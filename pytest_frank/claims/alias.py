@@ -5,9 +5,13 @@ from __future__ import annotations
 from pytest_frank.checks import Check, Context
 from pytest_frank.claims.advice import advise
 from pytest_frank.drivers.base import Driver
-from pytest_frank.claims import Options
+from pytest_frank.claims import Claim, Options
 from pytest_frank.probes import Served, served
 from pytest_frank.verdict import Phrase, Text, fail
+
+CLAIM = Claim("alias",
+              "the intended alias is served by /v1/models",
+              order=20, asked_by="alias", expect_key=False)
 
 
 def judge(served: Served, ctx: Context[Options]) -> None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 
 from pytest_frank.chat import Reply, Request, send, thinking_budget
 from pytest_frank.checks import Check, Context
+from pytest_frank.claims import Claim, option
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.advice import advise
 from pytest_frank.claims.replies import (THINK_TAGS, one_line, reasoning_parser_fix,
@@ -43,7 +44,14 @@ AGAIN = 4  # an answer cut at the budget is asked again with this many times the
 
 @dataclass(frozen=True)
 class Options(ClaimOptions):
-    max_tokens: int = 128  # the answer's budget; thinking past it is asked again, larger
+    max_tokens: int = option(128, minimum=1, about=(
+        "The plain question's first budget; an answer cut at it is asked once more with 4 times "
+        "the room. Default: 128."))
+
+
+CLAIM = Claim("chat",
+              "a plain question gets a plain answer that ends by itself", Options,
+              order=30, always=True)
 
 
 @dataclass

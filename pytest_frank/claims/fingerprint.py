@@ -21,8 +21,10 @@ from typing import TYPE_CHECKING, Any
 from pytest_frank import redact, sizing
 from pytest_frank.chat import Reply, Request, combine, send
 from pytest_frank.checks import Check, Context
+from pytest_frank.claims import Claim, option
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.replies import one_line
+from pytest_frank.figures import TOLERANCES
 from pytest_frank.observation import Observation
 from pytest_frank.verdict import fail, inconclusive
 
@@ -43,12 +45,20 @@ ROOM = 64  # tokens of the long prompt's share left for the answer
 
 @dataclass(frozen=True)
 class Options(ClaimOptions):
-    tokens: int = 32  # the first N generated tokens recorded
-    context_share: float = 0.5  # the long prompt fills this share of the served context
+    tokens: int = option(32, minimum=1, maximum=512, about=(
+        "the first N generated tokens recorded (default 32)"))
+    context_share: float = option(0.5, exclusiveMinimum=0, maximum=0.95, about=(
+        "the long prompt fills this share of the served context (default 0.5)"))
 
 
-AGREEMENT = 1.0  # the least share of tokens before a divergence: greedy repeats itself
-DRIFT = 0.05  # the most mean absolute logprob difference on the common prefix
+CLAIM = Claim("fingerprint",
+              "greedy answers to fixed prompts are the baseline's: the same model computes",
+              Options, order=130)
+
+# the least share of tokens before a divergence (greedy repeats itself), and the most mean
+# absolute logprob difference on the common prefix: the fleet's `regression:` defaults
+AGREEMENT = TOLERANCES["fingerprint_agreement"].default
+DRIFT = TOLERANCES["logprob_drift"].default
 # Two tokens this close in a server's own logprobs are a tie that arithmetic breaks: batches of
 # other shapes (a drafting server verifies its drafts in batches) move SmolLM2's logprobs by up
 # to 0.18, and its greedy path flipped at a gap of 0.099. A divergence there is no regression.

@@ -34,13 +34,14 @@ from typing import Callable
 from pytest_frank import http
 from pytest_frank.chat import Reply, Request, send
 from pytest_frank.checks import Check, Context
+from pytest_frank.claims import Claim, option
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims import chat, reasoning, tools, vision
 from pytest_frank.claims.advice import advise
 from pytest_frank.claims.perf import slow_cpu_hint, slow_gpu_hint
 from pytest_frank.claims.replies import one_line, reasoning_only, reasoning_only_fix
 from pytest_frank.drivers.base import Driver
-from pytest_frank.figures import number
+from pytest_frank.figures import FIGURES, number
 from pytest_frank.known_errors import known_fix
 from pytest_frank.observation import Failed, Observation
 from pytest_frank.probes import slot_shape
@@ -68,14 +69,37 @@ MARKERS = ("apricot", "banana", "cherry", "damson", "lychee", "mango", "papaya",
 
 @dataclass(frozen=True)
 class Options(ClaimOptions):
-    concurrency: int | None = None  # the ladder's top; None: the slots the endpoint reports
-    requests: int = 120  # all levels together
-    max_tokens: int = 256
-    deadline_s: float = 300.0
-    max_error_rate: float = 0.0
-    max_reasoning_only_rate: float = 0.0
-    max_ttft_p90_s: float | None = None
-    min_decode_tps: float | None = None
+    concurrency: int | None = option(None, minimum=1, maximum=64, about=(
+        "The ladder's top: the most requests in flight at once (default: the slots the endpoint "
+        "reports, llama.cpp /props total_slots, else 4); never above the entry's `concurrency` "
+        "where that is set above 1."))
+    requests: int = option(120, minimum=1, maximum=5000, about=(
+        "Requests of the whole ladder, shared so each level sends as many bursts (default 120: an "
+        "8-slot endpoint at 50 tok/s climbs 1, 2, 4, 8 in about a minute); level 1 asks each "
+        "request of the pool alone at least once."))
+    max_tokens: int = option(256, minimum=16, about=(
+        "Token budget of each request (default 256; tool-forced requests need room for the call)."))
+    deadline_s: float = option(300.0, exclusiveMinimum=0, about=(
+        "Seconds the ladder may take; past it no new burst is sent and the claim is inconclusive "
+        "at the level reached (default 300)."))
+    max_error_rate: float = option(0.0, minimum=0, maximum=1, about=(
+        "The highest share (0-1) of a level's requests that may fail (an error status, a refused "
+        "or dropped connection, a timeout; default 0)."))
+    max_reasoning_only_rate: float = option(0.0, minimum=0, maximum=1, about=(
+        "The highest share (0-1) of a level's replies that may carry reasoning only, with no "
+        "content and no tool call (default 0)."))
+    max_ttft_p90_s: float | None = option(None, exclusiveMinimum=0, about=(
+        "Highest 90th-percentile time to first token of a level's streamed requests, seconds "
+        "(default: none)."))
+    min_decode_tps: float | None = option(None, exclusiveMinimum=0, about=(
+        "Lowest median per-request decode speed of a level's streamed requests, tokens/s "
+        "(default: none)."))
+
+
+CLAIM = Claim("load",
+              "with many requests in flight at once, each reply is whole and its own, and errors "
+              "and speed stay within the floors", Options,
+              order=150)
 
 
 @dataclass
@@ -487,14 +511,19 @@ def judge(seen: Ladder, ctx: Context[Options]) -> None:
 
 
 def _figures(level: Level, figures: Figures, ctx: Context[Options]) -> None:
-    at = f"_at_{level.width}"
+    """The level's figures under their names in figures.FIGURES (`decode_tps_at_4`)."""
+    def record(name: str, value: float, low: float | None = None,
+               high: float | None = None) -> None:
+        kind = FIGURES[name]
+        ctx.figure(kind.at(level.width), value, kind.unit, low=low, high=high)
+
     if figures.ttft_p50 is not None and figures.ttft_p90 is not None:
-        ctx.figure(f"ttft_p50_s{at}", figures.ttft_p50, "s")
-        ctx.figure(f"ttft_p90_s{at}", figures.ttft_p90, "s", high=ctx.options.max_ttft_p90_s)
+        record("ttft_p50_s", figures.ttft_p50)
+        record("ttft_p90_s", figures.ttft_p90, high=ctx.options.max_ttft_p90_s)
     if figures.decode is not None:
-        ctx.figure(f"decode_tps{at}", figures.decode, "tok/s", low=ctx.options.min_decode_tps)
+        record("decode_tps", figures.decode, low=ctx.options.min_decode_tps)
     if figures.together is not None:
-        ctx.figure(f"aggregate_tps{at}", figures.together, "tok/s")
+        record("aggregate_tps", figures.together)
 
 
 def _fail(seen: Ladder, level: Level, found: list[tuple[str, str]], figures: Figures,

@@ -8,15 +8,19 @@ that it took effect. One test per parameter, so a fleet turns off what its clien
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field, replace
 
+from pytest_frank import metrics
 from pytest_frank.chat import Reply, Request, send, think_through
 from pytest_frank.checks import Check, Context
+from pytest_frank.claims import Claim, option
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.advice import advise
 from pytest_frank.claims.replies import (THINK_TAGS, one_line, reasoning_parser_fix,
                                          require_answer, require_thinking_ended)
 from pytest_frank.drivers.base import Driver
+from pytest_frank.figures import COUNT, number
 from pytest_frank.drivers.openai_responses import LOGPROBS_INCLUDE
 from pytest_frank.observation import Observation
 from pytest_frank.sizing import PromptCount, count_chat
@@ -24,6 +28,7 @@ from pytest_frank.verdict import Text, fail, inconclusive
 
 LONG = "Count from one to one hundred in words, separated by commas."
 CAP = 16  # a cap far below the answer LONG asks for
+COUNTER_LAG = 1.0  # seconds to wait once for /metrics draft counters that trail the answer
 TRIES = 3  # asks at most per budget field: a terse model may end its answer under the cap
 ANSWER = 512  # the first budget of an answer that is judged (asked again, larger, if cut thinking)
 SCHEMA = {
@@ -60,20 +65,48 @@ ASKED = {"claude_code": "a system message inside `messages`", "count_tokens": "c
 
 @dataclass(frozen=True)
 class Options(ClaimOptions):
-    max_tokens: bool = True
-    stop: bool = True
-    response_format: bool = True
-    logprobs: bool = True
-    stream_usage: bool = True
-    context_limit: bool = True
-    count_tokens: bool = True
-    claude_code: bool = False  # a system message inside `messages`, as newer Claude Code sends
-    prompt_tokens: bool = True  # usage.prompt_tokens against the server's count of the prompt
+    max_tokens: bool = option(True, about=(
+        "a small max_tokens (and max_completion_tokens) cuts the answer at the cap (default true)"))
+    stop: bool = option(True, about=(
+        "a stop string (stop_sequences) cuts the content before it, reasoning intact (default "
+        "true)"))
+    response_format: bool = option(True, about=(
+        "json_schema (strict) output parses and validates, in the content (default true)"))
+    logprobs: bool = option(True, about=(
+        "logprobs with top_logprobs 2 come per token, of that width (default true)"))
+    stream_usage: bool = option(True, about=(
+        "stream_options.include_usage: usage once, last, equal to unstreamed; none unasked "
+        "(default true)"))
+    context_limit: bool = option(True, about=(
+        "a prompt over the served context answers a 4xx naming the limit (default true)"))
+    count_tokens: bool = option(True, about=(
+        "Anthropic shape: count_tokens agrees with usage.input_tokens where the route exists "
+        "(default true)"))
+    claude_code: bool = option(False, about=(
+        "Anthropic shape: a system message inside messages is accepted, as Claude Code sends it "
+        "(default false)"))
+    prompt_tokens: bool = option(True, about=(
+        "a chat answer's usage.prompt_tokens equals the server's own count of the prompt its "
+        "messages render to, give or take one token (llama.cpp /tokenize of /apply-template's "
+        "prompt, vLLM /tokenize with the messages) (default true)"))
     # pytest_frank.claims.contract: malformed requests refused (asked: llama.cpp accepts them),
     # the response_format variants, the sampling fields
-    validation: bool = False
-    response_format_variants: bool = False
-    sampling: bool = True
+    validation: bool = option(False, about=(
+        "chat shape: tool_choice \"required\" without tools or with tools [] and an unknown "
+        "tool_choice answer a 4xx, never 200 nor 5xx; \"none\" and \"auto\" without tools are "
+        "answered (default false: llama.cpp answers 200 to the first two)"))
+    response_format_variants: bool = option(False, about=(
+        "chat shape: json_schema formats without a name, with strict \"yes\" or a schema \"x\" "
+        "answer a 4xx; text, json_object and json_schema with strict false are accepted and "
+        "honoured (default false: llama.cpp answers 200 to the malformed ones)"))
+    sampling: bool = option(True, about=(
+        "temperature, top_p, presence_penalty and frequency_penalty (those the API shape has) are "
+        "accepted, and n: 2 gives two choices where the route takes n (default true)"))
+
+
+CLAIM = Claim("params",
+              "request parameters (caps, stops, schemas, logprobs, usage, context) are honoured",
+              Options, order=110)
 
 
 @dataclass(kw_only=True)
@@ -90,7 +123,17 @@ class Sent(Observation):
     counted: int | None = None  # count_tokens' answer
     count_error: str | None = None
     drafting: bool | None = None  # logprobs: the server says it drafts (speculative decoding)
+    drafted: Drafted | None = None  # response_format: drafting during the JSON answer
     prompt: PromptCount | None = None  # prompt_tokens: the server's count of the rendered prompt
+
+
+@dataclass
+class Drafted:
+    """Where the endpoint drafts (speculative decoding): the draft tokens proposed and accepted
+    while the schema-bound answer was written, and where they were read."""
+    why: str  # why drafting is expected: the fleet asks it, or the server says it drafts
+    counts: tuple[float, float] | None = None  # (draft tokens, accepted); None: not read
+    source: str = ""
 
 
 def _answer(target, req: Request) -> Reply:
@@ -139,15 +182,61 @@ def formatted(target) -> Sent:
     """At the endpoint's default; again with thinking asked where the reasoning claim is asked
     (vLLM issue 44012: the schema escapes through the reasoning channel with a parser on); and
     a schema the prompt does not ask for, which only an enforced schema can write."""
-    extra = target.driver.response_format(FORMAT)
+    extra, driver = target.driver.response_format(FORMAT), target.driver
+    why = _drafts(target)
+    before = metrics.scrape(target, driver.metrics_path) \
+        if why and driver.draft_counts_from == "metrics" else None
     obs = Sent(replies={"response_format": _answer(target, Request(JSON_PROMPT, ANSWER,
                                                                    extra=extra))})
     if target.endpoint.asks("reasoning"):
         obs.replies["response_format thinking"] = _answer(
             target, Request(JSON_PROMPT, ANSWER, extra=extra, think=True))
+    if why:
+        obs.drafted = _drafted(target, why, list(obs.replies.values()), before)
     obs.replies["response_format unprompted"] = _answer(
         target, Request(HELLO, ANSWER, extra=target.driver.response_format(UNPROMPTED)))
     return obs
+
+
+def _drafts(target) -> str | None:
+    """Why the endpoint is expected to draft: the fleet asks spec_decode, or the server says
+    it drafts; None where neither."""
+    from pytest_frank.probes import slot_shape
+
+    if target.endpoint.asks("spec_decode"):
+        return "expect.spec_decode is asked"
+    shape = target.need(slot_shape)
+    if getattr(shape, "failure", True) is None and \
+            target.driver.speculative_live(getattr(shape, "payloads", {})):
+        return f"{target.driver.speculative_source} is true"
+    return None
+
+
+def _drafted(target, why: str, replies: list[Reply], before: metrics.Scrape | None) -> Drafted:
+    """The draft counts of the JSON answers: each reply's own where the engine reports them
+    (llama.cpp's timings), else the growth of the /metrics counters over the answers (vLLM's:
+    server-wide, so another client's drafting counts in too)."""
+    driver = target.driver
+    own = [c for c in (driver.draft_counts(r.engine) for r in replies if r.ok) if c]
+    if own:
+        return Drafted(why, (sum(c[0] for c in own), sum(c[1] for c in own)),
+                       "the replies' timings.draft_n / draft_n_accepted")
+    if before is None or not before.ok:
+        return Drafted(why)
+    found = Drafted(why)
+    for wait in (0.0, COUNTER_LAG):  # counters may trail the reply (vLLM's engine loop)
+        time.sleep(wait)
+        after = metrics.scrape(target, driver.metrics_path)
+        series = next((s for s in driver.spec_series if s.counters and after.ok
+                       and s.draft_tokens in after.names()), None)
+        if series is None or series.draft_tokens is None or series.accepted is None:
+            break
+        found.counts = (metrics.delta(before, after, series.draft_tokens) or 0.0,
+                        metrics.delta(before, after, series.accepted) or 0.0)
+        found.source = f"{series.source}, server-wide over the answers"
+        if found.counts[0]:
+            break
+    return found
 
 
 def with_logprobs(target) -> Sent:
@@ -334,6 +423,26 @@ def judge_response_format(obs: Sent, ctx: Context[Options]) -> None:
             _judge_formatted(r, ctx, " that the prompt does not ask for", UNPROMPTED_SCHEMA)
         else:
             _judge_formatted(r, ctx, "" if key == "response_format" else " with thinking on")
+    if obs.drafted is not None:
+        _judge_drafted(obs.drafted, ctx, "response_format thinking" in obs.replies)
+
+
+def _judge_drafted(d: Drafted, ctx: Context[Options], thinking: bool) -> None:
+    """The schema held; whether it held while drafting too (vLLM PR 36138: structured output
+    broke under speculative decoding) is shown only where drafts were made during the answers.
+    Not shown is a note, not a failure: the answers themselves held."""
+    answers = "the JSON answers (thinking on and off)" if thinking else "the JSON answer"
+    if d.counts and d.counts[0]:
+        ctx.note(f"drafting engaged during {answers} ({d.why}): {number(d.counts[0], COUNT)} "
+                 f"draft tokens, {number(d.counts[1], COUNT)} accepted [{d.source}], and the "
+                 f"schema held")
+        return
+    seen = (f"{d.source} show no draft tokens" if d.counts is not None else
+            f"where the {ctx.driver.label} reports draft counts "
+            f"({ctx.driver.draft_counts_where}) none came")
+    ctx.note(f"drafting not shown during {answers}: {d.why}, yet {seen}; the schema held "
+             f"without it, so whether it holds while drafting is not shown here "
+             f"(test_spec_decode judges the drafting)")
 
 
 def _judge_formatted(r: Reply, ctx: Context[Options], how: str,

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from pytest_frank.chat import Reply, Request, send, think_through
 from pytest_frank.checks import Check, Context
+from pytest_frank.claims import Claim, option
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.advice import advise
 from pytest_frank.claims.replies import (one_line, reasoning_parser_fix, require_answer,
@@ -25,10 +26,19 @@ PROMPT = "Say hello in one short sentence."
 
 @dataclass(frozen=True)
 class Options(ClaimOptions):
-    field: str | None = None  # where clients read reasoning
-    max_tokens: int = 512  # the first budget; thinking past it is asked again, larger, once
-    stream: bool = True
-    thinking_off: bool = True
+    field: str | None = option(None, minLength=1, about=(
+        "The response field that must carry reasoning (the driver reads `reasoning_content` then "
+        "`reasoning`; vLLM the other way round; Anthropic `thinking` blocks). Default: the "
+        "driver's."))
+    max_tokens: int = option(512, minimum=1, about=(
+        "The first budget per request; thinking counts against it. Default: 512."))
+    stream: bool = option(True, "False skips `test_reasoning_streamed`. Default: true.")
+    thinking_off: bool = option(True, about=(
+        "False skips `test_reasoning_off` (a model that cannot switch thinking off). Default: "
+        "true."))
+
+
+CLAIM = Claim("reasoning", "chat returns content and reasoning", Options, order=40)
 
 
 @dataclass(kw_only=True)

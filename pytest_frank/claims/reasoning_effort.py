@@ -8,11 +8,12 @@ llama.cpp answers 500 or 400 naming Jinja, vLLM 400."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from pytest_frank.chat import Reply, Request, send
 from pytest_frank.checks import Check, Context
+from pytest_frank.claims import Claim, key_schemas, option
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims import in_folder
 from pytest_frank.claims.effort_map import EffortMapError, read_effort_map
@@ -33,13 +34,44 @@ ACCEPTED_TOKENS = 16
 
 @dataclass(frozen=True)
 class Options(ClaimOptions):
-    map: dict[str, str] = field(default_factory=dict)  # client level -> the value sent
-    unmapped: bool = False
-    max_tokens: int = 512
+    map: dict[str, str] = option(factory=dict, about=(
+        "Client level -> the value the endpoint receives (the seeds' compat.reasoningEffortMap); "
+        "levels are `none minimal low medium high xhigh max`."), **{"$ref": "#/$defs/effort_map"})
+    unmapped: bool = option(False, about=(
+        "Also send every client level as is (`test_reasoning_effort_unmapped`), failing when the "
+        "template rejects a level the map leaves out. Default: false."))
+    max_tokens: int = option(512, minimum=1, about=(
+        "The budget per level; a level answered with reasoning and cut before any content passes. "
+        "Default: 512."))
     source: str | None = None  # the client config the map was read from (`from:`)
-    trend: bool = False  # test_reasoning_effort_trend: higher levels think longer (an answer each)
+    trend: bool = option(False, about=(
+        "Also ask `test_reasoning_effort_trend`: each distinct mapped value answers the same "
+        "question (a full answer per level) and higher levels must think longer, measured in "
+        "thinking tokens: the highest at least 1.25x the lowest, none under half of a lower one. "
+        "Default: false."))
 
-    FROM_KEYS: ClassVar[tuple[str, ...]] = ("from", "model", "provider")  # read into `map`
+    # The keys that read the map from a client's config into `map` (the `from:` form).
+    FROM: ClassVar[dict[str, dict[str, Any]]] = {
+        "from": {"type": "string", "minLength": 1, "description": (
+            "Read the map from the client's own models.json (pi's `compat.reasoningEffortMap`), "
+            "relative to fleet.yaml, when the fleet loads.")},
+        "model": {"type": "string", "minLength": 1, "description": (
+            "The model id in `from:`'s file. Default: the endpoint's alias.")},
+        "provider": {"type": "string", "minLength": 1, "description": (
+            "The provider in `from:`'s file, only when several providers list that model id.")}}
+    FROM_KEYS: ClassVar[tuple[str, ...]] = tuple(FROM)
+
+    @classmethod
+    def schema(cls) -> dict[str, Any]:
+        """The bare level map, `map:` with options, or `from:` with options."""
+        keys = key_schemas(cls)
+        rest = {k: v for k, v in keys.items() if k != "map"}
+        return {"oneOf": [
+            {"$ref": keys["map"]["$ref"]},
+            {"type": "object", "additionalProperties": False, "required": ["map"],
+             "properties": keys},
+            {"type": "object", "additionalProperties": False, "required": ["from"],
+             "properties": {**cls.FROM, **rest}}]}
 
     @classmethod
     def from_fleet(cls, value: Any, endpoint: Endpoint | None = None) -> Options:
@@ -54,6 +86,12 @@ class Options(ClaimOptions):
         if not isinstance(value.get("map"), dict):
             return cls(map=value)
         return cls(**value)
+
+
+CLAIM = Claim("reasoning_effort",
+              "every client reasoning_effort level maps to one the template accepts", Options,
+              order=50, asks="A mapping asks it: the effort map itself (client level -> the value "
+              "sent), or `map:` or `from:` with options.")
 
 
 def _client_map(path: str, model: str | None, provider: str | None,

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pytest_frank.checks import Check, Context
+from pytest_frank.claims import Claim, option
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.observation import Failed, Observation
 from pytest_frank.verdict import fail
@@ -19,7 +20,15 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Options(ClaimOptions):
-    unit_policy: bool = False  # also check the unit's restart and memory-lock hygiene
+    unit_policy: bool = option(False, about=(
+        "Also check the unit's policy: `Restart=on-failure`, `RestartSec`, "
+        "`LimitMEMLOCK=infinity` (a native CUDA binary) and `[Install] WantedBy=`, each named "
+        "with its line. Default: false."))
+
+
+CLAIM = Claim("serve",
+              "the serve config (unit, env, script) holds what the claims need, and is what runs",
+              Options, order=180, asked_by="serve")
 
 
 if TYPE_CHECKING:  # the config gate reads these options too: the type checker keeps them in step

@@ -5,11 +5,12 @@ counted as the server's tokenizer counts it, or refused with the cap the server 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pytest_frank import http, sizing
 from pytest_frank.chat import Reply, Request, send
 from pytest_frank.checks import Check, Context
+from pytest_frank.claims import Claim, option
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.advice import advise
 from pytest_frank.claims.replies import one_line, require_answer
@@ -34,8 +35,21 @@ FILLER = ("The archivist read the ledger aloud, page after page, naming each shi
 
 @dataclass(frozen=True)
 class Options(ClaimOptions):
-    count: int | None = None
-    ctx_per_slot: int | None = None
+    count: int | None = option(None, minimum=1, about=(
+        "Slots: conversations served at once (llama.cpp `/props` `total_slots`)."))
+    ctx_per_slot: int | None = option(None, minimum=1, about=(
+        "Tokens of context each slot gets (llama.cpp `/props` "
+        "`default_generation_settings.n_ctx`, vLLM `max_model_len`)."))
+
+    @classmethod
+    def schema(cls) -> dict[str, Any]:
+        """A mapping of at least one key: the claim has no defaults to ask with `true`."""
+        return {**super().schema(), "type": "object", "minProperties": 1}
+
+
+CLAIM = Claim("slots",
+              "the live slot shape matches the intended one", Options,
+              order=160, asks="A mapping of `count`, `ctx_per_slot` or both asks it.")
 
 
 if TYPE_CHECKING:  # the config gate reads these options too: the type checker keeps them in step

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from pytest_frank import metrics
 from pytest_frank.chat import Reply, Request, send
 from pytest_frank.checks import Check, Context
+from pytest_frank.claims import Claim, option
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.advice import advise
 from pytest_frank.observation import Failed, Observation
@@ -32,11 +33,23 @@ PROMPT = "Count from 1 to 300 in words, one number per line, and nothing else."
 
 @dataclass(frozen=True)
 class Options(ClaimOptions):
-    min_acceptance: float | None = None
-    max_acceptance: float | None = None
-    max_tokens: int = 128  # per generation: enough drafting steps, cheap on any endpoint
-    min_draft_tokens: int = 64  # fewer than this and a rate is noise: inconclusive
-    reference: str | None = None  # a non-drafting twin's endpoint name, for the lossless test
+    min_acceptance: float | None = option(None, minimum=0, maximum=1, about=(
+        "Lowest acceptable rate, 0-1 (healthy MTP: about 0.6)."))
+    max_acceptance: float | None = option(None, minimum=0, maximum=1, about=(
+        "Highest believable rate, 0-1 (about 0.95; near 1 means the draft is the model itself)."))
+    # per generation: enough drafting steps, cheap on any endpoint
+    max_tokens: int = option(128, "The longest probe generation (default 128).", minimum=8)
+    min_draft_tokens: int = option(64, minimum=1, about=(
+        "Fewest draft tokens a rate is judged on (default 64); fewer is \"inconclusive (N draft "
+        "tokens)\", a skip, not a rate from a handful."))
+    reference: str | None = option(None, minLength=1, about=(
+        "a non-drafting twin in the fleet (its endpoint name): test_spec_decode_lossless compares "
+        "the greedy answers"))
+
+
+CLAIM = Claim("spec_decode",
+              "speculative decoding is engaged with a sane acceptance rate", Options,
+              order=90)
 
 
 ASKS = 4  # generations at most, to gather min_draft_tokens from a model that answers briefly

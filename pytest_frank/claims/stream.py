@@ -16,6 +16,7 @@ from typing import Callable
 
 from pytest_frank.chat import Reply, Request, send
 from pytest_frank.checks import Check, Context
+from pytest_frank.claims import Claim, option
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims import stream_rules as rules
 from pytest_frank.claims.advice import advise
@@ -37,16 +38,37 @@ SHOWN = 3  # breaches named in one failure
 
 @dataclass(frozen=True)
 class Options(ClaimOptions):
-    apis: list[str] | None = None  # None: the endpoint's own route
-    tools: bool | None = None  # None: where the endpoint's tools claim is asked
-    max_tokens: int = 256
-    created: bool = True
-    role: bool = True
-    block_order: bool = True
-    item_order: bool = True
+    apis: list[str] | None = option(
+        None, minItems=1, uniqueItems=True, items={"enum": ["chat", "messages", "responses"]}, about=(
+        "The API shapes whose streams are judged, one test each: `chat` (/v1/chat/completions), "
+        "`messages` (/v1/messages), `responses` (/v1/responses). Default: the endpoint's own "
+        "route (`api:`)."))
+    tools: bool | None = option(None, about=(
+        "Also stream a forced tool call (tool_choice required) and judge its chunks. Default: "
+        "where the endpoint asks the tools claim."))
+    max_tokens: int = option(256, "The budget of each streamed request. Default: 256.", minimum=1)
+    created: bool = option(True, about=(
+        "Chat: every chunk carries the first one's `created`. llama.cpp stamps each chunk with "
+        "the second it sends it; false notes that instead of failing. Default: true."))
+    role: bool = option(True, about=(
+        "Chat: `role` in each choice's first delta and in no other. llama.cpp leaves it out where "
+        "the answer opens with a character that spans tokens (Japanese, an emoji); false notes "
+        "that instead of failing. Default: true."))
+    block_order: bool = option(True, about=(
+        "Messages: each content block is closed before the next one opens. llama.cpp keeps every "
+        "block open until the end; false notes that instead of failing. Default: true."))
+    item_order: bool = option(True, about=(
+        "Responses: each output item is done before the next is added (the reasoning item before "
+        "the message item). llama.cpp finishes the reasoning item last; false notes that instead "
+        "of failing. Default: true."))
 
     def asks(self, rule: str) -> bool:
         return getattr(self, rule) if rule in PARTS else True
+
+
+CLAIM = Claim("stream",
+              "a streamed answer keeps its API shape's wire format, frame by frame", Options,
+              order=120)
 
 
 @dataclass

@@ -17,6 +17,7 @@ from typing import Any
 
 from pytest_frank.chat import Reply, Request, send, shared, think_through
 from pytest_frank.checks import Check, Context
+from pytest_frank.claims import Claim, option
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.advice import advise
 from pytest_frank.claims.replies import (cut_while_thinking, one_line, require_answer,
@@ -59,19 +60,48 @@ MARKUP = re.compile(r"<tool_call>|</tool_call>|<function[=\s(>]|<tools>|<\|tool_
 
 @dataclass(frozen=True)
 class Options(ClaimOptions):
-    trials: int = 1
-    min_pass_rate: float = 1.0
-    max_tokens: int = 512
-    auto_must_call: bool = False
-    named: bool | None = None  # None: probe a named choice where the driver honours it
-    parallel: bool = False
-    stream: bool = True
-    none: bool = True  # tool_choice "none" answers without a call (pytest_frank.claims.contract)
-    schemas: int = 0  # corpus tools asked (tools_breadth): 0 asks none, 4 each family once
-    schema_budget: int = 1024  # max_tokens of each corpus call: a recursing model ends there
-    thinking: bool = False  # the model thinks before it calls: test_tools_forced_thinking
-    reference: str | None = None  # the endpoint whose tool-call triggers this one must share
-    min_trigger_f1: float = 0.8
+    trials: int = option(1, minimum=1, maximum=100, about=(
+        "Requests per probe (required, auto, named, parallel); the rate of valid trials is "
+        "reported, as K2-Vendor-Verifier's schema accuracy. Default: 1."))
+    min_pass_rate: float = option(1.0, minimum=0, maximum=1, about=(
+        "Share of trials that must be valid. Default: 1.0."))
+    max_tokens: int = option(512, "The first budget per request. Default: 512.", minimum=1)
+    auto_must_call: bool = option(False, about=(
+        "Under `auto`, a text answer counts as a failure. Default: false."))
+    named: bool | None = option(None, about=(
+        "Probe a named tool_choice (default on except llama.cpp's chat route). Default: the "
+        "driver's."))
+    parallel: bool = option(False, "The endpoint claims parallel calls: probe them. Default: false.")
+    stream: bool = option(True, about=(
+        "False skips `test_tools_streamed` and the streamed asks of `test_tools_arguments`. "
+        "Default: true."))
+    # tool_choice "none" answers without a call (pytest_frank.claims.contract)
+    none: bool = option(True, about=(
+        "`test_tools_none`: tool_choice \"none\" with tools offered answers with no call, "
+        "structured or written as text. False skips it. Default: true."))
+    schemas: int = option(0, minimum=0, maximum=32, about=(
+        "Tools of the generated schema corpus asked by `test_tools_schema_corpus`, one forced "
+        "call each (`$defs`/`$ref` with recursion, `anyOf`/`oneOf`/`allOf`, enums, ranges, number "
+        "and string formats, `additionalProperties: false`, nested arrays; strict and not, "
+        "streamed and not): 4 covers every keyword and pairing once, up to 32 varies them. "
+        "Default: 0 (not asked)."))
+    schema_budget: int = option(1024, minimum=1, about=(
+        "max_tokens of each corpus call: a model that recurses into optional `$ref`s ends there "
+        "and is diagnosed as such. Default: 1024."))
+    thinking: bool = option(False, about=(
+        "The model thinks before it calls: `test_tools_forced_thinking` checks that `tool_choice: "
+        "required` keeps the reasoning the same request has under `auto`. Default: false."))
+    reference: str | None = option(None, about=(
+        "The fleet endpoint whose tool-call decisions this one must share: "
+        "`test_tools_trigger_agreement` asks both a fixed set of prompts (greedy, tools under "
+        "`auto`) and scores agreement as F1, as K2 Vendor Verifier does. A replica (`same_as`) is "
+        "compared with its original without it. Default: none."))
+    min_trigger_f1: float = option(0.8, minimum=0, maximum=1, about=(
+        "The least trigger F1 against the reference (precision and recall of finishing with "
+        "tool_calls, the reference's decisions the truth). Default: 0.8."))
+
+
+CLAIM = Claim("tools", "tool calls are well formed and validate against their schema", Options, order=60)
 
 
 @dataclass(kw_only=True)

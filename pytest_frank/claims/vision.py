@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pytest_frank import redact
 from pytest_frank.chat import Reply, Request, think_through
 from pytest_frank.checks import Check, Context
+from pytest_frank.claims import Claim, option
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.advice import advise
 from pytest_frank.claims.replies import require_thinking_ended, thinking_spent
@@ -34,8 +35,14 @@ PROMPT = ("What colour fills this image? Answer with one word: "
 
 @dataclass(frozen=True)
 class Options(ClaimOptions):
-    forms: tuple[str, ...] | None = None  # image forms to send; the driver's when not set
-    max_tokens: int = 1024  # the first budget; thinking past it is asked again, larger, once
+    forms: tuple[str, ...] | None = option(
+        None, minItems=1, uniqueItems=True, items={"enum": ["data_url", "base64", "anthropic"]}, about=(
+        "Image forms to probe, from `data_url`, `base64`, `anthropic` (default: the engine's)."))
+    max_tokens: int = option(1024, minimum=1, about=(
+        "Budget per answer (default 1024: thinking models reason first)."))
+
+
+CLAIM = Claim("vision", "the model sees the image it is sent", Options, order=100)
 
 
 @dataclass

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_frank.checks import Check, Context
+from pytest_frank.claims import Claim, option
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims import slots
 from pytest_frank.claims.advice import advise
@@ -34,33 +35,87 @@ TABLE = "context math"
 class Options(ClaimOptions):
     PATHS = ("model", "draft", "mmproj")  # GGUF files, relative to the fleet file, or URLs
 
-    model: str | None = None
-    draft: str | None = None
-    mmproj: str | None = None
-    mtp: bool | None = None
-    draft_max: int | None = None
-    ctx_size: int | None = None
-    parallel: int | None = None
-    kv_unified: bool | None = None
-    ubatch_size: int | None = None
-    swa_full: bool | None = None
-    cache_type_k: str | None = None
-    cache_type_v: str | None = None
-    gpu_mib: float | None = None
-    fixed_mib: float | None = None
-    headroom_mib: float | None = None
-    tolerance: float | None = None
-    tolerance_mib: float | None = None
-    contexts: list[int] | None = None
-    source: str | None = None
-    gpu: int | None = None
-    command: Any = None
-    metrics_url: str | None = None
-    host: str | None = None  # the machine whose GPU serves the endpoint; default the URL's
+    model: str | None = option(None, minLength=1, about=(
+        "The served GGUF: a path (relative to fleet.yaml) or http(s) URL. Default: live: the "
+        "engine's own report (llama.cpp `/props` `model_path`) when that file is readable here."))
+    draft: str | None = option(None, minLength=1, about=(
+        "A separate draft model GGUF (`--model-draft`): its weights and KV are counted. Default: "
+        "none."))
+    mmproj: str | None = option(None, minLength=1, about=(
+        "The projector GGUF (`--mmproj`): its weights are counted. Default: none."))
+    mtp: bool | None = option(None, about=(
+        "Count the MTP draft context (`--spec-type draft-mtp`). Default: on when the file has "
+        "NextN layers."))
+    draft_max: int | None = option(None, minimum=0, about=(
+        "`--spec-draft-n-max`: with MTP, each sequence keeps this many snapshots of its recurrent "
+        "state beside its own (a hybrid's state is counted 1 + draft_max times). Default: 3."))
+    ctx_size: int | None = option(None, minimum=1, about=(
+        "The total `--ctx-size`. Default: live: from the slot shape (slots x context per slot)."))
+    parallel: int | None = option(None, minimum=1, about=(
+        "`--parallel`. Default: live: the slot count; else 1."))
+    kv_unified: bool | None = option(None, about=(
+        "`--kv-unified`. Default: live: true when each slot's context equals `ctx_size`; else "
+        "false."))
+    ubatch_size: int | None = option(None, minimum=1, about=(
+        "`--ubatch-size`: a sliding-window cache holds the window plus one ubatch. Default: 512."))
+    swa_full: bool | None = option(None, about=(
+        "`--swa-full`: the sliding-window layers keep the whole context. Default: false."))
+    cache_type_k: str | None = option(
+        None, enum=["f32", "f16", "bf16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl"], about=(
+        "`--cache-type-k/-v`: f32 f16 bf16 q8_0 q5_1 q5_0 q4_1 q4_0 iq4_nl. Default: f16."))
+    cache_type_v: str | None = option(
+        None, enum=["f32", "f16", "bf16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl"], about=(
+        "`--cache-type-k/-v`: f32 f16 bf16 q8_0 q5_1 q5_0 q4_1 q4_0 iq4_nl. Default: f16."))
+    gpu_mib: float | None = option(None, exclusiveMinimum=0, about=(
+        "GPU memory in MiB; without it (offline, or no reading) the table is printed and the fit "
+        "is inconclusive. Default: live: the source's total."))
+    fixed_mib: float | None = option(None, minimum=0, about=(
+        "CUDA context, compute buffers, scratch: measure it once per host. Default: 1024."))
+    headroom_mib: float | None = option(None, minimum=0, about=(
+        "Free memory the config must leave. Default: 0."))
+    tolerance: float | None = option(None, exclusiveMinimum=0, maximum=1, about=(
+        "Allowed difference, a fraction of the modelled total. Default: 0.10."))
+    tolerance_mib: float | None = option(None, exclusiveMinimum=0, about=(
+        "Allowed difference in MiB (replaces `tolerance`; the larger when both are set). Default: "
+        "none."))
+    contexts: list[int] | None = option(
+        None, minItems=1, items={"type": "integer", "minimum": 1}, about=(
+        "Context sizes for the context-math table. Default: ctx_size x 0.875, 0.9375, 1, 1.125, "
+        "each to the nearest 256 tokens a slot."))
+    source: str | None = option(None, enum=["nvidia-smi", "command", "prometheus"], about=(
+        "Where the used memory is read: `nvidia-smi` (on the machine running pytest), `command`, "
+        "`prometheus`. Default: `nvidia-smi`."))
+    gpu: int | None = option(None, minimum=0, about=(
+        "Which GPU: nvidia-smi index, or the DCGM `gpu` label. Default: the only GPU."))
+    command: Any = option(None, oneOf=[
+        {"type": "string", "minLength": 1},
+        {"type": "array", "minItems": 1, "items": {"type": "string"}}], about=(
+        "A shell line (or an argv list) whose stdout is `nvidia-smi "
+        "--query-gpu=index,name,memory.used,memory.total --format=csv[,noheader][,nounits]`, e.g. "
+        "over ssh. Required with `source: command`."))
+    metrics_url: str | None = option(None, pattern="^https?://", about=(
+        "A Prometheus text URL: dcgm-exporter (`DCGM_FI_DEV_FB_USED`/`_FREE`) and/or vLLM's "
+        "`/metrics` (`vllm:cache_config_info`). Required with `source: prometheus`."))
+    host: str | None = option(None, minLength=1, about=(
+        "The machine whose GPU serves the endpoint, for the `nvidia-smi` rule above (a URL that "
+        "names a proxy or load balancer rather than the GPU host). Default: the URL's host."))
 
     def as_dict(self) -> dict[str, Any]:
         """The keys fleet.yaml set, as the memory model (pytest_frank.vram.plan) reads them."""
         return {k: v for k, v in asdict(self).items() if v is not None}
+
+    @classmethod
+    def schema(cls) -> dict[str, Any]:
+        """A reading source's own key is required with it: `command` with `source: command`,
+        `metrics_url` with `source: prometheus`."""
+        needs = {"command": "command", "prometheus": "metrics_url"}
+        return {**super().schema(), "allOf": [
+            {"if": {"type": "object", "required": ["source"],
+                    "properties": {"source": {"const": source}}},
+             "then": {"required": [key]}} for source, key in needs.items()]}
+
+
+CLAIM = Claim("vram", "GPU memory used matches the model's own header", Options, order=170)
 
 
 if TYPE_CHECKING:  # the config gate reads these options too: the type checker keeps them in step

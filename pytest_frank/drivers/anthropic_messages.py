@@ -187,7 +187,8 @@ class MessagesWire:
     sdk_modules: tuple[str, ...] = ("anthropic", "anthropic.resources.messages")
     image_forms: tuple[str, ...] = ("anthropic",)
     reasoning_fields: tuple[str, ...] = ("thinking",)  # thinking content blocks
-    history_reasoning_fields: tuple[str, ...] = ()  # thinking blocks, judged by test_agent
+    # The assistant turn's thinking blocks, sent back as the server signed them
+    history_reasoning_fields: tuple[str, ...] = ("thinking",)
     shape_params = frozenset({"max_tokens", "stop", "count_tokens", "claude_code",
                               "context_limit", "sampling"})
     budget_keys: tuple[str, ...] = ("max_tokens",)

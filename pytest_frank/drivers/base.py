@@ -231,8 +231,8 @@ class Driver:
     # Where a reply carries reasoning, in the order read; fleet.yaml `reasoning.field` wins.
     reasoning_fields: tuple[str, ...]
     # The fields of an assistant message clients send a previous turn's reasoning back in
-    # (test_agent_reasoning_history asks each); empty where the route's history carries it
-    # otherwise (the Messages API's thinking blocks, the Responses API's reasoning items).
+    # (test_agent_reasoning_history asks each; `thinking`: the Messages API's thinking blocks);
+    # empty where the route's history carries it otherwise (the Responses API's reasoning items).
     history_reasoning_fields: tuple[str, ...]
     shape_params: frozenset[str]  # the request parameters of the API shape
     budget_keys: tuple[str, ...]  # the fields an answer's budget may be sent in
@@ -291,6 +291,12 @@ class Driver:
             return (reply.cached_tokens, reply.prompt_tokens,
                     "usage.prompt_tokens_details.cached_tokens")
         return None
+
+    # Where one answer's draft counts are read on a drafting server: "reply" (each reply's own
+    # engine fields) or "metrics" (the spec_series counters' growth in /metrics, server-wide);
+    # draft_counts_where says it in words.
+    draft_counts_from = "metrics"
+    draft_counts_where = "the spec_decode counters in /metrics"
 
     def draft_counts(self, engine: dict) -> tuple[int, int] | None:
         """(draft tokens, accepted) from one reply's engine fields (`timings`), where reported."""
@@ -365,9 +371,10 @@ class Driver:
             m in text for m in self.no_projector_markers)
 
     # -- generation battery: reasoning, reasoning_effort, tools (pytest_frank.chat) -------------
-    # Of history_reasoning_fields, those the engine reads into its chat template: one of them
-    # that leaves the prompt as long as no reasoning does, where another lengthens it, was
-    # dropped on the way (test_agent_reasoning_history); None where the engine is not known.
+    # Of history_reasoning_fields (of every route), those the engine reads into its chat
+    # template: one of them that leaves the prompt as long as no reasoning does, where another
+    # lengthens it, was dropped on the way (test_agent_reasoning_history); None where the
+    # engine is not known.
     history_reasoning_read: tuple[str, ...] | None = None
     honours_named_tool_choice = True  # OpenAI's {"type":"function","function":{"name":...}}
     # Tool-call family (pytest_frank.claims.tools.FAMILIES) -> what a served chat template must

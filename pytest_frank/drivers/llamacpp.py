@@ -303,8 +303,11 @@ class LlamaCppDriver(OpenAIDriver):
     honours_named_tool_choice = False  # the object form is silently treated as "auto"
     # The chat route reads an assistant message's reasoning_content into the template and
     # ignores `reasoning`: an agent's history came to 672 prompt tokens without reasoning and
-    # with it in `reasoning`, 712 with it in reasoning_content (xllamacpp 2026.10.11549).
-    history_reasoning_read = ("reasoning_content",)
+    # with it in `reasoning`, 712 with it in reasoning_content (xllamacpp 2026.10.11549). Its
+    # /v1/messages turns an assistant turn's thinking blocks into reasoning_content: the
+    # self-test agent model's own turn sent back came to 1255 input tokens without its
+    # thinking block, 1268 with it, on the same build.
+    history_reasoning_read = ("reasoning_content", "thinking")
     # llama.cpp picks its parser from the served template, not a flag: a template holding all
     # of a family's markers gets that family's handler (calls parsed and, under tool_choice
     # "required", written by its grammar); any other template leaves such a call text in
@@ -447,6 +450,11 @@ class LlamaCppDriver(OpenAIDriver):
     )
 
     speculative_source = "/slots speculative"
+    # Each reply carries its own draft counts (timings.draft_n / draft_n_accepted, the JSON
+    # answer under a grammar included: 135 drafted, 4 accepted on the self-test model drafting
+    # itself, xllamacpp 2026.10.11549); /metrics counts them server-wide.
+    draft_counts_from = "reply"
+    draft_counts_where = "each reply's timings.draft_n / draft_n_accepted"
 
     def speculative_live(self, payloads: dict) -> bool | None:
         slots = payloads.get("/slots")

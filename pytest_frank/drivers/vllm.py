@@ -32,6 +32,10 @@ class VllmDriver(OpenAIDriver):
     # -- generation, /metrics, speculative decoding, vision --------------------------------------
     keep_generating = {"extra_body": {"ignore_eos": True}}
     spec_series = (metrics.VLLM_SPEC,)
+    # A reply carries no draft counts: one answer's drafting is the growth of the
+    # spec_decode counters over it (server-wide)
+    draft_counts_from = "metrics"
+    draft_counts_where = "the vllm:spec_decode_* counters in /metrics"
     # usage carries cached_tokens only with --enable-prompt-tokens-details; the counters always
     # run (named gpu_prefix_cache_* before v0.11)
     prefix_cache_counters = (("vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total"),

@@ -10,11 +10,18 @@ test per client: `test_client[NAME-claude_code]`."""
 from __future__ import annotations
 
 from pytest_frank.checks import Check
+from pytest_frank.claims import Claim
 from pytest_frank.claims.clients.judge import judge
 from pytest_frank.claims.clients.options import CHOICES, Options
 from pytest_frank.claims.clients.play import play
 
-__all__ = ["CHOICES", "CLIENT", "Options", "names"]
+__all__ = ["CHOICES", "CLAIM", "CLIENT", "Options", "names"]
+
+CLAIM = Claim("clients",
+              "each coding client's own requests (Claude Code, Codex, pi, opencode, Open WebUI) "
+              "are answered", Options, order=80,
+              asks="`true` asks every client, a list (each name also a mapping of options) "
+                   "some; `false` turns it off.")
 
 
 def names(options: Options, driver) -> list[str]:

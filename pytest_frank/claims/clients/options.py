@@ -6,11 +6,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_frank.claims import Options as ClaimOptions
+from pytest_frank.claims import key_schemas
 from pytest_frank.claims.clients.profile import Choices
 from pytest_frank.claims.clients.registry import PROFILES
 from pytest_frank.fleet import OptionError
 
-CHOICES = ("request_kb", "model", "max_tokens")
+CHOICES = tuple(key_schemas(Choices))
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,17 @@ class Options(ClaimOptions):
                                   f"unknown option (known: {', '.join(CHOICES)})")
             found.append((name, Choices(**(given or {}))))
         return cls(clients=tuple(found))
+
+    @classmethod
+    def schema(cls) -> dict[str, Any]:
+        """`true`, or a list of client names, each also a one-key mapping of its choices."""
+        names = list(PROFILES)
+        choices = {"type": ["object", "null"], "additionalProperties": False,
+                   "properties": key_schemas(Choices)}
+        return {"type": ["boolean", "array"], "items": {
+            "if": {"type": "string"}, "then": {"enum": names},
+            "else": {"type": "object", "minProperties": 1, "maxProperties": 1,
+                     "propertyNames": {"enum": names}, "additionalProperties": choices}}}
 
     def of(self, name: str) -> Choices:
         return dict(self.clients)[name]

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pytest_frank.chat import Call, Reply, Request
+from pytest_frank.claims import option
 from pytest_frank.claims.clients.filler import prose, size_of
 
 PROMPT = ("Look at notes.txt in this project and tell me in one sentence what it is for. "
@@ -22,9 +23,15 @@ LATE_SYSTEM, ARRAYS, CACHE_CONTROL = "late_system", "arrays", "cache_control"
 class Choices:
     """One client's options under expect.clients (None: the client's own default)."""
 
-    request_kb: float | None = None  # the first request's size; the client's typical one if None
-    model: str | None = None  # the model name the client is configured with, sent as it sends it
-    max_tokens: int | None = None  # the client's output budget, where configured otherwise
+    request_kb: float | None = option(None, exclusiveMinimum=0, about=(
+        "The first request's size in KB (Claude Code's 24 tools keep it above ~14 KB). Default: "
+        "the client's measured size."))
+    model: str | None = option(None, minLength=1, about=(
+        "The model name the client is configured with, sent as the client sends it "
+        "(`claude_code`: a `claude-*` name drops the trailing system message). Default: the "
+        "served model."))
+    max_tokens: int | None = option(None, minimum=1, about=(
+        "The output budget the client is configured to ask. Default: the client's own."))
 
 
 @dataclass
