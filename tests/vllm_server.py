@@ -60,6 +60,9 @@ CONFIGS = {
     # the family's own parser.
     "LONG": {"variant": "long_think", "reasoning_parser": "qwen3", "tool_parser": "hermes"},
     "QWEN3_XML": {"variant": "qwen3_xml", "reasoning_parser": "qwen3", "tool_parser": "qwen3_xml"},
+    # gpt-oss harmony (tests/vllm_harmony_model.py): vLLM renders the prompt and parses the
+    # reply's channels itself; the family's own parsers
+    "HARMONY": {"variant": "harmony", "reasoning_parser": "openai_gptoss", "tool_parser": "openai"},
 }
 _THEN: dict[str, str] = {}  # test id -> the configuration to start once it has run
 _POOLS: list = []  # the session's pool, while the `vllm` fixture is up
