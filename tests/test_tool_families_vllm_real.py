@@ -255,3 +255,30 @@ def test_healthy_harmony_server_passes_the_battery(vllm, run_fleet):
         "call, which the server's tool-call parser took out of the answer*",
         "*fix: start vLLM with --exclude-tools-when-tool-choice-none*",
         "ep  reasoning ok  reasoning_effort ok  tools FAIL  agent ok  stream ok"])
+
+
+@pytest.mark.vllm_config("HARMONY_BARE")
+def test_harmony_without_a_tool_parser_drops_calls_and_the_fix_names_openai(vllm, run_fleet):
+    server = vllm(**CONFIGS["HARMONY_BARE"])
+    # vLLM 0.32.0 reads a gpt_oss reply by channel whatever the flags: the analysis is still
+    # reasoning without --reasoning-parser (so that parser's absence is no fault a client sees
+    # here), tools are taken without --tool-call-parser (any other model's are its 400), and
+    # the call is dropped: no tool_calls, no content
+    reply = httpx.post(f"{server.url}/v1/chat/completions", timeout=60, json={
+        "model": server.model, "messages": [{"role": "user", "content": "Hi"}],
+        "tools": [weather()], "temperature": 0}).json()
+    message = reply["choices"][0]["message"]
+    assert (message["reasoning"], message["content"], message.get("tool_calls") or []) == (
+        "Thinking", None, []), message
+    result = run(run_fleet, server, "-m", "reasoning or tools", "-k",
+                 "test_reasoning or test_tools_auto", tools=True,
+                 reasoning={"thinking_off": False})
+    result.assert_outcomes(passed=2, failed=1, skipped=1)  # reasoning plain and streamed pass
+    result.stdout.fnmatch_lines([
+        "tool_choice \"auto\": 1 of 1 reply carried reasoning only: no content and no tool call "
+        "(finish_reason 'stop', reasoning 'Thinking'), though the server counted * tokens, * "
+        "of them thinking: what the model wrote after its thinking reached the client as "
+        "neither*",
+        "  fix: start vLLM with --enable-auto-tool-choice --tool-call-parser openai: a vLLM "
+        "server serving a gpt-oss harmony model takes tools without a tool-call parser, and "
+        "drops each call the model writes*"])

@@ -40,6 +40,12 @@ class VllmDriver(OpenAIDriver):
     no_projector_markers = ("is not a multimodal model",)
     # --reasoning-parser by family, where the thinking's markup is the family's own
     reasoning_parsers = MappingProxyType({"harmony": "openai_gptoss"})
+    # A gpt_oss model's reply is read by harmony channel whatever the flags (0.32.0
+    # vllm/parser/harmony.py): with tools offered and no --tool-call-parser it answers 200 (any
+    # other model's tools are its 400), and a commentary message to=functions.NAME becomes a
+    # call only through the openai tool parser; without it the call is dropped, no content
+    # either (tests/test_tool_families_vllm_real.py, HARMONY_BARE).
+    drops_unparsed_calls = "harmony"
 
     # -- the server's own count: vllm/entrypoints/openai/protocol.py TokenizeChatRequest renders
     # the messages with the chat template (add_generation_prompt true by default, special tokens
