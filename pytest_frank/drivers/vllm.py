@@ -99,7 +99,7 @@ class VllmDriver(OpenAIDriver):
     # (Qwen3EngineToolParser), which reads <tool_call><function=NAME><parameter=KEY> and types
     # each value by the tool's schema; hermes reads JSON only and leaves such a call in content
     # (tests/test_tool_families_vllm_real.py). The other families' parsers by their names in
-    # 0.32's registry (harmony's is openai); only qwen3_xml is proven on real vLLM here.
+    # 0.32's registry (harmony's is openai); qwen3_xml and openai are proven on real vLLM here.
     call_family_parsers = MappingProxyType({"qwen3_xml": "qwen3_xml", "kimi_k2": "kimi_k2",
                                             "mistral": "mistral", "glm45": "glm45",
                                             "harmony": "openai", "deepseek_v31": "deepseek_v31"})
