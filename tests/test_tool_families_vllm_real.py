@@ -209,7 +209,7 @@ def test_openai_parser_reads_harmony_channels_and_calls(vllm):
         return reply.json()["choices"][0]["message"]
 
     # plain chat: the analysis channel is reasoning, the final channel content
-    assert (message()["reasoning"], message()["content"]) == ("Thinking", "Hello!")
+    assert (message()["reasoning"], message()["content"]) == ("Thinking more", "Hello!")
     # tools offered (vLLM's developer message names them): the commentary message to
     # functions.get_weather is the call, its JSON the arguments; streamed, in several deltas
     assert ask(server, tools=[weather()]) == ("", PARIS, "tool_calls", 0)
@@ -218,12 +218,15 @@ def test_openai_parser_reads_harmony_channels_and_calls(vllm):
     assert ask(server, tools=[weather()], tool_choice="required")[1:3] == (PARIS, "tool_calls")
     # after the tool's result (vLLM renders the past call and the result): the answer
     after = message(messages=HISTORY, tools=[weather()])
-    assert (after["reasoning"], after["content"]) == ("Thinking", "Hello!") and not after.get(
+    assert (after["reasoning"], after["content"]) == ("Thinking more", "Hello!") and not after.get(
         "tool_calls"), after
-    # reasoning_effort reaches the system message as "Reasoning: low" etc.: harmony's three
-    # levels, each answered; any other is vLLM's 400 naming them
-    for level in ("low", "medium", "high"):
-        assert message(reasoning_effort=level)["content"] == "Hello!", level
+    # reasoning_effort reaches the system message as "Reasoning: low" etc. (medium unless
+    # asked): harmony's three levels, each answered, the model thinking longer the higher the
+    # level; any other is vLLM's 400 naming them
+    for level, thinking in (("low", "Thinking"), ("medium", "Thinking more"),
+                            ("high", "Thinking more deeply")):
+        said = message(reasoning_effort=level)
+        assert (said["reasoning"], said["content"]) == (thinking, "Hello!"), level
     for level in ("minimal", "xhigh", "max"):
         reply = httpx.post(url, timeout=60, json={
             "model": server.model, "messages": [{"role": "user", "content": "Hi"}],
@@ -237,16 +240,17 @@ def test_healthy_harmony_server_passes_the_battery(vllm, run_fleet):
     result = run(run_fleet, vllm(**HARMONY),
                  "-m", "tools or reasoning or reasoning_effort or agent or stream",
                  tools={"named": False}, reasoning={"thinking_off": False},
-                 reasoning_effort={"map": {"low": "low", "medium": "medium", "high": "high"}},
+                 reasoning_effort={"map": {"low": "low", "medium": "medium", "high": "high"},
+                                   "trend": True},
                  agent=True, stream=True)
     # reasoning plain and streamed (thinking cannot be switched off: vLLM's harmony prompt
-    # takes no enable_thinking); the three levels; tools required, auto, plain chat,
+    # takes no enable_thinking); the three levels and their trend; tools required, auto, plain chat,
     # streamed; agent plain and streamed and its reasoning history; the stream wire. Not asked,
     # as for QWEN3_XML: a named get_time (the model's one call is get_weather), parallel calls.
     # Two failures are true ones: the arguments check's forced call to run or run_in_terminal
     # is beyond this scripted model (it writes get_weather's arguments), and under none vLLM
     # keeps the tools in the prompt, the model calls, and the parser drops the call.
-    result.assert_outcomes(passed=13, failed=2, skipped=6)
+    result.assert_outcomes(passed=14, failed=2, skipped=6)
     result.stdout.fnmatch_lines_random([
         "*tool arguments on the wire, run (no arguments), whole: missing required: "
         "run_in_terminal lacks 'command', 'args', 'job'*",
@@ -269,14 +273,14 @@ def test_harmony_without_a_tool_parser_drops_calls_and_the_fix_names_openai(vllm
         "tools": [weather()], "temperature": 0}).json()
     message = reply["choices"][0]["message"]
     assert (message["reasoning"], message["content"], message.get("tool_calls") or []) == (
-        "Thinking", None, []), message
+        "Thinking more", None, []), message
     result = run(run_fleet, server, "-m", "reasoning or tools", "-k",
                  "test_reasoning or test_tools_auto", tools=True,
                  reasoning={"thinking_off": False})
     result.assert_outcomes(passed=2, failed=1, skipped=1)  # reasoning plain and streamed pass
     result.stdout.fnmatch_lines([
         "tool_choice \"auto\": 1 of 1 reply carried reasoning only: no content and no tool call "
-        "(finish_reason 'stop', reasoning 'Thinking'), though the server counted * tokens, * "
+        "(finish_reason 'stop', reasoning 'Thinking more'), though the server counted * tokens, * "
         "of them thinking: what the model wrote after its thinking reached the client as "
         "neither*",
         "  fix: start vLLM with --enable-auto-tool-choice --tool-call-parser openai: a vLLM "

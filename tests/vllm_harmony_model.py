@@ -8,36 +8,40 @@ vLLM serves a `gpt_oss` model through harmony: it renders the prompt itself (ope
 chat template), always ending `<|start|>assistant`, and reads the reply's tokens with harmony's
 own parser. The model writes, at any temperature:
 
-  plain chat         <|channel|>analysis<|message|>Thinking<|end|>
+  plain chat         <|channel|>analysis<|message|>Thinking more<|end|>
                      <|start|>assistant<|channel|>final<|message|>Hello!<|return|>
-  tools offered      <|channel|>analysis<|message|>Thinking<|end|>
+  tools offered      <|channel|>analysis<|message|>Thinking more<|end|>
                      <|start|>assistant<|channel|>commentary to=functions.get_weather
                      <|constrain|>json<|message|>{"city":"Paris","days":1}<|call|>
   after a tool result  as in plain chat
+
+The analysis follows the level vLLM writes into the system message ("Reasoning: medium" unless
+reasoning_effort asks another): "Thinking" at low, "Thinking more" at medium, "Thinking more
+deeply" at high.
 
 A bigram table (the other models of tests/vllm_model.py) cannot write this: "<|channel|>" comes
 twice (analysis, then final or the call), "<|message|>" three ways, and the prompt with tools
 ends like the one without. So the blocks are not zero here; their attention heads are set by
 hand to carry four facts to the output, each one residual unit:
 
-  THOUGHT  layer 0 (sliding window of WINDOW tokens), head 0: "Thinking" is among the last few
-           tokens, so this reply already wrote its analysis
+  THOUGHT  layer 0 (sliding window of WINDOW tokens), head 0: a word of the thinking is among
+           the last few tokens, so this reply already wrote its analysis
   HEADER   layer 0, head 1: "final" (unit FINAL) or "json" (unit JSON) was just written, so the
            message that starts is the answer or the call's arguments
   TOOLS    layer 1 (full attention), head 0: "namespace" is in the prompt, which vLLM's
            developer message holds only when tools are offered
   CALLED   layer 1, head 1: "<|call|>" is in the prompt, a past call (so a result came back)
+  MEDIUM, HIGH  layer 1, heads 2 and 3: " medium" or " high" is in the prompt (the level)
 
 Each head's query is a constant (the bias), its key reads one token's unit through the slowest
 rope pair (it turns by under 0.06 rad over 4,096 positions, so a key scores the same anywhere),
 and its value is that token's unit too: a head attends to its token with weight ~1 where the
 token is in sight, and otherwise spreads over tokens whose value is zero (the sinks are 0 and
 change nothing). The output matrix adds the facts to two choices only: after "<|channel|>"
-analysis, final or commentary, after "<|message|>" Thinking, Hello or the arguments. Each
-fact moves its rival by a step of STEP logits against the script's TOP, so a fact decides a
-choice where it is on and changes nothing anywhere else. The experts are zero (the MLP adds
-nothing). Reasoning levels ("Reasoning: low" in the system message) are rendered by vLLM but
-change nothing here: the analysis is one word at every level.
+analysis, final or commentary, after "<|message|>" Thinking, Hello or the arguments, after
+"Thinking" and " more" the end of the analysis or one word more. Each fact moves its rival by a
+step of STEP logits against the script's TOP, so a fact decides a choice where it is on and
+changes nothing anywhere else. The experts are zero (the MLP adds nothing).
 """
 
 from __future__ import annotations
@@ -49,7 +53,7 @@ from pathlib import Path
 import vllm_model
 
 HIDDEN = 64
-HEADS = 2
+HEADS = 4  # two per layer do the work; layer 0's other two read nothing
 HEAD_DIM = 32  # vLLM's CPU attention accepts 32, 64, 80, ... only
 WINDOW = 6  # layer 0's sliding window: "Thinking" is 4 tokens behind the second "<|channel|>"
 MAX_LEN = 4096
@@ -62,6 +66,7 @@ CHANNEL, MESSAGE, END, START = 200005, 200008, 200007, 200006
 RETURN, CONSTRAIN, CALL = 200002, 200003, 200012
 ANALYSIS, THINKING, ASSISTANT, FINAL, HELLO, BANG = 35644, 133850, 173781, 17196, 13225, 0
 JSON, NAMESPACE, BRACE = 4108, 4797, 10848
+MORE, DEEPLY, MEDIUM, HIGH = 945, 29410, 14093, 1932  # " more", " deeply", " medium", " high"
 # commentary to=functions.get_weather <|constrain|>json, then {"city":"Paris","days":1}: each
 # token comes once, so each names the one after it
 CALL_HEADER = (12606, 815, 316, 28, 44580, 775, 170154, 220, CONSTRAIN, JSON)  # "comment",
@@ -71,13 +76,14 @@ CALL_ARGS = (BRACE, 17500, 7534, 72782, 4294, 20270, 1243, 16, 92)  # {" city ":
 
 PATHS = (
     (ASSISTANT, CHANNEL, ANALYSIS, MESSAGE, THINKING, END, START, ASSISTANT),
+    (MORE, END), (DEEPLY, END),
     (FINAL, MESSAGE, HELLO, BANG, RETURN),
     (CALL_HEADER[-1], MESSAGE, *CALL_ARGS, CALL),
     CALL_HEADER,
 )
 # The units: 0 every token, 1 every token not scripted, then one per scripted token, then the
 # facts the heads write.
-FACTS = ("THOUGHT", "FINAL", "JSON", "TOOLS", "CALLED")
+FACTS = ("THOUGHT", "FINAL", "JSON", "TOOLS", "CALLED", "MEDIUM", "HIGH")
 
 
 def _script() -> dict[int, int]:
@@ -93,7 +99,7 @@ def weights() -> dict:
     import numpy as np
 
     script = _script()
-    scripted = sorted({*script, CHANNEL, MESSAGE, NAMESPACE, CALL})
+    scripted = sorted({*script, CHANNEL, MESSAGE, NAMESPACE, CALL, MEDIUM, HIGH})
     unit = {tid: 2 + n for n, tid in enumerate(scripted)}
     fact = {name: 2 + len(scripted) + n for n, name in enumerate(FACTS)}
     assert max(fact.values()) < HIDDEN
@@ -122,33 +128,43 @@ def weights() -> dict:
     for word, first in (("FINAL", HELLO), ("JSON", BRACE)):
         out[first, unit[MESSAGE]] = TOP - STEP
         out[first, fact[word]] = 2 * STEP
+    # The level's thinking: " more" at medium and high, " deeply" after it at high.
+    out[MORE, unit[THINKING]] = TOP - STEP
+    out[MORE, fact["MEDIUM"]] = out[MORE, fact["HIGH"]] = 2 * STEP
+    out[DEEPLY, unit[MORE]] = TOP - STEP
+    out[DEEPLY, fact["HIGH"]] = 2 * STEP
     # A token's two units read sqrt(HIDDEN / 2) after the final RMS norm (a little less where
     # facts are on: all logits of a position shrink alike, so no choice changes).
     scale = (HIDDEN / 2) ** 0.5
     tensors = {"model.embed_tokens.weight": embed, "model.norm.weight": np.ones(HIDDEN),
                "lm_head.weight": out / scale}
-    heads = {0: ((THINKING, {THINKING: "THOUGHT"}), (FINAL, {FINAL: "FINAL", JSON: "JSON"})),
-             1: ((NAMESPACE, {NAMESPACE: "TOOLS"}), (CALL, {CALL: "CALLED"}))}
+    # Each head: the tokens it attends to, and the fact each writes (the thinking's last word,
+    # whichever it is, is within the window of the second "<|channel|>").
+    thought = {THINKING: "THOUGHT", MORE: "THOUGHT", DEEPLY: "THOUGHT"}
+    heads = {0: (thought, {FINAL: "FINAL", JSON: "JSON"}),
+             1: ({NAMESPACE: "TOOLS"}, {CALL: "CALLED"}, {MEDIUM: "MEDIUM"}, {HIGH: "HIGH"})}
     # A score of SCORE from q = 1 against k = weight * unit (scaled by head_dim ** -0.5).
     key_weight = SCORE * HEAD_DIM ** 0.5 / scale
     for layer, layer_heads in heads.items():
         p = f"model.layers.{layer}."
-        q_bias = np.zeros(HIDDEN)
-        k = np.zeros((HIDDEN, HIDDEN))
-        v = np.zeros((HIDDEN, HIDDEN))
-        o = np.zeros((HIDDEN, HIDDEN))
-        for h, (_, values) in enumerate(layer_heads):
+        width = HEADS * HEAD_DIM
+        q_bias = np.zeros(width)
+        k = np.zeros((width, HIDDEN))
+        v = np.zeros((width, HIDDEN))
+        o = np.zeros((HIDDEN, width))
+        for h, values in enumerate(layer_heads):
             base = h * HEAD_DIM
             q_bias[base + SLOW] = 1.0
-            for n, (tid, name) in enumerate(values.items()):
+            names = list(dict.fromkeys(values.values()))  # one value unit per fact
+            for tid, name in values.items():
                 k[base + SLOW, unit[tid]] = key_weight
-                v[base + n, unit[tid]] = 1.0 / scale
-                o[fact[name], base + n] = 1.0
+                v[base + names.index(name), unit[tid]] = 1.0 / scale
+                o[fact[name], base + names.index(name)] = 1.0
         tensors.update({
-            p + "self_attn.q_proj.weight": np.zeros((HIDDEN, HIDDEN)),
+            p + "self_attn.q_proj.weight": np.zeros((width, HIDDEN)),
             p + "self_attn.q_proj.bias": q_bias,
-            p + "self_attn.k_proj.weight": k, p + "self_attn.k_proj.bias": np.zeros(HIDDEN),
-            p + "self_attn.v_proj.weight": v, p + "self_attn.v_proj.bias": np.zeros(HIDDEN),
+            p + "self_attn.k_proj.weight": k, p + "self_attn.k_proj.bias": np.zeros(width),
+            p + "self_attn.v_proj.weight": v, p + "self_attn.v_proj.bias": np.zeros(width),
             p + "self_attn.o_proj.weight": o, p + "self_attn.o_proj.bias": np.zeros(HIDDEN),
             p + "self_attn.sinks": np.zeros(HEADS),
             p + "input_layernorm.weight": np.ones(HIDDEN),
