@@ -5,9 +5,14 @@ stream and reasoning on a server that serves the family's self-test model under 
 (so the engine takes its parser for that family), then the family's parser fault: the same call
 written as text where the template is not the family's, asked with tool_choice auto. A healthy
 row must pass every asked check (a failed one is a false failure); a fault row must fail
-test_tools_auto naming the family and, in its fix line, what the engine needs to parse it.
+test_tools_auto naming the family and, in its fix line, what the engine needs to parse it. On
+vLLM, which picks its parser from a flag, the rows are real vLLM servers of tests/vllm_server.py's
+configurations (the vLLM environment of tests/vllm_env.py): Qwen3 XML under qwen3_xml, its fault
+under hermes; gpt-oss harmony under openai and openai_gptoss, its fault without a tool-call
+parser, where vLLM drops the calls. The vLLM rows ask no parallel calls (each scripted model
+there writes one call).
 
-    python bench/families.py [--keep DIR]
+    python bench/families.py [--keep DIR] [--engine llama.cpp|vLLM ...]
 
 It prints one row per family and engine and ends with whether the goal is met (0 false failures;
 each family's fault caught with its fix), exiting 1 when it is not. The schema corpus is left
@@ -60,18 +65,55 @@ LLAMACPP = {
                  "reasoning_effort": {"low": "low", "medium": "medium", "high": "high"}},
                 "selftest:harmony_text", "the content holds a gpt-oss harmony tool call"),
 }
-# vLLM's rows go here, in the same shape: a fleet entry for a real vLLM server in place of the
-# model names (tests/vllm_server.py's CONFIGS: QWEN3_XML serves the Qwen3 XML model under
-# qwen3_xml, LONG the same calls under hermes, the wrong parser, whose fault names
-# --tool-call-parser qwen3_xml; tests/test_tool_families_vllm_real.py proves both today). Each
-# start costs about a minute, so they join once the bench can share those servers.
-VLLM: dict[str, tuple] = {}
+# vLLM picks its parser from a flag: a row names configurations of tests/vllm_server.py's CONFIGS
+# (each start costs about 30-60 s; a configuration the suite already serves): the healthy server
+# under the family's parsers, and the fault's, with what its failure line says. Not asked there:
+# tool_choice none (vLLM keeps the tools in the prompt, so the model calls and the parser drops
+# the call: a true failure, fixed by a flag, that tests/test_tool_families_vllm_real.py pins),
+# named tools and test_tools_arguments (each scripted model writes its one call to get_weather,
+# whatever tool a grammar forces), and agent steps (both agree with the healthy llama.cpp rows
+# on the default).
+VLLM_EXPECT = {"tools": {"named": False, "none": False}, "agent": True, "stream": True,
+               "reasoning": True}
+VLLM: dict[str, tuple] = {
+    "qwen3_xml": ("Qwen3 XML", "QWEN3_XML", VLLM_EXPECT, "LONG", "--tool-call-parser qwen3_xml",
+                  "leaked markup"),
+    "harmony": ("harmony", "HARMONY",
+                {**VLLM_EXPECT, **NO_SWITCH,
+                 "reasoning_effort": {"low": "low", "medium": "medium", "high": "high"}},
+                "HARMONY_BARE", "--tool-call-parser openai", "reached the client as neither"),
+}
 ENGINES = {"llama.cpp": LLAMACPP, "vLLM": VLLM}
 
 
 def entry(model: str, expect: dict) -> dict:
     return {"engine": "llamacpp", "ready_timeout": 30, "launch": {"model": model},
             "expect": expect}
+
+
+class VllmServers:
+    """Real vLLM servers of tests/vllm_server.py's configurations, started on first use."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder, self.pool = folder, None
+
+    def entry(self, config: str, expect: dict) -> dict:
+        if self.pool is None:
+            sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+            import vllm_env
+            import vllm_server
+
+            self.configs = vllm_server.CONFIGS
+            self.pool = vllm_server.ServerPool(vllm_env.ensure(), self.folder)
+        server = self.pool.get(**self.configs[config])
+        return {"url": server.url, "engine": "vllm", "alias": server.model,
+                **({"api_key": self.configs[config]["api_key"]}
+                   if "api_key" in self.configs[config] else {}),
+                "expect": expect}
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
 
 
 def run(folder: Path, name: str, ep: dict, *args: str) -> list[dict]:
@@ -88,9 +130,9 @@ def run(folder: Path, name: str, ep: dict, *args: str) -> list[dict]:
     return json.loads(report.read_text())["rows"]
 
 
-def healthy(folder: Path, family: str, model: str, changes: dict) -> tuple[bool, str]:
-    rows = run(folder, f"{family}-healthy", entry(model, {**EXPECT, **changes}),
-               "-m", "tools or agent or stream or reasoning or reasoning_effort")
+def healthy(folder: Path, family: str, ep: dict, *args: str) -> tuple[bool, str]:
+    rows = run(folder, f"{family}-healthy", ep,
+               "-m", "tools or agent or stream or reasoning or reasoning_effort", *args)
     verdicts = collections.Counter(row["verdict"] for row in rows)
     failed = sorted(row["key"].split("::")[-1] for row in rows
                     if row["verdict"] in ("FAIL", "error"))
@@ -99,12 +141,12 @@ def healthy(folder: Path, family: str, model: str, changes: dict) -> tuple[bool,
                         f"pass ({said})")
 
 
-def fault(folder: Path, family: str, model: str, fix: str) -> tuple[bool, str]:
-    rows = run(folder, f"{family}-fault", entry(model, {"tools": True}),
-               "-m", "tools", "-k", "test_tools_auto")
+def fault(folder: Path, family: str, ep: dict, fix: str,
+          says: str = "leaked markup") -> tuple[bool, str]:
+    rows = run(folder, f"{family}-fault", ep, "-m", "tools", "-k", "test_tools_auto")
     row = rows[0] if rows else {"verdict": "missing", "line": "", "fix": ""}
     line, told = row.get("line") or "", row.get("fix") or ""
-    caught = row["verdict"] == "FAIL" and "leaked markup" in line and fix in told
+    caught = row["verdict"] == "FAIL" and says in line and fix in told
     # caught: the fix says it; missed: the line says what the check saw instead
     return caught, (f"caught, fix: {told[:120]}" if caught else
                     f"MISSED ({row['verdict']}): {line[:100]} | fix: {told[:80]}")
@@ -113,24 +155,37 @@ def fault(folder: Path, family: str, model: str, fix: str) -> tuple[bool, str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keep", type=Path, help="folder to keep the fleets and reports in")
+    parser.add_argument("--engine", choices=sorted(ENGINES), action="append",
+                        help="run this engine's rows only (repeatable; default: all)")
     opts = parser.parse_args()
     false_failures = missed = 0
     with tempfile.TemporaryDirectory() as tmp:
         folder = opts.keep or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
+        vllm = VllmServers(folder)
         print(f"{'family':<14} {'engine':<10} {'healthy':<32} parser fault")
-        for engine, rows in ENGINES.items():
-            if not rows:
-                print(f"{'(all)':<14} {engine:<10} not run here (Qwen3 XML healthy and under "
-                      f"hermes: tests/test_tool_families_vllm_real.py)")
-            for family, (label, model, changes, bad_model, fix) in rows.items():
-                start = time.monotonic()
-                ok, said = healthy(folder, family, model, changes)
-                caught, told = fault(folder, family, bad_model, fix)
-                false_failures += not ok
-                missed += not caught
-                print(f"{label:<14} {engine:<10} {said:<32} {told} "
-                      f"({time.monotonic() - start:.0f}s)", flush=True)
+        try:
+            for engine, rows in ENGINES.items():
+                if opts.engine and engine not in opts.engine:
+                    continue
+                for family, (label, model, changes, bad_model, fix, *says) in rows.items():
+                    start = time.monotonic()
+                    if engine == "vLLM":
+                        ok, said = healthy(folder, family, vllm.entry(model, changes),
+                                           "-k", "not test_tools_arguments")
+                        caught, told = fault(folder, family,
+                                             vllm.entry(bad_model, {"tools": True}), fix, *says)
+                    else:
+                        ok, said = healthy(folder, family,
+                                           entry(model, {**EXPECT, **changes}))
+                        caught, told = fault(folder, family, entry(bad_model, {"tools": True}),
+                                             fix)
+                    false_failures += not ok
+                    missed += not caught
+                    print(f"{label:<14} {engine:<10} {said:<32} {told} "
+                          f"({time.monotonic() - start:.0f}s)", flush=True)
+        finally:
+            vllm.close()
     met = false_failures == 0 and missed == 0
     print(f"goal {'met' if met else 'NOT met'}: {false_failures} false failure(s) across the "
           f"families' healthy rows; {missed} parser fault(s) missed or without their fix")

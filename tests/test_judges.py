@@ -595,6 +595,28 @@ def test_harmonys_thinking_in_content_names_vllms_parser_for_it():
         replies.require_no_think_tags(reply, driver_for("vllm"))
 
 
+@pytest.mark.parametrize("tokens, thinking, engine, fix", [
+    # vLLM serving gpt-oss without --tool-call-parser: 19 tokens past the thinking vanished
+    (29, 10, "vllm", "start vLLM with --enable-auto-tool-choice --tool-call-parser openai: a "
+                     "vLLM server serving a gpt-oss harmony model takes tools without"),
+    (29, 10, "llamacpp", "the server took the model's call (or its answer) out of the reply"),
+    # the whole reply counted as thinking (vLLM PR 41467), or markup alone past it: not a drop
+    (29, 29, "vllm", "a reasoning parser that holds the whole reply as reasoning"),
+    (9, 2, "vllm", "a reasoning parser that holds the whole reply as reasoning"),
+    (29, None, "vllm", "a reasoning parser that holds the whole reply as reasoning"),
+])
+def test_reasoning_only_with_tokens_past_the_thinking_is_a_dropped_call(tokens, thinking,
+                                                                        engine, fix):
+    reply = Reply(status=200, reasoning="Thinking", finish="stop", tokens=tokens,
+                  reasoning_tokens=thinking)
+    with pytest.raises(Failed) as failed:
+        replies.require_not_reasoning_only([reply], driver_for(engine), 'tool_choice "auto"',
+                                           tools.dropped_call_fix)
+    said = str(failed.value)
+    assert fix in said, said
+    assert ("though the server counted" in said) == (fix[:5] != "a rea"), said
+
+
 def test_the_fleet_label_is_one_name_however_the_path_was_given(tmp_path, monkeypatch):
     """The reports' fleet and Prometheus's `fleet` label: a CI job given `./fleet.yaml` and one
     given the absolute path (an ini file's) push to the same series."""

@@ -146,6 +146,11 @@ MARKUP = Reply(status=200, finish="stop",
     ("vllm", Reply(status=200, content="", finish="stop", tokens=7),
      "though the model wrote 7 tokens: with the tools still in the prompt it wrote a call",
      "--exclude-tools-when-tool-choice-none"),
+    # ... and its harmony parser after gpt-oss's analysis: more tokens than the thinking's
+    ("vllm", Reply(status=200, content="", reasoning="Thinking", finish="stop", tokens=29,
+                   reasoning_tokens=10),
+     "though the model wrote 29 tokens, 10 of them thinking: with the tools still in the",
+     "--exclude-tools-when-tool-choice-none"),
 ])
 def test_tool_choice_none_faults(engine, reply, line, fix):
     with pytest.raises(Failed) as failed:
@@ -154,10 +159,17 @@ def test_tool_choice_none_faults(engine, reply, line, fix):
     assert line in str(failed.value) and (fix is None or fix in str(failed.value)), failed.value
 
 
-def test_tool_choice_none_empty_after_the_end_token_alone_names_no_call():
+@pytest.mark.parametrize("reply", [
+    Reply(status=200, content="", finish="stop", tokens=1),
+    # thinking and the end token (the server's count of thinking, or by length without one)
+    Reply(status=200, content="", reasoning="Thinking", finish="stop", tokens=11,
+          reasoning_tokens=10),
+    Reply(status=200, content="", reasoning="Thinking", finish="stop", tokens=29),
+])
+def test_tool_choice_none_empty_after_the_end_token_alone_names_no_call(reply):
     with pytest.raises(Failed) as failed:
-        contract.judge_tool_choice_none(contract.Asked(replies={"none": Reply(
-            status=200, content="", finish="stop", tokens=1)}), ctx("vllm", "tools"))
+        contract.judge_tool_choice_none(contract.Asked(replies={"none": reply}),
+                                        ctx("vllm", "tools"))
     assert str(failed.value) == 'tool_choice "none" answered empty content (finish_reason \'stop\')'
 
 

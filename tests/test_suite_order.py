@@ -49,6 +49,7 @@ SUITE = [Item("clients", ("FULL",)), Item("bare", ("BARE",)), Item("pair", ("FUL
          Item("long", ("LONG",)), Item("params", ("CHATTY",)), Item("agent", ("FULL",)),
          Item("agent400", ("BARE",)), Item("responses", ("FULL",)),
          Item("xml", ("QWEN3_XML",)), Item("xml_hermes", ("LONG",)),
+         Item("harmony", ("HARMONY",)), Item("harmony_bare", ("HARMONY_BARE",)),
          Item("plain", fixturenames=["llama"])]
 
 
@@ -64,7 +65,8 @@ def test_the_next_configuration_starts_once_the_first_test_on_one_has_run():
     plan_early_starts(in_config_order(SUITE))
     then = {nodeid.split("::")[1]: name for nodeid, name in vllm_server._THEN.items()}
     assert then == {"clients": "BARE", "pair": "NGRAM", "ngram": "CHATTY", "twin": "DRAFT",
-                    "draft": "LONG", "long": "QWEN3_XML"}
+                    "draft": "LONG", "long": "QWEN3_XML", "xml": "HARMONY",
+                    "harmony": "HARMONY_BARE"}
 
 
 def test_a_test_on_vllm_without_its_configuration_stops_collection():

@@ -1,7 +1,8 @@
 """Tiny Hugging Face model folders with scripted answers, for real vLLM servers in the tests.
 
 Run with the vLLM environment's python (it needs numpy and safetensors, nothing else):
-`python tests/vllm_model.py FOLDER [--variant sharp|flat|chatty|long_think|qwen3_xml]`.
+`python tests/vllm_model.py FOLDER [--variant sharp|flat|chatty|long_think|qwen3_xml|harmony]`
+(harmony: a gpt-oss model whose attention is set by hand, written by tests/vllm_harmony_model.py).
 Writing one takes well under a second.
 
 Like the self-test GGUF (pytest_frank/local/selftest_model.py), the model is a bigram table: a Llama
@@ -311,19 +312,27 @@ XML_TEMPLATE = _chatml("""\
 
 
 def tokenizer_json(vocab: Vocab) -> dict:
-    added = [{"id": len(vocab.bpe) + i, "content": text, "single_word": False, "lstrip": False,
-              "rstrip": False, "normalized": False, "special": text in SPECIAL}
-             for i, text in enumerate(vocab.added)]
+    added = [(len(vocab.bpe) + i, text, text in SPECIAL) for i, text in enumerate(vocab.added)]
+    return byte_level_bpe({t: i for i, t in enumerate(vocab.bpe)}, added,
+                          [f"{BYTES[10]} {BYTES[10]}"])
+
+
+def byte_level_bpe(vocab: dict[str, int], added: list[tuple[int, str, bool]],
+                   merges: list[str]) -> dict:
+    """A tokenizer.json: byte-level BPE over `vocab` (spelled in BYTES), with `added` tokens
+    (id, text, special)."""
     byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
                   "use_regex": True}
-    return {"version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
+    return {"version": "1.0", "truncation": None, "padding": None,
+            "added_tokens": [{"id": i, "content": text, "single_word": False, "lstrip": False,
+                              "rstrip": False, "normalized": False, "special": special}
+                             for i, text, special in added],
             "normalizer": None, "pre_tokenizer": byte_level, "post_processor": None,
             "decoder": byte_level,
             "model": {"type": "BPE", "dropout": None, "unk_token": None,
                       "continuing_subword_prefix": None, "end_of_word_suffix": None,
                       "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
-                      "vocab": {t: i for i, t in enumerate(vocab.bpe)},
-                      "merges": [f"{BYTES[10]} {BYTES[10]}"]}}
+                      "vocab": vocab, "merges": merges}}
 
 
 def write(folder, variant: str = "sharp") -> Path:
@@ -362,7 +371,13 @@ def write(folder, variant: str = "sharp") -> Path:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder")
-    parser.add_argument("--variant", choices=sorted(GAPS), default="sharp")
+    # harmony: a gpt-oss model with hand-set attention, tests/vllm_harmony_model.py
+    parser.add_argument("--variant", choices=[*sorted(GAPS), "harmony"], default="sharp")
     args = parser.parse_args()
-    print(write(args.folder, args.variant))
+    if args.variant == "harmony":
+        import vllm_harmony_model
+
+        print(vllm_harmony_model.write(args.folder))
+    else:
+        print(write(args.folder, args.variant))
     sys.exit(0)

@@ -60,6 +60,13 @@ CONFIGS = {
     # the family's own parser.
     "LONG": {"variant": "long_think", "reasoning_parser": "qwen3", "tool_parser": "hermes"},
     "QWEN3_XML": {"variant": "qwen3_xml", "reasoning_parser": "qwen3", "tool_parser": "qwen3_xml"},
+    # gpt-oss harmony (tests/vllm_harmony_model.py): vLLM renders the prompt and parses the
+    # reply's channels itself; the family's own parsers
+    "HARMONY": {"variant": "harmony", "reasoning_parser": "openai_gptoss", "tool_parser": "openai"},
+    # ... and with no parser: vLLM still splits the analysis off, takes tools and drops the
+    # calls (a start of about 45 s for the family's one parser fault a running server shows;
+    # a wrong tool parser, hermes, stops vLLM from starting)
+    "HARMONY_BARE": {"variant": "harmony"},
 }
 _THEN: dict[str, str] = {}  # test id -> the configuration to start once it has run
 _POOLS: list = []  # the session's pool, while the `vllm` fixture is up

@@ -24,8 +24,8 @@ from pytest_frank.claims.replies import (one_line, reasoning_parser_fix,
                                          require_not_reasoning_only, require_thinking_ended,
                                          thinking_spent)
 from pytest_frank.claims.tools import (MARKUP, PARALLEL_FIX, PROMPTS, TOOLS, Carried,
-                                       answered_in_text, call_reply_problems, carried, no_call,
-                                       tool_parser_fix)
+                                       answered_in_text, call_reply_problems, carried,
+                                       dropped_call_fix, no_call, tool_parser_fix)
 from pytest_frank.known_errors import known_fix
 from pytest_frank.observation import Failed, Observation
 from pytest_frank.verdict import Text, fail
@@ -383,7 +383,7 @@ def judge(convs: Conversations, ctx: Context[Options]) -> None:
     thinking_spent(replies, ctx)
     # before the share that reached an answer: a turn of reasoning alone is the server losing
     # the call or the answer, named as such whatever min_pass_rate allows
-    require_not_reasoning_only(replies, driver, _doing(convs))
+    require_not_reasoning_only(replies, driver, _doing(convs), dropped_call_fix)
     k, passed = len(found), sum(p is None for p in found)
     ctx.note(f"{convs.kind}: {passed}/{k} conversation(s) reached a final answer "
              f"({passed / k:.0%}, need {opts.min_pass_rate:.0%})")

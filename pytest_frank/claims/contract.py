@@ -272,13 +272,16 @@ def judge_tool_choice_none(obs: Asked, ctx: Context[tools.Options]) -> None:
              f"as text ({one_line(r.content, 100)!r}): no call was made, but the tools still "
              f"reached the model's prompt and a client shows the markup as the answer",
              none_markup_fix(ctx.driver))
-    if not r.content.strip() and not r.reasoning.strip() and (r.tokens or 0) > 1:
-        # More than an end token counted, nothing shown: the tools stayed in the prompt, the
-        # model wrote a call, and the tool parser took it out of the answer and, under none,
-        # sent nothing in its place (vLLM 0.32.0's qwen3_xml parser, seen here).
+    thought = r.thinking_tokens if r.reasoning.strip() else 0
+    if not r.content.strip() and (r.tokens or 0) > thought + 1:
+        # More than an end token counted beyond the thinking, nothing shown: the tools stayed
+        # in the prompt, the model wrote a call, and the tool parser took it out of the answer
+        # and, under none, sent nothing in its place (vLLM 0.32.0's qwen3_xml parser, and its
+        # harmony parser after gpt-oss's analysis, seen here).
+        of_them = f", {thought} of them thinking" if thought else ""
         fail(f"{doing} answered empty content (finish_reason {r.finish!r}) though the model "
-             f"wrote {r.tokens} tokens: with the tools still in the prompt it wrote a call, "
-             f"which the server's tool-call parser took out of the answer and did not send, "
+             f"wrote {r.tokens} tokens{of_them}: with the tools still in the prompt it wrote a "
+             f"call, which the server's tool-call parser took out of the answer and did not send, "
              f"as none allows no call; a client gets an empty answer",
              none_markup_fix(ctx.driver))
     if not r.content.strip():

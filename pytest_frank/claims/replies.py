@@ -5,6 +5,7 @@ another answer than the plain one."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 from pytest_frank import redact
 from pytest_frank.chat import headroom
@@ -119,7 +120,9 @@ def reasoning_only(reply) -> bool:
             and not reply.content.strip() and not reply.calls)
 
 
-def require_not_reasoning_only(replies, driver, doing: str) -> None:
+def require_not_reasoning_only(replies, driver, doing: str,
+                               dropped_fix: Callable[[Driver | None], Text] | None = None
+                               ) -> None:
     """Any reply that is reasoning alone fails as such, counted over the trials: it is the
     server's parser or template losing the answer, not the model choosing badly, so it is
     named apart from a call that is merely invalid (MiniMax's Provider-Verifier counts these
@@ -127,11 +130,31 @@ def require_not_reasoning_only(replies, driver, doing: str) -> None:
     only = [r for r in replies if reasoning_only(r)]
     if not only:
         return
-    k = len(replies)
-    fail(f"{doing}: {len(only)} of {k} {'reply' if k == 1 else 'replies'} carried reasoning "
-         f"only: no content and no tool call (finish_reason {only[0].finish!r}, reasoning "
-         f"{one_line(only[0].reasoning, 80)!r}); a client has nothing to show or run",
-         reasoning_only_fix(driver))
+    k, first = len(replies), only[0]
+    said = (f"{doing}: {len(only)} of {k} {'reply' if k == 1 else 'replies'} carried reasoning "
+            f"only: no content and no tool call (finish_reason {first.finish!r}, reasoning "
+            f"{one_line(first.reasoning, 80)!r})")
+    if unshown_tokens(first):
+        fail(f"{said}, though the server counted {first.tokens} tokens, {first.reasoning_tokens} "
+             f"of them thinking: what the model wrote after its thinking reached the client as "
+             f"neither; a client has nothing to show or run",
+             (dropped_fix or dropped_answer_fix)(driver))
+    fail(f"{said}; a client has nothing to show or run", reasoning_only_fix(driver))
+
+
+# Tokens past the thinking that a reply may spend on markup alone: harmony's end of analysis and
+# an empty final message (<|end|><|start|>assistant<|channel|>final<|message|><|return|>) are 7;
+# a call's header alone (commentary to=functions.NAME <|constrain|>json) is about a dozen.
+MARKUP_TOKENS = 8
+
+
+def unshown_tokens(reply) -> int:
+    """Of the server's own count (usage), the tokens past its count of thinking, where it gives
+    both and they are more than markup: the model wrote something the reply does not show."""
+    if reply.tokens is None or reply.reasoning_tokens is None:
+        return 0
+    past = reply.tokens - reply.reasoning_tokens
+    return past if past > MARKUP_TOKENS else 0
 
 
 def stream_difference(streamed, plain) -> str | None:
@@ -235,6 +258,14 @@ def reasoning_parser_fix(driver: Driver, family: str | None = None) -> Text:
                          "deepseek-r1>",
         anthropic="the upstream server must split thinking out (llama.cpp --reasoning-format "
                   "deepseek, vLLM --reasoning-parser) so the proxy can send thinking blocks")
+
+
+def dropped_answer_fix(driver: Driver | None) -> Text:
+    """Tokens past the thinking that reached the client as nothing (where the claim knows no
+    more: the tools claim names the tool-call parser, tools.dropped_call_fix)."""
+    return advise(driver, "the server took the model's call (or its answer) out of the reply "
+                          "and sent it nowhere: turn on its tool-call parser for the model's "
+                          "format, and update the engine")
 
 
 def reasoning_only_fix(driver: Driver) -> Text:

@@ -20,9 +20,10 @@ from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Claim, option
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.advice import advise
-from pytest_frank.claims.replies import (cut_while_thinking, one_line, require_answer,
-                                         require_not_reasoning_only, require_stream_agrees,
-                                         require_thinking_ended, thinking_spent)
+from pytest_frank.claims.replies import (cut_while_thinking, dropped_answer_fix, one_line,
+                                         require_answer, require_not_reasoning_only,
+                                         require_stream_agrees, require_thinking_ended,
+                                         thinking_spent)
 from pytest_frank import schema_errors
 from pytest_frank.observation import Failed, Observation
 from pytest_frank.probes import slot_shape
@@ -557,7 +558,8 @@ def _require_answers(trials: Trials, ctx: Context[Options], doing: str | None = 
         require_answer(reply, ctx.driver, doing or _doing(trials))
         require_thinking_ended(reply, ctx.driver, "expect.tools.max_tokens")
     # before the valid share: reasoning alone is the server losing the reply, not a bad call
-    require_not_reasoning_only(trials.replies, ctx.driver, doing or _doing(trials))
+    require_not_reasoning_only(trials.replies, ctx.driver, doing or _doing(trials),
+                               dropped_call_fix)
     thinking_spent(trials.replies, ctx)
 
 
@@ -741,6 +743,20 @@ def template_family(driver: Driver, payloads: dict) -> str | None:
     parser = driver_for("vllm").call_family_parsers.get(family.name)
     return (f"calls in the {family.label} format ({read[1]}): {driver.label}'s parser for them"
             + (f"; vLLM: --tool-call-parser {parser}" if parser else ""))
+
+
+def dropped_call_fix(driver: Driver | None) -> Text:
+    """What leaves tokens past the thinking that reach the client as neither content nor a
+    call: a call the server took out of the reply and sent nowhere."""
+    family = next((f for f in FAMILIES if driver and f.name == driver.drops_unparsed_calls),
+                  None)
+    parser = driver.call_family_parsers.get(family.name) if driver and family else None
+    if driver and family and parser:
+        return Phrase(driver.start or "start the server with ", driver.flags["auto_tool_choice"],
+                      " ", driver.flags["tool_parser"](parser), ": a ", driver.label,
+                      " serving a ", family.label, " model takes tools without a tool-call "
+                      "parser, and drops each call the model writes")
+    return dropped_answer_fix(driver)
 
 
 def tool_parser_fix(driver: Driver, leaked: str = "") -> Text:

@@ -387,6 +387,9 @@ class Driver:
     call_family_parsers: Mapping[str, str] = MappingProxyType({})
     # Family -> the server's reasoning parser for it, where a flag picks one per family.
     reasoning_parsers: Mapping[str, str] = MappingProxyType({})
+    # The call family whose calls the engine takes out of the reply and sends nowhere when no
+    # tool-call parser is set (it answers such a request 200 instead of refusing the tools).
+    drops_unparsed_calls: str | None = None
 
     def call_family(self, payloads: dict) -> tuple[str, str] | None:
         """The tool-call family the served template selects (a key of call_family_markers)
