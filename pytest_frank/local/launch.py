@@ -484,7 +484,7 @@ def _launch_child(spec: dict, model: pathlib.Path) -> LaunchedServer:
         asked = {"spec": {**spec, "model": str(model)}, "log": child.log}
         process.stdin.write(json.dumps(asked).encode() + b"\n")
         process.stdin.flush()
-        said = _child_says(process, deadline, log)
+        said = _child_says(process, deadline, timeout, log)
         if "error" in said:
             raise LaunchError(said["error"])
         server.url = said["url"]
@@ -503,15 +503,16 @@ def _launch_child(spec: dict, model: pathlib.Path) -> LaunchedServer:
     return server
 
 
-def _child_says(process: subprocess.Popen, deadline: float, log: llama_log.ServerLog) -> dict:
+def _child_says(process: subprocess.Popen, deadline: float, timeout: float,
+                log: llama_log.ServerLog) -> dict:
     """The child's one line: where it listens, or why it did not start (a child that ended
     without a word left its reason in its log: a Python error, llama.cpp's last lines)."""
     assert process.stdout is not None
     with selectors.DefaultSelector() as sel:
         sel.register(process.stdout, selectors.EVENT_READ)
         if not sel.select(max(0.0, deadline - time.monotonic())):
-            raise LaunchError("llama.cpp's process did not start within "
-                              "launch.startup_timeout")
+            raise LaunchError(f"llama.cpp's process did not start within the "
+                              f"{timeout:g}s of launch.startup_timeout")
     line = process.stdout.readline()
     if not line:
         process.wait(STOP_WAIT)
