@@ -81,9 +81,17 @@ class FrankSession:
         """Probe the named endpoints side by side; each one's probes share its limiter."""
         names = [n for n in names if n not in self._probed]
         self._probed.update(names)
-        # Launches first, one after another: local servers share the machine's cores.
+        # Launches first, one after another: local servers share the machine's cores. Each
+        # runs in a process of its own, started ahead, so their Python starts overlap.
+        launched = [n for n in names if self.targets[n].to_launch()]
+        if len(launched) > 1:
+            from pytest_frank.local import launch
+
+            launch.prestart(len(launched))
         for name in names:
             self.targets[name].start()
+        if len(launched) > 1:
+            launch.end_spares()  # none left where every launch took one
         self.warmed()
         # The deadlines start now: waiting for our own imports is no endpoint's slowness.
         for name in names:

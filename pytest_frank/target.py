@@ -539,6 +539,10 @@ class Target:
         return Failed(failure=self.refusal.failure, fix=self.refusal.fix)
 
     # -- a local server started for the session (fleet.yaml `launch:`) ------------------------
+    def to_launch(self) -> bool:
+        """A `launch:` endpoint whose server has not been started (or failed to) yet."""
+        return bool(self.endpoint.launch) and self._server is None and not self.launch_error
+
     def start(self) -> None:
         spec = self.endpoint.launch
         with self._lock:
@@ -547,7 +551,8 @@ class Target:
             from pytest_frank.local.launch import LaunchError, launch
 
             try:
-                self._server = launch(spec)
+                # a process of its own: its own llama.cpp log, for its own endpoint's report
+                self._server = launch(spec, own_process=True)
             except LaunchError as exc:
                 self.launch_error, self._launch_log = str(exc), exc.log
                 return

@@ -68,6 +68,46 @@ def test_a_launched_endpoints_log_is_one_attachment_not_in_every_row(run_fleet, 
     assert "init:" in logs[0][1] and LLAMA_LINE.search(logs[0][1])
 
 
+def test_two_launched_endpoints_each_report_holds_only_its_own_log(run_fleet, pytester):
+    """Each `launch:` server runs in a process of its own, with a log of its own: its endpoint's
+    reports (the Markdown, the JSON record, the HTML page, its test_health attachment) hold its
+    lines only, and no note says the log is shared. Each loads its own model file (its name in
+    its load line), and only `long` is sent a prompt over its context (the params claim's
+    context limit: llama.cpp's error line)."""
+    fleet = {"endpoints": {name: {"alias": name, "launch": {
+        "model": model, "alias": name, "verbosity": 3}, "expect": expect}
+        for name, model, expect in (("long", "selftest:chatty", {"params": True, "chat": False}),
+                                    ("short", "selftest", {}))}}
+    result = run_fleet(fleet, "-k", "test_health or test_params_context_limit",
+                       "--frank-report=run.md", "--frank-json=run.json", "--html=run.html",
+                       "--self-contained-html")
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("failed", 0) == 0 and outcomes["passed"] == 3, outcomes
+    from pytest_frank import results
+
+    own = {"long": ("selftest-chatty-", "exceeds the available context size"),
+           "short": ("selftest-default-", None)}
+    record = results.load(pytester.path / "run.json")
+    markdown = (pytester.path / "run.md").read_text()
+    page = (pytester.path / "run.html").read_text()
+    attached = {r.nodeid.split("[")[-1].rstrip("]"): a["data"]
+                for r in result.reprec.getreports("pytest_runtest_logreport") if r.when == "call"
+                for a in (getattr(r, "frank", None) or {}).get("attachments", [])
+                if a["name"] == "llama.cpp log"}
+    for name, (model, error) in own.items():
+        other = "short" if name == "long" else "long"
+        section = markdown.split(f"## {name}\n", 1)[1].split("\n## ", 1)[0]
+        html = page.split(f">{name}</h2>", 1)[1].split("llama.cpp log (launched server)", 1)[1]
+        html = html.split("</pre>", 1)[0]
+        for where, text in (("json", record.endpoints[name].launch_log), ("markdown", section),
+                            ("html", html), ("attachment", attached[name])):
+            assert text and "loading model" in text, (name, where, text[-1500:])
+            assert model in text and own[other][0] not in text, (name, where, text[-1500:])
+            assert (error in text) if error else ("exceeds the available" not in text), \
+                (name, where, text[-1500:])
+            assert "[one llama.cpp log per process" not in text, (name, where)
+
+
 def test_a_failed_start_quotes_the_log_and_keeps_it(tmp_path):
     import socket
 
@@ -77,6 +117,29 @@ def test_a_failed_start_quotes_the_log_and_keeps_it(tmp_path):
         with pytest.raises(launch.LaunchError, match="couldn't bind HTTP server socket") as err:
             launch.launch({"model": "selftest", "port": taken.getsockname()[1]})
     assert "couldn't bind HTTP server socket" in err.value.log.tail()
+
+
+@pytest.mark.parametrize("fault", ["broken-gguf", "port-taken"])
+def test_a_server_in_its_own_process_fails_to_start_in_the_same_words(tmp_path, fault):
+    """A fleet's launch runs in a child process: a start that fails there reads as it reads in
+    this process, one line with llama.cpp's own reason, and keeps the child's log."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        broken = tmp_path / "broken.gguf"
+        broken.write_bytes(b"GGUF\x03\x00\x00\x00" + b"not a model" * 4)
+        spec = ({"model": str(broken)} if fault == "broken-gguf"
+                else {"model": "selftest", "port": taken.getsockname()[1]})
+        said = {}
+        for own in (False, True):
+            with pytest.raises(launch.LaunchError) as err:
+                launch.launch(spec, own_process=own)
+            said[own] = str(err.value)
+            assert err.value.log is not None and err.value.log.tail()
+    reason = "failed to load model" if fault == "broken-gguf" else "couldn't bind HTTP server"
+    assert said[True] == said[False] and reason in said[True] and "\n" not in said[True], said
 
 
 def test_where_stderr_cannot_be_redirected_the_log_stays_there(monkeypatch):

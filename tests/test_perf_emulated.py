@@ -46,7 +46,8 @@ def test_decode_speed_passes_a_loose_floor_and_fails_an_impossible_one(run_fleet
     impossible.stdout.fnmatch_lines(["decode speed *.* tok/s (median of 3, 20 tokens each) is "
                                      "under min_decode_tps 1e+09",
                                      "*fix: on a GPU, check that every layer runs on the GPU*; "
-                                     "if it runs on the CPU, where speed is bound by cores*"])
+                                     "if it runs on the CPU, give it more threads (the "
+                                     "physical cores)*"])
     assert sum(r.path.endswith("/completions") for r in em.requests) == 6  # 3 runs per session
 
 

@@ -19,10 +19,10 @@ import pytest_frank.local.launch as launcher
 _launch = launcher.launch
 
 
-def _logged(spec):
+def _logged(spec, **how):
     with open(Path(__file__).parent / "launches.log", "a") as log:
         log.write(f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')} {spec['alias']}\\n")
-    return _launch(spec)
+    return _launch(spec, **how)
 
 
 launcher.launch = _logged

@@ -208,9 +208,10 @@ def judge_ttft(runs: Runs, ctx: Context[Options]) -> None:
              f"({_list(r.first_token_s for r in runs.runs)})")
     floor = ctx.options.max_ttft_s
     if floor is not None and ttft > floor:
+        on, check = _hardware(runs, ctx)
         fail(f"time to first token {ttft:.3f}s (median of {len(runs.runs)}) is over max_ttft_s "
-             f"{floor:g}s", f"check the load on the server and the prompt-processing batch size; "
-             f"{_hardware(runs, ctx)}; or relax expect.perf.max_ttft_s")
+             f"{floor:g}s{on}", f"check the load on the server and the prompt-processing batch "
+             f"size; {check}; or relax expect.perf.max_ttft_s")
 
 
 def judge_decode(runs: Runs, ctx: Context[Options]) -> None:
@@ -229,21 +230,23 @@ def judge_decode(runs: Runs, ctx: Context[Options]) -> None:
     ctx.note(f"decode: median {rate:.1f} tok/s over {len(rates)} runs ({_list(rates)}){seen}")
     floor = ctx.options.min_decode_tps
     if floor is not None and rate < floor:
+        on, check = _hardware(runs, ctx)
         fail(f"decode speed {rate:.1f} tok/s (median of {len(rates)}, {runs.runs[0].generated} "
-             f"tokens each) is under min_decode_tps {floor:g}",
-             f"{_hardware(runs, ctx)}; or relax expect.perf.min_decode_tps")
+             f"tokens each) is under min_decode_tps {floor:g}{on}",
+             f"{check}; or relax expect.perf.min_decode_tps")
 
 
-def _hardware(runs: Runs, ctx: Context[Options]) -> str:
-    """What to check of the machine, by what the server runs on (unknown: both)."""
+def _hardware(runs: Runs, ctx: Context[Options]) -> tuple[str, str]:
+    """What the server runs on, as the diagnosis ends (with where that was read: a device list
+    is a finding, and kept out of the fix it would stretch), and what to check of it (unknown:
+    both)."""
     kind, where = runs.backend or (None, "")
     gpu, cpu = slow_gpu_hint(ctx.driver), slow_cpu_hint(ctx.driver)
     if kind == "cpu":
-        return f"{cpu} [{where}]"
+        return f", on the CPU, whose cores and memory bandwidth bound it ({where})", cpu
     if kind == "gpu":
-        return f"check {gpu} [{where}]"
-    return (f"on a GPU, check {gpu}; if it runs on the CPU, "
-            f"{cpu.removeprefix('the server runs on the CPU, ')}")
+        return f", on a GPU ({where})", f"check {gpu}"
+    return "", f"on a GPU, check {gpu}; if it runs on the CPU, {cpu}"
 
 
 def judge_cache(cache: CacheRuns, ctx: Context[Options]) -> None:
@@ -342,15 +345,13 @@ def slow_gpu_hint(driver: Driver) -> str:
 
 
 def slow_cpu_hint(driver: Driver) -> str:
-    """What a slow server on the CPU is told to check."""
+    """What a slow server on the CPU (bound by its cores and memory bandwidth) is told to do."""
     return str(advise(
-        driver, "the server runs on the CPU, where speed is bound by cores and memory bandwidth: "
-                "give it more threads (the physical cores), serve a smaller quant or model, or "
+        driver, "give it more threads (the physical cores), serve a smaller quant or model, or "
                 "move it to a GPU; check that no other load shares the machine",
-        llamacpp="the server runs on the CPU, where speed is bound by cores and memory "
-                 "bandwidth: set --threads to the physical cores (and --threads-batch for "
-                 "prompts), serve a smaller quant or model, or move it to a GPU; check that no "
-                 "other load shares the machine"))
+        llamacpp="set --threads to the physical cores (and --threads-batch for prompts), serve "
+                 "a smaller quant or model, or move it to a GPU; check that no other load "
+                 "shares the machine"))
 
 
 def prefix_cache_fix(driver: Driver) -> Text:

@@ -1,4 +1,5 @@
-"""Start and stop a local llama.cpp server in this process, through xllamacpp.
+"""Start and stop a local llama.cpp server through xllamacpp, in this process or in a child
+process of its own (a fleet's `launch:` blocks: see `_launch_child`).
 
 `launch(spec)` takes the fleet.yaml `launch:` block and returns a `LaunchedServer` once
 `/health` answers 200 and then its task loop answers `/slots`; `stop()` shuts it down and frees
@@ -48,11 +49,12 @@ Spec keys (all optional but `model`):
 - `verbosity` (2): llama.cpp log level: 1 errors, 2 warnings, 3 info (timings and
   "draft acceptance = ..." lines), 4 debug (also the library's own info: the context's n_ctx and
   each "llama_kv_cache: size = ..." line, see llama_log.kv_caches). The threshold is shared by
-  the whole process, so the last server started sets it for all (llama_log.set_verbosity puts
-  it back).
+  the whole process, so the last server started in one process sets it for all
+  (llama_log.set_verbosity puts it back); a server in a process of its own has its own.
 
 llama.cpp's log goes to a file, not to stderr, while a launched server runs (see
-pytest_frank.local.llama_log): `LaunchedServer.log_tail()` is the end of this server's part of it.
+pytest_frank.local.llama_log; a child process's is its stderr): `LaunchedServer.log_tail()` is
+the end of this server's part of it.
 
 Observed with xllamacpp 2026.10.11549: a missing or broken model file, or a port already in use,
 makes xllamacpp raise RuntimeError("Failed to init server, please check the input params.") with
@@ -64,9 +66,19 @@ reused.
 
 from __future__ import annotations
 
+import atexit
+import json
+import os
 import pathlib
 import re
+import selectors
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pytest_frank.local import llama_log
@@ -120,6 +132,8 @@ class LaunchedServer:
     backend: tuple[str, str] | None = None
     # The package that serves it: its llama.cpp reports no build of its own ("b0-unknown")
     build: str | None = None
+    # The child process that runs it, for a server launched in a process of its own
+    process: subprocess.Popen | None = field(default=None, repr=False)
 
     @property
     def port(self) -> int:
@@ -127,7 +141,8 @@ class LaunchedServer:
 
     @property
     def running(self) -> bool:
-        return self._server is not None
+        return self._server is not None or (self.process is not None
+                                            and self.process.poll() is None)
 
     @property
     def log_path(self) -> str | None:
@@ -139,9 +154,14 @@ class LaunchedServer:
         return self.log.tail(limit) if self.log else None
 
     def stop(self) -> None:
-        """Shut the server down; the xllamacpp destructor joins its threads and closes the port."""
+        """Shut the server down; the xllamacpp destructor joins its threads and closes the port.
+        A child process is told to stop (its stdin closes) and killed if it has not within
+        STOP_WAIT seconds: a server stopped before its task loop began never ends."""
         server, self._server = self._server, None
         del server
+        process, self.process = self.process, None
+        if process is not None:
+            _end_child(process)
         if self.log is not None:
             self.log.close()
 
@@ -168,16 +188,13 @@ def devices(xllamacpp) -> tuple[str, str] | None:
     return ("gpu" if gpu else "cpu"), f"xllamacpp's ggml devices: {listed}"
 
 
-def launch(spec: dict) -> LaunchedServer:
-    """Start a server for a fleet.yaml `launch:` block and wait until it is healthy."""
+def launch(spec: dict, *, own_process: bool = False) -> LaunchedServer:
+    """Start a server for a fleet.yaml `launch:` block and wait until it is healthy: in this
+    process, or with `own_process` in a child process of its own (its own llama.cpp log)."""
     spec = dict(spec)
-    unknown = sorted(set(spec) - KEYS)
-    if unknown:
-        raise LaunchError(f"unknown launch key(s) {unknown}; known: {sorted(KEYS)}")
-    if "model" not in spec:
-        raise LaunchError("launch spec needs a 'model' (selftest[:variant] or a GGUF path)")
-    xllamacpp = _import_xllamacpp()
-    model = resolve_model(spec["model"])
+    xllamacpp, model = _checked(spec)
+    if own_process:
+        return _launch_child(spec, model)
     params = _params(xllamacpp, spec, model)
     log = llama_log.begin()
     try:
@@ -197,6 +214,20 @@ def launch(spec: dict) -> LaunchedServer:
         exc.log = log
         raise
     return launched
+
+
+def _checked(spec: dict):
+    """xllamacpp and the model's path, once the spec's keys and files are known good: a bad key
+    or a missing file is said before any server starts."""
+    unknown = sorted(set(spec) - KEYS)
+    if unknown:
+        raise LaunchError(f"unknown launch key(s) {unknown}; known: {sorted(KEYS)}")
+    if "model" not in spec:
+        raise LaunchError("launch spec needs a 'model' (selftest[:variant] or a GGUF path)")
+    xllamacpp = _import_xllamacpp()
+    model = resolve_model(spec["model"])
+    _params(xllamacpp, spec, model)  # every other key and file checked here, not in the child
+    return xllamacpp, model
 
 
 def _not_started(exc: RuntimeError, log: llama_log.ServerLog | None, model, spec) -> LaunchError:
@@ -356,13 +387,14 @@ def _api_keys(spec: dict) -> list[str]:
     return [key] if isinstance(key, str) else [str(k) for k in key]
 
 
-def _wait_ready(url: str, timeout: float, keys: list[str]) -> None:
+def _wait_ready(url: str, timeout: float, keys: list[str], deadline: float | None = None,
+                alive: Callable[[], str | None] = lambda: None) -> None:
     """Until /health answers, then /slots. llama.cpp answers /health before its task loop has
     begun, and the loop's start clears a stop asked before it: a server stopped in that moment
     never ends, and xllamacpp's destructor waits for it for ever. The loop answers /slots."""
     from pytest_frank import http
 
-    deadline = time.monotonic() + timeout
+    deadline = deadline if deadline is not None else time.monotonic() + timeout
     headers = {"Authorization": f"Bearer {keys[0]}"} if keys else None
     last = "no answer"
     with http.client(2.0) as client:
@@ -372,6 +404,191 @@ def _wait_ready(url: str, timeout: float, keys: list[str]) -> None:
                 if ex.ok:
                     break
                 last = ex.error or f"HTTP {ex.status} {ex.snippet(200)}"
+                gone = alive()  # a child process that ended will never answer
+                if gone:
+                    raise LaunchError(f"{url}{route}: {gone}")
                 if time.monotonic() >= deadline:
                     raise LaunchError(f"{url}{route} not 200 within {timeout:.0f}s: {last}")
                 time.sleep(0.05)
+
+
+# -- a server in a child process of its own -------------------------------------------------
+# llama.cpp keeps one logger per process: servers launched side by side in one process write
+# one log, and their lines cannot be told apart. A child process each gives each server its own
+# log file (the child's stderr), its own log threshold, and a stop that always ends (the process
+# is killed where the server does not stop). It costs a Python start and xllamacpp's import,
+# about 0.1 s of CPU, taken side by side with the parent's own work.
+#
+# The child lives only as long as its parent wants it: it reads its spec on stdin and waits for
+# the end of stdin, which comes when the parent stops it or dies in any way (a crash, SIGKILL,
+# an xdist worker's exit), and then stops its server and exits. It runs in a session of its
+# own, so the terminal's Ctrl-C reaches only the parent, which reports what it measured and
+# stops its servers as usual.
+
+STOP_WAIT = 5.0  # seconds a child has to stop its server before it is killed
+_children: list[subprocess.Popen] = []  # every child still running, ended at exit at the latest
+_lock = threading.Lock()
+
+
+@dataclass(eq=False)
+class _Child:
+    """A child process waiting for its spec on stdin, and the file its stderr (llama.cpp's log)
+    goes to."""
+
+    process: subprocess.Popen
+    log: str
+
+
+_spare: list[_Child] = []  # children started ahead (prestart), each for one launch
+
+
+def prestart(count: int) -> None:
+    """Start `count` child processes ahead of the launches that will use them: their Python
+    start and imports (most of a child's cost) overlap the servers launched before them."""
+    with _lock:
+        _spare.extend(_spawn() for _ in range(count))
+
+
+def _spawn() -> _Child:
+    fd, path = tempfile.mkstemp(prefix="frank-llama-", suffix=".log")
+    atexit.register(llama_log.remove, path)
+    package = pathlib.Path(__file__).resolve().parents[2]  # the child imports this copy
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        filter(None, [str(package), os.environ.get("PYTHONPATH")]))}
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "pytest_frank.local.launch"], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=fd, env=env, start_new_session=True, close_fds=True)
+    finally:
+        os.close(fd)
+    _children.append(process)
+    return _Child(process, path)
+
+
+def _launch_child(spec: dict, model: pathlib.Path) -> LaunchedServer:
+    timeout = float(spec.get("startup_timeout", 60))
+    deadline = time.monotonic() + timeout
+    with _lock:
+        child = _spare.pop(0) if _spare else None
+    try:
+        child = child or _spawn()
+    except OSError as exc:
+        raise LaunchError(f"llama.cpp's process for model {model} could not be started: "
+                          f"{exc}") from None
+    process, log = child.process, llama_log.ServerLog(child.log, 0)
+    server = LaunchedServer("", str(model), spec, log=log, build=package_build(),
+                            process=process)
+    try:
+        assert process.stdin is not None
+        # the spec on stdin, not the command line: an api_key stays out of `ps`
+        asked = {"spec": {**spec, "model": str(model)}, "log": child.log}
+        process.stdin.write(json.dumps(asked).encode() + b"\n")
+        process.stdin.flush()
+        said = _child_says(process, deadline, timeout, log)
+        if "error" in said:
+            raise LaunchError(said["error"])
+        server.url = said["url"]
+        server.backend = tuple(said["backend"]) if said.get("backend") else None
+        _wait_ready(server.url, timeout, _api_keys(spec), deadline=deadline,
+                    alive=lambda: _exited(process))
+    except (LaunchError, OSError) as exc:
+        server.stop()
+        error = exc if isinstance(exc, LaunchError) else LaunchError(
+            f"llama.cpp's process for model {model} could not be started: {exc}")
+        error.log = log
+        raise error from None
+    except BaseException:
+        server.stop()
+        raise
+    return server
+
+
+def _child_says(process: subprocess.Popen, deadline: float, timeout: float,
+                log: llama_log.ServerLog) -> dict:
+    """The child's one line: where it listens, or why it did not start (a child that ended
+    without a word left its reason in its log: a Python error, llama.cpp's last lines)."""
+    assert process.stdout is not None
+    with selectors.DefaultSelector() as sel:
+        sel.register(process.stdout, selectors.EVENT_READ)
+        if not sel.select(max(0.0, deadline - time.monotonic())):
+            raise LaunchError(f"llama.cpp's process did not start within the "
+                              f"{timeout:g}s of launch.startup_timeout")
+    line = process.stdout.readline()
+    if not line:
+        process.wait(STOP_WAIT)
+        why = _exited(process) or "llama.cpp's process said nothing"
+        raise LaunchError(f"{why}: {_reason_in(log.text()) or 'its log is empty'}")
+    return json.loads(line)
+
+
+def _exited(process: subprocess.Popen) -> str | None:
+    code = process.poll()
+    if code is None:
+        return None
+    if code < 0:
+        return f"llama.cpp's process was killed by signal {-code}"
+    return f"llama.cpp's process exited with status {code}"
+
+
+def _end_child(process: subprocess.Popen) -> None:
+    try:
+        if process.stdin is not None:
+            process.stdin.close()  # the child's sign to stop
+        process.wait(STOP_WAIT)
+    except (OSError, subprocess.TimeoutExpired):
+        process.kill()
+        process.wait()
+    finally:
+        if process.stdout is not None:
+            process.stdout.close()
+        if process in _children:
+            _children.remove(process)
+
+
+def end_spares() -> None:
+    """End the children started ahead that no launch took."""
+    with _lock:
+        spare = [child.process for child in _spare]
+        _spare.clear()
+    for process in spare:
+        _end_child(process)
+
+
+@atexit.register
+def _end_children() -> None:
+    """A run that ends without stopping its servers (an error in its own teardown) ends them
+    here; a parent that dies outright ends them by closing their stdin."""
+    _spare.clear()
+    for process in list(_children):
+        _end_child(process)
+
+
+def _child() -> int:
+    """The child's side: start the server the spec on stdin asks for, say where it listens
+    (one JSON line on stdout), and keep it until stdin ends."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent's to stop, not the terminal's
+    line = sys.stdin.readline()
+    if not line:
+        return 0  # a child started ahead that no launch needed
+    asked = json.loads(line)
+    spec, model = asked["spec"], pathlib.Path(asked["spec"]["model"])
+    xllamacpp = _import_xllamacpp()
+    try:
+        server = xllamacpp.Server(_params(xllamacpp, spec, model))
+    except RuntimeError as exc:
+        llama_log.drain()  # llama.cpp's lines, with the reason, reach the file first
+        _say({"error": str(_not_started(exc, llama_log.ServerLog(asked["log"], 0), model, spec))})
+        return 1
+    _say({"url": _client_url(server.listening_address), "backend": devices(xllamacpp)})
+    sys.stdin.read()  # until the parent stops this server or dies
+    del server
+    return 0
+
+
+def _say(message: dict) -> None:
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    sys.exit(_child())

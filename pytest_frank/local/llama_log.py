@@ -105,7 +105,7 @@ class ServerLog:
         with _lock:
             if self not in _live:
                 return
-            _drain()
+            drain()
             _live.remove(self)
             if not _live:
                 _restore()
@@ -162,7 +162,7 @@ def _open() -> tuple[str, int]:
         if not stream:
             raise OSError(ctypes.get_errno(), f"cannot open {path} for llama.cpp's log")
         libc.setvbuf(stream, None, _IONBF, 0)
-        atexit.register(_remove, path)
+        atexit.register(remove, path)
         _opened = (path, stream)
     return _opened
 
@@ -173,7 +173,7 @@ def _restore() -> None:
         slot.value = _saved
 
 
-def _drain() -> None:
+def drain() -> None:
     """Let llama.cpp's logger thread write out what it holds (common_log_flush, which restarts
     the thread; a line another server logs in that instant is dropped, a small price for the
     lines that say why a server stopped or never started)."""
@@ -297,7 +297,7 @@ def _read(path: str, start: int, end: int) -> str:
         return fh.read(max(0, end - start)).decode("utf-8", "replace")
 
 
-def _remove(path: str) -> None:
+def remove(path: str) -> None:
     try:
         os.unlink(path)
     except OSError:
