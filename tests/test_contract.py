@@ -34,7 +34,11 @@ def test_schema_claims_are_the_code_claims():
 
 
 def test_schema_engines_are_the_drivers():
+    from emulator import SHAPES
+
     assert _defs()["endpoint"]["properties"]["engine"]["enum"] == list(DRIVERS) == list(ENGINES)
+    # every engine is emulated (its health and models answers) for the tests that take each one
+    assert set(SHAPES) == set(DRIVERS), "tests/emulator.py SHAPES: add the engine's answers"
 
 
 def test_schema_routes_are_the_wires_and_each_wire_replaces_every_route_member():
@@ -64,6 +68,15 @@ def test_the_schemas_claim_keys_are_written_from_the_claims():
     text = (ROOT / "pytest_frank" / "fleet.schema.json").read_text(encoding="utf-8")
     assert gen.schema_text(gen.with_expect(json.loads(text))) == text, \
         "run `python docs/gen.py`: fleet.schema.json's `$defs.expect` is stale"
+
+
+def test_the_schemas_engines_are_written_from_the_driver_registry():
+    # An engine is declared once, by its driver: the schema (and fleet.ENGINES, read from it)
+    # holds what docs/gen.py writes from DRIVERS.
+    gen = load_gen()
+    text = (ROOT / "pytest_frank" / "fleet.schema.json").read_text(encoding="utf-8")
+    assert gen.schema_text(gen.with_engines(json.loads(text))) == text, \
+        "run `python docs/gen.py`: fleet.schema.json's endpoint `engine` list is stale"
 
 
 def test_the_docs_nav_lists_each_claims_page_in_order():
