@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from typing import Callable, Mapping, Union
 
-from pytest_frank.drivers.base import Driver
+from pytest_frank.drivers.protocols import Facts
 from pytest_frank.drivers.openai import OpenAIDriver
 from pytest_frank.verdict import Text
 
-Advice = Union[Text, Callable[[Driver], Text]]
+Advice = Union[Text, Callable[[Facts], Text]]
 
 
-def advise(driver: Driver | None, generic: Advice, *, api: Mapping[str, Advice] | None = None,
+def advise(driver: Facts | None, generic: Advice, *, api: Mapping[str, Advice] | None = None,
            **engines: Advice) -> Text:
     """The fix for `driver`: its route's, else its engine's (by driver name), else the generic
     one (also where no driver is known: the generic shape's)."""

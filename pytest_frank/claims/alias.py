@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pytest_frank.checks import Check, Context
 from pytest_frank.claims.advice import advise
-from pytest_frank.drivers.base import Driver
+from pytest_frank.drivers.protocols import Facts
 from pytest_frank.claims import Claim, Options
 from pytest_frank.probes import Served, served
 from pytest_frank.verdict import Phrase, Text, fail
@@ -28,7 +28,7 @@ def judge(served: Served, ctx: Context[Options]) -> None:
 ALIAS = Check("test_alias", "alias", served, judge)
 
 
-def alias_fix(driver: Driver, alias: str, served: list[str]) -> Text:
+def alias_fix(driver: Facts, alias: str, served: list[str]) -> Text:
     """Serve `alias` beside the names served now (clients may use those too)."""
     names = list(dict.fromkeys([*served, alias]))
     return advise(

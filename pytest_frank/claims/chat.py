@@ -21,7 +21,7 @@ from pytest_frank.claims.advice import advise
 from pytest_frank.claims.replies import (THINK_TAGS, one_line, reasoning_parser_fix,
                                          require_answer)
 from pytest_frank.claims.tools import forced_tools_fix
-from pytest_frank.drivers.base import Driver
+from pytest_frank.drivers.protocols import Facts
 from pytest_frank.observation import Failed, Observation
 from pytest_frank.target import first_and_alone
 from pytest_frank.verdict import Phrase, Text, fail, inconclusive
@@ -233,7 +233,7 @@ CHAT = Check("test_chat", "chat", answer, judge)
 
 
 # -- advice: the chat template by engine, named by the driver's flags ---------------------------
-def no_template_fix(driver: Driver) -> Text:
+def no_template_fix(driver: Facts) -> Text:
     """For a model file that carries no chat template."""
     return advise(
         driver, "serve the model with its own chat template, or an instruct checkpoint that "
@@ -243,7 +243,7 @@ def no_template_fix(driver: Driver) -> Text:
                                   "tokenizer.chat_template)"))
 
 
-def wrong_template_fix(driver: Driver) -> Text:
+def wrong_template_fix(driver: Facts) -> Text:
     """For a template that is not the model's own (another family's)."""
     return advise(
         driver, "serve the model with its own chat template",
@@ -251,7 +251,7 @@ def wrong_template_fix(driver: Driver) -> Text:
                                   " pointed at it, or none (the GGUF's own is used)"))
 
 
-def edited_template_fix(driver: Driver) -> Text:
+def edited_template_fix(driver: Facts) -> Text:
     """How a chat template edited by hand is served (one that raises on what clients send)."""
     return advise(
         driver, "serve the edited template with the server's chat template setting",

@@ -40,7 +40,7 @@ from pytest_frank.claims import chat, reasoning, tools, vision
 from pytest_frank.claims.advice import advise
 from pytest_frank.claims.perf import slow_cpu_hint, slow_gpu_hint
 from pytest_frank.claims.replies import one_line, reasoning_only, reasoning_only_fix
-from pytest_frank.drivers.base import Driver
+from pytest_frank.drivers.protocols import Facts, Wire
 from pytest_frank.figures import FIGURES, number
 from pytest_frank.known_errors import known_fix
 from pytest_frank.observation import Failed, Observation
@@ -167,7 +167,7 @@ def prompt(index: int, kind: str) -> str:
     return f"{text} Begin your answer with the word {MARKERS[index % len(MARKERS)]}."
 
 
-def request(out: Ladder, index: int, driver: Driver, max_tokens: int) -> Request:
+def request(out: Ladder, index: int, driver: Wire, max_tokens: int) -> Request:
     """The pool's request `index` as it is sent."""
     text, kind = out.prompts[index], out.kinds[index]
     if kind == "tools":
@@ -595,7 +595,7 @@ def _carry(seen: Ladder, level: Level) -> str:
 
 
 # -- advice -----------------------------------------------------------------------------------------
-def cross_talk_fix(driver: Driver) -> Text:
+def cross_talk_fix(driver: Facts) -> Text:
     """What serves one request another's answer under load."""
     return advise(
         driver, "the engine mixed up requests in flight together, as a shared prefix cache or "
@@ -612,7 +612,7 @@ def cross_talk_fix(driver: Driver) -> Text:
                        "same")
 
 
-def slots_fix(driver: Driver, seen: Ladder, level: Level) -> Text:
+def slots_fix(driver: Facts, seen: Ladder, level: Level) -> Text:
     """Requests refused, dropped or timed out once more are in flight than the server takes."""
     carry = _carry(seen, level)
     if seen.slots is not None and seen.slots >= level.width:

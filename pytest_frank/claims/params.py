@@ -19,7 +19,7 @@ from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.advice import advise
 from pytest_frank.claims.replies import (THINK_TAGS, one_line, reasoning_parser_fix,
                                          require_answer, require_thinking_ended)
-from pytest_frank.drivers.base import Driver
+from pytest_frank.drivers.protocols import Facts
 from pytest_frank.figures import COUNT, number
 from pytest_frank.drivers.openai_responses import LOGPROBS_INCLUDE
 from pytest_frank.observation import Observation
@@ -527,7 +527,7 @@ def judge_logprobs(obs: Sent, ctx: Context[Options]) -> None:
         fail(f"{len(r.logprobs)} logprobs for {r.tokens} generated tokens", fix)
 
 
-def _undercounted(r: Reply, driver: Driver) -> None:
+def _undercounted(r: Reply, driver: Facts) -> None:
     """More logprobs than usage counts, on an answer that thought: the logprobs are all there
     (one per token, spelling the answer), so what is short is the count. Where it is exactly the
     answer's own tokens, the reasoning is what usage.completion_tokens leaves out: clients that
@@ -574,7 +574,7 @@ def judge_stream_usage(obs: Sent, ctx: Context[Options]) -> None:
              f"{len(unasked.usage_events)} chunk(s): strict clients do not expect it", fix)
 
 
-def _count_differs(plain: Reply, streamed: Reply, driver: Driver) -> None:
+def _count_differs(plain: Reply, streamed: Reply, driver: Facts) -> None:
     """The same prompt counted alike and the completions not, on an answer that thought: one
     of the two counts is what leaves the reasoning out (a server or gateway that counts only the
     answer in one path), not the stream's passing of stream_options."""
@@ -732,7 +732,7 @@ CONTEXT_FIX = ("the engine must refuse a prompt longer than its context (a 400 t
                "truncation in the proxy or server")
 
 
-def stop_fix(driver: Driver) -> Text:
+def stop_fix(driver: Facts) -> Text:
     return advise(
         driver, "update the engine (stop strings are applied to the answer, and cut from it); a "
                 "proxy in front must pass `stop` through",
@@ -745,7 +745,7 @@ def stop_fix(driver: Driver) -> Text:
              "--reasoning-parser; a proxy in front must pass `stop` through")
 
 
-def budget_cut_fix(driver: Driver) -> Text:
+def budget_cut_fix(driver: Facts) -> Text:
     return advise(
         driver, "update the engine, or the proxy in front that rewrites finish_reason: an answer "
                 "cut by the budget must end with finish_reason \"length\" (stop_reason "
@@ -755,7 +755,7 @@ def budget_cut_fix(driver: Driver) -> Text:
                           "incomplete_details.reason \"max_output_tokens\""})
 
 
-def structured_output_fix(driver: Driver) -> Text:
+def structured_output_fix(driver: Facts) -> Text:
     return advise(
         driver, "update the engine: it accepts response_format without enforcing it; a proxy "
                 "in front must pass the field through",
@@ -771,7 +771,7 @@ def structured_output_fix(driver: Driver) -> Text:
              "response_format through")
 
 
-def logprobs_fix(driver: Driver) -> Text:
+def logprobs_fix(driver: Facts) -> Text:
     return advise(
         driver, "update the engine; a proxy in front must pass logprobs and top_logprobs through",
         api={"responses": "update the engine: its /v1/responses must take top_logprobs with "
@@ -779,7 +779,7 @@ def logprobs_fix(driver: Driver) -> Text:
                           "output_text; a proxy in front must pass both through"})
 
 
-def usage_fix(driver: Driver) -> Text:
+def usage_fix(driver: Facts) -> Text:
     """Where usage counts fewer tokens than were generated: the server's usage accounting."""
     return advise(driver, "the server's usage accounting: usage.completion_tokens must count "
                           "every generated token, the reasoning's included (as OpenAI's does, "
@@ -787,7 +787,7 @@ def usage_fix(driver: Driver) -> Text:
                           "update the engine, or the proxy in front that rewrites usage")
 
 
-def drafted_logprobs(driver: Driver) -> Text:
+def drafted_logprobs(driver: Facts) -> Text:
     """What drafting does to logprobs."""
     # llama.cpp tools/server: a token the draft proposed and the model accepted is sent with
     # its logprob as 0.0 and no top_logprobs (seen on xllamacpp with any draft model)
@@ -796,7 +796,7 @@ def drafted_logprobs(driver: Driver) -> Text:
                            "no alternatives")
 
 
-def drafted_logprobs_fix(driver: Driver) -> Text:
+def drafted_logprobs_fix(driver: Facts) -> Text:
     """What a client that needs logprobs can do where the server drafts."""
     # Plain text: a Phrase naming the draft flag would read as asking for it, and be dropped
     # as already in effect on the very server that drafts.

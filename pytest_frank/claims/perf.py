@@ -21,7 +21,7 @@ from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Claim, option
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.advice import advise
-from pytest_frank.drivers.base import Driver
+from pytest_frank.drivers.protocols import Facts
 from pytest_frank.observation import Observation
 from pytest_frank.target import DecodeFloor, first_and_alone
 from pytest_frank.verdict import Phrase, Text, fail, inconclusive
@@ -332,7 +332,7 @@ PREFIX_CACHE = Check("test_perf_prefix_cache", "perf", cache, judge_cache,
 
 
 # -- advice: speed and the prefix cache by engine, named by the driver's flags ------------------
-def slow_gpu_hint(driver: Driver) -> str:
+def slow_gpu_hint(driver: Facts) -> str:
     """What a slow server on a GPU is told to check."""
     return str(advise(
         driver, "that every layer runs on the GPU, that speculative decoding is engaged, and "
@@ -341,7 +341,7 @@ def slow_gpu_hint(driver: Driver) -> str:
                  "engaged, and that no other load shares the card"))
 
 
-def slow_cpu_hint(driver: Driver) -> str:
+def slow_cpu_hint(driver: Facts) -> str:
     """What a slow server on the CPU is told to check."""
     return str(advise(
         driver, "the server runs on the CPU, where speed is bound by cores and memory bandwidth: "
@@ -353,7 +353,7 @@ def slow_cpu_hint(driver: Driver) -> str:
                  "other load shares the machine"))
 
 
-def prefix_cache_fix(driver: Driver) -> Text:
+def prefix_cache_fix(driver: Facts) -> Text:
     return advise(
         driver, "turn on the server's prefix (prompt) cache, and keep the start of the prompt "
                 "stable between turns (no timestamps in the system prompt)",
@@ -369,7 +369,7 @@ def prefix_cache_fix(driver: Driver) -> Text:
         sglang="remove --disable-radix-cache (the radix cache is SGLang's prefix cache)")
 
 
-def cache_count_hint(driver: Driver) -> Text:
+def cache_count_hint(driver: Facts) -> Text:
     """Why no reply says how much of its prompt came from the cache."""
     return advise(
         driver, "the server sends no usage.prompt_tokens_details.cached_tokens",

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pytest_frank.claims.advice import advise
 from pytest_frank.claims.perf import cache_count_hint
 from pytest_frank.drivers.base import Driver
+from pytest_frank.drivers.protocols import Facts, Metrics
 from pytest_frank.figures import COUNT, number
 from pytest_frank.verdict import Phrase, Text, fail
 
@@ -45,7 +46,7 @@ class Reuse:
                 f"{number(self.before, COUNT)} turn {self.turn - 1} had sent")
 
 
-def reuses(replies: list, driver: Driver) -> list[Reuse | None]:
+def reuses(replies: list, driver: Metrics) -> list[Reuse | None]:
     """Each answered turn after an answered one, by the server's counts (None where it sent
     none)."""
     found: list[Reuse | None] = []
@@ -83,7 +84,7 @@ def require_prefix_reused(conversations: list[list], driver: Driver, ctx, doing:
          f"served, so each turn of an agent costs the whole history's prefill", reuse_fix(driver))
 
 
-def reuse_fix(driver: Driver) -> Text:
+def reuse_fix(driver: Facts) -> Text:
     return advise(
         driver, "keep the server's prefix cache on, and on a hybrid (recurrent) or "
                 "sliding-window model the engine's setting that keeps the states a growing "

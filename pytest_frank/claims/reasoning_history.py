@@ -30,6 +30,7 @@ from pytest_frank.claims.agent import Options
 from pytest_frank.claims.replies import one_line
 from pytest_frank.claims.tools import PROMPTS, TOOLS
 from pytest_frank.drivers.base import Driver
+from pytest_frank.drivers.protocols import Facts, Wire
 from pytest_frank.drivers.openai_chat import agent_history
 from pytest_frank.known_errors import known_fix
 from pytest_frank.local.render import render
@@ -226,11 +227,11 @@ def _names(names: list[str]) -> str:
     return ", ".join(f"`{n}` blocks" if (n,) == BLOCKS else f"`{n}`" for n in names)
 
 
-def _unit(driver: Driver) -> str:
+def _unit(driver: Wire) -> str:
     return "input tokens" if driver.history_reasoning_fields == BLOCKS else "prompt tokens"
 
 
-def _count_field(driver: Driver) -> str:
+def _count_field(driver: Wire) -> str:
     return "usage.input_tokens" if driver.history_reasoning_fields == BLOCKS else \
         "usage.prompt_tokens"
 
@@ -251,7 +252,7 @@ def _reads(driver: Driver) -> str:
     return f"the {driver.label} reads {_names(list(read))}"
 
 
-def dropped_fix(driver: Driver, names: list[str]) -> Text:
+def dropped_fix(driver: Facts, names: list[str]) -> Text:
     fields = _names(names)
     if tuple(names) == BLOCKS:
         return (f"a proxy or gateway in front strips the {fields} from the history's assistant "

@@ -10,6 +10,7 @@ from pytest_frank import redact
 from pytest_frank.chat import headroom
 from pytest_frank.claims.advice import advise
 from pytest_frank.drivers.base import Driver
+from pytest_frank.drivers.protocols import Facts
 from pytest_frank.known_errors import known_fix
 from pytest_frank.verdict import Phrase, Text, fail
 
@@ -237,7 +238,7 @@ def reasoning_parser_fix(driver: Driver, family: str | None = None) -> Text:
                   "deepseek, vLLM --reasoning-parser) so the proxy can send thinking blocks")
 
 
-def reasoning_only_fix(driver: Driver) -> Text:
+def reasoning_only_fix(driver: Facts) -> Text:
     """What leaves a reply with reasoning alone: the answer or the call kept inside reasoning,
     or the turn ended where the thinking did."""
     return advise(
@@ -256,7 +257,7 @@ def reasoning_only_fix(driver: Driver) -> Text:
                   "--reasoning-format, vLLM --reasoning-parser) and update it")
 
 
-def stream_assembly_fix(driver: Driver) -> Text:
+def stream_assembly_fix(driver: Facts) -> Text:
     """What makes a stream add up to another answer than the plain reply."""
     return advise(
         driver, "the server's stream assembly is at fault (its streaming reasoning or "
@@ -276,7 +277,7 @@ def stream_assembly_fix(driver: Driver) -> Text:
                "endpoint serves no tools")
 
 
-def endless_thinking_fix(driver: Driver) -> Text:
+def endless_thinking_fix(driver: Facts) -> Text:
     return advise(
         driver, "lower the reasoning effort clients send, switch thinking off in the chat "
                 "template where clients may (chat_template_kwargs enable_thinking: false), or "
@@ -288,7 +289,7 @@ def endless_thinking_fix(driver: Driver) -> Text:
                   "upstream's context)")
 
 
-def budget_cap_fix(driver: Driver | None) -> Text:
+def budget_cap_fix(driver: Facts | None) -> Text:
     return advise(
         driver, "look for what lowers max_tokens on the way: a proxy or gateway that rewrites "
                 "it, a server-side cap on generated tokens, or a served context too small for "

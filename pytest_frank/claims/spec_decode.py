@@ -25,7 +25,7 @@ from pytest_frank.verdict import Phrase, Text, fail, inconclusive
 from pytest_frank.figures import COUNT, number
 
 if TYPE_CHECKING:
-    from pytest_frank.drivers import Driver
+    from pytest_frank.drivers.protocols import Facts, Metrics
     from pytest_frank.target import Target
 
 PROMPT = "Count from 1 to 300 in words, one number per line, and nothing else."
@@ -133,7 +133,7 @@ def drafting(target: Target) -> Drafting:
     return obs
 
 
-def _drafted(obs: Drafting, driver: Driver) -> float | None:
+def _drafted(obs: Drafting, driver: Metrics) -> float | None:
     """Draft tokens so far, from the counters or the replies' own timings; None if unknown.
     Gauges count no tokens: the tokens written stand in, so a brief answer is asked again."""
     if obs.after is not None and obs.after.ok:
@@ -216,7 +216,7 @@ def _judge_gauges(m: Acceptance, obs: Drafting, driver, least: int, asked: str) 
                      f"window, not this probe's): {m.line()}")
 
 
-def _timings(obs: Drafting, driver: Driver) -> tuple[int, int] | None:
+def _timings(obs: Drafting, driver: Metrics) -> tuple[int, int] | None:
     """The replies' own draft counts, summed; None where the engine reports none."""
     counts = [c for c in (driver.draft_counts(r.engine) for r in obs.replies) if c]
     return (sum(c[0] for c in counts), sum(c[1] for c in counts)) if counts else None
@@ -400,7 +400,7 @@ LOSSLESS = Check("test_spec_decode_lossless", "spec_decode", lossless, judge_los
 
 
 # -- advice: drafting and /metrics by engine, named by the driver's flags -----------------------
-def metrics_fix(driver: Driver) -> Text:
+def metrics_fix(driver: Facts) -> Text:
     return advise(
         driver, "turn on the server's Prometheus /metrics endpoint",
         llamacpp=lambda d: Phrase(d.start or "", d.flags["metrics"],
@@ -409,7 +409,7 @@ def metrics_fix(driver: Driver) -> Text:
         sglang=lambda d: f"{d.start}--enable-metrics")
 
 
-def spec_engage_fix(driver: Driver) -> Text:
+def spec_engage_fix(driver: Facts) -> Text:
     return advise(
         driver, "turn speculative decoding on in the server's configuration",
         llamacpp=lambda d: Phrase(d.start or "", d.flags["spec_type"], ": draft-mtp for an -mtp "
@@ -423,7 +423,7 @@ def spec_engage_fix(driver: Driver) -> Text:
                          "--speculative-num-draft-tokens")
 
 
-def spec_low_fix(driver: Driver) -> Text:
+def spec_low_fix(driver: Facts) -> Text:
     return advise(
         driver, "the draft does not fit the served model (a head or draft model from another "
                 "quant or finetune, another tokenizer), or drafts run too long; check the draft "
@@ -437,7 +437,7 @@ def spec_low_fix(driver: Driver) -> Text:
                "--speculative-num-draft-tokens")
 
 
-def spec_high_fix(driver: Driver) -> Text:
+def spec_high_fix(driver: Facts) -> Text:
     return advise(
         driver, "acceptance this close to 1 means the draft is the model itself: point the "
                 "draft at a real draft/MTP head, not at the served weights",

@@ -13,7 +13,7 @@ from pytest_frank.claims import Claim, option
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims import slots
 from pytest_frank.claims.advice import advise
-from pytest_frank.drivers.base import Driver
+from pytest_frank.drivers.protocols import Facts
 from pytest_frank.observation import Observation
 from pytest_frank.verdict import Phrase, Text, fail, inconclusive, not_applicable
 from pytest_frank.vram.memory import fmt_mib
@@ -391,7 +391,7 @@ VRAM = Check("test_vram", "vram", live, judge_live)
 
 
 # -- advice: unexpected memory by engine, named by the driver's flags ---------------------------
-def vram_high_fix(driver: Driver) -> Text:
+def vram_high_fix(driver: Facts) -> Text:
     return advise(
         driver, "the usual causes: a draft that loads the whole model a second time (a draft "
                 "model pointed at a file that already carries an MTP head), mmap off (weights "
@@ -405,7 +405,7 @@ def vram_high_fix(driver: Driver) -> Text:
              "(vLLM takes that fraction of the whole GPU at start)")
 
 
-def vram_low_fix(driver: Driver) -> Text:
+def vram_low_fix(driver: Facts) -> Text:
     return advise(
         driver, "the KV pool is smaller than configured (the server clamped the context or "
                 "cache to fit), layers run on the CPU, or the cache types are smaller than "
