@@ -70,18 +70,19 @@ class Wire(Protocol):
     sampling_fields: tuple[str, ...]
     keep_generating: dict
     engine_keys: tuple[str, ...]
-    sdk_client: Callable[..., Any]
+    # the request params a check adds, by what it asks (alphabetical; Driver says each one)
+    effort: Callable[[str], dict]
+    image_part: Callable[[str, str, str], dict]
+    logprobs: Callable[[int], dict]
+    response_format: Callable[[dict], dict]
+    sampling: Callable[[dict], dict]
+    stop_param: Callable[[str], dict]
+    thinking_off: Callable[[], dict]
+    thinking_on: Callable[[int], dict]
+    # one request, an agent's next history and a prompt's count on this route
     converse: Callable[..., Reply]
     agent_history: Callable[[list[dict], Reply, list[str]], list[dict]]
     count_tokens: Callable[..., int | None]
-    sampling: Callable[[dict], dict]
-    stop_param: Callable[[str], dict]
-    response_format: Callable[[dict], dict]
-    logprobs: Callable[[int], dict]
-    thinking_on: Callable[[int], dict]
-    thinking_off: Callable[[], dict]
-    effort: Callable[[str], dict]
-    image_part: Callable[[str, str, str], dict]
 
     def engine_fields(self, extra: dict) -> dict: ...
     def unmeasured(self, token: Logprob) -> bool: ...
