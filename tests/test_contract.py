@@ -206,6 +206,7 @@ def test_the_advice_guard_sees_a_planted_fix(planted, found):
 
 def test_each_fix_by_engine_names_an_engine_and_a_route():
     # A misspelt engine (`llama=`) in a claim's advice would never be said: the generic one would.
+    # The entries keyed by driver class the type checker sees too; those keyed by name only here.
     from pytest_frank.drivers.base import _wires
 
     claims = Path(pytest_frank.drivers.__file__).parent.parent / "claims"
@@ -213,9 +214,14 @@ def test_each_fix_by_engine_names_an_engine_and_a_route():
              for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
              if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "advise"]
     assert len(calls) >= 30
+    classes = {cls.__name__ for cls in DRIVERS.values()}
     for call in calls:
         engines = {k.arg for k in call.keywords} - {"api"}
         assert engines <= set(DRIVERS), f"line {call.lineno}: {sorted(engines - set(DRIVERS))}"
+        for by_type in call.args[2:]:
+            assert isinstance(by_type, ast.Dict), f"line {call.lineno}"
+            keys = {getattr(k, "id", None) for k in by_type.keys}
+            assert keys <= classes, f"line {call.lineno}: {sorted(map(str, keys - classes))}"
         routes = [k.value for k in call.keywords if k.arg == "api"]
         for route in routes:
             assert isinstance(route, ast.Dict)

@@ -47,6 +47,9 @@ def test_a_misspelt_option_is_flagged(checked):
 
 def test_a_member_of_another_driver_capability_is_flagged(checked):
     found = "\n".join(errors_in(checked, BAD[2]))
-    for line, protocol, member in ((11, "Metrics", "flags"), (15, "Facts", "sampling")):
+    for line, protocol, member in ((14, "Metrics", "flags"), (18, "Facts", "sampling")):
         assert f'bad_capability.py:{line}: error: "{protocol}" has no attribute "{member}"' \
             in found, checked.stdout
+    # an engine's fix is keyed by its driver class, not its name
+    assert "bad_capability.py:22: error: Dict entry 0 has incompatible type" in found, \
+        checked.stdout

@@ -20,6 +20,7 @@ from pytest_frank.claims import params, tools
 from pytest_frank.claims.advice import advise
 from pytest_frank.claims.replies import (cut_while_thinking, one_line, require_answer,
                                          require_no_think_tags, require_thinking_ended)
+from pytest_frank.drivers import LlamaCppDriver, VllmDriver
 from pytest_frank.drivers.base import Driver
 from pytest_frank.drivers.protocols import Facts, Wire
 from pytest_frank.observation import Observation
@@ -323,9 +324,9 @@ def lenient_fix(driver: Facts | None, option: str) -> Text:
         driver, f"the server, or a proxy in front, must refuse a malformed request with a 400 "
                 f"that names the field: update it, or put a gateway that validates requests in "
                 f"front; where no client sends such requests, set expect.params.{option}: false",
-        llamacpp=f"llama.cpp does not check {UNCHECKED[option]}: put a gateway that validates "
-                 f"requests in front of it, or, where no client sends such requests, set "
-                 f"expect.params.{option}: false")
+        {LlamaCppDriver: f"llama.cpp does not check {UNCHECKED[option]}: put a gateway that validates "
+                         f"requests in front of it, or, where no client sends such requests, set "
+                         f"expect.params.{option}: false"})
 
 
 def server_error_fix(driver: Facts) -> Text:
@@ -342,9 +343,9 @@ def refused_fix(driver: Facts, option: str) -> Text:
     """Where the engine itself refuses a valid request (its driver's `refused_requests`)."""
     return advise(
         driver, REFUSED_FIX,
-        vllm=f"vLLM refuses every tool_choice but none without tools: have clients send "
-             f"tool_choice only with tools (LiteLLM issue 6228 did), or a gateway in front drop "
-             f"it; where no client sends it, set expect.params.{option}: false")
+        {VllmDriver: f"vLLM refuses every tool_choice but none without tools: have clients send "
+                     f"tool_choice only with tools (LiteLLM issue 6228 did), or a gateway in front drop "
+                     f"it; where no client sends it, set expect.params.{option}: false"})
 
 
 def sampling_fix(driver: Facts) -> Text:
@@ -368,8 +369,8 @@ def none_markup_fix(driver: Facts) -> Text:
         driver, "leave the tools out of the prompt when tool_choice is none (vLLM "
                 "--exclude-tools-when-tool-choice-none), or have clients send no tools with "
                 "none; else set expect.tools.none: false",
-        llamacpp="llama.cpp renders the tools into the prompt under tool_choice none: have "
-                 "clients (or a gateway in front) send no tools with none, or set "
-                 "expect.tools.none: false",
-        vllm=lambda d: f"{d.start}--exclude-tools-when-tool-choice-none (vLLM keeps the tools "
-                       "in the prompt under none by default)")
+        {LlamaCppDriver: "llama.cpp renders the tools into the prompt under tool_choice none: have "
+                         "clients (or a gateway in front) send no tools with none, or set "
+                         "expect.tools.none: false",
+         VllmDriver: lambda d: f"{d.start}--exclude-tools-when-tool-choice-none (vLLM keeps the tools "
+                               "in the prompt under none by default)"})

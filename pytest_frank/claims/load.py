@@ -40,6 +40,7 @@ from pytest_frank.claims import chat, reasoning, tools, vision
 from pytest_frank.claims.advice import advise
 from pytest_frank.claims.perf import slow_cpu_hint, slow_gpu_hint
 from pytest_frank.claims.replies import one_line, reasoning_only, reasoning_only_fix
+from pytest_frank.drivers import LlamaCppDriver, VllmDriver
 from pytest_frank.drivers.protocols import Facts, Wire
 from pytest_frank.figures import FIGURES, number
 from pytest_frank.known_errors import known_fix
@@ -602,14 +603,14 @@ def cross_talk_fix(driver: Facts) -> Text:
                 "a batch that keys answers wrongly does (vLLM PR 36708, LMCache 4086): turn the "
                 "prefix cache off to confirm, update the engine, and route one client at a time "
                 "to it until then; a gateway in front that pools connections can do the same",
-        llamacpp=lambda d: Phrase("llama.cpp mixed up requests in flight together: update it, "
-                                  "and to confirm serve with ", d.flags["parallel"](1), " or "
-                                  "without prompt-cache reuse (--cache-reuse 0); a gateway in "
-                                  "front that pools connections can do the same"),
-        vllm=lambda d: f"{d.start}--no-enable-prefix-caching to confirm (a cached prefix served "
-                       "one request another's answer: vLLM PR 36708, LMCache 4086), and update "
-                       "vLLM and LMCache; a gateway in front that pools connections can do the "
-                       "same")
+        {LlamaCppDriver: lambda d: Phrase("llama.cpp mixed up requests in flight together: update it, "
+                                          "and to confirm serve with ", d.flags["parallel"](1), " or "
+                                          "without prompt-cache reuse (--cache-reuse 0); a gateway in "
+                                          "front that pools connections can do the same"),
+         VllmDriver: lambda d: f"{d.start}--no-enable-prefix-caching to confirm (a cached prefix served "
+                               "one request another's answer: vLLM PR 36708, LMCache 4086), and update "
+                               "vLLM and LMCache; a gateway in front that pools connections can do the "
+                               "same"})
 
 
 def slots_fix(driver: Facts, seen: Ladder, level: Level) -> Text:
@@ -623,12 +624,12 @@ def slots_fix(driver: Facts, seen: Ladder, level: Level) -> Text:
         driver, Phrase("the server refuses or drops requests past what it serves at once: give "
                        "it more slots or a queue in front (", driver.flags["parallel"], "), or "
                        f"{carry}; or raise expect.load.max_error_rate where some are expected"),
-        llamacpp=lambda d: Phrase("llama.cpp serves as many requests at once as it has slots: "
-                                  "give it more (", d.flags["parallel"](level.width), ", with "
-                                  "the context split between them), or ", carry),
-        vllm=lambda d: Phrase("vLLM queues past ", d.flags["parallel"], " and refuses once "
-                              "its KV cache is full: raise --max-num-seqs or "
-                              "--gpu-memory-utilization, or ", carry))
+        {LlamaCppDriver: lambda d: Phrase("llama.cpp serves as many requests at once as it has slots: "
+                                          "give it more (", d.flags["parallel"](level.width), ", with "
+                                          "the context split between them), or ", carry),
+         VllmDriver: lambda d: Phrase("vLLM queues past ", d.flags["parallel"], " and refuses once "
+                                      "its KV cache is full: raise --max-num-seqs or "
+                                      "--gpu-memory-utilization, or ", carry)})
 
 
 LOAD = Check("test_load", "load", ladder, judge)

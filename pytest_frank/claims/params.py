@@ -19,6 +19,7 @@ from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.advice import advise
 from pytest_frank.claims.replies import (THINK_TAGS, one_line, reasoning_parser_fix,
                                          require_answer, require_thinking_ended)
+from pytest_frank.drivers import LlamaCppDriver, VllmDriver
 from pytest_frank.drivers.protocols import Facts
 from pytest_frank.figures import COUNT, number
 from pytest_frank.drivers.openai_responses import LOGPROBS_INCLUDE
@@ -736,13 +737,13 @@ def stop_fix(driver: Facts) -> Text:
     return advise(
         driver, "update the engine (stop strings are applied to the answer, and cut from it); a "
                 "proxy in front must pass `stop` through",
+        {VllmDriver: "update vLLM: stop strings must apply to the answer, not the reasoning, "
+                     "with a --reasoning-parser; a proxy in front must pass `stop` through"},
         api={"messages": "the server must take stop_sequences and report the match as "
                          "stop_reason \"stop_sequence\" with stop_sequence set (update it, or "
                          "the engine behind a proxy)",
              "responses": "the Responses API has no stop strings: a client that needs them "
-                          "talks chat completions"},
-        vllm="update vLLM: stop strings must apply to the answer, not the reasoning, with a "
-             "--reasoning-parser; a proxy in front must pass `stop` through")
+                          "talks chat completions"})
 
 
 def budget_cut_fix(driver: Facts) -> Text:
@@ -759,16 +760,16 @@ def structured_output_fix(driver: Facts) -> Text:
     return advise(
         driver, "update the engine: it accepts response_format without enforcing it; a proxy "
                 "in front must pass the field through",
+        {LlamaCppDriver: "update llama.cpp (json_schema is turned into a grammar; a schema it "
+                         "cannot convert must be refused, not ignored) and serve with --jinja; a "
+                         "proxy in front must pass response_format through",
+         VllmDriver: "pass a structured-output backend (--structured-outputs-config "
+                     "'{\"backend\": \"xgrammar\"}', or guidance); with a --reasoning-parser, a "
+                     "vLLM whose schema holds for the content after the reasoning; a proxy in "
+                     "front must pass response_format through"},
         api={"responses": "the server accepts text.format without enforcing it: update the "
                           "engine (its /v1/responses must read text.format as chat reads "
-                          "response_format); a proxy in front must pass it through"},
-        llamacpp="update llama.cpp (json_schema is turned into a grammar; a schema it cannot "
-                 "convert must be refused, not ignored) and serve with --jinja; a proxy in front "
-                 "must pass response_format through",
-        vllm="pass a structured-output backend (--structured-outputs-config '{\"backend\": "
-             "\"xgrammar\"}', or guidance); with a --reasoning-parser, a vLLM whose schema "
-             "holds for the content after the reasoning; a proxy in front must pass "
-             "response_format through")
+                          "response_format); a proxy in front must pass it through"})
 
 
 def logprobs_fix(driver: Facts) -> Text:
@@ -792,8 +793,8 @@ def drafted_logprobs(driver: Facts) -> Text:
     # llama.cpp tools/server: a token the draft proposed and the model accepted is sent with
     # its logprob as 0.0 and no top_logprobs (seen on xllamacpp with any draft model)
     return advise(driver, "drafted tokens may come without their top_logprobs alternatives",
-                  llamacpp="llama.cpp sends the tokens the draft proposed with logprob 0.0 and "
-                           "no alternatives")
+                  {LlamaCppDriver: "llama.cpp sends the tokens the draft proposed with logprob 0.0 and "
+                                   "no alternatives"})
 
 
 def drafted_logprobs_fix(driver: Facts) -> Text:
@@ -803,6 +804,6 @@ def drafted_logprobs_fix(driver: Facts) -> Text:
     return advise(
         driver, "serve clients that need top_logprobs from an endpoint without speculative "
                 "decoding; where none sends top_logprobs, set expect.params.logprobs: false",
-        llamacpp="serve clients that need top_logprobs from a llama-server that does not draft "
-                 "(no --spec-draft-model or --spec-type; launch.draft_model unset); where no "
-                 "client sends top_logprobs, set expect.params.logprobs: false")
+        {LlamaCppDriver: "serve clients that need top_logprobs from a llama-server that does not draft "
+                         "(no --spec-draft-model or --spec-type; launch.draft_model unset); where no "
+                         "client sends top_logprobs, set expect.params.logprobs: false"})

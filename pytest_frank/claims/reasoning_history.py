@@ -29,6 +29,7 @@ from pytest_frank.claims.advice import advise
 from pytest_frank.claims.agent import Options
 from pytest_frank.claims.replies import one_line
 from pytest_frank.claims.tools import PROMPTS, TOOLS
+from pytest_frank.drivers import VllmDriver
 from pytest_frank.drivers.base import Driver
 from pytest_frank.drivers.protocols import Facts, Wire
 from pytest_frank.drivers.openai_chat import agent_history
@@ -263,8 +264,9 @@ def dropped_fix(driver: Facts, names: list[str]) -> Text:
                f"client sent them")
     return advise(
         driver, f"{gateway}; where the engine itself drops them, update it",
-        vllm=f"{gateway}; a vLLM from 0.20 until its fix read only `reasoning` and dropped "
-             f"`reasoning_content` (vLLM 38488): update it, or have the client send `reasoning`")
+        {VllmDriver: f"{gateway}; a vLLM from 0.20 until its fix read only `reasoning` and "
+                     f"dropped `reasoning_content` (vLLM 38488): update it, or have the client "
+                     f"send `reasoning`"})
 
 
 def _applies(opts: Options, driver) -> str | None:

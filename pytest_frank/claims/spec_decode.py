@@ -21,6 +21,7 @@ from pytest_frank.observation import Failed, Observation
 from pytest_frank.target import first_and_alone
 from pytest_frank.claims import slots
 from pytest_frank.known_errors import known_fix
+from pytest_frank.drivers import LlamaCppDriver, SglangDriver, VllmDriver
 from pytest_frank.verdict import Phrase, Text, fail, inconclusive
 from pytest_frank.figures import COUNT, number
 
@@ -403,24 +404,24 @@ LOSSLESS = Check("test_spec_decode_lossless", "spec_decode", lossless, judge_los
 def metrics_fix(driver: Facts) -> Text:
     return advise(
         driver, "turn on the server's Prometheus /metrics endpoint",
-        llamacpp=lambda d: Phrase(d.start or "", d.flags["metrics"],
-                                  " (and send the API key, if one is set)"),
-        vllm="let /metrics through to the vLLM server (it is on by default)",
-        sglang=lambda d: f"{d.start}--enable-metrics")
+        {LlamaCppDriver: lambda d: Phrase(d.start or "", d.flags["metrics"],
+                                          " (and send the API key, if one is set)"),
+         VllmDriver: "let /metrics through to the vLLM server (it is on by default)",
+         SglangDriver: lambda d: f"{d.start}--enable-metrics"})
 
 
 def spec_engage_fix(driver: Facts) -> Text:
     return advise(
         driver, "turn speculative decoding on in the server's configuration",
-        llamacpp=lambda d: Phrase(d.start or "", d.flags["spec_type"], ": draft-mtp for an -mtp "
-                                  "GGUF (no ", d.flags["draft_model"], "), draft-simple with ",
-                                  d.flags["draft_model"]("FILE"), "; a draft model without ",
-                                  d.flags["spec_type"], " is loaded but never used (/slots: "
-                                  "speculative false)"),
-        vllm="pass --speculative-config, e.g. '{\"method\": \"mtp\", "
-             "\"num_speculative_tokens\": 2}'",
-        sglang=lambda d: f"{d.start}--speculative-algorithm (EAGLE, EAGLE3, NEXTN) and "
-                         "--speculative-num-draft-tokens")
+        {LlamaCppDriver: lambda d: Phrase(d.start or "", d.flags["spec_type"], ": draft-mtp for an -mtp "
+                                          "GGUF (no ", d.flags["draft_model"], "), draft-simple with ",
+                                          d.flags["draft_model"]("FILE"), "; a draft model without ",
+                                          d.flags["spec_type"], " is loaded but never used (/slots: "
+                                          "speculative false)"),
+         VllmDriver: "pass --speculative-config, e.g. '{\"method\": \"mtp\", "
+                     "\"num_speculative_tokens\": 2}'",
+         SglangDriver: lambda d: f"{d.start}--speculative-algorithm (EAGLE, EAGLE3, NEXTN) and "
+                                 "--speculative-num-draft-tokens"})
 
 
 def spec_low_fix(driver: Facts) -> Text:
@@ -428,24 +429,24 @@ def spec_low_fix(driver: Facts) -> Text:
         driver, "the draft does not fit the served model (a head or draft model from another "
                 "quant or finetune, another tokenizer), or drafts run too long; check the draft "
                 "file and lower the draft length",
-        llamacpp=lambda d: Phrase("the draft does not fit the model (an MTP head or draft from "
-                                  "another quant or finetune); lower ", d.flags["draft_max"],
-                                  " or raise --spec-draft-p-min"),
-        vllm="the draft does not fit the model, or num_speculative_tokens is too high for it; "
-             "lower num_speculative_tokens in --speculative-config",
-        sglang="the draft does not fit the model; lower --speculative-num-steps / "
-               "--speculative-num-draft-tokens")
+        {LlamaCppDriver: lambda d: Phrase("the draft does not fit the model (an MTP head or draft from "
+                                          "another quant or finetune); lower ", d.flags["draft_max"],
+                                          " or raise --spec-draft-p-min"),
+         VllmDriver: "the draft does not fit the model, or num_speculative_tokens is too high for it; "
+                     "lower num_speculative_tokens in --speculative-config",
+         SglangDriver: "the draft does not fit the model; lower --speculative-num-steps / "
+                       "--speculative-num-draft-tokens"})
 
 
 def spec_high_fix(driver: Facts) -> Text:
     return advise(
         driver, "acceptance this close to 1 means the draft is the model itself: point the "
                 "draft at a real draft/MTP head, not at the served weights",
-        llamacpp=lambda d: Phrase("acceptance this close to 1 means the draft is the model "
-                                  "itself, loaded a second time: for an -mtp GGUF drop ",
-                                  d.flags["draft_model"], " and use ",
-                                  d.flags["spec_type"]("draft-mtp"), " alone; for a model "
-                                  "without an MTP head, point ", d.flags["draft_model"],
-                                  " at a small draft of the same family"),
-        vllm="acceptance this close to 1 means the draft is the model itself: check the draft "
-             "model in --speculative-config")
+        {LlamaCppDriver: lambda d: Phrase("acceptance this close to 1 means the draft is the model "
+                                          "itself, loaded a second time: for an -mtp GGUF drop ",
+                                          d.flags["draft_model"], " and use ",
+                                          d.flags["spec_type"]("draft-mtp"), " alone; for a model "
+                                          "without an MTP head, point ", d.flags["draft_model"],
+                                          " at a small draft of the same family"),
+         VllmDriver: "acceptance this close to 1 means the draft is the model itself: check the draft "
+                     "model in --speculative-config"})
