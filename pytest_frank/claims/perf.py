@@ -22,7 +22,7 @@ from pytest_frank.claims import Claim, option
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.advice import advise
 from pytest_frank.drivers import LlamaCppDriver, SglangDriver, VllmDriver
-from pytest_frank.drivers.protocols import Facts
+from pytest_frank.drivers.protocols import Facts, Metrics
 from pytest_frank.observation import Observation
 from pytest_frank.target import DecodeFloor, first_and_alone
 from pytest_frank.verdict import Phrase, Text, fail, inconclusive
@@ -148,7 +148,7 @@ def _counters(target) -> metrics.Scrape | None:
     return scrape if scrape.ok and _series(target.driver, scrape) else None
 
 
-def _series(driver, scrape: metrics.Scrape) -> tuple[str, str] | None:
+def _series(driver: Metrics, scrape: metrics.Scrape) -> tuple[str, str] | None:
     names = scrape.names()
     return next((pair for pair in driver.prefix_cache_counters if pair[1] in names), None)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from pytest_frank import metrics
 from pytest_frank.chat import Reply, Request, send
@@ -21,13 +21,19 @@ from pytest_frank.observation import Failed, Observation
 from pytest_frank.target import first_and_alone
 from pytest_frank.claims import slots
 from pytest_frank.known_errors import known_fix
-from pytest_frank.drivers import LlamaCppDriver, SglangDriver, VllmDriver
+from pytest_frank.drivers import Driver, LlamaCppDriver, SglangDriver, VllmDriver
+from pytest_frank.drivers.protocols import Facts, Metrics
 from pytest_frank.verdict import Phrase, Text, fail, inconclusive
 from pytest_frank.figures import COUNT, number
 
 if TYPE_CHECKING:
-    from pytest_frank.drivers.protocols import Facts, Metrics
     from pytest_frank.target import Target
+
+
+class Drafts(Facts, Metrics, Protocol):
+    """What the acceptance is measured and advised from: the drafting counters and the facts a
+    fix names."""
+
 
 PROMPT = "Count from 1 to 300 in words, one number per line, and nothing else."
 
@@ -203,7 +209,7 @@ def _written(obs: Drafting) -> int:
     return sum(r.generated for r in obs.replies)
 
 
-def _judge_gauges(m: Acceptance, obs: Drafting, driver, least: int, asked: str) -> None:
+def _judge_gauges(m: Acceptance, obs: Drafting, driver: Metrics, least: int, asked: str) -> None:
     """Gauges hold the engine's latest logging window, not this probe's: too little written, or
     a window that was not refreshed, says nothing about the draft."""
     if _written(obs) < least:
@@ -223,7 +229,7 @@ def _timings(obs: Drafting, driver: Metrics) -> tuple[int, int] | None:
     return (sum(c[0] for c in counts), sum(c[1] for c in counts)) if counts else None
 
 
-def measure(obs: Drafting, driver, timings) -> Acceptance:
+def measure(obs: Drafting, driver: Drafts, timings) -> Acceptance:
     after, before = obs.latest, obs.before
     names = after.names()
     for series in driver.spec_series:
@@ -262,7 +268,7 @@ def _from_counters(series, before, after) -> Acceptance:
     return m
 
 
-def _require_metrics(obs: Drafting, driver) -> None:
+def _require_metrics(obs: Drafting, driver: Driver) -> None:
     scrape = obs.before if not obs.before.ok else obs.after
     if scrape is None or scrape.ok:
         return
@@ -276,14 +282,14 @@ def _require_metrics(obs: Drafting, driver) -> None:
     fail(f"{ex.url} {scrape.problem}{seen}", metrics_fix(driver))
 
 
-def _require_reply(reply: Reply, driver) -> None:
+def _require_reply(reply: Reply, driver: Driver) -> None:
     if reply.ok:
         return
     fail(f"the generation request to {reply.url} failed: {reply.problem_line}",
          reply.fix or known_fix(driver, reply.problem, reply.status))
 
 
-def _judge_engaged(m: Acceptance, obs: Drafting, driver) -> None:
+def _judge_engaged(m: Acceptance, obs: Drafting, driver: Drafts) -> None:
     if m.draft_tokens is None:  # gauges
         if not m.rate or not m.mean_length:
             fail(f"speculative decoding is configured but not engaged: {m.line()} after a "
@@ -306,7 +312,7 @@ def _band(options: Options) -> tuple[float | None, float | None]:
     return options.min_acceptance, options.max_acceptance
 
 
-def _judge_band(m: Acceptance, options: Options, driver) -> None:
+def _judge_band(m: Acceptance, options: Options, driver: Facts) -> None:
     low, high = options.min_acceptance, options.max_acceptance
     if m.rate is None:
         return  # nothing accepted or drafted to rate: _judge_engaged has said so

@@ -14,7 +14,7 @@ from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims import slots
 from pytest_frank.claims.advice import advise
 from pytest_frank.drivers import LlamaCppDriver, VllmDriver
-from pytest_frank.drivers.protocols import Facts
+from pytest_frank.drivers.protocols import Facts, Metrics
 from pytest_frank.observation import Observation
 from pytest_frank.verdict import Phrase, Text, fail, inconclusive, not_applicable
 from pytest_frank.vram.memory import fmt_mib
@@ -320,7 +320,7 @@ def _url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
-def _pool(driver, text: str) -> KVPool | None:
+def _pool(driver: Metrics, text: str) -> KVPool | None:
     from pytest_frank.vram.sources import VRAMSourceError
 
     try:
@@ -379,7 +379,7 @@ def _apps(m: GpuReading) -> str:
     return f"\nprocesses on the GPU: {listed}"
 
 
-def _judge_pool(pool: KVPool, shape, driver) -> None:
+def _judge_pool(pool: KVPool, shape, driver: Facts) -> None:
     need = shape.ctx_per_slot if shape else None
     if pool.tokens is None or need is None or pool.tokens >= need:
         return
