@@ -15,8 +15,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from pytest_frank.drivers import DRIVERS
+
 TARGET_S = 2.0
-ENGINES = ["llamacpp", "vllm", "sglang", "anthropic", "openai"]
+ENGINES = list(DRIVERS)
 
 
 def write_fleet(folder: Path, count: int) -> Path:

@@ -5,10 +5,11 @@ marker line, `<!-- frank:keys SECTION -->`, `<!-- frank:claims -->` or `<!-- fra
 and its closing `<!-- /frank:keys -->` (`/frank:claims`, `/frank:figures`), so it reads whole
 where the Markdown is read (a repository's page). `python docs/gen.py` writes them into the
 pages, and what the package declares into two files: the schema's `$defs.expect` from the claims
-(each claim's `CLAIM` and the `option`s of its Options, pytest_frank.claims) and its
-`regression` block from the figure registry's TOLERANCES, and mkdocs.yml's claim pages from the
-claims. tests/test_docs.py fails on a page whose table no longer matches, tests/test_contract.py
-on a stale `$defs.expect` or nav, tests/test_figures.py on a stale regression block; mkdocs runs
+(each claim's `CLAIM` and the `option`s of its Options, pytest_frank.claims), its endpoint's
+`engine` list from the driver registry (pytest_frank.drivers.DRIVERS) and its `regression` block
+from the figure registry's TOLERANCES, and mkdocs.yml's claim pages from the claims.
+tests/test_docs.py fails on a page whose table no longer matches, tests/test_contract.py on a
+stale `$defs.expect`, engine list or nav, tests/test_figures.py on a stale regression block; mkdocs runs
 this as a hook (mkdocs.yml `hooks:`) that builds each table afresh and leaves the markers out of
 the site."""
 
@@ -183,9 +184,23 @@ def with_expect(raw: dict[str, Any]) -> dict[str, Any]:
     return {**raw, "$defs": {**raw["$defs"], "expect": expect_schema()}}
 
 
+def with_engines(raw: dict[str, Any]) -> dict[str, Any]:
+    """The schema with its endpoint's `engine` list as the driver registry holds it
+    (pytest_frank.drivers.DRIVERS, in its order); fleet.ENGINES reads it back."""
+    from pytest_frank.drivers import DRIVERS
+
+    names = ", ".join(f"`{name}`" for name in DRIVERS)
+    engine = {"enum": list(DRIVERS), "description": f"Which driver speaks to it: {names}. "
+              "Required, `llamacpp` with `launch:`."}
+    endpoint = raw["$defs"]["endpoint"]
+    properties = {k: engine if k == "engine" else v for k, v in endpoint["properties"].items()}
+    return {**raw, "$defs": {**raw["$defs"], "endpoint": {**endpoint, "properties": properties}}}
+
+
 def generated(raw: dict[str, Any]) -> dict[str, Any]:
-    """The schema with every block written from the package: the claims' and the regression keys."""
-    return with_expect(with_regression(raw))
+    """The schema with every block written from the package: the engines, the claims' and the
+    regression keys."""
+    return with_engines(with_expect(with_regression(raw)))
 
 
 NAV = re.compile(r"^( *)# frank:claims\n.*?^ *# /frank:claims$", re.M | re.S)
@@ -221,7 +236,8 @@ if __name__ == "__main__":  # python docs/gen.py: the schema's blocks, the nav, 
     current = SCHEMA.read_text(encoding="utf-8")
     if schema_text(generated(json.loads(current))) != current:
         SCHEMA.write_text(schema_text(generated(json.loads(current))), encoding="utf-8")
-        print(f"wrote the claims' and the regression keys of {SCHEMA.relative_to(DOCS.parent)}")
+        print("wrote the engines, the claims' and the regression keys of "
+              f"{SCHEMA.relative_to(DOCS.parent)}")
     config = MKDOCS.read_text(encoding="utf-8")
     if nav(config) != config:
         MKDOCS.write_text(nav(config), encoding="utf-8")

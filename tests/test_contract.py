@@ -34,7 +34,11 @@ def test_schema_claims_are_the_code_claims():
 
 
 def test_schema_engines_are_the_drivers():
+    from emulator import SHAPES
+
     assert _defs()["endpoint"]["properties"]["engine"]["enum"] == list(DRIVERS) == list(ENGINES)
+    # every engine is emulated (its health and models answers) for the tests that take each one
+    assert set(SHAPES) == set(DRIVERS), "tests/emulator.py SHAPES: add the engine's answers"
 
 
 def test_schema_routes_are_the_wires_and_each_wire_replaces_every_route_member():
@@ -64,6 +68,15 @@ def test_the_schemas_claim_keys_are_written_from_the_claims():
     text = (ROOT / "pytest_frank" / "fleet.schema.json").read_text(encoding="utf-8")
     assert gen.schema_text(gen.with_expect(json.loads(text))) == text, \
         "run `python docs/gen.py`: fleet.schema.json's `$defs.expect` is stale"
+
+
+def test_the_schemas_engines_are_written_from_the_driver_registry():
+    # An engine is declared once, by its driver: the schema (and fleet.ENGINES, read from it)
+    # holds what docs/gen.py writes from DRIVERS.
+    gen = load_gen()
+    text = (ROOT / "pytest_frank" / "fleet.schema.json").read_text(encoding="utf-8")
+    assert gen.schema_text(gen.with_engines(json.loads(text))) == text, \
+        "run `python docs/gen.py`: fleet.schema.json's endpoint `engine` list is stale"
 
 
 def test_the_docs_nav_lists_each_claims_page_in_order():
@@ -193,6 +206,7 @@ def test_the_advice_guard_sees_a_planted_fix(planted, found):
 
 def test_each_fix_by_engine_names_an_engine_and_a_route():
     # A misspelt engine (`llama=`) in a claim's advice would never be said: the generic one would.
+    # The entries keyed by driver class the type checker sees too; those keyed by name only here.
     from pytest_frank.drivers.base import _wires
 
     claims = Path(pytest_frank.drivers.__file__).parent.parent / "claims"
@@ -200,9 +214,14 @@ def test_each_fix_by_engine_names_an_engine_and_a_route():
              for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
              if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "advise"]
     assert len(calls) >= 30
+    classes = {cls.__name__ for cls in DRIVERS.values()}
     for call in calls:
         engines = {k.arg for k in call.keywords} - {"api"}
         assert engines <= set(DRIVERS), f"line {call.lineno}: {sorted(engines - set(DRIVERS))}"
+        for by_type in call.args[2:]:
+            assert isinstance(by_type, ast.Dict), f"line {call.lineno}"
+            keys = {getattr(k, "id", None) for k in by_type.keys}
+            assert keys <= classes, f"line {call.lineno}: {sorted(map(str, keys - classes))}"
         routes = [k.value for k in call.keywords if k.arg == "api"]
         for route in routes:
             assert isinstance(route, ast.Dict)

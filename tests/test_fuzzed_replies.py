@@ -68,6 +68,7 @@ from pytest_frank.claims import (
     vision,
     vram,
 )
+from pytest_frank.drivers import DRIVERS
 from pytest_frank.endpoint import EndpointUnderTest
 from pytest_frank.fleet import Endpoint
 from pytest_frank.target import Target
@@ -371,7 +372,7 @@ def fuzzed(examples: int):
 
 
 # -- the routes ------------------------------------------------------------------------------------
-ENGINES = ["llamacpp", "vllm", "sglang", "anthropic", "openai"]
+ENGINES = list(DRIVERS)  # each needs its shape in the emulator (tests/emulator.py SHAPES)
 
 
 @pytest.mark.parametrize("engine", ["llamacpp", "vllm", "sglang", "anthropic"])

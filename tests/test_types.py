@@ -11,7 +11,8 @@ pytestmark = pytest.mark.real
 ROOT = Path(__file__).resolve().parent.parent
 
 
-BAD = ("tests/typecheck/bad_need.py", "tests/typecheck/bad_option.py")
+BAD = ("tests/typecheck/bad_need.py", "tests/typecheck/bad_option.py",
+       "tests/typecheck/bad_capability.py")
 
 
 @pytest.fixture(scope="module")
@@ -42,3 +43,13 @@ def test_a_misspelt_option_is_flagged(checked):
     for line, wrong in ((12, "run"), (16, "min_decode_tp"), (20, "max_ttft")):
         assert f'bad_option.py:{line}: error: "Options" has no attribute "{wrong}"' in found, \
             checked.stdout
+
+
+def test_a_member_of_another_driver_capability_is_flagged(checked):
+    found = "\n".join(errors_in(checked, BAD[2]))
+    for line, protocol, member in ((14, "Metrics", "flags"), (18, "Facts", "sampling")):
+        assert f'bad_capability.py:{line}: error: "{protocol}" has no attribute "{member}"' \
+            in found, checked.stdout
+    # an engine's fix is keyed by its driver class, not its name
+    assert "bad_capability.py:22: error: Dict entry 0 has incompatible type" in found, \
+        checked.stdout

@@ -1,25 +1,36 @@
 """A claim's fix by engine: the claim writes its advice, the driver lends the facts.
 
 A fix is a sentence for every engine (the generic one) and, where an engine needs its own words,
-that engine's: plain text, or a function of its driver that names the engine's flags
-(`driver.flags`) and how it is started (`driver.start`). A route's wire (fleet.yaml `api:`) has
-the last word where the route changes what the fix asks for."""
+that engine's, keyed by its driver class (`{LlamaCppDriver: ...}`, so the type checker flags an
+engine misspelt, removed or named by a string): plain text, or a function of its driver's facts
+that names the engine's flags (`driver.flags`) and how it is started (`driver.start`). A route's
+wire (fleet.yaml `api:`) has the last word where the route changes what the fix asks for."""
 
 from __future__ import annotations
 
 from typing import Callable, Mapping, Union
 
-from pytest_frank.drivers.base import Driver
+from pytest_frank.drivers import DRIVERS, Driver
 from pytest_frank.drivers.openai import OpenAIDriver
+from pytest_frank.drivers.protocols import Facts
 from pytest_frank.verdict import Text
 
-Advice = Union[Text, Callable[[Driver], Text]]
+Advice = Union[Text, Callable[[Facts], Text]]
+ByEngine = Mapping[type[Driver], Advice]
 
 
-def advise(driver: Driver | None, generic: Advice, *, api: Mapping[str, Advice] | None = None,
-           **engines: Advice) -> Text:
-    """The fix for `driver`: its route's, else its engine's (by driver name), else the generic
-    one (also where no driver is known: the generic shape's)."""
+def advise(driver: Facts | None, generic: Advice, engines: ByEngine | None = None, *,
+           api: Mapping[str, Advice] | None = None, **by_name: Advice) -> Text:
+    """The fix for `driver`: its route's, else its engine's (the entry of its engine's driver
+    class, pytest_frank.drivers.DRIVERS; an engine's driver on another route is still that
+    engine), else the generic one (also where no driver is known: the generic shape's).
+    `by_name`: an engine's words keyed by its name, the older form the tools claim's fixes
+    still use (tests/test_contract.py checks each name is an engine)."""
     d = driver or OpenAIDriver()
-    said = (api or {}).get(d.api) or engines.get(d.name, generic)
+    engine = DRIVERS.get(d.name)
+    said = (api or {}).get(d.api)
+    if said is None and engine is not None:
+        said = (engines or {}).get(engine)
+    if said is None:
+        said = by_name.get(d.name, generic)
     return said(d) if callable(said) else said

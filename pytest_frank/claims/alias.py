@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pytest_frank.checks import Check, Context
 from pytest_frank.claims.advice import advise
-from pytest_frank.drivers.base import Driver
+from pytest_frank.drivers import AnthropicDriver, LlamaCppDriver, SglangDriver, VllmDriver
+from pytest_frank.drivers.protocols import Facts
 from pytest_frank.claims import Claim, Options
 from pytest_frank.probes import Served, served
 from pytest_frank.verdict import Phrase, Text, fail
@@ -28,14 +29,14 @@ def judge(served: Served, ctx: Context[Options]) -> None:
 ALIAS = Check("test_alias", "alias", served, judge)
 
 
-def alias_fix(driver: Driver, alias: str, served: list[str]) -> Text:
+def alias_fix(driver: Facts, alias: str, served: list[str]) -> Text:
     """Serve `alias` beside the names served now (clients may use those too)."""
     names = list(dict.fromkeys([*served, alias]))
     return advise(
         driver, f"serve it under that name (the server's model name setting {alias})",
-        llamacpp=lambda d: Phrase("add it to ", d.flags["alias"], ", keeping the names served "
-                                  "now: ", d.flags["alias"](",".join(names))),
-        vllm=("add it to --served-model-name, keeping the names served now: "
-              f"--served-model-name {' '.join(names)}"),
-        sglang=f"serve it under that name: --served-model-name {alias}",
-        anthropic=f"map the model name {alias!r} in the proxy's model list")
+        {LlamaCppDriver: lambda d: Phrase("add it to ", d.flags["alias"], ", keeping the names served "
+                                          "now: ", d.flags["alias"](",".join(names))),
+         VllmDriver: ("add it to --served-model-name, keeping the names served now: "
+                      f"--served-model-name {' '.join(names)}"),
+         SglangDriver: f"serve it under that name: --served-model-name {alias}",
+         AnthropicDriver: f"map the model name {alias!r} in the proxy's model list"})

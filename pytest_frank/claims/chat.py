@@ -21,7 +21,8 @@ from pytest_frank.claims.advice import advise
 from pytest_frank.claims.replies import (THINK_TAGS, one_line, reasoning_parser_fix,
                                          require_answer)
 from pytest_frank.claims.tools import forced_tools_fix
-from pytest_frank.drivers.base import Driver
+from pytest_frank.drivers import LlamaCppDriver, VllmDriver
+from pytest_frank.drivers.protocols import Facts
 from pytest_frank.observation import Failed, Observation
 from pytest_frank.target import first_and_alone
 from pytest_frank.verdict import Phrase, Text, fail, inconclusive
@@ -233,29 +234,29 @@ CHAT = Check("test_chat", "chat", answer, judge)
 
 
 # -- advice: the chat template by engine, named by the driver's flags ---------------------------
-def no_template_fix(driver: Driver) -> Text:
+def no_template_fix(driver: Facts) -> Text:
     """For a model file that carries no chat template."""
     return advise(
         driver, "serve the model with its own chat template, or an instruct checkpoint that "
                 "carries one",
-        llamacpp=lambda d: Phrase("serve with ", d.flags["template"]("<the model's template>"),
-                                  " or an instruct GGUF (one whose header carries "
-                                  "tokenizer.chat_template)"))
+        {LlamaCppDriver: lambda d: Phrase("serve with ", d.flags["template"]("<the model's template>"),
+                                          " or an instruct GGUF (one whose header carries "
+                                          "tokenizer.chat_template)")})
 
 
-def wrong_template_fix(driver: Driver) -> Text:
+def wrong_template_fix(driver: Facts) -> Text:
     """For a template that is not the model's own (another family's)."""
     return advise(
         driver, "serve the model with its own chat template",
-        llamacpp=lambda d: Phrase("serve the model's own template: ", d.flags["template"],
-                                  " pointed at it, or none (the GGUF's own is used)"))
+        {LlamaCppDriver: lambda d: Phrase("serve the model's own template: ", d.flags["template"],
+                                          " pointed at it, or none (the GGUF's own is used)")})
 
 
-def edited_template_fix(driver: Driver) -> Text:
+def edited_template_fix(driver: Facts) -> Text:
     """How a chat template edited by hand is served (one that raises on what clients send)."""
     return advise(
         driver, "serve the edited template with the server's chat template setting",
-        llamacpp=lambda d: Phrase("serve the edited template: ",
-                                  d.flags["template"]("<the edited file>"), " (with ",
-                                  d.flags["jinja"], ")"),
-        vllm="serve the edited template: vllm serve --chat-template <the edited file>")
+        {LlamaCppDriver: lambda d: Phrase("serve the edited template: ",
+                                          d.flags["template"]("<the edited file>"), " (with ",
+                                          d.flags["jinja"], ")"),
+         VllmDriver: "serve the edited template: vllm serve --chat-template <the edited file>"})

@@ -20,7 +20,9 @@ from pytest_frank.claims import params, tools
 from pytest_frank.claims.advice import advise
 from pytest_frank.claims.replies import (cut_while_thinking, one_line, require_answer,
                                          require_no_think_tags, require_thinking_ended)
+from pytest_frank.drivers import LlamaCppDriver, VllmDriver
 from pytest_frank.drivers.base import Driver
+from pytest_frank.drivers.protocols import Facts, Wire
 from pytest_frank.observation import Observation
 from pytest_frank.verdict import Text, fail
 
@@ -126,7 +128,7 @@ def sampled(target) -> Asked:
     return obs
 
 
-def _sampling(driver: Driver, fields: tuple[str, ...]) -> dict:
+def _sampling(driver: Wire, fields: tuple[str, ...]) -> dict:
     """The fields as the route's client sends them: temperature and top_p where the driver puts
     the fleet's sampling (the Anthropic client takes them in the body), the rest as they are."""
     own = {f: SAMPLED[f] for f in fields if f in ("temperature", "top_p")}
@@ -319,18 +321,18 @@ UNCHECKED = {"validation": "tool_choice against the tools sent",
              "response_format_variants": "a json_schema format's fields"}
 
 
-def lenient_fix(driver: Driver | None, option: str) -> Text:
+def lenient_fix(driver: Facts | None, option: str) -> Text:
     """The engine's words only where its driver knows it answers so (else the generic ones)."""
     return advise(
         driver, f"the server, or a proxy in front, must refuse a malformed request with a 400 "
                 f"that names the field: update it, or put a gateway that validates requests in "
                 f"front; where no client sends such requests, set expect.params.{option}: false",
-        llamacpp=f"llama.cpp does not check {UNCHECKED[option]}: put a gateway that validates "
-                 f"requests in front of it, or, where no client sends such requests, set "
-                 f"expect.params.{option}: false")
+        {LlamaCppDriver: f"llama.cpp does not check {UNCHECKED[option]}: put a gateway that validates "
+                         f"requests in front of it, or, where no client sends such requests, set "
+                         f"expect.params.{option}: false"})
 
 
-def server_error_fix(driver: Driver) -> Text:
+def server_error_fix(driver: Facts) -> Text:
     return advise(driver, "update the engine: it fails on a request it must refuse; a proxy in "
                           "front must pass the engine's 4xx on, not turn it into a 5xx")
 
@@ -340,38 +342,38 @@ REFUSED_FIX = ("update the engine, or the proxy in front that refuses it: the re
                "always send tool_choice send them without)")
 
 
-def refused_fix(driver: Driver, option: str) -> Text:
+def refused_fix(driver: Facts, option: str) -> Text:
     """Where the engine itself refuses a valid request (its driver's `refused_requests`)."""
     return advise(
         driver, REFUSED_FIX,
-        vllm=f"vLLM refuses every tool_choice but none without tools: have clients send "
-             f"tool_choice only with tools (LiteLLM issue 6228 did), or a gateway in front drop "
-             f"it; where no client sends it, set expect.params.{option}: false")
+        {VllmDriver: f"vLLM refuses every tool_choice but none without tools: have clients send "
+                     f"tool_choice only with tools (LiteLLM issue 6228 did), or a gateway in front drop "
+                     f"it; where no client sends it, set expect.params.{option}: false"})
 
 
-def sampling_fix(driver: Driver) -> Text:
+def sampling_fix(driver: Facts) -> Text:
     return advise(driver, "update the engine; a proxy in front must pass the sampling fields "
                           "through, not refuse them")
 
 
-def n_fix(driver: Driver) -> Text:
+def n_fix(driver: Facts) -> Text:
     return advise(driver, "update the engine, or the proxy in front that keeps the first choice "
                           "only; where no client sends n, set expect.params.sampling: false")
 
 
-def none_ignored_fix(driver: Driver) -> Text:
+def none_ignored_fix(driver: Facts) -> Text:
     return advise(driver, "update the engine, or the proxy in front that drops or rewrites "
                           "tool_choice: none must forbid calls")
 
 
-def none_markup_fix(driver: Driver) -> Text:
+def none_markup_fix(driver: Facts) -> Text:
     """Where the tools reach the prompt under none."""
     return advise(
         driver, "leave the tools out of the prompt when tool_choice is none (vLLM "
                 "--exclude-tools-when-tool-choice-none), or have clients send no tools with "
                 "none; else set expect.tools.none: false",
-        llamacpp="llama.cpp renders the tools into the prompt under tool_choice none: have "
-                 "clients (or a gateway in front) send no tools with none, or set "
-                 "expect.tools.none: false",
-        vllm=lambda d: f"{d.start}--exclude-tools-when-tool-choice-none (vLLM keeps the tools "
-                       "in the prompt under none by default)")
+        {LlamaCppDriver: "llama.cpp renders the tools into the prompt under tool_choice none: have "
+                         "clients (or a gateway in front) send no tools with none, or set "
+                         "expect.tools.none: false",
+         VllmDriver: lambda d: f"{d.start}--exclude-tools-when-tool-choice-none (vLLM keeps the tools "
+                               "in the prompt under none by default)"})

@@ -40,7 +40,8 @@ from pytest_frank.claims import chat, reasoning, tools, vision
 from pytest_frank.claims.advice import advise
 from pytest_frank.claims.perf import slow_cpu_hint, slow_gpu_hint
 from pytest_frank.claims.replies import one_line, reasoning_only, reasoning_only_fix
-from pytest_frank.drivers.base import Driver
+from pytest_frank.drivers import LlamaCppDriver, VllmDriver
+from pytest_frank.drivers.protocols import Facts, Wire
 from pytest_frank.figures import FIGURES, number
 from pytest_frank.known_errors import known_fix
 from pytest_frank.observation import Failed, Observation
@@ -167,7 +168,7 @@ def prompt(index: int, kind: str) -> str:
     return f"{text} Begin your answer with the word {MARKERS[index % len(MARKERS)]}."
 
 
-def request(out: Ladder, index: int, driver: Driver, max_tokens: int) -> Request:
+def request(out: Ladder, index: int, driver: Wire, max_tokens: int) -> Request:
     """The pool's request `index` as it is sent."""
     text, kind = out.prompts[index], out.kinds[index]
     if kind == "tools":
@@ -595,24 +596,24 @@ def _carry(seen: Ladder, level: Level) -> str:
 
 
 # -- advice -----------------------------------------------------------------------------------------
-def cross_talk_fix(driver: Driver) -> Text:
+def cross_talk_fix(driver: Facts) -> Text:
     """What serves one request another's answer under load."""
     return advise(
         driver, "the engine mixed up requests in flight together, as a shared prefix cache or "
                 "a batch that keys answers wrongly does (vLLM PR 36708, LMCache 4086): turn the "
                 "prefix cache off to confirm, update the engine, and route one client at a time "
                 "to it until then; a gateway in front that pools connections can do the same",
-        llamacpp=lambda d: Phrase("llama.cpp mixed up requests in flight together: update it, "
-                                  "and to confirm serve with ", d.flags["parallel"](1), " or "
-                                  "without prompt-cache reuse (--cache-reuse 0); a gateway in "
-                                  "front that pools connections can do the same"),
-        vllm=lambda d: f"{d.start}--no-enable-prefix-caching to confirm (a cached prefix served "
-                       "one request another's answer: vLLM PR 36708, LMCache 4086), and update "
-                       "vLLM and LMCache; a gateway in front that pools connections can do the "
-                       "same")
+        {LlamaCppDriver: lambda d: Phrase("llama.cpp mixed up requests in flight together: update it, "
+                                          "and to confirm serve with ", d.flags["parallel"](1), " or "
+                                          "without prompt-cache reuse (--cache-reuse 0); a gateway in "
+                                          "front that pools connections can do the same"),
+         VllmDriver: lambda d: f"{d.start}--no-enable-prefix-caching to confirm (a cached prefix served "
+                               "one request another's answer: vLLM PR 36708, LMCache 4086), and update "
+                               "vLLM and LMCache; a gateway in front that pools connections can do the "
+                               "same"})
 
 
-def slots_fix(driver: Driver, seen: Ladder, level: Level) -> Text:
+def slots_fix(driver: Facts, seen: Ladder, level: Level) -> Text:
     """Requests refused, dropped or timed out once more are in flight than the server takes."""
     carry = _carry(seen, level)
     if seen.slots is not None and seen.slots >= level.width:
@@ -623,12 +624,12 @@ def slots_fix(driver: Driver, seen: Ladder, level: Level) -> Text:
         driver, Phrase("the server refuses or drops requests past what it serves at once: give "
                        "it more slots or a queue in front (", driver.flags["parallel"], "), or "
                        f"{carry}; or raise expect.load.max_error_rate where some are expected"),
-        llamacpp=lambda d: Phrase("llama.cpp serves as many requests at once as it has slots: "
-                                  "give it more (", d.flags["parallel"](level.width), ", with "
-                                  "the context split between them), or ", carry),
-        vllm=lambda d: Phrase("vLLM queues past ", d.flags["parallel"], " and refuses once "
-                              "its KV cache is full: raise --max-num-seqs or "
-                              "--gpu-memory-utilization, or ", carry))
+        {LlamaCppDriver: lambda d: Phrase("llama.cpp serves as many requests at once as it has slots: "
+                                          "give it more (", d.flags["parallel"](level.width), ", with "
+                                          "the context split between them), or ", carry),
+         VllmDriver: lambda d: Phrase("vLLM queues past ", d.flags["parallel"], " and refuses once "
+                                      "its KV cache is full: raise --max-num-seqs or "
+                                      "--gpu-memory-utilization, or ", carry)})
 
 
 LOAD = Check("test_load", "load", ladder, judge)

@@ -19,7 +19,8 @@ from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.advice import advise
 from pytest_frank.claims.replies import (THINK_TAGS, one_line, reasoning_parser_fix,
                                          require_answer, require_thinking_ended)
-from pytest_frank.drivers.base import Driver
+from pytest_frank.drivers import LlamaCppDriver, VllmDriver
+from pytest_frank.drivers.protocols import Facts
 from pytest_frank.figures import COUNT, number
 from pytest_frank.drivers.openai_responses import LOGPROBS_INCLUDE
 from pytest_frank.observation import Observation
@@ -527,7 +528,7 @@ def judge_logprobs(obs: Sent, ctx: Context[Options]) -> None:
         fail(f"{len(r.logprobs)} logprobs for {r.tokens} generated tokens", fix)
 
 
-def _undercounted(r: Reply, driver: Driver) -> None:
+def _undercounted(r: Reply, driver: Facts) -> None:
     """More logprobs than usage counts, on an answer that thought: the logprobs are all there
     (one per token, spelling the answer), so what is short is the count. Where it is exactly the
     answer's own tokens, the reasoning is what usage.completion_tokens leaves out: clients that
@@ -574,7 +575,7 @@ def judge_stream_usage(obs: Sent, ctx: Context[Options]) -> None:
              f"{len(unasked.usage_events)} chunk(s): strict clients do not expect it", fix)
 
 
-def _count_differs(plain: Reply, streamed: Reply, driver: Driver) -> None:
+def _count_differs(plain: Reply, streamed: Reply, driver: Facts) -> None:
     """The same prompt counted alike and the completions not, on an answer that thought: one
     of the two counts is what leaves the reasoning out (a server or gateway that counts only the
     answer in one path), not the stream's passing of stream_options."""
@@ -732,20 +733,20 @@ CONTEXT_FIX = ("the engine must refuse a prompt longer than its context (a 400 t
                "truncation in the proxy or server")
 
 
-def stop_fix(driver: Driver) -> Text:
+def stop_fix(driver: Facts) -> Text:
     return advise(
         driver, "update the engine (stop strings are applied to the answer, and cut from it); a "
                 "proxy in front must pass `stop` through",
+        {VllmDriver: "update vLLM: stop strings must apply to the answer, not the reasoning, "
+                     "with a --reasoning-parser; a proxy in front must pass `stop` through"},
         api={"messages": "the server must take stop_sequences and report the match as "
                          "stop_reason \"stop_sequence\" with stop_sequence set (update it, or "
                          "the engine behind a proxy)",
              "responses": "the Responses API has no stop strings: a client that needs them "
-                          "talks chat completions"},
-        vllm="update vLLM: stop strings must apply to the answer, not the reasoning, with a "
-             "--reasoning-parser; a proxy in front must pass `stop` through")
+                          "talks chat completions"})
 
 
-def budget_cut_fix(driver: Driver) -> Text:
+def budget_cut_fix(driver: Facts) -> Text:
     return advise(
         driver, "update the engine, or the proxy in front that rewrites finish_reason: an answer "
                 "cut by the budget must end with finish_reason \"length\" (stop_reason "
@@ -755,23 +756,23 @@ def budget_cut_fix(driver: Driver) -> Text:
                           "incomplete_details.reason \"max_output_tokens\""})
 
 
-def structured_output_fix(driver: Driver) -> Text:
+def structured_output_fix(driver: Facts) -> Text:
     return advise(
         driver, "update the engine: it accepts response_format without enforcing it; a proxy "
                 "in front must pass the field through",
+        {LlamaCppDriver: "update llama.cpp (json_schema is turned into a grammar; a schema it "
+                         "cannot convert must be refused, not ignored) and serve with --jinja; a "
+                         "proxy in front must pass response_format through",
+         VllmDriver: "pass a structured-output backend (--structured-outputs-config "
+                     "'{\"backend\": \"xgrammar\"}', or guidance); with a --reasoning-parser, a "
+                     "vLLM whose schema holds for the content after the reasoning; a proxy in "
+                     "front must pass response_format through"},
         api={"responses": "the server accepts text.format without enforcing it: update the "
                           "engine (its /v1/responses must read text.format as chat reads "
-                          "response_format); a proxy in front must pass it through"},
-        llamacpp="update llama.cpp (json_schema is turned into a grammar; a schema it cannot "
-                 "convert must be refused, not ignored) and serve with --jinja; a proxy in front "
-                 "must pass response_format through",
-        vllm="pass a structured-output backend (--structured-outputs-config '{\"backend\": "
-             "\"xgrammar\"}', or guidance); with a --reasoning-parser, a vLLM whose schema "
-             "holds for the content after the reasoning; a proxy in front must pass "
-             "response_format through")
+                          "response_format); a proxy in front must pass it through"})
 
 
-def logprobs_fix(driver: Driver) -> Text:
+def logprobs_fix(driver: Facts) -> Text:
     return advise(
         driver, "update the engine; a proxy in front must pass logprobs and top_logprobs through",
         api={"responses": "update the engine: its /v1/responses must take top_logprobs with "
@@ -779,7 +780,7 @@ def logprobs_fix(driver: Driver) -> Text:
                           "output_text; a proxy in front must pass both through"})
 
 
-def usage_fix(driver: Driver) -> Text:
+def usage_fix(driver: Facts) -> Text:
     """Where usage counts fewer tokens than were generated: the server's usage accounting."""
     return advise(driver, "the server's usage accounting: usage.completion_tokens must count "
                           "every generated token, the reasoning's included (as OpenAI's does, "
@@ -787,22 +788,22 @@ def usage_fix(driver: Driver) -> Text:
                           "update the engine, or the proxy in front that rewrites usage")
 
 
-def drafted_logprobs(driver: Driver) -> Text:
+def drafted_logprobs(driver: Facts) -> Text:
     """What drafting does to logprobs."""
     # llama.cpp tools/server: a token the draft proposed and the model accepted is sent with
     # its logprob as 0.0 and no top_logprobs (seen on xllamacpp with any draft model)
     return advise(driver, "drafted tokens may come without their top_logprobs alternatives",
-                  llamacpp="llama.cpp sends the tokens the draft proposed with logprob 0.0 and "
-                           "no alternatives")
+                  {LlamaCppDriver: "llama.cpp sends the tokens the draft proposed with logprob 0.0 and "
+                                   "no alternatives"})
 
 
-def drafted_logprobs_fix(driver: Driver) -> Text:
+def drafted_logprobs_fix(driver: Facts) -> Text:
     """What a client that needs logprobs can do where the server drafts."""
     # Plain text: a Phrase naming the draft flag would read as asking for it, and be dropped
     # as already in effect on the very server that drafts.
     return advise(
         driver, "serve clients that need top_logprobs from an endpoint without speculative "
                 "decoding; where none sends top_logprobs, set expect.params.logprobs: false",
-        llamacpp="serve clients that need top_logprobs from a llama-server that does not draft "
-                 "(no --spec-draft-model or --spec-type; launch.draft_model unset); where no "
-                 "client sends top_logprobs, set expect.params.logprobs: false")
+        {LlamaCppDriver: "serve clients that need top_logprobs from a llama-server that does not draft "
+                         "(no --spec-draft-model or --spec-type; launch.draft_model unset); where no "
+                         "client sends top_logprobs, set expect.params.logprobs: false"})

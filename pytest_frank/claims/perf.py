@@ -21,7 +21,8 @@ from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Claim, option
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.advice import advise
-from pytest_frank.drivers.base import Driver
+from pytest_frank.drivers import LlamaCppDriver, SglangDriver, VllmDriver
+from pytest_frank.drivers.protocols import Facts, Metrics
 from pytest_frank.observation import Observation
 from pytest_frank.target import DecodeFloor, first_and_alone
 from pytest_frank.verdict import Phrase, Text, fail, inconclusive
@@ -147,7 +148,7 @@ def _counters(target) -> metrics.Scrape | None:
     return scrape if scrape.ok and _series(target.driver, scrape) else None
 
 
-def _series(driver, scrape: metrics.Scrape) -> tuple[str, str] | None:
+def _series(driver: Metrics, scrape: metrics.Scrape) -> tuple[str, str] | None:
     names = scrape.names()
     return next((pair for pair in driver.prefix_cache_counters if pair[1] in names), None)
 
@@ -335,45 +336,46 @@ PREFIX_CACHE = Check("test_perf_prefix_cache", "perf", cache, judge_cache,
 
 
 # -- advice: speed and the prefix cache by engine, named by the driver's flags ------------------
-def slow_gpu_hint(driver: Driver) -> str:
+def slow_gpu_hint(driver: Facts) -> str:
     """What a slow server on a GPU is told to check."""
     return str(advise(
         driver, "that every layer runs on the GPU, that speculative decoding is engaged, and "
                 "that no other load shares the card",
-        llamacpp="that every layer is offloaded to the GPU (-ngl), that speculative decoding is "
-                 "engaged, and that no other load shares the card"))
+        {LlamaCppDriver: "that every layer is offloaded to the GPU (-ngl), that speculative decoding is "
+                         "engaged, and that no other load shares the card"}))
 
 
-def slow_cpu_hint(driver: Driver) -> str:
+def slow_cpu_hint(driver: Facts) -> str:
     """What a slow server on the CPU (bound by its cores and memory bandwidth) is told to do."""
     return str(advise(
         driver, "give it more threads (the physical cores), serve a smaller quant or model, or "
                 "move it to a GPU; check that no other load shares the machine",
-        llamacpp="set --threads to the physical cores (and --threads-batch for prompts), serve "
-                 "a smaller quant or model, or move it to a GPU; check that no other load "
-                 "shares the machine"))
+        {LlamaCppDriver: "set --threads to the physical cores (and --threads-batch for prompts), "
+                         "serve a smaller quant or model, or move it to a GPU; check that no "
+                         "other load shares the machine"}))
 
 
-def prefix_cache_fix(driver: Driver) -> Text:
+def prefix_cache_fix(driver: Facts) -> Text:
     return advise(
         driver, "turn on the server's prefix (prompt) cache, and keep the start of the prompt "
                 "stable between turns (no timestamps in the system prompt)",
-        llamacpp=lambda d: Phrase("llama-server reuses a slot's cached prompt unless the request "
-                                  "says \"cache_prompt\": false: find the client or proxy that "
-                                  "sends it and drop it; check too that --no-cache-prompt is not "
-                                  "set, that ", d.flags["parallel"], " slots are large enough to "
-                                  "hold the prompt, and that the start of the prompt is stable "
-                                  "between turns (--cache-reuse N also reuses a prefix that "
-                                  "moved)"),
-        vllm="pass --enable-prefix-caching (vLLM keeps it opt-in for hybrid models such as "
-             "Qwen3-Next/3.8)",
-        sglang="remove --disable-radix-cache (the radix cache is SGLang's prefix cache)")
+        {LlamaCppDriver: lambda d: Phrase("llama-server reuses a slot's cached prompt unless the "
+                                          "request says \"cache_prompt\": false: find the client "
+                                          "or proxy that sends it and drop it; check too that "
+                                          "--no-cache-prompt is not set, that ",
+                                          d.flags["parallel"], " slots are large enough to hold "
+                                          "the prompt, and that the start of the prompt is stable "
+                                          "between turns (--cache-reuse N also reuses a prefix "
+                                          "that moved)"),
+         VllmDriver: "pass --enable-prefix-caching (vLLM keeps it opt-in for hybrid models such "
+                     "as Qwen3-Next/3.8)",
+         SglangDriver: "remove --disable-radix-cache (the radix cache is SGLang's prefix cache)"})
 
 
-def cache_count_hint(driver: Driver) -> Text:
+def cache_count_hint(driver: Facts) -> Text:
     """Why no reply says how much of its prompt came from the cache."""
     return advise(
         driver, "the server sends no usage.prompt_tokens_details.cached_tokens",
-        vllm="vLLM sends cached_tokens in usage only with --enable-prompt-tokens-details, and "
-             "/metrics has no prefix_cache counters",
-        sglang="SGLang sends cached_tokens in usage only with --enable-cache-report")
+        {VllmDriver: "vLLM sends cached_tokens in usage only with --enable-prompt-tokens-details, and "
+                     "/metrics has no prefix_cache counters",
+         SglangDriver: "SGLang sends cached_tokens in usage only with --enable-cache-report"})

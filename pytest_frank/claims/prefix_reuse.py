@@ -16,7 +16,9 @@ from dataclasses import dataclass
 
 from pytest_frank.claims.advice import advise
 from pytest_frank.claims.perf import cache_count_hint
+from pytest_frank.drivers import LlamaCppDriver, SglangDriver, VllmDriver
 from pytest_frank.drivers.base import Driver
+from pytest_frank.drivers.protocols import Facts, Metrics
 from pytest_frank.figures import COUNT, number
 from pytest_frank.verdict import Phrase, Text, fail
 
@@ -45,7 +47,7 @@ class Reuse:
                 f"{number(self.before, COUNT)} turn {self.turn - 1} had sent")
 
 
-def reuses(replies: list, driver: Driver) -> list[Reuse | None]:
+def reuses(replies: list, driver: Metrics) -> list[Reuse | None]:
     """Each answered turn after an answered one, by the server's counts (None where it sent
     none)."""
     found: list[Reuse | None] = []
@@ -83,21 +85,21 @@ def require_prefix_reused(conversations: list[list], driver: Driver, ctx, doing:
          f"served, so each turn of an agent costs the whole history's prefill", reuse_fix(driver))
 
 
-def reuse_fix(driver: Driver) -> Text:
+def reuse_fix(driver: Facts) -> Text:
     return advise(
         driver, "keep the server's prefix cache on, and on a hybrid (recurrent) or "
                 "sliding-window model the engine's setting that keeps the states a growing "
                 "conversation continues from; check that no proxy rewrites the start of the "
                 "history between turns",
-        llamacpp=lambda d: Phrase(
-            "llama.cpp continues a hybrid (recurrent) or sliding-window model's conversation "
-            "only from a saved checkpoint, else it forces full prompt re-processing: keep ",
-            d.flags["ctx_checkpoints"], " above 0 (32 by default), or ", d.flags["swa_full"],
-            " for a sliding-window model (its whole KV, more memory); where slots serve other "
-            "requests between turns, ", d.flags["cache_ram"], " above 0 keeps their prompts; "
-            "and no client or proxy may send \"cache_prompt\": false (nor --no-cache-prompt)"),
-        vllm="pass --enable-prefix-caching (opt-in for hybrid models); on a hybrid (Mamba, "
-             "Gated DeltaNet) model vLLM caches whole attention blocks, sized to the state "
-             "(hundreds of tokens or more, in its start log), so a shared prefix shorter than "
-             "one block is never a hit",
-        sglang="remove --disable-radix-cache (the radix cache is SGLang's prefix cache)")
+        {LlamaCppDriver: lambda d: Phrase(
+                    "llama.cpp continues a hybrid (recurrent) or sliding-window model's conversation "
+                    "only from a saved checkpoint, else it forces full prompt re-processing: keep ",
+                    d.flags["ctx_checkpoints"], " above 0 (32 by default), or ", d.flags["swa_full"],
+                    " for a sliding-window model (its whole KV, more memory); where slots serve other "
+                    "requests between turns, ", d.flags["cache_ram"], " above 0 keeps their prompts; "
+                    "and no client or proxy may send \"cache_prompt\": false (nor --no-cache-prompt)"),
+         VllmDriver: "pass --enable-prefix-caching (opt-in for hybrid models); on a hybrid (Mamba, "
+                     "Gated DeltaNet) model vLLM caches whole attention blocks, sized to the state "
+                     "(hundreds of tokens or more, in its start log), so a shared prefix shorter than "
+                     "one block is never a hit",
+         SglangDriver: "remove --disable-radix-cache (the radix cache is SGLang's prefix cache)"})

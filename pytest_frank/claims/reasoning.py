@@ -16,7 +16,8 @@ from pytest_frank.claims.replies import (one_line, reasoning_parser_fix, require
                                          require_no_think_tags, require_stream_agrees,
                                          require_thinking_ended, thinking_spent)
 from pytest_frank.claims.tools import forced_tools_fix
-from pytest_frank.drivers.base import Driver
+from pytest_frank.drivers import AnthropicDriver, LlamaCppDriver, VllmDriver
+from pytest_frank.drivers.protocols import Facts
 from pytest_frank.observation import Failed, Observation
 from pytest_frank.probes import slot_shape
 from pytest_frank.verdict import Phrase, Text, fail
@@ -200,40 +201,41 @@ THINKING_OFF_FIX = ("the chat template ignores chat_template_kwargs.enable_think
                     "model's own template (it honours the switch)")
 
 
-def no_reasoning_said(driver: Driver) -> Text:
+def no_reasoning_said(driver: Facts) -> Text:
     """Said after "answered X with no reasoning"."""
     return advise(driver, "although thinking is on by default",
-                  anthropic="although the request asked for thinking (thinking.type enabled): "
-                            "the proxy dropped the reasoning")
+                  {AnthropicDriver: "although the request asked for thinking (thinking.type enabled): "
+                                    "the proxy dropped the reasoning"})
 
 
-def thinking_missing_fix(driver: Driver) -> Text:
+def thinking_missing_fix(driver: Facts) -> Text:
     return advise(
         driver, "serve the model with a template that opens a thinking block and a reasoning "
                 "parser that splits it out",
-        llamacpp=lambda d: Phrase("serve with ", d.flags["jinja"], " and the model's own "
-                                  "template (", d.flags["template"], ") so thinking opens; "
-                                  "--reasoning-budget -1 keeps it unlimited"),
-        vllm=lambda d: f"{d.start}--reasoning-parser <the model's parser> and a chat template "
-                       "that opens a thinking block")
+        {LlamaCppDriver: lambda d: Phrase("serve with ", d.flags["jinja"], " and the model's own "
+                                          "template (", d.flags["template"], ") so thinking opens; "
+                                          "--reasoning-budget -1 keeps it unlimited"),
+         VllmDriver: lambda d: f"{d.start}--reasoning-parser <the model's parser> and a chat template "
+                               "that opens a thinking block"})
 
 
-def no_thinking_template_fix(driver: Driver) -> Text:
+def no_thinking_template_fix(driver: Facts) -> Text:
     return advise(
         driver, "serve a thinking model (with its own chat template, which opens a thinking "
                 "block), or turn expect.reasoning off for this endpoint: this model answers "
                 "without thinking",
-        llamacpp=lambda d: Phrase("serve a thinking model with its own template (or, for a model "
-                                  "trained to think, point ", d.flags["template"], " at its "
-                                  "thinking template), or turn expect.reasoning off for this "
-                                  "endpoint: this model answers without thinking"))
+        {LlamaCppDriver: lambda d: Phrase("serve a thinking model with its own template (or, for "
+                                          "a model trained to think, point ", d.flags["template"],
+                                          " at its thinking template), or turn expect.reasoning "
+                                          "off for this endpoint: this model answers without "
+                                          "thinking")})
 
 
-def thinking_switched_off_fix(driver: Driver) -> Text:
+def thinking_switched_off_fix(driver: Facts) -> Text:
     return advise(
         driver, "the template thinks, so something switches it off: a server-wide default "
                 "(chat_template_kwargs enable_thinking: false) or a proxy that drops the "
                 "reasoning field",
-        llamacpp="the template thinks, so something switches it off: llama-server --reasoning "
-                 "off, --reasoning-budget 0 or --chat-template-kwargs '{\"enable_thinking\": "
-                 "false}' on the command line, or a proxy that drops reasoning_content")
+        {LlamaCppDriver: "the template thinks, so something switches it off: llama-server --reasoning "
+                         "off, --reasoning-budget 0 or --chat-template-kwargs '{\"enable_thinking\": "
+                         "false}' on the command line, or a proxy that drops reasoning_content"})

@@ -29,7 +29,9 @@ from pytest_frank.claims.advice import advise
 from pytest_frank.claims.agent import Options
 from pytest_frank.claims.replies import one_line
 from pytest_frank.claims.tools import PROMPTS, TOOLS
+from pytest_frank.drivers import VllmDriver
 from pytest_frank.drivers.base import Driver
+from pytest_frank.drivers.protocols import Facts, Wire
 from pytest_frank.drivers.openai_chat import agent_history
 from pytest_frank.known_errors import known_fix
 from pytest_frank.local.render import render
@@ -226,11 +228,11 @@ def _names(names: list[str]) -> str:
     return ", ".join(f"`{n}` blocks" if (n,) == BLOCKS else f"`{n}`" for n in names)
 
 
-def _unit(driver: Driver) -> str:
+def _unit(driver: Wire) -> str:
     return "input tokens" if driver.history_reasoning_fields == BLOCKS else "prompt tokens"
 
 
-def _count_field(driver: Driver) -> str:
+def _count_field(driver: Wire) -> str:
     return "usage.input_tokens" if driver.history_reasoning_fields == BLOCKS else \
         "usage.prompt_tokens"
 
@@ -251,7 +253,7 @@ def _reads(driver: Driver) -> str:
     return f"the {driver.label} reads {_names(list(read))}"
 
 
-def dropped_fix(driver: Driver, names: list[str]) -> Text:
+def dropped_fix(driver: Facts, names: list[str]) -> Text:
     fields = _names(names)
     if tuple(names) == BLOCKS:
         return (f"a proxy or gateway in front strips the {fields} from the history's assistant "
@@ -262,8 +264,9 @@ def dropped_fix(driver: Driver, names: list[str]) -> Text:
                f"client sent them")
     return advise(
         driver, f"{gateway}; where the engine itself drops them, update it",
-        vllm=f"{gateway}; a vLLM from 0.20 until its fix read only `reasoning` and dropped "
-             f"`reasoning_content` (vLLM 38488): update it, or have the client send `reasoning`")
+        {VllmDriver: f"{gateway}; a vLLM from 0.20 until its fix read only `reasoning` and "
+                     f"dropped `reasoning_content` (vLLM 38488): update it, or have the client "
+                     f"send `reasoning`"})
 
 
 def _applies(opts: Options, driver) -> str | None:

@@ -10,7 +10,9 @@ from collections.abc import Callable
 from pytest_frank import redact
 from pytest_frank.chat import headroom
 from pytest_frank.claims.advice import advise
+from pytest_frank.drivers import AnthropicDriver, LlamaCppDriver, SglangDriver, VllmDriver
 from pytest_frank.drivers.base import Driver
+from pytest_frank.drivers.protocols import Facts
 from pytest_frank.known_errors import known_fix
 from pytest_frank.verdict import Phrase, Text, fail
 
@@ -251,13 +253,15 @@ def reasoning_parser_fix(driver: Driver, family: str | None = None) -> Text:
     return advise(
         driver, "turn on the server's reasoning parser (llama.cpp --reasoning-format deepseek, "
                 "vLLM/SGLang --reasoning-parser <the model's>)",
-        llamacpp=lambda d: Phrase(d.start or "", d.flags["reasoning_format"]("deepseek"),
-                                  " (or auto); 'none' leaves the thinking inside content"),
-        vllm=lambda d: f"{d.start}--reasoning-parser <the model's parser, e.g. qwen3, deepseek_r1>",
-        sglang=lambda d: f"{d.start}--reasoning-parser <the model's parser, e.g. qwen3, "
-                         "deepseek-r1>",
-        anthropic="the upstream server must split thinking out (llama.cpp --reasoning-format "
-                  "deepseek, vLLM --reasoning-parser) so the proxy can send thinking blocks")
+        {LlamaCppDriver: lambda d: Phrase(d.start or "", d.flags["reasoning_format"]("deepseek"),
+                                          " (or auto); 'none' leaves the thinking inside content"),
+         VllmDriver: lambda d: f"{d.start}--reasoning-parser <the model's parser, e.g. qwen3, "
+                               "deepseek_r1>",
+         SglangDriver: lambda d: f"{d.start}--reasoning-parser <the model's parser, e.g. qwen3, "
+                                 "deepseek-r1>",
+         AnthropicDriver: "the upstream server must split thinking out (llama.cpp "
+                          "--reasoning-format deepseek, vLLM --reasoning-parser) so the proxy can "
+                          "send thinking blocks"})
 
 
 def dropped_answer_fix(driver: Driver | None) -> Text:
@@ -268,7 +272,7 @@ def dropped_answer_fix(driver: Driver | None) -> Text:
                           "format, and update the engine")
 
 
-def reasoning_only_fix(driver: Driver) -> Text:
+def reasoning_only_fix(driver: Facts) -> Text:
     """What leaves a reply with reasoning alone: the answer or the call kept inside reasoning,
     or the turn ended where the thinking did."""
     return advise(
@@ -276,56 +280,56 @@ def reasoning_only_fix(driver: Driver) -> Text:
                 "reasoning parser keeps the answer (or the forced call) inside reasoning, or "
                 "the template ends the turn with the thinking; serve the model's own template "
                 "and reasoning parser, and update the engine",
-        llamacpp=lambda d: Phrase("llama.cpp kept the answer (or the call) inside the thinking: "
-                                  "serve with ", d.flags["jinja"], " and the model's own "
-                                  "template (", d.flags["template"], ") so the parser knows "
-                                  "where thinking ends, and update llama.cpp"),
-        vllm=lambda d: f"{d.start}--reasoning-parser <the model's own parser>, and update vLLM: "
-                       "a reasoning parser that holds the whole reply as reasoning returns "
-                       "neither content nor the forced call (vLLM PR 41467)",
-        anthropic="the upstream returned thinking alone: check its reasoning parser (llama.cpp "
-                  "--reasoning-format, vLLM --reasoning-parser) and update it")
+        {LlamaCppDriver: lambda d: Phrase("llama.cpp kept the answer (or the call) inside the thinking: "
+                                          "serve with ", d.flags["jinja"], " and the model's own "
+                                          "template (", d.flags["template"], ") so the parser knows "
+                                          "where thinking ends, and update llama.cpp"),
+         VllmDriver: lambda d: f"{d.start}--reasoning-parser <the model's own parser>, and update vLLM: "
+                               "a reasoning parser that holds the whole reply as reasoning returns "
+                               "neither content nor the forced call (vLLM PR 41467)",
+         AnthropicDriver: "the upstream returned thinking alone: check its reasoning parser (llama.cpp "
+                          "--reasoning-format, vLLM --reasoning-parser) and update it"})
 
 
-def stream_assembly_fix(driver: Driver) -> Text:
+def stream_assembly_fix(driver: Facts) -> Text:
     """What makes a stream add up to another answer than the plain reply."""
     return advise(
         driver, "the server's stream assembly is at fault (its streaming reasoning or "
                 "tool-call parser, or a proxy that re-chunks the stream): update the engine, "
                 "drop the tool-call parser where the endpoint serves no tools, and pass the "
                 "stream through any proxy unchanged",
-        llamacpp="llama.cpp's streaming parser (the chat format's partial parse) sent deltas "
-                 "that do not add up to its whole answer: update llama.cpp, and pass the "
-                 "stream through any proxy in front unchanged",
-        vllm="vLLM's streaming path (the tool parser's or the reasoning parser's) sent "
-             "deltas that do not add up to its whole answer (with a tool parser on, vLLM once "
-             "sent each content delta of a request without tools twice: PR 46183): update "
-             "vLLM, or start it without --enable-auto-tool-choice / --tool-call-parser where "
-             "the endpoint serves no tools",
-        sglang="SGLang's streaming parser (tool or reasoning) sent deltas that do not add up "
-               "to its whole answer: update SGLang, or drop --tool-call-parser where the "
-               "endpoint serves no tools")
+        {LlamaCppDriver: "llama.cpp's streaming parser (the chat format's partial parse) sent deltas "
+                         "that do not add up to its whole answer: update llama.cpp, and pass the "
+                         "stream through any proxy in front unchanged",
+         VllmDriver: "vLLM's streaming path (the tool parser's or the reasoning parser's) sent "
+                     "deltas that do not add up to its whole answer (with a tool parser on, vLLM once "
+                     "sent each content delta of a request without tools twice: PR 46183): update "
+                     "vLLM, or start it without --enable-auto-tool-choice / --tool-call-parser where "
+                     "the endpoint serves no tools",
+         SglangDriver: "SGLang's streaming parser (tool or reasoning) sent deltas that do not add up "
+                       "to its whole answer: update SGLang, or drop --tool-call-parser where the "
+                       "endpoint serves no tools"})
 
 
-def endless_thinking_fix(driver: Driver) -> Text:
+def endless_thinking_fix(driver: Facts) -> Text:
     return advise(
         driver, "lower the reasoning effort clients send, switch thinking off in the chat "
                 "template where clients may (chat_template_kwargs enable_thinking: false), or "
                 "serve a model that does not loop; if this model really thinks longer, raise "
                 "max_thinking_tokens (and the served context)",
-        anthropic="lower the effort clients send (output_config.effort), or switch thinking off "
-                  "(thinking.type disabled) where clients may, or serve a model that does not "
-                  "loop; if this model really thinks longer, raise max_thinking_tokens (and the "
-                  "upstream's context)")
+        {AnthropicDriver: "lower the effort clients send (output_config.effort), or switch thinking off "
+                          "(thinking.type disabled) where clients may, or serve a model that does not "
+                          "loop; if this model really thinks longer, raise max_thinking_tokens (and the "
+                          "upstream's context)"})
 
 
-def budget_cap_fix(driver: Driver | None) -> Text:
+def budget_cap_fix(driver: Facts | None) -> Text:
     return advise(
         driver, "look for what lowers max_tokens on the way: a proxy or gateway that rewrites "
                 "it, a server-side cap on generated tokens, or a served context too small for "
                 "the prompt and the answer",
-        llamacpp=lambda d: Phrase("look for what lowers max_tokens on the way: a proxy or "
-                                  "gateway that rewrites it, llama-server's --n-predict (it caps "
-                                  "every request), or a slot context (", d.flags["ctx"], " / ",
-                                  d.flags["parallel"], ") too small for the prompt and the "
-                                  "answer"))
+        {LlamaCppDriver: lambda d: Phrase("look for what lowers max_tokens on the way: a proxy or "
+                                          "gateway that rewrites it, llama-server's --n-predict "
+                                          "(it caps every request), or a slot context (",
+                                          d.flags["ctx"], " / ", d.flags["parallel"], ") too small "
+                                          "for the prompt and the answer")})

@@ -14,6 +14,7 @@ from pytest_frank.observation import Failed, Observation
 from pytest_frank.verdict import fail
 
 if TYPE_CHECKING:
+    from pytest_frank.drivers.protocols import Routes
     from pytest_frank.serve import Finding, ServeCommand
     from pytest_frank.target import Target
 
@@ -78,7 +79,8 @@ def drift(target: Target) -> Drift:
     read = target.need(config)
     if isinstance(read, Failed) or read.command is None:
         return Drift(failure=read.failure, fix=read.fix)
-    driver, live = target.driver, {}
+    driver: Routes = target.driver  # the drift check reads the engine's routes alone
+    live = {}
     routes = (*driver.slot_routes, driver.models_path, driver.vision_advert_path,
               *driver.drift_routes)
     for route in dict.fromkeys(r for r in routes if r):

@@ -14,7 +14,8 @@ from pytest_frank.claims import Claim, option
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.advice import advise
 from pytest_frank.claims.replies import one_line, require_answer
-from pytest_frank.drivers.base import Driver
+from pytest_frank.drivers import LlamaCppDriver, VllmDriver
+from pytest_frank.drivers.protocols import Facts
 from pytest_frank.figures import COUNT, number
 from pytest_frank.observation import Failed, Observation
 from pytest_frank.probes import SlotShape
@@ -183,13 +184,13 @@ FILLED = Check("test_slots_context", "slots", filled, judge_filled)
 
 
 # -- advice: the slot settings by engine, named by the driver's flags ---------------------------
-def slots_fix(driver: Driver, count: int, per_slot: int | None) -> Text:
+def slots_fix(driver: Facts, count: int, per_slot: int | None) -> Text:
     """How to serve `count` conversations at once, each keeping `per_slot` of context."""
     return advise(driver, lambda d: Phrase("set ", d.flags["parallel"](count)),
-                  llamacpp=lambda d: _llamacpp_slots(d, count, per_slot))
+                  {LlamaCppDriver: lambda d: _llamacpp_slots(d, count, per_slot)})
 
 
-def _llamacpp_slots(d: Driver, count: int, per_slot: int | None) -> Text:
+def _llamacpp_slots(d: Facts, count: int, per_slot: int | None) -> Text:
     parallel, ctx = d.flags["parallel"], d.flags["ctx"]
     if not per_slot:
         return Phrase(parallel(count))
@@ -200,20 +201,20 @@ def _llamacpp_slots(d: Driver, count: int, per_slot: int | None) -> Text:
         "tokens; or ", parallel(count), " ", d.flags["kv_unified"], ")"))
 
 
-def more_context_fix(driver: Driver, per_slot: int, count: int | None) -> Text:
+def more_context_fix(driver: Facts, per_slot: int, count: int | None) -> Text:
     """How to give each of `count` conversations `per_slot` tokens of context."""
     # vLLM: max_model_len bounds every request, prompt plus max_tokens; the KV cache is shared.
     return advise(driver, lambda d: slots_fix(d, count or 1, per_slot),
-                  vllm=lambda d: Phrase("serve with ", d.flags["ctx"](per_slot),
-                                        " (the model must hold it; the KV cache must fit it)"))
+                  {VllmDriver: lambda d: Phrase("serve with ", d.flags["ctx"](per_slot),
+                                                " (the model must hold it; the KV cache must fit it)")})
 
 
-def unify_hint(driver: Driver) -> Text:
+def unify_hint(driver: Facts) -> Text:
     """How every slot gets the whole context rather than a share of it."""
     return advise(driver, "give each sequence the whole context",
-                  llamacpp=lambda d: Phrase("add ", d.flags["kv_unified"], " (every slot then "
-                                            "sees the whole ", d.flags["ctx"], ")"),
-                  vllm=lambda d: f"raise {d.flags['ctx'].flag}")
+                  {LlamaCppDriver: lambda d: Phrase("add ", d.flags["kv_unified"], " (every slot then "
+                                                    "sees the whole ", d.flags["ctx"], ")"),
+                   VllmDriver: lambda d: f"raise {d.flags['ctx'].flag}"})
 
 
 def ctx_train_fix(ctx_train: int, want: int) -> Text:
@@ -221,24 +222,24 @@ def ctx_train_fix(ctx_train: int, want: int) -> Text:
             f"expect.slots.ctx_per_slot to {ctx_train} (what this model holds)")
 
 
-def past_training_fix(driver: Driver, want: int, trained: int) -> Text:
+def past_training_fix(driver: Facts, want: int, trained: int) -> Text:
     """How a slot gets more context than the model was trained on."""
     scale = -(-want // trained)  # the whole factor that covers the claim
     return advise(
         driver, f"serve a model trained on at least {want} tokens, or stretch this one with "
                 f"RoPE (YaRN) scaling by {scale}",
-        llamacpp=lambda d: Phrase(
-            "stretch the model with YaRN: ", d.flags["rope_scaling"]("yarn"), " ",
-            d.flags["rope_scale"](scale), f" (newer llama.cpp builds raise the "
-            f"training context with it; older ones also need --override-kv "
-            f"<arch>.context_length=int:{trained * scale}); or serve a model trained on "
-            f"{want} tokens, or claim expect.slots.ctx_per_slot {trained}"))
+        {LlamaCppDriver: lambda d: Phrase(
+                    "stretch the model with YaRN: ", d.flags["rope_scaling"]("yarn"), " ",
+                    d.flags["rope_scale"](scale), f" (newer llama.cpp builds raise the "
+                    f"training context with it; older ones also need --override-kv "
+                    f"<arch>.context_length=int:{trained * scale}); or serve a model trained on "
+                    f"{want} tokens, or claim expect.slots.ctx_per_slot {trained}")})
 
 
-def truncated_fix(driver: Driver, want: int) -> Text:
+def truncated_fix(driver: Facts, want: int) -> Text:
     return advise(
         driver, f"serve each slot the {want} tokens claimed, and let the server (and any proxy "
                 "in front) refuse a prompt it cannot hold rather than cut it: a client cut "
                 "short loses the start of its history without a word",
-        vllm=f"serve with --max-model-len {want}, and check that no client or proxy sets "
-             "truncate_prompt_tokens (vLLM then keeps the prompt's last tokens only)")
+        {VllmDriver: f"serve with --max-model-len {want}, and check that no client or proxy sets "
+                     "truncate_prompt_tokens (vLLM then keeps the prompt's last tokens only)"})

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from pytest_frank import metrics
 from pytest_frank.chat import Reply, Request, send
@@ -21,12 +21,19 @@ from pytest_frank.observation import Failed, Observation
 from pytest_frank.target import first_and_alone
 from pytest_frank.claims import slots
 from pytest_frank.known_errors import known_fix
+from pytest_frank.drivers import Driver, LlamaCppDriver, SglangDriver, VllmDriver
+from pytest_frank.drivers.protocols import Facts, Metrics
 from pytest_frank.verdict import Phrase, Text, fail, inconclusive
 from pytest_frank.figures import COUNT, number
 
 if TYPE_CHECKING:
-    from pytest_frank.drivers import Driver
     from pytest_frank.target import Target
+
+
+class Drafts(Facts, Metrics, Protocol):
+    """What the acceptance is measured and advised from: the drafting counters and the facts a
+    fix names."""
+
 
 PROMPT = "Count from 1 to 300 in words, one number per line, and nothing else."
 
@@ -133,7 +140,7 @@ def drafting(target: Target) -> Drafting:
     return obs
 
 
-def _drafted(obs: Drafting, driver: Driver) -> float | None:
+def _drafted(obs: Drafting, driver: Metrics) -> float | None:
     """Draft tokens so far, from the counters or the replies' own timings; None if unknown.
     Gauges count no tokens: the tokens written stand in, so a brief answer is asked again."""
     if obs.after is not None and obs.after.ok:
@@ -202,7 +209,7 @@ def _written(obs: Drafting) -> int:
     return sum(r.generated for r in obs.replies)
 
 
-def _judge_gauges(m: Acceptance, obs: Drafting, driver, least: int, asked: str) -> None:
+def _judge_gauges(m: Acceptance, obs: Drafting, driver: Metrics, least: int, asked: str) -> None:
     """Gauges hold the engine's latest logging window, not this probe's: too little written, or
     a window that was not refreshed, says nothing about the draft."""
     if _written(obs) < least:
@@ -216,13 +223,13 @@ def _judge_gauges(m: Acceptance, obs: Drafting, driver, least: int, asked: str) 
                      f"window, not this probe's): {m.line()}")
 
 
-def _timings(obs: Drafting, driver: Driver) -> tuple[int, int] | None:
+def _timings(obs: Drafting, driver: Metrics) -> tuple[int, int] | None:
     """The replies' own draft counts, summed; None where the engine reports none."""
     counts = [c for c in (driver.draft_counts(r.engine) for r in obs.replies) if c]
     return (sum(c[0] for c in counts), sum(c[1] for c in counts)) if counts else None
 
 
-def measure(obs: Drafting, driver, timings) -> Acceptance:
+def measure(obs: Drafting, driver: Drafts, timings) -> Acceptance:
     after, before = obs.latest, obs.before
     names = after.names()
     for series in driver.spec_series:
@@ -261,7 +268,7 @@ def _from_counters(series, before, after) -> Acceptance:
     return m
 
 
-def _require_metrics(obs: Drafting, driver) -> None:
+def _require_metrics(obs: Drafting, driver: Driver) -> None:
     scrape = obs.before if not obs.before.ok else obs.after
     if scrape is None or scrape.ok:
         return
@@ -275,14 +282,14 @@ def _require_metrics(obs: Drafting, driver) -> None:
     fail(f"{ex.url} {scrape.problem}{seen}", metrics_fix(driver))
 
 
-def _require_reply(reply: Reply, driver) -> None:
+def _require_reply(reply: Reply, driver: Driver) -> None:
     if reply.ok:
         return
     fail(f"the generation request to {reply.url} failed: {reply.problem_line}",
          reply.fix or known_fix(driver, reply.problem, reply.status))
 
 
-def _judge_engaged(m: Acceptance, obs: Drafting, driver) -> None:
+def _judge_engaged(m: Acceptance, obs: Drafting, driver: Drafts) -> None:
     if m.draft_tokens is None:  # gauges
         if not m.rate or not m.mean_length:
             fail(f"speculative decoding is configured but not engaged: {m.line()} after a "
@@ -305,7 +312,7 @@ def _band(options: Options) -> tuple[float | None, float | None]:
     return options.min_acceptance, options.max_acceptance
 
 
-def _judge_band(m: Acceptance, options: Options, driver) -> None:
+def _judge_band(m: Acceptance, options: Options, driver: Facts) -> None:
     low, high = options.min_acceptance, options.max_acceptance
     if m.rate is None:
         return  # nothing accepted or drafted to rate: _judge_engaged has said so
@@ -400,52 +407,52 @@ LOSSLESS = Check("test_spec_decode_lossless", "spec_decode", lossless, judge_los
 
 
 # -- advice: drafting and /metrics by engine, named by the driver's flags -----------------------
-def metrics_fix(driver: Driver) -> Text:
+def metrics_fix(driver: Facts) -> Text:
     return advise(
         driver, "turn on the server's Prometheus /metrics endpoint",
-        llamacpp=lambda d: Phrase(d.start or "", d.flags["metrics"],
-                                  " (and send the API key, if one is set)"),
-        vllm="let /metrics through to the vLLM server (it is on by default)",
-        sglang=lambda d: f"{d.start}--enable-metrics")
+        {LlamaCppDriver: lambda d: Phrase(d.start or "", d.flags["metrics"],
+                                          " (and send the API key, if one is set)"),
+         VllmDriver: "let /metrics through to the vLLM server (it is on by default)",
+         SglangDriver: lambda d: f"{d.start}--enable-metrics"})
 
 
-def spec_engage_fix(driver: Driver) -> Text:
+def spec_engage_fix(driver: Facts) -> Text:
     return advise(
         driver, "turn speculative decoding on in the server's configuration",
-        llamacpp=lambda d: Phrase(d.start or "", d.flags["spec_type"], ": draft-mtp for an -mtp "
-                                  "GGUF (no ", d.flags["draft_model"], "), draft-simple with ",
-                                  d.flags["draft_model"]("FILE"), "; a draft model without ",
-                                  d.flags["spec_type"], " is loaded but never used (/slots: "
-                                  "speculative false)"),
-        vllm="pass --speculative-config, e.g. '{\"method\": \"mtp\", "
-             "\"num_speculative_tokens\": 2}'",
-        sglang=lambda d: f"{d.start}--speculative-algorithm (EAGLE, EAGLE3, NEXTN) and "
-                         "--speculative-num-draft-tokens")
+        {LlamaCppDriver: lambda d: Phrase(d.start or "", d.flags["spec_type"], ": draft-mtp for an -mtp "
+                                          "GGUF (no ", d.flags["draft_model"], "), draft-simple with ",
+                                          d.flags["draft_model"]("FILE"), "; a draft model without ",
+                                          d.flags["spec_type"], " is loaded but never used (/slots: "
+                                          "speculative false)"),
+         VllmDriver: "pass --speculative-config, e.g. '{\"method\": \"mtp\", "
+                     "\"num_speculative_tokens\": 2}'",
+         SglangDriver: lambda d: f"{d.start}--speculative-algorithm (EAGLE, EAGLE3, NEXTN) and "
+                                 "--speculative-num-draft-tokens"})
 
 
-def spec_low_fix(driver: Driver) -> Text:
+def spec_low_fix(driver: Facts) -> Text:
     return advise(
         driver, "the draft does not fit the served model (a head or draft model from another "
                 "quant or finetune, another tokenizer), or drafts run too long; check the draft "
                 "file and lower the draft length",
-        llamacpp=lambda d: Phrase("the draft does not fit the model (an MTP head or draft from "
-                                  "another quant or finetune); lower ", d.flags["draft_max"],
-                                  " or raise --spec-draft-p-min"),
-        vllm="the draft does not fit the model, or num_speculative_tokens is too high for it; "
-             "lower num_speculative_tokens in --speculative-config",
-        sglang="the draft does not fit the model; lower --speculative-num-steps / "
-               "--speculative-num-draft-tokens")
+        {LlamaCppDriver: lambda d: Phrase("the draft does not fit the model (an MTP head or draft from "
+                                          "another quant or finetune); lower ", d.flags["draft_max"],
+                                          " or raise --spec-draft-p-min"),
+         VllmDriver: "the draft does not fit the model, or num_speculative_tokens is too high for it; "
+                     "lower num_speculative_tokens in --speculative-config",
+         SglangDriver: "the draft does not fit the model; lower --speculative-num-steps / "
+                       "--speculative-num-draft-tokens"})
 
 
-def spec_high_fix(driver: Driver) -> Text:
+def spec_high_fix(driver: Facts) -> Text:
     return advise(
         driver, "acceptance this close to 1 means the draft is the model itself: point the "
                 "draft at a real draft/MTP head, not at the served weights",
-        llamacpp=lambda d: Phrase("acceptance this close to 1 means the draft is the model "
-                                  "itself, loaded a second time: for an -mtp GGUF drop ",
-                                  d.flags["draft_model"], " and use ",
-                                  d.flags["spec_type"]("draft-mtp"), " alone; for a model "
-                                  "without an MTP head, point ", d.flags["draft_model"],
-                                  " at a small draft of the same family"),
-        vllm="acceptance this close to 1 means the draft is the model itself: check the draft "
-             "model in --speculative-config")
+        {LlamaCppDriver: lambda d: Phrase("acceptance this close to 1 means the draft is the model "
+                                          "itself, loaded a second time: for an -mtp GGUF drop ",
+                                          d.flags["draft_model"], " and use ",
+                                          d.flags["spec_type"]("draft-mtp"), " alone; for a model "
+                                          "without an MTP head, point ", d.flags["draft_model"],
+                                          " at a small draft of the same family"),
+         VllmDriver: "acceptance this close to 1 means the draft is the model itself: check the draft "
+                     "model in --speculative-config"})

@@ -22,7 +22,8 @@ from pytest_frank.claims import stream_rules as rules
 from pytest_frank.claims.advice import advise
 from pytest_frank.claims.replies import require_answer
 from pytest_frank.claims.tools import PROMPTS, TOOLS
-from pytest_frank.drivers.base import Driver
+from pytest_frank.drivers import LlamaCppDriver
+from pytest_frank.drivers.protocols import Facts
 from pytest_frank.known_errors import known_fix
 from pytest_frank.observation import Observation
 from pytest_frank.verdict import Text, fail
@@ -87,7 +88,7 @@ class Wire(Observation):
     streams: list[Streamed] = field(default_factory=list)
 
 
-def apis(opts: Options, driver: Driver) -> list[str]:
+def apis(opts: Options, driver: Facts) -> list[str]:
     return list(opts.apis) if opts.apis else [driver.api]
 
 
@@ -167,60 +168,60 @@ STREAM_WIRE = Check("test_stream_wire", "stream", streamed, judge, cases=apis)
 
 
 # -- advice: what each rule protects, and the engine that breaks it -------------------------------
-def fix(rule: str, driver: Driver) -> Text:
+def fix(rule: str, driver: Facts) -> Text:
     return FIXES[rule](driver)
 
 
-def _created(driver: Driver) -> Text:
+def _created(driver: Facts) -> Text:
     return advise(
         driver, "every chunk of one completion carries the first chunk's `created` (OpenAI: "
                 "each chunk has the same timestamp); the server or a gateway re-stamps chunks",
-        llamacpp="llama.cpp stamps each chunk with the second it sends it, so a stream that "
-                 "crosses a second boundary changes `created`; clients that group chunks by "
-                 "`id` are unaffected: where yours do, stop asking this part "
-                 "(expect.stream.created: false)")
+        {LlamaCppDriver: "llama.cpp stamps each chunk with the second it sends it, so a stream that "
+                         "crosses a second boundary changes `created`; clients that group chunks by "
+                         "`id` are unaffected: where yours do, stop asking this part "
+                         "(expect.stream.created: false)"})
 
 
-def _role(driver: Driver) -> Text:
+def _role(driver: Facts) -> Text:
     return advise(
         driver, "`role` belongs in a choice's first delta, and there alone: a client that "
                 "reads the message's role from the first chunk finds none, one that starts a "
                 "message on each role sees several",
-        llamacpp="llama.cpp sends the role with the answer's first piece of text, and leaves it "
-                 "out where that piece waited for a character spanning tokens (an answer that "
-                 "opens in Japanese, Chinese or with an emoji); clients that default the role "
-                 "to assistant cope: where yours do, stop asking this part "
-                 "(expect.stream.role: false)")
+        {LlamaCppDriver: "llama.cpp sends the role with the answer's first piece of text, and leaves it "
+                         "out where that piece waited for a character spanning tokens (an answer that "
+                         "opens in Japanese, Chinese or with an emoji); clients that default the role "
+                         "to assistant cope: where yours do, stop asking this part "
+                         "(expect.stream.role: false)"})
 
 
-def _block_order(driver: Driver) -> Text:
+def _block_order(driver: Facts) -> Text:
     return advise(
         driver, "close each content block (content_block_stop) before the next one starts, as "
                 "the Messages API does: a client that renders the open block (a thinking pane, "
                 "then the answer) puts text in the wrong one",
-        llamacpp="llama.cpp's /v1/messages keeps every content block open until the answer "
-                 "ends (thinking, text and tool_use close together); the Anthropic SDKs, which "
-                 "accumulate by index, cope, clients that follow the open block do not: serve "
-                 "those through the chat route or a gateway that re-sequences the events, or "
-                 "stop asking this part (expect.stream.block_order: false)")
+        {LlamaCppDriver: "llama.cpp's /v1/messages keeps every content block open until the answer "
+                         "ends (thinking, text and tool_use close together); the Anthropic SDKs, which "
+                         "accumulate by index, cope, clients that follow the open block do not: serve "
+                         "those through the chat route or a gateway that re-sequences the events, or "
+                         "stop asking this part (expect.stream.block_order: false)"})
 
 
-def _item_order(driver: Driver) -> Text:
+def _item_order(driver: Facts) -> Text:
     return advise(
         driver, "finish each output item (response.output_item.done) before the next is "
                 "added, the reasoning item before the message item, as the Responses API does",
-        llamacpp="llama.cpp's /v1/responses finishes the reasoning item only after the message "
-                 "item has streamed (every output_item.done comes at the end); clients that key "
-                 "items by id (Codex, the OpenAI SDK) cope, clients that take an added item as "
-                 "the end of the last one do not: serve those through the chat route, or stop "
-                 "asking this part (expect.stream.item_order: false)")
+        {LlamaCppDriver: "llama.cpp's /v1/responses finishes the reasoning item only after the message "
+                         "item has streamed (every output_item.done comes at the end); clients that key "
+                         "items by id (Codex, the OpenAI SDK) cope, clients that take an added item as "
+                         "the end of the last one do not: serve those through the chat route, or stop "
+                         "asking this part (expect.stream.item_order: false)"})
 
 
-def _said(text: str) -> Callable[[Driver], Text]:
+def _said(text: str) -> Callable[[Facts], Text]:
     return lambda driver: text
 
 
-FIXES: dict[str, Callable[[Driver], Text]] = {
+FIXES: dict[str, Callable[[Facts], Text]] = {
     "framing": _said("the body is not clean server-sent events: a proxy or logging layer "
                      "between the engine and the client rewrites or buffers lines; pass the "
                      "engine's stream through unchanged"),

@@ -16,6 +16,7 @@ from pytest_frank.claims.tool_schemas import Entry, corpus
 from pytest_frank.claims.tools import (MARKUP, PROMPTS, TOOLS, Options, call_reply_problems,
                                        tool_parser_fix)
 from pytest_frank.observation import Observation
+from pytest_frank.drivers import LlamaCppDriver, VllmDriver
 from pytest_frank.verdict import Text, fail, inconclusive
 
 
@@ -107,9 +108,9 @@ def judge_corpus(obs: Corpus, ctx: Context[Options]) -> None:
     if fix is None and not obs.replies[obs.entries.index(entry)].ok:
         fix = advise(ctx.driver, "the server refused a schema keyword a client sends: update "
                      "the engine, or keep that keyword out of the tools its clients offer",
-                     llamacpp="llama.cpp turns a tool's schema into a grammar and refuses what "
-                              "its converter cannot take: update the engine, or keep that "
-                              "keyword out of the tools its clients offer")
+                     {LlamaCppDriver: "llama.cpp turns a tool's schema into a grammar and refuses what "
+                                      "its converter cannot take: update the engine, or keep that "
+                                      "keyword out of the tools its clients offer"})
     fail(f"schema corpus: {k - len(bad)}/{k} tool(s) called validly ({rate:.0%}, need "
          f"{ctx.options.min_pass_rate:.0%}); {entry.label}: {text}", fix)
 
@@ -152,10 +153,10 @@ def judge_forced_thinking(obs: Forced, ctx: Context[Options]) -> None:
                     "proxy drops reasoning beside tool calls): update the engine to one whose "
                     "required grammar allows the reasoning first, and check that a proxy "
                     "forwards reasoning with tool calls",
-                    vllm=lambda d: f"{d.start}--reasoning-parser <the model's>: without it "
-                                   "the required path constrains the whole output, "
-                                   "reasoning included; behind a proxy, check that it "
-                                   "forwards reasoning with tool calls"))
+                    {VllmDriver: lambda d: f"{d.start}--reasoning-parser <the model's>: without it "
+                                           "the required path constrains the whole output, "
+                                           "reasoning included; behind a proxy, check that it "
+                                           "forwards reasoning with tool calls"}))
 
 
 # -- trigger agreement with a reference ------------------------------------------------------

@@ -23,7 +23,8 @@ from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.advice import advise
 from pytest_frank.claims.replies import require_thinking_ended, thinking_spent
 from pytest_frank.observation import Observation
-from pytest_frank.drivers.base import Driver
+from pytest_frank.drivers import LlamaCppDriver, VllmDriver
+from pytest_frank.drivers.protocols import Facts
 from pytest_frank.verdict import Phrase, Text, fail
 
 COLOURS = {"red": (220, 20, 20), "green": (20, 170, 40), "blue": (20, 40, 220),
@@ -202,12 +203,12 @@ def _norm(text: str) -> str:
 VISION = Check("test_vision", "vision", seen, judge, cases=forms)
 
 
-def vision_fix(driver: Driver) -> Text:
+def vision_fix(driver: Facts) -> Text:
     """How the engine is given eyes."""
     return advise(
         driver, "load the model's vision projector (llama.cpp: --mmproj FILE) or serve a "
                 "multimodal checkpoint",
-        llamacpp=lambda d: Phrase(d.start or "", d.flags["mmproj"]("FILE"),
-                                  " (the model's vision projector GGUF)"),
-        vllm="serve the model's multimodal checkpoint (with its vision tower; llama.cpp would "
-             "need --mmproj) and do not set --limit-mm-per-prompt image=0")
+        {LlamaCppDriver: lambda d: Phrase(d.start or "", d.flags["mmproj"]("FILE"),
+                                          " (the model's vision projector GGUF)"),
+         VllmDriver: "serve the model's multimodal checkpoint (with its vision tower; llama.cpp would "
+                     "need --mmproj) and do not set --limit-mm-per-prompt image=0"})

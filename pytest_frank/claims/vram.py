@@ -13,7 +13,8 @@ from pytest_frank.claims import Claim, option
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims import slots
 from pytest_frank.claims.advice import advise
-from pytest_frank.drivers.base import Driver
+from pytest_frank.drivers import LlamaCppDriver, VllmDriver
+from pytest_frank.drivers.protocols import Facts, Metrics
 from pytest_frank.observation import Observation
 from pytest_frank.verdict import Phrase, Text, fail, inconclusive, not_applicable
 from pytest_frank.vram.memory import fmt_mib
@@ -319,7 +320,7 @@ def _url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
-def _pool(driver, text: str) -> KVPool | None:
+def _pool(driver: Metrics, text: str) -> KVPool | None:
     from pytest_frank.vram.sources import VRAMSourceError
 
     try:
@@ -378,7 +379,7 @@ def _apps(m: GpuReading) -> str:
     return f"\nprocesses on the GPU: {listed}"
 
 
-def _judge_pool(pool: KVPool, shape, driver) -> None:
+def _judge_pool(pool: KVPool, shape, driver: Facts) -> None:
     need = shape.ctx_per_slot if shape else None
     if pool.tokens is None or need is None or pool.tokens >= need:
         return
@@ -391,29 +392,29 @@ VRAM = Check("test_vram", "vram", live, judge_live)
 
 
 # -- advice: unexpected memory by engine, named by the driver's flags ---------------------------
-def vram_high_fix(driver: Driver) -> Text:
+def vram_high_fix(driver: Facts) -> Text:
     return advise(
         driver, "the usual causes: a draft that loads the whole model a second time (a draft "
                 "model pointed at a file that already carries an MTP head), mmap off (weights "
                 "copied into anonymous memory), or another process on the GPU",
-        llamacpp=lambda d: Phrase("the usual causes: --model-draft/-md pointed at the -mtp GGUF "
-                                  "(the whole model loads twice; use ",
-                                  d.flags["spec_type"]("draft-mtp"), " alone), mmap off "
-                                  "(--no-mmap, or an -ot/-ncmoe override that silently disables "
-                                  "it), or another process on the GPU"),
-        vllm="another process on the GPU, or --gpu-memory-utilization higher than intended "
-             "(vLLM takes that fraction of the whole GPU at start)")
+        {LlamaCppDriver: lambda d: Phrase("the usual causes: --model-draft/-md pointed at the -mtp GGUF "
+                                          "(the whole model loads twice; use ",
+                                          d.flags["spec_type"]("draft-mtp"), " alone), mmap off "
+                                          "(--no-mmap, or an -ot/-ncmoe override that silently disables "
+                                          "it), or another process on the GPU"),
+         VllmDriver: "another process on the GPU, or --gpu-memory-utilization higher than intended "
+                     "(vLLM takes that fraction of the whole GPU at start)"})
 
 
-def vram_low_fix(driver: Driver) -> Text:
+def vram_low_fix(driver: Facts) -> Text:
     return advise(
         driver, "the KV pool is smaller than configured (the server clamped the context or "
                 "cache to fit), layers run on the CPU, or the cache types are smaller than "
                 "expect.vram says; read the server's load log for the context it allocated",
-        llamacpp=lambda d: Phrase("the KV pool is smaller than configured: check the load log's "
-                                  "n_ctx and n_ctx_slot (a --fit or a lower ", d.flags["ctx"],
-                                  " clamps it), -ngl below all layers (part of the model on the "
-                                  "CPU), or --cache-type-k/-v smaller than expect.vram"),
-        vllm="vLLM took less than gpu_memory_utilization of the GPU: the KV pool was clamped (a "
-             "co-tenant held memory at start); free the GPU or lower --max-model-len / "
-             "--max-num-seqs, then restart")
+        {LlamaCppDriver: lambda d: Phrase("the KV pool is smaller than configured: check the load log's "
+                                          "n_ctx and n_ctx_slot (a --fit or a lower ", d.flags["ctx"],
+                                          " clamps it), -ngl below all layers (part of the model on the "
+                                          "CPU), or --cache-type-k/-v smaller than expect.vram"),
+         VllmDriver: "vLLM took less than gpu_memory_utilization of the GPU: the KV pool was clamped (a "
+                     "co-tenant held memory at start); free the GPU or lower --max-model-len / "
+                     "--max-num-seqs, then restart"})
