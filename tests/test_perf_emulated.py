@@ -128,7 +128,9 @@ def test_prefix_cache_judged_by_the_servers_count(run_fleet, counters, tmp_path)
     figures = json.loads((tmp_path / "ok.json").read_text())["rows"][0]["figures"]
     assert figures["cached_share"] == {"value": 0.96, "unit": ""}
     assert figures["cached_tokens"] == {"value": 864, "unit": "tokens"}
-    assert 0.5 < figures["cached_ttft_ratio"]["value"] < 2  # the same wait, cached or not
+    # The same wait, cached or not, so the ratio is over the 0.5 ceiling; only that side is
+    # asserted: a busy machine can stretch one 20 ms wait to twice the other.
+    assert figures["cached_ttft_ratio"]["value"] > 0.5
     bad.assert_outcomes(failed=1)
     source = ("vllm:prefix_cache_hits_total / vllm:prefix_cache_queries_total growth over the "
               "repeat" if counters else "usage.prompt_tokens_details.cached_tokens")
