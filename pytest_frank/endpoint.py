@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from pytest_frank.target import Target
 
 
-
 CURL_SHOWN = 1500  # a reproduce line's characters the terminal shows; the reports hold it whole
 
 

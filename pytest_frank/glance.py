@@ -20,6 +20,8 @@ FAILING = (Verdict.FAIL, Verdict.ERROR, Verdict.BLOCKED)
 INCONCLUSIVE = (Verdict.INCONCLUSIVE, Verdict.INTERRUPTED)
 # a row that needs no reading
 FOLDED = (Verdict.PASS, Verdict.SKIPPED, Verdict.NOT_ASKED, Verdict.NOT_APPLICABLE)
+
+
 @dataclass(frozen=True)
 class Chart:
     name: str  # the file name's part: ttft_s, trend-tok_s, ...
