@@ -18,8 +18,8 @@ from pytest_frank import claims, hooks, redact, state
 from pytest_frank.claims import CLAIMS
 from pytest_frank.fleet import Endpoint, FleetError, load
 from pytest_frank.junit import StableClassnames
-from pytest_frank.results import SOURCE, BaselineError, Run, Source
-from pytest_frank.results import load as load_run
+from pytest_frank.results import SOURCE, RunFileError, Run, Source
+from pytest_frank.results import read_run
 from pytest_frank.shard import Shard, ShardError
 from pytest_frank.stash import RUN_STATE, SESSION
 
@@ -131,8 +131,8 @@ def _baseline(config: pytest.Config) -> Run | None:
     None where there is none or it cannot be read (the reports then say why, as a usage error)."""
     path = config.getoption("frank_baseline")
     try:
-        return load_run(Path(path)) if path else None
-    except BaselineError:
+        return read_run(Path(path)) if path else None
+    except RunFileError:
         return None
 
 

@@ -126,7 +126,7 @@ def slot_shape(target) -> SlotShape:
 
 
 @dataclass
-class Load:
+class ServerLoad:
     """How busy the server is now, where it says: its slots, its running and queued requests."""
 
     busy: int | None = None
@@ -156,9 +156,9 @@ class Load:
         return ", ".join(parts)
 
 
-def load(target) -> Load:
+def server_load(target) -> ServerLoad:
     """A reading of the server's load (not kept: it is of the moment)."""
-    driver, seen = target.driver, Load()
+    driver, seen = target.driver, ServerLoad()
     if driver.load_slots_route:
         ex = target.get(driver.load_slots_route)
         counted = driver.busy_slots(ex.json()) if ex.ok else None

@@ -424,12 +424,12 @@ class Target:
     def _saturation(self, slow: Slow, said: str, ex: http.Exchange) -> None:
         """The server's load after the cut, read against the battery's own requests: the cut one
         (the engine may not have dropped it yet) and any others still in flight."""
-        from pytest_frank.probes import load
+        from pytest_frank.probes import server_load
 
         with self._lock:
             others = self.generating
         with http.recording(propagate=False):  # the cut request stays the evidence's last
-            seen = load(self)
+            seen = server_load(self)
         error = ex.error or ""
         slow.fix = self._slower_fix(ex.progress > 0 or bool(seen.decoded))
         if not seen.saturated:

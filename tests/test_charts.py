@@ -11,7 +11,7 @@ import pytest
 
 from pytest_frank import charts, glance, history, markdown, page
 from pytest_frank.charts import Point
-from pytest_frank.results import EndpointInfo, Row, Run, load
+from pytest_frank.results import EndpointInfo, Row, Run, read_run
 from pytest_frank.verdict import Verdict
 
 pytestmark = pytest.mark.unit
@@ -110,7 +110,7 @@ def test_the_charts_numbers_equal_the_json_records(tmp_path):
     path = tmp_path / "run.json"
     path.write_text(a_run().to_json())
     record = json.loads(path.read_text())
-    drawn = {c.name: c.svg for c in glance.figures(load(path))}
+    drawn = {c.name: c.svg for c in glance.figures(read_run(path))}
     assert sorted(drawn) == ["acceptance", "memory", "thinking_tokens", "ttft_s"]
     for name in ("ttft_s", "acceptance", "thinking_tokens"):
         want = sorted((r["endpoint"], r["figures"][name]["value"], r["figures"][name].get("max"))
