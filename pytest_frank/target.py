@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from pytest_frank import http
 from pytest_frank.drivers import Driver, driver_for
-from pytest_frank.fleet import Endpoint
+from pytest_frank.fleet import DEFAULT_TIMEOUT, Endpoint
 from pytest_frank.known_errors import known_fix
 from pytest_frank.observation import Failed, Obs, Observation
 from pytest_frank.verdict import Text
@@ -22,7 +22,6 @@ from pytest_frank.verdict import Text
 if TYPE_CHECKING:
     from pytest_frank.results import Row
 
-DEFAULT_TIMEOUT = 30.0
 STRAGGLER_WAIT = 1.0  # after a stop, how long a probe still running is waited for
 BOUND_SLACK = 5.0  # after an answer too slow to wait for: the endpoint's quick probes
 Probe = Callable[..., Observation]  # probe(target) or, for a cased check, probe(target, case)

@@ -11,9 +11,8 @@ import tempfile
 from pathlib import Path
 
 from pytest_frank import redact
+from pytest_frank.fleet import DEFAULT_TIMEOUT
 from pytest_frank.init.survey import MARGIN, InitError, survey, with_serve
-
-DEFAULT_TIMEOUT = 30.0
 
 
 def parser() -> argparse.ArgumentParser:
