@@ -179,7 +179,7 @@ def _write(args: argparse.Namespace, run: Run) -> int:
     from pytest_frank import glance
     from pytest_frank.writers import WRITERS
 
-    charts = glance.figures(run)
+    charts = glance.figure_charts(run)
     status = 0
     for option, write in WRITERS.items():
         path = getattr(args, option)

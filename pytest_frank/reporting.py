@@ -252,7 +252,7 @@ class Reports:
             from pytest_frank import glance
 
             run = self.run()
-            self._charts = glance.figures(run) + glance.trends([*self.history, run])
+            self._charts = glance.figure_charts(run) + glance.trends([*self.history, run])
         return self._charts
 
     def pytest_terminal_summary(self, terminalreporter) -> None:

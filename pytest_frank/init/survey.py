@@ -5,7 +5,7 @@ The same probes the battery runs: the fingerprint, health, the model list, the s
 driver's reading of the template, /metrics, one short generation, one forced tool call and the
 perf probe's speed runs. What a probe showed against a claim is kept too (Survey.notes), so the
 file says why a claim is not written. Nothing here is written down yet
-(pytest_frank.init.render does that)."""
+(pytest_frank.init.fleet_file does that)."""
 
 from __future__ import annotations
 
