@@ -1,6 +1,8 @@
 """Probes the runtime itself relies on, whatever the fleet asks: whether the endpoint is up
-(health), which models it serves (the model list) and how its slots are shaped. The claims of the
-same names judge these observations; the session, the target and the fingerprint use them too."""
+(health), which models it serves (the model list), how its slots are shaped, and how busy it is
+now (`server_load`, read after an answer too slow to wait for). The health and slots claims judge
+the first and the third; the session, the target, the fingerprint, `frank init` and the claims
+that size their requests by the slots use them too."""
 
 from __future__ import annotations
 
