@@ -19,7 +19,7 @@ import pytest
 from pytest_frank import http, redact
 from pytest_frank.checks import Check, Context
 from pytest_frank.claims import health
-from pytest_frank.observation import Failed
+from pytest_frank.observation import Unseen
 from pytest_frank.results import LAUNCH_LOG
 from pytest_frank.target import key_of
 from pytest_frank.verdict import Failure, Inconclusive, NotApplicable, NotAsked
@@ -72,7 +72,7 @@ class EndpointUnderTest:
     def post(self, path: str, body: Any) -> http.Exchange:
         return self._show(self._target.post(path, body))
 
-    def probe(self, fn: Callable[..., Obs], case: str | None = None) -> Obs | Failed:
+    def probe(self, fn: Callable[..., Obs], case: str | None = None) -> Obs | Unseen:
         """`fn(target)`'s observation, run once per session; its exchanges become evidence."""
         obs = self._target.need(fn, case)
         for ex in obs.exchanges:
@@ -101,7 +101,7 @@ class EndpointUnderTest:
         if check.claim == health.CLAIM.name:  # once per endpoint: a launched server's log, in this row
             self._attach_launch_log()
         try:
-            if obs.failure or isinstance(obs, Failed):
+            if obs.failure or isinstance(obs, Unseen):
                 raise Failure(obs.failure or "", obs.fix)
             if obs.not_applicable:
                 raise NotApplicable(f"not applicable: {obs.not_applicable}")

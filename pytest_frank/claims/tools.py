@@ -25,7 +25,7 @@ from pytest_frank.claims.replies import (cut_while_thinking, dropped_answer_fix,
                                          require_stream_agrees, require_thinking_ended,
                                          thinking_spent)
 from pytest_frank import schema_errors
-from pytest_frank.observation import Failed, Observation
+from pytest_frank.observation import Unseen, Observation
 from pytest_frank.probes import slot_shape
 from pytest_frank.drivers import AnthropicDriver, LlamaCppDriver, SglangDriver, VllmDriver
 from pytest_frank.drivers.base import Driver
@@ -141,7 +141,7 @@ class Carried(Observation):
 def carried(target) -> Carried:
     """Asked where a call was forced and text came back: whether the tools reached the model."""
     shape = target.need(slot_shape)
-    caps = None if isinstance(shape, Failed) else target.driver.template_caps(
+    caps = None if isinstance(shape, Unseen) else target.driver.template_caps(
         shape.payloads).get("tools")
     counts = [send(target, Request(PROMPTS["required"], 1, tools=tools, tool_choice=choice))
               for tools, choice in ((TOOLS, "auto"), (None, None))]
@@ -173,7 +173,7 @@ def _run(target, kind: str, choice, trials: int | None = None, stream=False, par
     found = Trials(kind=kind, replies=replies, max_tokens=opts.max_tokens)
     if choice not in (None, "auto") and any(answered_in_text(r) for r in replies):
         seen = target.need(carried)
-        found.carried = None if isinstance(seen, Failed) else seen
+        found.carried = None if isinstance(seen, Unseen) else seen
     return found
 
 
