@@ -18,7 +18,7 @@ from typing import Any
 
 from pytest_frank import http, redact
 from pytest_frank.http import Exchange
-from pytest_frank.observation import Failed, Observation
+from pytest_frank.observation import Unseen, Observation
 from pytest_frank.target import Target
 from pytest_frank.wire import Call, Logprob, Reply, Request, Unreadable, typed
 
@@ -107,7 +107,7 @@ def shared(target: Target, req: Request, ask=think_through) -> Reply:
     with target.lock():
         target.asking.setdefault(key, (req, ask))
     seen = target.need(_ask_shared, key)
-    if isinstance(seen, Failed):
+    if isinstance(seen, Unseen):
         target.pace()  # not sent after an answer too slow: this check is held, as its own ask was
         return Reply(problem=seen.failure, fix=seen.fix if isinstance(seen.fix, str) else None)
     for ex in seen.exchanges:

@@ -49,8 +49,6 @@ class Context(Generic[Opts]):
         default=lambda name, value, unit="", low=None, high=None, runs=None: None)
 
 
-
-
 @dataclass(frozen=True)
 class Check(Generic[Obs, Opts]):
     """One verdict on one claim. `test` is the test's public name; `cases` splits it into one

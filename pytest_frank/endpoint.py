@@ -18,7 +18,8 @@ import pytest
 
 from pytest_frank import http, redact
 from pytest_frank.checks import Check, Context
-from pytest_frank.observation import Failed
+from pytest_frank.claims import health
+from pytest_frank.observation import Unseen
 from pytest_frank.results import LAUNCH_LOG
 from pytest_frank.target import key_of
 from pytest_frank.verdict import Failure, Inconclusive, NotApplicable, NotAsked
@@ -27,7 +28,6 @@ if TYPE_CHECKING:
     from pytest_frank.fleet import Endpoint
     from pytest_frank.observation import Obs
     from pytest_frank.target import Target
-
 
 
 CURL_SHOWN = 1500  # a reproduce line's characters the terminal shows; the reports hold it whole
@@ -72,7 +72,7 @@ class EndpointUnderTest:
     def post(self, path: str, body: Any) -> http.Exchange:
         return self._show(self._target.post(path, body))
 
-    def probe(self, fn: Callable[..., Obs], case: str | None = None) -> Obs | Failed:
+    def probe(self, fn: Callable[..., Obs], case: str | None = None) -> Obs | Unseen:
         """`fn(target)`'s observation, run once per session; its exchanges become evidence."""
         obs = self._target.need(fn, case)
         for ex in obs.exchanges:
@@ -98,10 +98,10 @@ class EndpointUnderTest:
             # in the server's words and with the fix naming the key, whatever the check's own
             # probe made of the answer (a perf probe's stream error names no key)
             raise self._diagnosis(Failure(refusal.failure, refusal.fix), check)
-        if check.claim == "health":  # once per endpoint: a launched server's log, in this row
+        if check.claim == health.CLAIM.name:  # once per endpoint: a launched server's log, in this row
             self._attach_launch_log()
         try:
-            if obs.failure or isinstance(obs, Failed):
+            if obs.failure or isinstance(obs, Unseen):
                 raise Failure(obs.failure or "", obs.fix)
             if obs.not_applicable:
                 raise NotApplicable(f"not applicable: {obs.not_applicable}")
@@ -125,7 +125,7 @@ class EndpointUnderTest:
         target = self._target
         stopped = target.stop.why and not target.measured(identify.engine)
         wrong = None
-        if check.claim != "health" and not target.offline and not stopped:  # nothing to ask
+        if check.claim != health.CLAIM.name and not target.offline and not stopped:  # nothing to ask
             # Read without showing: the evidence and its curl line stay the failing request's.
             wrong = identify.contradiction(self._target.need(identify.engine), target)
         return failed.rendered(fleet=bool(self.entry.launch) and check.fleet_terms, first=wrong,

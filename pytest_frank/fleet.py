@@ -20,6 +20,9 @@ from pytest_frank.hosts import host_of, server_of
 
 T = TypeVar("T")
 DEFAULT_READY_TIMEOUT = 120.0
+# Per request (the wait for an answer's first byte, a stream's next token), unless --frank-timeout
+# or the endpoint's `timeout:` says otherwise; `frank init` asks with it too.
+DEFAULT_TIMEOUT = 30.0
 # The larger budget a check that judges the answer asks with, once, when thinking used the first
 # one up: R1-style distills, QwQ and gpt-oss at high effort think 500 to 2,000 tokens.
 DEFAULT_MAX_THINKING_TOKENS = 8192

@@ -20,6 +20,8 @@ FAILING = (Verdict.FAIL, Verdict.ERROR, Verdict.BLOCKED)
 INCONCLUSIVE = (Verdict.INCONCLUSIVE, Verdict.INTERRUPTED)
 # a row that needs no reading
 FOLDED = (Verdict.PASS, Verdict.SKIPPED, Verdict.NOT_ASKED, Verdict.NOT_APPLICABLE)
+
+
 @dataclass(frozen=True)
 class Chart:
     name: str  # the file name's part: ttft_s, trend-tok_s, ...
@@ -93,7 +95,7 @@ def worst_first(rows: list[Row]) -> list[Row]:
     return sorted(rows, key=lambda r: -RANK[r.verdict])
 
 
-def figures(run: Run) -> list[Chart]:
+def figure_charts(run: Run) -> list[Chart]:
     """This run's figures, a chart each that figures.FIGURES draws (several on one where they
     share it: memory, modelled against measured), with the bounds each row recorded; a levelled
     figure a bar per endpoint and level (`decode_tps_at_4`), its floor ticked."""

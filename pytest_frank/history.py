@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from pytest_frank.results import BaselineError, Run, load
+from pytest_frank.results import Run, RunFileError, read_run
 
 PREFIX = "frank-run-"  # only files of this name are read or pruned: DIR may hold others
 KEEP = 30
@@ -17,8 +17,8 @@ def runs(folder: Path) -> list[Run]:
     found = []
     for path in _records(folder):
         try:
-            found.append(load(path))
-        except BaselineError:
+            found.append(read_run(path))
+        except RunFileError:
             continue
     return found
 

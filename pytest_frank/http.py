@@ -233,7 +233,6 @@ class Limiter:
                 self._owner = None
                 self._cond.notify_all()
 
-
     @contextmanager
     def helping(self, holder: int) -> Iterator[None]:
         """In a worker thread of `holder`, which holds the limiter alone (`exclusive()`): the

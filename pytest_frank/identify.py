@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pytest_frank import redact
-from pytest_frank.observation import Failed, Observation
+from pytest_frank.observation import Unseen, Observation
 
 if TYPE_CHECKING:
     from pytest_frank.target import Target
@@ -69,7 +69,7 @@ def identity(target: Target) -> Identity:
     from pytest_frank.probes import served
 
     seen = target.need(served)
-    found = Identity(models=[] if isinstance(seen, Failed) else seen.ids[:8])  # of hundreds
+    found = Identity(models=[] if isinstance(seen, Unseen) else seen.ids[:8])  # of hundreds
     route = target.driver.build_route
     if route:
         said = target.get(route[0])
@@ -84,7 +84,7 @@ def identity(target: Target) -> Identity:
     return found
 
 
-def contradiction(seen: Seen | Failed, target: Target) -> str | None:
+def contradiction(seen: Seen | Unseen, target: Target) -> str | None:
     """"this answers like X; fleet.yaml says Y", where fleet.yaml names another engine."""
     from pytest_frank.drivers import DRIVERS
 

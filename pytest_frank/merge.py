@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pytest_frank import redact
-from pytest_frank.results import BaselineError, EndpointInfo, Row, Run, load
+from pytest_frank.results import EndpointInfo, Row, Run, RunFileError, read_run
 from pytest_frank.verdict import Verdict
 
 FAILED = {Verdict.FAIL, Verdict.ERROR}
@@ -66,8 +66,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def _load(path: str) -> Run:
     try:
-        return load(Path(path))
-    except BaselineError as exc:
+        return read_run(Path(path))
+    except RunFileError as exc:
         raise MergeError(str(exc)) from None
 
 
@@ -179,7 +179,7 @@ def _write(args: argparse.Namespace, run: Run) -> int:
     from pytest_frank import glance
     from pytest_frank.writers import WRITERS
 
-    charts = glance.figures(run)
+    charts = glance.figure_charts(run)
     status = 0
     for option, write in WRITERS.items():
         path = getattr(args, option)

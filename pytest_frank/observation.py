@@ -40,9 +40,21 @@ Obs = TypeVar("Obs", bound=Observation)  # one probe's own observation type
 
 
 @dataclass(kw_only=True)
-class Failed(Observation):
+class Unseen(Observation):
     """What `Target.need` gives instead of a probe's own observation when the probe raised on
-    what the endpoint sent, or a stop cut it: only `failure` is set, none of the probe's fields.
-    Typed apart so a caller must handle it before reading them."""
+    what the endpoint sent, or a stop cut it: nothing was seen (`seen` is false), only `failure`
+    is set, none of the probe's fields. Typed apart so a caller must handle it before reading
+    them. (Named apart from verdict.Failure, the check's failing verdict, too.)"""
 
     failure: str
+
+
+def __getattr__(name: str) -> type[Unseen]:
+    """`Failed`, the old name of `Unseen`, still imports, with a warning."""
+    if name == "Failed":
+        import warnings
+
+        warnings.warn("pytest_frank.observation.Failed is now pytest_frank.observation.Unseen",
+                      DeprecationWarning, stacklevel=2)
+        return Unseen
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

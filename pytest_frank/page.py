@@ -40,7 +40,7 @@ STYLE = """
 def render(run: Run, charts: list[Chart] | None = None) -> str:
     """The block: the fleet's standing, what regressed, the slowest endpoints and the matrix in
     the first screen; then the charts, the endpoints, and each endpoint's rows, worst first."""
-    charts = glance.figures(run) if charts is None else charts
+    charts = glance.figure_charts(run) if charts is None else charts
     parts = [f'<section class="frank" id="frank"><style>{STYLE}</style>',
              _header(run), _glance(run), _regressions(run), _slowest(run), _matrix(run),
              _charts(charts), _probe_images(run), _endpoints(run)]

@@ -16,10 +16,10 @@ import pytest
 
 from pytest_frank import claims, hooks, redact, state
 from pytest_frank.claims import CLAIMS
-from pytest_frank.fleet import Endpoint, FleetError, load
+from pytest_frank.fleet import DEFAULT_TIMEOUT, Endpoint, FleetError, load
 from pytest_frank.junit import StableClassnames
-from pytest_frank.results import SOURCE, BaselineError, Run, Source
-from pytest_frank.results import load as load_run
+from pytest_frank.results import SOURCE, RunFileError, Run, Source
+from pytest_frank.results import read_run
 from pytest_frank.shard import Shard, ShardError
 from pytest_frank.stash import RUN_STATE, SESSION
 
@@ -35,7 +35,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--endpoints", metavar="FLEET_YAML", default=None,
                     help="fleet file of endpoints to verify (ini: frank_endpoints)")
     group.addoption("--frank-timeout", metavar="SECONDS", type=float, default=None,
-                    help="per-request timeout (ini: frank_timeout; default 30)")
+                    help=f"per-request timeout (ini: frank_timeout; default {DEFAULT_TIMEOUT:g})")
     group.addoption("--frank-deadline", metavar="SECONDS", type=float, default=None,
                     help="no endpoint gets a request, or time to answer one, past this many "
                          "seconds from the start of the run")
@@ -76,7 +76,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "not fleet.yaml uses it (repeat for more; ini: frank_mask_env); "
                          "credential-named variables fleet.yaml uses are masked already")
     parser.addini("frank_endpoints", "fleet file of endpoints to verify", default=None)
-    parser.addini("frank_timeout", "per-request timeout in seconds", default="30")
+    parser.addini("frank_timeout", "per-request timeout in seconds", default=f"{DEFAULT_TIMEOUT:g}")
     parser.addini("frank_mask_env", "environment variables whose values every output masks",
                   type="args", default=[])
 
@@ -131,8 +131,8 @@ def _baseline(config: pytest.Config) -> Run | None:
     None where there is none or it cannot be read (the reports then say why, as a usage error)."""
     path = config.getoption("frank_baseline")
     try:
-        return load_run(Path(path)) if path else None
-    except BaselineError:
+        return read_run(Path(path)) if path else None
+    except RunFileError:
         return None
 
 

@@ -1,6 +1,8 @@
 """Probes the runtime itself relies on, whatever the fleet asks: whether the endpoint is up
-(health), which models it serves (the model list) and how its slots are shaped. The claims of the
-same names judge these observations; the session, the target and the fingerprint use them too."""
+(health), which models it serves (the model list), how its slots are shaped, and how busy it is
+now (`server_load`, read after an answer too slow to wait for). The health and slots claims judge
+the first and the third; the session, the target, the fingerprint, `frank init` and the claims
+that size their requests by the slots use them too."""
 
 from __future__ import annotations
 
@@ -126,7 +128,7 @@ def slot_shape(target) -> SlotShape:
 
 
 @dataclass
-class Load:
+class ServerLoad:
     """How busy the server is now, where it says: its slots, its running and queued requests."""
 
     busy: int | None = None
@@ -156,9 +158,9 @@ class Load:
         return ", ".join(parts)
 
 
-def load(target) -> Load:
+def server_load(target) -> ServerLoad:
     """A reading of the server's load (not kept: it is of the moment)."""
-    driver, seen = target.driver, Load()
+    driver, seen = target.driver, ServerLoad()
     if driver.load_slots_route:
         ex = target.get(driver.load_slots_route)
         counted = driver.busy_slots(ex.json()) if ex.ok else None

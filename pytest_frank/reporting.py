@@ -14,8 +14,8 @@ import pytest
 
 from pytest_frank import redact
 from pytest_frank.results import (FLEET, IDENTITY, LAUNCH_LOG, ROWS, SOURCE, SPEND,
-                                  BaselineError, EndpointInfo, Payload, Row, Run, fleet_digest,
-                                  load)
+                                  EndpointInfo, Payload, Row, Run, RunFileError, fleet_digest,
+                                  read_run)
 from pytest_frank.shard import Shard
 from pytest_frank.verdict import Verdict
 
@@ -43,8 +43,8 @@ def pytest_configure(config: pytest.Config) -> None:
                                     f"{redact.inert(config.getoption(option))}: {problem}")
     history = _history(config)
     try:
-        previous = load(Path(baseline)) if baseline else None
-    except BaselineError as exc:
+        previous = read_run(Path(baseline)) if baseline else None
+    except RunFileError as exc:
         raise pytest.UsageError(f"pytest-frank: bad --frank-baseline\n{redact.inert(str(exc))}") \
             from None
     reports = Reports(config, source.fleet, source.fleet_path, previous)
@@ -252,7 +252,7 @@ class Reports:
             from pytest_frank import glance
 
             run = self.run()
-            self._charts = glance.figures(run) + glance.trends([*self.history, run])
+            self._charts = glance.figure_charts(run) + glance.trends([*self.history, run])
         return self._charts
 
     def pytest_terminal_summary(self, terminalreporter) -> None:

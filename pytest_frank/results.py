@@ -230,29 +230,31 @@ def fleet_digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-class BaselineError(Exception):
-    """A baseline file that cannot be read; the message names the file and the reason."""
+class RunFileError(Exception):
+    """A run record (--frank-json) that cannot be read, as a baseline, a history entry or a shard
+    to merge; the message names the file and the reason."""
 
 
-def load(path: Path) -> Run:
+def read_run(path: Path) -> Run:
+    """The run record a --frank-json file holds."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise BaselineError(f"{path}: no such file") from None
+        raise RunFileError(f"{path}: no such file") from None
     except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise BaselineError(f"{path}: not a pytest-frank JSON file ({exc})") from None
+        raise RunFileError(f"{path}: not a pytest-frank JSON file ({exc})") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise BaselineError(f"{path}: not a pytest-frank JSON file (no \"format\": "
+        raise RunFileError(f"{path}: not a pytest-frank JSON file (no \"format\": "
                             f"\"{FORMAT}\"; write one with --frank-json)")
     odd = next((r["verdict"] for r in data.get("rows", []) if isinstance(r, dict)
                 and "verdict" in r and r["verdict"] not in set(Verdict)), None)
     if odd is not None:
-        raise BaselineError(f"{path}: unknown verdict {odd!r} (known: {', '.join(Verdict)})")
+        raise RunFileError(f"{path}: unknown verdict {odd!r} (known: {', '.join(Verdict)})")
     try:
         endpoints = {n: EndpointInfo(**e) for n, e in data.get("endpoints", {}).items()}
         rows = [Row(**r) for r in data.get("rows", [])]
     except TypeError as exc:
-        raise BaselineError(f"{path}: a row or endpoint has unexpected fields ({exc})") from None
+        raise RunFileError(f"{path}: a row or endpoint has unexpected fields ({exc})") from None
     # Every field of Run as written (a field added to Run comes back without a word here); the
     # record's own types built from theirs, and what an older record lacks, as it meant then.
     kept = {f.name: data[f.name] for f in fields(Run) if f.name in data}

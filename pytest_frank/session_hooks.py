@@ -247,7 +247,7 @@ class FleetHooks:
         handle = EndpointUnderTest(target)
         request.node.stash[PROBED] = handle
         claim = claim_of(request.node)  # an unasked claim is never collected for this endpoint
-        if claim != "health" and not request.node.get_closest_marker("offline"):
+        if claim != health.CLAIM.name and not request.node.get_closest_marker("offline"):
             frank.probe_all([target.name])  # in an xdist worker: this endpoint, on first use
             _require_health(frank, target.name)
         check, case = check_of(request.node), case_of(request.node)
@@ -297,7 +297,7 @@ def _require_health(frank: FrankSession, name: str) -> None:
     if not state.ready:
         # Points at the failure instead of copying it: one endpoint's 3 MiB error page must
         # not be repeated in every skipped check's reason.
-        raise Blocked(redact.inert(f"{name} is not healthy, see test_health[{name}]: "
+        raise Blocked(redact.inert(f"{name} is not healthy, see {health.HEALTH.test}[{name}]: "
                                    f"{state.line()}", 200))
 
 

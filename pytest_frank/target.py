@@ -14,15 +14,14 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from pytest_frank import http
 from pytest_frank.drivers import Driver, driver_for
-from pytest_frank.fleet import Endpoint
+from pytest_frank.fleet import DEFAULT_TIMEOUT, Endpoint
 from pytest_frank.known_errors import known_fix
-from pytest_frank.observation import Failed, Obs, Observation
+from pytest_frank.observation import Unseen, Obs, Observation
 from pytest_frank.verdict import Text
 
 if TYPE_CHECKING:
     from pytest_frank.results import Row
 
-DEFAULT_TIMEOUT = 30.0
 STRAGGLER_WAIT = 1.0  # after a stop, how long a probe still running is waited for
 BOUND_SLACK = 5.0  # after an answer too slow to wait for: the endpoint's quick probes
 Probe = Callable[..., Observation]  # probe(target) or, for a cased check, probe(target, case)
@@ -295,7 +294,7 @@ class Target:
         from pytest_frank.probes import served
 
         seen = self.need(served)
-        return seen.ids[0] if not isinstance(seen, Failed) and seen.ids else "default"
+        return seen.ids[0] if not isinstance(seen, Unseen) and seen.ids else "default"
 
     def served_context(self) -> int | None:
         """Tokens of context one conversation gets, where the engine says (llama.cpp /props
@@ -303,11 +302,11 @@ class Target:
         from pytest_frank.probes import slot_shape
 
         shape = self.need(slot_shape)
-        return None if isinstance(shape, Failed) else shape.ctx_per_slot
+        return None if isinstance(shape, Unseen) else shape.ctx_per_slot
 
     # -- probes: each runs once per session, its observation shared by every check -----------
-    def need(self, probe: Callable[..., Obs], case: str | None = None) -> Obs | Failed:
-        """The probe's observation, run once per session; `Failed` where the probe raised or a
+    def need(self, probe: Callable[..., Obs], case: str | None = None) -> Obs | Unseen:
+        """The probe's observation, run once per session; `Unseen` where the probe raised or a
         stop cut it."""
         key = key_of(probe, case)
         with self._lock:
@@ -322,7 +321,7 @@ class Target:
             except NotYet:
                 if self.stop.why:
                     self.cut.add(key)
-                    return Failed(failure=f"not measured: {self.stop.why}")
+                    return Unseen(failure=f"not measured: {self.stop.why}")
                 continue
             with self._lock:  # a probe met by the key's refusal met it for those that need it
                 if key in self.refused:
@@ -335,12 +334,12 @@ class Target:
         future = self._observed.get(key)
         return future is not None and future.done() and key not in self.cut
 
-    def _run(self, probe: Callable[..., Obs], case: str | None, key: Key) -> Obs | Failed:
+    def _run(self, probe: Callable[..., Obs], case: str | None, key: Key) -> Obs | Unseen:
         token = _PROBING.set((*_PROBING.get(), key))
         began = time.monotonic()
         try:
             with http.recording(propagate=False) as seen:
-                obs: Obs | Failed
+                obs: Obs | Unseen
                 try:
                     obs = probe(self) if case is None else probe(self, case)
                 except TooSlow:
@@ -348,7 +347,7 @@ class Target:
                 except KeyRefused:
                     obs = self._not_admitted()
                 except Exception as exc:  # an endpoint's oddity is its own failure, not a crash
-                    obs = Failed(failure=f"{probe.__name__} could not read what {self.name} "
+                    obs = Unseen(failure=f"{probe.__name__} could not read what {self.name} "
                                               f"sent: {type(exc).__name__}: {exc}")
         finally:
             _PROBING.reset(token)
@@ -424,12 +423,12 @@ class Target:
     def _saturation(self, slow: Slow, said: str, ex: http.Exchange) -> None:
         """The server's load after the cut, read against the battery's own requests: the cut one
         (the engine may not have dropped it yet) and any others still in flight."""
-        from pytest_frank.probes import load
+        from pytest_frank.probes import server_load
 
         with self._lock:
             others = self.generating
         with http.recording(propagate=False):  # the cut request stays the evidence's last
-            seen = load(self)
+            seen = server_load(self)
         error = ex.error or ""
         slow.fix = self._slower_fix(ex.progress > 0 or bool(seen.decoded))
         if not seen.saturated:
@@ -479,12 +478,12 @@ class Target:
         probing = _PROBING.get() or (("", None),)
         return next((key for key in reversed(probing) if key in self.judged), probing[-1])
 
-    def _not_sent(self) -> Failed:
+    def _not_sent(self) -> Unseen:
         """A generation not sent: its probe is held, and so is every probe running it (one
         that needs another's observation waits on the same unsent answer)."""
         assert self.slow is not None
         self.held.update(key for key in _PROBING.get() if key != self.slow.key)
-        return Failed(failure=self.slow.line, fix=self.slow.fix)
+        return Unseen(failure=self.slow.line, fix=self.slow.fix)
 
     # -- one refused key stops the endpoint's requests ----------------------------------------
     def _admit(self) -> None:
@@ -530,13 +529,13 @@ class Target:
                 refusal.key = key
             return refusal
 
-    def _not_admitted(self) -> Failed:
+    def _not_admitted(self) -> Unseen:
         """A request not sent after the key was refused: its probe met the refusal, and so did
         every probe running it."""
         assert self.refusal is not None
         with self._lock:
             self.refused.update(_PROBING.get())
-        return Failed(failure=self.refusal.failure, fix=self.refusal.fix)
+        return Unseen(failure=self.refusal.failure, fix=self.refusal.fix)
 
     # -- a local server started for the session (fleet.yaml `launch:`) ------------------------
     def to_launch(self) -> bool:

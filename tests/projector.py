@@ -20,6 +20,7 @@ import pathlib
 from pytest_frank.local.selftest_model import N_EMBD as TEXT_EMBD
 from pytest_frank.local.selftest_vision import EMBD, IMAGE, PATCH, write_clip
 
+
 def write_projector(path) -> pathlib.Path:
     import numpy as np
 

@@ -78,7 +78,6 @@ def _fetch(spec: dict, path: Path) -> None:
         os.replace(partial, path)  # whole or absent: a cut fetch leaves no half model
 
 
-
 def smollm2_or_skip() -> Path:
     """The SmolLM2 GGUF; outside CI a machine that cannot fetch it skips with the reason."""
     try:

@@ -11,7 +11,7 @@ import pytest
 
 from pytest_frank import charts, glance, history, markdown, page
 from pytest_frank.charts import Point
-from pytest_frank.results import EndpointInfo, Row, Run, load
+from pytest_frank.results import EndpointInfo, Row, Run, read_run
 from pytest_frank.verdict import Verdict
 
 pytestmark = pytest.mark.unit
@@ -110,7 +110,7 @@ def test_the_charts_numbers_equal_the_json_records(tmp_path):
     path = tmp_path / "run.json"
     path.write_text(a_run().to_json())
     record = json.loads(path.read_text())
-    drawn = {c.name: c.svg for c in glance.figures(load(path))}
+    drawn = {c.name: c.svg for c in glance.figure_charts(read_run(path))}
     assert sorted(drawn) == ["acceptance", "memory", "thinking_tokens", "ttft_s"]
     for name in ("ttft_s", "acceptance", "thinking_tokens"):
         want = sorted((r["endpoint"], r["figures"][name]["value"], r["figures"][name].get("max"))
@@ -130,7 +130,7 @@ def test_the_load_ladder_is_a_bar_per_level_with_its_floor():
                      "decode_tps_at_2": {"value": 38.0, "unit": "tok/s", "min": 20.0},
                      "decode_tps_at_4": {"value": 12.25, "unit": "tok/s", "min": 20.0},
                      "aggregate_tps_at_4": {"value": 49.0, "unit": "tok/s"}})])
-    drawn = {c.name: c.svg for c in glance.figures(run)}
+    drawn = {c.name: c.svg for c in glance.figure_charts(run)}
     assert sorted(drawn) == ["load_decode_tps"]
     bars = marks(drawn["load_decode_tps"])
     assert [(b["data-label"], float(b["data-value"]), float(b["data-low"])) for b in bars] == [
@@ -235,6 +235,6 @@ def test_several_rows_of_one_endpoint_are_told_apart_by_test_and_case():
                         figures={"thinking_tokens": {"value": v, "unit": "tokens"}})
                     for test, v in (("test_reasoning[ep]", 3.0),
                                     ("test_reasoning_streamed[ep-plain]", 4.0))])
-    chart = next(c for c in glance.figures(run) if c.name == "thinking_tokens")
+    chart = next(c for c in glance.figure_charts(run) if c.name == "thinking_tokens")
     assert [(b["data-label"], float(b["data-value"])) for b in marks(chart.svg)] == [
         ("ep reasoning", 3.0), ("ep reasoning_streamed plain", 4.0)]

@@ -10,6 +10,7 @@ from test_vllm_real import FULL, fleet
 
 pytestmark = [pytest.mark.real, pytest.mark.vllm_config("FULL")]
 
+
 def test_pi_budget_over_max_model_len_is_refused_and_named(vllm, run_fleet):
     # pi asks max_completion_tokens 4096 of a 4096-token context: no prompt fits beside it.
     result = run_fleet(fleet(vllm(**FULL), clients=[{"pi": {"request_kb": 2}}]),

@@ -136,7 +136,7 @@ def test_the_charts_and_series_follow_the_registry():
     exported at its factor: read from the entry, not from lists of their own."""
     values = {f.at(2) if f.levelled else f.name: 1.0 for f in FIGURES.values()}
     run = _run(**values)
-    drawn = {c.name for c in glance.figures(run)}
+    drawn = {c.name for c in glance.figure_charts(run)}
     assert drawn == {f.chart.name for f in FIGURES.values() if f.chart}
     trended = {c.name for c in glance.trends([run, run])}
     assert trended == {f"trend-{f.name}" for f in FIGURES.values() if f.trend}

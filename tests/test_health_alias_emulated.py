@@ -11,6 +11,7 @@ from emulator import DROP, Emulator, Reply
 
 pytestmark = pytest.mark.emulated
 
+
 @pytest.fixture
 def run_fleet(run_fleet):
     """Only this module's claims: other battery claims would add skips to the counts."""

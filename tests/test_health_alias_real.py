@@ -11,6 +11,7 @@ pytestmark = pytest.mark.real
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "selftest.yaml"
 
+
 @pytest.fixture
 def run_fleet(run_fleet):
     """Only this module's claims: other battery claims would add skips to the counts."""

@@ -10,7 +10,7 @@ import yaml
 
 from emulator import Emulator, Reply, chat_json
 from pytest_frank.cli import main
-from pytest_frank.init import render, serve_files
+from pytest_frank.init import fleet_file, serve_files
 from pytest_frank.init.survey import Survey, _round_down, _round_up, _vram, with_serve
 
 pytestmark = pytest.mark.emulated
@@ -20,9 +20,9 @@ EXAMPLES = Path(__file__).parent.parent / "examples" / "serve"
 
 def test_entry_names_are_test_ids_and_unique():
     taken: set[str] = set()
-    assert render.entry_name("Qwen/Qwen3-8B", taken) == "Qwen-Qwen3-8B"
-    assert render.entry_name("Qwen/Qwen3 8B", taken) == "Qwen-Qwen3-8B-2"
-    assert render.entry_name("///", taken) == "endpoint"
+    assert fleet_file.entry_name("Qwen/Qwen3-8B", taken) == "Qwen-Qwen3-8B"
+    assert fleet_file.entry_name("Qwen/Qwen3 8B", taken) == "Qwen-Qwen3-8B-2"
+    assert fleet_file.entry_name("///", taken) == "endpoint"
 
 
 def test_bounds_round_outward_to_two_figures():
@@ -78,7 +78,7 @@ def test_every_claim_init_can_write_loads(tmp_path):
               "clients": Found(["claude_code", "pi"], "c")}
     found = Survey(url="http://127.0.0.1:8080", engine="llamacpp", engine_why="w\nx",
                    models=["a"], claims=claims)
-    text = render.render([(found, None)], key_env="KEY", all_models=False, out_name="f.yaml")
+    text = fleet_file.render([(found, None)], key_env="KEY", all_models=False, out_name="f.yaml")
     (tmp_path / "f.yaml").write_text(text)
     (entry,) = load(tmp_path / "f.yaml", environ={"KEY": "k"}).values()
     assert set(entry.expect) == set(claims)
@@ -186,7 +186,7 @@ def test_what_was_not_written_is_a_comment_beside_its_claim(tmp_path):
                                    "back as text ('Hi', 3 tokens, finish_reason 'stop'): the "
                                    "model never opened a call",
                           "agent": "not written: an agent step needs tools"})
-    text = render.render([(found, None)], key_env=None, all_models=False, out_name="f.yaml")
+    text = fleet_file.render([(found, None)], key_env=None, all_models=False, out_name="f.yaml")
     (tmp_path / "f.yaml").write_text(text)
     (entry,) = load(tmp_path / "f.yaml").values()
     assert set(entry.expect) == {"reasoning"}

@@ -87,7 +87,7 @@ def test_two_launched_endpoints_each_report_holds_only_its_own_log(run_fleet, py
 
     own = {"long": ("selftest-chatty-", "exceeds the available context size"),
            "short": ("selftest-default-", None)}
-    record = results.load(pytester.path / "run.json")
+    record = results.read_run(pytester.path / "run.json")
     markdown = (pytester.path / "run.md").read_text()
     page = (pytester.path / "run.html").read_text()
     attached = {r.nodeid.split("[")[-1].rstrip("]"): a["data"]

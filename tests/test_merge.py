@@ -12,7 +12,7 @@ import pytest
 
 from pytest_frank import merge
 from pytest_frank.results import (FLEET, IDENTITY, ROWS, SPEND, EndpointInfo, Payload, Row, Run,
-                                  load)
+                                  read_run)
 from pytest_frank.shard import Shard, ShardError, shard_of
 from pytest_frank.verdict import Verdict
 
@@ -78,7 +78,7 @@ def test_shards_merge_into_one_record_in_fleet_order(tmp_path, capsys):
                        str(out / "m.md"), "--html", str(out / "m.html"),
                        "--frank-prometheus", str(out / "m.prom")])
     assert code == 1  # a test failed: the merge job gates as the run would
-    merged = load(out / "m.json")
+    merged = read_run(out / "m.json")
     assert list(merged.endpoints) == ["beta", "good", "gone"]  # the fleet's order, not the files'
     assert [r.endpoint for r in merged.rows] == ["gone", "good", "beta"]
     assert merged.shard is None and merged.endpoints["good"].generations == 1
@@ -110,7 +110,7 @@ def test_an_endpoint_no_shard_ran_is_reported_and_fails_the_merge(tmp_path, caps
     b = record(tmp_path, "b.json", {"beta": "pass"})
     assert merge.main([a, b, "--frank-json", str(tmp_path / "m.json")]) == 1
     assert "frank merge: gone: in the fleet file, but no record ran it" in capsys.readouterr().err
-    assert load(tmp_path / "m.json").fleet_endpoints == ["beta", "good", "gone"]
+    assert read_run(tmp_path / "m.json").fleet_endpoints == ["beta", "good", "gone"]
 
 
 def test_a_test_in_two_records_is_refused(tmp_path, capsys):
@@ -159,7 +159,7 @@ def test_a_shard_the_hash_left_empty_passes_and_records_the_fleet(run_fleet, pyt
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines(["frank: shard 2/3: no endpoint; the other shards' 1 endpoint(s) "
                                  "deselected"])
-    run = load(pytester.path / "r.json")
+    run = read_run(pytester.path / "r.json")
     assert run.shard == "2/3" and run.fleet_endpoints == ["beta"] and not run.endpoints
 
 
@@ -211,7 +211,7 @@ def test_the_json_round_trip_keeps_every_field(tmp_path):
         _every_field_set(record)
     path = tmp_path / "r.json"
     path.write_text(run.to_json())
-    assert load(path) == run
+    assert read_run(path) == run
 
 
 def test_a_sharded_record_merges_into_the_unsharded_one_field_by_field(tmp_path):

@@ -17,7 +17,7 @@ from healthy_engines import healthy_chat
 
 from pytest_frank import merge
 from pytest_frank.figures import lookup
-from pytest_frank.results import EndpointInfo, Row, load
+from pytest_frank.results import EndpointInfo, Row, read_run
 from pytest_frank.shard import shard_of
 
 pytestmark = pytest.mark.emulated
@@ -80,8 +80,8 @@ def test_two_shards_merge_into_the_unsharded_runs_record(run_fleet, pytester, ca
                        "--frank-report", str(pytester.path / "merged" / "report.md"),
                        "--html", str(pytester.path / "merged" / "page.html")]) == 0
     capsys.readouterr()
-    whole, merged = load(pytester.path / "whole.json"), load(pytester.path / "merged.json")
-    shards = [load(pytester.path / f"shard{i}.json") for i in (1, 2)]
+    whole, merged = read_run(pytester.path / "whole.json"), read_run(pytester.path / "merged.json")
+    shards = [read_run(pytester.path / f"shard{i}.json") for i in (1, 2)]
 
     _same(RUN, whole, merged, "run")
     assert merged.started == min(s.started for s in shards)

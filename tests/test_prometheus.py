@@ -17,7 +17,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from pytest_frank import prometheus
-from pytest_frank.results import Row, Run, load
+from pytest_frank.results import Row, Run, read_run
 from pytest_frank.verdict import Verdict
 
 pytestmark = pytest.mark.real
@@ -97,7 +97,7 @@ def test_textfile_and_push_carry_every_claim_and_the_json_figures(llama, run_fle
     record = json.loads((pytester.path / "run.json").read_text())
 
     asked = {"health", "alias", "chat", "perf", "slots", "tools", "vram"}
-    matrix = load(pytester.path / "run.json").matrix()  # the JSON report's verdict per claim
+    matrix = read_run(pytester.path / "run.json").matrix()  # the JSON report's verdict per claim
     for endpoint in ("up", "down"):
         claims = {dict(k[1])["claim"]: v
                   for k, v in series(found, "frank_claim_success", endpoint=endpoint).items()}

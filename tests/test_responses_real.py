@@ -228,7 +228,6 @@ def test_reasoning_effort_a_template_rejects_fails_through_responses(llama, run_
         "*fix: map it to a level the template accepts (xhigh, medium, low): `high: xhigh`*"])
 
 
-
 def chain(run_fleet, url: str, *args, stream=False):
     """test_agent_chain alone, plain (`stream`: turn 2 by id asked streamed as well), on the
     Responses route at `url`."""

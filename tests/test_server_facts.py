@@ -42,7 +42,7 @@ def test_the_floor_names_its_setting(keys, expect, floor, source):
 
 def _cut(monkeypatch, load, others=0, sent=None):
     """A generation cut as late, the server's load read after it as `load`."""
-    monkeypatch.setattr(probes, "load", lambda target: load)
+    monkeypatch.setattr(probes, "server_load", lambda target: load)
     target = Target(Endpoint("ep", "llamacpp", url="http://127.0.0.1:1", timeout=30))
     target.generating = others
     ex = http.Exchange("POST", "http://127.0.0.1:1/v1/chat/completions",
@@ -54,7 +54,7 @@ def _cut(monkeypatch, load, others=0, sent=None):
 
 
 def test_the_cut_requests_own_slot_is_not_saturation(monkeypatch):
-    slow, said = _cut(monkeypatch, probes.Load(busy=1, slots=1, waiting=0, decoded=400))
+    slow, said = _cut(monkeypatch, probes.ServerLoad(busy=1, slots=1, waiting=0, decoded=400))
     assert "saturated" not in said and "hangs" not in said, said
     assert said.endswith("the one request the server was running is this one (1 of 1 slots "
                          "busy, 0 waiting, 400 tokens decoded; nothing else of the battery's in "
@@ -65,7 +65,7 @@ def test_the_cut_requests_own_slot_is_not_saturation(monkeypatch):
 
 
 def test_a_request_decoding_past_its_cap_names_the_cap(monkeypatch):
-    slow, said = _cut(monkeypatch, probes.Load(busy=1, slots=1, waiting=0, decoded=581),
+    slow, said = _cut(monkeypatch, probes.ServerLoad(busy=1, slots=1, waiting=0, decoded=581),
                       sent={"max_tokens": 16})
     assert said.endswith("(1 of 1 slots busy, 0 waiting, 581 tokens decoded of a request capped "
                          "at max_tokens=16): the cap is not applied, so the answer runs on"), said
@@ -74,9 +74,9 @@ def test_a_request_decoding_past_its_cap_names_the_cap(monkeypatch):
 
 
 @pytest.mark.parametrize("load, others", [
-    (probes.Load(busy=1, slots=1, waiting=1), 0),  # another client waits
-    (probes.Load(busy=2, slots=2, waiting=0), 0),  # another client holds the other slot
-    (probes.Load(busy=1, slots=1, waiting=0), 1),  # the battery's own other request
+    (probes.ServerLoad(busy=1, slots=1, waiting=1), 0),  # another client waits
+    (probes.ServerLoad(busy=2, slots=2, waiting=0), 0),  # another client holds the other slot
+    (probes.ServerLoad(busy=1, slots=1, waiting=0), 1),  # the battery's own other request
 ])
 def test_load_beyond_the_cut_request_is_saturation(monkeypatch, load, others):
     slow, said = _cut(monkeypatch, load, others)
@@ -85,7 +85,7 @@ def test_load_beyond_the_cut_request_is_saturation(monkeypatch, load, others):
 
 
 def test_an_idle_server_after_the_cut_gets_a_conditional_fix(monkeypatch):
-    slow, said = _cut(monkeypatch, probes.Load(busy=0, slots=1, waiting=0))
+    slow, said = _cut(monkeypatch, probes.ServerLoad(busy=0, slots=1, waiting=0))
     assert said.endswith(http.SILENT), said
     assert slow.fix.startswith("if the server is only slow (its log shows this request's tokens "
                                "being generated), give its answers more time"), slow.fix

@@ -34,7 +34,7 @@ def test_mypy_passes_on_the_plugin(checked):
 
 def test_reading_a_failed_probe_as_its_observation_is_flagged(checked):
     assert errors_in(checked, BAD[0]) == [
-        'tests/typecheck/bad_need.py:11: error: Item "Failed" of "Seen | Failed" has no attribute '
+        'tests/typecheck/bad_need.py:11: error: Item "Unseen" of "Seen | Unseen" has no attribute '
         '"engine"  [union-attr]'], checked.stdout
 
 
@@ -53,3 +53,10 @@ def test_a_member_of_another_driver_capability_is_flagged(checked):
     # an engine's fix is keyed by its driver class, not its name
     assert "bad_capability.py:22: error: Dict entry 0 has incompatible type" in found, \
         checked.stdout
+
+
+def test_the_old_name_of_an_unseen_observation_still_imports_with_a_warning():
+    from pytest_frank import observation
+
+    with pytest.warns(DeprecationWarning, match="observation.Unseen"):
+        assert observation.Failed is observation.Unseen  # type: ignore[attr-defined]

@@ -34,6 +34,7 @@ def fleet(server, key=KEY, **expect):
 
 # -- FULL: every flag set, each claim passes (and fails where fleet.yaml asks too much) ------------
 
+
 @pytest.mark.vllm_config("FULL")
 def test_health_and_alias_pass_on_every_served_name(vllm, run_fleet):
     server = vllm(**FULL)

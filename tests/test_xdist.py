@@ -67,7 +67,6 @@ def test_each_endpoint_runs_in_one_worker_with_one_server(run_fleet, pytester):
         (package, "http://127.0.0.1:")] * 2
 
 
-
 def _route(url: str, api: str) -> dict:
     return {"url": url, "engine": "llamacpp", "alias": "one-slot", "api": api,
             "expect": {"perf": {"runs": 1, "max_tokens": 48}}}
@@ -77,7 +76,6 @@ def overlapping(spans: list[tuple[float, float, str, str]]) -> list[tuple]:
     """Pairs of generations that were in the server at once."""
     posts = sorted(s for s in spans if s[2] == "POST")
     return [(a, b) for a, b in zip(posts, posts[1:]) if b[0] < a[1]]
-
 
 
 def test_routes_of_one_server_run_in_one_worker_one_generation_at_a_time(llama, run_fleet,

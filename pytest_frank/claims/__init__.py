@@ -1,7 +1,8 @@
-"""One module per claim. Each declares itself once, as its `CLAIM` (`Claim`: its name, which is
-its marker and its fleet.yaml `expect:` key, what it proves, its place in the reports, how it is
-asked, its `Options` and its docs page), its `Options` (each key an `option` whose metadata holds
-its description and its JSON schema: fleet.schema.json's `$defs.expect` is written from them by
+"""A module per built-in claim, beside the helpers claims share (`advice`, `replies`, `clients`,
+...). Each claim declares itself once, as its `CLAIM` (`Claim`: its name, which is its marker
+and its fleet.yaml `expect:` key, what it proves, its place in the reports, how it is asked, its
+`Options` and its docs page), its `Options` (each key an `option` whose metadata holds its
+description and its JSON schema: fleet.schema.json's `$defs.expect` is written from them by
 docs/gen.py; parsed from the fleet entry by `bind`, read back typed by a probe with
 `Options.on(endpoint)` and by a judge as `ctx.options`), its probes (network and file work) and
 its checks (`pytest_frank.checks.Check`: probe + judge), which batteries/test_<claim>.py turns

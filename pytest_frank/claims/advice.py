@@ -20,17 +20,15 @@ ByEngine = Mapping[type[Driver], Advice]
 
 
 def advise(driver: Facts | None, generic: Advice, engines: ByEngine | None = None, *,
-           api: Mapping[str, Advice] | None = None, **by_name: Advice) -> Text:
+           api: Mapping[str, Advice] | None = None) -> Text:
     """The fix for `driver`: its route's, else its engine's (the entry of its engine's driver
     class, pytest_frank.drivers.DRIVERS; an engine's driver on another route is still that
-    engine), else the generic one (also where no driver is known: the generic shape's).
-    `by_name`: an engine's words keyed by its name, the older form the tools claim's fixes
-    still use (tests/test_contract.py checks each name is an engine)."""
+    engine), else the generic one (also where no driver is known: the generic shape's)."""
     d = driver or OpenAIDriver()
     engine = DRIVERS.get(d.name)
     said = (api or {}).get(d.api)
     if said is None and engine is not None:
         said = (engines or {}).get(engine)
     if said is None:
-        said = by_name.get(d.name, generic)
+        said = generic
     return said(d) if callable(said) else said

@@ -27,7 +27,7 @@ from pytest_frank.claims.tools import (MARKUP, PARALLEL_FIX, PROMPTS, TOOLS, Car
                                        answered_in_text, call_reply_problems, carried,
                                        dropped_call_fix, no_call, tool_parser_fix)
 from pytest_frank.known_errors import known_fix
-from pytest_frank.observation import Failed, Observation
+from pytest_frank.observation import Unseen, Observation
 from pytest_frank.verdict import Text, fail
 
 THINK_TAGS = re.compile(r"</?think>|<\|channel\|>|<\|start\|>assistant")
@@ -163,7 +163,7 @@ def _conversations(target, kind: str, stream=False, parallel=None) -> Conversati
     found = Conversations(kind=kind, trials=trials, steps=opts.steps)
     if any(answered_in_text(turns[0].reply) for turns in trials if opts.steps):
         seen = target.need(carried)
-        found.carried = None if isinstance(seen, Failed) else seen
+        found.carried = None if isinstance(seen, Unseen) else seen
     return found
 
 

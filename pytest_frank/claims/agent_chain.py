@@ -24,7 +24,7 @@ from pytest_frank.claims import agent
 from pytest_frank.claims.agent import Options, Problem, Turn, answer_problem, held
 from pytest_frank.claims.replies import one_line
 from pytest_frank.claims.tools import PROMPTS, TOOLS
-from pytest_frank.observation import Failed, Observation
+from pytest_frank.observation import Unseen, Observation
 from pytest_frank.verdict import fail
 
 # What Codex offers beside its functions: OpenAI's hosted search, and a freeform tool.
@@ -86,7 +86,7 @@ def chain(target) -> Chain:
                     reply=think_through(target, req))
 
     plain = target.need(agent.plain)
-    turns = [] if isinstance(plain, Failed) else plain.trials[0]
+    turns = [] if isinstance(plain, Unseen) else plain.trials[0]
     if len(turns) > 1 and turns[0].reply.calls:
         found.plain, found.twin = turns[0], turns[1]
         found.array = ask("", [_as_parts(item) for item in turns[1].sent])

@@ -22,7 +22,7 @@ from pytest_frank.claims.replies import one_line
 from pytest_frank.claims.tools import PROMPTS, TOOLS
 from pytest_frank.drivers.openai_chat import ChatWire, agent_history
 from pytest_frank.local.render import render
-from pytest_frank.observation import Failed, Observation
+from pytest_frank.observation import Unseen, Observation
 from pytest_frank.verdict import fail, inconclusive
 from pytest_frank.wire import Call, Reply
 
@@ -71,7 +71,7 @@ def rendered(target) -> Rendered:
         found.status = ex.status
         found.said = driver.error_message(ex) or ex.error or ex.snippet(200)
     shape = target.need(slot_shape)
-    if not isinstance(shape, Failed) and shape.failure is None:
+    if not isinstance(shape, Unseen) and shape.failure is None:
         found.template = driver.served_template(shape.payloads)[0]
     found.here = render(found.template, sent, TOOLS) if found.template else None
     return found

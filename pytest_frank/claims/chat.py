@@ -23,7 +23,7 @@ from pytest_frank.claims.replies import (THINK_TAGS, one_line, reasoning_parser_
 from pytest_frank.claims.tools import forced_tools_fix
 from pytest_frank.drivers import LlamaCppDriver, VllmDriver
 from pytest_frank.drivers.protocols import Facts
-from pytest_frank.observation import Failed, Observation
+from pytest_frank.observation import Unseen, Observation
 from pytest_frank.target import first_and_alone
 from pytest_frank.verdict import Phrase, Text, fail, inconclusive
 
@@ -121,7 +121,7 @@ def _template(target) -> Template:
     from pytest_frank.probes import slot_shape
 
     shape = target.need(slot_shape)
-    payloads = {} if isinstance(shape, Failed) else shape.payloads
+    payloads = {} if isinstance(shape, Unseen) else shape.payloads
     served, end = target.driver.served_template(payloads)
     found = Template(served=served, end_token=end)
     path = target.driver.served_model_path(payloads)

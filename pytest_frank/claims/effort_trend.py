@@ -16,7 +16,7 @@ from pytest_frank.checks import Check, Context
 from pytest_frank.claims.effort_map import LEVELS
 from pytest_frank.claims.reasoning_effort import Options, map_fix, supported, template_message
 from pytest_frank.claims.replies import one_line, require_answer
-from pytest_frank.observation import Failed, Observation
+from pytest_frank.observation import Unseen, Observation
 from pytest_frank.verdict import fail, inconclusive
 
 PROMPT = ("How many of the whole numbers from 1 to 30 are prime? Think it through, then answer "
@@ -51,7 +51,7 @@ def trend(target) -> Trend:
               for lv, value in ordered(opts.map)]
     found = Trend(levels=levels, max_tokens=opts.max_tokens)
     shape = target.need(slot_shape)
-    if not isinstance(shape, Failed) and shape.failure is None:
+    if not isinstance(shape, Unseen) and shape.failure is None:
         found.reads = driver.template_caps(shape.payloads).get("reasoning_effort")
     return found
 

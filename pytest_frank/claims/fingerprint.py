@@ -251,7 +251,7 @@ def asked(target) -> Asked:
 def _build(target) -> str | None:
     from pytest_frank.identify import identity
 
-    build = getattr(target.need(identity), "build", None)  # a Failed has none
+    build = getattr(target.need(identity), "build", None)  # a Unseen has none
     return build if isinstance(build, str) else None
 
 

@@ -44,7 +44,7 @@ from pytest_frank.drivers import LlamaCppDriver, VllmDriver
 from pytest_frank.drivers.protocols import Facts, Wire
 from pytest_frank.figures import FIGURES, number
 from pytest_frank.known_errors import known_fix
-from pytest_frank.observation import Failed, Observation
+from pytest_frank.observation import Unseen, Observation
 from pytest_frank.probes import slot_shape
 from pytest_frank.target import TooSlow
 from pytest_frank.verdict import Phrase, Text, fail, inconclusive
@@ -183,7 +183,7 @@ def request(out: Ladder, index: int, driver: Wire, max_tokens: int) -> Request:
 def reported_slots(target) -> tuple[int | None, str]:
     """The slots the endpoint says it serves at once, and where it says so."""
     shape = target.need(slot_shape)
-    if isinstance(shape, Failed) or not shape.count:
+    if isinstance(shape, Unseen) or not shape.count:
         return None, ""
     return shape.count, shape.source
 

@@ -710,6 +710,8 @@ CONTEXT_LIMIT = Check("test_params_context_limit", "params", over_context, judge
                       applies=_asked("context_limit"))
 COUNT_TOKENS = Check("test_params_count_tokens", "params", counted, judge_count_tokens,
                      applies=_asked("count_tokens"))
+
+
 def _counted(opts: Options, driver) -> str | None:
     """Asked on the chat route where the engine counts a conversation or renders it."""
     if not opts.prompt_tokens:

@@ -18,7 +18,7 @@ from pytest_frank.claims.replies import (one_line, reasoning_parser_fix, require
 from pytest_frank.claims.tools import forced_tools_fix
 from pytest_frank.drivers import AnthropicDriver, LlamaCppDriver, VllmDriver
 from pytest_frank.drivers.protocols import Facts
-from pytest_frank.observation import Failed, Observation
+from pytest_frank.observation import Unseen, Observation
 from pytest_frank.probes import slot_shape
 from pytest_frank.verdict import Phrase, Text, fail
 
@@ -67,7 +67,7 @@ def _ask(target, mode: str) -> Thought:
 
 def _thinks(target) -> tuple[bool, str] | None:
     shape = target.need(slot_shape)
-    return None if isinstance(shape, Failed) else target.driver.template_thinks(shape.payloads)
+    return None if isinstance(shape, Unseen) else target.driver.template_thinks(shape.payloads)
 
 
 def _streamed_alone(target) -> Thought:
@@ -83,18 +83,18 @@ def answer(target) -> Thought:
     if _unthinking(thought):  # the facts that name the cause: the template, the stream
         thought.thinks = _thinks(target)
         twin = target.need(_streamed_alone)
-        thought.twin = None if isinstance(twin, Failed) else twin
+        thought.twin = None if isinstance(twin, Unseen) else twin
     return thought
 
 
 def streamed(target) -> Thought:
     alone = target.need(_streamed_alone)
-    if isinstance(alone, Failed):
+    if isinstance(alone, Unseen):
         return Thought(mode="streamed", reply=Reply(problem=alone.failure), max_tokens=0)
     thought = Thought(mode="streamed", reply=alone.reply, max_tokens=alone.max_tokens,
                       exchanges=list(alone.exchanges))
     plain = target.need(answer)
-    thought.plain = None if isinstance(plain, Failed) else plain
+    thought.plain = None if isinstance(plain, Unseen) else plain
     if _unthinking(thought):
         thought.thinks = _thinks(target)
     return thought

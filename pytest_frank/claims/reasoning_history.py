@@ -35,7 +35,7 @@ from pytest_frank.drivers.protocols import Facts, Wire
 from pytest_frank.drivers.openai_chat import agent_history
 from pytest_frank.known_errors import known_fix
 from pytest_frank.local.render import render
-from pytest_frank.observation import Failed, Observation
+from pytest_frank.observation import Unseen, Observation
 from pytest_frank.verdict import Text, fail, inconclusive, not_applicable
 from pytest_frank.wire import Call, Reply
 
@@ -123,7 +123,7 @@ def _keeps(target, tag: str, result: str) -> tuple[bool, str] | None:
     from pytest_frank.probes import slot_shape
 
     shape = target.need(slot_shape)
-    if isinstance(shape, Failed) or shape.failure is not None:
+    if isinstance(shape, Unseen) or shape.failure is not None:
         return None
     template = target.driver.served_template(shape.payloads)[0]
     if template is None:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Claim, option
 from pytest_frank.claims import Options as ClaimOptions
-from pytest_frank.observation import Failed, Observation
+from pytest_frank.observation import Unseen, Observation
 from pytest_frank.verdict import fail
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ def drift(target: Target) -> Drift:
     from pytest_frank import serve
 
     read = target.need(config)
-    if isinstance(read, Failed) or read.command is None:
+    if isinstance(read, Unseen) or read.command is None:
         return Drift(failure=read.failure, fix=read.fix)
     driver: Routes = target.driver  # the drift check reads the engine's routes alone
     live = {}

@@ -17,7 +17,7 @@ from pytest_frank.claims.replies import one_line, require_answer
 from pytest_frank.drivers import LlamaCppDriver, VllmDriver
 from pytest_frank.drivers.protocols import Facts
 from pytest_frank.figures import COUNT, number
-from pytest_frank.observation import Failed, Observation
+from pytest_frank.observation import Unseen, Observation
 from pytest_frank.probes import SlotShape
 from pytest_frank.probes import slot_shape as shape
 from pytest_frank.verdict import Alt, Phrase, Text, fail, inconclusive
@@ -112,7 +112,7 @@ def filled(target) -> Filled:
     the context the endpoint reports per slot), less the template's room, by the server's own
     count where it has one; a few tokens of answer."""
     opts, seen = Options.on(target.endpoint), target.need(shape)
-    reported = None if isinstance(seen, Failed) else seen
+    reported = None if isinstance(seen, Unseen) else seen
     out = Filled(ctx_train=reported.ctx_train if reported else None)
     if opts.ctx_per_slot:
         out.claimed, out.claimed_by = opts.ctx_per_slot, "expect.slots.ctx_per_slot"

@@ -17,7 +17,7 @@ from pytest_frank.checks import Check, Context
 from pytest_frank.claims import Claim, option
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.advice import advise
-from pytest_frank.observation import Failed, Observation
+from pytest_frank.observation import Unseen, Observation
 from pytest_frank.target import first_and_alone
 from pytest_frank.claims import slots
 from pytest_frank.known_errors import known_fix
@@ -122,7 +122,7 @@ def drafting(target: Target) -> Drafting:
     with target.exclusive():
         obs = Drafting(before=metrics.scrape(target, driver.metrics_path),
                        max_tokens=opts.max_tokens,
-                       configured=None if isinstance(shape, Failed) or not shape.seen
+                       configured=None if isinstance(shape, Unseen) or not shape.seen
                        else driver.speculative_live(shape.payloads))
         for _ in range(ASKS):
             reply = send(target, Request(PROMPT, opts.max_tokens))
@@ -360,7 +360,7 @@ def lossless(target: Target) -> Twins:
                              f"endpoint of this fleet", fix="name a non-drafting twin's entry")
     mine, theirs = target.need(greedy), twin.need(greedy)
     for side, obs in ((target.name, mine), (name, theirs)):
-        if isinstance(obs, Failed):
+        if isinstance(obs, Unseen):
             return Twins(failure=f"{side}: {obs.failure}")
     assert isinstance(mine, Twins) and isinstance(theirs, Twins)
     return Twins(drafted=mine.drafted, reference=theirs.drafted)

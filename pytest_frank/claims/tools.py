@@ -25,8 +25,9 @@ from pytest_frank.claims.replies import (cut_while_thinking, dropped_answer_fix,
                                          require_stream_agrees, require_thinking_ended,
                                          thinking_spent)
 from pytest_frank import schema_errors
-from pytest_frank.observation import Failed, Observation
+from pytest_frank.observation import Unseen, Observation
 from pytest_frank.probes import slot_shape
+from pytest_frank.drivers import AnthropicDriver, LlamaCppDriver, SglangDriver, VllmDriver
 from pytest_frank.drivers.base import Driver
 from pytest_frank.verdict import Alt, Phrase, Text, fail, inconclusive
 
@@ -140,7 +141,7 @@ class Carried(Observation):
 def carried(target) -> Carried:
     """Asked where a call was forced and text came back: whether the tools reached the model."""
     shape = target.need(slot_shape)
-    caps = None if isinstance(shape, Failed) else target.driver.template_caps(
+    caps = None if isinstance(shape, Unseen) else target.driver.template_caps(
         shape.payloads).get("tools")
     counts = [send(target, Request(PROMPTS["required"], 1, tools=tools, tool_choice=choice))
               for tools, choice in ((TOOLS, "auto"), (None, None))]
@@ -172,7 +173,7 @@ def _run(target, kind: str, choice, trials: int | None = None, stream=False, par
     found = Trials(kind=kind, replies=replies, max_tokens=opts.max_tokens)
     if choice not in (None, "auto") and any(answered_in_text(r) for r in replies):
         seen = target.need(carried)
-        found.carried = None if isinstance(seen, Failed) else seen
+        found.carried = None if isinstance(seen, Unseen) else seen
     return found
 
 
@@ -783,28 +784,29 @@ def tool_parser_fix(driver: Driver, leaked: str = "") -> Text:
         driver, "turn on the server's tool-call parser for this model's format (vLLM "
                 "--enable-auto-tool-choice --tool-call-parser <name>; llama.cpp --jinja with the "
                 "model's own template)",
-        llamacpp=lambda d: Phrase("llama.cpp reads the tool-call format from the chat template: "
-                                  "serve ", Alt("with ", d.flags["jinja"], " and "), "the model's "
-                                  "own template (", d.flags["template"], ") so the autoparser "
-                                  "recognises the model's tool markup"),
-        vllm=lambda d: f"{d.start}--enable-auto-tool-choice --tool-call-parser <the parser for "
-                       "the model's format: hermes, qwen3_xml, qwen3_coder, ...>; a wrong parser "
-                       "leaves the call in content",
-        sglang=lambda d: f"{d.start}--tool-call-parser <the parser for the model's format, e.g. "
-                         "qwen25, qwen3_coder>; a wrong parser leaves the call in content",
-        anthropic="the proxy passes tool calls through only when the upstream parses them: turn "
-                  "on the upstream's tool-call parser (llama.cpp --jinja with the model's "
-                  "template, vLLM --tool-call-parser)")
+        {LlamaCppDriver: lambda d: Phrase("llama.cpp reads the tool-call format from the chat "
+                                          "template: serve ", Alt("with ", d.flags["jinja"], " and "),
+                                          "the model's own template (", d.flags["template"], ") so "
+                                          "the autoparser recognises the model's tool markup"),
+         VllmDriver: lambda d: f"{d.start}--enable-auto-tool-choice --tool-call-parser <the parser "
+                               "for the model's format: hermes, qwen3_xml, qwen3_coder, ...>; a "
+                               "wrong parser leaves the call in content",
+         SglangDriver: lambda d: f"{d.start}--tool-call-parser <the parser for the model's format, "
+                                 "e.g. qwen25, qwen3_coder>; a wrong parser leaves the call in content",
+         AnthropicDriver: "the proxy passes tool calls through only when the upstream parses them: "
+                          "turn on the upstream's tool-call parser (llama.cpp --jinja with the "
+                          "model's template, vLLM --tool-call-parser)"})
 
 
 def tools_template_fix(driver: Driver) -> Text:
     return advise(
         driver, "serve a model whose chat template renders tools (or give this model one that "
                 "does), or turn expect.tools (and expect.agent) off for this endpoint",
-        llamacpp=lambda d: Phrase("serve a model whose own template renders tools (llama.cpp "
-                                  "reads chat_template_caps.supports_tools from it), or give this "
-                                  "model a template that does (", d.flags["template"], "); else "
-                                  "turn expect.tools (and expect.agent) off for this endpoint"))
+        {LlamaCppDriver: lambda d: Phrase("serve a model whose own template renders tools "
+                                          "(llama.cpp reads chat_template_caps.supports_tools from "
+                                          "it), or give this model a template that does (",
+                                          d.flags["template"], "); else turn expect.tools (and "
+                                          "expect.agent) off for this endpoint")})
 
 
 def forced_tools_fix(driver: Driver) -> Text:
@@ -813,8 +815,8 @@ def forced_tools_fix(driver: Driver) -> Text:
         driver, "something forces tool-call output on every request: drop a server-wide grammar "
                 "(llama.cpp --grammar-file) or structured-output default and pass grammars per "
                 "request",
-        llamacpp="drop --grammar-file from the server command: a global grammar forces tool-call "
-                 "output on plain chat (pass grammars per request)",
-        vllm="something forces tool-call output on plain chat: check for a server-wide "
-             "structured-output default (--guided-decoding-*, generation config) or a template "
-             "that always emits a tool call")
+        {LlamaCppDriver: "drop --grammar-file from the server command: a global grammar forces "
+                         "tool-call output on plain chat (pass grammars per request)",
+         VllmDriver: "something forces tool-call output on plain chat: check for a server-wide "
+                     "structured-output default (--guided-decoding-*, generation config) or a "
+                     "template that always emits a tool call"})

@@ -1,5 +1,8 @@
-"""Engine drivers by name: the one place that knows how engines differ. `DRIVERS` is the engine
-list: the schema's `engine` values (and fleet.ENGINES) are written from it by docs/gen.py."""
+"""Engine drivers by name: the facts of each engine (its routes, its wire, its /metrics series,
+its server settings and how it is started), behind the capabilities claims ask for
+(drivers.protocols). What a claim advises per engine lives with the claim, keyed by driver class
+(claims.advice). `DRIVERS` is the engine list: docs/gen.py writes the schema's `engine` values
+from it, in its order, and fleet.ENGINES reads them back."""
 
 from __future__ import annotations
 

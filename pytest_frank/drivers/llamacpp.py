@@ -330,6 +330,7 @@ class LlamaCppDriver(OpenAIDriver):
         "glm45": ("<tool_call>", "<arg_key>", "<arg_value>"),
         "harmony": ("<|channel|>",),
         "deepseek_v31": ("<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>")})
+
     def call_family(self, payloads: dict) -> tuple[str, str] | None:
         template = (payloads.get("/props") or {}).get("chat_template")
         if not isinstance(template, str):

@@ -8,7 +8,6 @@ from pytest_frank.http import NO_KEY
 from pytest_frank.wire import Call, Logprob, Reads, Reply, Request, Unreadable, typed
 
 
-
 def client(endpoint, http_client, timeout: float):
     """The official openai client on the recorded HTTP client: chat and Responses routes alike."""
     import openai
@@ -16,6 +15,7 @@ def client(endpoint, http_client, timeout: float):
     return openai.OpenAI(base_url=endpoint.api_base, api_key=endpoint.api_key or NO_KEY,
                          http_client=http_client, max_retries=0, timeout=timeout,
                          default_headers=dict(endpoint.headers) or None)
+
 
 def params(model: str, req: Request) -> dict[str, Any]:
     out: dict[str, Any] = {"model": model,

@@ -11,9 +11,8 @@ import tempfile
 from pathlib import Path
 
 from pytest_frank import redact
+from pytest_frank.fleet import DEFAULT_TIMEOUT
 from pytest_frank.init.survey import MARGIN, InitError, survey, with_serve
-
-DEFAULT_TIMEOUT = 30.0
 
 
 def parser() -> argparse.ArgumentParser:
@@ -57,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def build(args) -> str:
     """Survey every URL, render, validate, write; InitError before anything is written."""
-    from pytest_frank.init import render, serve_files
+    from pytest_frank.init import fleet_file, serve_files
 
     out = None if args.output == "-" else Path(args.output)
     if out is not None and out.exists() and not args.force:
@@ -84,8 +83,8 @@ def build(args) -> str:
         print(f"frank init: --serve {spec.get('unit') or spec.get('script') or spec['env']}: "
               f"{spec.get('unmatched') or 'its port matches no URL given'}; left out",
               file=sys.stderr)
-    text = render.render(surveys, key_env=args.api_key_env, all_models=args.all_models,
-                         out_name=out.name if out is not None else "fleet.yaml")
+    text = fleet_file.render(surveys, key_env=args.api_key_env, all_models=args.all_models,
+                             out_name=out.name if out is not None else "fleet.yaml")
     _validated(text, out_dir)
     if out is not None:
         _write(text, out, args.force)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pytest_frank.checks import Context
 from pytest_frank.claims import chat
 from pytest_frank.init.found import InitError
-from pytest_frank.observation import Failed
+from pytest_frank.observation import Unseen
 from pytest_frank.verdict import Failure, Inconclusive
 
 
@@ -16,7 +16,7 @@ def require_chat(target) -> None:
     model still thinking at the budget) lets the survey go on."""
     seen = target.need(chat.answer)
     try:
-        if isinstance(seen, Failed) or seen.failure:
+        if isinstance(seen, Unseen) or seen.failure:
             raise Failure(seen.failure or "the chat probe broke", seen.fix)
         chat.judge(seen, Context(target.endpoint, target.driver, chat.Options.on(target.endpoint)))
     except Inconclusive:

@@ -11,7 +11,7 @@ from pytest_frank.claims.clients.play import request_text
 from pytest_frank.claims.clients.profile import Choices
 from pytest_frank.claims.clients.registry import PROFILES
 from pytest_frank.init.found import Found
-from pytest_frank.observation import Failed
+from pytest_frank.observation import Unseen
 
 PROBE_TOKENS = 8
 BYTES_PER_TOKEN = 4  # where the server cannot count: a real tokenizer's usual rate on prose
@@ -25,7 +25,7 @@ def offer(target, found) -> None:
         found.notes["clients"] = "not written: coding clients send tools on every request"
         return
     shape = target.need(slot_shape)
-    context = None if isinstance(shape, Failed) else shape.ctx_per_slot
+    context = None if isinstance(shape, Unseen) else shape.ctx_per_slot
     answered: dict[str, str | None] = {}
     offered, left = [], []
     for name, profile in PROFILES.items():

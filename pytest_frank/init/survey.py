@@ -5,7 +5,7 @@ The same probes the battery runs: the fingerprint, health, the model list, the s
 driver's reading of the template, /metrics, one short generation, one forced tool call and the
 perf probe's speed runs. What a probe showed against a claim is kept too (Survey.notes), so the
 file says why a claim is not written. Nothing here is written down yet
-(pytest_frank.init.render does that)."""
+(pytest_frank.init.fleet_file does that)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from pytest_frank.fleet import Endpoint
 from pytest_frank.init import clients
 from pytest_frank.init.chat_gate import require_chat
 from pytest_frank.init.found import Found, InitError
-from pytest_frank.observation import Failed
+from pytest_frank.observation import Unseen
 
 MARGIN = 3.0  # perf bounds: a measured figure times this (or divided by it)
 TTFT_SLACK_S = 0.25  # and never closer than this to a measured first token
@@ -134,8 +134,8 @@ def _configured(target, found: Survey) -> None:
 
     driver = target.driver
     shape = target.need(slot_shape)
-    payloads = {} if isinstance(shape, Failed) else shape.payloads
-    if not isinstance(shape, Failed) and (shape.count or shape.ctx_per_slot):
+    payloads = {} if isinstance(shape, Unseen) else shape.payloads
+    if not isinstance(shape, Unseen) and (shape.count or shape.ctx_per_slot):
         value = {k: v for k, v in (("count", shape.count), ("ctx_per_slot", shape.ctx_per_slot))
                  if v}
         found.claims["slots"] = Found(value, f"from {shape.source}")
@@ -163,7 +163,7 @@ def _configured(target, found: Survey) -> None:
             found.claims["spec_decode"] = Found(True, f"/metrics has {series.source}")
     model = driver.served_model_path(payloads)
     if model:
-        _vram(found, model, None if isinstance(shape, Failed) else shape)
+        _vram(found, model, None if isinstance(shape, Unseen) else shape)
 
 
 def _vram(found: Survey, model: str, shape) -> None:
@@ -279,7 +279,7 @@ def _none(target, found: Survey) -> None:
 
     seen = target.need(contract.tool_choice_none)
     try:
-        if isinstance(seen, Failed):
+        if isinstance(seen, Unseen):
             raise Failure(seen.failure or "the probe broke")
         contract.NONE.judge(seen, Context(target.endpoint, target.driver,
                                           tools.Options.on(target.endpoint)))
@@ -331,7 +331,7 @@ def _payloads(target) -> dict:
     from pytest_frank.probes import slot_shape
 
     shape = target.need(slot_shape)
-    return {} if isinstance(shape, Failed) else shape.payloads
+    return {} if isinstance(shape, Unseen) else shape.payloads
 
 
 def _perf(target, found: Survey, margin: float) -> None:

@@ -306,6 +306,7 @@ def estimate(model: ModelShape, settings: Settings, *, draft: ModelShape | int |
         notes.extend(f"draft: {n}" for n in draft.notes)
         draft_kv = (draft_cache(draft.kv_layers, ctx_draft)
                     + draft.recurrent_layers * draft.recurrent_state_per_layer * s.n_parallel)
+
     def loaded(shape: ModelShape) -> int:
         return shape.weights - (0 if mtp else shape.nextn_weights)
 

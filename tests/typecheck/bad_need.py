@@ -1,5 +1,5 @@
 """Read by tests/test_types.py, never run: a probe's observation read without handling the
-`Failed` that `Target.need` may give instead. The type checker must reject it."""
+`Unseen` that `Target.need` may give instead. The type checker must reject it."""
 
 from __future__ import annotations
 

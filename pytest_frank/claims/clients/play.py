@@ -14,7 +14,7 @@ from pytest_frank.claims.clients.filler import example_arguments
 from pytest_frank.claims.clients.options import Options
 from pytest_frank.claims.clients.profile import First, Profile
 from pytest_frank.claims.clients.registry import PROFILES
-from pytest_frank.observation import Failed, Observation
+from pytest_frank.observation import Unseen, Observation
 from pytest_frank.probes import slot_shape
 
 # A refusal that names the prompt's tokens: llama.cpp's "request (73695 tokens) exceeds the
@@ -52,7 +52,7 @@ def play(target, case: str) -> Played:
     first = profile.first(choices)
     found = Played(client=case, first=first)
     shape = target.need(slot_shape)
-    if not isinstance(shape, Failed):
+    if not isinstance(shape, Unseen):
         found.context, found.slots = shape.ctx_per_slot, shape.count
     found.wait = min(max(target.timeout, profile.first_answer_s), http.FIRST_ANSWER_MAX_S)
     with http.first_answer_within(found.wait):
