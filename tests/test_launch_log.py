@@ -179,6 +179,24 @@ def test_a_run_of_lines_alike_but_for_numbers_is_one_line_and_a_count(tmp_path):
     assert llama_log.collapsed("a 1\na 2\nb") == "a 1\na 2\nb"  # two alike stay as they are
 
 
+def test_a_cycle_of_two_lines_repeated_per_request_is_folded_too():
+    """llama.cpp writes a pair per request on a slot that reuses its cache; alternating, no two
+    neighbours are alike, and the pair filled 60% of a report."""
+    pairs = [line for i in range(30) for line in (
+        f"0.01.{i:03d}.000 W slot update_slots: id  0 | task {i} | need to evaluate at least 1 "
+        f"token for each active slot (n_past = {70 + i}, task.n_tokens() = {70 + i})",
+        f"0.01.{i:03d}.001 W slot update_slots: id  0 | task {i} | n_past was set to {69 + i}")]
+    text = "\n".join(["0.00.000.001 I srv  init: build_info: b1", *pairs,
+                      "0.02.000.000 E ctx exceeds the available context size"])
+    assert llama_log.collapsed(text).split("\n") == [
+        "0.00.000.001 I srv  init: build_info: b1", *pairs[:2],
+        "[56 more line(s) like these]", *pairs[-2:],
+        "0.02.000.000 E ctx exceeds the available context size"]
+    # two cycles stay as they are; a run of one line is still one line and a count
+    assert llama_log.collapsed("a 1\nb 1\na 2\nb 2\nc") == "a 1\nb 1\na 2\nb 2\nc"
+    assert llama_log.collapsed("a 1\na 2\na 3\na 4") == "a 1\n[2 more line(s) like these]\na 4"
+
+
 def test_the_markdown_keeps_the_note_that_the_log_is_shared():
     from pytest_frank.markdown import _log_tail
 

@@ -48,25 +48,40 @@ MIXED = ("[one llama.cpp log per process: lines of the servers launched beside t
 def collapsed(text: str) -> str:
     """A run of lines alike but for their numbers ("n_past was set to 63", "... 64", one per
     request) as its first line, how many like it came between, and its last: one such run
-    filled most of a report, and hid the lines around it."""
+    filled most of a report, and hid the lines around it. A cycle of two or three lines repeated
+    alike (llama.cpp's "need to evaluate at least 1 token ..." then "n_past was set to ...", each
+    request) folds the same way, its first and last cycle kept whole."""
+    lines = text.split("\n")
+    shapes = [_shape(line) if line.strip() else None for line in lines]
     out: list[str] = []
-    run: list[str] = []
-
-    def flush() -> None:
-        if len(run) > 2:
-            out.extend([run[0], f"[{len(run) - 2} more line(s) like these]", run[-1]])
+    i = 0
+    while i < len(lines):
+        times, period = _repeats(shapes, i)
+        if times > 2:
+            out.extend(lines[i:i + period])
+            out.append(f"[{(times - 2) * period} more line(s) like these]")
+            out.extend(lines[i + (times - 1) * period:i + times * period])
+            i += times * period
         else:
-            out.extend(run)
-        run.clear()
-
-    for line in text.split("\n"):
-        if run and line.strip() and _shape(line) == _shape(run[0]):
-            run.append(line)
-            continue
-        flush()
-        run.append(line)
-    flush()
+            out.append(lines[i])
+            i += 1
     return "\n".join(out)
+
+
+def _repeats(shapes: list[str | None], at: int) -> tuple[int, int]:
+    """How many times the cycle of 1, 2 or 3 line shapes at `at` repeats back to back, and its
+    length: the cycle that covers the most lines (the shortest where they tie)."""
+    best = (1, 1)
+    for period in (1, 2, 3):
+        cycle = shapes[at:at + period]
+        if len(cycle) < period or None in cycle:
+            break
+        times = 1
+        while shapes[at + times * period:at + (times + 1) * period] == cycle:
+            times += 1
+        if times > 2 and times * period > best[0] * best[1]:
+            best = (times, period)
+    return best
 
 
 def _shape(line: str) -> str:
