@@ -68,7 +68,10 @@ class Proxy:
         # An upstream closed under a request still in flight (a server stopped after its test)
         # ends that request quietly: socketserver's traceback would land in a later test's output.
         self._server.handle_error = lambda request, client_address: None
-        self._client = httpx.Client(timeout=120)
+        # A fresh upstream connection per request: a kept-alive one that llama.cpp closed as it
+        # went idle failed the next request's send, and the client saw this proxy break the
+        # connection with no answer (a healthy streamed agent turn failed once that way).
+        self._client = httpx.Client(timeout=120, limits=httpx.Limits(max_keepalive_connections=0))
 
     @property
     def url(self) -> str:
