@@ -43,6 +43,14 @@ def run(run_fleet, url: str, expect: dict):
                      "-p", "no:randomly", "--frank-json=run.json")
 
 
+def ten_ladders(run_fleet, url: str, expect: dict):
+    """Ten endpoints on one server, each asking a small ladder beside `expect`, run together."""
+    fleet = {"endpoints": {f"ep{i}": {"url": url, "engine": "llamacpp", "timeout": PATIENT,
+                                      "expect": {"load": SMALL, **expect}}
+                           for i in range(10)}}
+    return run_fleet(fleet, "-m", "load", "-p", "no:randomly", "--frank-json=run.json")
+
+
 def test_llamacpp_with_four_slots_passes_at_1_2_and_4_in_flight(llama, run_fleet, pytester):
     server = llama(**SERVER)
     result = run(run_fleet, server.url, {"load": True, "tools": True, "reasoning": True})
@@ -64,11 +72,7 @@ def test_ten_healthy_ladders_at_once_never_fail(llama, run_fleet, pytester):
     """Ten endpoints on the one 4-slot server, their ladders together: llama.cpp queues what it
     cannot run at once, and every reply is still whole and its own."""
     server = llama(**SERVER)
-    fleet = {"endpoints": {f"ep{i}": {"url": server.url, "engine": "llamacpp",
-                                      "timeout": PATIENT,
-                                      "expect": {"load": SMALL, "tools": True, "reasoning": True}}
-                           for i in range(10)}}
-    result = run_fleet(fleet, "-m", "load", "-p", "no:randomly", "--frank-json=run.json")
+    result = ten_ladders(run_fleet, server.url, {"tools": True, "reasoning": True})
     result.assert_outcomes(passed=10)
     for row in rows(pytester).values():
         said = "\n".join(row["notes"])
@@ -150,11 +154,7 @@ def test_ten_ladders_with_an_image_request_in_their_bursts_pass_by_the_colour_na
     """Ten endpoints on one 4-slot `selftest:vision` server, each ladder with its own image
     (a colour drawn for each) in flight beside the others' requests."""
     server = llama(**SIGHTED)
-    fleet = {"endpoints": {f"ep{i}": {"url": server.url, "engine": "llamacpp",
-                                      "timeout": PATIENT,
-                                      "expect": {"load": SMALL, "vision": True}}
-                           for i in range(10)}}
-    result = run_fleet(fleet, "-m", "load", "-p", "no:randomly", "--frank-json=run.json")
+    result = ten_ladders(run_fleet, server.url, {"vision": True})
     result.assert_outcomes(passed=10)
     for row in rows(pytester).values():
         said = "\n".join(row["notes"])
