@@ -22,9 +22,14 @@ ARGS = ("-m", "perf", "-k", "ttft or decode")
 AGAINST = ("--frank-baseline=first.json", "--frank-fail-on-regression", *ARGS)
 
 
-def decode(path) -> str:
+def tok_s(path) -> dict:
     (figure,) = [r["figures"]["tok_s"] for r in json.loads(path.read_text())["rows"]
                  if "tok_s" in r["figures"]]
+    return figure
+
+
+def decode(path) -> str:
+    figure = tok_s(path)
     return f"{figure['value']} tok/s (runs {figure['runs']})"
 
 
@@ -53,5 +58,10 @@ def test_a_loaded_rerun_is_no_regression_and_a_real_slowdown_is(llama, run_fleet
     slow.stdout.fnmatch_lines(["*= frank regressions since the baseline =*",
                                "test_perf_decode[[]ep[]]: decode speed * -> * tok/s (down *%, "
                                "tolerance 30%)"])
+    # The drop said is the one the two records hold, and at least the pace's 40% less its
+    # tolerance: how far past 40% it goes is the machine's (the suite's other workers slow the
+    # paced proxy too), so no upper bound is asserted on it.
     drop = int(slow.stdout.str().split("(down ", 1)[1].split("%", 1)[0])
-    assert 30 <= drop <= 50, drop
+    before, after = (tok_s(pytester.path / f"{run}.json")["value"] for run in ("first", "slow"))
+    assert abs(drop - round(100 * (before - after) / before)) <= 1, (drop, before, after)
+    assert drop >= 30, drop
