@@ -15,7 +15,7 @@ from test_docs import load_gen
 import pytest_frank.batteries as battery
 import pytest_frank.drivers
 from pytest_frank.local import launch
-from pytest_frank.checks import Check
+from pytest_frank.claims.checks import Check
 from pytest_frank.claims import CLAIMS, Options, built_in, options_type
 from pytest_frank.drivers import DRIVERS
 from pytest_frank.fleet import ENGINES, schema
@@ -65,7 +65,7 @@ def test_schema_launch_keys_are_the_launcher_keys():
 def test_the_schemas_claim_keys_are_written_from_the_claims():
     # The options' `option`s are the schema: fleet.schema.json holds what docs/gen.py writes.
     gen = load_gen()
-    text = (ROOT / "pytest_frank" / "fleet.schema.json").read_text(encoding="utf-8")
+    text = (ROOT / "pytest_frank" / "fleet" / "fleet.schema.json").read_text(encoding="utf-8")
     assert gen.schema_text(gen.with_expect(json.loads(text))) == text, \
         "run `python docs/gen.py`: fleet.schema.json's `$defs.expect` is stale"
 
@@ -74,7 +74,7 @@ def test_the_schemas_engines_are_written_from_the_driver_registry():
     # An engine is declared once, by its driver: the schema (and fleet.ENGINES, read from it)
     # holds what docs/gen.py writes from DRIVERS.
     gen = load_gen()
-    text = (ROOT / "pytest_frank" / "fleet.schema.json").read_text(encoding="utf-8")
+    text = (ROOT / "pytest_frank" / "fleet" / "fleet.schema.json").read_text(encoding="utf-8")
     assert gen.schema_text(gen.with_engines(json.loads(text))) == text, \
         "run `python docs/gen.py`: fleet.schema.json's endpoint `engine` list is stale"
 

@@ -20,7 +20,7 @@ from pytest_frank.claims import BUILT_IN, CLAIMS
 pytestmark = pytest.mark.real
 
 ROOT = Path(__file__).resolve().parent.parent
-SCHEMA = json.loads((ROOT / "pytest_frank" / "fleet.schema.json").read_text())
+SCHEMA = json.loads((ROOT / "pytest_frank" / "fleet" / "fleet.schema.json").read_text())
 
 
 def load_gen():

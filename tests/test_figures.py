@@ -1,4 +1,4 @@
-"""The figure registry (pytest_frank/figures.py) is the one place a figure is declared: every
+"""The figure registry (pytest_frank/base/figures.py) is the one place a figure is declared: every
 figure the package records is in it, and what reads figures (the baseline, the charts, the
 Prometheus metrics, the fleet schema's `regression` block) follows it."""
 
@@ -13,12 +13,13 @@ from pathlib import Path
 import pytest
 
 import pytest_frank
-from pytest_frank import figures, glance, prometheus
-from pytest_frank.baseline import Tolerances, compare
+from pytest_frank.base import figures
+from pytest_frank.reports import glance, prometheus
+from pytest_frank.reports.baseline import Tolerances, compare
 from pytest_frank.claims import fingerprint
-from pytest_frank.figures import FIGURES, TOLERANCES, lookup
-from pytest_frank.results import Row, Run
-from pytest_frank.verdict import Verdict
+from pytest_frank.base.figures import FIGURES, TOLERANCES, lookup
+from pytest_frank.record.results import Row, Run
+from pytest_frank.runtime.verdict import Verdict
 
 pytestmark = pytest.mark.unit
 
@@ -57,7 +58,7 @@ def test_every_figure_a_run_records_is_in_the_registry():
         elif not (isinstance(name, ast.Call) and isinstance(name.func, ast.Attribute)
                   and name.func.attr == "at"):
             astray.append(f"{path}:{line}: {ast.unparse(name)} (not an entry's name)")
-    assert not astray, "figures not in pytest_frank/figures.py FIGURES: " + "; ".join(astray)
+    assert not astray, "figures not in pytest_frank/base/figures.py FIGURES: " + "; ".join(astray)
 
 
 def test_a_levelled_name_is_its_entry_and_level():
@@ -88,7 +89,7 @@ def test_the_schemas_regression_block_is_the_registrys():
     spec = importlib.util.spec_from_file_location("docs_gen", CHECKOUT / "docs" / "gen.py")
     gen = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gen)
-    text = (PACKAGE / "fleet.schema.json").read_text()
+    text = (PACKAGE / "fleet" / "fleet.schema.json").read_text()
     assert gen.schema_text(gen.with_regression(json.loads(text))) == text, \
         "run `python docs/gen.py`: fleet.schema.json's regression keys are stale"
     said = json.loads(text)["$defs"]["endpoint"]["properties"]["regression"]["description"]

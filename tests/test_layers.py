@@ -17,21 +17,21 @@ pytestmark = pytest.mark.unit
 
 PACKAGE = Path(pytest_frank.__file__).parent
 
-# Layer order, first to last; a module's layer is its longest listed prefix.
+# Layer order, first to last: each layer is its folders, and a module's layer is the folder it sits
+# in under pytest_frank/ (its first name there). Only the package's face sits at the root.
 LAYERS = {
-    # helpers that import nothing of the package beyond each other; "": the package's face
-    "base": ["", "state", "redact", "hosts", "figures", "schema_errors", "hooks", "shard"],
-    "config": ["fleet"],
-    "runtime": ["http", "observation", "verdict", "wire", "target", "session", "probes", "chat",
-                "metrics", "drivers", "identify", "interrupt", "gguf", "vram", "local",
-                "serve", "xdist_scheduling", "cli", "sizing", "known_errors"],
-    # checks: the judge contract each claim is written to; init: a fleet file from the probes
-    "claims": ["claims", "checks", "init"],
-    "record": ["results"],  # the run record: the glue writes it, the reports read it
-    # stash: the run's keys on pytest's config; junit: pytest's own XML, renamed
-    "glue": ["stash", "plugin", "session_hooks", "endpoint", "rows", "junit", "batteries"],
-    "reports": ["reporting", "page", "markdown", "baseline", "prometheus", "glance", "charts",
-                "history", "writers", "merge"],
+    "base": ["base"],  # helpers that import nothing of the package beyond each other
+    "config": ["fleet"],  # fleet.yaml, its schema and its usage errors
+    "transport": ["transport"],  # capped HTTP, the reply shapes, /metrics: no engine, no claim
+    # the runtime that probes and judges; beside it the engines' drivers and the tools they use
+    "runtime": ["runtime", "drivers", "gguf", "vram", "local", "serve"],
+    # claims: each claim and the judge contract they are written to; init: a fleet file
+    "claims": ["claims", "init"],
+    "record": ["record"],  # the run record: the glue writes it, the reports read it
+    "glue": ["plugin", "batteries"],  # the pytest plugin and the battery it runs
+    "reports": ["reports"],
+    # the public API (`__init__`, whose names import lazily) and the `frank` command
+    "face": ["", "cli"],
 }
 ORDER = list(LAYERS)
 NOT_FROM = {"reports": {"glue"}}  # a report reads the record, not the session that wrote it
@@ -39,12 +39,11 @@ NOT_FROM = {"reports": {"glue"}}  # a report reads the record, not the session t
 
 def layer_of(module: str, layers: dict[str, list[str]] = LAYERS) -> str:
     name = module.removeprefix("pytest_frank").lstrip(".")
-    best = max(((p, layer) for layer, prefixes in layers.items() for p in prefixes
-                if name == p or (p and name.startswith(p + "."))), default=None,
-               key=lambda x: len(x[0]))
-    if best is None:
-        raise AssertionError(f"{module} is in no layer: add it to LAYERS")
-    return best[1]
+    top = name.split(".", 1)[0]
+    found = [layer for layer, folders in layers.items() if top in folders]
+    if not found or (name != top and top in layers["face"]):
+        raise AssertionError(f"{module} is in no layer: put it in a layer's folder (LAYERS)")
+    return found[0]
 
 
 def module_name(path: Path, package: Path = PACKAGE) -> str:
@@ -126,12 +125,27 @@ def test_every_module_has_a_layer():
         layer_of(module_name(path))
 
 
+def test_each_layer_is_its_folders():
+    """The root holds the face alone; every other module is in a folder, and each folder is
+    a layer's (or the battery, which an install maps in)."""
+    folders = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+    listed = {f for fs in LAYERS.values() for f in fs if f not in LAYERS["face"]}
+    assert folders - {"batteries"} == listed - {"batteries"}
+    flat = {p.stem for p in PACKAGE.glob("*.py")} - {"__init__", *LAYERS["face"]}
+    assert not flat, f"modules at the package root: {sorted(flat)}: put each in its layer's folder"
+
+
 def test_a_module_in_no_layer_fails():
-    assert layer_of("pytest_frank") == "base" and layer_of("pytest_frank.drivers.vllm") == "runtime"
+    assert layer_of("pytest_frank") == "face" and layer_of("pytest_frank.drivers.vllm") == "runtime"
+    assert layer_of("pytest_frank.runtime.verdict") == "runtime"
     with pytest.raises(AssertionError, match="pytest_frank.planted is in no layer"):
         layer_of("pytest_frank.planted")
     with pytest.raises(AssertionError, match="pytest_frank.fleetwood is in no layer"):
         layer_of("pytest_frank.fleetwood")  # a prefix of a name is no prefix of the module
+    with pytest.raises(AssertionError, match="pytest_frank.http is in no layer"):
+        layer_of("pytest_frank.http")  # a moved module's old path, which only warns now
+    with pytest.raises(AssertionError, match="pytest_frank.cli.x is in no layer"):
+        layer_of("pytest_frank.cli.x")
 
 
 def test_imports_run_one_way():
@@ -163,5 +177,31 @@ def test_the_circles_seen_include_hidden_ones(tmp_path):
 def test_the_rule_sees_lazy_imports(tmp_path):
     source = tmp_path / "m.py"
     source.write_text("def f():\n    from pytest_frank.plugin import SESSION\n"
-                      "if TYPE_CHECKING:\n    from pytest_frank.session import FrankSession\n")
+                      "if TYPE_CHECKING:\n    from pytest_frank.runtime.session import FrankSession\n")
     assert imports_of(source) == [("pytest_frank.plugin", 2)]
+
+
+def shadowed(package: Path = PACKAGE) -> list[str]:
+    """Names a package's __init__ defines that one of its own modules also bears: importing the
+    module rebinds the name on the package to the module (a fixture `endpoint` beside a module
+    `endpoint.py` vanished from the plugin so)."""
+    found = []
+    for init in sorted(package.rglob("__init__.py")):
+        modules = {p.stem for p in init.parent.glob("*.py")} | \
+            {p.name for p in init.parent.iterdir() if (p / "__init__.py").is_file()}
+        for node in ast.parse(init.read_text(encoding="utf-8")).body:
+            names = [node.name] if isinstance(node, (ast.FunctionDef, ast.ClassDef)) else \
+                [t.id for t in node.targets if isinstance(t, ast.Name)] \
+                if isinstance(node, ast.Assign) else []
+            found += [f"{init.relative_to(package.parent)}:{node.lineno} {name}"
+                      for name in names if name in modules]
+    return found
+
+
+def test_no_name_of_a_package_is_one_of_its_modules(tmp_path):
+    assert shadowed() == []
+    planted = tmp_path / "pytest_frank" / "plugin"
+    planted.mkdir(parents=True)
+    (planted / "__init__.py").write_text("import pytest\n\n@pytest.fixture\ndef endpoint():\n    pass\n")
+    (planted / "endpoint.py").write_text("")
+    assert shadowed(tmp_path / "pytest_frank") == ["pytest_frank/plugin/__init__.py:4 endpoint"]

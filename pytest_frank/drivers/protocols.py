@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from pytest_frank.http import Exchange
-from pytest_frank.verdict import Setting, Wording
-from pytest_frank.wire import Logprob, Reply
+from pytest_frank.transport.http import Exchange
+from pytest_frank.runtime.verdict import Setting, Wording
+from pytest_frank.transport.wire import Logprob, Reply
 
 if TYPE_CHECKING:
     from pytest_frank.drivers.base import Driver, Readiness
