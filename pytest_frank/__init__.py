@@ -4,8 +4,9 @@
 
 What a check or claim of your own imports is here (`__all__`; docs/own-checks.md). The package's
 parts sit in one folder per layer, each importing only from those before it (docs/development.md):
-`base`, `fleet`, `transport`, `runtime` (with `drivers`, `gguf`, `vram`, `local`, `serve`),
-`claims` (with `init`), `record`, `plugin` (the pytest glue, with `batteries`), `reports`.
+`base`, `fleet`, `transport`, `outcome`, the engines (`drivers`, `gguf`, `vram`, `local`,
+`serve`), `runtime`, `claims` (with `init`), `record`, `plugin` (the pytest glue, with
+`batteries`), `reports`.
 """
 
 import importlib
@@ -22,8 +23,8 @@ if TYPE_CHECKING:  # the type checker reads the public names' types; the run imp
     from pytest_frank.claims import Claim, Options, option
     from pytest_frank.claims.advice import advise
     from pytest_frank.claims.checks import Check, Context, battery_test
-    from pytest_frank.runtime.observation import Observation
-    from pytest_frank.runtime.verdict import Phrase, fail, inconclusive
+    from pytest_frank.outcome.observation import Observation
+    from pytest_frank.outcome.verdict import Phrase, fail, inconclusive
 
 __version__ = "0.1.0"
 
@@ -37,10 +38,10 @@ _API = {
     "Options": "pytest_frank.claims",
     "option": "pytest_frank.claims",
     "advise": "pytest_frank.claims.advice",
-    "Observation": "pytest_frank.runtime.observation",
-    "fail": "pytest_frank.runtime.verdict",
-    "inconclusive": "pytest_frank.runtime.verdict",
-    "Phrase": "pytest_frank.runtime.verdict",
+    "Observation": "pytest_frank.outcome.observation",
+    "fail": "pytest_frank.outcome.verdict",
+    "inconclusive": "pytest_frank.outcome.verdict",
+    "Phrase": "pytest_frank.outcome.verdict",
     "fresh_state": "pytest_frank.base.state",
 }
 __all__ = ["Check", "Claim", "Context", "Observation", "Options", "Phrase", "__version__", "advise",
@@ -65,8 +66,9 @@ MOVED = {f"pytest_frank.{old}": f"pytest_frank.{new}" for old, new in {
     **{m: f"base.{m}" for m in ("state", "redact", "hosts", "figures", "hooks", "shard")},
     "schema_errors": "fleet.schema_errors",
     **{m: f"transport.{m}" for m in ("http", "wire", "metrics", "interrupt")},
-    **{m: f"runtime.{m}" for m in ("verdict", "observation", "target", "session", "probes", "chat",
-                                   "identify", "known_errors", "sizing")},
+    **{m: f"outcome.{m}" for m in ("verdict", "observation")},
+    **{m: f"runtime.{m}" for m in ("target", "session", "probes", "chat", "identify",
+                                   "known_errors", "sizing")},
     "checks": "claims.checks",
     "results": "record.results",
     "endpoint": "plugin.under_test",

@@ -12,7 +12,7 @@ from pytest_frank.claims import bind, chat
 from pytest_frank.drivers import driver_for
 from pytest_frank.drivers.llamacpp import LlamaCppDriver
 from pytest_frank.fleet import Endpoint
-from pytest_frank.runtime.verdict import Failure, Inconclusive, render
+from pytest_frank.outcome.verdict import Failure, Inconclusive, render
 
 pytestmark = pytest.mark.unit
 

@@ -11,7 +11,7 @@ import pytest
 from emulator import Emulator, Reply
 from fleets import one_endpoint
 from pytest_frank.claims import bind
-from pytest_frank.runtime.verdict import Alt, Phrase
+from pytest_frank.outcome.verdict import Alt, Phrase
 
 pytestmark = pytest.mark.real
 # test_slots alone: the slot shape's diagnoses (the context a slot takes is
@@ -365,7 +365,7 @@ IN_EFFECT = [  # (id, fix, settings in effect, the fix as given; None: dropped)
 @pytest.mark.parametrize("fix, settings, given", [c[1:] for c in IN_EFFECT],
                          ids=[c[0] for c in IN_EFFECT])
 def test_a_fix_never_asks_for_what_is_in_effect(fix, settings, given):
-    from pytest_frank.runtime.verdict import render, unsettled
+    from pytest_frank.outcome.verdict import render, unsettled
 
     kept = unsettled(_fixes()[fix], settings)
     assert (None if kept is None else render(kept)) == given

@@ -19,7 +19,7 @@ from pytest_frank.reports.baseline import Tolerances, compare
 from pytest_frank.claims import fingerprint
 from pytest_frank.base.figures import FIGURES, TOLERANCES, lookup
 from pytest_frank.record.results import Row, Run
-from pytest_frank.runtime.verdict import Verdict
+from pytest_frank.outcome.verdict import Verdict
 
 pytestmark = pytest.mark.unit
 

@@ -545,7 +545,7 @@ def test_effort_trend(levels, failure):
 
 def test_effort_trend_cut_at_the_top_is_inconclusive_and_one_value_has_no_trend():
     from pytest_frank.claims import effort_trend
-    from pytest_frank.runtime.verdict import Inconclusive
+    from pytest_frank.outcome.verdict import Inconclusive
 
     check = ctx("reasoning_effort", expect={"low": "low"})
     with pytest.raises(Inconclusive, match="high was cut while thinking at max_tokens 512"):

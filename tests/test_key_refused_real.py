@@ -108,8 +108,8 @@ from dataclasses import dataclass
 
 from pytest_frank.transport import http
 from pytest_frank.claims.checks import Check, battery_test
-from pytest_frank.runtime.observation import Observation
-from pytest_frank.runtime.verdict import fail
+from pytest_frank.outcome.observation import Observation
+from pytest_frank.outcome.verdict import fail
 
 
 @dataclass(kw_only=True)

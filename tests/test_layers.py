@@ -23,8 +23,10 @@ LAYERS = {
     "base": ["base"],  # helpers that import nothing of the package beyond each other
     "config": ["fleet"],  # fleet.yaml, its schema and its usage errors
     "transport": ["transport"],  # capped HTTP, the reply shapes, /metrics: no engine, no claim
-    # the runtime that probes and judges; beside it the engines' drivers and the tools they use
-    "runtime": ["runtime", "drivers", "gguf", "vram", "local", "serve"],
+    "outcome": ["outcome"],  # what a probe saw and how a test ends: every later layer speaks it
+    # each engine's facts (drivers) and what they read: model files, memory, servers, serve files
+    "engines": ["drivers", "gguf", "vram", "local", "serve"],
+    "runtime": ["runtime"],  # the endpoint under test, the probe phase, one request path
     # claims: each claim and the judge contract they are written to; init: a fleet file
     "claims": ["claims", "init"],
     "record": ["record"],  # the run record: the glue writes it, the reports read it
@@ -136,8 +138,8 @@ def test_each_layer_is_its_folders():
 
 
 def test_a_module_in_no_layer_fails():
-    assert layer_of("pytest_frank") == "face" and layer_of("pytest_frank.drivers.vllm") == "runtime"
-    assert layer_of("pytest_frank.runtime.verdict") == "runtime"
+    assert layer_of("pytest_frank") == "face" and layer_of("pytest_frank.drivers.vllm") == "engines"
+    assert layer_of("pytest_frank.outcome.verdict") == "outcome"
     with pytest.raises(AssertionError, match="pytest_frank.planted is in no layer"):
         layer_of("pytest_frank.planted")
     with pytest.raises(AssertionError, match="pytest_frank.fleetwood is in no layer"):

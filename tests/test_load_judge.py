@@ -16,7 +16,7 @@ from pytest_frank.claims import bind, load
 from pytest_frank.drivers import driver_for
 from pytest_frank.fleet import Endpoint
 from pytest_frank.runtime.target import Target
-from pytest_frank.runtime.verdict import Failure, render
+from pytest_frank.outcome.verdict import Failure, render
 
 pytestmark = pytest.mark.unit
 

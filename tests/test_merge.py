@@ -14,7 +14,7 @@ from pytest_frank.reports import merge
 from pytest_frank.record.results import (FLEET, IDENTITY, ROWS, SPEND, EndpointInfo, Payload, Row, Run,
                                   read_run)
 from pytest_frank.base.shard import Shard, ShardError, shard_of
-from pytest_frank.runtime.verdict import Verdict
+from pytest_frank.outcome.verdict import Verdict
 
 pytestmark = pytest.mark.unit
 

@@ -14,7 +14,7 @@ from pytest_frank import plugin
 from pytest_frank.reports import prometheus
 from pytest_frank.record.results import Row, Run
 from pytest_frank.serve.systemd import parse_unit
-from pytest_frank.runtime.verdict import Verdict
+from pytest_frank.outcome.verdict import Verdict
 
 pytestmark = pytest.mark.unit
 

@@ -11,7 +11,7 @@ import pytest
 from emulator import Emulator
 from pytest_frank import plugin
 from pytest_frank.plugin import rows
-from pytest_frank.runtime.verdict import (Blocked, Failure, Inconclusive, Interrupted, NotAsked, Skip,
+from pytest_frank.outcome.verdict import (Blocked, Failure, Inconclusive, Interrupted, NotAsked, Skip,
                                   Verdict)
 
 pytestmark = pytest.mark.emulated  # an emulated endpoint and pytester's in-process runs
@@ -73,8 +73,8 @@ CUSTOM = '''
 import pytest
 
 from pytest_frank.claims.checks import Check
-from pytest_frank.runtime.observation import Observation
-from pytest_frank.runtime.verdict import Inconclusive, fail
+from pytest_frank.outcome.observation import Observation
+from pytest_frank.outcome.verdict import Inconclusive, fail
 
 
 def seen(target):

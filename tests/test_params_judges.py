@@ -9,7 +9,7 @@ from pytest_frank.claims.checks import Context
 from pytest_frank.claims import bind, params
 from pytest_frank.drivers import driver_for
 from pytest_frank.fleet import Endpoint
-from pytest_frank.runtime.verdict import Inconclusive
+from pytest_frank.outcome.verdict import Inconclusive
 
 pytestmark = pytest.mark.unit
 

@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from pytest_frank.reports import prometheus
 from pytest_frank.record.results import Row, Run, read_run
-from pytest_frank.runtime.verdict import Verdict
+from pytest_frank.outcome.verdict import Verdict
 
 pytestmark = pytest.mark.real
 

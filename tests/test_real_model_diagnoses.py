@@ -17,7 +17,7 @@ from pytest_frank.claims.checks import Context
 from pytest_frank.claims import bind, params
 from pytest_frank.fleet import Endpoint
 from pytest_frank.runtime.target import Target
-from pytest_frank.runtime.verdict import Inconclusive
+from pytest_frank.outcome.verdict import Inconclusive
 
 pytestmark = pytest.mark.real
 

@@ -19,7 +19,7 @@ from pytest_frank.claims import stream_rules as rules
 from pytest_frank.drivers import driver_for
 from pytest_frank.fleet import Endpoint
 from pytest_frank.transport.http import Exchange
-from pytest_frank.runtime.verdict import Failure, render
+from pytest_frank.outcome.verdict import Failure, render
 
 pytestmark = pytest.mark.unit
 

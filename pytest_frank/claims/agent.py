@@ -27,8 +27,8 @@ from pytest_frank.claims.tools import (MARKUP, PARALLEL_FIX, PROMPTS, TOOLS, Car
                                        answered_in_text, call_reply_problems, carried,
                                        dropped_call_fix, no_call, tool_parser_fix)
 from pytest_frank.runtime.known_errors import known_fix
-from pytest_frank.runtime.observation import Unseen, Observation
-from pytest_frank.runtime.verdict import Text, fail
+from pytest_frank.outcome.observation import Unseen, Observation
+from pytest_frank.outcome.verdict import Text, fail
 
 THINK_TAGS = re.compile(r"</?think>|<\|channel\|>|<\|start\|>assistant")
 FORECASTS = ("sunny, 21 C", "light rain, 14 C", "overcast, 17 C")

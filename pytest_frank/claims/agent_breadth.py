@@ -9,7 +9,7 @@ from pytest_frank.claims.agent import (Conversations, Options, Problem, Turn, _s
                                        conversation_problem, play)
 from pytest_frank.claims.replies import one_line, require_thinking_ended
 from pytest_frank.claims.tools import TOOLS
-from pytest_frank.runtime.verdict import fail, inconclusive
+from pytest_frank.outcome.verdict import fail, inconclusive
 
 CONVERT = {"type": "function", "function": {
     "name": "convert_currency", "description": "Convert an amount between two currencies.",

@@ -22,8 +22,8 @@ from pytest_frank.claims.replies import one_line
 from pytest_frank.claims.tools import PROMPTS, TOOLS
 from pytest_frank.drivers.openai_chat import ChatWire, agent_history
 from pytest_frank.local.render import render
-from pytest_frank.runtime.observation import Unseen, Observation
-from pytest_frank.runtime.verdict import fail, inconclusive
+from pytest_frank.outcome.observation import Unseen, Observation
+from pytest_frank.outcome.verdict import fail, inconclusive
 from pytest_frank.transport.wire import Call, Reply
 
 # What a template's text reads when it shows each part (HF chat templates, whatever the engine).

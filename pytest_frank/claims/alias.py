@@ -8,7 +8,7 @@ from pytest_frank.drivers import AnthropicDriver, LlamaCppDriver, SglangDriver, 
 from pytest_frank.drivers.protocols import Facts
 from pytest_frank.claims import Claim, Options
 from pytest_frank.runtime.probes import Served, served
-from pytest_frank.runtime.verdict import Phrase, Text, fail
+from pytest_frank.outcome.verdict import Phrase, Text, fail
 
 CLAIM = Claim("alias",
               "the intended alias is served by /v1/models",

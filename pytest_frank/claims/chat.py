@@ -23,9 +23,9 @@ from pytest_frank.claims.replies import (THINK_TAGS, one_line, reasoning_parser_
 from pytest_frank.claims.tools import forced_tools_fix
 from pytest_frank.drivers import LlamaCppDriver, VllmDriver
 from pytest_frank.drivers.protocols import Facts
-from pytest_frank.runtime.observation import Unseen, Observation
+from pytest_frank.outcome.observation import Unseen, Observation
 from pytest_frank.runtime.target import first_and_alone
-from pytest_frank.runtime.verdict import Phrase, Text, fail, inconclusive
+from pytest_frank.outcome.verdict import Phrase, Text, fail, inconclusive
 
 PROMPT = "What is the capital of France? Answer in one short sentence."
 # Chat templates' own markup: turn openers and closers, role headers, end-of-text tokens. None

@@ -1,6 +1,6 @@
 """The one judge contract. A claim module declares each check as a `Check`: the probe that
 gathers its observation (network and file work, run ahead for the whole fleet) and the judge that
-reads it: `judge(observation, ctx)`, which fails through `pytest_frank.runtime.verdict`. The
+reads it: `judge(observation, ctx)`, which fails through `pytest_frank.outcome.verdict`. The
 battery turns each `Check` into a test with `battery_test`. A check is typed by its observation
 and by its claim's options: the judge's `ctx.options` and the `applies`, `cases` and `asked`
 functions get the claim's parsed `Options`, so the type checker sees a misspelt option."""
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, Generic, Protocol, Sequence, Ty
 
 import pytest
 
-from pytest_frank.runtime.observation import Obs
+from pytest_frank.outcome.observation import Obs
 
 if TYPE_CHECKING:
     from pytest_frank.drivers import Driver

@@ -23,8 +23,8 @@ from pytest_frank.claims.replies import (cut_while_thinking, one_line, require_a
 from pytest_frank.drivers import LlamaCppDriver, VllmDriver
 from pytest_frank.drivers.base import Driver
 from pytest_frank.drivers.protocols import Facts, Wire
-from pytest_frank.runtime.observation import Observation
-from pytest_frank.runtime.verdict import Text, fail
+from pytest_frank.outcome.observation import Observation
+from pytest_frank.outcome.verdict import Text, fail
 
 SHORT = 16  # a request judged by its status alone: a short answer where one is given
 PROMPT = "Say hello in one short sentence."

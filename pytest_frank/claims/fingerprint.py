@@ -26,8 +26,8 @@ from pytest_frank.claims import Claim, option
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.replies import one_line
 from pytest_frank.base.figures import TOLERANCES
-from pytest_frank.runtime.observation import Observation
-from pytest_frank.runtime.verdict import fail, inconclusive
+from pytest_frank.outcome.observation import Observation
+from pytest_frank.outcome.verdict import fail, inconclusive
 
 if TYPE_CHECKING:
     from pytest_frank.runtime.target import Target

@@ -44,10 +44,10 @@ from pytest_frank.drivers import LlamaCppDriver, VllmDriver
 from pytest_frank.drivers.protocols import Facts, Wire
 from pytest_frank.base.figures import FIGURES, number
 from pytest_frank.runtime.known_errors import known_fix
-from pytest_frank.runtime.observation import Unseen, Observation
+from pytest_frank.outcome.observation import Unseen, Observation
 from pytest_frank.runtime.probes import slot_shape
 from pytest_frank.runtime.target import TooSlow
-from pytest_frank.runtime.verdict import Phrase, Text, fail, inconclusive
+from pytest_frank.outcome.verdict import Phrase, Text, fail, inconclusive
 
 SHOWN = 3  # replies with a fault kept as the evidence's exchanges
 UNKNOWN_TOP = 4  # the ladder's top where neither the endpoint nor fleet.yaml says

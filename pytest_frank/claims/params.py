@@ -23,9 +23,9 @@ from pytest_frank.drivers import LlamaCppDriver, VllmDriver
 from pytest_frank.drivers.protocols import Facts
 from pytest_frank.base.figures import COUNT, number
 from pytest_frank.drivers.openai_responses import LOGPROBS_INCLUDE
-from pytest_frank.runtime.observation import Observation
+from pytest_frank.outcome.observation import Observation
 from pytest_frank.runtime.sizing import PromptCount, count_chat
-from pytest_frank.runtime.verdict import Text, fail, inconclusive
+from pytest_frank.outcome.verdict import Text, fail, inconclusive
 
 LONG = "Count from one to one hundred in words, separated by commas."
 CAP = 16  # a cap far below the answer LONG asks for

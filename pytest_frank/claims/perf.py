@@ -24,9 +24,9 @@ from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.advice import advise
 from pytest_frank.drivers import LlamaCppDriver, SglangDriver, VllmDriver
 from pytest_frank.drivers.protocols import Facts, Metrics
-from pytest_frank.runtime.observation import Observation
+from pytest_frank.outcome.observation import Observation
 from pytest_frank.runtime.target import DecodeFloor, first_and_alone
-from pytest_frank.runtime.verdict import Phrase, Text, fail, inconclusive
+from pytest_frank.outcome.verdict import Phrase, Text, fail, inconclusive
 from pytest_frank.base.figures import COUNT, number
 
 CACHE_MAX_TOKENS = 16  # enough for a first visible token behind a `<think>` marker

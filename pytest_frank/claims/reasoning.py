@@ -18,9 +18,9 @@ from pytest_frank.claims.replies import (one_line, reasoning_parser_fix, require
 from pytest_frank.claims.tools import forced_tools_fix
 from pytest_frank.drivers import AnthropicDriver, LlamaCppDriver, VllmDriver
 from pytest_frank.drivers.protocols import Facts
-from pytest_frank.runtime.observation import Unseen, Observation
+from pytest_frank.outcome.observation import Unseen, Observation
 from pytest_frank.runtime.probes import slot_shape
-from pytest_frank.runtime.verdict import Phrase, Text, fail
+from pytest_frank.outcome.verdict import Phrase, Text, fail
 
 PROMPT = "Say hello in one short sentence."
 

@@ -20,8 +20,8 @@ from pytest_frank.claims.effort_map import EffortMapError, read_effort_map
 from pytest_frank.claims.replies import (cut_while_thinking, one_line, require_answer,
                                          require_budget)
 from pytest_frank.fleet import Endpoint, OptionError
-from pytest_frank.runtime.observation import Observation
-from pytest_frank.runtime.verdict import fail
+from pytest_frank.outcome.observation import Observation
+from pytest_frank.outcome.verdict import fail
 
 PROMPT = "Say hello in one short sentence."
 LEVELS = ("minimal", "low", "medium", "high", "xhigh", "max")  # client levels, least to most

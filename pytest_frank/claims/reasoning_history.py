@@ -35,8 +35,8 @@ from pytest_frank.drivers.protocols import Facts, Wire
 from pytest_frank.drivers.openai_chat import agent_history
 from pytest_frank.runtime.known_errors import known_fix
 from pytest_frank.local.render import render
-from pytest_frank.runtime.observation import Unseen, Observation
-from pytest_frank.runtime.verdict import Text, fail, inconclusive, not_applicable
+from pytest_frank.outcome.observation import Unseen, Observation
+from pytest_frank.outcome.verdict import Text, fail, inconclusive, not_applicable
 from pytest_frank.transport.wire import Call, Reply
 
 NONE = ""  # the history without reasoning, among the counts by field

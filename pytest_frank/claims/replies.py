@@ -14,7 +14,7 @@ from pytest_frank.drivers import AnthropicDriver, LlamaCppDriver, SglangDriver, 
 from pytest_frank.drivers.base import Driver
 from pytest_frank.drivers.protocols import Facts
 from pytest_frank.runtime.known_errors import known_fix
-from pytest_frank.runtime.verdict import Phrase, Text, fail
+from pytest_frank.outcome.verdict import Phrase, Text, fail
 
 THINK_TAGS = ("<think>", "</think>")
 # gpt-oss harmony's thinking is its analysis channel: this header left in content means no

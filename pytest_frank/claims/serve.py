@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 from pytest_frank.claims.checks import Check, Context
 from pytest_frank.claims import Claim, option
 from pytest_frank.claims import Options as ClaimOptions
-from pytest_frank.runtime.observation import Unseen, Observation
-from pytest_frank.runtime.verdict import fail
+from pytest_frank.outcome.observation import Unseen, Observation
+from pytest_frank.outcome.verdict import fail
 
 if TYPE_CHECKING:
     from pytest_frank.drivers.protocols import Routes

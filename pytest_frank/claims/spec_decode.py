@@ -17,13 +17,13 @@ from pytest_frank.claims.checks import Check, Context
 from pytest_frank.claims import Claim, option
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.advice import advise
-from pytest_frank.runtime.observation import Unseen, Observation
+from pytest_frank.outcome.observation import Unseen, Observation
 from pytest_frank.runtime.target import first_and_alone
 from pytest_frank.claims import slots
 from pytest_frank.runtime.known_errors import known_fix
 from pytest_frank.drivers import Driver, LlamaCppDriver, SglangDriver, VllmDriver
 from pytest_frank.drivers.protocols import Facts, Metrics
-from pytest_frank.runtime.verdict import Phrase, Text, fail, inconclusive
+from pytest_frank.outcome.verdict import Phrase, Text, fail, inconclusive
 from pytest_frank.base.figures import COUNT, number
 
 if TYPE_CHECKING:

@@ -25,8 +25,8 @@ from pytest_frank.claims.tools import PROMPTS, TOOLS
 from pytest_frank.drivers import LlamaCppDriver
 from pytest_frank.drivers.protocols import Facts
 from pytest_frank.runtime.known_errors import known_fix
-from pytest_frank.runtime.observation import Observation
-from pytest_frank.runtime.verdict import Text, fail
+from pytest_frank.outcome.observation import Observation
+from pytest_frank.outcome.verdict import Text, fail
 
 ROUTES = {"chat": "/v1/chat/completions", "messages": "/v1/messages",
           "responses": "/v1/responses"}

@@ -25,11 +25,11 @@ from pytest_frank.claims.replies import (cut_while_thinking, dropped_answer_fix,
                                          require_stream_agrees, require_thinking_ended,
                                          thinking_spent)
 from pytest_frank.fleet import schema_errors
-from pytest_frank.runtime.observation import Unseen, Observation
+from pytest_frank.outcome.observation import Unseen, Observation
 from pytest_frank.runtime.probes import slot_shape
 from pytest_frank.drivers import AnthropicDriver, LlamaCppDriver, SglangDriver, VllmDriver
 from pytest_frank.drivers.base import Driver
-from pytest_frank.runtime.verdict import Alt, Phrase, Text, fail, inconclusive
+from pytest_frank.outcome.verdict import Alt, Phrase, Text, fail, inconclusive
 
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "Weather forecast for a city.",

@@ -15,8 +15,8 @@ from pytest_frank.claims import slots
 from pytest_frank.claims.advice import advise
 from pytest_frank.drivers import LlamaCppDriver, VllmDriver
 from pytest_frank.drivers.protocols import Facts, Metrics
-from pytest_frank.runtime.observation import Observation
-from pytest_frank.runtime.verdict import Phrase, Text, fail, inconclusive, not_applicable
+from pytest_frank.outcome.observation import Observation
+from pytest_frank.outcome.verdict import Phrase, Text, fail, inconclusive, not_applicable
 from pytest_frank.vram.memory import fmt_mib
 from pytest_frank.vram.plan import (
     KVPool,

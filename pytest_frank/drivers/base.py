@@ -14,7 +14,7 @@ from pytest_frank.transport import metrics
 from pytest_frank.drivers.anthropic_messages import MessagesWire
 from pytest_frank.drivers.openai_responses import ResponsesWire
 from pytest_frank.transport.http import Exchange
-from pytest_frank.runtime.verdict import InEffect, Setting, Wording
+from pytest_frank.outcome.verdict import InEffect, Setting, Wording
 from pytest_frank.transport.wire import Logprob, Reply
 
 

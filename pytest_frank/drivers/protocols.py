@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_frank.transport.http import Exchange
-from pytest_frank.runtime.verdict import Setting, Wording
+from pytest_frank.outcome.verdict import Setting, Wording
 from pytest_frank.transport.wire import Logprob, Reply
 
 if TYPE_CHECKING:

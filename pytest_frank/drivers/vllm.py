@@ -8,7 +8,7 @@ from types import MappingProxyType
 from pytest_frank.transport import metrics
 from pytest_frank.drivers.openai import OpenAIDriver
 from pytest_frank.serve.flags import Flag, Need, ServeFlags
-from pytest_frank.runtime.verdict import Setting
+from pytest_frank.outcome.verdict import Setting
 
 
 class VllmDriver(OpenAIDriver):

@@ -7,8 +7,8 @@ from __future__ import annotations
 from pytest_frank.claims.checks import Context
 from pytest_frank.claims import chat
 from pytest_frank.init.found import InitError
-from pytest_frank.runtime.observation import Unseen
-from pytest_frank.runtime.verdict import Failure, Inconclusive
+from pytest_frank.outcome.observation import Unseen
+from pytest_frank.outcome.verdict import Failure, Inconclusive
 
 
 def require_chat(target) -> None:

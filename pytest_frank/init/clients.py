@@ -11,7 +11,7 @@ from pytest_frank.claims.clients.play import request_text
 from pytest_frank.claims.clients.profile import Choices
 from pytest_frank.claims.clients.registry import PROFILES
 from pytest_frank.init.found import Found
-from pytest_frank.runtime.observation import Unseen
+from pytest_frank.outcome.observation import Unseen
 
 PROBE_TOKENS = 8
 BYTES_PER_TOKEN = 4  # where the server cannot count: a real tokenizer's usual rate on prose

@@ -23,7 +23,7 @@ from pytest_frank.fleet import Endpoint
 from pytest_frank.init import clients
 from pytest_frank.init.chat_gate import require_chat
 from pytest_frank.init.found import Found, InitError
-from pytest_frank.runtime.observation import Unseen
+from pytest_frank.outcome.observation import Unseen
 
 MARGIN = 3.0  # perf bounds: a measured figure times this (or divided by it)
 TTFT_SLACK_S = 0.25  # and never closer than this to a measured first token
@@ -276,7 +276,7 @@ def _none(target, found: Survey) -> None:
     comment with what it said, not a file whose first run fails on a claim init never tried."""
     from pytest_frank.claims.checks import Context
     from pytest_frank.claims import contract, tools
-    from pytest_frank.runtime.verdict import Failure, Inconclusive
+    from pytest_frank.outcome.verdict import Failure, Inconclusive
 
     seen = target.need(contract.tool_choice_none)
     try:

@@ -16,7 +16,7 @@ from pytest_frank.plugin.under_test import EndpointUnderTest
 from pytest_frank.record.results import Payload, Row
 from pytest_frank.plugin.stash import SESSION
 from pytest_frank.runtime.target import Target
-from pytest_frank.runtime.verdict import Failure, Skip, Verdict, render
+from pytest_frank.outcome.verdict import Failure, Skip, Verdict, render
 
 
 def verdict_of(report: pytest.TestReport, raised: BaseException | None) -> Verdict:

@@ -21,7 +21,7 @@ from pytest_frank.plugin.under_test import EndpointUnderTest
 from pytest_frank.runtime.session import FrankSession
 from pytest_frank.base.shard import Shard
 from pytest_frank.runtime.target import Target, key_of
-from pytest_frank.runtime.verdict import Blocked, Interrupted
+from pytest_frank.outcome.verdict import Blocked, Interrupted
 from pytest_frank.plugin.xdist_scheduling import by_server, scopes_of
 
 PROBED: pytest.StashKey[EndpointUnderTest] = pytest.StashKey()

@@ -14,7 +14,7 @@ import pytest
 
 from pytest_frank.base import redact
 from pytest_frank.base.figures import number
-from pytest_frank.runtime.verdict import Verdict
+from pytest_frank.outcome.verdict import Verdict
 
 FORMAT = "pytest-frank/1"
 LAUNCH_LOG = "llama.cpp log"  # the attachment's name in a launched endpoint's test_health

@@ -17,7 +17,7 @@ from pytest_frank.record.results import (FLEET, IDENTITY, LAUNCH_LOG, ROWS, SOUR
                                   EndpointInfo, Payload, Row, Run, RunFileError, fleet_digest,
                                   read_run)
 from pytest_frank.base.shard import Shard
-from pytest_frank.runtime.verdict import Verdict
+from pytest_frank.outcome.verdict import Verdict
 
 if TYPE_CHECKING:
     from pytest_frank.fleet import Endpoint

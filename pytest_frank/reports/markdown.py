@@ -12,7 +12,7 @@ from pytest_frank.base import redact
 from pytest_frank.reports import glance
 from pytest_frank.base.figures import number
 from pytest_frank.record.results import LAUNCH_LOG, EndpointInfo, Row, Run
-from pytest_frank.runtime.verdict import Verdict
+from pytest_frank.outcome.verdict import Verdict
 
 _SPECIAL = re.compile(r"([\\`*_{}\[\]#+!|~])")  # mid-line, "-" and "." start nothing
 

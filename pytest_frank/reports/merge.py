@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from pytest_frank.base import redact
 from pytest_frank.record.results import EndpointInfo, Row, Run, RunFileError, read_run
-from pytest_frank.runtime.verdict import Verdict
+from pytest_frank.outcome.verdict import Verdict
 
 FAILED = {Verdict.FAIL, Verdict.ERROR}
 

@@ -18,7 +18,7 @@ from pytest_frank.base import redact
 from pytest_frank.base.figures import FIGURES as REGISTRY
 from pytest_frank.base.figures import lookup
 from pytest_frank.record.results import Run
-from pytest_frank.runtime.verdict import Verdict
+from pytest_frank.outcome.verdict import Verdict
 
 JOB = "pytest_frank"
 # Verdicts that say "nothing to judge", not "broken": the claim is not failing.

@@ -5,7 +5,7 @@ own spelling where its driver knows it (`driver.flags`, `driver.start`)."""
 from __future__ import annotations
 
 from pytest_frank.drivers.base import Driver
-from pytest_frank.runtime.verdict import Phrase, Text
+from pytest_frank.outcome.verdict import Phrase, Text
 
 STATUS_FIXES = {
     401: "the server wants a key: set `api_key` for this endpoint in fleet.yaml (e.g. "

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from pytest_frank.transport import http, metrics
 from pytest_frank.runtime.known_errors import known_fix
-from pytest_frank.runtime.observation import Observation
+from pytest_frank.outcome.observation import Observation
 
 POLL_FIRST, POLL_MAX = 0.25, 2.0
 BROKEN_RETRIES = 2  # health asks a connection broken with no answer again this many times

@@ -16,8 +16,8 @@ from pytest_frank.transport import http
 from pytest_frank.drivers import Driver, driver_for
 from pytest_frank.fleet import DEFAULT_TIMEOUT, Endpoint
 from pytest_frank.runtime.known_errors import known_fix
-from pytest_frank.runtime.observation import Unseen, Obs, Observation
-from pytest_frank.runtime.verdict import Text
+from pytest_frank.outcome.observation import Unseen, Obs, Observation
+from pytest_frank.outcome.verdict import Text
 
 if TYPE_CHECKING:
     from pytest_frank.record.results import Row

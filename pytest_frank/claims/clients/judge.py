@@ -20,7 +20,7 @@ from pytest_frank.claims.slots import more_context_fix
 from pytest_frank.claims.tools import (MARKUP_LEFT, NO_CALL, call_reply_problems,
                                        tool_parser_fix)
 from pytest_frank.runtime.known_errors import known_fix
-from pytest_frank.runtime.verdict import fail
+from pytest_frank.outcome.verdict import fail
 
 ROUTES = {"chat": "/v1/chat/completions", "messages": "/v1/messages", "responses": "/v1/responses"}
 CONTEXT_WORDS = ("context size", "context length", "context window", "exceeds the available",

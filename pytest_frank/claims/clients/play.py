@@ -14,7 +14,7 @@ from pytest_frank.claims.clients.filler import example_arguments
 from pytest_frank.claims.clients.options import Options
 from pytest_frank.claims.clients.profile import First, Profile
 from pytest_frank.claims.clients.registry import PROFILES
-from pytest_frank.runtime.observation import Unseen, Observation
+from pytest_frank.outcome.observation import Unseen, Observation
 from pytest_frank.runtime.probes import slot_shape
 
 # A refusal that names the prompt's tokens: llama.cpp's "request (73695 tokens) exceeds the

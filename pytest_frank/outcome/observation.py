@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from pytest_frank.transport.http import Exchange
-from pytest_frank.runtime.verdict import Text
+from pytest_frank.outcome.verdict import Text
 
 
 @dataclass(kw_only=True)
@@ -54,7 +54,7 @@ def __getattr__(name: str) -> type[Unseen]:
     if name == "Failed":
         import warnings
 
-        warnings.warn("pytest_frank.runtime.observation.Failed is now "
-                      "pytest_frank.runtime.observation.Unseen", DeprecationWarning, stacklevel=2)
+        warnings.warn("pytest_frank.outcome.observation.Failed is now "
+                      "pytest_frank.outcome.observation.Unseen", DeprecationWarning, stacklevel=2)
         return Unseen
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
