@@ -349,7 +349,7 @@ def schema() -> dict:
 
 
 # The engines fleet.yaml may name: the schema's list, which docs/gen.py writes from the driver
-# registry (pytest_frank.drivers.DRIVERS, a layer above this one); tests/test_contract.py fails
+# registry (pytest_frank.drivers.DRIVERS, a layer above this one); tests/package/test_contract.py fails
 # where it is stale.
 ENGINES: tuple[str, ...] = tuple(schema()["$defs"]["endpoint"]["properties"]["engine"]["enum"])
 
