@@ -4,6 +4,10 @@ where only the battery runs (the README's main command)."""
 
 from __future__ import annotations
 
+import functools
+import re
+from pathlib import Path
+
 from vllm_server import on_vllm
 from xdist.scheduler import LoadScopeScheduling
 
@@ -11,8 +15,9 @@ from xdist.scheduler import LoadScopeScheduling
 class VllmFirst(LoadScopeScheduling):
     """xdist's scheduling for the suite: the real-vLLM tests are one unit of work, handed out
     first, so one worker starts each configuration once, in order, while the other workers take
-    the rest test by test (the real-tier modules first: their long tests are worse at the end),
-    but for the modules in ONE_WORKER, each one unit."""
+    the rest test by test (the real-tier modules first, by their marker, whatever their file's
+    name: their long tests are worse at the end), but for the modules in ONE_WORKER, each one
+    unit."""
 
     def _split_scope(self, nodeid: str) -> str:
         if on_vllm(nodeid):
@@ -22,7 +27,9 @@ class VllmFirst(LoadScopeScheduling):
 
     def _assign_work_unit(self, node) -> None:
         if self.workqueue:
-            self.workqueue.move_to_end(min(self.workqueue, key=_weight), last=False)
+            root = self.config.rootpath
+            self.workqueue.move_to_end(min(self.workqueue, key=lambda s: _weight(s, root)),
+                                       last=False)
         super()._assign_work_unit(node)
 
 
@@ -34,7 +41,17 @@ VLLM_UNIT = "real vLLM"
 ONE_WORKER = ("test_real_clients.py", "test_types.py", "test_packaging.py")
 
 
-def _weight(scope: str) -> int:
-    name = scope.split("::", 1)[0].rsplit("/", 1)[-1]
-    return 0 if scope == VLLM_UNIT else 1 if name.endswith("_real.py") or name.startswith(
-        "test_real_") else 2
+def _weight(scope: str, root: Path) -> int:
+    if scope == VLLM_UNIT:
+        return 0
+    return 1 if _real(root / scope.split("::", 1)[0]) else 2
+
+
+@functools.lru_cache(maxsize=None)
+def _real(module: Path) -> bool:
+    """Whether the module's tier (its one `pytestmark`, tests/conftest.py) is real."""
+    try:
+        text = module.read_text(encoding="utf-8")
+    except OSError:
+        return False
+    return re.search(r"^pytestmark = .*\bpytest\.mark\.real\b", text, re.M) is not None
