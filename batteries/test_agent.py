@@ -1,6 +1,6 @@
 """agent: a tool result sent back gets a final answer, plain, streamed and with parallel calls."""
 
-from pytest_frank.checks import battery_test
+from pytest_frank.claims.checks import battery_test
 from pytest_frank.claims import agent, agent_breadth, agent_chain, agent_template, reasoning_history
 
 test_agent = battery_test(agent.PLAIN)

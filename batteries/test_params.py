@@ -1,7 +1,7 @@
 """params: the request parameters clients rely on are honoured, not just accepted: one test per
 parameter (a fleet turns off what its clients never send); the API shape says which exist."""
 
-from pytest_frank.checks import battery_test
+from pytest_frank.claims.checks import battery_test
 from pytest_frank.claims import contract, params
 
 test_params_max_tokens = battery_test(params.MAX_TOKENS)

@@ -1,6 +1,6 @@
 """perf: time to first token, decode speed and the prefix-cache effect meet the fleet's floors."""
 
-from pytest_frank.checks import battery_test
+from pytest_frank.claims.checks import battery_test
 from pytest_frank.claims import perf
 
 test_perf_ttft = battery_test(perf.TTFT)

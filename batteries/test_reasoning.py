@@ -1,6 +1,6 @@
 """reasoning: content and separate reasoning, plain and streamed; off means off."""
 
-from pytest_frank.checks import battery_test
+from pytest_frank.claims.checks import battery_test
 from pytest_frank.claims import reasoning
 
 test_reasoning = battery_test(reasoning.REASONING)

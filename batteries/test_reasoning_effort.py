@@ -1,6 +1,6 @@
 """reasoning_effort: one test per client level of the fleet's map, so the report names the level."""
 
-from pytest_frank.checks import battery_test
+from pytest_frank.claims.checks import battery_test
 from pytest_frank.claims import effort_trend, reasoning_effort
 
 test_reasoning_effort = battery_test(reasoning_effort.LEVEL)

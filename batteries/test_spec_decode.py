@@ -1,6 +1,6 @@
 """spec_decode: speculative decoding drafts and its acceptance sits in the fleet's band."""
 
-from pytest_frank.checks import battery_test
+from pytest_frank.claims.checks import battery_test
 from pytest_frank.claims import spec_decode
 
 test_spec_decode = battery_test(spec_decode.SPEC_DECODE)

@@ -1,6 +1,6 @@
 """tools: tool calls a strict client can use, under each tool_choice, plain and streamed."""
 
-from pytest_frank.checks import battery_test
+from pytest_frank.claims.checks import battery_test
 from pytest_frank.claims import contract, tools, tools_breadth
 
 test_tools_required = battery_test(tools.REQUIRED)

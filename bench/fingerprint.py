@@ -29,7 +29,7 @@ from pathlib import Path
 
 import yaml
 
-from pytest_frank.baseline import Tolerances
+from pytest_frank.reports.baseline import Tolerances
 from pytest_frank.claims.fingerprint import comparable, compare, read
 
 FLAT = {"model": "selftest:flat", "alias": "frank", "ctx_size": 2048}

@@ -30,10 +30,10 @@ from proxy import Proxy  # noqa: E402
 
 def ladder(url: str, requests: int):
     """The claim's probe and judge, as the battery runs them; (observation, verdict, seconds)."""
-    from pytest_frank.checks import Context
+    from pytest_frank.claims.checks import Context
     from pytest_frank.claims import bind, load
     from pytest_frank.fleet import Endpoint
-    from pytest_frank.target import Target
+    from pytest_frank.runtime.target import Target
 
     ep = bind(Endpoint("bench", "llamacpp", url=url, timeout=120,
                        expect={"load": {"requests": requests}, "tools": True, "reasoning": True}))

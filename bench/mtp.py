@@ -33,7 +33,7 @@ import yaml
 
 from pytest_frank.local import llama_log, selftest_hybrid, selftest_model
 from pytest_frank.local.launch import launch
-from pytest_frank.verdict import Verdict
+from pytest_frank.outcome.verdict import Verdict
 from pytest_frank.vram.memory import MiB, ModelShape, Settings, estimate
 
 BAND = {"min_acceptance": 0.6, "max_acceptance": 0.95}

@@ -1,6 +1,6 @@
 """The docs' generated tables, from the package itself so they cannot drift: the fleet.yaml key
-tables from pytest_frank/fleet.schema.json, the claim table from the claim registry, the figures
-table from the figure registry (pytest_frank/figures.py). A page holds each table between a
+tables from pytest_frank/fleet/fleet.schema.json, the claim table from the claim registry, the figures
+table from the figure registry (pytest_frank/base/figures.py). A page holds each table between a
 marker line, `<!-- frank:keys SECTION -->`, `<!-- frank:claims -->` or `<!-- frank:figures -->`,
 and its closing `<!-- /frank:keys -->` (`/frank:claims`, `/frank:figures`), so it reads whole
 where the Markdown is read (a repository's page). `python docs/gen.py` writes them into the
@@ -136,8 +136,8 @@ def claims_table() -> str:
 
 
 def figures_table() -> str:
-    """Each figure of the registry (pytest_frank/figures.py): what the reports do with it."""
-    from pytest_frank.figures import AT, FIGURES, TOLERANCES
+    """Each figure of the registry (pytest_frank/base/figures.py): what the reports do with it."""
+    from pytest_frank.base.figures import AT, FIGURES, TOLERANCES
 
     lines = ["| figure (`--frank-json`) | unit | better | against a baseline | chart | trend "
              "| Prometheus series |", "|---|---|---|---|---|---|---|"]
@@ -171,7 +171,7 @@ SCHEMA = Path(__file__).resolve().parent.parent / "pytest_frank" / "fleet.schema
 
 def with_regression(raw: dict[str, Any]) -> dict[str, Any]:
     """The schema with its `$defs.regression` as figures.TOLERANCES declares it."""
-    from pytest_frank.figures import regression_schema
+    from pytest_frank.base.figures import regression_schema
 
     return {**raw, "$defs": {**raw["$defs"], "regression": regression_schema()}}
 

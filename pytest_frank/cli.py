@@ -12,7 +12,7 @@ COMMANDS = {
              "write a fleet file from what running servers say of themselves"),
     "preflight": ("pytest_frank.vram.preflight",
                   "read a GGUF header (path or URL) and model its memory"),
-    "merge": ("pytest_frank.merge",
+    "merge": ("pytest_frank.reports.merge",
               "build one fleet's reports from the --frank-json records of its shards"),
     "launch": ("pytest_frank.local.stay_up",
                "start a real llama.cpp server (a GGUF or the self-test model) that stays up"),

@@ -31,9 +31,9 @@ for _module in pkgutil.walk_packages(pytest_frank.__path__, "pytest_frank."):
 
 @pytest.fixture
 def fresh_state():
-    """A run state of the test's own (pytest_frank.state.fresh): the secrets and claims it
+    """A run state of the test's own (pytest_frank.base.state.fresh): the secrets and claims it
     registers outside any pytest run go with it, as they would with a real run."""
-    from pytest_frank import state
+    from pytest_frank.base import state
 
     with state.fresh() as run:
         yield run
@@ -42,7 +42,7 @@ def fresh_state():
 @pytest.fixture
 def run_fleet(pytester, monkeypatch):
     """Write a fleet file and run pytest on it in-process; returns pytester's RunResult. The
-    run's secrets and claims are its own (pytest_frank.state): none outlives it."""
+    run's secrets and claims are its own (pytest_frank.base.state): none outlives it."""
 
     def run(fleet, *args, env=None):
         for key, value in (env or {}).items():

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from pytest_frank.chat import Call, Reply
-from pytest_frank.checks import Context
+from pytest_frank.runtime.chat import Call, Reply
+from pytest_frank.claims.checks import Context
 from pytest_frank.claims import agent, bind
 from pytest_frank.drivers import driver_for
 from pytest_frank.fleet import Endpoint
@@ -208,7 +208,7 @@ def test_template_asks_what_it_renders(parts, template, failure):
 
 def test_template_route_not_forwarded_is_inconclusive():
     from pytest_frank.claims import agent_template
-    from pytest_frank.verdict import Inconclusive
+    from pytest_frank.outcome.verdict import Inconclusive
 
     found = _rendered([], None, status=404, said="File Not Found")
     with pytest.raises(Inconclusive, match="answered 404 .*does not render templates on request"):

@@ -4,8 +4,8 @@ what it leaves alone, and the lines it fails with."""
 
 import pytest
 
-from pytest_frank.chat import Call, Reply
-from pytest_frank.checks import Context
+from pytest_frank.runtime.chat import Call, Reply
+from pytest_frank.claims.checks import Context
 from pytest_frank.claims import bind
 from pytest_frank.claims.replies import (reasoning_only, require_not_reasoning_only,
                                          require_stream_agrees, stream_difference)

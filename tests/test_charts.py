@@ -9,10 +9,10 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from pytest_frank import charts, glance, history, markdown, page
-from pytest_frank.charts import Point
-from pytest_frank.results import EndpointInfo, Row, Run, read_run
-from pytest_frank.verdict import Verdict
+from pytest_frank.reports import charts, glance, history, markdown, page
+from pytest_frank.reports.charts import Point
+from pytest_frank.record.results import EndpointInfo, Row, Run, read_run
+from pytest_frank.outcome.verdict import Verdict
 
 pytestmark = pytest.mark.unit
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_frank.chat import Reply
-from pytest_frank.checks import Context
+from pytest_frank.runtime.chat import Reply
+from pytest_frank.claims.checks import Context
 from pytest_frank.claims import bind, chat
 from pytest_frank.drivers import driver_for
 from pytest_frank.drivers.llamacpp import LlamaCppDriver
 from pytest_frank.fleet import Endpoint
-from pytest_frank.verdict import Failure, Inconclusive, render
+from pytest_frank.outcome.verdict import Failure, Inconclusive, render
 
 pytestmark = pytest.mark.unit
 

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from pytest_frank.chat import Call, Reply
-from pytest_frank.checks import Context
+from pytest_frank.runtime.chat import Call, Reply
+from pytest_frank.claims.checks import Context
 from pytest_frank.claims import bind
 from pytest_frank.claims.clients import judge
 from pytest_frank.claims.clients.play import Played, Step

@@ -15,7 +15,7 @@ from test_docs import load_gen
 import pytest_frank.batteries as battery
 import pytest_frank.drivers
 from pytest_frank.local import launch
-from pytest_frank.checks import Check
+from pytest_frank.claims.checks import Check
 from pytest_frank.claims import CLAIMS, Options, built_in, options_type
 from pytest_frank.drivers import DRIVERS
 from pytest_frank.fleet import ENGINES, schema

@@ -8,7 +8,8 @@ import subprocess
 import httpx2
 import pytest
 
-from pytest_frank import http, redact
+from pytest_frank.base import redact
+from pytest_frank.transport import http
 
 pytestmark = pytest.mark.unit
 
@@ -59,7 +60,7 @@ def test_the_exchange_keeps_the_words_not_the_values(fresh_state):
 
 
 def test_the_terminal_cuts_a_long_reproduce_line_and_says_where_it_is_whole():
-    from pytest_frank.endpoint import CURL_SHOWN, terminal_curl
+    from pytest_frank.plugin.under_test import CURL_SHOWN, terminal_curl
 
     short = "curl -sS http://h:1/v1/models"
     assert terminal_curl(short) == short

@@ -11,7 +11,7 @@ import pytest
 from emulator import Emulator, Reply
 from fleets import one_endpoint
 from pytest_frank.claims import bind
-from pytest_frank.verdict import Alt, Phrase
+from pytest_frank.outcome.verdict import Alt, Phrase
 
 pytestmark = pytest.mark.real
 # test_slots alone: the slot shape's diagnoses (the context a slot takes is
@@ -365,7 +365,7 @@ IN_EFFECT = [  # (id, fix, settings in effect, the fix as given; None: dropped)
 @pytest.mark.parametrize("fix, settings, given", [c[1:] for c in IN_EFFECT],
                          ids=[c[0] for c in IN_EFFECT])
 def test_a_fix_never_asks_for_what_is_in_effect(fix, settings, given):
-    from pytest_frank.verdict import render, unsettled
+    from pytest_frank.outcome.verdict import render, unsettled
 
     kept = unsettled(_fixes()[fix], settings)
     assert (None if kept is None else render(kept)) == given
@@ -429,7 +429,7 @@ CHATTY = {"model": "selftest:chatty", "alias": "m", "ctx_size": 8192, "parallel"
 
 def _target(url, **keys):
     from pytest_frank.fleet import Endpoint
-    from pytest_frank.target import Target
+    from pytest_frank.runtime.target import Target
 
     return Target(Endpoint("ep", "llamacpp", url=url, alias="m", timeout=1,
                            min_tokens_per_s=100000, **keys))
@@ -450,7 +450,7 @@ def test_a_generation_given_up_on_leaves_its_slot_idle(llama, stream):
     a saturated server (the busy slot was its own)."""
     import time
 
-    from pytest_frank.chat import Request, send
+    from pytest_frank.runtime.chat import Request, send
 
     server = llama(**CHATTY)
     target = _target(server.url)
@@ -616,14 +616,14 @@ class _Unsized:
 ])
 def test_without_a_tokenizer_route_a_long_prompt_is_sized_at_a_token_a_character(
         ctx, words, sent, note):
-    from pytest_frank import sizing
+    from pytest_frank.runtime import sizing
 
     fitted = sizing.fit(_Unsized(ctx), lambda n: "abcde " * n, words, 80, 256)
     assert (fitted.words, fitted.note, fitted.too_small) == (sent, note, None)
 
 
 def test_a_slot_without_room_for_the_least_prompt_names_its_size():
-    from pytest_frank import sizing
+    from pytest_frank.runtime import sizing
 
     fitted = sizing.fit(_Unsized(300), lambda n: "abcde " * n, 1500, 80, 256)
     assert fitted.too_small == ("each slot holds 300 tokens: room for 150 prompt tokens, fewer "

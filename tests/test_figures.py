@@ -1,4 +1,4 @@
-"""The figure registry (pytest_frank/figures.py) is the one place a figure is declared: every
+"""The figure registry (pytest_frank/base/figures.py) is the one place a figure is declared: every
 figure the package records is in it, and what reads figures (the baseline, the charts, the
 Prometheus metrics, the fleet schema's `regression` block) follows it."""
 
@@ -13,12 +13,13 @@ from pathlib import Path
 import pytest
 
 import pytest_frank
-from pytest_frank import figures, glance, prometheus
-from pytest_frank.baseline import Tolerances, compare
+from pytest_frank.base import figures
+from pytest_frank.reports import glance, prometheus
+from pytest_frank.reports.baseline import Tolerances, compare
 from pytest_frank.claims import fingerprint
-from pytest_frank.figures import FIGURES, TOLERANCES, lookup
-from pytest_frank.results import Row, Run
-from pytest_frank.verdict import Verdict
+from pytest_frank.base.figures import FIGURES, TOLERANCES, lookup
+from pytest_frank.record.results import Row, Run
+from pytest_frank.outcome.verdict import Verdict
 
 pytestmark = pytest.mark.unit
 
@@ -57,7 +58,7 @@ def test_every_figure_a_run_records_is_in_the_registry():
         elif not (isinstance(name, ast.Call) and isinstance(name.func, ast.Attribute)
                   and name.func.attr == "at"):
             astray.append(f"{path}:{line}: {ast.unparse(name)} (not an entry's name)")
-    assert not astray, "figures not in pytest_frank/figures.py FIGURES: " + "; ".join(astray)
+    assert not astray, "figures not in pytest_frank/base/figures.py FIGURES: " + "; ".join(astray)
 
 
 def test_a_levelled_name_is_its_entry_and_level():

@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from pytest_frank.baseline import Tolerances, compare as regressions
+from pytest_frank.reports.baseline import Tolerances, compare as regressions
 from pytest_frank.claims.fingerprint import ATTACHMENT, compare
-from pytest_frank.results import Row, Run
+from pytest_frank.record.results import Row, Run
 
 pytestmark = pytest.mark.unit
 
@@ -61,7 +61,7 @@ def test_baseline_reports_divergence_and_drift_past_their_tolerances():
 def test_unmeasured_tokens_are_not_judged_for_drift():
     """A drafting llama.cpp sends the tokens it took from the draft with logprob 0.0 and no
     alternatives: recorded as None, they leave the drift to the measured ones."""
-    from pytest_frank.chat import Logprob, Reply
+    from pytest_frank.runtime.chat import Logprob, Reply
     from pytest_frank.claims.fingerprint import record
     from pytest_frank.drivers import driver_for
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_frank.figures import number
+from pytest_frank.base.figures import number
 
 pytestmark = pytest.mark.real
 

@@ -247,8 +247,8 @@ def test_asked_claims_follow_the_registry(tmp_path):
 def test_the_endpoint_fixture_calls_its_fleet_entry_entry(tmp_path):
     """`endpoint.entry` is the fleet entry; `.config`, its first name (documented for custom
     checks), still answers, with a deprecation warning: it read as pytest's config."""
-    from pytest_frank.endpoint import EndpointUnderTest
-    from pytest_frank.target import Target
+    from pytest_frank.plugin.under_test import EndpointUnderTest
+    from pytest_frank.runtime.target import Target
 
     path = tmp_path / "fleet.yaml"
     path.write_text("endpoints:\n  a: {url: 'http://127.0.0.1:9', engine: vllm}\n")

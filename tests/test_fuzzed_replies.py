@@ -48,7 +48,9 @@ from healthy_engines import ARGS, healthy_chat, healthy_messages
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_frank import identify, redact, rows
+from pytest_frank.base import redact
+from pytest_frank.plugin import rows
+from pytest_frank.runtime import identify
 from pytest_frank.claims import (
     agent,
     agent_chain,
@@ -69,9 +71,9 @@ from pytest_frank.claims import (
     vram,
 )
 from pytest_frank.drivers import DRIVERS
-from pytest_frank.endpoint import EndpointUnderTest
+from pytest_frank.plugin.under_test import EndpointUnderTest
 from pytest_frank.fleet import Endpoint
-from pytest_frank.target import Target
+from pytest_frank.runtime.target import Target
 
 pytestmark = pytest.mark.emulated
 
@@ -577,7 +579,7 @@ FAILED = {**RESPONSE, "status": "failed", "output": [],
      "the stream carried an error event: slot unavailable"),
 ])
 def test_a_responses_stream_ends_with_response_completed(emulators, events, problem):
-    from pytest_frank.chat import Request, send
+    from pytest_frank.runtime.chat import Request, send
 
     em = emulators("llamacpp")
     em.route("POST", "/v1/responses", lambda r: _events(events))

@@ -13,8 +13,8 @@ import pytest
 from fleets import one_endpoint
 from proxy import Proxy
 
-from pytest_frank.chat import Call, Reply
-from pytest_frank.checks import Context
+from pytest_frank.runtime.chat import Call, Reply
+from pytest_frank.claims.checks import Context
 from pytest_frank.claims import agent, bind, params, reasoning, tools
 from pytest_frank.drivers import driver_for
 from pytest_frank.fleet import Endpoint

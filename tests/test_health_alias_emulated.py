@@ -196,7 +196,7 @@ def test_html_report_carries_evidence_without_the_key(run_fleet, pytester):
 def test_the_sdks_are_imported_ahead_only_where_probes_run(run_fleet, monkeypatch):
     """The fleet's SDKs are imported in a thread from configure on; --collect-only does not start
     it, and a run ends with it ended (an in-process run's modules are unloaded after it)."""
-    from pytest_frank.session import FrankSession
+    from pytest_frank.runtime.session import FrankSession
 
     started, warm = [], FrankSession.warm
     monkeypatch.setattr(FrankSession, "warm", lambda self: started.append(1) or warm(self))

@@ -1,4 +1,4 @@
-"""Whether a URL's host is this machine (pytest_frank.hosts): loopback in every spelling, this
+"""Whether a URL's host is this machine (pytest_frank.base.hosts): loopback in every spelling, this
 machine's own names and addresses, and hosts elsewhere, decided quickly without contacting them."""
 
 import socket
@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from pytest_frank.hosts import host_of, is_local, server_of, shared_servers
+from pytest_frank.base.hosts import host_of, is_local, server_of, shared_servers
 
 pytestmark = pytest.mark.unit
 

@@ -6,16 +6,16 @@ from functools import partial
 
 import pytest
 
-from pytest_frank import metrics
-from pytest_frank.chat import Call, Reply
-from pytest_frank.checks import Context
+from pytest_frank.transport import metrics
+from pytest_frank.runtime.chat import Call, Reply
+from pytest_frank.claims.checks import Context
 from pytest_frank.claims import (bind, perf, reasoning, reasoning_effort, replies, slots, spec_decode,
                                  tools)
 from pytest_frank.drivers import driver_for
 from pytest_frank.fleet import Endpoint, _reason
-from pytest_frank.http import Exchange
-from pytest_frank.reporting import verdict_lines
-from pytest_frank.results import EndpointInfo, Row, Run
+from pytest_frank.transport.http import Exchange
+from pytest_frank.reports import verdict_lines
+from pytest_frank.record.results import EndpointInfo, Row, Run
 
 pytestmark = pytest.mark.unit
 
@@ -382,7 +382,7 @@ def test_verdict_lines_keep_the_worst_verdict_per_claim_in_battery_order():
 
 def test_fleet_reasons_read_like_a_colleague(tmp_path):
     from pytest_frank.fleet import _show, schema
-    from pytest_frank.schema_errors import problems
+    from pytest_frank.fleet.schema_errors import problems
 
     bad = {"endpoints": {"x": {"url": "ftp://h", "engine": "tgi", "api_key": 5, "colour": 1}}}
     show = partial(_show, from_env=set())
@@ -402,7 +402,7 @@ def test_fleet_reasons_read_like_a_colleague(tmp_path):
     ("t.py::test_x[other]", None),
 ])
 def test_xdist_schedules_by_the_endpoint_in_the_test_id(nodeid, endpoint):
-    from pytest_frank.xdist_scheduling import endpoint_in
+    from pytest_frank.plugin.xdist_scheduling import endpoint_in
 
     assert endpoint_in(nodeid, ["big-draft", "big"]) == endpoint
 
@@ -435,7 +435,7 @@ def _figured(verdict, **figures):
     (_figured("pass", ttft_p90_s_at_1=0.01), _figured("pass", ttft_p90_s_at_1=0.03), None),
 ])
 def test_baseline_reports_only_what_got_worse_past_its_tolerance(before, now, expected):
-    from pytest_frank.baseline import Tolerances, compare
+    from pytest_frank.reports.baseline import Tolerances, compare
 
     run = Run(fleet="f", sha256="", version="", rows=[now])
     found = compare(Run(fleet="f", sha256="", version="", rows=[before]), run,
@@ -476,7 +476,7 @@ def _runs(name, *runs, unit="tok/s"):
 ])
 def test_a_move_within_the_runs_spread_is_noise_not_a_regression(before, now, regression,
                                                                  noise):
-    from pytest_frank.baseline import Tolerances, compare
+    from pytest_frank.reports.baseline import Tolerances, compare
 
     said: list[dict] = []
     found = compare(Run(fleet="f", sha256="", version="", rows=[before]),
@@ -502,7 +502,7 @@ def _costed(tokens, seconds, keys=("m::t[ep]",)):
     (_costed(9159, 200.0, keys=("m::t[ep]", "m::u[ep]")), []),  # other tests: another plan
 ])
 def test_baseline_reports_a_rise_in_the_batterys_cost(now, expected):
-    from pytest_frank.baseline import Tolerances, compare
+    from pytest_frank.reports.baseline import Tolerances, compare
 
     found = compare(_costed(4200, 60.0), now, {"ep": Tolerances()})
     assert [f["what"] for f in found] == expected
@@ -545,7 +545,7 @@ def test_effort_trend(levels, failure):
 
 def test_effort_trend_cut_at_the_top_is_inconclusive_and_one_value_has_no_trend():
     from pytest_frank.claims import effort_trend
-    from pytest_frank.verdict import Inconclusive
+    from pytest_frank.outcome.verdict import Inconclusive
 
     check = ctx("reasoning_effort", expect={"low": "low"})
     with pytest.raises(Inconclusive, match="high was cut while thinking at max_tokens 512"):
@@ -622,7 +622,7 @@ def test_the_fleet_label_is_one_name_however_the_path_was_given(tmp_path, monkey
     given the absolute path (an ini file's) push to the same series."""
     from pathlib import Path
 
-    from pytest_frank.reporting import fleet_label
+    from pytest_frank.reports import fleet_label
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "ops").mkdir()

@@ -106,10 +106,10 @@ def test_without_an_alias_the_first_generation_fails_and_slots_is_blocked(server
 OWN_CHECK = '''
 from dataclasses import dataclass
 
-from pytest_frank import http
-from pytest_frank.checks import Check, battery_test
-from pytest_frank.observation import Observation
-from pytest_frank.verdict import fail
+from pytest_frank.transport import http
+from pytest_frank.claims.checks import Check, battery_test
+from pytest_frank.outcome.observation import Observation
+from pytest_frank.outcome.verdict import fail
 
 
 @dataclass(kw_only=True)

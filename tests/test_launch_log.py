@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from pytest_frank import http
+from pytest_frank.transport import http
 from pytest_frank.local import launch, llama_log
 
 pytestmark = pytest.mark.real
@@ -83,7 +83,7 @@ def test_two_launched_endpoints_each_report_holds_only_its_own_log(run_fleet, py
                        "--self-contained-html")
     outcomes = result.parseoutcomes()
     assert outcomes.get("failed", 0) == 0 and outcomes["passed"] == 3, outcomes
-    from pytest_frank import results
+    from pytest_frank.record import results
 
     own = {"long": ("selftest-chatty-", "exceeds the available context size"),
            "short": ("selftest-default-", None)}
@@ -153,7 +153,7 @@ def test_where_stderr_cannot_be_redirected_the_log_stays_there(monkeypatch):
 
 
 def test_a_long_log_shows_its_end_inert_and_masked(fresh_state, tmp_path):
-    from pytest_frank import redact
+    from pytest_frank.base import redact
 
     redact.register("sk-in-a-log-line-0003")
     path = tmp_path / "llama.log"
@@ -198,7 +198,7 @@ def test_a_cycle_of_two_lines_repeated_per_request_is_folded_too():
 
 
 def test_the_markdown_keeps_the_note_that_the_log_is_shared():
-    from pytest_frank.markdown import _log_tail
+    from pytest_frank.reports.markdown import _log_tail
 
     log = llama_log.MIXED + "\n" + "".join(f"line {chr(97 + i % 26)} {i}\n" for i in range(900))
     shown = _log_tail(log)

@@ -163,5 +163,5 @@ def test_the_circles_seen_include_hidden_ones(tmp_path):
 def test_the_rule_sees_lazy_imports(tmp_path):
     source = tmp_path / "m.py"
     source.write_text("def f():\n    from pytest_frank.plugin import SESSION\n"
-                      "if TYPE_CHECKING:\n    from pytest_frank.session import FrankSession\n")
+                      "if TYPE_CHECKING:\n    from pytest_frank.runtime.session import FrankSession\n")
     assert imports_of(source) == [("pytest_frank.plugin", 2)]

@@ -10,13 +10,13 @@ import time
 
 import pytest
 
-from pytest_frank.chat import Call, Reply
-from pytest_frank.checks import Context
+from pytest_frank.runtime.chat import Call, Reply
+from pytest_frank.claims.checks import Context
 from pytest_frank.claims import bind, load
 from pytest_frank.drivers import driver_for
 from pytest_frank.fleet import Endpoint
-from pytest_frank.target import Target
-from pytest_frank.verdict import Failure, render
+from pytest_frank.runtime.target import Target
+from pytest_frank.outcome.verdict import Failure, render
 
 pytestmark = pytest.mark.unit
 

@@ -10,11 +10,11 @@ from dataclasses import MISSING, fields
 
 import pytest
 
-from pytest_frank import merge
-from pytest_frank.results import (FLEET, IDENTITY, ROWS, SPEND, EndpointInfo, Payload, Row, Run,
+from pytest_frank.reports import merge
+from pytest_frank.record.results import (FLEET, IDENTITY, ROWS, SPEND, EndpointInfo, Payload, Row, Run,
                                   read_run)
-from pytest_frank.shard import Shard, ShardError, shard_of
-from pytest_frank.verdict import Verdict
+from pytest_frank.base.shard import Shard, ShardError, shard_of
+from pytest_frank.outcome.verdict import Verdict
 
 pytestmark = pytest.mark.unit
 
@@ -147,7 +147,7 @@ def test_a_report_the_disk_refuses_is_named(tmp_path, capsys):
 def test_the_frank_command_lists_merge():
     from pytest_frank.cli import COMMANDS
 
-    assert COMMANDS["merge"][0] == "pytest_frank.merge"
+    assert COMMANDS["merge"][0] == "pytest_frank.reports.merge"
 
 
 def test_a_shard_the_hash_left_empty_passes_and_records_the_fleet(run_fleet, pytester):
@@ -250,7 +250,7 @@ def test_the_xdist_payload_round_trip_keeps_every_field():
     a report: back as they were; what crosses beside the row is EndpointInfo's identity and
     spend fields, no other."""
     execnet = pytest.importorskip("execnet")
-    from pytest_frank.target import Spend
+    from pytest_frank.runtime.target import Spend
 
     info = _endpoint("good")
     sent = Payload(_row("good"), identity={f.name: getattr(info, f.name) for f in fields(info)

@@ -15,10 +15,10 @@ import pytest
 from emulator import Emulator, Reply, serve_chat
 from healthy_engines import healthy_chat
 
-from pytest_frank import merge
-from pytest_frank.figures import lookup
-from pytest_frank.results import EndpointInfo, Row, read_run
-from pytest_frank.shard import shard_of
+from pytest_frank.reports import merge
+from pytest_frank.base.figures import lookup
+from pytest_frank.record.results import EndpointInfo, Row, read_run
+from pytest_frank.base.shard import shard_of
 
 pytestmark = pytest.mark.emulated
 

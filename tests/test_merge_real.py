@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from pytest_frank import merge
+from pytest_frank.reports import merge
 
 pytestmark = pytest.mark.real
 

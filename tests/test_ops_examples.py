@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pytest_frank import plugin, prometheus
-from pytest_frank.results import Row, Run
+from pytest_frank import plugin
+from pytest_frank.reports import prometheus
+from pytest_frank.record.results import Row, Run
 from pytest_frank.serve.systemd import parse_unit
-from pytest_frank.verdict import Verdict
+from pytest_frank.outcome.verdict import Verdict
 
 pytestmark = pytest.mark.unit
 

@@ -9,8 +9,9 @@ import traceback
 import pytest
 
 from emulator import Emulator
-from pytest_frank import plugin, rows
-from pytest_frank.verdict import (Blocked, Failure, Inconclusive, Interrupted, NotAsked, Skip,
+from pytest_frank import plugin
+from pytest_frank.plugin import rows
+from pytest_frank.outcome.verdict import (Blocked, Failure, Inconclusive, Interrupted, NotAsked, Skip,
                                   Verdict)
 
 pytestmark = pytest.mark.emulated  # an emulated endpoint and pytester's in-process runs
@@ -71,9 +72,9 @@ def test_a_rendered_failure_carries_its_parts():
 CUSTOM = '''
 import pytest
 
-from pytest_frank.checks import Check
-from pytest_frank.observation import Observation
-from pytest_frank.verdict import Inconclusive, fail
+from pytest_frank.claims.checks import Check
+from pytest_frank.outcome.observation import Observation
+from pytest_frank.outcome.verdict import Inconclusive, fail
 
 
 def seen(target):
@@ -145,7 +146,7 @@ def test_hooks(request):
         fleet = {"endpoints": {"e": {"url": server.url, "engine": "llamacpp",
                                      "expect": {"chat": False}}}}
         result = run_fleet(fleet, "test_hooks.py", "--frank-no-battery", "-s")
-    result.stdout.fnmatch_lines(["*hooks: <pytest_frank.session_hooks.FleetHooks object at *>"])
+    result.stdout.fnmatch_lines(["*hooks: <pytest_frank.plugin.session_hooks.FleetHooks object at *>"])
 
 
 def test_plugin_py_keeps_only_the_module_level_hooks():

@@ -11,7 +11,7 @@ from emulator import Emulator, Reply, chat_chunks, paced, serve_chat, sse
 from fleets import one_endpoint
 from healthy_engines import healthy_chat
 
-from pytest_frank.http import Pace
+from pytest_frank.transport.http import Pace
 
 pytestmark = pytest.mark.emulated
 

@@ -4,12 +4,12 @@ llama.cpp and a proxy in front of it."""
 
 import pytest
 
-from pytest_frank.chat import Logprob, Reply
-from pytest_frank.checks import Context
+from pytest_frank.runtime.chat import Logprob, Reply
+from pytest_frank.claims.checks import Context
 from pytest_frank.claims import bind, params
 from pytest_frank.drivers import driver_for
 from pytest_frank.fleet import Endpoint
-from pytest_frank.verdict import Inconclusive
+from pytest_frank.outcome.verdict import Inconclusive
 
 pytestmark = pytest.mark.unit
 
@@ -298,7 +298,7 @@ def test_system_message_rejected_fails():
 
 
 def _prompt(tokens=None, problem=None):
-    from pytest_frank.sizing import PromptCount
+    from pytest_frank.runtime.sizing import PromptCount
 
     return PromptCount(tokens, "POST /tokenize of POST /apply-template's prompt", problem)
 

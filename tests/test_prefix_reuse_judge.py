@@ -3,8 +3,8 @@ engines count them (llama.cpp timings, vLLM usage and its refusal's words): no s
 
 import pytest
 
-from pytest_frank.chat import Reply
-from pytest_frank.checks import Context
+from pytest_frank.runtime.chat import Reply
+from pytest_frank.claims.checks import Context
 from pytest_frank.claims import bind, prefix_reuse, slots
 from pytest_frank.drivers import driver_for
 from pytest_frank.fleet import Endpoint

@@ -16,9 +16,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from pytest_frank import prometheus
-from pytest_frank.results import Row, Run, read_run
-from pytest_frank.verdict import Verdict
+from pytest_frank.reports import prometheus
+from pytest_frank.record.results import Row, Run, read_run
+from pytest_frank.outcome.verdict import Verdict
 
 pytestmark = pytest.mark.real
 
@@ -159,7 +159,7 @@ def _run(fleet="fleet.yaml", endpoint="ep", rows=3) -> Run:
 
 
 def test_label_values_are_escaped_and_secrets_masked(fresh_state):
-    from pytest_frank import redact
+    from pytest_frank.base import redact
 
     redact.register(SECRET)
     odd = f'/srv/ops/"night"\\{SECRET}\nfleet.yaml'

@@ -13,11 +13,11 @@ import pytest
 
 from fleets import one_endpoint
 from proxy import Proxy
-from pytest_frank.checks import Context
+from pytest_frank.claims.checks import Context
 from pytest_frank.claims import bind, params
 from pytest_frank.fleet import Endpoint
-from pytest_frank.target import Target
-from pytest_frank.verdict import Inconclusive
+from pytest_frank.runtime.target import Target
+from pytest_frank.outcome.verdict import Inconclusive
 
 pytestmark = pytest.mark.real
 

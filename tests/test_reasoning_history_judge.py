@@ -4,7 +4,7 @@ and the history each variant sends: no server."""
 
 import pytest
 
-from pytest_frank.checks import Context
+from pytest_frank.claims.checks import Context
 from pytest_frank.claims import bind, reasoning_history
 from pytest_frank.claims.reasoning_history import NONE, Counted
 from pytest_frank.drivers import driver_for

@@ -10,7 +10,7 @@ import pytest
 from emulator import Emulator, Reply, chat_chunks, chat_json, serve_chat, sse
 from healthy_engines import KEY, healthy_chat
 
-from pytest_frank.figures import number
+from pytest_frank.base.figures import number
 
 pytestmark = pytest.mark.emulated
 
@@ -263,8 +263,8 @@ def test_a_check_of_ones_own_shows_its_figures_in_every_report(run_fleet, pytest
 
 
 def test_a_probe_image_is_inline_and_a_bad_one_is_not_markup():
-    from pytest_frank.page import row_html
-    from pytest_frank.results import Row
+    from pytest_frank.reports.page import row_html
+    from pytest_frank.record.results import Row
 
     png = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJ"
            "RU5ErkJggg==")

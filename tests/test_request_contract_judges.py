@@ -6,8 +6,8 @@ tests/test_request_contract_real.py proves the same judges on real llama.cpp and
 
 import pytest
 
-from pytest_frank.chat import Call, Reply
-from pytest_frank.checks import Context
+from pytest_frank.runtime.chat import Call, Reply
+from pytest_frank.claims.checks import Context
 from pytest_frank.claims import bind, contract
 from pytest_frank.drivers import driver_for
 from pytest_frank.fleet import Endpoint

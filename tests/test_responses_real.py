@@ -184,10 +184,10 @@ def test_llama_cpp_reports_a_cut_answer_as_completed(llama, run_fleet):
 def test_send_on_the_responses_route_takes_a_client_shaped_request(llama):
     # As a client profile sends it (chat.send with api="responses" on a chat endpoint): its
     # own input items and fields past the battery's, which pass through unchanged.
-    from pytest_frank.chat import Request, send
+    from pytest_frank.runtime.chat import Request, send
     from pytest_frank.claims.tools import TOOLS
     from pytest_frank.fleet import Endpoint
-    from pytest_frank.target import Target
+    from pytest_frank.runtime.target import Target
 
     server = llama(model="selftest:agent", alias="frank-default-large")
     target = Target(Endpoint("ep", "llamacpp", url=server.url, alias="frank-default-large"))

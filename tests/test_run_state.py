@@ -1,10 +1,10 @@
-"""What a run registers and learns is that run's own (pytest_frank.state): two pytest runs in one
+"""What a run registers and learns is that run's own (pytest_frank.base.state): two pytest runs in one
 process (pytester's in-process runs inside this suite's) never see each other's claims, secrets
 or environment values, and none outlives its run."""
 
 import pytest
 
-from pytest_frank import redact, state
+from pytest_frank.base import redact, state
 from pytest_frank.claims import BUILT_IN, CLAIMS
 from pytest_frank.fleet import FleetError, load
 
@@ -14,7 +14,7 @@ SECRET = "run-one-only-7f3a9c"
 
 # Each in-process run reports, from inside it, what it sees of the claim and of the secret.
 SEEN = """
-from pytest_frank import redact
+from pytest_frank.base import redact
 from pytest_frank.claims import CLAIMS
 
 def test_what_this_run_sees():

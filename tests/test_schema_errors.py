@@ -1,12 +1,12 @@
-"""The one translator from jsonschema errors to sentences (pytest_frank.schema_errors), as the
+"""The one translator from jsonschema errors to sentences (pytest_frank.fleet.schema_errors), as the
 fleet file, tool-call arguments and an endpoint's JSON all use it."""
 
 from __future__ import annotations
 
 import pytest
 
-from pytest_frank import redact
-from pytest_frank.schema_errors import dotted, problems
+from pytest_frank.base import redact
+from pytest_frank.fleet.schema_errors import dotted, problems
 
 pytestmark = pytest.mark.unit
 

@@ -14,7 +14,7 @@ import pytest
 from emulator import Emulator, Reply, serve_chat
 from fleets import one_endpoint
 
-from pytest_frank import redact
+from pytest_frank.base import redact
 
 pytestmark = pytest.mark.emulated
 

@@ -357,7 +357,7 @@ def test_a_launched_endpoint_is_local():
     ("127.0.0.1", True), ("localhost", True), ("::1", True), ("[::1]", True), ("0.0.0.0", True),
     ("10.255.255.1", False), ("192.168.0.235", False), ("no-such-host.invalid", False)])
 def test_which_hosts_are_this_machine(host, local):
-    from pytest_frank.hosts import is_local
+    from pytest_frank.base.hosts import is_local
 
     assert is_local(host) is local
 
@@ -365,7 +365,7 @@ def test_which_hosts_are_this_machine(host, local):
 def test_this_machines_own_name_and_address_are_local():
     import socket
 
-    from pytest_frank.hosts import is_local
+    from pytest_frank.base.hosts import is_local
 
     assert is_local(socket.gethostname())
     own = {info[4][0] for info in socket.getaddrinfo(socket.gethostname(), None)}

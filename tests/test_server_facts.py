@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_frank import http, probes
+from pytest_frank.runtime import probes
+from pytest_frank.transport import http
 from pytest_frank.claims import bind, perf
-from pytest_frank.checks import Context
+from pytest_frank.claims.checks import Context
 from pytest_frank.drivers import driver_for
 from pytest_frank.fleet import Endpoint
-from pytest_frank.target import Target
+from pytest_frank.runtime.target import Target
 
 pytestmark = pytest.mark.unit
 

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from pytest_frank.drivers.llamacpp import LlamaCppDriver
-from pytest_frank.known_errors import known_fix
+from pytest_frank.runtime.known_errors import known_fix
 from pytest_frank.local.selftest_hybrid import built_acceptance
 
 pytestmark = [pytest.mark.real, pytest.mark.filterwarnings("ignore")]

@@ -12,14 +12,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_frank.chat import Call, Reply
-from pytest_frank.checks import Context
+from pytest_frank.runtime.chat import Call, Reply
+from pytest_frank.claims.checks import Context
 from pytest_frank.claims import bind, stream
 from pytest_frank.claims import stream_rules as rules
 from pytest_frank.drivers import driver_for
 from pytest_frank.fleet import Endpoint
-from pytest_frank.http import Exchange
-from pytest_frank.verdict import Failure, render
+from pytest_frank.transport.http import Exchange
+from pytest_frank.outcome.verdict import Failure, render
 
 pytestmark = pytest.mark.unit
 

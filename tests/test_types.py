@@ -56,7 +56,7 @@ def test_a_member_of_another_driver_capability_is_flagged(checked):
 
 
 def test_the_old_name_of_an_unseen_observation_still_imports_with_a_warning():
-    from pytest_frank import observation
+    from pytest_frank.outcome import observation
 
     with pytest.warns(DeprecationWarning, match="observation.Unseen"):
         assert observation.Failed is observation.Unseen  # type: ignore[attr-defined]

@@ -5,10 +5,10 @@ and its fleet.yaml `expect:` key, what it proves, its place in the reports, how 
 description and its JSON schema: fleet.schema.json's `$defs.expect` is written from them by
 docs/gen.py; parsed from the fleet entry by `bind`, read back typed by a probe with
 `Options.on(endpoint)` and by a judge as `ctx.options`), its probes (network and file work) and
-its checks (`pytest_frank.checks.Check`: probe + judge), which batteries/test_<claim>.py turns
+its checks (`pytest_frank.claims.checks.Check`: probe + judge), which batteries/test_<claim>.py turns
 into tests. The built-in claims are the modules of this package that declare a `CLAIM`.
 A conftest.py or a plugin adds claims of its own with `register` (the `pytest_frank_claims`
-hook, pytest_frank.hooks), for the run that loads it (pytest_frank.state)."""
+hook, pytest_frank.base.hooks), for the run that loads it (pytest_frank.base.state)."""
 
 from __future__ import annotations
 
@@ -23,11 +23,11 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Callable, ClassVar, Iterator, Mapping, TypeVar
 
-from pytest_frank import state
+from pytest_frank.base import state
 from pytest_frank.fleet import Endpoint, OptionError, expect_schemas
 
 if typing.TYPE_CHECKING:
-    from pytest_frank.checks import Check
+    from pytest_frank.claims.checks import Check
 
 # Claim names are marker names and fleet.yaml `expect:` keys: a public interface (`-m tools`).
 # How a claim is asked besides its own `expect:` key (every other claim is asked by that key
@@ -152,7 +152,7 @@ class Claim:
     def checks(self) -> list[Check[Any, Any]]:
         """Its checks: the `Check`s naming it, declared in this package's modules (its own and
         the helpers it splits into); batteries/test_<name>.py makes each a test."""
-        from pytest_frank.checks import Check
+        from pytest_frank.claims.checks import Check
 
         found: dict[int, Check[Any, Any]] = {}
         for info in pkgutil.walk_packages(__path__, f"{__name__}."):

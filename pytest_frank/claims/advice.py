@@ -13,7 +13,7 @@ from typing import Callable, Mapping, Union
 from pytest_frank.drivers import DRIVERS, Driver
 from pytest_frank.drivers.openai import OpenAIDriver
 from pytest_frank.drivers.protocols import Facts
-from pytest_frank.verdict import Text
+from pytest_frank.outcome.verdict import Text
 
 Advice = Union[Text, Callable[[Facts], Text]]
 ByEngine = Mapping[type[Driver], Advice]

@@ -15,16 +15,16 @@ import re
 import secrets
 from dataclasses import dataclass
 
-from pytest_frank.checks import Check, Context
+from pytest_frank.claims.checks import Check, Context
 from pytest_frank.claims.agent import (LOST_RESULTS, LOST_RESULTS_FIX, TEMPLATE_FIX,
                                        TEMPLATE_WORDS, Options)
 from pytest_frank.claims.replies import one_line
 from pytest_frank.claims.tools import PROMPTS, TOOLS
 from pytest_frank.drivers.openai_chat import ChatWire, agent_history
 from pytest_frank.local.render import render
-from pytest_frank.observation import Unseen, Observation
-from pytest_frank.verdict import fail, inconclusive
-from pytest_frank.wire import Call, Reply
+from pytest_frank.outcome.observation import Unseen, Observation
+from pytest_frank.outcome.verdict import fail, inconclusive
+from pytest_frank.transport.wire import Call, Reply
 
 # What a template's text reads when it shows each part (HF chat templates, whatever the engine).
 SHOWS_ID = re.compile(r"tool_call_id|tool_call\.id\b|\[\s*['\"]id['\"]\s*\]|\bcall\.id\b")
@@ -60,7 +60,7 @@ def history() -> tuple[list[dict], dict[str, str]]:
 
 def rendered(target) -> Rendered:
     """The history rendered by the server, and the template it renders with."""
-    from pytest_frank.probes import slot_shape
+    from pytest_frank.runtime.probes import slot_shape
 
     driver, (sent, markers) = target.driver, history()
     route, body = driver.render_request(target.model_name(), sent, TOOLS)

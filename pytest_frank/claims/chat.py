@@ -13,8 +13,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 
-from pytest_frank.chat import Reply, Request, send, thinking_budget
-from pytest_frank.checks import Check, Context
+from pytest_frank.runtime.chat import Reply, Request, send, thinking_budget
+from pytest_frank.claims.checks import Check, Context
 from pytest_frank.claims import Claim, option
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.advice import advise
@@ -23,9 +23,9 @@ from pytest_frank.claims.replies import (THINK_TAGS, one_line, reasoning_parser_
 from pytest_frank.claims.tools import forced_tools_fix
 from pytest_frank.drivers import LlamaCppDriver, VllmDriver
 from pytest_frank.drivers.protocols import Facts
-from pytest_frank.observation import Unseen, Observation
-from pytest_frank.target import first_and_alone
-from pytest_frank.verdict import Phrase, Text, fail, inconclusive
+from pytest_frank.outcome.observation import Unseen, Observation
+from pytest_frank.runtime.target import first_and_alone
+from pytest_frank.outcome.verdict import Phrase, Text, fail, inconclusive
 
 PROMPT = "What is the capital of France? Answer in one short sentence."
 # Chat templates' own markup: turn openers and closers, role headers, end-of-text tokens. None
@@ -118,7 +118,7 @@ def markup(text: str) -> list[str]:
 def _template(target) -> Template:
     """The served template and end token (the slot routes), the GGUF header's own template and
     special tokens (where the served file is readable here)."""
-    from pytest_frank.probes import slot_shape
+    from pytest_frank.runtime.probes import slot_shape
 
     shape = target.need(slot_shape)
     payloads = {} if isinstance(shape, Unseen) else shape.payloads

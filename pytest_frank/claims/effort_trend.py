@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pytest_frank.chat import Reply, Request, send
-from pytest_frank.checks import Check, Context
+from pytest_frank.runtime.chat import Reply, Request, send
+from pytest_frank.claims.checks import Check, Context
 from pytest_frank.claims.effort_map import LEVELS
 from pytest_frank.claims.reasoning_effort import Options, map_fix, supported, template_message
 from pytest_frank.claims.replies import one_line, require_answer
-from pytest_frank.observation import Unseen, Observation
-from pytest_frank.verdict import fail, inconclusive
+from pytest_frank.outcome.observation import Unseen, Observation
+from pytest_frank.outcome.verdict import fail, inconclusive
 
 PROMPT = ("How many of the whole numbers from 1 to 30 are prime? Think it through, then answer "
           "with the number.")
@@ -43,7 +43,7 @@ def ordered(mapping: dict[str, str]) -> list[tuple[str, str]]:
 
 def trend(target) -> Trend:
     """Every distinct mapped value asked once with the same question, least to most."""
-    from pytest_frank.probes import slot_shape
+    from pytest_frank.runtime.probes import slot_shape
 
     opts, driver = Options.on(target.endpoint), target.driver
     levels = [(lv, value, send(target, Request(PROMPT, opts.max_tokens,

@@ -1,7 +1,7 @@
 """fingerprint: the endpoint still computes the same model. Not the engine's fingerprint (which
-engine answers, pytest_frank.identify), but the answers' own: a few fixed prompts asked
+engine answers, pytest_frank.runtime.identify), but the answers' own: a few fixed prompts asked
 greedy, their first tokens and those tokens' logprobs recorded into the run record. A later run
-with `--frank-baseline` compares them (pytest_frank.baseline): a quantized KV cache, a rope
+with `--frank-baseline` compares them (pytest_frank.reports.baseline): a quantized KV cache, a rope
 setting, another GGUF under the same alias or a template edit keeps every form and changes
 these. The comparison itself (agreement, drift, the first divergence) lives here too, so the
 baseline and the same-run comparisons read one definition.
@@ -18,18 +18,19 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from pytest_frank import redact, sizing
-from pytest_frank.chat import Reply, Request, combine, send
-from pytest_frank.checks import Check, Context
+from pytest_frank.base import redact
+from pytest_frank.runtime import sizing
+from pytest_frank.runtime.chat import Reply, Request, combine, send
+from pytest_frank.claims.checks import Check, Context
 from pytest_frank.claims import Claim, option
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.replies import one_line
-from pytest_frank.figures import TOLERANCES
-from pytest_frank.observation import Observation
-from pytest_frank.verdict import fail, inconclusive
+from pytest_frank.base.figures import TOLERANCES
+from pytest_frank.outcome.observation import Observation
+from pytest_frank.outcome.verdict import fail, inconclusive
 
 if TYPE_CHECKING:
-    from pytest_frank.target import Target
+    from pytest_frank.runtime.target import Target
 
 ATTACHMENT = "fingerprint"  # the attachment's name in the run record; the baseline reads it
 SHORT = "Say hello."
@@ -251,7 +252,7 @@ def asked(target) -> Asked:
 
 
 def _build(target) -> str | None:
-    from pytest_frank.identify import identity
+    from pytest_frank.runtime.identify import identity
 
     build = getattr(target.need(identity), "build", None)  # a Unseen has none
     return build if isinstance(build, str) else None

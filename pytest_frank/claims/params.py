@@ -11,9 +11,9 @@ import json
 import time
 from dataclasses import dataclass, field, replace
 
-from pytest_frank import metrics
-from pytest_frank.chat import Reply, Request, send, think_through
-from pytest_frank.checks import Check, Context
+from pytest_frank.transport import metrics
+from pytest_frank.runtime.chat import Reply, Request, send, think_through
+from pytest_frank.claims.checks import Check, Context
 from pytest_frank.claims import Claim, option
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.advice import advise
@@ -21,11 +21,11 @@ from pytest_frank.claims.replies import (THINK_TAGS, one_line, reasoning_parser_
                                          require_answer, require_thinking_ended)
 from pytest_frank.drivers import LlamaCppDriver, VllmDriver
 from pytest_frank.drivers.protocols import Facts
-from pytest_frank.figures import COUNT, number
+from pytest_frank.base.figures import COUNT, number
 from pytest_frank.drivers.openai_responses import LOGPROBS_INCLUDE
-from pytest_frank.observation import Observation
-from pytest_frank.sizing import PromptCount, count_chat
-from pytest_frank.verdict import Text, fail, inconclusive
+from pytest_frank.outcome.observation import Observation
+from pytest_frank.runtime.sizing import PromptCount, count_chat
+from pytest_frank.outcome.verdict import Text, fail, inconclusive
 
 LONG = "Count from one to one hundred in words, separated by commas."
 CAP = 16  # a cap far below the answer LONG asks for
@@ -202,7 +202,7 @@ def formatted(target) -> Sent:
 def _drafts(target) -> str | None:
     """Why the endpoint is expected to draft: the fleet asks spec_decode, or the server says
     it drafts; None where neither."""
-    from pytest_frank.probes import slot_shape
+    from pytest_frank.runtime.probes import slot_shape
 
     if target.endpoint.asks("spec_decode"):
         return "expect.spec_decode is asked"
@@ -243,7 +243,7 @@ def _drafted(target, why: str, replies: list[Reply], before: metrics.Scrape | No
 def with_logprobs(target) -> Sent:
     """The capped answer with logprobs, and whether the server drafts: drafted tokens may come
     without their alternatives."""
-    from pytest_frank.probes import slot_shape
+    from pytest_frank.runtime.probes import slot_shape
 
     obs = Sent(replies={"logprobs": send(target, Request(LONG, CAP,
                                                         extra=target.driver.wire.logprobs(TOP)))})

@@ -19,8 +19,8 @@ from pytest_frank.claims.perf import cache_count_hint
 from pytest_frank.drivers import LlamaCppDriver, SglangDriver, VllmDriver
 from pytest_frank.drivers.base import Driver
 from pytest_frank.drivers.protocols import Facts, Metrics
-from pytest_frank.figures import COUNT, number
-from pytest_frank.verdict import Phrase, Text, fail
+from pytest_frank.base.figures import COUNT, number
+from pytest_frank.outcome.verdict import Phrase, Text, fail
 
 # Of the turn before's prompt: turn 2 shares all of it but the few tokens that open the reply
 # (llama.cpp reused 1069 of 1068 on the self-test model, 1064 on its hybrid), and a server that

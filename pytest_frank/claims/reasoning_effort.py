@@ -11,8 +11,8 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
-from pytest_frank.chat import Reply, Request, send
-from pytest_frank.checks import Check, Context
+from pytest_frank.runtime.chat import Reply, Request, send
+from pytest_frank.claims.checks import Check, Context
 from pytest_frank.claims import Claim, key_schemas, option
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims import in_folder
@@ -20,8 +20,8 @@ from pytest_frank.claims.effort_map import EffortMapError, read_effort_map
 from pytest_frank.claims.replies import (cut_while_thinking, one_line, require_answer,
                                          require_budget)
 from pytest_frank.fleet import Endpoint, OptionError
-from pytest_frank.observation import Observation
-from pytest_frank.verdict import fail
+from pytest_frank.outcome.observation import Observation
+from pytest_frank.outcome.verdict import fail
 
 PROMPT = "Say hello in one short sentence."
 LEVELS = ("minimal", "low", "medium", "high", "xhigh", "max")  # client levels, least to most

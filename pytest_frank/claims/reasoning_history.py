@@ -23,8 +23,8 @@ import json
 import secrets
 from dataclasses import dataclass, field, replace
 
-from pytest_frank.chat import Request, send
-from pytest_frank.checks import Check, Context
+from pytest_frank.runtime.chat import Request, send
+from pytest_frank.claims.checks import Check, Context
 from pytest_frank.claims.advice import advise
 from pytest_frank.claims.agent import Options
 from pytest_frank.claims.replies import one_line
@@ -33,11 +33,11 @@ from pytest_frank.drivers import VllmDriver
 from pytest_frank.drivers.base import Driver
 from pytest_frank.drivers.protocols import Facts, Wire
 from pytest_frank.drivers.openai_chat import agent_history
-from pytest_frank.known_errors import known_fix
+from pytest_frank.runtime.known_errors import known_fix
 from pytest_frank.local.render import render
-from pytest_frank.observation import Unseen, Observation
-from pytest_frank.verdict import Text, fail, inconclusive, not_applicable
-from pytest_frank.wire import Call, Reply
+from pytest_frank.outcome.observation import Unseen, Observation
+from pytest_frank.outcome.verdict import Text, fail, inconclusive, not_applicable
+from pytest_frank.transport.wire import Call, Reply
 
 NONE = ""  # the history without reasoning, among the counts by field
 BLOCKS = ("thinking",)  # the Messages API's field: the assistant turn's thinking blocks
@@ -120,7 +120,7 @@ def counted(target) -> Counted:
 def _keeps(target, tag: str, result: str) -> tuple[bool, str] | None:
     """Whether the served template (where the engine shows it) keeps the reasoning of an agent's
     history, by rendering it here with the history in the field the template reads."""
-    from pytest_frank.probes import slot_shape
+    from pytest_frank.runtime.probes import slot_shape
 
     shape = target.need(slot_shape)
     if isinstance(shape, Unseen) or shape.failure is not None:

@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from pytest_frank.chat import Reply, Request, send
-from pytest_frank.checks import Check, Context
+from pytest_frank.runtime.chat import Reply, Request, send
+from pytest_frank.claims.checks import Check, Context
 from pytest_frank.claims import Claim, option
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims import stream_rules as rules
@@ -24,9 +24,9 @@ from pytest_frank.claims.replies import require_answer
 from pytest_frank.claims.tools import PROMPTS, TOOLS
 from pytest_frank.drivers import LlamaCppDriver
 from pytest_frank.drivers.protocols import Facts
-from pytest_frank.known_errors import known_fix
-from pytest_frank.observation import Observation
-from pytest_frank.verdict import Text, fail
+from pytest_frank.runtime.known_errors import known_fix
+from pytest_frank.outcome.observation import Observation
+from pytest_frank.outcome.verdict import Text, fail
 
 ROUTES = {"chat": "/v1/chat/completions", "messages": "/v1/messages",
           "responses": "/v1/responses"}

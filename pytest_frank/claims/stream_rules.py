@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_frank import redact
+from pytest_frank.base import redact
 
 FIELDS = ("event", "data", "id", "retry")  # what an SSE line may name
 CONSTANT = ("id", "model", "created")  # every chunk of one completion carries the same

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_frank.chat import Reply, Request, send, shared, think_through
-from pytest_frank.checks import Check, Context
+from pytest_frank.runtime.chat import Reply, Request, send, shared, think_through
+from pytest_frank.claims.checks import Check, Context
 from pytest_frank.claims import Claim, option
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.advice import advise
@@ -24,12 +24,12 @@ from pytest_frank.claims.replies import (cut_while_thinking, dropped_answer_fix,
                                          require_answer, require_not_reasoning_only,
                                          require_stream_agrees, require_thinking_ended,
                                          thinking_spent)
-from pytest_frank import schema_errors
-from pytest_frank.observation import Unseen, Observation
-from pytest_frank.probes import slot_shape
+from pytest_frank.fleet import schema_errors
+from pytest_frank.outcome.observation import Unseen, Observation
+from pytest_frank.runtime.probes import slot_shape
 from pytest_frank.drivers import AnthropicDriver, LlamaCppDriver, SglangDriver, VllmDriver
 from pytest_frank.drivers.base import Driver
-from pytest_frank.verdict import Alt, Phrase, Text, fail, inconclusive
+from pytest_frank.outcome.verdict import Alt, Phrase, Text, fail, inconclusive
 
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "Weather forecast for a city.",

@@ -8,15 +8,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_frank.checks import Check, Context
+from pytest_frank.claims.checks import Check, Context
 from pytest_frank.claims import Claim, option
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims import slots
 from pytest_frank.claims.advice import advise
 from pytest_frank.drivers import LlamaCppDriver, VllmDriver
 from pytest_frank.drivers.protocols import Facts, Metrics
-from pytest_frank.observation import Observation
-from pytest_frank.verdict import Phrase, Text, fail, inconclusive, not_applicable
+from pytest_frank.outcome.observation import Observation
+from pytest_frank.outcome.verdict import Phrase, Text, fail, inconclusive, not_applicable
 from pytest_frank.vram.memory import fmt_mib
 from pytest_frank.vram.plan import (
     KVPool,
@@ -303,7 +303,7 @@ def _gpu_elsewhere(endpoint, opts: Options) -> str | None:
     from names and addresses alone; the endpoint is never contacted for it."""
     if (opts.source or "nvidia-smi") != "nvidia-smi":
         return None
-    from pytest_frank.hosts import is_local
+    from pytest_frank.base.hosts import is_local
 
     host = opts.host or endpoint.host or ""  # serve.host, else the URL's: where it is served
     if is_local(host):

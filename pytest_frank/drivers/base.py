@@ -7,14 +7,16 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from pytest_frank import metrics, redact, schema_errors
+from pytest_frank.base import redact
+from pytest_frank.fleet import schema_errors
+from pytest_frank.transport import metrics
 from pytest_frank.drivers.anthropic_messages import MessagesWire
 from pytest_frank.drivers.openai_chat import ChatWire
 from pytest_frank.drivers.openai_responses import ResponsesWire
 from pytest_frank.drivers.protocols import Facts, Metrics, Readiness, Routes, Wire
-from pytest_frank.http import Exchange
-from pytest_frank.verdict import InEffect, Setting, Wording
-from pytest_frank.wire import Logprob
+from pytest_frank.transport.http import Exchange
+from pytest_frank.outcome.verdict import InEffect, Setting, Wording
+from pytest_frank.transport.wire import Logprob
 
 # The routes a driver generates on besides chat (whose wire is the engine's own: chat_wire).
 WIRES: dict[str, type[Wire]] = {"messages": MessagesWire, "responses": ResponsesWire}
@@ -27,7 +29,7 @@ class Driver:
 
     name: str  # fleet.yaml `engine:`
     label: str
-    # How the engine gives itself away (pytest_frank.identify): /v1/models owned_by and its
+    # How the engine gives itself away (pytest_frank.runtime.identify): /v1/models owned_by and its
     # /metrics prefix. None for shapes any engine may wear (a generic server, a proxy).
     owned_by: str | None = None
     metrics_prefix: str | None = None
@@ -341,7 +343,7 @@ class Driver:
         return reply.status is not None and reply.status >= 400 and any(
             m in text for m in self.no_projector_markers)
 
-    # -- generation battery: reasoning, reasoning_effort, tools (pytest_frank.chat) -------------
+    # -- generation battery: reasoning, reasoning_effort, tools (pytest_frank.runtime.chat) -------------
     # Of history_reasoning_fields (of every route), those the engine reads into its chat
     # template: one of them that leaves the prompt as long as no reasoning does, where another
     # lengthens it, was dropped on the way (test_agent_reasoning_history); None where the

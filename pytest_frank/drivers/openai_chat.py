@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from pytest_frank.http import NO_KEY
-from pytest_frank.wire import Call, Logprob, Reads, Reply, Request, Unreadable, typed
+from pytest_frank.transport.http import NO_KEY
+from pytest_frank.transport.wire import Call, Logprob, Reads, Reply, Request, Unreadable, typed
 
 
 def client(endpoint, http_client, timeout: float):

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from pytest_frank.drivers import openai_chat
-from pytest_frank.wire import Call, Logprob, Reads, Reply, Request, typed
+from pytest_frank.transport.wire import Call, Logprob, Reads, Reply, Request, typed
 
 # Where the Responses API carries reasoning: a reasoning item's content (reasoning_text parts,
 # what open engines send) or its summary (summary_text parts, what OpenAI's models send).

@@ -10,9 +10,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from pytest_frank.http import Exchange
-from pytest_frank.verdict import Setting, Wording
-from pytest_frank.wire import Reply, Request
+from pytest_frank.transport.http import Exchange
+from pytest_frank.outcome.verdict import Setting, Wording
+from pytest_frank.transport.wire import Reply, Request
 
 
 @dataclass

@@ -20,7 +20,7 @@ from typing import Any, Iterator
 import gguf
 import httpx2
 
-from pytest_frank import http
+from pytest_frank.transport import http
 
 MiB = 1 << 20
 FIRST_READ = 64 * 1024          # enough for most small headers in one round trip

@@ -10,7 +10,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from pytest_frank import redact
+from pytest_frank.base import redact
 from pytest_frank.fleet import DEFAULT_TIMEOUT
 from pytest_frank.init.survey import MARGIN, InitError, survey, with_serve
 

@@ -5,13 +5,13 @@ Clients send tools on every request, so none is offered where tools are not writ
 
 from __future__ import annotations
 
-from pytest_frank.chat import Request, send
+from pytest_frank.runtime.chat import Request, send
 from pytest_frank.claims.clients.judge import ROUTES
 from pytest_frank.claims.clients.play import request_text
 from pytest_frank.claims.clients.profile import Choices
 from pytest_frank.claims.clients.registry import PROFILES
 from pytest_frank.init.found import Found
-from pytest_frank.observation import Unseen
+from pytest_frank.outcome.observation import Unseen
 
 PROBE_TOKENS = 8
 BYTES_PER_TOKEN = 4  # where the server cannot count: a real tokenizer's usual rate on prose
@@ -19,7 +19,7 @@ BYTES_PER_TOKEN = 4  # where the server cannot count: a real tokenizer's usual r
 
 def offer(target, found) -> None:
     """found.claims["clients"] with the profiles that would be answered; the others noted."""
-    from pytest_frank.probes import slot_shape
+    from pytest_frank.runtime.probes import slot_shape
 
     if "tools" not in found.claims:
         found.notes["clients"] = "not written: coding clients send tools on every request"

@@ -16,13 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_frank import metrics, redact
-from pytest_frank.chat import Request, send
+from pytest_frank.base import redact
+from pytest_frank.transport import metrics
+from pytest_frank.runtime.chat import Request, send
 from pytest_frank.fleet import Endpoint
 from pytest_frank.init import clients
 from pytest_frank.init.chat_gate import require_chat
 from pytest_frank.init.found import Found, InitError
-from pytest_frank.observation import Unseen
+from pytest_frank.outcome.observation import Unseen
 
 MARGIN = 3.0  # perf bounds: a measured figure times this (or divided by it)
 TTFT_SLACK_S = 0.25  # and never closer than this to a measured first token
@@ -83,7 +84,7 @@ def _gguf_file(path: str | Path) -> bool:
 
 def _target(url, engine, api_key, timeout, ready_timeout=0.0):
     from pytest_frank.claims import bind
-    from pytest_frank.target import Target
+    from pytest_frank.runtime.target import Target
 
     return Target(bind(Endpoint(name="init", engine=engine, url=url, api_key=api_key,
                                 ready_timeout=ready_timeout)), timeout)
@@ -91,8 +92,8 @@ def _target(url, engine, api_key, timeout, ready_timeout=0.0):
 
 def identify(url: str, api_key: str | None, timeout: float) -> tuple[str, str]:
     """(engine, the sign that gave it away); InitError for a URL that is no LLM server."""
-    from pytest_frank.identify import recognise
-    from pytest_frank.probes import served
+    from pytest_frank.runtime.identify import recognise
+    from pytest_frank.runtime.probes import served
 
     target = _target(url, "openai", api_key, timeout)
     try:
@@ -117,7 +118,7 @@ def identify(url: str, api_key: str | None, timeout: float) -> tuple[str, str]:
 
 
 def _models(target) -> list[str]:
-    from pytest_frank.probes import health, served
+    from pytest_frank.runtime.probes import health, served
 
     up = health(target)
     if not up.ready:
@@ -130,7 +131,7 @@ def _models(target) -> list[str]:
 
 def _configured(target, found: Survey) -> None:
     """Claims read from the server's configuration: slots, template, vision, drafting, vram."""
-    from pytest_frank.probes import slot_shape
+    from pytest_frank.runtime.probes import slot_shape
 
     driver = target.driver
     shape = target.need(slot_shape)
@@ -233,7 +234,7 @@ def _generated(target, found: Survey) -> None:
 def _tools(target, found: Survey) -> None:
     """tools and agent only where one forced call came back as a call a strict client can use
     (the tools claim's own judge); a template that cannot carry tools is not asked."""
-    from pytest_frank.chat import think_through
+    from pytest_frank.runtime.chat import think_through
     from pytest_frank.claims.tools import CLOCK, PROMPTS, call_reply_problems, template_family
 
     said = target.driver.template_caps(_payloads(target)).get("tools")
@@ -273,9 +274,9 @@ def _none(target, found: Survey) -> None:
     asks it, so a server that answers none with a call, or with the call written as text (the
     tools rendered into the prompt under none, as llama.cpp does), gets `none: false` and a
     comment with what it said, not a file whose first run fails on a claim init never tried."""
-    from pytest_frank.checks import Context
+    from pytest_frank.claims.checks import Context
     from pytest_frank.claims import contract, tools
-    from pytest_frank.verdict import Failure, Inconclusive
+    from pytest_frank.outcome.verdict import Failure, Inconclusive
 
     seen = target.need(contract.tool_choice_none)
     try:
@@ -328,7 +329,7 @@ def _no_tools(found: Survey, why: str) -> None:
 
 
 def _payloads(target) -> dict:
-    from pytest_frank.probes import slot_shape
+    from pytest_frank.runtime.probes import slot_shape
 
     shape = target.need(slot_shape)
     return {} if isinstance(shape, Unseen) else shape.payloads

@@ -392,7 +392,7 @@ def _wait_ready(url: str, timeout: float, keys: list[str], deadline: float | Non
     """Until /health answers, then /slots. llama.cpp answers /health before its task loop has
     begun, and the loop's start clears a stop asked before it: a server stopped in that moment
     never ends, and xllamacpp's destructor waits for it for ever. The loop answers /slots."""
-    from pytest_frank import http
+    from pytest_frank.transport import http
 
     deadline = deadline if deadline is not None else time.monotonic() + timeout
     headers = {"Authorization": f"Bearer {keys[0]}"} if keys else None

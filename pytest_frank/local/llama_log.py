@@ -30,7 +30,7 @@ import tempfile
 import threading
 from dataclasses import dataclass
 
-from pytest_frank import redact
+from pytest_frank.base import redact
 
 TAIL = 32 * 1024  # characters of a server's log a report shows: its end, where a failure is
 _IONBF = 2  # setvbuf: unbuffered, so the file holds each line as soon as it is written

@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_frank import redact
+from pytest_frank.base import redact
 from pytest_frank.serve import script, systemd
 from pytest_frank.serve.script import Located, Scope, Site
 from pytest_frank.serve.shell import ShellSyntaxError, stream

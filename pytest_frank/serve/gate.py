@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from pytest_frank.hosts import is_local
+from pytest_frank.base.hosts import is_local
 from pytest_frank.serve.command import ServeCommand
 from pytest_frank.serve.flags import Parsed, parse
 

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_frank import redact
+from pytest_frank.base import redact
 from pytest_frank.serve.shell import Token, Values, stream
 
 _ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\+?)=(.*)$", re.S)

@@ -16,7 +16,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from pytest_frank import redact
+from pytest_frank.base import redact
 
 MiB = 1 << 20
 GPU_QUERY = "index,name,memory.used,memory.total"
@@ -207,7 +207,7 @@ def local_compute_apps(timeout: float = 20) -> tuple[list[ComputeApp] | None, st
 def fetch_metrics(url: str, *, timeout: float = 10) -> str:
     """GET a Prometheus text endpoint (dcgm-exporter :9400/metrics, vLLM /metrics) through the
     one capped, deadline-bound reader every endpoint answer goes through."""
-    from pytest_frank import http
+    from pytest_frank.transport import http
 
     with http.client(timeout) as client:
         ex = http.send(client, "GET", url)

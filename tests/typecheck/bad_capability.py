@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pytest_frank.claims.advice import advise
 from pytest_frank.drivers.protocols import Facts, Metrics
-from pytest_frank.verdict import Text
+from pytest_frank.outcome.verdict import Text
 
 
 def drafted(driver: Metrics) -> str:

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from pytest_frank import identify
-from pytest_frank.target import Target
+from pytest_frank.runtime import identify
+from pytest_frank.runtime.target import Target
 
 
 def engine_named(target: Target) -> str | None:

@@ -3,9 +3,9 @@ probe, by a judge and by a check's `applies`. The type checker must reject each.
 
 from __future__ import annotations
 
-from pytest_frank.checks import Check, Context
+from pytest_frank.claims.checks import Check, Context
 from pytest_frank.claims import perf
-from pytest_frank.target import Target
+from pytest_frank.runtime.target import Target
 
 
 def runs_asked(target: Target) -> int:

@@ -9,7 +9,7 @@ test per client: `test_client[NAME-claude_code]`."""
 
 from __future__ import annotations
 
-from pytest_frank.checks import Check
+from pytest_frank.claims.checks import Check
 from pytest_frank.claims import Claim
 from pytest_frank.claims.clients.judge import judge
 from pytest_frank.claims.clients.options import CHOICES, Options

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from pytest_frank.chat import Call, Request
+from pytest_frank.runtime.chat import Call, Request
 from pytest_frank.claims.clients import filler
 from pytest_frank.claims.clients.profile import (ARRAYS, CACHE_CONTROL, LATE_SYSTEM, PROMPT,
                                                  Choices, First, Profile, text_blocks)

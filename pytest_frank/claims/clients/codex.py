@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import uuid
 
-from pytest_frank.chat import Call, Request
+from pytest_frank.runtime.chat import Call, Request
 from pytest_frank.claims.clients import filler
 from pytest_frank.claims.clients.profile import LATE_SYSTEM, PROMPT, Choices, First, Profile
 

@@ -4,7 +4,7 @@ them (the server's defaults decide); a couple of KB."""
 
 from __future__ import annotations
 
-from pytest_frank.chat import Request
+from pytest_frank.runtime.chat import Request
 from pytest_frank.claims.clients import filler
 from pytest_frank.claims.clients.profile import PROMPT, Choices, First, Profile
 

@@ -5,7 +5,7 @@ tool_calls, no sampling fields; 5.6 KB."""
 
 from __future__ import annotations
 
-from pytest_frank.chat import Request
+from pytest_frank.runtime.chat import Request
 from pytest_frank.claims.clients import filler
 from pytest_frank.claims.clients.profile import (ARRAYS, PROMPT, Choices, First, Profile,
                                                  text_blocks)

@@ -9,7 +9,7 @@ import zlib
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pytest_frank.chat import Call, Reply, Request
+from pytest_frank.runtime.chat import Call, Reply, Request
 from pytest_frank.claims import option
 from pytest_frank.claims.clients.filler import prose, size_of
 
