@@ -6,8 +6,9 @@ stream and reasoning on a server that serves the family's self-test model under 
 written as text where the template is not the family's, asked with tool_choice auto. A healthy
 row must pass every asked check (a failed one is a false failure); a fault row must fail
 test_tools_auto naming the family and, in its fix line, what the engine needs to parse it. On
-vLLM, which picks its parser from a flag, the rows are real vLLM servers of tests/vllm_server.py's
-configurations (the vLLM environment of tests/vllm_env.py): Qwen3 XML under qwen3_xml, its fault
+vLLM, which picks its parser from a flag, the rows are real vLLM servers of
+tests/support/vllm_server.py's
+configurations (the vLLM environment of tests/support/vllm_env.py): Qwen3 XML under qwen3_xml, its fault
 under hermes; gpt-oss harmony under openai and openai_gptoss, its fault without a tool-call
 parser, where vLLM drops the calls. The vLLM rows ask no parallel calls (each scripted model
 there writes one call).
@@ -18,7 +19,7 @@ It prints one row per family and engine and ends with whether the goal is met (0
 each family's fault caught with its fix), exiting 1 when it is not. The schema corpus is left
 out of the healthy rows: where a family writes a string value bare (Qwen3 XML, GLM 4.5),
 llama.cpp's grammar leaves a ["string", "null"] value free of its pattern and the corpus fails
-it, a finding about the engine that tests/test_tool_formats_real.py pins.
+it, a finding about the engine that tests/claims/tools/test_tool_formats_real.py pins.
 """
 
 from __future__ import annotations
@@ -65,11 +66,11 @@ LLAMACPP = {
                  "reasoning_effort": {"low": "low", "medium": "medium", "high": "high"}},
                 "selftest:harmony_text", "the content holds a gpt-oss harmony tool call"),
 }
-# vLLM picks its parser from a flag: a row names configurations of tests/vllm_server.py's CONFIGS
+# vLLM picks its parser from a flag: a row names configurations of tests/support/vllm_server.py's CONFIGS
 # (each start costs about 30-60 s; a configuration the suite already serves): the healthy server
 # under the family's parsers, and the fault's, with what its failure line says. Not asked there:
 # tool_choice none (vLLM keeps the tools in the prompt, so the model calls and the parser drops
-# the call: a true failure, fixed by a flag, that tests/test_tool_families_vllm_real.py pins),
+# the call: a true failure, fixed by a flag, that tests/vllm/test_tool_families_vllm_real.py pins),
 # named tools and test_tools_arguments (each scripted model writes its one call to get_weather,
 # whatever tool a grammar forces), and agent steps (both agree with the healthy llama.cpp rows
 # on the default).
@@ -92,14 +93,14 @@ def entry(model: str, expect: dict) -> dict:
 
 
 class VllmServers:
-    """Real vLLM servers of tests/vllm_server.py's configurations, started on first use."""
+    """Real vLLM servers of tests/support/vllm_server.py's configurations, started on first use."""
 
     def __init__(self, folder: Path) -> None:
         self.folder, self.pool = folder, None
 
     def entry(self, config: str, expect: dict) -> dict:
         if self.pool is None:
-            sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+            sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "support"))
             import vllm_env
             import vllm_server
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import yaml
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))
+sys.path.insert(0, str(HERE.parent / "tests" / "support"))
 from emulator import Emulator, Reply, chat_json, metrics_text, serve_chat, tool_call  # noqa: E402
 
 EXPECT = {

@@ -24,7 +24,7 @@ from pathlib import Path
 import yaml
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))
+sys.path.insert(0, str(HERE.parent / "tests" / "support"))
 from emulator import Emulator, Reply, paced, serve_chat  # noqa: E402
 from healthy_engines import healthy_chat  # noqa: E402
 

@@ -2,7 +2,7 @@
 
 Starts the self-test model `selftest:echo` (each request of the pool answered with its own marker
 word) on real llama.cpp with `--parallel 4` (4 slots of 4096 tokens),
-behind tests/proxy.py letting its tokens out at `--pace` seconds each (default 0.01: a 100 tok/s
+behind tests/support/proxy.py letting its tokens out at `--pace` seconds each (default 0.01: a 100 tok/s
 endpoint; the self-test model alone answers in milliseconds, where any client's own cost per
 request is the whole of the wall). It runs the load claim's probe and judge in-process
 (expect.load, with tools and reasoning asked: plain, streamed, tool-forced and thinking
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "support"))
 from proxy import Proxy  # noqa: E402
 
 

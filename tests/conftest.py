@@ -6,8 +6,8 @@ import pytest
 import yaml
 from llama import llama  # noqa: F401  (the real llama.cpp server factory fixture)
 from vllm_server import in_config_order, plan_early_starts, start_next, vllm  # noqa: F401  (real vLLM)
-from real_models import smollm2, smollm2_path  # noqa: F401  (a real trained model, tests/real_models.py)
-from real_clients import client_server, coding_agent, sandbox  # noqa: F401  (pi and Codex, tests/real_clients.py)
+from real_models import smollm2, smollm2_path  # noqa: F401  (a real trained model, tests/support/real_models.py)
+from real_clients import client_server, coding_agent, sandbox  # noqa: F401  (pi and Codex, tests/support/real_clients.py)
 
 # The HTTP stacks are imported once for the session: pytester's in-process runs drop modules
 # first imported inside them, and httpx caches httpcore's exception classes, so a re-imported

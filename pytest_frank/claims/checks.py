@@ -1,9 +1,9 @@
 """The one judge contract. A claim module declares each check as a `Check`: the probe that
 gathers its observation (network and file work, run ahead for the whole fleet) and the judge that
-reads it: `judge(observation, ctx)`, which fails through `pytest_frank.outcome.verdict`. The battery turns
-each `Check` into a test with `battery_test`. A check is typed by its observation and by its
-claim's options: the judge's `ctx.options` and the `applies`, `cases` and `asked` functions get
-the claim's parsed `Options`, so the type checker sees a misspelt option."""
+reads it: `judge(observation, ctx)`, which fails through `pytest_frank.outcome.verdict`. The
+battery turns each `Check` into a test with `battery_test`. A check is typed by its observation
+and by its claim's options: the judge's `ctx.options` and the `applies`, `cases` and `asked`
+functions get the claim's parsed `Options`, so the type checker sees a misspelt option."""
 
 from __future__ import annotations
 

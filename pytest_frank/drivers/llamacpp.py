@@ -322,7 +322,7 @@ class LlamaCppDriver(OpenAIDriver):
     # the format from how the template renders a call, so the template must render calls with
     # <tool_call>, <arg_key> and <arg_value>; DeepSeek V3.1 the same, with its call markers and
     # <｜tool▁sep｜> (xllamacpp 2026.10.11549,
-    # tests/test_tool_formats_real.py).
+    # tests/claims/tools/test_tool_formats_real.py).
     call_family_markers = MappingProxyType({
         "qwen3_xml": ("<tool_call>", "<function=", "<parameter="),
         "kimi_k2": ("<|tool_calls_section_begin|>", "<|tool_call_begin|>"),

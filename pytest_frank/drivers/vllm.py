@@ -49,7 +49,7 @@ class VllmDriver(OpenAIDriver):
     # vllm/parser/harmony.py): with tools offered and no --tool-call-parser it answers 200 (any
     # other model's tools are its 400), and a commentary message to=functions.NAME becomes a
     # call only through the openai tool parser; without it the call is dropped, no content
-    # either (tests/test_tool_families_vllm_real.py, HARMONY_BARE).
+    # either (tests/vllm/test_tool_families_vllm_real.py, HARMONY_BARE).
     drops_unparsed_calls = "harmony"
 
     # -- the server's own count: vllm/entrypoints/openai/protocol.py TokenizeChatRequest renders
@@ -104,7 +104,7 @@ class VllmDriver(OpenAIDriver):
     # tool_parsers/__init__.py (0.32.0): qwen3_xml and qwen3_coder name one parser
     # (Qwen3EngineToolParser), which reads <tool_call><function=NAME><parameter=KEY> and types
     # each value by the tool's schema; hermes reads JSON only and leaves such a call in content
-    # (tests/test_tool_families_vllm_real.py). The other families' parsers by their names in
+    # (tests/vllm/test_tool_families_vllm_real.py). The other families' parsers by their names in
     # 0.32's registry (harmony's is openai); qwen3_xml and openai are proven on real vLLM here.
     call_family_parsers = MappingProxyType({"qwen3_xml": "qwen3_xml", "kimi_k2": "kimi_k2",
                                             "mistral": "mistral", "glm45": "glm45",

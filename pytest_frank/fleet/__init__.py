@@ -345,11 +345,11 @@ def _resolve_paths(launch: dict, base_dir: Path) -> None:
 
 @lru_cache(maxsize=1)
 def schema() -> dict:
-    return json.loads(resources.files("pytest_frank").joinpath("fleet.schema.json").read_text())
+    return json.loads(resources.files(__name__).joinpath("fleet.schema.json").read_text())
 
 
 # The engines fleet.yaml may name: the schema's list, which docs/gen.py writes from the driver
-# registry (pytest_frank.drivers.DRIVERS, a layer above this one); tests/test_contract.py fails
+# registry (pytest_frank.drivers.DRIVERS, a layer above this one); tests/package/test_contract.py fails
 # where it is stale.
 ENGINES: tuple[str, ...] = tuple(schema()["$defs"]["endpoint"]["properties"]["engine"]["enum"])
 

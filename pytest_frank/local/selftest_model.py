@@ -126,7 +126,7 @@ echo
   reasoning "Thinking", content "banana!", finish "stop"; thinking off, "banana!" at once; under
   tool_choice "required" content "banana!" and the get_weather call. A question without a marker
   is answered "Hello!" (the head adds exactly nothing). Distinct questions, distinct answers, at
-  --parallel 4 with requests in flight together too (tests/test_load_real.py).
+  --parallel 4 with requests in flight together too (tests/claims/perf/test_load_real.py).
 swa
   Gemma 3's architecture (arch gemma3; 6 blocks of 2 heads x 64, ~1.2 MB): plain chat as default
   ("Thinking", "Hello!"). llama.cpp reads is_swa_any 1, n_swa 512 and makes two caches

@@ -54,7 +54,7 @@ def __getattr__(name: str) -> type[Unseen]:
     if name == "Failed":
         import warnings
 
-        warnings.warn("pytest_frank.outcome.observation.Failed is now pytest_frank.outcome.observation.Unseen",
-                      DeprecationWarning, stacklevel=2)
+        warnings.warn("pytest_frank.outcome.observation.Failed is now "
+                      "pytest_frank.outcome.observation.Unseen", DeprecationWarning, stacklevel=2)
         return Unseen
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -122,7 +122,7 @@ def rule(merge: Callable[[list[Any]], Any], seen: str) -> dict[str, Any]:
     """A field's rules, as its metadata: how `frank merge` makes one value of the values of the
     records that ran the endpoint, and where a run learns it (FLEET, ROWS, IDENTITY, SPEND).
     Every field has both: EndpointInfo.merged and EndpointInfo.seen read them, and fail on a
-    field without them (tests/test_merge.py says which)."""
+    field without them (tests/reports/test_merge.py says which)."""
     return {"merge": merge, "seen": seen}
 
 

@@ -146,7 +146,7 @@ def _endpoint(name: str, runs: list[Run]) -> EndpointInfo | None:
 
 
 # How the merged record's fields come from the records: one rule per field of Run
-# (tests/test_merge.py fails on a field without one, and merge() on its first use).
+# (tests/reports/test_merge.py fails on a field without one, and merge() on its first use).
 RULES: dict[str, Callable[[Records], Any]] = {
     "fleet": lambda records: _joined(run.fleet for _, run in records),
     "sha256": lambda records: _joined(run.sha256 for _, run in records),

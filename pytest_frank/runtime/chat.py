@@ -4,8 +4,9 @@ endpoint's API shape.
 The `openai` and `anthropic` SDKs are what real clients run, so a probe sees what they see: the
 SDK builds the request and parses the reply (streams included). The driver owns the wire format
 (pytest_frank.drivers.openai_chat, .anthropic_messages, .openai_responses); every HTTP exchange
-underneath is recorded by pytest_frank.transport.http. Every shape comes back as one `Reply`, with a clock
-on the stream. The types live in pytest_frank.transport.wire; they are named here for the probes.
+underneath is recorded by pytest_frank.transport.http. Every shape comes back as one `Reply`, with
+a clock on the stream. The types live in pytest_frank.transport.wire; they are named here for the
+probes.
 """
 
 from __future__ import annotations
