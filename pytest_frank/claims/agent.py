@@ -2,7 +2,7 @@
 sends the history back as the client keeps it (the assistant message with its calls and
 reasoning, one result per call carrying a unique marker) and must come back as a final text
 answer, not a template error, not the same call again. The history is built in the endpoint's
-API shape by its driver (Driver.agent_history). A loop that works is judged for its cost too:
+API shape by its route's wire (Wire.agent_history). A loop that works is judged for its cost too:
 turn 2 must take the prefix it shares with turn 1 from the server's cache (claims.prefix_reuse).
 
 Calls are asked with tool_choice "required" (the serving stack is judged, not whether the model
@@ -137,7 +137,7 @@ def play(target, stream: bool = False, parallel: bool | None = None, steps: int 
             result, marker = _result(call, step)
             turn.results.append(result)
             turn.markers.append(marker)
-        messages = driver.agent_history(messages, reply, turn.results)
+        messages = driver.wire.agent_history(messages, reply, turn.results)
     return turns
 
 

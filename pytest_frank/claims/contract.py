@@ -111,15 +111,15 @@ def format_variants(target) -> Asked:
 def sampled(target) -> Asked:
     """The documented sampling fields together, each alone where together they are refused,
     and n: 2 where the route takes n."""
-    fields = tuple(f for f in target.driver.sampling_fields if f != "n")
+    fields = tuple(f for f in target.driver.wire.sampling_fields if f != "n")
     together = send(target, Request(PROMPT, SHORT, sampling=False,
-                                    extra=_sampling(target.driver, fields)))
+                                    extra=_sampling(target.driver.wire, fields)))
     obs = Asked(sampled=fields, replies={"together": together})
     if together.status is not None and 400 <= together.status < 500:
         for f in fields:
             obs.replies[f] = send(target, Request(PROMPT, SHORT, sampling=False,
-                                                  extra=_sampling(target.driver, (f,))))
-    if "n" in target.driver.sampling_fields:
+                                                  extra=_sampling(target.driver.wire, (f,))))
+    if "n" in target.driver.wire.sampling_fields:
         r = obs.replies["n"] = send(target, Request(PROMPT, SHORT, sampling=False,
                                                     extra={"n": CHOICES}))
         body = r.exchange.json() if r.ok and r.exchange is not None else None
@@ -128,11 +128,12 @@ def sampled(target) -> Asked:
     return obs
 
 
-def _sampling(driver: Wire, fields: tuple[str, ...]) -> dict:
-    """The fields as the route's client sends them: temperature and top_p where the driver puts
-    the fleet's sampling (the Anthropic client takes them in the body), the rest as they are."""
+def _sampling(wire: Wire, fields: tuple[str, ...]) -> dict:
+    """The fields as the route's client sends them: temperature and top_p where the route's
+    wire puts the fleet's sampling (the Anthropic client takes them in the body), the rest as
+    they are."""
     own = {f: SAMPLED[f] for f in fields if f in ("temperature", "top_p")}
-    return combine(driver.sampling(own), {f: SAMPLED[f] for f in fields if f not in own})
+    return combine(wire.sampling(own), {f: SAMPLED[f] for f in fields if f not in own})
 
 
 def tool_choice_none(target) -> Asked:
@@ -241,7 +242,7 @@ def judge_sampling(obs: Asked, ctx: Context[params.Options]) -> None:
         ctx.note(f"{sent} together {together.problem_line}; each alone is accepted")
     else:
         ctx.note(f"{sent}: accepted")
-    if "n" not in ctx.driver.sampling_fields:
+    if "n" not in ctx.driver.wire.sampling_fields:
         ctx.note(f"n is not asked: a {ctx.driver.label} on this route takes one choice a request")
         return
     r = obs.replies["n"]
@@ -293,8 +294,8 @@ def judge_tool_choice_none(obs: Asked, ctx: Context[tools.Options]) -> None:
 def _asked(param: str, default: bool):
     """Applies where the API shape has the request field and fleet.yaml asks it."""
     def applies(opts: params.Options, driver: Driver) -> str | None:
-        if param not in driver.shape_params:
-            shape = "Responses" if driver.api == "responses" else driver.api_shape
+        if param not in driver.wire.shape_params:
+            shape = "Responses" if driver.api == "responses" else driver.wire.api_shape
             return f"{WORDS[param]} {'are' if param != 'validation' else 'is'} not part of " \
                    f"the {shape} API shape as asked here"
         if getattr(opts, param):

@@ -47,7 +47,7 @@ def trend(target) -> Trend:
 
     opts, driver = Options.on(target.endpoint), target.driver
     levels = [(lv, value, send(target, Request(PROMPT, opts.max_tokens,
-                                               extra=driver.effort(value))))
+                                               extra=driver.wire.effort(value))))
               for lv, value in ordered(opts.map)]
     found = Trend(levels=levels, max_tokens=opts.max_tokens)
     shape = target.need(slot_shape)

@@ -106,9 +106,10 @@ def greedy(driver) -> dict[str, Any]:
     """Greedy, thinking off, off any cached prefix (the driver's switch: a repeat is computed
     as the first one was), and logprobs with one alternative where the API shape has them (a
     token that comes without one was not measured: Driver.unmeasured)."""
-    parts = [driver.sampling({"temperature": 0.0}), driver.thinking_off(), driver.uncached()]
-    if "logprobs" in driver.shape_params:
-        parts.append(driver.logprobs(TOP))
+    wire = driver.wire
+    parts = [wire.sampling({"temperature": 0.0}), wire.thinking_off(), driver.uncached()]
+    if "logprobs" in wire.shape_params:
+        parts.append(wire.logprobs(TOP))
     return combine(*parts)
 
 
@@ -220,7 +221,8 @@ def greedy_answer(target, req: Request) -> Reply:
     the refusal itself is test_params_logprobs' to judge. The refused reply is kept in
     `first`."""
     reply = send(target, req)
-    asked = target.driver.logprobs(TOP) if "logprobs" in target.driver.shape_params else {}
+    wire = target.driver.wire
+    asked = wire.logprobs(TOP) if "logprobs" in wire.shape_params else {}
     plain = {k: v for k, v in req.extra.items() if k not in asked}
     if reply.status != 400 or plain == req.extra:
         return reply

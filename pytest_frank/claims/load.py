@@ -168,13 +168,13 @@ def prompt(index: int, kind: str) -> str:
     return f"{text} Begin your answer with the word {MARKERS[index % len(MARKERS)]}."
 
 
-def request(out: Ladder, index: int, driver: Wire, max_tokens: int) -> Request:
+def request(out: Ladder, index: int, wire: Wire, max_tokens: int) -> Request:
     """The pool's request `index` as it is sent."""
     text, kind = out.prompts[index], out.kinds[index]
     if kind == "tools":
         return Request(text, max_tokens, tools=tools.TOOLS, tool_choice="required")
     if kind == "vision":
-        image = driver.image_part(vision.png(out.marks[index]), "image/png", out.form)
+        image = wire.image_part(vision.png(out.marks[index]), "image/png", out.form)
         return Request([{"type": "text", "text": text}, image], max_tokens)
     return Request(text, max_tokens, stream=kind in ("streamed", "thinking"),
                    think=kind == "thinking")
@@ -268,7 +268,7 @@ def _asker(target, out: Ladder, index: int, max_tokens: int) -> Callable[[], Sen
         # Recorded apart from the probe's evidence, which keeps the replies with a fault only.
         with http.recording(propagate=False) as seen:
             try:
-                reply = send(target, request(out, index, target.driver, max_tokens))
+                reply = send(target, request(out, index, target.driver.wire, max_tokens))
             except TooSlow:  # an earlier answer was cut as too slow: none goes out
                 return None
         for ex in seen:

@@ -147,7 +147,7 @@ def capped(target) -> Sent:
     ends by itself under the cap shows nothing of it, so it is asked again under a cap half its
     length (a few times at most)."""
     obs = Sent()
-    for key in target.driver.budget_keys:
+    for key in target.driver.wire.budget_keys:
         cap, earlier = CAP, obs.under.setdefault(key, [])
         for _ in range(TRIES):
             reply = obs.replies[key] = send(target, Request(LONG, cap, budget_key=key))
@@ -174,8 +174,8 @@ def stopped(target) -> Sent:
     obs = Sent(reference=ref)
     obs.stop = stop_string(ref.content, ref.reasoning)
     if ref.ok and obs.stop:
-        obs.replies["stop"] = _answer(target, Request(LONG, ANSWER,
-                                                      extra=target.driver.stop_param(obs.stop)))
+        stop = target.driver.wire.stop_param(obs.stop)
+        obs.replies["stop"] = _answer(target, Request(LONG, ANSWER, extra=stop))
     return obs
 
 
@@ -183,7 +183,7 @@ def formatted(target) -> Sent:
     """At the endpoint's default; again with thinking asked where the reasoning claim is asked
     (vLLM issue 44012: the schema escapes through the reasoning channel with a parser on); and
     a schema the prompt does not ask for, which only an enforced schema can write."""
-    extra, driver = target.driver.response_format(FORMAT), target.driver
+    extra, driver = target.driver.wire.response_format(FORMAT), target.driver
     why = _drafts(target)
     before = metrics.scrape(target, driver.metrics_path) \
         if why and driver.draft_counts_from == "metrics" else None
@@ -195,7 +195,7 @@ def formatted(target) -> Sent:
     if why:
         obs.drafted = _drafted(target, why, list(obs.replies.values()), before)
     obs.replies["response_format unprompted"] = _answer(
-        target, Request(HELLO, ANSWER, extra=target.driver.response_format(UNPROMPTED)))
+        target, Request(HELLO, ANSWER, extra=target.driver.wire.response_format(UNPROMPTED)))
     return obs
 
 
@@ -246,7 +246,7 @@ def with_logprobs(target) -> Sent:
     from pytest_frank.runtime.probes import slot_shape
 
     obs = Sent(replies={"logprobs": send(target, Request(LONG, CAP,
-                                                        extra=target.driver.logprobs(TOP)))})
+                                                        extra=target.driver.wire.logprobs(TOP)))})
     shape = target.need(slot_shape)
     if shape.failure is None:
         obs.drafting = target.driver.speculative_live(getattr(shape, "payloads", {}))
@@ -280,7 +280,7 @@ def counted(target) -> Sent:
     req = Request(LONG, CAP)
     obs = Sent(replies={"usage": send(target, req)})
     try:
-        obs.counted = target.driver.count_tokens(target.sdk(), target.model_name(), req)
+        obs.counted = target.driver.wire.count_tokens(target.sdk(), target.model_name(), req)
     except Exception as exc:  # the SDK's status error: 404 where the route does not exist
         status = getattr(exc, "status_code", None)
         obs.count_error = f"{status}" if status is not None else one_line(str(exc), 120)
@@ -387,7 +387,7 @@ def judge_stop(obs: Sent, ctx: Context[Options]) -> None:
     if stop is None:
         fail(f"the answer without a stop string is too short to take one from "
              f"({one_line(ref.content, 60)!r})")
-    r, key = obs.replies["stop"], ctx.driver.stop_param(stop)
+    r, key = obs.replies["stop"], ctx.driver.wire.stop_param(stop)
     param = next(iter(key))
     require_answer(r, ctx.driver, f"a request with {param}")
     expected = ref.content[:ref.content.find(stop)]
@@ -450,7 +450,7 @@ def _judge_formatted(r: Reply, ctx: Context[Options], how: str,
                      schema: dict = SCHEMA) -> None:
     import jsonschema
 
-    sent = f"{field_name(ctx.driver.response_format(FORMAT))} json_schema{how}"
+    sent = f"{field_name(ctx.driver.wire.response_format(FORMAT))} json_schema{how}"
     require_answer(r, ctx.driver, f"a request with {sent}")
     require_thinking_ended(r, ctx.driver, "expect.params")
     if not r.content.strip() and r.reasoning.strip():
@@ -505,7 +505,7 @@ def judge_logprobs(obs: Sent, ctx: Context[Options]) -> None:
     require_answer(r, ctx.driver, "a request with logprobs")
     fix = logprobs_fix(ctx.driver)
     if not r.logprobs:
-        sent = ", ".join(f"{k}: {json.dumps(v)}" for k, v in ctx.driver.logprobs(TOP).items())
+        sent = ", ".join(f"{k}: {json.dumps(v)}" for k, v in ctx.driver.wire.logprobs(TOP).items())
         fail(f"{sent} were sent and the reply has no logprobs "
              f"({'an empty list' if r.logprobs == [] else 'none at all'})", fix)
     narrow = [t for t in r.logprobs if t.top != TOP or t.logprob is None]
@@ -688,8 +688,8 @@ def _dropped(key: str, ctx: Context[Options]) -> str:
 def _asked(param: str):
     """Applies where the API shape has the parameter and fleet.yaml does not turn it off."""
     def applies(opts: Options, driver) -> str | None:
-        if param not in driver.shape_params:
-            shape = "Responses" if driver.api == "responses" else driver.api_shape
+        if param not in driver.wire.shape_params:
+            shape = "Responses" if driver.api == "responses" else driver.wire.api_shape
             return f"{ASKED.get(param, param)} is not part of the {shape} API shape"
         if param == "claude_code":
             return None if opts.claude_code else "expect.params.claude_code is not set"

@@ -58,7 +58,7 @@ class Thought(Observation):
 def _ask(target, mode: str) -> Thought:
     opts = Options.on(target.endpoint)
     req = Request(PROMPT, opts.max_tokens, stream=mode == "streamed", think=mode != "off",
-                  extra=target.driver.thinking_off() if mode == "off" else {},
+                  extra=target.driver.wire.thinking_off() if mode == "off" else {},
                   reasoning_field=opts.field)
     # Thinking off must answer at once: a second, larger ask would only hide that it did not.
     reply = send(target, req) if mode == "off" else think_through(target, req)
@@ -122,7 +122,7 @@ def _no_reasoning(thought: Thought, ctx: Context[Options], how: str) -> None:
     """No reasoning: named by what the server showed, the other path's reply to the same
     prompt first (one path losing the field), then whether the template thinks at all."""
     r, driver, expected = thought.reply, ctx.driver, ctx.options.field
-    where = expected or " / ".join(f"`{f}`" for f in driver.reasoning_fields)
+    where = expected or " / ".join(f"`{f}`" for f in driver.wire.reasoning_fields)
     said = f"{how} answered {one_line(r.content, 80)!r} with no reasoning ({where} empty or absent)"
     other = thought.plain if r.streamed else thought.twin
     if other is not None and other.reply.ok and other.reply.reasoning.strip():

@@ -121,7 +121,7 @@ def _ask(target, sent: dict[str, str]) -> Efforts:
     few = min(ACCEPTED_TOKENS, max_tokens)
     replies = {}
     for level, value in sent.items():
-        req = Request(PROMPT, few, extra=target.driver.effort(value))
+        req = Request(PROMPT, few, extra=target.driver.wire.effort(value))
         reply = send(target, req)
         if few < max_tokens and _shows_nothing(reply):
             reply = send(target, replace(req, max_tokens=max_tokens))

@@ -92,14 +92,14 @@ def counted(target) -> Counted:
     result = json.dumps({"city": "Paris", "forecast": "sunny, 21 C", "reference": f"ref-{tag}"})
     question = [{"role": "user", "content": PROMPTS["required"]}]
     found, turn = Counted(), None
-    if driver.history_reasoning_fields == BLOCKS:
+    if driver.wire.history_reasoning_fields == BLOCKS:
         turn, found.unasked = _blocks(target)
         if turn is None:
             return found
-    for name in (NONE, *driver.history_reasoning_fields):
+    for name in (NONE, *driver.wire.history_reasoning_fields):
         said = _said(tag, name or None) if turn is None else \
             turn if name else _without_thinking(turn)
-        history = driver.agent_history(question, said, [result] * len(said.calls))
+        history = driver.wire.agent_history(question, said, [result] * len(said.calls))
         # As the agent's answering turn asks (tools, "auto", thinking asked where claimed), so
         # the template renders the history as it would then; one token: only the prompt counts.
         reply = send(target, Request(PROMPTS["required"], 1, tools=TOOLS, tool_choice="auto",
@@ -150,7 +150,7 @@ def judge(found: Counted, ctx: Context[Options]) -> None:
         return
     _require_counts(found, driver)
     counts = {k: v for k, v in found.counts.items() if v is not None}
-    bare, unit = counts[NONE], _unit(driver)
+    bare, unit = counts[NONE], _unit(driver.wire)
     grew = {name: n - bare for name, n in counts.items() if name != NONE}
     ctx.note(f"the same agent history, one token asked: {bare} {unit} without the "
              f"previous turn's reasoning; "
@@ -191,7 +191,7 @@ def _required_block(found: Counted, ctx: Context[Options]) -> bool:
         return False
     ctx.note(f"the agent's history without the turn's thinking block was refused "
              f"({found.refused[NONE]}) and answered with it ({found.counts[BLOCKS[0]]} "
-             f"{_unit(ctx.driver)}): the server requires the block, so it reached the server")
+             f"{_unit(ctx.driver.wire)}): the server requires the block, so it reached the server")
     return True
 
 
@@ -209,7 +209,7 @@ def _require_counts(found: Counted, driver: Driver) -> None:
              found.fix or (dropped_fix(driver, [name]) if lost else None))
     missing = [name or "none" for name, n in found.counts.items() if n is None]
     if missing:
-        inconclusive(f"the server sent no {_count_field(driver)} for an agent's history "
+        inconclusive(f"the server sent no {_count_field(driver.wire)} for an agent's history "
                      f"(reasoning in: {', '.join(missing)}): whether the previous turn's "
                      f"reasoning reaches the prompt is not measured")
 
@@ -228,12 +228,12 @@ def _names(names: list[str]) -> str:
     return ", ".join(f"`{n}` blocks" if (n,) == BLOCKS else f"`{n}`" for n in names)
 
 
-def _unit(driver: Wire) -> str:
-    return "input tokens" if driver.history_reasoning_fields == BLOCKS else "prompt tokens"
+def _unit(wire: Wire) -> str:
+    return "input tokens" if wire.history_reasoning_fields == BLOCKS else "prompt tokens"
 
 
-def _count_field(driver: Wire) -> str:
-    return "usage.input_tokens" if driver.history_reasoning_fields == BLOCKS else \
+def _count_field(wire: Wire) -> str:
+    return "usage.input_tokens" if wire.history_reasoning_fields == BLOCKS else \
         "usage.prompt_tokens"
 
 
@@ -241,7 +241,7 @@ def _read(driver: Driver) -> tuple[str, ...] | None:
     """Of the fields asked on this route, those the engine reads (its driver's fact)."""
     read = driver.history_reasoning_read
     return None if read is None else \
-        tuple(n for n in read if n in driver.history_reasoning_fields)
+        tuple(n for n in read if n in driver.wire.history_reasoning_fields)
 
 
 def _reads(driver: Driver) -> str:
@@ -272,7 +272,7 @@ def dropped_fix(driver: Facts, names: list[str]) -> Text:
 def _applies(opts: Options, driver) -> str | None:
     if opts.reasoning_history is False:
         return "expect.agent.reasoning_history is false"
-    if not driver.history_reasoning_fields:
+    if not driver.wire.history_reasoning_fields:
         return (f"the {driver.api} API sends the previous turn's reasoning back as items of "
                 f"its own (reasoning items), which test_agent plays")
     return None

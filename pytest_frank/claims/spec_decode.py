@@ -348,7 +348,7 @@ class Twins(Observation):
 
 def greedy(target: Target) -> Twins:
     """The lossless prompt answered greedy (the fleet's sampling), thinking off."""
-    req = Request(PROMPT, LOSSLESS_TOKENS, extra=target.driver.thinking_off())
+    req = Request(PROMPT, LOSSLESS_TOKENS, extra=target.driver.wire.thinking_off())
     return Twins(drafted=send(target, req))
 
 

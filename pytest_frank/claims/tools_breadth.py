@@ -192,7 +192,7 @@ class Triggers(Observation):
 
 def trigger_replies(target) -> Triggers:
     """The fixed prompts, greedy, tools offered under auto: whether each answer calls."""
-    greedy = target.driver.sampling({"temperature": 0.0})
+    greedy = target.driver.wire.sampling({"temperature": 0.0})
     budget = Options.on(target.endpoint).max_tokens
     return Triggers(replies=[send(target, Request(
         p if isinstance(p, str) else "", budget, tools=TOOLS, tool_choice="auto", extra=greedy,

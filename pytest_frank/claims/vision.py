@@ -78,7 +78,7 @@ class Seen(Observation):
 
 
 def forms(options: Options, driver) -> list[str]:
-    return list(options.forms or driver.image_forms)
+    return list(options.forms or driver.wire.image_forms)
 
 
 def png(colour: str) -> str:
@@ -109,7 +109,7 @@ def seen(target, form: str) -> Seen:
     for colour in random.SystemRandom().sample(sorted(COLOURS), 2):
         b64 = png(colour)
         content = [{"type": "text", "text": PROMPT},
-                   target.driver.image_part(b64, "image/png", form)]
+                   target.driver.wire.image_part(b64, "image/png", form)]
         obs.shown.append(Shown(colour, b64, think_through(target, Request(content, max_tokens))))
         if not obs.shown[-1].reply.ok:
             return obs  # one refusal says it all; don't repeat it
@@ -117,7 +117,7 @@ def seen(target, form: str) -> Seen:
         colour = random.SystemRandom().choice(sorted(set(COLOURS) - {s.colour for s in
                                                                      obs.shown}))
         b64 = png(colour)
-        image = target.driver.image_part(b64, "image/png", form)
+        image = target.driver.wire.image_part(b64, "image/png", form)
         messages: list[dict] = [
             {"role": "user", "content": f"Take a screenshot. {PROMPT}"},
             {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_frank",

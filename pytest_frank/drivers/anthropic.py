@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from pytest_frank.drivers.anthropic_messages import ANTHROPIC_VERSION, MessagesWire
+from pytest_frank.drivers.anthropic_messages import ANTHROPIC_VERSION
 from pytest_frank.drivers.base import Driver
 from pytest_frank.drivers.openai import OpenAIDriver
 
 
-class AnthropicDriver(MessagesWire, Driver):
+class AnthropicDriver(Driver):
     name = "anthropic"
     label = "Anthropic Messages proxy"
+    default_api = "messages"
     health_path = "/health"
     other_routes = OpenAIDriver
 

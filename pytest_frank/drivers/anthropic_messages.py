@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from pytest_frank.transport.wire import Call, Reply, Request, typed
@@ -177,22 +178,23 @@ def agent_history(messages: list[dict], reply: Reply, results: list[str]) -> lis
             {"role": "user", "content": answers}]
 
 
+@dataclass(frozen=True)
 class MessagesWire:
-    """The Messages API as a driver wears it: an Anthropic proxy's own shape, and the
-    `/v1/messages` route an OpenAI-family engine serves beside chat (fleet.yaml `api:
-    messages`). Its members replace the chat shape's wherever the driver composes it."""
+    """The Messages API, the route a driver holds as its wire (drivers.protocols.Wire): an
+    Anthropic proxy's own shape, and the `/v1/messages` route an OpenAI-family engine serves
+    beside chat (fleet.yaml `api: messages`)."""
 
     api = "messages"
     api_shape = "anthropic"
-    sdk_modules: tuple[str, ...] = ("anthropic", "anthropic.resources.messages")
-    image_forms: tuple[str, ...] = ("anthropic",)
-    reasoning_fields: tuple[str, ...] = ("thinking",)  # thinking content blocks
+    sdk_modules = ("anthropic", "anthropic.resources.messages")
+    image_forms = ("anthropic",)
+    reasoning_fields = ("thinking",)  # thinking content blocks
     # The assistant turn's thinking blocks, sent back as the server signed them
-    history_reasoning_fields: tuple[str, ...] = ("thinking",)
+    history_reasoning_fields = ("thinking",)
     shape_params = frozenset({"max_tokens", "stop", "count_tokens", "claude_code",
                               "context_limit", "sampling"})
-    budget_keys: tuple[str, ...] = ("max_tokens",)
-    sampling_fields: tuple[str, ...] = ("temperature", "top_p")  # no penalties, no n
+    budget_keys = ("max_tokens",)
+    sampling_fields = ("temperature", "top_p")  # no penalties, no n
 
     def sdk_client(self, endpoint: Any, http_client: Any, timeout: float) -> Any:
         import anthropic
@@ -217,6 +219,14 @@ class MessagesWire:
 
     def stop_param(self, stop: str) -> dict:
         return {"stop_sequences": [stop]}
+
+    # Not Messages fields (test_params_response_format and test_params_logprobs are not
+    # collected on this route): the chat ones, as an OpenAI-family engine's chat route reads them.
+    def response_format(self, fmt: dict) -> dict:
+        return {"response_format": fmt}
+
+    def logprobs(self, top: int) -> dict:
+        return {"logprobs": True, "top_logprobs": top}
 
     def count_tokens(self, sdk: Any, model: str, req: Request) -> int | None:
         return count_tokens(sdk, model, req)

@@ -4,29 +4,28 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from pytest_frank.base import redact
 from pytest_frank.fleet import schema_errors
 from pytest_frank.transport import metrics
 from pytest_frank.drivers.anthropic_messages import MessagesWire
+from pytest_frank.drivers.openai_chat import ChatWire
 from pytest_frank.drivers.openai_responses import ResponsesWire
+from pytest_frank.drivers.protocols import Facts, Metrics, Readiness, Routes, Wire
 from pytest_frank.transport.http import Exchange
 from pytest_frank.outcome.verdict import InEffect, Setting, Wording
-from pytest_frank.transport.wire import Logprob, Reply
+from pytest_frank.transport.wire import Logprob
 
-
-@dataclass
-class Readiness:
-    state: str  # "ready" | "loading" | "down"
-    problem: str | None = None  # why it is not ready: the last answer, or why none came
+# The routes a driver generates on besides chat (whose wire is the engine's own: chat_wire).
+WIRES: dict[str, type[Wire]] = {"messages": MessagesWire, "responses": ResponsesWire}
 
 
 class Driver:
     """What every engine shares: identity, routes, auth, readiness, the engine's facts, and the
-    members a route's wire fills in; each engine's driver sets or overrides what differs."""
+    wire of the route it generates on, held as a part (`wire`); each engine's driver sets or
+    overrides what differs."""
 
     name: str  # fleet.yaml `engine:`
     label: str
@@ -223,60 +222,32 @@ class Driver:
         """A vram.KVPool from the engine's metrics text, where it preallocates one; else None."""
         return None
 
-    # -- generation: the route's wire fills these in (openai_chat.ChatWire, the Messages and
-    # Responses wires); every driver wears one -------------------------------------------------
-    api: str  # the route it generates on by default: chat, messages or responses
-    api_shape: str  # which official client speaks to it: "openai" or "anthropic"
-    # What sdk_client and the first request import: a fleet takes them ahead (FrankSession.warm).
-    sdk_modules: tuple[str, ...]
-    image_forms: tuple[str, ...]  # how an image may travel: data_url, base64, anthropic
-    # Where a reply carries reasoning, in the order read; fleet.yaml `reasoning.field` wins.
-    reasoning_fields: tuple[str, ...]
-    # The fields of an assistant message clients send a previous turn's reasoning back in
-    # (test_agent_reasoning_history asks each; `thinking`: the Messages API's thinking blocks);
-    # empty where the route's history carries it otherwise (the Responses API's reasoning items).
-    history_reasoning_fields: tuple[str, ...]
-    shape_params: frozenset[str]  # the request parameters of the API shape
-    budget_keys: tuple[str, ...]  # the fields an answer's budget may be sent in
-    sampling_fields: tuple[str, ...]  # the sampling fields the route takes (n: several choices)
-    sdk_client: Callable[..., Any]  # (endpoint, http_client, timeout): the official client
-    # (sdk, model, request, clock): one request on the wire, a wire.Reply (errors raise, as the
-    # SDK raises)
-    converse: Callable[..., Reply]
-    # (messages so far, the assistant reply that called tools, each call's result as JSON text):
-    # the history of an agent's next turn in this API shape
-    agent_history: Callable[[list[dict], Reply, list[str]], list[dict]]
-    count_tokens: Callable[..., int | None]  # (sdk, model, request): by the API's own route
-    # Request params: fleet.yaml's sampling, a stop string, a chat-shaped response_format, each
-    # token's logprob with `top` alternatives, thinking asked for (max_tokens) or switched off,
-    # a reasoning_effort level, an image part (b64, mime, form)
-    sampling: Callable[[dict], dict]
-    stop_param: Callable[[str], dict]
-    response_format: Callable[[dict], dict]
-    logprobs: Callable[[int], dict]
-    thinking_on: Callable[[int], dict]
-    thinking_off: Callable[[], dict]
-    effort: Callable[[str], dict]
-    image_part: Callable[[str, str, str], dict]
+    # -- generation: the route it generates on, a part the driver holds (`wire`, a
+    # drivers.protocols.Wire), chosen by fleet.yaml `api:` ------------------------------------
+    default_api = "chat"  # the route it generates on where fleet.yaml names none
+    # Its chat completions route as this engine serves it: an engine whose chat route differs
+    # (how an image may travel, where reasoning comes, the sampling fields) passes its own.
+    chat_wire = ChatWire()
     # The driver that serves this one's other routes: its own engine (None), or the generic
     # shape for a driver whose own route is not chat (a proxy's other routes are generic).
     other_routes: type[Driver] | None = None
 
+    def __init__(self, api: str | None = None) -> None:
+        route = api or self.default_api
+        self.wire: Wire = WIRES[route]() if route in WIRES else self.chat_wire
+
+    @property
+    def api(self) -> str:
+        return self.wire.api
+
     def with_api(self, api: str | None) -> Driver:
         """This driver generating on another route (fleet.yaml `api:`, a client profile): the
-        route's wire replaces the default one."""
+        same engine holding that route's wire."""
         if api is None or api == self.api:
             return self
-        base = self.other_routes or type(self)
-        wire = _wires().get(api)
-        if wire is None:  # chat, where it is the generic shape's own route
-            return base()
-        return type(f"{base.__name__}On{wire.__name__}", (wire, base), {})()
-    keep_generating: dict = {}  # request params that keep a model writing past its natural end
-    engine_keys: tuple[str, ...] = ("timings",)  # reply fields past the API (llama.cpp's timings)
+        return (self.other_routes or type(self))(api)
 
-    def engine_fields(self, extra: dict) -> dict:
-        return {k: v for k, v in extra.items() if k in self.engine_keys and isinstance(v, dict)}
+    keep_generating: dict = {}  # request params that keep a model writing past its natural end
 
     # -- /metrics and speculative decoding -------------------------------------------------------
     metrics_path = "/metrics"
@@ -417,6 +388,13 @@ class Driver:
         return None
 
 
-def _wires() -> dict[str, type]:
-    """The routes besides chat, each a mixin of the members its wire replaces."""
-    return {"messages": MessagesWire, "responses": ResponsesWire}
+if TYPE_CHECKING:
+    def _every_driver_answers_each(driver: Driver) -> tuple[Facts, Routes, Wire, Metrics]:
+        """Never called: the type checker fails here where `Driver` stops answering one."""
+        return driver, driver, driver.wire, driver
+
+    def _every_wire_answers(chat: ChatWire, messages: MessagesWire,
+                            responses: ResponsesWire) -> tuple[Wire, Wire, Wire]:
+        """Never called: the type checker fails here where a route's wire stops answering
+        `Wire` (`driver.wire` is typed as the protocol, so this is where each is held to it)."""
+        return chat, messages, responses

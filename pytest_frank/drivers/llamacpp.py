@@ -9,6 +9,7 @@ from typing import Any
 from pytest_frank.transport import metrics
 from pytest_frank.drivers.base import Driver
 from pytest_frank.drivers.openai import OpenAIDriver
+from pytest_frank.drivers.openai_chat import ChatWire
 from pytest_frank.transport.http import Exchange
 from pytest_frank.local.launch import DEFAULT_CTX_SIZE
 from pytest_frank.serve.flags import Flag, Need, ServeFlags
@@ -199,7 +200,6 @@ class LlamaCppDriver(OpenAIDriver):
     keep_generating = {"extra_body": {"ignore_eos": True}}
     metrics_off_statuses = (501,)
     spec_series = (metrics.LLAMACPP_SPEC,)
-    image_forms = ("data_url", "base64")
     vision_advert_path = "/props"
     no_projector_markers = ("image input is not supported",)
 
@@ -340,9 +340,12 @@ class LlamaCppDriver(OpenAIDriver):
                 return family, f"/props chat_template holds {', '.join(markers)}"
         return None
 
-    # /v1/chat/completions takes n: 1 only: n: 2 is its 400 "Field 'n': Value must be between
-    # 1 <= value <= 1, but got 2" (xllamacpp 2026.10.11549); the penalties are documented.
-    sampling_fields = ("temperature", "top_p", "presence_penalty", "frequency_penalty")
+    # /v1/chat/completions takes an image's bare base64 as well as a data URL, and n: 1 only:
+    # n: 2 is its 400 "Field 'n': Value must be between 1 <= value <= 1, but got 2" (xllamacpp
+    # 2026.10.11549); the penalties are documented.
+    chat_wire = ChatWire(image_forms=("data_url", "base64"),
+                         sampling_fields=("temperature", "top_p", "presence_penalty",
+                                          "frequency_penalty"))
     # Observed on xllamacpp 2026.10.11549: tool_choice "required" without tools, or with
     # tools [], answers 200 with a plain answer (an unknown tool_choice is its 400 "Invalid
     # tool_choice"); a json_schema format without a name, without a schema, with strict "yes"

@@ -4,10 +4,9 @@ the engine behind it (any engine may wear this shape, a proxy too)."""
 from __future__ import annotations
 
 from pytest_frank.drivers.base import Driver
-from pytest_frank.drivers.openai_chat import ChatWire
 
 
-class OpenAIDriver(ChatWire, Driver):
+class OpenAIDriver(Driver):
     name = "openai"
     label = "OpenAI-compatible server"
     health_path = "/v1/models"  # a generic server has no health route; a model list is the proof

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from pytest_frank.transport.http import NO_KEY
@@ -31,13 +32,13 @@ def params(model: str, req: Request) -> dict[str, Any]:
     return {**out, **req.extra}
 
 
-def converse(driver: Reads, sdk, model: str, req: Request, clock: Callable[[], float]) -> Reply:
+def converse(wire: Reads, sdk, model: str, req: Request, clock: Callable[[], float]) -> Reply:
     kwargs = params(model, req)
     if req.stream:
         if req.stream_usage:
             kwargs.setdefault("stream_options", {"include_usage": True})
         with sdk.chat.completions.create(stream=True, **kwargs) as stream:
-            return _read_stream(driver, stream, req, clock)
+            return _read_stream(wire, stream, req, clock)
     completion = sdk.chat.completions.create(**kwargs)
     choices = typed(getattr(completion, "choices", None), list, "choices")
     if not choices:
@@ -47,8 +48,8 @@ def converse(driver: Reads, sdk, model: str, req: Request, clock: Callable[[], f
     content = typed(getattr(msg, "content", None), str, "choices[0].message.content")
     reply = Reply(status=200, content=content or "",
                   finish=typed(getattr(choice, "finish_reason", None), str, "finish_reason"))
-    reply.reasoning, reply.reasoning_field = _reasoning(_fields(driver, req), _extra(msg))
-    reply.engine = driver.engine_fields(_extra(completion))
+    reply.reasoning, reply.reasoning_field = _reasoning(_fields(wire, req), _extra(msg))
+    reply.engine = wire.engine_fields(_extra(completion))
     _usage(reply, getattr(completion, "usage", None))
     reply.logprobs = _logprobs(getattr(choice, "logprobs", None))
     calls = typed(getattr(msg, "tool_calls", None), list, "choices[0].message.tool_calls")
@@ -92,7 +93,7 @@ def _tokens(usage) -> int | None:
     return typed(getattr(usage, "completion_tokens", None), int, "usage.completion_tokens")
 
 
-def _read_stream(driver: Reads, stream, req: Request, clock: Callable[[], float]) -> Reply:
+def _read_stream(wire: Reads, stream, req: Request, clock: Callable[[], float]) -> Reply:
     reply = Reply(status=200)
     texts: list[str] = []
     thoughts: dict[str, str] = {}  # reasoning text by the field it came in
@@ -102,7 +103,7 @@ def _read_stream(driver: Reads, stream, req: Request, clock: Callable[[], float]
             reply.problem = (f"the stream ran past {req.event_budget} events for "
                              f"{req.max_tokens} max_tokens without ending")
             break
-        reply.engine.update(driver.engine_fields(_extra(chunk)))
+        reply.engine.update(wire.engine_fields(_extra(chunk)))
         reply.events += 1
         usage = getattr(chunk, "usage", None)
         if usage is not None:
@@ -111,12 +112,12 @@ def _read_stream(driver: Reads, stream, req: Request, clock: Callable[[], float]
             _usage(reply, usage)
         for choice in typed(getattr(chunk, "choices", None), list, f"chunk {n}: choices") or []:
             delta = getattr(choice, "delta", None)
-            if delta is not None and _take(_fields(driver, req), delta, texts, thoughts, calls):
+            if delta is not None and _take(_fields(wire, req), delta, texts, thoughts, calls):
                 reply.tick(clock())
             finish = typed(getattr(choice, "finish_reason", None), str, "finish_reason")
             reply.finish = finish or reply.finish
     reply.content = "".join(texts)
-    reply.reasoning, reply.reasoning_field = _reasoning(_fields(driver, req), thoughts)
+    reply.reasoning, reply.reasoning_field = _reasoning(_fields(wire, req), thoughts)
     reply.calls = [calls[i] for i in sorted(calls)]
     return reply
 
@@ -135,11 +136,11 @@ def _count(value) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _fields(driver: Reads, req: Request) -> tuple[str, ...]:
-    # fleet.yaml may name the field; the driver's usual ones are still read, so a check can
+def _fields(wire: Reads, req: Request) -> tuple[str, ...]:
+    # fleet.yaml may name the field; the wire's usual ones are still read, so a check can
     # say where the reasoning went instead of calling it missing.
     named = (req.reasoning_field,) if req.reasoning_field else ()
-    return named + tuple(f for f in driver.reasoning_fields if f not in named)
+    return named + tuple(f for f in wire.reasoning_fields if f not in named)
 
 
 def _take(fields: tuple[str, ...], delta, texts: list, thoughts: dict, calls: dict) -> bool:
@@ -213,32 +214,48 @@ def _text(arguments) -> str:
     return arguments if isinstance(arguments, str) else json.dumps(arguments)
 
 
+# Reply fields past the API that a reader keeps whole in Reply.engine: llama.cpp's timings (its
+# draft and prompt cache counts), wherever the engine behind a route sends them.
+ENGINE_KEYS = ("timings",)
+
+
+def engine_fields(extra: dict) -> dict:
+    return {k: v for k, v in extra.items() if k in ENGINE_KEYS and isinstance(v, dict)}
+
+
+@dataclass(frozen=True)
 class ChatWire:
-    """Chat completions as a driver wears it: the OpenAI-family engines' own route (the generic
-    shape, llama.cpp, vLLM, SGLang), and the chat route a proxy's generic shape lends."""
+    """Chat completions, the route a driver holds as its wire (drivers.protocols.Wire): the
+    OpenAI-family engines' own route (the generic shape, llama.cpp, vLLM, SGLang), and the chat
+    route a proxy's generic shape lends. What differs by engine on it (how an image may travel,
+    where reasoning comes, the sampling fields it takes) is the engine driver's, passed in
+    (`Driver.chat_wire`)."""
 
     api = "chat"
     api_shape = "openai"
-    sdk_modules: tuple[str, ...] = ("openai", "openai.resources.chat")
-    image_forms: tuple[str, ...] = ("data_url",)
-    reasoning_fields: tuple[str, ...] = ("reasoning_content", "reasoning")
+    sdk_modules = ("openai", "openai.resources.chat")
     # What clients echo: the field the reasoning came in (llama.cpp, DeepSeek: reasoning_content;
     # vLLM since v0.16, OpenRouter: reasoning).
-    history_reasoning_fields: tuple[str, ...] = ("reasoning_content", "reasoning")
+    history_reasoning_fields = ("reasoning_content", "reasoning")
     shape_params = frozenset({"max_tokens", "stop", "response_format", "logprobs",
                               "stream_usage", "context_limit", "sampling", "validation",
                               "response_format_variants"})
-    budget_keys: tuple[str, ...] = ("max_tokens", "max_completion_tokens")
+    budget_keys = ("max_tokens", "max_completion_tokens")
+    image_forms: tuple[str, ...] = ("data_url",)
+    reasoning_fields: tuple[str, ...] = ("reasoning_content", "reasoning")
     # The sampling fields the API documents: what test_params_sampling sends (n: 2 asks for two
     # choices); an engine that documents fewer says so in its driver.
     sampling_fields: tuple[str, ...] = ("temperature", "top_p", "presence_penalty",
                                         "frequency_penalty", "n")
 
+    def engine_fields(self, extra: dict) -> dict:
+        return engine_fields(extra)
+
     def sdk_client(self, endpoint, http_client, timeout: float):
         return client(endpoint, http_client, timeout)
 
     def converse(self, sdk, model: str, req: Request, clock: Callable[[], float]) -> Reply:
-        return converse(self, sdk, model, req, clock)  # type: ignore[arg-type]
+        return converse(self, sdk, model, req, clock)
 
     def agent_history(self, messages: list[dict], reply: Reply, results: list[str]) -> list[dict]:
         return agent_history(messages, reply, results)

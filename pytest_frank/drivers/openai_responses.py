@@ -3,6 +3,7 @@ read whole, a stream of typed events reassembled, and the input items of an agen
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from pytest_frank.drivers import openai_chat
@@ -77,15 +78,15 @@ def _choice(choice):
     return {"type": "function", "name": choice}
 
 
-def converse(driver: Reads, sdk, model: str, req: Request, clock: Callable[[], float]) -> Reply:
+def converse(wire: Reads, sdk, model: str, req: Request, clock: Callable[[], float]) -> Reply:
     kwargs = params(model, req)
     if req.stream:
         with sdk.responses.create(stream=True, **kwargs) as stream:
-            return _read_stream(driver, stream, req, clock)
+            return _read_stream(wire, stream, req, clock)
     response = sdk.responses.create(**kwargs)
     reply = Reply(status=200)
     thoughts: dict[str, str] = {}
-    reply.engine = driver.engine_fields(_extra(response))
+    reply.engine = wire.engine_fields(_extra(response))
     _close(reply, response)
     for n, item in enumerate(typed(getattr(response, "output", None), list, "output") or []):
         _item(reply, item, f"output[{n}]", thoughts)
@@ -198,8 +199,8 @@ class _Stream:
               "response.reasoning_text.delta": "reasoning_text",
               "response.reasoning_summary_text.delta": "summary_text"}
 
-    def __init__(self, driver: Reads, req: Request, clock: Callable[[], float]):
-        self.driver, self.req, self.clock = driver, req, clock
+    def __init__(self, wire: Reads, req: Request, clock: Callable[[], float]):
+        self.wire, self.req, self.clock = wire, req, clock
         self.reply = Reply(status=200)
         self.texts: list[str] = []
         self.thoughts: dict[str, str] = {}
@@ -213,7 +214,7 @@ class _Stream:
     def fold(self, n: int, event) -> None:
         kind = typed(getattr(event, "type", None), str, f"event {n}: type")
         self.last, self.reply.events = kind, self.reply.events + 1
-        self.reply.engine.update(self.driver.engine_fields(_extra(event)))
+        self.reply.engine.update(self.wire.engine_fields(_extra(event)))
         if kind in self.DELTAS:
             delta = typed(getattr(event, "delta", None), str, f"{kind} delta") or ""
             field = self.DELTAS[kind]
@@ -259,10 +260,10 @@ class _Stream:
         return reply
 
 
-def _read_stream(driver: Reads, stream, req: Request, clock: Callable[[], float]) -> Reply:
+def _read_stream(wire: Reads, stream, req: Request, clock: Callable[[], float]) -> Reply:
     import openai
 
-    folded = _Stream(driver, req, clock)
+    folded = _Stream(wire, req, clock)
     try:
         for n, event in enumerate(stream):
             if n > req.event_budget:
@@ -311,21 +312,25 @@ def _echo(item: dict) -> dict | None:
     return None
 
 
+@dataclass(frozen=True)
 class ResponsesWire:
-    """The Responses API as a driver wears it (fleet.yaml `api: responses`, the route Codex
-    uses): its members replace the chat shape's wherever the driver composes it."""
+    """The Responses API, the route a driver holds as its wire (drivers.protocols.Wire;
+    fleet.yaml `api: responses`, the route Codex uses)."""
 
     api = "responses"
     api_shape = "openai"
-    sdk_modules: tuple[str, ...] = ("openai", "openai.resources.responses")
-    image_forms: tuple[str, ...] = ("data_url",)
-    reasoning_fields: tuple[str, ...] = tuple(REASONING_PARTS)
-    history_reasoning_fields: tuple[str, ...] = ()  # reasoning items, judged by test_agent
+    sdk_modules = ("openai", "openai.resources.responses")
+    image_forms = ("data_url",)
+    reasoning_fields = tuple(REASONING_PARTS)
+    history_reasoning_fields = ()  # reasoning items, judged by test_agent
     # No stop, no stream_options (every stream ends with its usage), no count route asked.
     shape_params = frozenset({"max_tokens", "response_format", "logprobs", "context_limit",
                               "sampling"})
-    budget_keys: tuple[str, ...] = ("max_output_tokens",)
-    sampling_fields: tuple[str, ...] = ("temperature", "top_p")  # no penalties, no n
+    budget_keys = ("max_output_tokens",)
+    sampling_fields = ("temperature", "top_p")  # no penalties, no n
+
+    def engine_fields(self, extra: dict) -> dict:
+        return openai_chat.engine_fields(extra)
 
     def sdk_client(self, endpoint, http_client, timeout):
         return openai_chat.client(endpoint, http_client, timeout)
@@ -343,7 +348,7 @@ class ResponsesWire:
         return {**out, "extra_body": body} if body else out
 
     def converse(self, sdk, model, req, clock):
-        return converse(self, sdk, model, req, clock)  # type: ignore[arg-type]
+        return converse(self, sdk, model, req, clock)
 
     def stop_param(self, stop):
         # Not a Responses field (test_params_stop is not collected): the chat one, in the body.

@@ -1,19 +1,24 @@
 """What a claim asks of a driver, by capability: the facts a fix names, the routes the engine
 serves beside generation, the wire a route generates on, and its /metrics. A claim's helper
 takes the one it needs, so the type checker shows what it reads (and flags a member of another
-capability read there); every driver answers all four (`Driver`, checked below)."""
+capability read there); every driver answers Facts, Routes and Metrics and holds its Wire as a
+part, `driver.wire`, one per route (each checked in drivers.base)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from pytest_frank.transport.http import Exchange
 from pytest_frank.outcome.verdict import Setting, Wording
-from pytest_frank.transport.wire import Logprob, Reply
+from pytest_frank.transport.wire import Reply, Request
 
-if TYPE_CHECKING:
-    from pytest_frank.drivers.base import Driver, Readiness
+
+@dataclass
+class Readiness:
+    state: str  # "ready" | "loading" | "down"
+    problem: str | None = None  # why it is not ready: the last answer, or why none came
 
 
 class Facts(Protocol):
@@ -22,9 +27,11 @@ class Facts(Protocol):
 
     name: str
     label: str
-    api: str
     flags: dict[str, Setting]
     start: str | Wording | None
+
+    @property
+    def api(self) -> str: ...  # the route its wire generates on
 
 
 class Routes(Protocol):
@@ -56,36 +63,57 @@ class Routes(Protocol):
 
 
 class Wire(Protocol):
-    """The route a driver generates on (chat, messages, responses): its official client, the
-    request params it takes and how a reply and an agent's history read on it."""
+    """The route a driver generates on (chat, messages, responses), a part the driver holds
+    (`driver.wire`): its official client, the request params it takes and how a reply and an
+    agent's history read on it. Read-only: one wire serves every endpoint of its engine."""
 
-    api: str
-    api_shape: str
-    sdk_modules: tuple[str, ...]
-    image_forms: tuple[str, ...]
-    reasoning_fields: tuple[str, ...]
-    history_reasoning_fields: tuple[str, ...]
-    shape_params: frozenset[str]
-    budget_keys: tuple[str, ...]
-    sampling_fields: tuple[str, ...]
-    keep_generating: dict
-    engine_keys: tuple[str, ...]
-    # the request params a check adds, by what it asks (alphabetical; Driver says each one)
-    effort: Callable[[str], dict]
-    image_part: Callable[[str, str, str], dict]
-    logprobs: Callable[[int], dict]
-    response_format: Callable[[dict], dict]
-    sampling: Callable[[dict], dict]
-    stop_param: Callable[[str], dict]
-    thinking_off: Callable[[], dict]
-    thinking_on: Callable[[int], dict]
-    # one request, an agent's next history and a prompt's count on this route
-    converse: Callable[..., Reply]
-    agent_history: Callable[[list[dict], Reply, list[str]], list[dict]]
-    count_tokens: Callable[..., int | None]
+    @property
+    def api(self) -> str: ...  # the route: chat, messages or responses
+    @property
+    def api_shape(self) -> str: ...  # which official client speaks it: openai or anthropic
+    # What sdk_client and the first request import: a fleet takes them ahead (FrankSession.warm).
+    @property
+    def sdk_modules(self) -> tuple[str, ...]: ...
+    @property
+    def image_forms(self) -> tuple[str, ...]: ...  # an image's forms: data_url, base64, anthropic
+    # Where a reply carries reasoning, in the order read; fleet.yaml `reasoning.field` wins.
+    @property
+    def reasoning_fields(self) -> tuple[str, ...]: ...
+    # The fields of an assistant message clients send a previous turn's reasoning back in
+    # (test_agent_reasoning_history asks each; `thinking`: the Messages API's thinking blocks);
+    # empty where the route's history carries it otherwise (the Responses API's reasoning items).
+    @property
+    def history_reasoning_fields(self) -> tuple[str, ...]: ...
+    @property
+    def shape_params(self) -> frozenset[str]: ...  # the request parameters of the API shape
+    @property
+    def budget_keys(self) -> tuple[str, ...]: ...  # the fields an answer's budget may be sent in
+    # The sampling fields the route takes (n: several choices)
+    @property
+    def sampling_fields(self) -> tuple[str, ...]: ...
 
-    def engine_fields(self, extra: dict) -> dict: ...
-    def unmeasured(self, token: Logprob) -> bool: ...
+    # The official client on the recorded HTTP client (endpoint, http_client, timeout).
+    def sdk_client(self, endpoint: Any, http_client: Any, timeout: float) -> Any: ...
+    # One request on the wire (errors raise, as the SDK raises).
+    def converse(self, sdk: Any, model: str, req: Request,
+                 clock: Callable[[], float]) -> Reply: ...
+    # (messages so far, the assistant reply that called tools, each call's result as JSON text):
+    # the history of an agent's next turn in this API shape
+    def agent_history(self, messages: list[dict], reply: Reply,
+                      results: list[str]) -> list[dict]: ...
+    def count_tokens(self, sdk: Any, model: str, req: Request) -> int | None: ...  # API's route
+    # The request params a check adds, by what it asks (alphabetical): a reasoning_effort level,
+    # an image part (b64, mime, form), each token's logprob with `top` alternatives, a
+    # chat-shaped response_format, fleet.yaml's sampling, a stop string, thinking switched off
+    # or asked for (max_tokens)
+    def effort(self, value: str) -> dict: ...
+    def image_part(self, b64: str, mime: str, form: str) -> dict: ...
+    def logprobs(self, top: int) -> dict: ...
+    def response_format(self, fmt: dict) -> dict: ...
+    def sampling(self, sampling: dict) -> dict: ...
+    def stop_param(self, stop: str) -> dict: ...
+    def thinking_off(self) -> dict: ...
+    def thinking_on(self, max_tokens: int) -> dict: ...
 
 
 class Metrics(Protocol):
@@ -106,9 +134,3 @@ class Metrics(Protocol):
     def cached_prompt(self, reply: Any) -> tuple[int, int, str] | None: ...
     def speculative_live(self, payloads: dict) -> bool | None: ...
     def kv_pool(self, metrics_text: str) -> Any: ...
-
-
-if TYPE_CHECKING:
-    def _every_driver_answers_each(driver: Driver) -> tuple[Facts, Routes, Wire, Metrics]:
-        """Never called: the type checker fails here where `Driver` stops answering one."""
-        return driver, driver, driver, driver

@@ -7,6 +7,7 @@ from types import MappingProxyType
 
 from pytest_frank.transport import metrics
 from pytest_frank.drivers.openai import OpenAIDriver
+from pytest_frank.drivers.openai_chat import ChatWire
 from pytest_frank.serve.flags import Flag, Need, ServeFlags
 from pytest_frank.outcome.verdict import Setting
 
@@ -95,7 +96,8 @@ class VllmDriver(OpenAIDriver):
                       f"gpu_memory_utilization {frac}")
 
     # -- generation battery: reasoning, reasoning_effort, tools --------------------------------
-    reasoning_fields = ("reasoning", "reasoning_content")  # renamed in v0.16
+    # its chat route sends reasoning in `reasoning` (reasoning_content until v0.16)
+    chat_wire = ChatWire(reasoning_fields=("reasoning", "reasoning_content"))
     # chat_completion/protocol.py (0.32.0) renames an assistant message's reasoning_content to
     # reasoning before the template, which gets both: each reaches the prompt.
     history_reasoning_read = ("reasoning", "reasoning_content")

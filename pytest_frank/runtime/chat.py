@@ -40,14 +40,14 @@ def send(target: Target, req: Request, api: str | None = None) -> Reply:
     answer of the endpoint was cut as too slow, nor (`KeyRefused`) once it refused the key."""
     target.pace()
     driver, model = target.wire(api), target.model_name()
-    thinking = driver.thinking_on(req.max_tokens) if req.think else {}
-    sampling = driver.sampling(target.endpoint.sampling) if req.sampling else {}
+    thinking = driver.wire.thinking_on(req.max_tokens) if req.think else {}
+    sampling = driver.wire.sampling(target.endpoint.sampling) if req.sampling else {}
     req = replace(req, extra=combine(sampling, thinking, req.extra))
     with http.recording() as seen:
         target.sending(+1)
         began = time.monotonic()
         try:
-            reply = driver.converse(target.sdk(api), model, req, time.monotonic)
+            reply = driver.wire.converse(target.sdk(api), model, req, time.monotonic)
         except Exception as exc:  # the SDK's errors carry the status; the exchange the words
             reply = _failure(exc, seen[-1] if seen else None, driver)
         finally:
@@ -128,8 +128,8 @@ def _sent_as(target: Target, req: Request) -> str:
     if req.messages == [{"role": "user", "content": req.content}]:
         req = replace(req, messages=None)
     if req.think:
-        req = replace(req, think=False, extra=combine(target.driver.thinking_on(req.max_tokens),
-                                                      req.extra))
+        asked = target.driver.wire.thinking_on(req.max_tokens)
+        req = replace(req, think=False, extra=combine(asked, req.extra))
     return json.dumps(asdict(req), sort_keys=True, default=str)
 
 
@@ -178,8 +178,8 @@ def _failure(exc: Exception, ex: Exchange | None, driver) -> Reply:
     message = driver.error_message(ex) if ex is not None and status is not None else None
     if not isinstance(exc, Unreadable) and type(exc).__module__.split(".")[0] not in SDKS:
         # Not the SDK's own error: its parse of a reply shaped unlike the API's broke on it.
-        return Reply(status=status, problem=f"a reply the {driver.api_shape} client cannot read "
-                                          f"({type(exc).__name__}: {_sdk_message(exc)})")
+        return Reply(status=status, problem=f"a reply the {driver.wire.api_shape} client cannot "
+                                          f"read ({type(exc).__name__}: {_sdk_message(exc)})")
     return Reply(status=status, problem=message or _sdk_message(exc))
 
 

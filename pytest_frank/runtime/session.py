@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from pytest_frank.record.results import Run
 
 Work = list[tuple[Probe, "str | None"]]  # the probes (and cases) one endpoint's checks need
-# Imported by the probes on first use, beside each driver's SDK (Driver.sdk_modules).
+# Imported by the probes on first use, beside each route's SDK (Wire.sdk_modules).
 PROBE_MODULES = ("prometheus_client.parser",)
 
 
@@ -53,7 +53,7 @@ class FrankSession:
         the background: an SDK takes a second or more of CPU to import, which otherwise the first
         generation waits for. Started when the fleet is loaded, it overlaps collection and any
         `launch:` server's load."""
-        sdks = {m: None for t in self.targets.values() for m in t.driver.sdk_modules}
+        sdks = {m: None for t in self.targets.values() for m in t.driver.wire.sdk_modules}
         self._warming = threading.Thread(target=_warm, args=([*sdks, *PROBE_MODULES],),
                                          name="frank-warm", daemon=True)
         self._warming.start()

@@ -283,7 +283,7 @@ class Target:
         driver = self.wire(api)
         with self._lock:
             if driver.api not in self._sdks:
-                self._sdks[driver.api] = driver.sdk_client(self.endpoint, self.client(),
+                self._sdks[driver.api] = driver.wire.sdk_client(self.endpoint, self.client(),
                                                            self.timeout)
             return self._sdks[driver.api]
 

@@ -13,9 +13,10 @@ from pytest_frank.transport.http import Exchange, event_budget
 
 class Reads(Protocol):
     """What a reply's reader asks its driver: where reasoning arrives, and the engine's own
-    fields (a driver answers both)."""
+    fields (a route's wire answers both)."""
 
-    reasoning_fields: tuple[str, ...]
+    @property
+    def reasoning_fields(self) -> tuple[str, ...]: ...
 
     def engine_fields(self, extra: dict) -> dict: ...
 
@@ -60,7 +61,7 @@ class Request:
     # sampling to the server's defaults do (Claude Code, Codex, pi, opencode).
     sampling: bool = True
     # A conversation so far, in the driver's wire shape (an agent step's history); `content`
-    # is then unused. Drivers build it (Driver.agent_history).
+    # is then unused. A route's wire builds it (Wire.agent_history).
     messages: list[dict] | None = None
 
     @property

@@ -41,21 +41,48 @@ def test_schema_engines_are_the_drivers():
     assert set(SHAPES) == set(DRIVERS), "tests/support/emulator.py SHAPES: add the engine's answers"
 
 
-def test_schema_routes_are_the_wires_and_each_wire_replaces_every_route_member():
-    # A wire may be composed onto any engine: one that left a member out would generate with
-    # the engine's own (chat) member on another route.
-    from pytest_frank.drivers.base import Driver, _wires
+def test_schema_routes_are_the_wires_and_each_driver_holds_a_whole_wire_on_each_route():
+    # A driver holds the wire of the route it generates on as a part (`driver.wire`), built as
+    # it is made: on every route each engine's must answer the whole Wire protocol (mypy holds
+    # the wire classes to it; this holds what each driver picks at run time), and no member of
+    # the protocol may sit on the driver beside it, where nothing would read it.
+    from pytest_frank.drivers.base import WIRES
     from pytest_frank.drivers.openai_chat import ChatWire
+    from pytest_frank.drivers.protocols import Wire
 
-    wires = _wires()
-    assert _defs()["endpoint"]["properties"]["api"]["enum"] == [ChatWire.api, *wires]
-    members = [{m for m in vars(w) if not m.startswith("__")} for w in wires.values()]
-    declared = set(dir(Driver)) | set(Driver.__annotations__)  # what every driver answers
-    for wire, own in zip(wires, members):
-        assert own >= members[0], f"{wire} lacks {sorted(members[0] - own)}"
-        assert own <= declared, f"{wire}: members no route has: {sorted(own - declared)}"
-    chat = {m for m in vars(ChatWire) if not m.startswith("__")}
-    assert chat <= declared, f"chat: members the base does not declare: {sorted(chat - declared)}"
+    assert _defs()["endpoint"]["properties"]["api"]["enum"] == [ChatWire.api, *WIRES]
+    members = {m: v for m, v in vars(Wire).items() if not m.startswith("_")}
+    assert len(members) == 21
+    for name, cls in DRIVERS.items():
+        for api in (None, "chat", *WIRES):
+            driver = cls().with_api(api)
+            wire, on = driver.wire, f"{name} on {api or 'its own route'}"
+            assert type(driver) in DRIVERS.values(), on  # a registered driver, none made here
+            assert driver.api == wire.api == (api or cls.default_api), on
+            for member, declared in members.items():
+                value = getattr(wire, member, None)
+                if isinstance(declared, property):
+                    assert isinstance(value, (str, tuple, frozenset)), f"{on}: {member}"
+                else:
+                    assert callable(value), f"{on}: {member}"
+            beside = sorted(set(dir(driver)) & set(members) - {"api"})
+            assert beside == [], f"{on}: wire members on the driver: {beside}"
+
+
+def test_an_engines_own_chat_facts_travel_with_its_chat_wire_only():
+    from pytest_frank.drivers import driver_for
+
+    llamacpp, vllm = driver_for("llamacpp"), driver_for("vllm")
+    assert llamacpp.wire.image_forms == ("data_url", "base64")
+    assert vllm.wire.reasoning_fields == ("reasoning", "reasoning_content")
+    assert driver_for("openai").wire.reasoning_fields == ("reasoning_content", "reasoning")
+    # on another route the route's own facts hold, the engine's stay
+    on_messages = llamacpp.with_api("messages")
+    assert on_messages.wire.image_forms == ("anthropic",)
+    assert on_messages.history_reasoning_read == llamacpp.history_reasoning_read
+    assert vllm.with_api("responses").wire.reasoning_fields == ("reasoning_text", "summary_text")
+    # a proxy's other routes are the generic shape's
+    assert type(driver_for("anthropic").with_api("chat")).__name__ == "OpenAIDriver"
 
 
 def test_schema_launch_keys_are_the_launcher_keys():
@@ -185,9 +212,10 @@ def test_no_driver_holds_a_claims_advice():
     assert len(modules) >= 8
     for path in modules:
         assert advice_in(path.read_text(encoding="utf-8")) == [], path.name
-    for name, cls in DRIVERS.items():  # what a driver answers, inherited or composed on a route
+    for name, cls in DRIVERS.items():  # what a driver answers, inherited or held on a route
         for api in (None, "chat", "messages", "responses"):
-            members = [m for m in dir(cls().with_api(api)) if ADVICE.search(m)]
+            driver = cls().with_api(api)
+            members = [m for m in dir(driver) + dir(driver.wire) if ADVICE.search(m)]
             assert members == [], f"{name} on {api}: {members}"
 
 
@@ -207,7 +235,7 @@ def test_the_advice_guard_sees_a_planted_fix(planted, found):
 def test_each_fix_by_engine_names_an_engine_and_a_route():
     # A misspelt engine in a claim's advice would never be said: the generic one would. The entries
     # are keyed by driver class, so the type checker sees them too; this sees a string key.
-    from pytest_frank.drivers.base import _wires
+    from pytest_frank.drivers.base import WIRES
 
     claims = Path(pytest_frank.drivers.__file__).parent.parent / "claims"
     calls = [node for path in claims.rglob("*.py")
@@ -224,4 +252,4 @@ def test_each_fix_by_engine_names_an_engine_and_a_route():
         routes = [k.value for k in call.keywords if k.arg == "api"]
         for route in routes:
             assert isinstance(route, ast.Dict)
-            assert {k.value for k in route.keys if isinstance(k, ast.Constant)} <= set(_wires())
+            assert {k.value for k in route.keys if isinstance(k, ast.Constant)} <= set(WIRES)

@@ -82,7 +82,7 @@ class Profile(abc.ABC):
         shape the route's driver keeps it; profiles reshape it where their client differs."""
         sent = first.request.messages or []
         return replace(first.request,
-                       messages=self.reshape(driver.agent_history(sent, reply, results)))
+                       messages=self.reshape(driver.wire.agent_history(sent, reply, results)))
 
     def reshape(self, history: list[dict]) -> list[dict]:
         return history

@@ -23,7 +23,7 @@ Failed = pytest.fail.Exception
 
 def conversation(second: Reply, engine="llamacpp") -> list[agent.Turn]:
     driver = driver_for(engine)
-    history = driver.agent_history([USER], FIRST, [RESULT])
+    history = driver.wire.agent_history([USER], FIRST, [RESULT])
     return [agent.Turn([USER], FIRST, [RESULT], ["ref-0a1b2c3d"]), agent.Turn(history, second)]
 
 
@@ -102,7 +102,7 @@ def test_a_forced_turn_without_a_call_is_judged_as_the_call():
 def test_openai_history_keeps_calls_reasoning_and_one_tool_message_per_call():
     reply = Reply(status=200, content="", reasoning="Thinking", reasoning_field="reasoning",
                   calls=[CALL, Call("get_weather", {"city": "London", "days": 1}, "call-2")])
-    history = driver_for("vllm").agent_history([USER], reply, [RESULT, "{}"])
+    history = driver_for("vllm").wire.agent_history([USER], reply, [RESULT, "{}"])
     said = history[1]
     assert said["reasoning"] == "Thinking" and said["content"] is None
     assert [c["id"] for c in said["tool_calls"]] == ["call-1", "call-2"]
@@ -119,7 +119,7 @@ def test_anthropic_history_echoes_the_blocks_verbatim():
                "input": {"city": "Paris", "days": 1}}]
     reply = Reply(status=200, calls=[Call("get_weather", {"city": "Paris", "days": 1},
                                           "toolu_1")], blocks=blocks, finish="tool_use")
-    history = driver_for("anthropic").agent_history([USER], reply, [RESULT])
+    history = driver_for("anthropic").wire.agent_history([USER], reply, [RESULT])
     assert history[1] == {"role": "assistant", "content": blocks}
     assert history[2] == {"role": "user", "content": [
         {"type": "tool_result", "tool_use_id": "toolu_1", "content": RESULT}]}
@@ -136,7 +136,7 @@ def test_a_thinking_block_without_its_signature_fails(signature, text):
                "input": {"city": "Paris", "days": 1}}]
     first = Reply(status=200, calls=[Call("get_weather", {"city": "Paris", "days": 1},
                                           "toolu_1")], blocks=blocks, finish="tool_use")
-    history = driver_for("anthropic").agent_history([USER], first, [RESULT])
+    history = driver_for("anthropic").wire.agent_history([USER], first, [RESULT])
     turns = [agent.Turn([USER], first, [RESULT]),
              agent.Turn(history, Reply(status=200, content="Sunny.", finish="end_turn"))]
     found = agent.conversation_problem(turns, 1, driver_for("anthropic"))

@@ -109,13 +109,13 @@ def test_no_prompt_count_is_inconclusive():
     ("anthropic", ("thinking",))])
 def test_each_variant_carries_the_reasoning_in_its_field_alone(engine, sent):
     driver = driver_for(engine)
-    assert driver.history_reasoning_fields == sent
+    assert driver.wire.history_reasoning_fields == sent
     for name in sent if engine != "anthropic" else ():  # blocks: the server's own turn
-        history = driver.agent_history([], reasoning_history._said("0a1b2c3d", name), ["{}"])
+        history = driver.wire.agent_history([], reasoning_history._said("0a1b2c3d", name), ["{}"])
         said = history[0]
         assert "note-0a1b2c3d" in said[name]
         assert not [k for k in ("reasoning_content", "reasoning") if k != name and k in said]
-    bare = driver.agent_history([], reasoning_history._said("0a1b2c3d", None), ["{}"])
+    bare = driver.wire.agent_history([], reasoning_history._said("0a1b2c3d", None), ["{}"])
     assert "note-0a1b2c3d" not in str(bare)
 
 

@@ -186,6 +186,6 @@ def test_what_is_asked_where():
     messages = driver_for("llamacpp").with_api("messages")
     assert contract.FORMAT_VARIANTS.applies(opts, messages) == \
         "response_format variants are not part of the anthropic API shape as asked here"
-    assert messages.sampling_fields == ("temperature", "top_p")
-    assert "n" not in driver_for("llamacpp").sampling_fields
-    assert "n" in driver_for("vllm").sampling_fields
+    assert messages.wire.sampling_fields == ("temperature", "top_p")
+    assert "n" not in driver_for("llamacpp").wire.sampling_fields
+    assert "n" in driver_for("vllm").wire.sampling_fields
