@@ -39,7 +39,7 @@ def send(target: Target, req: Request, api: str | None = None) -> Reply:
     or cut answer is a Reply with `problem`. Not asked at all (`TooSlow`) once an earlier
     answer of the endpoint was cut as too slow, nor (`KeyRefused`) once it refused the key."""
     target.pace()
-    driver, model = target.wire(api), target.model_name()
+    driver, model = target.driver_on(api), target.model_name()
     thinking = driver.wire.thinking_on(req.max_tokens) if req.think else {}
     sampling = driver.wire.sampling(target.endpoint.sampling) if req.sampling else {}
     req = replace(req, extra=combine(sampling, thinking, req.extra))
@@ -176,6 +176,12 @@ def _failure(exc: Exception, ex: Exchange | None, driver) -> Reply:
         return Reply(status=ex.status, problem=ex.error)
     status = getattr(exc, "status_code", None)
     message = driver.error_message(ex) if ex is not None and status is not None else None
+    if isinstance(exc, ValueError) and "JSON compliant" in str(exc):
+        # The client writes a request as strict JSON; a NaN or Infinity in it came from an
+        # earlier reply of the endpoint that this request sends back (an agent's history).
+        return Reply(status=status, problem="this request sends back what an earlier reply "
+                     "held, and that held NaN or Infinity, which JSON has no words for (RFC "
+                     "8259): no client can send it back; the server must write standard JSON")
     if not isinstance(exc, Unreadable) and type(exc).__module__.split(".")[0] not in SDKS:
         # Not the SDK's own error: its parse of a reply shaped unlike the API's broke on it.
         return Reply(status=status, problem=f"a reply the {driver.wire.api_shape} client cannot "

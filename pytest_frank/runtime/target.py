@@ -270,7 +270,7 @@ class Target:
                                          floor_from=self.floor_from)
             return self._http
 
-    def wire(self, api: str | None = None) -> Driver:
+    def driver_on(self, api: str | None = None) -> Driver:
         """The driver generating on `api`'s route (None: the endpoint's own)."""
         if api is None:
             return self.driver
@@ -280,7 +280,7 @@ class Target:
     def sdk(self, api: str | None = None):
         """The official client of `api`'s route (None: the endpoint's own), on the same
         recorded HTTP client."""
-        driver = self.wire(api)
+        driver = self.driver_on(api)
         with self._lock:
             if driver.api not in self._sdks:
                 self._sdks[driver.api] = driver.wire.sdk_client(self.endpoint, self.client(),

@@ -40,6 +40,7 @@ from emulator import (
     messages_json,
     metrics_text,
     serve_chat,
+    sse,
     serve_messages,
     tool_call,
 )
@@ -498,6 +499,26 @@ def test_any_responses_answer_is_a_verdict(emulators, plain, stream, swap):
         verdicts(target, [*GENERATION, agent_chain.CHAIN])  # the chain: this route's own
     finally:
         target.close()
+
+
+def test_nan_or_infinity_sent_back_in_the_history_is_named_not_the_clients_error(emulators):
+    """Found by the fuzzing above: a reasoning item whose `encrypted_content` is Infinity (not
+    JSON, though Python's reader takes it) goes back in the agent's next turn, and the openai
+    client refuses to write it. The verdict says so; it was the client's ValueError."""
+    reasoning = {**RESPONSE_OUTPUT[0], "encrypted_content": float("inf")}
+    body = {**RESPONSE, "output": [reasoning, *RESPONSE_OUTPUT[1:]]}
+    events = [{**e, "item": reasoning} if e.get("item", {}).get("id") == "rs_1" and
+              e["type"] == "response.output_item.done" else e for e in RESPONSE_EVENTS]
+    events[-1] = {**events[-1], "response": body}
+    em = emulators("llamacpp")
+    route_answers(em, "/v1/responses", Reply(200, json.dumps(body)), sse(events, named=True),
+                  swap=False)
+    target = target_for(em, api="responses")
+    try:
+        lines = verdicts(target, [agent.PLAIN, agent.STREAMED])
+    finally:
+        target.close()
+    assert any("held NaN or Infinity, which JSON has no words for" in line for line in lines), lines
 
 
 def route_answers(em: Emulator, path: str, plain: Reply, stream: Reply, swap: bool) -> None:

@@ -68,7 +68,7 @@ def play(target, case: str) -> Played:
     results = [json.dumps({"path": "notes.txt", "lines": 3, "text": "shopping list"})
                for _ in calls.calls]
     found.steps[0].results, found.carried = results, list(calls.calls)
-    after = profile.then(target.wire(profile.api), first, calls, results)
+    after = profile.then(target.driver_on(profile.api), first, calls, results)
     with http.first_answer_within(found.wait):  # the history as long again, and then some
         found.steps.append(Step(_held(after.messages or []),
                                 send(target, after, api=profile.api)))
