@@ -29,7 +29,7 @@ class VllmFirst(LoadScopeScheduling):
         if self.workqueue:
             root = self.config.rootpath
             self.workqueue.move_to_end(min(self.workqueue, key=lambda s: _weight(s, root)),
-                                       last=False)
+                                       last=False)  # the whole queue each time: weights cached
         super()._assign_work_unit(node)
 
 
@@ -41,6 +41,7 @@ VLLM_UNIT = "real vLLM"
 ONE_WORKER = ("test_real_clients.py", "test_types.py", "test_packaging.py")
 
 
+@functools.lru_cache(maxsize=None)
 def _weight(scope: str, root: Path) -> int:
     if scope == VLLM_UNIT:
         return 0
