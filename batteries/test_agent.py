@@ -1,7 +1,7 @@
 """agent: a tool result sent back gets a final answer, plain, streamed and with parallel calls."""
 
-from pytest_frank.claims.checks import battery_test
 from pytest_frank.claims import agent, agent_breadth, agent_chain, agent_template, reasoning_history
+from pytest_frank.claims.checks import battery_test
 
 test_agent = battery_test(agent.PLAIN)
 test_agent_streamed = battery_test(agent.STREAMED)

@@ -1,8 +1,8 @@
 """params: the request parameters clients rely on are honoured, not just accepted: one test per
 parameter (a fleet turns off what its clients never send); the API shape says which exist."""
 
-from pytest_frank.claims.checks import battery_test
 from pytest_frank.claims import contract, params
+from pytest_frank.claims.checks import battery_test
 
 test_params_max_tokens = battery_test(params.MAX_TOKENS)
 test_params_stop = battery_test(params.STOP)

@@ -15,20 +15,34 @@ import re
 import secrets
 from dataclasses import dataclass, field
 
-from pytest_frank.runtime.chat import Reply, Request, shared, think_through
-from pytest_frank.claims.checks import Check, Context
 from pytest_frank.claims import Claim, option
 from pytest_frank.claims import Options as ClaimOptions
+from pytest_frank.claims.checks import Check, Context
 from pytest_frank.claims.prefix_reuse import require_prefix_reused
-from pytest_frank.claims.replies import (one_line, reasoning_parser_fix,
-                                         require_not_reasoning_only, require_thinking_ended,
-                                         thinking_spent)
-from pytest_frank.claims.tools import (MARKUP, PARALLEL_FIX, PROMPTS, TOOLS, Carried,
-                                       answered_in_text, call_reply_problems, carried,
-                                       dropped_call_fix, no_call, tool_parser_fix)
-from pytest_frank.runtime.known_errors import known_fix
-from pytest_frank.outcome.observation import Unseen, Observation
+from pytest_frank.claims.replies import (
+    one_line,
+    reasoning_parser_fix,
+    require_not_reasoning_only,
+    require_thinking_ended,
+    thinking_spent,
+)
+from pytest_frank.claims.tools import (
+    MARKUP,
+    PARALLEL_FIX,
+    PROMPTS,
+    TOOLS,
+    Carried,
+    answered_in_text,
+    call_reply_problems,
+    carried,
+    dropped_call_fix,
+    no_call,
+    tool_parser_fix,
+)
+from pytest_frank.outcome.observation import Observation, Unseen
 from pytest_frank.outcome.verdict import Text, fail
+from pytest_frank.runtime.chat import Reply, Request, shared, think_through
+from pytest_frank.runtime.known_errors import known_fix
 
 THINK_TAGS = re.compile(r"</?think>|<\|channel\|>|<\|start\|>assistant")
 FORECASTS = ("sunny, 21 C", "light rain, 14 C", "overcast, 17 C")

@@ -4,9 +4,16 @@ runs a lazy tool-call grammar's trigger over thousands of characters it must not
 
 from __future__ import annotations
 
+from pytest_frank.claims.agent import (
+    Conversations,
+    Options,
+    Problem,
+    Turn,
+    _show,
+    conversation_problem,
+    play,
+)
 from pytest_frank.claims.checks import Check, Context
-from pytest_frank.claims.agent import (Conversations, Options, Problem, Turn, _show,
-                                       conversation_problem, play)
 from pytest_frank.claims.replies import one_line, require_thinking_ended
 from pytest_frank.claims.tools import TOOLS
 from pytest_frank.outcome.verdict import fail, inconclusive

@@ -18,14 +18,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pytest_frank.runtime.chat import Request, send, think_through
-from pytest_frank.claims.checks import Check, Context
 from pytest_frank.claims import agent
 from pytest_frank.claims.agent import Options, Problem, Turn, answer_problem, held
+from pytest_frank.claims.checks import Check, Context
 from pytest_frank.claims.replies import one_line
 from pytest_frank.claims.tools import PROMPTS, TOOLS
-from pytest_frank.outcome.observation import Unseen, Observation
+from pytest_frank.outcome.observation import Observation, Unseen
 from pytest_frank.outcome.verdict import fail
+from pytest_frank.runtime.chat import Request, send, think_through
 
 # What Codex offers beside its functions: OpenAI's hosted search, and a freeform tool.
 OTHER_TOOLS = [{"type": "web_search"},

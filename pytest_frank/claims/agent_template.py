@@ -15,14 +15,19 @@ import re
 import secrets
 from dataclasses import dataclass
 
+from pytest_frank.claims.agent import (
+    LOST_RESULTS,
+    LOST_RESULTS_FIX,
+    TEMPLATE_FIX,
+    TEMPLATE_WORDS,
+    Options,
+)
 from pytest_frank.claims.checks import Check, Context
-from pytest_frank.claims.agent import (LOST_RESULTS, LOST_RESULTS_FIX, TEMPLATE_FIX,
-                                       TEMPLATE_WORDS, Options)
 from pytest_frank.claims.replies import one_line
 from pytest_frank.claims.tools import PROMPTS, TOOLS
 from pytest_frank.drivers.openai_chat import ChatWire, agent_history
 from pytest_frank.local.render import render
-from pytest_frank.outcome.observation import Unseen, Observation
+from pytest_frank.outcome.observation import Observation, Unseen
 from pytest_frank.outcome.verdict import fail, inconclusive
 from pytest_frank.transport.wire import Call, Reply
 

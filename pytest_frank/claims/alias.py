@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from pytest_frank.claims.checks import Check, Context
+from pytest_frank.claims import Claim, Options
 from pytest_frank.claims.advice import advise
+from pytest_frank.claims.checks import Check, Context
 from pytest_frank.drivers import AnthropicDriver, LlamaCppDriver, SglangDriver, VllmDriver
 from pytest_frank.drivers.protocols import Facts
-from pytest_frank.claims import Claim, Options
-from pytest_frank.runtime.probes import Served, served
 from pytest_frank.outcome.verdict import Phrase, Text, fail
+from pytest_frank.runtime.probes import Served, served
 
 CLAIM = Claim("alias",
               "the intended alias is served by /v1/models",

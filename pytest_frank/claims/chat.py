@@ -13,19 +13,18 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 
-from pytest_frank.runtime.chat import Reply, Request, send, thinking_budget
-from pytest_frank.claims.checks import Check, Context
 from pytest_frank.claims import Claim, option
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.advice import advise
-from pytest_frank.claims.replies import (THINK_TAGS, one_line, reasoning_parser_fix,
-                                         require_answer)
+from pytest_frank.claims.checks import Check, Context
+from pytest_frank.claims.replies import THINK_TAGS, one_line, reasoning_parser_fix, require_answer
 from pytest_frank.claims.tools import forced_tools_fix
 from pytest_frank.drivers import LlamaCppDriver, VllmDriver
 from pytest_frank.drivers.protocols import Facts
-from pytest_frank.outcome.observation import Unseen, Observation
-from pytest_frank.runtime.target import first_and_alone
+from pytest_frank.outcome.observation import Observation, Unseen
 from pytest_frank.outcome.verdict import Phrase, Text, fail, inconclusive
+from pytest_frank.runtime.chat import Reply, Request, send, thinking_budget
+from pytest_frank.runtime.target import first_and_alone
 
 PROMPT = "What is the capital of France? Answer in one short sentence."
 # Chat templates' own markup: turn openers and closers, role headers, end-of-text tokens. None

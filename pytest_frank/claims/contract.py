@@ -14,17 +14,22 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from pytest_frank.runtime.chat import Reply, Request, combine, send, think_through
-from pytest_frank.claims.checks import Check, Context
 from pytest_frank.claims import params, tools
 from pytest_frank.claims.advice import advise
-from pytest_frank.claims.replies import (cut_while_thinking, one_line, require_answer,
-                                         require_no_think_tags, require_thinking_ended)
+from pytest_frank.claims.checks import Check, Context
+from pytest_frank.claims.replies import (
+    cut_while_thinking,
+    one_line,
+    require_answer,
+    require_no_think_tags,
+    require_thinking_ended,
+)
 from pytest_frank.drivers import LlamaCppDriver, VllmDriver
 from pytest_frank.drivers.base import Driver
 from pytest_frank.drivers.protocols import Facts, Wire
 from pytest_frank.outcome.observation import Observation
 from pytest_frank.outcome.verdict import Text, fail
+from pytest_frank.runtime.chat import Reply, Request, combine, send, think_through
 
 SHORT = 16  # a request judged by its status alone: a short answer where one is given
 PROMPT = "Say hello in one short sentence."

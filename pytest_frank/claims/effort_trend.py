@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pytest_frank.runtime.chat import Reply, Request, send
 from pytest_frank.claims.checks import Check, Context
 from pytest_frank.claims.effort_map import LEVELS
 from pytest_frank.claims.reasoning_effort import Options, map_fix, supported, template_message
 from pytest_frank.claims.replies import one_line, require_answer
-from pytest_frank.outcome.observation import Unseen, Observation
+from pytest_frank.outcome.observation import Observation, Unseen
 from pytest_frank.outcome.verdict import fail, inconclusive
+from pytest_frank.runtime.chat import Reply, Request, send
 
 PROMPT = ("How many of the whole numbers from 1 to 30 are prime? Think it through, then answer "
           "with the number.")

@@ -19,15 +19,15 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from pytest_frank.base import redact
-from pytest_frank.runtime import sizing
-from pytest_frank.runtime.chat import Reply, Request, combine, send
-from pytest_frank.claims.checks import Check, Context
+from pytest_frank.base.figures import TOLERANCES
 from pytest_frank.claims import Claim, option
 from pytest_frank.claims import Options as ClaimOptions
+from pytest_frank.claims.checks import Check, Context
 from pytest_frank.claims.replies import one_line
-from pytest_frank.base.figures import TOLERANCES
 from pytest_frank.outcome.observation import Observation
 from pytest_frank.outcome.verdict import fail, inconclusive
+from pytest_frank.runtime import sizing
+from pytest_frank.runtime.chat import Reply, Request, combine, send
 
 if TYPE_CHECKING:
     from pytest_frank.runtime.target import Target

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from pytest_frank.claims.checks import Check, Context
 from pytest_frank.claims import Claim, Options
+from pytest_frank.claims.checks import Check, Context
+from pytest_frank.outcome.verdict import fail
 from pytest_frank.runtime.probes import Health
 from pytest_frank.runtime.probes import health as probe
-from pytest_frank.outcome.verdict import fail
 
 CLAIM = Claim("health", "the health route answers ready", order=10, always=True)
 

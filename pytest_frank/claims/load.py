@@ -31,23 +31,22 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from pytest_frank.transport import http
-from pytest_frank.runtime.chat import Reply, Request, send
-from pytest_frank.claims.checks import Check, Context
-from pytest_frank.claims import Claim, option
+from pytest_frank.base.figures import FIGURES, number
+from pytest_frank.claims import Claim, chat, option, reasoning, tools, vision
 from pytest_frank.claims import Options as ClaimOptions
-from pytest_frank.claims import chat, reasoning, tools, vision
 from pytest_frank.claims.advice import advise
+from pytest_frank.claims.checks import Check, Context
 from pytest_frank.claims.perf import slow_cpu_hint, slow_gpu_hint
 from pytest_frank.claims.replies import one_line, reasoning_only, reasoning_only_fix
 from pytest_frank.drivers import LlamaCppDriver, VllmDriver
 from pytest_frank.drivers.protocols import Facts, Wire
-from pytest_frank.base.figures import FIGURES, number
+from pytest_frank.outcome.observation import Observation, Unseen
+from pytest_frank.outcome.verdict import Phrase, Text, fail, inconclusive
+from pytest_frank.runtime.chat import Reply, Request, send
 from pytest_frank.runtime.known_errors import known_fix
-from pytest_frank.outcome.observation import Unseen, Observation
 from pytest_frank.runtime.probes import slot_shape
 from pytest_frank.runtime.target import TooSlow
-from pytest_frank.outcome.verdict import Phrase, Text, fail, inconclusive
+from pytest_frank.transport import http
 
 SHOWN = 3  # replies with a fault kept as the evidence's exchanges
 UNKNOWN_TOP = 4  # the ladder's top where neither the endpoint nor fleet.yaml says

@@ -11,21 +11,26 @@ import json
 import time
 from dataclasses import dataclass, field, replace
 
-from pytest_frank.transport import metrics
-from pytest_frank.runtime.chat import Reply, Request, send, think_through
-from pytest_frank.claims.checks import Check, Context
+from pytest_frank.base.figures import COUNT, number
 from pytest_frank.claims import Claim, option
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.advice import advise
-from pytest_frank.claims.replies import (THINK_TAGS, one_line, reasoning_parser_fix,
-                                         require_answer, require_thinking_ended)
+from pytest_frank.claims.checks import Check, Context
+from pytest_frank.claims.replies import (
+    THINK_TAGS,
+    one_line,
+    reasoning_parser_fix,
+    require_answer,
+    require_thinking_ended,
+)
 from pytest_frank.drivers import LlamaCppDriver, VllmDriver
-from pytest_frank.drivers.protocols import Facts
-from pytest_frank.base.figures import COUNT, number
 from pytest_frank.drivers.openai_responses import LOGPROBS_INCLUDE
+from pytest_frank.drivers.protocols import Facts
 from pytest_frank.outcome.observation import Observation
-from pytest_frank.runtime.sizing import PromptCount, count_chat
 from pytest_frank.outcome.verdict import Text, fail, inconclusive
+from pytest_frank.runtime.chat import Reply, Request, send, think_through
+from pytest_frank.runtime.sizing import PromptCount, count_chat
+from pytest_frank.transport import metrics
 
 LONG = "Count from one to one hundred in words, separated by commas."
 CAP = 16  # a cap far below the answer LONG asks for

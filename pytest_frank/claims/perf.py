@@ -15,19 +15,19 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from pytest_frank.runtime import sizing
-from pytest_frank.transport import metrics
-from pytest_frank.runtime.chat import Reply, Request, send
-from pytest_frank.claims.checks import Check, Context
+from pytest_frank.base.figures import COUNT, number
 from pytest_frank.claims import Claim, option
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.advice import advise
+from pytest_frank.claims.checks import Check, Context
 from pytest_frank.drivers import LlamaCppDriver, SglangDriver, VllmDriver
 from pytest_frank.drivers.protocols import Facts, Metrics
 from pytest_frank.outcome.observation import Observation
-from pytest_frank.runtime.target import DecodeFloor, first_and_alone
 from pytest_frank.outcome.verdict import Phrase, Text, fail, inconclusive
-from pytest_frank.base.figures import COUNT, number
+from pytest_frank.runtime import sizing
+from pytest_frank.runtime.chat import Reply, Request, send
+from pytest_frank.runtime.target import DecodeFloor, first_and_alone
+from pytest_frank.transport import metrics
 
 CACHE_MAX_TOKENS = 16  # enough for a first visible token behind a `<think>` marker
 PROMPT = "Write a long story about a lighthouse keeper."

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pytest_frank.base.figures import COUNT, number
 from pytest_frank.claims.advice import advise
 from pytest_frank.claims.perf import cache_count_hint
 from pytest_frank.drivers import LlamaCppDriver, SglangDriver, VllmDriver
 from pytest_frank.drivers.base import Driver
 from pytest_frank.drivers.protocols import Facts, Metrics
-from pytest_frank.base.figures import COUNT, number
 from pytest_frank.outcome.verdict import Phrase, Text, fail
 
 # Of the turn before's prompt: turn 2 shares all of it but the few tokens that open the reply

@@ -7,20 +7,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pytest_frank.runtime.chat import Reply, Request, send, think_through
-from pytest_frank.claims.checks import Check, Context
 from pytest_frank.claims import Claim, option
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.advice import advise
-from pytest_frank.claims.replies import (one_line, reasoning_parser_fix, require_answer,
-                                         require_no_think_tags, require_stream_agrees,
-                                         require_thinking_ended, thinking_spent)
+from pytest_frank.claims.checks import Check, Context
+from pytest_frank.claims.replies import (
+    one_line,
+    reasoning_parser_fix,
+    require_answer,
+    require_no_think_tags,
+    require_stream_agrees,
+    require_thinking_ended,
+    thinking_spent,
+)
 from pytest_frank.claims.tools import forced_tools_fix
 from pytest_frank.drivers import AnthropicDriver, LlamaCppDriver, VllmDriver
 from pytest_frank.drivers.protocols import Facts
-from pytest_frank.outcome.observation import Unseen, Observation
-from pytest_frank.runtime.probes import slot_shape
+from pytest_frank.outcome.observation import Observation, Unseen
 from pytest_frank.outcome.verdict import Phrase, Text, fail
+from pytest_frank.runtime.chat import Reply, Request, send, think_through
+from pytest_frank.runtime.probes import slot_shape
 
 PROMPT = "Say hello in one short sentence."
 

@@ -11,17 +11,15 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
-from pytest_frank.runtime.chat import Reply, Request, send
-from pytest_frank.claims.checks import Check, Context
-from pytest_frank.claims import Claim, key_schemas, option
+from pytest_frank.claims import Claim, in_folder, key_schemas, option
 from pytest_frank.claims import Options as ClaimOptions
-from pytest_frank.claims import in_folder
+from pytest_frank.claims.checks import Check, Context
 from pytest_frank.claims.effort_map import EffortMapError, read_effort_map
-from pytest_frank.claims.replies import (cut_while_thinking, one_line, require_answer,
-                                         require_budget)
+from pytest_frank.claims.replies import cut_while_thinking, one_line, require_answer, require_budget
 from pytest_frank.fleet import Endpoint, OptionError
 from pytest_frank.outcome.observation import Observation
 from pytest_frank.outcome.verdict import fail
+from pytest_frank.runtime.chat import Reply, Request, send
 
 PROMPT = "Say hello in one short sentence."
 LEVELS = ("minimal", "low", "medium", "high", "xhigh", "max")  # client levels, least to most

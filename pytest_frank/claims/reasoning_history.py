@@ -23,20 +23,20 @@ import json
 import secrets
 from dataclasses import dataclass, field, replace
 
-from pytest_frank.runtime.chat import Request, send
-from pytest_frank.claims.checks import Check, Context
 from pytest_frank.claims.advice import advise
 from pytest_frank.claims.agent import Options
+from pytest_frank.claims.checks import Check, Context
 from pytest_frank.claims.replies import one_line
 from pytest_frank.claims.tools import PROMPTS, TOOLS
 from pytest_frank.drivers import VllmDriver
 from pytest_frank.drivers.base import Driver
-from pytest_frank.drivers.protocols import Facts, Wire
 from pytest_frank.drivers.openai_chat import agent_history
-from pytest_frank.runtime.known_errors import known_fix
+from pytest_frank.drivers.protocols import Facts, Wire
 from pytest_frank.local.render import render
-from pytest_frank.outcome.observation import Unseen, Observation
+from pytest_frank.outcome.observation import Observation, Unseen
 from pytest_frank.outcome.verdict import Text, fail, inconclusive, not_applicable
+from pytest_frank.runtime.chat import Request, send
+from pytest_frank.runtime.known_errors import known_fix
 from pytest_frank.transport.wire import Call, Reply
 
 NONE = ""  # the history without reasoning, among the counts by field

@@ -8,13 +8,13 @@ import json
 from collections.abc import Callable
 
 from pytest_frank.base import redact
-from pytest_frank.runtime.chat import headroom
 from pytest_frank.claims.advice import advise
 from pytest_frank.drivers import AnthropicDriver, LlamaCppDriver, SglangDriver, VllmDriver
 from pytest_frank.drivers.base import Driver
 from pytest_frank.drivers.protocols import Facts
-from pytest_frank.runtime.known_errors import known_fix
 from pytest_frank.outcome.verdict import Phrase, Text, fail
+from pytest_frank.runtime.chat import headroom
+from pytest_frank.runtime.known_errors import known_fix
 
 THINK_TAGS = ("<think>", "</think>")
 # gpt-oss harmony's thinking is its analysis channel: this header left in content means no

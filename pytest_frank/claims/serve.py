@@ -7,16 +7,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from pytest_frank.claims.checks import Check, Context
 from pytest_frank.claims import Claim, option
 from pytest_frank.claims import Options as ClaimOptions
-from pytest_frank.outcome.observation import Unseen, Observation
+from pytest_frank.claims.checks import Check, Context
+from pytest_frank.outcome.observation import Observation, Unseen
 from pytest_frank.outcome.verdict import fail
 
 if TYPE_CHECKING:
     from pytest_frank.drivers.protocols import Routes
-    from pytest_frank.serve import Finding, ServeCommand
     from pytest_frank.runtime.target import Target
+    from pytest_frank.serve import Finding, ServeCommand
 
 
 @dataclass(frozen=True)

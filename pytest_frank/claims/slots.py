@@ -7,21 +7,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pytest_frank.runtime import sizing
-from pytest_frank.transport import http
-from pytest_frank.runtime.chat import Reply, Request, send
-from pytest_frank.claims.checks import Check, Context
+from pytest_frank.base.figures import COUNT, number
 from pytest_frank.claims import Claim, option
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.advice import advise
+from pytest_frank.claims.checks import Check, Context
 from pytest_frank.claims.replies import one_line, require_answer
 from pytest_frank.drivers import LlamaCppDriver, VllmDriver
 from pytest_frank.drivers.protocols import Facts
-from pytest_frank.base.figures import COUNT, number
-from pytest_frank.outcome.observation import Unseen, Observation
+from pytest_frank.outcome.observation import Observation, Unseen
+from pytest_frank.outcome.verdict import Alt, Phrase, Text, fail, inconclusive
+from pytest_frank.runtime import sizing
+from pytest_frank.runtime.chat import Reply, Request, send
 from pytest_frank.runtime.probes import SlotShape
 from pytest_frank.runtime.probes import slot_shape as shape
-from pytest_frank.outcome.verdict import Alt, Phrase, Text, fail, inconclusive
+from pytest_frank.transport import http
 
 SHARE = 0.9  # of the slot's context the long prompt fills: near the edge, room for the reply
 TEMPLATE_TOKENS = 64  # the chat template around the prompt's text, kept out of its share

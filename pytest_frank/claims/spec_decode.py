@@ -11,20 +11,19 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from pytest_frank.transport import metrics
-from pytest_frank.runtime.chat import Reply, Request, send
-from pytest_frank.claims.checks import Check, Context
-from pytest_frank.claims import Claim, option
+from pytest_frank.base.figures import COUNT, number
+from pytest_frank.claims import Claim, option, slots
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.advice import advise
-from pytest_frank.outcome.observation import Unseen, Observation
-from pytest_frank.runtime.target import first_and_alone
-from pytest_frank.claims import slots
-from pytest_frank.runtime.known_errors import known_fix
+from pytest_frank.claims.checks import Check, Context
 from pytest_frank.drivers import Driver, LlamaCppDriver, SglangDriver, VllmDriver
 from pytest_frank.drivers.protocols import Facts, Metrics
+from pytest_frank.outcome.observation import Observation, Unseen
 from pytest_frank.outcome.verdict import Phrase, Text, fail, inconclusive
-from pytest_frank.base.figures import COUNT, number
+from pytest_frank.runtime.chat import Reply, Request, send
+from pytest_frank.runtime.known_errors import known_fix
+from pytest_frank.runtime.target import first_and_alone
+from pytest_frank.transport import metrics
 
 if TYPE_CHECKING:
     from pytest_frank.runtime.target import Target

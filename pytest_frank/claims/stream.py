@@ -14,19 +14,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from pytest_frank.runtime.chat import Reply, Request, send
-from pytest_frank.claims.checks import Check, Context
 from pytest_frank.claims import Claim, option
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims import stream_rules as rules
 from pytest_frank.claims.advice import advise
+from pytest_frank.claims.checks import Check, Context
 from pytest_frank.claims.replies import require_answer
 from pytest_frank.claims.tools import PROMPTS, TOOLS
 from pytest_frank.drivers import LlamaCppDriver
 from pytest_frank.drivers.protocols import Facts
-from pytest_frank.runtime.known_errors import known_fix
 from pytest_frank.outcome.observation import Observation
 from pytest_frank.outcome.verdict import Text, fail
+from pytest_frank.runtime.chat import Reply, Request, send
+from pytest_frank.runtime.known_errors import known_fix
 
 ROUTES = {"chat": "/v1/chat/completions", "messages": "/v1/messages",
           "responses": "/v1/responses"}

@@ -15,21 +15,27 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_frank.runtime.chat import Reply, Request, send, shared, think_through
-from pytest_frank.claims.checks import Check, Context
 from pytest_frank.claims import Claim, option
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.advice import advise
-from pytest_frank.claims.replies import (cut_while_thinking, dropped_answer_fix, one_line,
-                                         require_answer, require_not_reasoning_only,
-                                         require_stream_agrees, require_thinking_ended,
-                                         thinking_spent)
-from pytest_frank.fleet import schema_errors
-from pytest_frank.outcome.observation import Unseen, Observation
-from pytest_frank.runtime.probes import slot_shape
+from pytest_frank.claims.checks import Check, Context
+from pytest_frank.claims.replies import (
+    cut_while_thinking,
+    dropped_answer_fix,
+    one_line,
+    require_answer,
+    require_not_reasoning_only,
+    require_stream_agrees,
+    require_thinking_ended,
+    thinking_spent,
+)
 from pytest_frank.drivers import AnthropicDriver, LlamaCppDriver, SglangDriver, VllmDriver
 from pytest_frank.drivers.base import Driver
+from pytest_frank.fleet import schema_errors
+from pytest_frank.outcome.observation import Observation, Unseen
 from pytest_frank.outcome.verdict import Alt, Phrase, Text, fail, inconclusive
+from pytest_frank.runtime.chat import Reply, Request, send, shared, think_through
+from pytest_frank.runtime.probes import slot_shape
 
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "Weather forecast for a city.",

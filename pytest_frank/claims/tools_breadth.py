@@ -8,16 +8,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pytest_frank.runtime.chat import Reply, Request, send, think_through
-from pytest_frank.claims.checks import Check, Context
 from pytest_frank.claims.advice import advise
+from pytest_frank.claims.checks import Check, Context
 from pytest_frank.claims.replies import one_line, require_answer
 from pytest_frank.claims.tool_schemas import Entry, corpus
-from pytest_frank.claims.tools import (MARKUP, PROMPTS, TOOLS, Options, call_reply_problems,
-                                       tool_parser_fix)
-from pytest_frank.outcome.observation import Observation
+from pytest_frank.claims.tools import (
+    MARKUP,
+    PROMPTS,
+    TOOLS,
+    Options,
+    call_reply_problems,
+    tool_parser_fix,
+)
 from pytest_frank.drivers import LlamaCppDriver, VllmDriver
+from pytest_frank.outcome.observation import Observation
 from pytest_frank.outcome.verdict import Text, fail, inconclusive
+from pytest_frank.runtime.chat import Reply, Request, send, think_through
 
 
 # -- the schema corpus -----------------------------------------------------------------------

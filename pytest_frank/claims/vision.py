@@ -16,16 +16,16 @@ import re
 from dataclasses import dataclass, field
 
 from pytest_frank.base import redact
-from pytest_frank.runtime.chat import Reply, Request, think_through
-from pytest_frank.claims.checks import Check, Context
 from pytest_frank.claims import Claim, option
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.advice import advise
+from pytest_frank.claims.checks import Check, Context
 from pytest_frank.claims.replies import require_thinking_ended, thinking_spent
-from pytest_frank.outcome.observation import Observation
 from pytest_frank.drivers import LlamaCppDriver, VllmDriver
 from pytest_frank.drivers.protocols import Facts
+from pytest_frank.outcome.observation import Observation
 from pytest_frank.outcome.verdict import Phrase, Text, fail
+from pytest_frank.runtime.chat import Reply, Request, think_through
 
 COLOURS = {"red": (220, 20, 20), "green": (20, 170, 40), "blue": (20, 40, 220),
            "yellow": (250, 220, 20), "black": (0, 0, 0), "white": (255, 255, 255)}

@@ -8,19 +8,18 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_frank.claims.checks import Check, Context
-from pytest_frank.claims import Claim, option
+from pytest_frank.claims import Claim, option, slots
 from pytest_frank.claims import Options as ClaimOptions
-from pytest_frank.claims import slots
 from pytest_frank.claims.advice import advise
+from pytest_frank.claims.checks import Check, Context
 from pytest_frank.drivers import LlamaCppDriver, VllmDriver
 from pytest_frank.drivers.protocols import Facts, Metrics
 from pytest_frank.outcome.observation import Observation
 from pytest_frank.outcome.verdict import Phrase, Text, fail, inconclusive, not_applicable
 from pytest_frank.vram.memory import fmt_mib
 from pytest_frank.vram.plan import (
-    KVPool,
     GpuReading,
+    KVPool,
     Modelled,
     PlanError,
     make_plan,

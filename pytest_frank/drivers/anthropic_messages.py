@@ -6,8 +6,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from pytest_frank.transport.wire import Call, Reply, Request, typed
 from pytest_frank.transport.http import NO_KEY
+from pytest_frank.transport.wire import Call, Reply, Request, typed
 
 ANTHROPIC_VERSION = "2023-06-01"
 

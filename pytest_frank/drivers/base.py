@@ -8,14 +8,14 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from pytest_frank.base import redact
-from pytest_frank.fleet import schema_errors
-from pytest_frank.transport import metrics
 from pytest_frank.drivers.anthropic_messages import MessagesWire
 from pytest_frank.drivers.openai_chat import ChatWire
 from pytest_frank.drivers.openai_responses import ResponsesWire
 from pytest_frank.drivers.protocols import Facts, Metrics, Readiness, Routes, Wire
-from pytest_frank.transport.http import Exchange
+from pytest_frank.fleet import schema_errors
 from pytest_frank.outcome.verdict import InEffect, Setting, Wording
+from pytest_frank.transport import metrics
+from pytest_frank.transport.http import Exchange
 from pytest_frank.transport.wire import Logprob
 
 # The routes a driver generates on besides chat (whose wire is the engine's own: chat_wire).
@@ -343,7 +343,7 @@ class Driver:
         return reply.status is not None and reply.status >= 400 and any(
             m in text for m in self.no_projector_markers)
 
-    # -- generation battery: reasoning, reasoning_effort, tools (pytest_frank.runtime.chat) -------------
+    # -- generation battery: reasoning, reasoning_effort, tools (pytest_frank.runtime.chat) ----
     # Of history_reasoning_fields (of every route), those the engine reads into its chat
     # template: one of them that leaves the prompt as long as no reasoning does, where another
     # lengthens it, was dropped on the way (test_agent_reasoning_history); None where the

@@ -6,14 +6,14 @@ import re
 from types import MappingProxyType
 from typing import Any
 
-from pytest_frank.transport import metrics
 from pytest_frank.drivers.base import Driver
 from pytest_frank.drivers.openai import OpenAIDriver
 from pytest_frank.drivers.openai_chat import ChatWire
-from pytest_frank.transport.http import Exchange
 from pytest_frank.local.launch import DEFAULT_CTX_SIZE
-from pytest_frank.serve.flags import Flag, Need, ServeFlags
 from pytest_frank.outcome.verdict import Setting, Wording
+from pytest_frank.serve.flags import Flag, Need, ServeFlags
+from pytest_frank.transport import metrics
+from pytest_frank.transport.http import Exchange
 from pytest_frank.transport.wire import Reply
 
 # llama-server's flags as fleet.yaml `launch:` keys: advice for a launched endpoint names the keys.

@@ -10,8 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from pytest_frank.transport.http import Exchange
 from pytest_frank.outcome.verdict import Setting, Wording
+from pytest_frank.transport.http import Exchange
 from pytest_frank.transport.wire import Reply, Request
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import secrets
 
-from pytest_frank.transport import metrics
 from pytest_frank.drivers.openai import OpenAIDriver
 from pytest_frank.serve.flags import Flag, Need, ServeFlags
+from pytest_frank.transport import metrics
 
 
 class SglangDriver(OpenAIDriver):

@@ -5,11 +5,11 @@ from __future__ import annotations
 import secrets
 from types import MappingProxyType
 
-from pytest_frank.transport import metrics
 from pytest_frank.drivers.openai import OpenAIDriver
 from pytest_frank.drivers.openai_chat import ChatWire
-from pytest_frank.serve.flags import Flag, Need, ServeFlags
 from pytest_frank.outcome.verdict import Setting
+from pytest_frank.serve.flags import Flag, Need, ServeFlags
+from pytest_frank.transport import metrics
 
 
 class VllmDriver(OpenAIDriver):

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, TypeVar
 
 from pytest_frank.base import redact, state
-from pytest_frank.fleet import schema_errors
 from pytest_frank.base.hosts import host_of, server_of
+from pytest_frank.fleet import schema_errors
 
 T = TypeVar("T")
 DEFAULT_READY_TIMEOUT = 120.0

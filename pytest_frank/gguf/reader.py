@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import abc
 import math
-
 import os
 import re
 import struct

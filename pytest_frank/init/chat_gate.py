@@ -4,8 +4,8 @@ dead URL gets none; the battery on such a file would judge a transcript as if it
 
 from __future__ import annotations
 
-from pytest_frank.claims.checks import Context
 from pytest_frank.claims import chat
+from pytest_frank.claims.checks import Context
 from pytest_frank.init.found import InitError
 from pytest_frank.outcome.observation import Unseen
 from pytest_frank.outcome.verdict import Failure, Inconclusive

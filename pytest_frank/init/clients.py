@@ -5,13 +5,13 @@ Clients send tools on every request, so none is offered where tools are not writ
 
 from __future__ import annotations
 
-from pytest_frank.runtime.chat import Request, send
 from pytest_frank.claims.clients.judge import ROUTES
 from pytest_frank.claims.clients.play import request_text
 from pytest_frank.claims.clients.profile import Choices
 from pytest_frank.claims.clients.registry import PROFILES
 from pytest_frank.init.found import Found
 from pytest_frank.outcome.observation import Unseen
+from pytest_frank.runtime.chat import Request, send
 
 PROBE_TOKENS = 8
 BYTES_PER_TOKEN = 4  # where the server cannot count: a real tokenizer's usual rate on prose

@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from pytest_frank.base import redact
-from pytest_frank.transport import metrics
-from pytest_frank.runtime.chat import Request, send
 from pytest_frank.fleet import Endpoint
 from pytest_frank.init import clients
 from pytest_frank.init.chat_gate import require_chat
 from pytest_frank.init.found import Found, InitError
 from pytest_frank.outcome.observation import Unseen
+from pytest_frank.runtime.chat import Request, send
+from pytest_frank.transport import metrics
 
 MARGIN = 3.0  # perf bounds: a measured figure times this (or divided by it)
 TTFT_SLACK_S = 0.25  # and never closer than this to a measured first token
@@ -234,8 +234,8 @@ def _generated(target, found: Survey) -> None:
 def _tools(target, found: Survey) -> None:
     """tools and agent only where one forced call came back as a call a strict client can use
     (the tools claim's own judge); a template that cannot carry tools is not asked."""
-    from pytest_frank.runtime.chat import think_through
     from pytest_frank.claims.tools import CLOCK, PROMPTS, call_reply_problems, template_family
+    from pytest_frank.runtime.chat import think_through
 
     said = target.driver.template_caps(_payloads(target)).get("tools")
     if said is not None and not said[0]:
@@ -274,8 +274,8 @@ def _none(target, found: Survey) -> None:
     asks it, so a server that answers none with a call, or with the call written as text (the
     tools rendered into the prompt under none, as llama.cpp does), gets `none: false` and a
     comment with what it said, not a file whose first run fails on a claim init never tried."""
-    from pytest_frank.claims.checks import Context
     from pytest_frank.claims import contract, tools
+    from pytest_frank.claims.checks import Context
     from pytest_frank.outcome.verdict import Failure, Inconclusive
 
     seen = target.need(contract.tool_choice_none)

@@ -271,8 +271,13 @@ import os
 import pathlib
 import tempfile
 
-from pytest_frank.local import (selftest_echo, selftest_hybrid, selftest_parallel,
-                                 selftest_positional, selftest_vision)
+from pytest_frank.local import (
+    selftest_echo,
+    selftest_hybrid,
+    selftest_parallel,
+    selftest_positional,
+    selftest_vision,
+)
 from pytest_frank.local.selftest_vision import COLOUR_WORDS
 
 VARIANTS = ("default", "tool_text", "effort_strict", "no_think", "flat", "chatty", "long_think",

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from pytest_frank.transport.http import Exchange
 from pytest_frank.outcome.verdict import Text
+from pytest_frank.transport.http import Exchange
 
 
 @dataclass(kw_only=True)

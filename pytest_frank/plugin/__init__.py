@@ -16,13 +16,12 @@ import pytest
 
 from pytest_frank import claims
 from pytest_frank.base import hooks, redact, state
+from pytest_frank.base.shard import Shard, ShardError
 from pytest_frank.claims import CLAIMS
 from pytest_frank.fleet import DEFAULT_TIMEOUT, Endpoint, FleetError, load
 from pytest_frank.plugin.junit import StableClassnames
-from pytest_frank.record.results import SOURCE, RunFileError, Run, Source
-from pytest_frank.record.results import read_run
-from pytest_frank.base.shard import Shard, ShardError
 from pytest_frank.plugin.stash import RUN_STATE, SESSION
+from pytest_frank.record.results import SOURCE, Run, RunFileError, Source, read_run
 
 if TYPE_CHECKING:
     from pytest_frank.plugin.under_test import EndpointUnderTest
@@ -105,8 +104,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _start(config: pytest.Config, fleet_path: Path, fleet: dict[str, Endpoint]) -> None:
     """The run's session and its hooks, for the fleet loaded."""
-    from pytest_frank.runtime.session import FrankSession  # the runtime: only for a run with a fleet
     from pytest_frank.plugin.session_hooks import FleetHooks
+    from pytest_frank.runtime.session import FrankSession  # the runtime: only for a run with a fleet
 
     shard = _shard(config)
     frank = FrankSession(fleet, _timeout(config), offline=config.getoption("frank_offline"),

@@ -9,14 +9,14 @@ from typing import Any
 import pytest
 
 from pytest_frank.base import redact
-from pytest_frank.runtime import identify, probes
-from pytest_frank.claims.checks import check_of
 from pytest_frank.claims import claim_of
+from pytest_frank.claims.checks import check_of
+from pytest_frank.outcome.verdict import Failure, Skip, Verdict, render
+from pytest_frank.plugin.stash import SESSION
 from pytest_frank.plugin.under_test import EndpointUnderTest
 from pytest_frank.record.results import Payload, Row
-from pytest_frank.plugin.stash import SESSION
+from pytest_frank.runtime import identify, probes
 from pytest_frank.runtime.target import Target
-from pytest_frank.outcome.verdict import Failure, Skip, Verdict, render
 
 
 def verdict_of(report: pytest.TestReport, raised: BaseException | None) -> Verdict:

@@ -13,16 +13,16 @@ from typing import Any, Callable, Generator
 import pytest
 
 from pytest_frank.base import redact
-from pytest_frank.plugin import rows
 from pytest_frank.base.hosts import shared_line, shared_servers
-from pytest_frank.claims.checks import Check, check_of
-from pytest_frank.claims import CLAIMS, claim_of, health
-from pytest_frank.plugin.under_test import EndpointUnderTest
-from pytest_frank.runtime.session import FrankSession
 from pytest_frank.base.shard import Shard
-from pytest_frank.runtime.target import Target, key_of
+from pytest_frank.claims import CLAIMS, claim_of, health
+from pytest_frank.claims.checks import Check, check_of
 from pytest_frank.outcome.verdict import Blocked, Interrupted
+from pytest_frank.plugin import rows
+from pytest_frank.plugin.under_test import EndpointUnderTest
 from pytest_frank.plugin.xdist_scheduling import by_server, scopes_of
+from pytest_frank.runtime.session import FrankSession
+from pytest_frank.runtime.target import Target, key_of
 
 PROBED: pytest.StashKey[EndpointUnderTest] = pytest.StashKey()
 UNASKED = "(asked of no endpoint)"

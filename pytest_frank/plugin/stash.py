@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from pytest_frank.runtime.session import FrankSession
     from pytest_frank.base.state import RunState
+    from pytest_frank.runtime.session import FrankSession
 
 SESSION: pytest.StashKey[FrankSession] = pytest.StashKey()
 RUN_STATE: pytest.StashKey[RunState] = pytest.StashKey()  # its claims and secrets, configure on

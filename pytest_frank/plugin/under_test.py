@@ -11,19 +11,19 @@
 from __future__ import annotations
 
 import warnings
-from urllib.parse import urlsplit
 from typing import TYPE_CHECKING, Any, Callable, Sequence
+from urllib.parse import urlsplit
 
 import pytest
 
 from pytest_frank.base import redact
-from pytest_frank.transport import http
-from pytest_frank.claims.checks import Check, Context
 from pytest_frank.claims import health
+from pytest_frank.claims.checks import Check, Context
 from pytest_frank.outcome.observation import Unseen
+from pytest_frank.outcome.verdict import Failure, Inconclusive, NotApplicable, NotAsked
 from pytest_frank.record.results import LAUNCH_LOG
 from pytest_frank.runtime.target import key_of
-from pytest_frank.outcome.verdict import Failure, Inconclusive, NotApplicable, NotAsked
+from pytest_frank.transport import http
 
 if TYPE_CHECKING:
     from pytest_frank.fleet import Endpoint

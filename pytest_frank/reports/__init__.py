@@ -13,11 +13,23 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_frank.base import redact
-from pytest_frank.record.results import (FLEET, IDENTITY, LAUNCH_LOG, ROWS, SOURCE, SPEND,
-                                  EndpointInfo, Payload, Row, Run, RunFileError, fleet_digest,
-                                  read_run)
 from pytest_frank.base.shard import Shard
 from pytest_frank.outcome.verdict import Verdict
+from pytest_frank.record.results import (
+    FLEET,
+    IDENTITY,
+    LAUNCH_LOG,
+    ROWS,
+    SOURCE,
+    SPEND,
+    EndpointInfo,
+    Payload,
+    Row,
+    Run,
+    RunFileError,
+    fleet_digest,
+    read_run,
+)
 
 if TYPE_CHECKING:
     from pytest_frank.fleet import Endpoint

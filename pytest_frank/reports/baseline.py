@@ -6,10 +6,10 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from pytest_frank.claims import fingerprint
 from pytest_frank.base.figures import TOLERANCES, lookup, number
-from pytest_frank.record.results import RANK, EndpointInfo, Run, Row
+from pytest_frank.claims import fingerprint
 from pytest_frank.outcome.verdict import Verdict
+from pytest_frank.record.results import RANK, EndpointInfo, Row, Run
 
 # A time to verdict this many seconds longer is the box's load, whatever its ratio.
 TIME_NOISE_S = 5.0

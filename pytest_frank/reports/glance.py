@@ -11,11 +11,11 @@ import time
 from dataclasses import dataclass
 
 from pytest_frank.base import hosts
+from pytest_frank.base.figures import FIGURES, Bars, Figure, lookup
+from pytest_frank.outcome.verdict import Verdict
+from pytest_frank.record.results import RANK, EndpointInfo, Row, Run
 from pytest_frank.reports import charts
 from pytest_frank.reports.charts import Point
-from pytest_frank.base.figures import FIGURES, Bars, Figure, lookup
-from pytest_frank.record.results import RANK, EndpointInfo, Row, Run
-from pytest_frank.outcome.verdict import Verdict
 
 FAILING = (Verdict.FAIL, Verdict.ERROR, Verdict.BLOCKED)
 INCONCLUSIVE = (Verdict.INCONCLUSIVE, Verdict.INTERRUPTED)

@@ -9,10 +9,10 @@ import re
 from html import escape
 
 from pytest_frank.base import redact
-from pytest_frank.reports import glance
 from pytest_frank.base.figures import number
-from pytest_frank.record.results import LAUNCH_LOG, EndpointInfo, Row, Run
 from pytest_frank.outcome.verdict import Verdict
+from pytest_frank.record.results import LAUNCH_LOG, EndpointInfo, Row, Run
+from pytest_frank.reports import glance
 
 _SPECIAL = re.compile(r"([\\`*_{}\[\]#+!|~])")  # mid-line, "-" and "." start nothing
 

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pytest_frank.base import redact
-from pytest_frank.record.results import EndpointInfo, Row, Run, RunFileError, read_run
 from pytest_frank.outcome.verdict import Verdict
+from pytest_frank.record.results import EndpointInfo, Row, Run, RunFileError, read_run
 
 FAILED = {Verdict.FAIL, Verdict.ERROR}
 

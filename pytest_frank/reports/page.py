@@ -9,11 +9,11 @@ from html import escape
 from typing import Any
 
 from pytest_frank.base import redact
-from pytest_frank.reports import glance
 from pytest_frank.base.figures import number
-from pytest_frank.reports.glance import Chart
-from pytest_frank.record.results import LAUNCH_LOG, EndpointInfo, Row, Run
 from pytest_frank.outcome.verdict import Verdict
+from pytest_frank.record.results import LAUNCH_LOG, EndpointInfo, Row, Run
+from pytest_frank.reports import glance
+from pytest_frank.reports.glance import Chart
 
 IMAGES = ("image/png", "image/jpeg", "image/gif", "image/webp")
 BASE64 = re.compile(r"[A-Za-z0-9+/=]*")

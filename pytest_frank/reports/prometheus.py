@@ -17,8 +17,8 @@ from prometheus_client import CollectorRegistry, Gauge, Info, generate_latest
 from pytest_frank.base import redact
 from pytest_frank.base.figures import FIGURES as REGISTRY
 from pytest_frank.base.figures import lookup
-from pytest_frank.record.results import Run
 from pytest_frank.outcome.verdict import Verdict
+from pytest_frank.record.results import Run
 
 JOB = "pytest_frank"
 # Verdicts that say "nothing to judge", not "broken": the claim is not failing.

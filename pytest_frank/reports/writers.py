@@ -10,9 +10,9 @@ from html import escape
 from pathlib import Path
 from typing import Callable
 
+from pytest_frank.record.results import Run
 from pytest_frank.reports import glance, markdown, page, prometheus
 from pytest_frank.reports.glance import Chart
-from pytest_frank.record.results import Run
 
 Writer = Callable[[Run, Path, list[Chart]], None]
 

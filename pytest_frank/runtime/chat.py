@@ -18,10 +18,10 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from pytest_frank.base import redact
+from pytest_frank.outcome.observation import Observation, Unseen
+from pytest_frank.runtime.target import Target
 from pytest_frank.transport import http
 from pytest_frank.transport.http import Exchange
-from pytest_frank.outcome.observation import Unseen, Observation
-from pytest_frank.runtime.target import Target
 from pytest_frank.transport.wire import Call, Logprob, Reply, Request, Unreadable, typed
 
 __all__ = ["Call", "Logprob", "Reply", "Request", "Unreadable", "combine", "send",

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pytest_frank.base import redact
-from pytest_frank.outcome.observation import Unseen, Observation
+from pytest_frank.outcome.observation import Observation, Unseen
 
 if TYPE_CHECKING:
     from pytest_frank.runtime.target import Target

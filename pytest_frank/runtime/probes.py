@@ -9,9 +9,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from pytest_frank.transport import http, metrics
-from pytest_frank.runtime.known_errors import known_fix
 from pytest_frank.outcome.observation import Observation
+from pytest_frank.runtime.known_errors import known_fix
+from pytest_frank.transport import http, metrics
 
 POLL_FIRST, POLL_MAX = 0.25, 2.0
 BROKEN_RETRIES = 2  # health asks a connection broken with no answer again this many times

@@ -9,15 +9,15 @@ import threading
 import time
 from typing import TYPE_CHECKING, Callable, Iterable
 
-from pytest_frank.transport import http
 from pytest_frank.fleet import Endpoint
+from pytest_frank.runtime.target import STRAGGLER_WAIT, Probe, Target, runs_first
+from pytest_frank.transport import http
 from pytest_frank.transport.http import Limiter
 from pytest_frank.transport.interrupt import Interrupts
-from pytest_frank.runtime.target import STRAGGLER_WAIT, Probe, Target, runs_first
 
 if TYPE_CHECKING:
-    from pytest_frank.runtime.probes import Health
     from pytest_frank.record.results import Run
+    from pytest_frank.runtime.probes import Health
 
 Work = list[tuple[Probe, "str | None"]]  # the probes (and cases) one endpoint's checks need
 # Imported by the probes on first use, beside each route's SDK (Wire.sdk_modules).

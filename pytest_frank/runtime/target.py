@@ -12,12 +12,12 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-from pytest_frank.transport import http
 from pytest_frank.drivers import Driver, driver_for
 from pytest_frank.fleet import DEFAULT_TIMEOUT, Endpoint
-from pytest_frank.runtime.known_errors import known_fix
-from pytest_frank.outcome.observation import Unseen, Obs, Observation
+from pytest_frank.outcome.observation import Obs, Observation, Unseen
 from pytest_frank.outcome.verdict import Text
+from pytest_frank.runtime.known_errors import known_fix
+from pytest_frank.transport import http
 
 if TYPE_CHECKING:
     from pytest_frank.record.results import Row

@@ -10,8 +10,8 @@ told it could not be resolved.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Literal
 
 Mode = Literal["shell", "systemd", "literal"]

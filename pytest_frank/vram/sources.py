@@ -4,8 +4,8 @@ and vLLM Prometheus metrics. Everything comes back in bytes."""
 from __future__ import annotations
 
 import csv
-import math
 import io
+import math
 import re
 import shlex
 import shutil

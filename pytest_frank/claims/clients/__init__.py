@@ -9,8 +9,8 @@ test per client: `test_client[NAME-claude_code]`."""
 
 from __future__ import annotations
 
-from pytest_frank.claims.checks import Check
 from pytest_frank.claims import Claim
+from pytest_frank.claims.checks import Check
 from pytest_frank.claims.clients.judge import judge
 from pytest_frank.claims.clients.options import CHOICES, Options
 from pytest_frank.claims.clients.play import play

@@ -10,10 +10,18 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from pytest_frank.runtime.chat import Call, Request
 from pytest_frank.claims.clients import filler
-from pytest_frank.claims.clients.profile import (ARRAYS, CACHE_CONTROL, LATE_SYSTEM, PROMPT,
-                                                 Choices, First, Profile, text_blocks)
+from pytest_frank.claims.clients.profile import (
+    ARRAYS,
+    CACHE_CONTROL,
+    LATE_SYSTEM,
+    PROMPT,
+    Choices,
+    First,
+    Profile,
+    text_blocks,
+)
+from pytest_frank.runtime.chat import Call, Request
 
 BETAS = ("claude-code-20250219", "interleaved-thinking-2025-05-14",
          "fine-grained-tool-streaming-2025-05-14", "context-management-2025-06-27",

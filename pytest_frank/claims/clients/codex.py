@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import uuid
 
-from pytest_frank.runtime.chat import Call, Request
 from pytest_frank.claims.clients import filler
 from pytest_frank.claims.clients.profile import LATE_SYSTEM, PROMPT, Choices, First, Profile
+from pytest_frank.runtime.chat import Call, Request
 
 STREAM_BOUND = 8192  # sent no budget: the stream is read this far at most
 

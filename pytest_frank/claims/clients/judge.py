@@ -7,20 +7,19 @@ from __future__ import annotations
 
 import json
 
-from pytest_frank.claims.checks import Context
-from pytest_frank.claims.chat import edited_template_fix, wrong_template_fix
-from pytest_frank.transport import http
 from pytest_frank.claims.agent import REPEAT_FIX, TEMPLATE_WORDS, _raised, call_args
+from pytest_frank.claims.chat import edited_template_fix, wrong_template_fix
+from pytest_frank.claims.checks import Context
 from pytest_frank.claims.clients.options import Options
 from pytest_frank.claims.clients.play import Played
 from pytest_frank.claims.clients.profile import ARRAYS, CACHE_CONTROL, LATE_SYSTEM
 from pytest_frank.claims.clients.registry import PROFILES
 from pytest_frank.claims.replies import one_line
 from pytest_frank.claims.slots import more_context_fix
-from pytest_frank.claims.tools import (MARKUP_LEFT, NO_CALL, call_reply_problems,
-                                       tool_parser_fix)
-from pytest_frank.runtime.known_errors import known_fix
+from pytest_frank.claims.tools import MARKUP_LEFT, NO_CALL, call_reply_problems, tool_parser_fix
 from pytest_frank.outcome.verdict import fail
+from pytest_frank.runtime.known_errors import known_fix
+from pytest_frank.transport import http
 
 ROUTES = {"chat": "/v1/chat/completions", "messages": "/v1/messages", "responses": "/v1/responses"}
 CONTEXT_WORDS = ("context size", "context length", "context window", "exceeds the available",

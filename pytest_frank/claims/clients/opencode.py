@@ -4,9 +4,9 @@ fields; 30 KB. Its output budget is capped at 32000 tokens."""
 
 from __future__ import annotations
 
-from pytest_frank.runtime.chat import Request
 from pytest_frank.claims.clients import filler
 from pytest_frank.claims.clients.profile import PROMPT, Choices, First, Profile
+from pytest_frank.runtime.chat import Request
 
 
 class OpenCode(Profile):

@@ -4,9 +4,9 @@ them (the server's defaults decide); a couple of KB."""
 
 from __future__ import annotations
 
-from pytest_frank.runtime.chat import Request
 from pytest_frank.claims.clients import filler
 from pytest_frank.claims.clients.profile import PROMPT, Choices, First, Profile
+from pytest_frank.runtime.chat import Request
 
 STREAM_BOUND = 4096  # sent no budget: the stream is read this far at most
 

@@ -5,10 +5,9 @@ tool_calls, no sampling fields; 5.6 KB."""
 
 from __future__ import annotations
 
-from pytest_frank.runtime.chat import Request
 from pytest_frank.claims.clients import filler
-from pytest_frank.claims.clients.profile import (ARRAYS, PROMPT, Choices, First, Profile,
-                                                 text_blocks)
+from pytest_frank.claims.clients.profile import ARRAYS, PROMPT, Choices, First, Profile, text_blocks
+from pytest_frank.runtime.chat import Request
 
 
 class Pi(Profile):

@@ -8,14 +8,14 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from pytest_frank.transport import http
-from pytest_frank.runtime.chat import Call, Reply, send
 from pytest_frank.claims.clients.filler import example_arguments
 from pytest_frank.claims.clients.options import Options
 from pytest_frank.claims.clients.profile import First, Profile
 from pytest_frank.claims.clients.registry import PROFILES
-from pytest_frank.outcome.observation import Unseen, Observation
+from pytest_frank.outcome.observation import Observation, Unseen
+from pytest_frank.runtime.chat import Call, Reply, send
 from pytest_frank.runtime.probes import slot_shape
+from pytest_frank.transport import http
 
 # A refusal that names the prompt's tokens: llama.cpp's "request (73695 tokens) exceeds the
 # available context size (4096 tokens)"; vLLM's "maximum context length is 4096 tokens. However,

@@ -9,9 +9,9 @@ import zlib
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pytest_frank.runtime.chat import Call, Reply, Request
 from pytest_frank.claims import option
 from pytest_frank.claims.clients.filler import prose, size_of
+from pytest_frank.runtime.chat import Call, Reply, Request
 
 PROMPT = ("Look at notes.txt in this project and tell me in one sentence what it is for. "
           "Use a tool if you need one.")
