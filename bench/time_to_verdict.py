@@ -43,8 +43,9 @@ def thinker(folder: Path, think: int) -> Path:
 
     if not 1 <= think <= m.CHAIN_LEN:
         sys.exit(f"--think must be 1 to {m.CHAIN_LEN}")
-    m.SCRIPTS["long_think"] = {**m.SCRIPTS["default"], "<think>": [m.CHAIN_WORDS[-think]],
-                               m.CHAIN_WORDS[-1]: ["</think>"]}
+    # From long_think's own script, not the default's: the default's later heads (the parallel
+    # calls' " London") name words long_think's vocabulary does not hold.
+    m.SCRIPTS["long_think"] = {**m.SCRIPTS["long_think"], "<think>": [m.CHAIN_WORDS[-think]]}
     return m.write_model(folder / f"think-{think}.gguf", "long_think", ctx_train=CTX)
 
 
