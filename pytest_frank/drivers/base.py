@@ -53,7 +53,7 @@ class Driver:
             return Readiness("down", self.reason(ex))
         if ex.status == 200:
             return Readiness("ready")
-        if self.is_loading(ex):
+        if self._is_loading(ex):
             return Readiness("loading", f"{ex.status} {self.error_message(ex) or ex.snippet(120)}")
         return Readiness("down", self.reason(ex))
 
@@ -91,7 +91,7 @@ class Driver:
             return None
         return f"GET {route}: {found[0].where or 'the body'}: {found[0].reason}"
 
-    def is_loading(self, ex: Exchange) -> bool:
+    def _is_loading(self, ex: Exchange) -> bool:
         return False
 
     def served_ids(self, payload) -> list[str]:
@@ -117,15 +117,15 @@ class Driver:
 
     # fleet.yaml `launch:` keys as the server settings they make, with launch's defaults:
     # what a launched endpoint has in effect, so no fix asks for it again.
-    launch_settings: dict[str, Setting] = {}
-    launch_defaults: dict[str, Any] = {}
+    _launch_settings: dict[str, Setting] = {}
+    _launch_defaults: dict[str, Any] = {}
 
     def settings_in_effect(self, launch: dict | None, parsed=None) -> InEffect:
         """Server flag -> value in effect (None for a switch that is on), from a `launch:`
         block and a parsed serve command (serve.flags.Parsed)."""
         found: dict[str, str | None] = {}
-        for key, setting in self.launch_settings.items() if launch else ():
-            value = (launch or {}).get(key, self.launch_defaults.get(key))
+        for key, setting in self._launch_settings.items() if launch else ():
+            value = (launch or {}).get(key, self._launch_defaults.get(key))
             if value is None or value is False:
                 continue
             value = ",".join(map(str, value)) if isinstance(value, list) else value
@@ -139,11 +139,11 @@ class Driver:
     # The context a refusal of a long prompt names: OpenAI's words, which vLLM copies ("This
     # model's maximum context length is 4096 tokens. However, you requested ..."); engines that
     # word it otherwise say so in their driver.
-    context_refused = re.compile(r"maximum context length is (\d+) tokens")
+    _context_refused = re.compile(r"maximum context length is (\d+) tokens")
 
     def context_cap(self, message: str | None) -> int | None:
         """The context a refused long prompt's answer names, where it names one."""
-        found = self.context_refused.search(message or "")
+        found = self._context_refused.search(message or "")
         return int(found.group(1)) if found else None
 
     # What the engine does with a slot context past the model's training context, where it
@@ -230,7 +230,7 @@ class Driver:
     chat_wire = ChatWire()
     # The driver that serves this one's other routes: its own engine (None), or the generic
     # shape for a driver whose own route is not chat (a proxy's other routes are generic).
-    other_routes: type[Driver] | None = None
+    _other_routes: type[Driver] | None = None
 
     def __init__(self, api: str | None = None) -> None:
         route = api or self.default_api
@@ -245,7 +245,7 @@ class Driver:
         same engine holding that route's wire."""
         if api is None or api == self.api:
             return self
-        return (self.other_routes or type(self))(api)
+        return (self._other_routes or type(self))(api)
 
     keep_generating: dict = {}  # request params that keep a model writing past its natural end
 
@@ -296,7 +296,7 @@ class Driver:
 
     # -- vision --------------------------------------------------------------------------------
     vision_advert_path: str | None = None  # where the engine says whether it can see
-    no_projector_markers: tuple[str, ...] = ("image input is not supported",
+    _no_projector_markers: tuple[str, ...] = ("image input is not supported",
                                              "is not a multimodal model")
 
     def vision_advertised(self, payload) -> bool | None:
@@ -341,7 +341,7 @@ class Driver:
         """An error answer to an image that says the model has no vision at all."""
         text = (reply.problem or "").lower()
         return reply.status is not None and reply.status >= 400 and any(
-            m in text for m in self.no_projector_markers)
+            m in text for m in self._no_projector_markers)
 
     # -- generation battery: reasoning, reasoning_effort, tools (pytest_frank.runtime.chat) ----
     # Of history_reasoning_fields (of every route), those the engine reads into its chat
