@@ -117,15 +117,15 @@ class Driver:
 
     # fleet.yaml `launch:` keys as the server settings they make, with launch's defaults:
     # what a launched endpoint has in effect, so no fix asks for it again.
-    _launch_settings: dict[str, Setting] = {}
-    _launch_defaults: dict[str, Any] = {}
+    launch_settings: dict[str, Setting] = {}
+    launch_defaults: dict[str, Any] = {}
 
     def settings_in_effect(self, launch: dict | None, parsed=None) -> InEffect:
         """Server flag -> value in effect (None for a switch that is on), from a `launch:`
         block and a parsed serve command (serve.flags.Parsed)."""
         found: dict[str, str | None] = {}
-        for key, setting in self._launch_settings.items() if launch else ():
-            value = (launch or {}).get(key, self._launch_defaults.get(key))
+        for key, setting in self.launch_settings.items() if launch else ():
+            value = (launch or {}).get(key, self.launch_defaults.get(key))
             if value is None or value is False:
                 continue
             value = ",".join(map(str, value)) if isinstance(value, list) else value

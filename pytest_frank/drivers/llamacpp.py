@@ -93,12 +93,12 @@ class LlamaCppDriver(OpenAIDriver):
         "/slots": {"type": "array", "items": {"type": "object", "properties": {
             "n_ctx": {"type": "integer"}, "speculative": {"type": "boolean"}}}},
     }
-    _launch_settings = {"alias": ALIAS, "ctx_size": CTX_SIZE, "parallel": PARALLEL,
+    launch_settings = {"alias": ALIAS, "ctx_size": CTX_SIZE, "parallel": PARALLEL,
                        "kv_unified": KV_UNIFIED, "metrics": METRICS, "jinja": JINJA,
                        "reasoning_format": REASONING_FORMAT, "mmproj": MMPROJ,
                        "chat_template_file": TEMPLATE, "draft_model": DRAFT_MODEL,
                        "draft_max": DRAFT_MAX, "spec_type": SPEC_TYPE}
-    _launch_defaults = {"ctx_size": DEFAULT_CTX_SIZE, "parallel": 1, "metrics": True,
+    launch_defaults = {"ctx_size": DEFAULT_CTX_SIZE, "parallel": 1, "metrics": True,
                        "jinja": True}
     slot_routes = ("/props", "/slots", "/v1/models")  # the model card's meta: n_ctx_train
     # tools/server/server-context.cpp load_model(): n_ctx_slot = llama_n_ctx_seq(ctx), and
