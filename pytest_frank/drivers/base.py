@@ -53,7 +53,7 @@ class Driver:
             return Readiness("down", self.reason(ex))
         if ex.status == 200:
             return Readiness("ready")
-        if self._is_loading(ex):
+        if self.is_loading(ex):
             return Readiness("loading", f"{ex.status} {self.error_message(ex) or ex.snippet(120)}")
         return Readiness("down", self.reason(ex))
 
@@ -91,7 +91,7 @@ class Driver:
             return None
         return f"GET {route}: {found[0].where or 'the body'}: {found[0].reason}"
 
-    def _is_loading(self, ex: Exchange) -> bool:
+    def is_loading(self, ex: Exchange) -> bool:
         return False
 
     def served_ids(self, payload) -> list[str]:

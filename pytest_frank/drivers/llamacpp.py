@@ -71,7 +71,7 @@ class LlamaCppDriver(OpenAIDriver):
              "rope_scale": ROPE_SCALE}
     start = START
 
-    def _is_loading(self, ex: Exchange) -> bool:
+    def is_loading(self, ex: Exchange) -> bool:
         # While the model loads, every route answers 503 "Loading model".
         return ex.status == 503 and "loading model" in ex.body.lower()
 
