@@ -9,6 +9,7 @@ order of their own)."""
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -67,7 +68,14 @@ def _type_checking_only(tree: ast.Module) -> set[int]:
 def imports_of(path: Path, package: Path = PACKAGE, types: bool = False) -> list[tuple[str, int]]:
     """(imported pytest_frank module, line) for every import in the file; those under
     TYPE_CHECKING only with `types`."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return _imports(path.read_text(encoding="utf-8"), package, types)
+
+
+@functools.lru_cache(maxsize=None)
+def _imports(source: str, package: Path, types: bool) -> list[tuple[str, int]]:
+    """imports_of's answer for a module's text, found once for the rules that each walk the
+    whole package (a planted file rewritten is read again)."""
+    tree = ast.parse(source)
     exempt = set() if types else _type_checking_only(tree)
     found = []
     for node in ast.walk(tree):
