@@ -107,6 +107,11 @@ def _start(config: pytest.Config, fleet_path: Path, fleet: dict[str, Endpoint]) 
     from pytest_frank.plugin.session_hooks import FleetHooks
     from pytest_frank.runtime.session import FrankSession  # the runtime: only for a run with a fleet
 
+    from pytest_frank.plugin.xdist_scheduling import refusal
+
+    refused = refusal(config)
+    if refused:
+        raise pytest.UsageError(f"pytest-frank: {refused}")
     shard = _shard(config)
     frank = FrankSession(fleet, _timeout(config), offline=config.getoption("frank_offline"),
                          baseline=_baseline(config))

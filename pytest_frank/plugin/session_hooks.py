@@ -21,6 +21,7 @@ from pytest_frank.outcome.verdict import Blocked, Interrupted
 from pytest_frank.plugin import rows
 from pytest_frank.plugin.under_test import EndpointUnderTest
 from pytest_frank.plugin.xdist_scheduling import by_server, scopes_of
+from pytest_frank.plugin.xdist_scheduling import header as xdist_header
 from pytest_frank.runtime.session import FrankSession
 from pytest_frank.runtime.target import Target, key_of
 
@@ -138,12 +139,11 @@ class FleetHooks:
 
     @pytest.hookimpl(optionalhook=True, tryfirst=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
-        """`--dist loadgroup` keeps the checks of each server in one worker: one process probes
-        it (every fleet entry that reaches it) and starts a `launch:` server. Scheduled by the
-        endpoint in the test id, not by xdist's `@group` suffix on node ids, which pytest 9.2's
-        node ids do not carry cleanly."""
-        if config.getvalue("dist") != "loadgroup":
-            return None
+        """Under xdist, whatever `--dist` asked: the checks of each server in one worker, so one
+        process probes it (every fleet entry that reaches it) and starts a `launch:` server, and
+        its limiter keeps one measurement at a time on it (`--dist each` is refused at
+        configure). Scheduled by the endpoint in the test id, not by xdist's `@group` suffix on
+        node ids, which pytest 9.2's node ids do not carry cleanly."""
         return by_server(config, log, scopes_of(
             {name: t.endpoint.server for name, t in self.frank.targets.items()}))
 
@@ -229,6 +229,9 @@ class FleetHooks:
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         lines = [f"frank: {len(self.frank.targets)} endpoint(s): {', '.join(self.frank.targets)}"]
+        xdist = xdist_header(config)
+        if xdist:
+            lines.append(f"frank: {xdist}")
         lines += [f"frank: {shared_line(server, names)}" for server, names in shared_servers(
             {name: t.endpoint.url or "" for name, t in self.frank.targets.items()
              if t.endpoint.server}).items()]
