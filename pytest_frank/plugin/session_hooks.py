@@ -22,6 +22,7 @@ from pytest_frank.plugin import rows
 from pytest_frank.plugin.under_test import EndpointUnderTest
 from pytest_frank.plugin.xdist_scheduling import by_server, scopes_of
 from pytest_frank.plugin.xdist_scheduling import header as xdist_header
+from pytest_frank.record.results import UsageErrors, note
 from pytest_frank.runtime.session import FrankSession
 from pytest_frank.runtime.target import Target, key_of
 
@@ -57,6 +58,7 @@ class FleetHooks:
         self.config, self.frank, self.battery = config, frank, battery
         self.probes = probes  # whether this process probes (see plugin._probes_here)
         self.shard = shard  # --frank-shard: this runner's share of the fleet, or all of it
+        self.nothing_offline = False  # --frank-offline left no check: a valid fleet, exit 0
 
     # -- collection ------------------------------------------------------------------------------
     def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> pytest.Module | None:
@@ -110,12 +112,19 @@ class FleetHooks:
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, config: pytest.Config,
                                       items: list[pytest.Item]) -> None:
-        self._only_endpoints(items)
+        with UsageErrors(config):
+            self._only_endpoints(items)
         if config.getoption("frank_offline"):
             live = [item for item in items if not item.get_closest_marker("offline")]
             if live:
                 config.hook.pytest_deselected(items=live)
                 items[:] = [item for item in items if item.get_closest_marker("offline")]
+            if live and not items:
+                self.nothing_offline = True
+                note(config, f"--frank-offline: nothing to check offline: the {len(live)} "
+                             "check(s) asked need a live endpoint and were deselected (the "
+                             "offline checks are expect.serve's files and expect.vram's memory "
+                             "fit, which no endpoint selected asks)")
         # Health first, then the claims in their listed order: a report reads top-down like a
         # bring-up.
         order = {claim: i for i, claim in enumerate(CLAIMS)}
@@ -185,9 +194,12 @@ class FleetHooks:
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         self.frank.close()
-        if self.shard is not None and not self._sharded() \
-                and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
+        if session.exitstatus != pytest.ExitCode.NO_TESTS_COLLECTED:
+            return
+        if self.shard is not None and not self._sharded():
             session.exitstatus = pytest.ExitCode.OK  # a shard the hash left empty is no failure
+        elif self.nothing_offline and not session.testsfailed:
+            session.exitstatus = pytest.ExitCode.OK  # the fleet loaded: valid, nothing offline
 
     def _sharded(self) -> list[str]:
         """This runner's endpoints under --frank-shard, in fleet order."""
