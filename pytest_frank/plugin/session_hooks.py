@@ -22,6 +22,7 @@ from pytest_frank.plugin import rows
 from pytest_frank.plugin.under_test import EndpointUnderTest
 from pytest_frank.plugin.xdist_scheduling import by_server, scopes_of
 from pytest_frank.plugin.xdist_scheduling import header as xdist_header
+from pytest_frank.plugin.xdist_scheduling import under_xdist
 from pytest_frank.record.results import UsageErrors, note
 from pytest_frank.runtime.session import FrankSession
 from pytest_frank.runtime.target import Target, key_of
@@ -120,11 +121,7 @@ class FleetHooks:
                 config.hook.pytest_deselected(items=live)
                 items[:] = [item for item in items if item.get_closest_marker("offline")]
             if live and not items:
-                self.nothing_offline = True
-                note(config, f"--frank-offline: nothing to check offline: the {len(live)} "
-                             "check(s) asked need a live endpoint and were deselected (the "
-                             "offline checks are expect.serve's files and expect.vram's memory "
-                             "fit, which no endpoint selected asks)")
+                self._nothing_offline()
         # Health first, then the claims in their listed order: a report reads top-down like a
         # bring-up.
         order = {claim: i for i, claim in enumerate(CLAIMS)}
@@ -192,14 +189,33 @@ class FleetHooks:
                         returncode=pytest.ExitCode.INTERRUPTED)
         return result
 
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+    def _nothing_offline(self) -> None:
+        self.nothing_offline = True
+        note(self.config, "--frank-offline: nothing to check offline: every check asked needs a "
+                          "live endpoint and was deselected (the offline checks are "
+                          "expect.serve's files and expect.vram's memory fit, which no endpoint "
+                          "selected asks)")
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)  # before the reports build the run's record
+    def pytest_sessionfinish(self, session: pytest.Session) -> Generator[None, None, None]:
         self.frank.close()
-        if session.exitstatus != pytest.ExitCode.NO_TESTS_COLLECTED:
-            return
-        if self.shard is not None and not self._sharded():
-            session.exitstatus = pytest.ExitCode.OK  # a shard the hash left empty is no failure
-        elif self.nothing_offline and not session.testsfailed:
-            session.exitstatus = pytest.ExitCode.OK  # the fleet loaded: valid, nothing offline
+        if session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
+            if self.shard is not None and not self._sharded():
+                session.exitstatus = pytest.ExitCode.OK  # a shard the hash left empty: no failure
+            elif self._offline_left_nothing():
+                session.exitstatus = pytest.ExitCode.OK  # the fleet loaded: valid, nothing offline
+        return (yield)
+
+    def _offline_left_nothing(self) -> bool:
+        """Whether the offline gate deselected every check of a valid fleet. An xdist controller
+        collects nothing (its workers do, and keep their deselections): there no test at all,
+        without a -k, -m or --frank-no-battery of the user's own, is the gate's doing."""
+        config = self.config
+        if not self.nothing_offline and under_xdist(config) and config.getoption("frank_offline") \
+                and not (config.option.keyword or config.option.markexpr
+                         or config.getoption("frank_no_battery")):
+            self._nothing_offline()
+        return self.nothing_offline
 
     def _sharded(self) -> list[str]:
         """This runner's endpoints under --frank-shard, in fleet order."""

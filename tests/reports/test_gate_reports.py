@@ -14,7 +14,8 @@ REPORTS = ("--frank-report=report.md", "--frank-json=run.json", "--junitxml=juni
            "--html=page.html")
 LIVE = {"endpoints": {"chat": {"url": "http://127.0.0.1:9/v1", "engine": "llamacpp",
                                "expect": {"reasoning": True, "perf": {"runs": 1}}}}}
-NOTHING = "--frank-offline: nothing to check offline: the * check(s) asked need a live endpoint"
+NOTHING = ("--frank-offline: nothing to check offline: every check asked needs a live endpoint "
+           "and was deselected")
 
 
 def _properties(path):
@@ -32,6 +33,15 @@ def test_offline_gate_on_a_fleet_of_live_claims_exits_0_and_says_why(run_fleet, 
     assert words.replace("_", "\\_") in (pytester.path / "report.md").read_text()
     assert words in (pytester.path / "page.html").read_text()
     assert _properties(pytester.path / "junit.xml") == said
+
+
+def test_offline_gate_under_xdist_exits_0_and_says_why(run_fleet, pytester):
+    """The controller collects nothing (its workers deselect): it says the same, exits the same."""
+    pytest.importorskip("xdist")
+    result = run_fleet(LIVE, "--frank-offline", "-n", "2", "--frank-json=run.json")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    result.stdout.fnmatch_lines([f"frank: {NOTHING}*"])
+    assert json.loads((pytester.path / "run.json").read_text())["notes"][0].startswith(NOTHING)
 
 
 def test_offline_gate_still_exits_5_where_a_selection_left_nothing(run_fleet):
