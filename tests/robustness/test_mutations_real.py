@@ -1,5 +1,6 @@
-"""bench/mutations.py still works: its smoke mode (real llama.cpp behind the proxy, `frank init`,
-one recorded run of test_chat, one mutant per route) prints its table and its goal line, and
+"""bench/mutations.py still works: its smoke mode (real llama.cpp behind the proxy, the fleet
+`frank init` writes, built without running init, one recorded run of test_chat, one mutant per
+route, about 15 s of CPU) prints its table and its goal line, and
 every mutant it made reached the battery. Whether the goal is met is the script's own figure,
 not this test's: the test fails when the script breaks, never on a survivor."""
 

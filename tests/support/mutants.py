@@ -24,10 +24,11 @@ same recording and seed give the same mutants.
 
 A mutant is declared equivalent by one of two stated rules, never by hand:
 - `no-op`: on the recorded reply it changes no byte (not kept as a mutant at all);
-- `unread`: a field-level operator on a field no client family reads (not in `READ`) that makes
-  no reply or event less valid against the route's published types (the OpenAI and Anthropic
-  SDKs' own pydantic models, validated strictly: the SDKs themselves are lenient) than the
-  engine's own reply was: llama.cpp's `timings`, `system_fingerprint` and the like.
+- `unread`: a field-level operator (or a field repeated in every event) on a field no client
+  family reads (not in `READ`) that makes no reply or event less valid against the route's
+  published types (the OpenAI and Anthropic SDKs' own pydantic models, validated strictly: the
+  SDKs themselves are lenient) than the engine's own reply was: llama.cpp's `timings`,
+  `system_fingerprint` and the like.
 """
 
 from __future__ import annotations
@@ -469,7 +470,7 @@ def _digest(value: Any) -> str:
 
 
 def _equivalent(reply: Reply, operator: str, path: str, mutated: Any) -> str:
-    if operator not in FIELD_OPS:
+    if operator not in (*FIELD_OPS, "repeat"):  # the others move, cut or add whole events
         return ""
     key = _split(_stream_path(path)[1] if reply.streamed else path)[-1:]
     if not key or key[0] in READ or key[0].startswith("["):
