@@ -406,30 +406,27 @@ def mutate_stream(events: list[Event], operator: str, path: str) -> list[Event] 
 
 
 # -- the contract, for the `unread` rule -------------------------------------------------------
-def _adapters() -> dict[tuple[str, bool], Any]:
-    from anthropic.types import Message, RawMessageStreamEvent
+def _types(route: str, streamed: bool) -> Any:
+    if route == "messages":
+        from anthropic.types import Message, RawMessageStreamEvent
+        return RawMessageStreamEvent if streamed else Message
+    if route == "responses":
+        from openai.types.responses import Response, ResponseStreamEvent
+        return ResponseStreamEvent if streamed else Response
     from openai.types.chat import ChatCompletion, ChatCompletionChunk
-    from openai.types.responses import Response, ResponseStreamEvent
-    from pydantic import TypeAdapter
-
-    return {("chat", False): TypeAdapter(ChatCompletion),
-            ("chat", True): TypeAdapter(ChatCompletionChunk),
-            ("messages", False): TypeAdapter(Message),
-            ("messages", True): TypeAdapter(RawMessageStreamEvent),
-            ("responses", False): TypeAdapter(Response),
-            ("responses", True): TypeAdapter(ResponseStreamEvent)}
+    return ChatCompletionChunk if streamed else ChatCompletion
 
 
-_ADAPTERS: dict[tuple[str, bool], Any] = {}
+_ADAPTERS: dict[tuple[str, bool], Any] = {}  # built when first needed: the large unions cost seconds
 
 
 def violations(route: str, streamed: bool, answer: Any) -> set[tuple]:
     """Where a reply (or each event) breaks its route's published types, strictly validated."""
-    from pydantic import ValidationError
+    from pydantic import TypeAdapter, ValidationError
 
-    if not _ADAPTERS:
-        _ADAPTERS.update(_adapters())
-    adapter = _ADAPTERS[(route, streamed)]
+    adapter = _ADAPTERS.get((route, streamed))
+    if adapter is None:
+        adapter = _ADAPTERS[route, streamed] = TypeAdapter(_types(route, streamed))
     found: set[tuple] = set()
     items = [(event_type(e), e.data) for e in answer if isinstance(e.data, dict)] if streamed \
         else [("", answer)]
