@@ -12,13 +12,15 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pytest_frank.claims import Claim, option
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.advice import advise
 from pytest_frank.claims.checks import Check, Context
+from pytest_frank.claims.diagnosis import MODEL, TEMPLATE, Evidence, Render, diagnose
+from pytest_frank.claims.evidence import gather
 from pytest_frank.claims.replies import (
     cut_while_thinking,
     dropped_answer_fix,
@@ -163,6 +165,38 @@ class Trials(Observation):
     plain: Trials | None = None  # beside the streamed trial: the non-streamed one
     twin: Reply | None = None  # beside plain chat: the same request streamed, where asked
     carried: Carried | None = None  # where a forced call came back as text alone
+    # where a forced call came back faulty: what tells its cause apart (claims.diagnosis)
+    evidence: Evidence | None = None
+
+
+# The kinds whose every trial must call: a faulty call there is diagnosed (under auto, not
+# calling is the model's choice).
+DIAGNOSED = {"required": (None, 1), "named": (NAMED, 1), "parallel": (None, 2),
+             "streamed": (None, 1)}
+
+
+def wrong_call(kind: str) -> Callable[[Reply], str | None]:
+    """What is wrong with a reply to a `kind` trial, judged as its check judges it."""
+    expected, min_calls = DIAGNOSED[kind]
+
+    def wrong(reply: Reply) -> str | None:
+        if not reply.ok:
+            return reply.problem_line
+        if reply.thinking_cut:
+            return None
+        found = call_reply_problems(reply, expected, min_calls)
+        return found[0] if found else None
+    return wrong
+
+
+def _diagnosed(target, kind: str, req: Request, replies: list[Reply]) -> Evidence | None:
+    """The evidence about the first answered trial with a faulty call; None where there is
+    none (nothing more is asked then)."""
+    if kind not in DIAGNOSED:
+        return None
+    wrong = wrong_call(kind)
+    faulty = next((r for r in replies if r.ok and not r.cut and wrong(r)), None)
+    return None if faulty is None else gather(target, req, faulty, wrong)
 
 
 def _run(target, kind: str, choice, trials: int | None = None, stream=False, parallel=None):
@@ -180,6 +214,7 @@ def _run(target, kind: str, choice, trials: int | None = None, stream=False, par
     if choice not in (None, "auto") and any(answered_in_text(r) for r in replies):
         seen = target.need(carried)
         found.carried = None if isinstance(seen, Unseen) else seen
+    found.evidence = _diagnosed(target, kind, req, replies)
     return found
 
 
@@ -585,7 +620,31 @@ def _judge_rate(trials: Trials, found: list[list[str]], ctx: Context[Options],
     first = next(p for p in found if p)
     head = f"{_doing(trials)}: {passed}/{k} trial(s) valid ({rate:.0%}, need {min_pass_rate:.0%})"
     why = no_call(trials.carried, driver)[0] if NO_CALL in {_cause(p) for p in first} else ""
-    fail(f"{head}; {'; '.join(first)}{why}", _fix(first, driver, trials.carried))
+    fix = _fix(first, driver, trials.carried)
+    if trials.evidence is None:
+        fail(f"{head}; {'; '.join(first)}{why}", fix)
+    found_by = diagnose(with_render(trials.evidence, trials.carried), driver,
+                        own=None if fix is None else (_own_cause(first, trials.carried), fix))
+    if found_by.fix is not fix:  # another cause than the claim's own: its reading is not said
+        why = ""
+    fail(f"{head}; {'; '.join(first)}{why}; {found_by.line}", found_by.fix)
+
+
+def _own_cause(problems: list[str], carried: Carried | None) -> str:
+    """Whose fault the claim's own fix names: the model where the tools reached it and it
+    answered in text, else the template and the parser it selects."""
+    causes = {_cause(p) for p in problems}
+    if NO_CALL in causes and MARKUP_LEFT not in causes and carried is not None \
+            and carried.dropped is False:
+        return MODEL
+    return TEMPLATE
+
+
+def with_render(evidence: Evidence, carried: Carried | None) -> Evidence:
+    """The evidence with the engine's own reading of whether the tools reach the prompt."""
+    if carried is None or carried.dropped is None:
+        return evidence
+    return replace(evidence, render=Render(not carried.dropped, carried.evidence()))
 
 
 def _cause(problem: str) -> str | None:
