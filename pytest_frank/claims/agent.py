@@ -240,6 +240,7 @@ class Problem:
     fix: Text | None = None
     reply: Reply | None = None
     cause: str = TEMPLATE
+    reading: str = ""  # the claim's own reading of the cause, said where the evidence agrees
 
 
 TEMPLATE_WORDS = ("jinja", "template", "conversation roles must alternate", "raise_exception",
@@ -325,8 +326,8 @@ def conversation_problem(turns: list[Turn], steps: int, driver, grounded: bool =
             "", tool_parser_fix(driver))
         model = answered_in_text(turn.reply) and carried is not None and carried.dropped is False
         return Problem(f"turn {len(turns)} (the tool call) is not a usable call: "
-                       f"{call_reply_problems(turn.reply, tools=tools)[0]}{why}", fix,
-                       turn.reply, MODEL if model else TEMPLATE)
+                       f"{call_reply_problems(turn.reply, tools=tools)[0]}", fix,
+                       turn.reply, MODEL if model else TEMPLATE, why)
     return answer_problem(turns, driver, grounded) or unsigned(turns)
 
 
@@ -458,17 +459,21 @@ def judge(convs: Conversations, ctx: Context[Options]) -> None:
         require_thinking_ended(turns[-1].reply, driver, "expect.agent.max_tokens")
     head = f"{_doing(convs)}: {passed}/{k} conversation(s) reached a final answer" if k > 1 \
         else _doing(convs)
-    if first.reply is None or first.reply is not convs.diagnosed or convs.evidence is None:
-        fail(f"{head}: {first.text}", first.fix)
-    found_by = diagnose(_evidence(convs), driver,
+    evidence = _evidence(convs) if first.reply is convs.diagnosed else None
+    if first.reply is None or evidence is None:
+        fail(f"{head}: {first.text}{first.reading}", first.fix)
+    found_by = diagnose(evidence, driver,
                         own=None if first.fix is None else (first.cause, first.fix))
-    fail(f"{head}: {first.text}; {found_by.line}", found_by.fix)
+    # the claim's own reading only where the evidence names its cause
+    reading = first.reading if found_by.fix is first.fix else ""
+    fail(f"{head}: {first.text}{reading}; {found_by.line}", found_by.fix)
 
 
-def _evidence(convs: Conversations) -> Evidence:
+def _evidence(convs: Conversations) -> Evidence | None:
     """The evidence about the conversation's first faulty reply, with the engine's own reading
     of whether the tools reach the prompt where a forced call came back as text."""
-    assert convs.evidence is not None
+    if convs.evidence is None:
+        return None
     return with_render(convs.evidence, convs.carried)
 
 
