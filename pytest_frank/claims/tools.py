@@ -25,6 +25,7 @@ from pytest_frank.claims.replies import (
     cut_while_thinking,
     dropped_answer_fix,
     one_line,
+    reasoning_only,
     require_answer,
     require_not_reasoning_only,
     require_stream_agrees,
@@ -167,6 +168,7 @@ class Trials(Observation):
     carried: Carried | None = None  # where a forced call came back as text alone
     # where a forced call came back faulty: what tells its cause apart (claims.diagnosis)
     evidence: Evidence | None = None
+    diagnosed: Reply | None = None  # the reply the evidence is about
 
 
 # The kinds whose every trial must call: a faulty call there is diagnosed (under auto, not
@@ -189,14 +191,15 @@ def wrong_call(kind: str) -> Callable[[Reply], str | None]:
     return wrong
 
 
-def _diagnosed(target, kind: str, req: Request, replies: list[Reply]) -> Evidence | None:
-    """The evidence about the first answered trial with a faulty call; None where there is
+def _diagnosed(target, trials: Trials, req: Request) -> None:
+    """The evidence about the first answered trial with a faulty call; none where there is
     none (nothing more is asked then)."""
-    if kind not in DIAGNOSED:
-        return None
-    wrong = wrong_call(kind)
-    faulty = next((r for r in replies if r.ok and not r.cut and wrong(r)), None)
-    return None if faulty is None else gather(target, req, faulty, wrong)
+    if trials.kind not in DIAGNOSED:
+        return
+    wrong = wrong_call(trials.kind)
+    trials.diagnosed = next((r for r in trials.replies if r.ok and not r.cut and wrong(r)), None)
+    if trials.diagnosed is not None:
+        trials.evidence = gather(target, req, trials.diagnosed, wrong)
 
 
 def _run(target, kind: str, choice, trials: int | None = None, stream=False, parallel=None):
@@ -214,7 +217,7 @@ def _run(target, kind: str, choice, trials: int | None = None, stream=False, par
     if choice not in (None, "auto") and any(answered_in_text(r) for r in replies):
         seen = target.need(carried)
         found.carried = None if isinstance(seen, Unseen) else seen
-    found.evidence = _diagnosed(target, kind, req, replies)
+    _diagnosed(target, found, req)
     return found
 
 
@@ -600,8 +603,11 @@ def _require_answers(trials: Trials, ctx: Context[Options], doing: str | None = 
         require_answer(reply, ctx.driver, doing or _doing(trials))
         require_thinking_ended(reply, ctx.driver, "expect.tools.max_tokens")
     # before the valid share: reasoning alone is the server losing the reply, not a bad call
+    only = [r for r in trials.replies if reasoning_only(r)]
+    evidence = trials.evidence if only and only[0] is trials.diagnosed else None
     require_not_reasoning_only(trials.replies, ctx.driver, doing or _doing(trials),
-                               dropped_call_fix)
+                               dropped_call_fix,
+                               None if evidence is None else with_render(evidence, trials.carried))
     thinking_spent(trials.replies, ctx)
 
 

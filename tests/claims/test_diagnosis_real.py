@@ -1,17 +1,24 @@
 """The differential diagnosis on real llama.cpp (the self-test model) through the suite's proxy:
 each fault put in one place, and the failure names that place with the evidence that shows it,
-never the template: a stream rewriter that drops tool calls (the stream path: the same request
-unstreamed made the call), a gateway that renames the model and loses the calls (the engine's
-own /v1/models and the reply disagree), a gateway that zeroes a stream's usage (llama.cpp's own
-count in the same reply disagrees; not "only 0 token(s) streamed"). The healthy endpoint, through
-the same proxy, gets no fix and no request asked twice."""
+never the template: a stream rewriter that drops tool calls, or all but the reasoning (the
+stream path: the same request unstreamed made the call), a gateway that renames the model and
+loses the calls (the engine's own /v1/models and the reply disagree), a gateway that zeroes a
+stream's usage (llama.cpp's own count in the same reply disagrees; not "only 0 token(s)
+streamed"). The healthy endpoint, through the same proxy, gets no fix and no request asked
+twice."""
 
 import json
 
 import pytest
 
 from fleets import one_endpoint
-from gateway_faults import calls_dropped_from_stream, gateway_answer, gateway_stream, usage_zeroed
+from gateway_faults import (
+    answer_dropped_from_stream,
+    calls_dropped_from_stream,
+    gateway_answer,
+    gateway_stream,
+    usage_zeroed,
+)
 from proxy import Proxy
 
 pytestmark = pytest.mark.real
@@ -26,15 +33,20 @@ def run(run_fleet, url, expect, *args):
                      *args)
 
 
-def test_calls_dropped_from_the_stream_name_the_stream_path(llama, run_fleet):
-    with Proxy(llama(alias="frank").url, rewrite_stream=calls_dropped_from_stream) as proxy:
+@pytest.mark.parametrize("rewrite, seen", [
+    (calls_dropped_from_stream, "no tool call: answered 'Hello!'"),
+    (answer_dropped_from_stream, "1 of 1 reply carried reasoning only")])
+def test_a_stream_that_loses_the_call_names_the_stream_path(llama, run_fleet, rewrite, seen):
+    """A stream rewriter that drops the call (the content kept), or everything but the
+    reasoning (a forced call that streamed empty)."""
+    with Proxy(llama(alias="frank").url, rewrite_stream=rewrite) as proxy:
         result = run(run_fleet, proxy.url, CALLS, *STREAMED)
     result.assert_outcomes(failed=2)
     out = result.stdout.str()
     for test in ("streamed agent step (1 call(s), then the answer)",
                  'streamed tool_choice "required"'):
         result.stdout.fnmatch_lines([
-            f"*{test}*no tool call*cause: the stream path (the engine's streaming parser, or "
+            f"*{test}*{seen}*cause: the stream path (the engine's streaming parser, or "
             f"what re-chunks the stream in front of it) (the same request unstreamed came back "
             f"right (called get_*); streamed it did not)",
             "  fix: llama.cpp's streaming parser*pass the stream through any proxy in front "

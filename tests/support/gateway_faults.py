@@ -1,7 +1,8 @@
 """Rewrites for the proxy (tests/support/proxy.py) that put a fault in one place, so a test can
 hold the diagnosis to the place it names: a stream rewriter that loses tool calls where the
 whole answer keeps them, and a gateway that renames the model and loses the calls in both, or
-zeroes the usage of a stream and keeps the engine's own count beside it.
+zeroes the usage of a stream and keeps the engine's own count beside it. A stream rewriter that
+passes reasoning alone stands for the forced call that streamed empty.
 
     with Proxy(server.url, rewrite_stream=calls_dropped_from_stream) as p: ...
     with Proxy(server.url, rewrite_answer=gateway_answer, rewrite_stream=gateway_stream) as p: ...
@@ -59,6 +60,21 @@ def calls_dropped_from_stream(request: dict, events: list[bytes]) -> list[bytes]
     if not request.get("tools"):
         return events
     return _mapped(events, _no_calls)
+
+
+def _no_answer(chunk: dict) -> dict | None:
+    """A chat chunk without its content or tool-call deltas: reasoning alone comes through."""
+    for choice in chunk.get("choices") or []:
+        (choice.get("delta") or {}).pop("content", None)
+    return _no_calls(chunk)
+
+
+def answer_dropped_from_stream(request: dict, events: list[bytes]) -> list[bytes]:
+    """For `rewrite_stream`: a stream rewriter that passes only reasoning deltas of a request
+    with tools, so a forced call streams as reasoning alone; the whole answer passes unchanged."""
+    if not request.get("tools"):
+        return events
+    return _mapped(events, _no_answer)
 
 
 def _renamed(chunk: dict) -> dict:
