@@ -11,7 +11,6 @@ chooses to call); the answering turn uses "auto", as clients send it."""
 from __future__ import annotations
 
 import json
-import re
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ from pytest_frank.claims.tools import (
     PROMPTS,
     TOOLS,
     Carried,
+    Markup,
     answered_in_text,
     call_reply_problems,
     carried,
@@ -49,7 +49,8 @@ from pytest_frank.outcome.verdict import Text, fail
 from pytest_frank.runtime.chat import Reply, Request, shared, think_through
 from pytest_frank.runtime.known_errors import known_fix
 
-THINK_TAGS = re.compile(r"</?think>|<\|channel\|>|<\|start\|>assistant")
+THINK_TAGS = Markup(r"</?think>|<\|channel\|>|<\|start\|>assistant",
+                    ("<think>", "</think>", "<|channel|>", "<|start|>assistant"))
 FORECASTS = ("sunny, 21 C", "light rain, 14 C", "overcast, 17 C")
 
 
