@@ -322,7 +322,7 @@ class Crowded(Proxy):
         super().__init__(upstream)
         self.step_s, self.in_flight, self.lock = step_s, 0, threading.Lock()
 
-    def paced(self, upstream, request: bytes):
+    def paced(self, upstream, request: bytes, path: str = ""):
         if "event-stream" not in upstream.headers.get("content-type", ""):
             return upstream.iter_bytes()
         with self.lock:
