@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import re
+import warnings
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Callable
@@ -181,6 +182,10 @@ def _stream_rules(api: str, found: rules.Frames, request: dict) -> list[Breach]:
             if b.rule not in STREAM_CLAIM_PARTS]
 
 
+def _json(value: Any) -> str:
+    return json.dumps(value, default=str)
+
+
 def _show(value: Any, limit: int = 60) -> str:
     text = value if isinstance(value, str) else json.dumps(value, default=str)
     return redact.cut(redact.squeeze(redact.scrub(text), limit), limit)
@@ -210,7 +215,7 @@ class Schema:
                 model = self._events().get(tag) if isinstance(tag, str) else None
                 if model is None:
                     out.append(Breach("schema", "type", f"frame {i}",
-                                      f"an event of type {_show(tag)}, which the API does not "
+                                      f"an event of type {_show(_json(tag))}, which the API does not "
                                       f"define: a client that dispatches on `type` drops it"))
                     continue
                 kind = str(tag)
@@ -243,7 +248,7 @@ def _validate(model: Any, text: str, where: str, kind: str) -> list[Breach]:
                               missing=f"{kind}:{path}"))
         else:
             got = err.get("input")
-            out.append(Breach("schema", path, where, f"`{path}` is {_show(got, 40)}: "
+            out.append(Breach("schema", path, where, f"`{path}` is {_show(_json(got), 40)}: "
                                                      f"{err['msg'].lower()}"))
     return out
 
@@ -424,10 +429,12 @@ def _openai_sdk(events: list[tuple[int, Any]]) -> Assembled:
     view, state = Assembled(OPENAI_SDK), ChatCompletionStreamState()
     at = -1
     try:
-        for i, chunk in events:
-            at = i
-            state.handle_chunk(construct_type(type_=ChatCompletionChunk, value=chunk))  # type: ignore[arg-type]
-        final = state.current_completion_snapshot
+        with warnings.catch_warnings():  # pydantic's on a field of another type: named above
+            warnings.simplefilter("ignore")
+            for i, chunk in events:
+                at = i
+                state.handle_chunk(construct_type(type_=ChatCompletionChunk, value=chunk))  # type: ignore[arg-type]
+            final = state.current_completion_snapshot
     except Exception as exc:  # what the SDK raises is what its users meet
         view.error = f"{type(exc).__name__} at frame {at}: {_show(str(exc), 120)}"
         return view
@@ -514,13 +521,15 @@ def _anthropic_sdk(events: list[tuple[int, Any]]) -> Assembled:
     bufs: dict[int, bytes] = {}
     at = -1
     try:
-        for i, event in events:
-            at = i
-            if _obj(event).get("type") in ("ping", "error"):
-                continue
-            typed = construct_type(type_=RawMessageStreamEvent, value=event)
-            snapshot = accumulate_event(event=typed, current_snapshot=snapshot,  # type: ignore[arg-type]
-                                        json_bufs=bufs)
+        with warnings.catch_warnings():  # pydantic's on a field of another type: named above
+            warnings.simplefilter("ignore")
+            for i, event in events:
+                at = i
+                if _obj(event).get("type") in ("ping", "error"):
+                    continue
+                typed = construct_type(type_=RawMessageStreamEvent, value=event)
+                snapshot = accumulate_event(event=typed, current_snapshot=snapshot,  # type: ignore[arg-type]
+                                            json_bufs=bufs)
     except Exception as exc:  # what the SDK raises is what its users meet
         view.error = f"{type(exc).__name__} at frame {at}: {_show(str(exc), 120)}"
         return view
@@ -664,7 +673,7 @@ def against_request(api: str, request: dict, view: Assembled, streamed: bool) ->
     if kind in ("required", "any", "tool", "function") and tools and not calls \
             and finish not in CUT:
         out.append(Breach("request", "tool_calls", where,
-                          f"tool_choice {_show(choice, 60)} was sent and the reply holds no "
+                          f"tool_choice {_show(_json(choice), 60)} was sent and the reply holds no "
                           f"call ({FINISH_FIELD[api]} {finish!r}): the forced call was not "
                           f"made, nor was the request refused"))
     named = _named_choice(api, choice)
@@ -673,8 +682,12 @@ def against_request(api: str, request: dict, view: Assembled, streamed: bool) ->
                           f"tool_choice names {named!r} and the reply calls "
                           f"{', '.join(str(n) for n, _ in calls)}"))
     fmt = _obj(request.get("response_format") or _obj(request.get("text")).get("format"))
-    if fmt.get("type") in ("json_object", "json_schema") and finish not in CUT and not calls \
-            and view.content.strip():
+    # a json_schema format with no schema object is malformed: whether it is refused is the
+    # params claim's (an engine may let it through and answer free text)
+    schema = _obj(fmt.get("json_schema")).get("schema", fmt.get("schema"))
+    held = fmt.get("type") == "json_object" or (fmt.get("type") == "json_schema"
+                                                and isinstance(schema, dict))
+    if held and finish not in CUT and not calls and view.content.strip():
         try:
             json.loads(view.content)
         except (ValueError, RecursionError):
@@ -779,8 +792,8 @@ def _same_id(ids: list[tuple[str, Any]], name: str) -> list[Breach]:
     if other is None:
         return []
     return [Breach("agrees", name, other[0],
-                   f"`{name}` is {_show(other[1], 40)} where {ids[0][0]} said "
-                   f"{_show(ids[0][1], 40)}: one answer, two ids")]
+                   f"`{name}` is {_show(_json(other[1]), 40)} where {ids[0][0]} said "
+                   f"{_show(_json(ids[0][1]), 40)}: one answer, two ids")]
 
 
 # -- streamed equals plain -----------------------------------------------------------------------
