@@ -28,6 +28,7 @@ from typing import Any, Callable
 
 from pytest_frank.base import redact
 from pytest_frank.claims import stream_rules as rules
+from pytest_frank.transport.http import event_budget
 
 APPENDED = "appended"  # every delta appended, as opencode and the AI SDK do
 OPENAI_SDK = "openai_sdk"  # the OpenAI SDK's ChatCompletionStreamState
@@ -42,6 +43,7 @@ REASSEMBLY = {APPENDED: "appending every delta (as opencode and the AI SDK do)",
 STREAM_CLAIM_PARTS = ("created", "role", "block_order", "item_order")
 BUDGET_KEYS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
 KEPT = 40  # breaches kept per exchange, past the engine's known gaps
+MAX_JUDGED = 1024 * 1024  # characters of a body the contract reads (a long thinker's: 180 KB)
 
 
 @dataclass(frozen=True)
@@ -121,6 +123,9 @@ def digest(api: str, route: str, request: Any, status: int | None, body: str,
         found = rules.parse(body)
         if rules.error_event(found) is not None:
             return None  # the answer failed mid-stream: the claims judge the error
+        budget = _budget(request)
+        if budget is not None and len(found.frames) > event_budget(budget[1]):
+            return None  # cut as running past its budget: the claims judge that
         out.frames = len(found.frames)
         events = _frames_json(found)
         out.breaches += _stream_rules(api, found, request)
