@@ -43,6 +43,8 @@ REASSEMBLY = {APPENDED: "appending every delta (as opencode and the AI SDK do)",
 STREAM_CLAIM_PARTS = ("created", "role", "block_order", "item_order")
 BUDGET_KEYS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
 KEPT = 40  # breaches kept per exchange, past the engine's known gaps
+# Deltas with text a stream may carry beyond its generated tokens (a parser's flush at the end).
+PIECES_SLACK = 2
 MAX_JUDGED = 1024 * 1024  # characters of a body the contract reads (a long thinker's: 180 KB)
 
 
@@ -73,6 +75,7 @@ class Assembled:
     tokens: int | None = None  # generated (usage)
     prompt: int | None = None  # the prompt's tokens, cached ones included
     error: str | None = None  # the reassembly itself raised
+    call_pieces: int = 0  # deltas that carried a piece of a call (a stream's)
     # field -> [(offset where a piece starts, its chunk)], for "content" and "reasoning"
     pieces: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
 
@@ -183,8 +186,80 @@ def _stream_rules(api: str, found: rules.Frames, request: dict) -> list[Breach]:
     said = {"chat": lambda: rules.chat(found, usage_asked=usage),
             "messages": lambda: rules.messages(found),
             "responses": lambda: rules.responses(found)}[api]()
-    return [Breach("stream", b.rule, "the stream", b.said) for b in said
-            if b.rule not in STREAM_CLAIM_PARTS]
+    events = _frames_json(found)
+    opens_wide = _opens_wide(events) if api == "chat" else False
+    out = [Breach("stream", b.rule, "the stream", b.said) for b in said
+           if b.rule not in STREAM_CLAIM_PARTS or _own_role(b, opens_wide)]
+    out += _once(api, events)
+    if api == "chat":
+        out += _after_finish(events)
+        if usage and not any(_obj(e).get("usage") is not None for _, e in events):
+            out.append(Breach("request", "usage", "the stream",
+                              "stream_options.include_usage was sent and no chunk carried "
+                              "usage: clients that count tokens from the stream get none"))
+    return out
+
+
+def _opens_wide(events: list[tuple[int, Any]]) -> bool:
+    """Whether a chat stream's first text begins past ASCII (a character spanning tokens)."""
+    for _, chunk in events:
+        for choice in _list(_obj(chunk).get("choices")):
+            delta = _obj(_obj(choice).get("delta"))
+            text = next((delta[k] for k in ("content", "reasoning_content", "reasoning")
+                         if isinstance(delta.get(k), str) and delta[k]), None)
+            if text:
+                return ord(text[0]) > 127
+    return False
+
+
+def _own_role(breach: rules.Breach, opens_wide: bool) -> bool:
+    """A role breach the contract judges itself: a role repeated, or missing from a first delta
+    whose text opens in ASCII (llama.cpp leaves it out only before a character spanning tokens,
+    which the stream claim judges under its `role` option)."""
+    return breach.rule == "role" and ("repeats" in breach.said or not opens_wide)
+
+
+ONCE = {"messages": ("message_start", "message_delta", "message_stop"),
+        "responses": ("response.created", *rules.RESPONSES_END)}
+
+
+def _once(api: str, events: list[tuple[int, Any]]) -> list[Breach]:
+    """The events a stream carries once (its start, its end): one sent again, as a gateway that
+    replays the end does, ends or restarts the answer twice for a client."""
+    out = []
+    for kind in ONCE.get(api, ()):
+        frames = [i for i, e in events if _obj(e).get("type") == kind]
+        if len(frames) > 1:
+            out.append(Breach("stream", kind, f"frames {', '.join(map(str, frames[:4]))}",
+                              f"{kind} came {len(frames)} times (frames "
+                              f"{', '.join(map(str, frames[:4]))}): a stream has one"))
+    if api == "responses":
+        ends = [i for i, e in events if _obj(e).get("type") in rules.RESPONSES_END]
+        if len(ends) > 1:
+            out.append(Breach("stream", "type", f"frame {ends[1]}",
+                              f"{len(ends)} terminal events (frames {', '.join(map(str, ends))})"
+                              f": a response ends once"))
+    return out
+
+
+def _after_finish(events: list[tuple[int, Any]]) -> list[Breach]:
+    """Text or a call after a choice's finish_reason: the answer went on after it ended."""
+    ended: dict[Any, int] = {}
+    for i, chunk in events:
+        for choice in _list(_obj(chunk).get("choices")):
+            choice = _obj(choice)
+            index = rules._key(choice.get("index"))
+            delta = _obj(choice.get("delta"))
+            carries = [k for k in ("content", "reasoning_content", "reasoning", "tool_calls")
+                       if delta.get(k)]
+            if index in ended and carries:
+                return [Breach("stream", f"choices[{index}].delta.{carries[0]}", f"frame {i}",
+                               f"choice {index}'s delta.{carries[0]} came in frame {i}, after its "
+                               f"finish_reason in frame {ended[index]}: clients stop reading a "
+                               f"choice at its finish and drop the rest")]
+            if choice.get("finish_reason") is not None:
+                ended.setdefault(index, i)
+    return []
 
 
 def _json(value: Any) -> str:
@@ -418,6 +493,7 @@ def _chat_stream(events: list[tuple[int, Any]]) -> dict[str, Assembled]:
                 at[0] = at[0] or fn.get("name")
                 if isinstance(fn.get("arguments"), str):
                     at[1] += fn["arguments"]
+                    appended.call_pieces += bool(fn["arguments"])
             if choice.get("finish_reason") is not None:
                 appended.finish = choice["finish_reason"]
     appended.calls = [(name, args) for name, args in calls.values()]
@@ -505,6 +581,7 @@ def _messages_stream(events: list[tuple[int, Any]]) -> dict[str, Assembled]:
             held = blocks.get(rules._key(event.get("index")))
             if held is not None and isinstance(delta.get("partial_json"), str):
                 held[2] += delta["partial_json"]
+                appended.call_pieces += bool(delta["partial_json"])
         elif kind == "message_delta":
             appended.finish = _obj(event.get("delta")).get("stop_reason") or appended.finish
             usage = _obj(event.get("usage"))
@@ -610,6 +687,7 @@ def _responses_stream(events: list[tuple[int, Any]]) -> dict[str, Assembled]:
             held = calls.get(rules._key(event.get("item_id")))
             if held is not None and isinstance(event.get("delta"), str):
                 held[1] += event["delta"]
+                appended.call_pieces += bool(event["delta"])
         elif kind in rules.RESPONSES_END:
             response = _obj(event.get("response"))
             appended.finish = _responses_finish(response, bool(calls))
@@ -742,10 +820,15 @@ def agreement(api: str, view: Assembled, streamed: bool, request: dict) -> list[
                           f"no {FINISH_FIELD[api]}: a client cannot tell a whole answer from "
                           f"a cut one"))
     text = view.content.strip() or view.reasoning.strip() or view.calls
-    if streamed and view.tokens == 0 and text:
+    if view.tokens == 0 and text:
         out.append(Breach("agrees", TOKENS_FIELD[api], where,
-                          f"{TOKENS_FIELD[api]} is 0, yet the stream carried text: clients "
-                          f"that bill or budget by usage count nothing"))
+                          f"{TOKENS_FIELD[api]} is 0, yet the {where.split()[-1]} carried "
+                          f"text: clients that bill or budget by usage count nothing"))
+    pieces = sum(len(p) for p in view.pieces.values()) + view.call_pieces
+    if streamed and view.tokens and pieces > view.tokens + PIECES_SLACK:
+        out.append(Breach("agrees", TOKENS_FIELD[api], where,
+                          f"{TOKENS_FIELD[api]} is {view.tokens}, yet {pieces} deltas carried "
+                          f"text: a token makes one delta at most, so the count is short"))
     return out
 
 

@@ -434,3 +434,54 @@ def test_a_sampled_pair_is_no_pair():
                                     keep("chat", streamed(request), sse(chat_chunks()))])
     with pytest.raises(Inconclusive):
         contract.judge_stream_twins(obs, ctx())
+
+
+def test_usage_asked_and_dropped_from_the_stream():
+    found = breaches("chat", streamed(CHAT), sse(chat_chunks()[:-1]))
+    assert "usage @ the stream: stream_options.include_usage was sent and no chunk carried " \
+           "usage: clients that count tokens from the stream get none" in found
+
+
+def test_a_role_dropped_before_ascii_text_is_the_contracts_and_before_a_wide_one_the_stream_claims():
+    chunks = chat_chunks()
+    del chunks[0]["choices"][0]["delta"]["role"]
+    assert any(b.startswith("role @ the stream: choice 0's first delta (frame 0) has no `role`")
+               for b in breaches("chat", streamed(CHAT), sse(chunks)))
+    chunks[1]["choices"][0]["delta"]["reasoning_content"] = "こんにちは"  # as llama.cpp does
+    assert not [b for b in breaches("chat", streamed(CHAT), sse(chunks)) if "role" in b]
+    again = chat_chunks()
+    again[2]["choices"][0]["delta"]["role"] = "assistant"  # repeated: never llama.cpp's
+    assert any("repeats `role`" in b for b in breaches("chat", streamed(CHAT), sse(again)))
+
+
+def test_a_message_delta_sent_again_at_the_end():
+    events = copy.deepcopy(MESSAGE_EVENTS)
+    events.insert(-1, copy.deepcopy(events[-2]))
+    found = breaches("messages", {**MSG_REQ, "stream": True}, sse(events, False))
+    assert "message_delta @ frames 9, 10: message_delta came 2 times (frames 9, 10): a stream " \
+           "has one" in found
+
+
+def test_text_after_the_finish():
+    chunks = chat_chunks()
+    chunks.insert(-1, chunk({"content": " again"}))
+    found = breaches("chat", streamed(CHAT), sse(chunks))
+    assert "choices[0].delta.content @ frame 5: choice 0's delta.content came in frame 5, after " \
+           "its finish_reason in frame 4: clients stop reading a choice at its finish and drop " \
+           "the rest" in found
+
+
+def test_a_count_deflated_below_the_deltas_that_came():
+    chunks = chat_chunks(calls=True)
+    chunks[-1]["usage"] = {**USAGE, "completion_tokens": 2, "total_tokens": 23}
+    assert "usage.completion_tokens @ the stream: usage.completion_tokens is 2, yet 6 deltas " \
+           "carried text: a token makes one delta at most, so the count is short" in \
+        breaches("chat", streamed(CHAT_TOOL), sse(chunks))
+
+
+def test_a_plain_reply_counting_no_token_for_its_text():
+    reply = chat_plain()
+    reply["usage"].update(completion_tokens=0, total_tokens=21)
+    assert "usage.completion_tokens @ the reply: usage.completion_tokens is 0, yet the reply " \
+           "carried text: clients that bill or budget by usage count nothing" in \
+        breaches("chat", CHAT, json.dumps(reply))
