@@ -37,6 +37,7 @@ from pytest_frank.drivers.base import Driver
 from pytest_frank.drivers.protocols import Facts, Wire
 from pytest_frank.outcome.observation import Observation
 from pytest_frank.outcome.verdict import Inconclusive, Text, fail
+from pytest_frank.runtime import probes
 from pytest_frank.runtime.chat import Reply, Request, combine, send, think_through
 from pytest_frank.runtime.target import Key, after_all
 from pytest_frank.transport.http import Exchange
@@ -427,6 +428,7 @@ def keep(api: str, ex: Exchange, key: Key, driver: Driver) -> rc.Digest | None:
             found.breaches.remove(breach)
             found.gaps.add(breach.missing)
     del found.breaches[rc.KEPT:]
+    found.exchange = ex if found.breaches else None  # its evidence, and the reproduce line
     return found
 
 
@@ -446,7 +448,14 @@ def replies(target) -> Replies:
         return Replies(inconclusive="no generation of the battery's to judge: no other check "
                                     "that generates was asked (the contract sends nothing of "
                                     "its own)")
-    return Replies(digests=digests, tests=dict(target.judged))
+    named = {b.named for d in digests for b in d.breaches if b.named is not None}
+    if named:  # a model named otherwise than asked: no breach where the server serves it
+        listed = target.need(probes.served)
+        ids = set(listed.ids) if isinstance(listed, probes.Served) else set()
+        for d in digests:
+            d.breaches = [b for b in d.breaches if b.named is None or b.named not in ids]
+    broken = [d.exchange for d in digests if d.breaches and d.exchange is not None]
+    return Replies(digests=digests, tests=dict(target.judged), exchanges=broken[:SHOWN])
 
 
 def _named(d: rc.Digest, obs: Replies) -> str:

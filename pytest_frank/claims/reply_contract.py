@@ -59,6 +59,8 @@ class Breach:
     where: str
     said: str
     missing: str | None = None  # a schema field absent: "<event type>:<path>", for engine gaps
+    named: str | None = None  # the model a reply names where another was asked (one the
+    # server serves under another of its names is no breach: the claim asks its model list)
 
 
 @dataclass
@@ -109,6 +111,7 @@ class Digest:
     twin_key: str | None = None  # the request less stream fields, where greedy
     frames: int = 0
     unjudged: str | None = None  # why it could not be read to judge
+    exchange: Any = None  # the exchange, where it breaks the contract (its reproduce line)
     key: Any = None  # the probe's key (runtime.target.Key), for the test that judges it
     gaps: set[str] = field(default_factory=set)  # fields the engine is known to leave out
 
@@ -833,7 +836,8 @@ def agreement(api: str, view: Assembled, streamed: bool, request: dict) -> list[
 
 
 def _identity(api: str, request: dict, body: str, streamed: bool) -> list[Breach]:
-    """The model the reply names is the one asked; a stream's ids do not change; usage's total
+    """The model the reply names is the one asked (or another name the server serves it
+    under: llama.cpp answers with a model's first alias); a stream's ids do not change; usage's total
     is its parts'."""
     out: list[Breach] = []
     asked = request.get("model")
@@ -852,8 +856,9 @@ def _identity(api: str, request: dict, body: str, streamed: bool) -> list[Breach
         model = obj.get("model")
         if isinstance(asked, str) and isinstance(model, str) and model != asked:
             out.append(Breach("agrees", "model", where,
-                              f"`model` is {model!r} where {asked!r} was asked: a gateway "
-                              f"routed the request to another model, or renamed it"))
+                              f"`model` is {model!r} where {asked!r} was asked, and the "
+                              f"server's model list names no such model: a gateway routed "
+                              f"the request to another model, or renamed it", named=model))
             break
     for where, obj in objects:
         usage = _obj(obj.get("usage"))

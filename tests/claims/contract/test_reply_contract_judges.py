@@ -280,8 +280,9 @@ def test_the_stop_string_left_in_the_content():
 def test_the_model_another_than_the_one_asked():
     reply = chat_plain()
     reply["model"] = "gpt-4o"
-    assert "model @ the reply: `model` is 'gpt-4o' where 'm' was asked: a gateway routed the " \
-           "request to another model, or renamed it" in breaches("chat", CHAT, json.dumps(reply))
+    assert "model @ the reply: `model` is 'gpt-4o' where 'm' was asked, and the server's model " \
+           "list names no such model: a gateway routed the request to another model, or " \
+           "renamed it" in breaches("chat", CHAT, json.dumps(reply))
 
 
 # -- the reply against itself ------------------------------------------------------------------
