@@ -28,6 +28,7 @@ from typing import Any, Callable
 
 from pytest_frank.base import redact
 from pytest_frank.claims import stream_rules as rules
+from pytest_frank.claims.replies import text_difference
 from pytest_frank.transport.http import event_budget
 
 APPENDED = "appended"  # every delta appended, as opencode and the AI SDK do
@@ -915,19 +916,11 @@ def differences(streamed: dict[str, Assembled], plain: Assembled) -> list[Differ
 def _difference(a: Assembled, b: Assembled) -> tuple[str, int | None, str] | None:
     cut = a.finish in CUT or b.finish in CUT
     for name in ("reasoning", "content"):
-        x, y = getattr(a, name), getattr(b, name)
-        lead = len(x) - len(x.lstrip())
-        x, y = x.strip(), y.strip()
-        if cut:
-            x, y = x[:min(len(x), len(y))], y[:min(len(x), len(y))]
-        if x == y:
-            continue
-        at = next((i for i, (p, q) in enumerate(zip(x, y)) if p != q), min(len(x), len(y)))
-        twice = (f" ({len(x)} characters streamed, {len(y)} plain: twice as long, as when every "
-                 f"delta is sent twice)" if y and len(x) == 2 * len(y) else "")
-        return (name, a.chunk_at(name, at + lead),
-                f"{name} differs at character {at}: streamed {_from(x, at)!r}, plain "
-                f"{_from(y, at)!r}{twice}")
+        text = getattr(a, name)
+        found = text_difference(name, text, getattr(b, name), cut)
+        if found is not None:
+            lead = len(text) - len(text.lstrip())
+            return name, a.chunk_at(name, found[0] + lead), found[1]
     if cut:
         return None
     names_a, names_b = [n for n, _ in a.calls], [n for n, _ in b.calls]
@@ -946,9 +939,3 @@ def _difference(a: Assembled, b: Assembled) -> tuple[str, int | None, str] | Non
         return ("usage", None, f"the prompt's tokens differ: streamed usage says {a.prompt}, "
                 f"plain {b.prompt}, for one prompt")
     return None
-
-
-def _from(text: str, at: int, width: int = 40) -> str:
-    start = max(0, at - 10)
-    return ("..." if start else "") + text[start:at + width] + \
-        ("..." if len(text) > at + width else "")
