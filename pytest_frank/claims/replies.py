@@ -175,10 +175,10 @@ def stream_difference(streamed, plain) -> str | None:
     if names_s != names_p:
         return f"the calls differ: streamed {names_s}, plain {names_p}"
     for a, b in zip(streamed.calls, plain.calls):
-        if _parsed(a.arguments) != _parsed(b.arguments):
+        if parsed_arguments(a.arguments) != parsed_arguments(b.arguments):
             return (f"{a.name}'s arguments differ: streamed "
-                    f"{one_line(json.dumps(_parsed(a.arguments), default=str), 80)}, plain "
-                    f"{one_line(json.dumps(_parsed(b.arguments), default=str), 80)}")
+                    f"{one_line(json.dumps(parsed_arguments(a.arguments), default=str), 80)}, plain "
+                    f"{one_line(json.dumps(parsed_arguments(b.arguments), default=str), 80)}")
     return None
 
 
@@ -229,7 +229,8 @@ def _from(text: str, at: int, width: int = 60) -> str:
     return ("..." if start else "") + cut + ("..." if len(text) > at + width else "")
 
 
-def _parsed(arguments):
+def parsed_arguments(arguments):
+    """A call's arguments as clients use them: JSON text parsed, anything else as sent."""
     if isinstance(arguments, str):
         try:
             return json.loads(arguments)

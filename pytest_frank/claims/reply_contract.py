@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 from pytest_frank.base import redact
 from pytest_frank.claims import stream_rules as rules
-from pytest_frank.claims.replies import text_difference
+from pytest_frank.claims.replies import parsed_arguments, text_difference
 from pytest_frank.transport.http import event_budget
 
 APPENDED = "appended"  # every delta appended, as opencode and the AI SDK do
@@ -593,7 +593,7 @@ def _messages_stream(events: list[tuple[int, Any]]) -> dict[str, Assembled]:
                 appended.tokens = usage["output_tokens"]
     for kind, name, text in blocks.values():
         if kind == "tool_use":
-            appended.calls.append((name, _parsed(text) if text else {}))
+            appended.calls.append((name, parsed_arguments(text) if text else {}))
     return {APPENDED: appended, ANTHROPIC_SDK: _anthropic_sdk(events)}
 
 
@@ -704,15 +704,6 @@ PLAINS: dict[str, Callable[[dict], Assembled]] = {
     "chat": _chat_plain, "messages": _messages_plain, "responses": _responses_plain}
 STREAMS: dict[str, Callable[[list[tuple[int, Any]]], dict[str, Assembled]]] = {
     "chat": _chat_stream, "messages": _messages_stream, "responses": _responses_stream}
-
-
-def _parsed(arguments: Any) -> Any:
-    if isinstance(arguments, str):
-        try:
-            return json.loads(arguments)
-        except (ValueError, RecursionError):
-            return arguments
-    return arguments
 
 
 # -- against its own request ------------------------------------------------------------------
@@ -927,9 +918,9 @@ def _difference(a: Assembled, b: Assembled) -> tuple[str, int | None, str] | Non
     if names_a != names_b:
         return "calls", None, f"the calls differ: streamed {names_a}, plain {names_b}"
     for (name, x), (_, y) in zip(a.calls, b.calls):
-        if _parsed(x) != _parsed(y):
+        if parsed_arguments(x) != parsed_arguments(y):
             return ("arguments", None, f"{name}'s arguments differ: streamed "
-                    f"{_show(_parsed(x), 80)}, plain {_show(_parsed(y), 80)}")
+                    f"{_show(parsed_arguments(x), 80)}, plain {_show(parsed_arguments(y), 80)}")
     if a.finish != b.finish:
         return "finish", None, f"the finish differs: streamed {a.finish!r}, plain {b.finish!r}"
     if a.tokens is not None and b.tokens is not None and a.tokens != b.tokens:
