@@ -35,7 +35,7 @@ def test_three_shards_merge_into_the_page_of_one_unsharded_run(run_fleet, pytest
                                                                   capsys):
     server = llama(alias=["frank-default-large", "qwen-large"])
     whole = run_fleet(fleet(server), "--html=whole.html", "--self-contained-html")
-    whole.assert_outcomes(passed=6, failed=1, skipped=3)
+    whole.assert_outcomes(passed=8, failed=1, skipped=3)
     records = []
     for i in (1, 2, 3):
         shard = run_fleet(fleet(server), f"--frank-shard={i}/3", f"--frank-json=shard{i}.json")
@@ -67,4 +67,4 @@ def test_a_shard_and_k_select_together(run_fleet, llama):
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["PASSED test_health.py::test_health[good]",
                                  "PASSED test_alias.py::test_alias[good]",
-                                 "*2 passed, 9 deselected*"])
+                                 "*2 passed, 10 deselected*"])
