@@ -759,7 +759,9 @@ def against_request(api: str, request: dict, view: Assembled, streamed: bool) ->
         out.append(Breach("request", "tool_calls[0].function.name", where,
                           f"tool_choice names {named!r} and the reply calls "
                           f"{', '.join(str(n) for n, _ in calls)}"))
-    fmt = _obj(request.get("response_format") or _obj(request.get("text")).get("format"))
+    # Chat's response_format only: llama.cpp's Responses route answers text.format with free
+    # text (xllamacpp 2026.10), which the params claim judges where it is asked
+    fmt = _obj(request.get("response_format"))
     # a json_schema format with no schema object is malformed: whether it is refused is the
     # params claim's (an engine may let it through and answer free text)
     schema = _obj(fmt.get("json_schema")).get("schema", fmt.get("schema"))

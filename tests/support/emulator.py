@@ -371,6 +371,9 @@ def chat_stream(completion: dict) -> Reply:
         out += [chunk({"tool_calls": [{"index": i, "function": {"arguments": part}}]})
                 for part in (args[:half], args[half:]) if part]
     out.append(chunk({}, finish))
+    if completion.get("usage"):  # the last chunk, as engines send it (include_usage)
+        out.append({**CHUNK, "model": completion.get("model"), "choices": [],
+                    "usage": completion["usage"]})
     return sse(out)
 
 
