@@ -21,8 +21,8 @@ failures in the clean runs; the exit status is 1 where it is not.
 
     python bench/mutations.py                 # 3 per group, 10 clean runs: 229 mutants, 38 min
                                               # on a 2-core machine at load 10-13 (shared)
-    python bench/mutations.py --quick         # 1 per group, 2 clean runs: 78, 13 min there
-    python bench/mutations.py --smoke         # 3 mutants, test_chat only, no init: it works
+    python bench/mutations.py --few           # 1 per group, 2 clean runs: 78, 13 min there
+    python bench/mutations.py --quick         # 3 mutants, test_chat only, no init: it works
     python bench/mutations.py --json out.json # every mutant's outcome as well
 """
 
@@ -47,10 +47,12 @@ from mutants import (CAUSES, ROUTES, TEMPLATE_BLAME, Applier, Mutant,  # noqa: E
                      generate)
 from proxy import Proxy  # noqa: E402
 
+import quick  # noqa: E402
+
 FAILED = ("FAIL", "error")
 ALIAS = "selftest"
 # What `frank init` writes of a healthy self-test server that a battery run judges replies by
-# (--smoke builds it instead of running init; perf's floors are the shared machine's)
+# (--quick builds it instead of running init; perf's floors are the shared machine's)
 NEW_USER = {"reasoning": True, "tools": True, "agent": True,
             "perf": {"max_ttft_s": 10, "min_decode_tps": 1}}
 GOAL = 0.95
@@ -236,12 +238,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-group", type=int, default=3,
                         help="mutants per route, streaming mode and operator (default 3)")
     parser.add_argument("--clean-runs", type=int, default=None,
-                        help="runs of the unmutated fleet (default 10; --quick 2; --smoke 0)")
+                        help="runs of the unmutated fleet (default 10; --few 2; --quick 0)")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--quick", action="store_true", help="1 mutant per group, 2 clean runs")
-    parser.add_argument("--smoke", action="store_true",
-                        help="one mutant per route, test_chat alone, no init (its fleet built "
-                        "as it writes it), no clean run: the script works")
+    parser.add_argument("--few", action="store_true", help="1 mutant per group, 2 clean runs")
+    # --quick (bench/quick.py): one mutant per route, test_chat alone, no init (its fleet built
+    # as init writes it), no clean run: the script works
+    quick.flag(parser)
     parser.add_argument("--timeout", type=float, default=300, help="seconds per battery run")
     # A shared 2-core machine swings decode speed by more than init's default 3x between its
     # measurement and a run minutes later (360 tok/s written, 358 measured): a clean run's
@@ -251,10 +253,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write every mutant's outcome here")
     args = parser.parse_args(argv)
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[attr-defined]  # progress, live
-    per_group = 1 if args.quick or args.smoke else args.per_group
+    per_group = 1 if args.few or args.quick else args.per_group
     clean_runs = args.clean_runs if args.clean_runs is not None else (
-        0 if args.smoke else 2 if args.quick else 10)
-    keyword = "test_chat" if args.smoke else ""
+        0 if args.quick else 2 if args.few else 10)
+    keyword = "test_chat" if args.quick else ""
     started = time.monotonic()
 
     from pytest_frank.local.launch import launch
@@ -267,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="frank-mutations-") as tmp:
             folder = Path(tmp)
-            if args.smoke:  # the new user's fleet, as the issue states it, without init's cost
+            if args.quick:  # the new user's fleet, as the issue states it, without init's cost
                 entry = {"engine": "llamacpp", "alias": ALIAS, "expect": dict(NEW_USER)}
             else:
                 entry = init_expect(folder, proxies["chat"].url, args.timeout, args.perf_margin)
@@ -287,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
                 applier.record, applier.replies = False, []
             fleet = fleet_of(entry, proxies, params_off)
             mutants = generate(replies, per_group, args.seed)
-            if args.smoke:
+            if args.quick:
                 mutants = [next(m for m in mutants if m.route == route and not m.equivalent)
                            for route in ROUTES if any(m.route == route for m in mutants)]
             print(f"{len(replies)} replies recorded; {len(mutants)} mutants; "
@@ -324,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
              "right_cause": o.right_cause,
              "failures": [{k: r.get(k) for k in ("key", "verdict", "line", "fix")}
                           for r in o.failures]} for o in outcomes], indent=1))
-    return 0 if met else 1
+    return quick.judged(met, args.quick)
 
 
 if __name__ == "__main__":

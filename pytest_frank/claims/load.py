@@ -36,6 +36,7 @@ from pytest_frank.claims import Claim, chat, option, reasoning, tools, vision
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.advice import advise
 from pytest_frank.claims.checks import Check, Context
+from pytest_frank.claims.diagnosis import Counts, Diagnosis, Evidence, diagnose
 from pytest_frank.claims.perf import slow_cpu_hint, slow_gpu_hint
 from pytest_frank.claims.replies import one_line, reasoning_only, reasoning_only_fix
 from pytest_frank.drivers import LlamaCppDriver, VllmDriver
@@ -568,12 +569,16 @@ def _fail(seen: Ladder, level: Level, found: list[tuple[str, str]], figures: Fig
             fail(f"{at}, replies went to the wrong request: {shown}; cross-talk in {counted} "
                  f"replies{whole}", cross_talk_fix(ctx.driver))
         if what == WRONG:
-            fail(f"{at}, replies were not whole: {shown}; {counted} replies{whole}",
-                 f"the engine breaks answers under concurrent load that it answers whole alone: "
-                 f"update it, and report the request with its batch; meanwhile "
-                 f"{_carry(seen, level)}" if below else
-                 "the battery's own checks of these requests (chat, tools, reasoning, vision) "
-                 "name the fix: run them, and fix what they find before the load")
+            if not below:
+                fail(f"{at}, replies were not whole: {shown}; {counted} replies{whole}",
+                     "the battery's own checks of these requests (chat, tools, reasoning, "
+                     "vision) name the fix: run them, and fix what they find before the load")
+            found_by = by_load(seen, level, WRONG, ctx.endpoint.greedy, ctx.driver,
+                               f"the engine breaks answers under concurrent load that it "
+                               f"answers whole alone: update it, and report the request with "
+                               f"its batch; meanwhile {_carry(seen, level)}")
+            fail(f"{at}, replies were not whole: {shown}; {counted} replies{whole}; "
+                 f"{found_by.line}", found_by.fix)
         if what == ERROR:
             alone = next(s.reply for s in level.sent if not s.reply.ok)
             fail(f"{at}, requests failed: {shown}; errors in {counted} replies, over "
@@ -581,9 +586,15 @@ def _fail(seen: Ladder, level: Level, found: list[tuple[str, str]], figures: Fig
                  f"{_began(seen, ERROR, ctx.endpoint.greedy)} in flight",
                  slots_fix(ctx.driver, seen, level) if below else
                  known_fix(ctx.driver, alone.problem, alone.status) or alone.fix)
+        if not below:
+            fail(f"{at}, replies carried reasoning only: {shown}; {counted} replies, over "
+                 f"max_reasoning_only_rate {opts.max_reasoning_only_rate:g}{whole}",
+                 reasoning_only_fix(ctx.driver))
+        found_by = by_load(seen, level, ONLY, ctx.endpoint.greedy, ctx.driver,
+                           reasoning_only_fix(ctx.driver))
         fail(f"{at}, replies carried reasoning only: {shown}; {counted} replies, over "
-             f"max_reasoning_only_rate {opts.max_reasoning_only_rate:g}{whole}",
-             reasoning_only_fix(ctx.driver))
+             f"max_reasoning_only_rate {opts.max_reasoning_only_rate:g}{whole}; "
+             f"{found_by.line}", found_by.fix)
     if what == "ttft":
         fail(f"{at}, the first token's P90 is {number(figures.ttft_p90 or 0)} s, over "
              f"max_ttft_p90_s {opts.max_ttft_p90_s:g}{whole}",
@@ -596,6 +607,15 @@ def _fail(seen: Ladder, level: Level, found: list[tuple[str, str]], figures: Fig
          f"check {slow_gpu_hint(ctx.driver)}; if it runs on the CPU, "
          f"{slow_cpu_hint(ctx.driver)}; or relax "
          f"expect.load.min_decode_tps")
+
+
+def by_load(seen: Ladder, level: Level, kind: str, greedy: bool, driver: Facts,
+            fix: Text) -> Diagnosis:
+    """Whether a fault of `kind` is tied to load: its count at each level up to `level`
+    against the solo one (claims.diagnosis: Fisher's exact test), `fix` where it is."""
+    counts = tuple(Counts(lv.width, sum(k == kind for k, _ in faults(seen, lv, greedy)),
+                          len(lv.sent)) for lv in seen.levels if lv.width <= level.width)
+    return diagnose(Evidence(seen=f"{kind} replies", levels=counts), driver, load=fix)
 
 
 def _began(seen: Ladder, kind: str, greedy: bool) -> int:

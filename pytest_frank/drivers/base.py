@@ -94,6 +94,31 @@ class Driver:
     def is_loading(self, ex: Exchange) -> bool:
         return False
 
+    # -- the engine's own facts against what a reply claims (a gateway in front rewrites one) ---
+    # Whether the engine's replies name the model as its models route serves it (llama.cpp names
+    # its alias whatever was asked; vLLM the served name asked for): a reply that names another
+    # went through something that renamed it. False where proxies and generic servers may name
+    # any model.
+    names_served_model = False
+
+    def reply_disagrees(self, body: str, payloads: dict) -> tuple[list[tuple[str, str]], list[str]]:
+        """The engine's own facts (`payloads`: its slot routes' JSON, as the slot shape read
+        them) that a reply's body (JSON, or an event stream) contradicts, each as (what the
+        engine says, what the reply says), and the facts that were compared."""
+        claims, found, compared = reply_claims(body), [], []
+        models = payloads.get(self.models_path)
+        try:
+            served = self.served_ids(models) if models is not None else []
+        except ValueError:
+            served = []
+        named = claims.get("model")
+        if self.names_served_model and served and isinstance(named, str):
+            compared.append(f"the model the reply names against {self.models_path}")
+            if named not in served:
+                found.append((f"{self.models_path} serves {', '.join(map(repr, served[:4]))}",
+                              f"the reply names {redact.cut(named, 60)!r}"))
+        return found, compared
+
     def served_ids(self, payload) -> list[str]:
         """The model names a client may ask for, from the models route."""
         cards = payload.get("data") if isinstance(payload, dict) else None
@@ -403,3 +428,41 @@ if TYPE_CHECKING:
         """Never called: the type checker fails here where a route's wire stops answering
         `Wire` (`driver.wire` is typed as the protocol, so this is where each is held to it)."""
         return chat, messages, responses
+
+
+def reply_claims(body: str) -> dict[str, Any]:
+    """What a reply says of itself, from a JSON body or an event stream's chunks (the first
+    value of each key; usage and engine fields from the last chunk that has them): `model`,
+    `system_fingerprint`, `usage`, `timings`."""
+    import json
+
+    chunks: list[Any] = []
+    text = body.strip()
+    if text.startswith("{"):
+        try:
+            chunks = [json.loads(text)]
+        except (ValueError, RecursionError):
+            chunks = []
+    else:
+        for line in text.splitlines():
+            if line.startswith("data:") and line[5:].strip() not in ("", "[DONE]"):
+                try:
+                    chunks.append(json.loads(line[5:]))
+                except (ValueError, RecursionError):
+                    continue
+    out: dict[str, Any] = {}
+    for chunk in chunks:
+        if not isinstance(chunk, dict):
+            continue
+        # a Messages stream's message_start holds its message, a Responses stream's events
+        # their response
+        inner: dict = next((chunk[k] for k in ("message", "response") if isinstance(chunk.get(k), dict)),
+                     {})
+        for key in ("model", "system_fingerprint"):
+            value = chunk.get(key, inner.get(key))
+            if key not in out and value is not None:
+                out[key] = value
+        for key in ("usage", "timings"):
+            if isinstance(chunk.get(key), dict):
+                out[key] = chunk[key]
+    return out

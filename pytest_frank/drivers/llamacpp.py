@@ -6,7 +6,8 @@ import re
 from types import MappingProxyType
 from typing import Any
 
-from pytest_frank.drivers.base import Driver
+from pytest_frank.base import redact
+from pytest_frank.drivers.base import Driver, reply_claims
 from pytest_frank.drivers.openai import OpenAIDriver
 from pytest_frank.drivers.openai_chat import ChatWire
 from pytest_frank.local.launch import DEFAULT_CTX_SIZE
@@ -74,6 +75,31 @@ class LlamaCppDriver(OpenAIDriver):
     def is_loading(self, ex: Exchange) -> bool:
         # While the model loads, every route answers 503 "Loading model".
         return ex.status == 503 and "loading model" in ex.body.lower()
+
+    names_served_model = True  # the alias, whatever the request's `model` said
+
+    def reply_disagrees(self, body: str, payloads: dict) -> tuple[list[tuple[str, str]], list[str]]:
+        """Beside the model: the build the reply names (system_fingerprint) against /props
+        build_info, and the reply's usage against llama.cpp's own count in the same reply
+        (timings.predicted_n), which it sends alike in a whole answer and a stream's last chunk."""
+        found, compared = super().reply_disagrees(body, payloads)
+        claims = reply_claims(body)
+        build = (payloads.get("/props") or {}).get("build_info")
+        said = claims.get("system_fingerprint")
+        if isinstance(build, str) and build and said is not None:
+            compared.append("the build the reply names against /props build_info")
+            if said != build:
+                found.append((f"/props build_info is {build!r}",
+                              f"the reply's system_fingerprint is {redact.cut(str(said), 40)!r}"))
+        usage, timings = claims.get("usage"), claims.get("timings")
+        counted = usage.get("completion_tokens") if isinstance(usage, dict) else None
+        own = timings.get("predicted_n") if isinstance(timings, dict) else None
+        if isinstance(own, int) and not isinstance(own, bool) and counted is not None:
+            compared.append("the reply's usage against llama.cpp's own timings.predicted_n")
+            if counted != own:
+                found.append((f"llama.cpp's own count in the reply (timings.predicted_n) is {own}",
+                              f"its usage.completion_tokens is {redact.cut(repr(counted), 40)}"))
+        return found, compared
 
     def served_ids(self, payload: Any) -> list[str]:
         ids = super().served_ids(payload)

@@ -23,6 +23,7 @@ class VllmDriver(OpenAIDriver):
              "auto_tool_choice": Setting("--enable-auto-tool-choice", switch=True),
              "tool_parser": Setting("--tool-call-parser")}
     start = "start vLLM with "
+    names_served_model = True  # the served name asked for
 
     def uncached(self):
         # No request switches the prefix cache off (--enable-prefix-caching is server-wide); a

@@ -261,12 +261,15 @@ def test_reasoning_alone_at_a_2_percent_rate_is_caught_at_the_default_sample(lla
     with Proxy(server.url, rewrite_answer=nth.answer, rewrite_stream=nth.stream) as proxy:
         result = run(run_fleet, proxy.url, {"load": True, "tools": True, "reasoning": True})
     result.assert_outcomes(failed=1)
-    # the 50th of 17 alone and 34 at 2 in flight
+    # the 50th of those alone (17 or 18, by the pool) and 34 at 2 in flight
     result.stdout.fnmatch_lines([
         "*at 2 in flight, replies carried reasoning only: request #? (*): reasoning only, no "
         "content and no tool call (finish_reason 'stop', reasoning 'Thinking'); 1 of 34 (2.9%, "
-        "under 13% at 95%) replies, over max_reasoning_only_rate 0; 1 in flight passed*",
-        "*fix: llama.cpp kept the answer (or the call) inside the thinking*"])
+        "under 13% at 95%) replies, over max_reasoning_only_rate 0; 1 in flight passed; cause: "
+        "intermittent (the counts cannot tie it to load: 0 of * at 1 in flight (0-*%); 1 of "
+        "34 at 2 in flight (1-15%); Fisher's exact test p=1, the rates' 95% intervals overlap)",
+        "*fix: an intermittent fault, not tied to load*"])
+    assert "--jinja" not in result.stdout.str()
 
 
 class Capacity:
