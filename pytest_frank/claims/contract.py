@@ -1,11 +1,16 @@
-"""The request side of the contract: what a server must refuse, accept and honour in a request,
-beside what params and tools judge of the answer. A malformed request (a tool_choice no tool can
-honour, a json_schema format that is not one) gets a 4xx naming the field, never a 200 that hides
-the client's mistake nor a 5xx that reads as the server's fault; the valid variants beside them
-are accepted and honoured; the sampling fields the API shape documents are accepted, and n: 2
-gives two choices; tool_choice "none" gives an answer with no call in it.
+"""The contract claim: every reply any probe received keeps its route's published contract and
+its own request, and a streamed reply reassembles into its plain twin (judged after the other
+probes, over what pytest_frank.claims.reply_contract kept of each generation: no request of its
+own).
 
-The checks belong to the params claim (validation, response format variants, sampling) and the
+Below it, the request side of the contract: what a server must refuse, accept and honour in a
+request, beside what params and tools judge of the answer. A malformed request (a tool_choice no
+tool can honour, a json_schema format that is not one) gets a 4xx naming the field, never a 200
+that hides the client's mistake nor a 5xx that reads as the server's fault; the valid variants
+beside them are accepted and honoured; the sampling fields the API shape documents are accepted,
+and n: 2 gives two choices; tool_choice "none" gives an answer with no call in it.
+
+Those checks belong to the params claim (validation, response format variants, sampling) and the
 tools claim (tool_choice none); each malformed request is a case the driver may know its engine
 accepts (`lenient_requests`), so the failure names the engine and not a proxy."""
 
@@ -13,8 +18,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from fnmatch import fnmatch
+from urllib.parse import urlsplit
 
-from pytest_frank.claims import params, tools
+from pytest_frank.claims import Claim, Options, params, tools
+from pytest_frank.claims import reply_contract as rc
 from pytest_frank.claims.advice import advise
 from pytest_frank.claims.checks import Check, Context
 from pytest_frank.claims.replies import (
@@ -28,8 +36,11 @@ from pytest_frank.drivers import LlamaCppDriver, VllmDriver
 from pytest_frank.drivers.base import Driver
 from pytest_frank.drivers.protocols import Facts, Wire
 from pytest_frank.outcome.observation import Observation
-from pytest_frank.outcome.verdict import Text, fail
+from pytest_frank.outcome.verdict import Inconclusive, Text, fail
+from pytest_frank.runtime import probes
 from pytest_frank.runtime.chat import Reply, Request, combine, send, think_through
+from pytest_frank.runtime.target import Key, after_all
+from pytest_frank.transport.http import Exchange
 
 SHORT = 16  # a request judged by its status alone: a short answer where one is given
 PROMPT = "Say hello in one short sentence."
@@ -383,3 +394,201 @@ def none_markup_fix(driver: Facts) -> Text:
                          "expect.tools.none: false",
          VllmDriver: lambda d: f"{d.start}--exclude-tools-when-tool-choice-none (vLLM keeps the tools "
                                "in the prompt under none by default)"})
+
+
+# -- every reply against its contract (the contract claim) ---------------------------------------
+CLAIM = Claim("contract",
+              "every reply keeps its API's published contract and its own request, and a "
+              "stream adds up to its plain twin", order=190, always=True)
+ROUTE_NAMES = {"chat": "OpenAI chat completions", "messages": "Anthropic Messages",
+               "responses": "OpenAI Responses"}
+SHOWN = 3  # breaches named in one failure
+
+
+def keep(api: str, ex: Exchange, key: Key, driver: Driver) -> rc.Digest | None:
+    """What the contract judges of one generation, kept while its body is whole; the fields
+    the engine itself is known to leave out (its driver's contract_gaps) set apart."""
+    kind = next((v for k, v in ex.headers.items() if k.lower() == "content-type"), "")
+    probe = key[0].rsplit(".", 1)[-1] + (f"[{key[1]}]" if key[1] else "")
+    if len(ex.body) > rc.MAX_JUDGED:  # read whole, a hostile answer would cost its size again
+        return rc.Digest(api, urlsplit(ex.url).path, False, probe, key=key,
+                         unjudged=f"its body of {len(ex.body):,} characters is past the "
+                                  f"{rc.MAX_JUDGED:,} the contract reads")
+    try:
+        found = rc.digest(api, urlsplit(ex.url).path, ex.request_json, ex.status, ex.body, kind,
+                          probe)
+    except Exception as exc:  # the reply is too odd to read: said, not raised in the probe
+        found = rc.Digest(api, ex.url, False, probe, unjudged=f"{type(exc).__name__}: {exc}")
+    if found is None:
+        return None
+    found.key = key
+    gaps = driver.contract_gaps.get(api, ())
+    for breach in list(found.breaches):
+        if breach.missing and any(fnmatch(breach.missing, g) for g in gaps):
+            found.breaches.remove(breach)
+            found.gaps.add(breach.missing)
+    del found.breaches[rc.KEPT:]
+    found.exchange = ex if found.breaches else None  # its evidence, and the reproduce line
+    return found
+
+
+@dataclass(kw_only=True)
+class Replies(Observation):
+    digests: list[rc.Digest] = field(default_factory=list)
+    tests: dict[Key, str] = field(default_factory=dict)  # a probe -> the test that judges it
+
+
+@after_all(keep)
+def replies(target) -> Replies:
+    """Every generation the endpoint's other probes received, as `keep` digested it; sends
+    nothing."""
+    with target.lock():
+        digests = list(target.digests)
+    if not digests:
+        return Replies(inconclusive="no generation of the battery's to judge: no other check "
+                                    "that generates was asked (the contract sends nothing of "
+                                    "its own)")
+    named = {b.named for d in digests for b in d.breaches if b.named is not None}
+    if named:  # a model named otherwise than asked: no breach where the server serves it
+        listed = target.need(probes.served)
+        ids = set(listed.ids) if isinstance(listed, probes.Served) else set()
+        for d in digests:
+            d.breaches = [b for b in d.breaches if b.named is None or b.named not in ids]
+    broken = [d.exchange for d in digests if d.breaches and d.exchange is not None]
+    return Replies(digests=digests, tests=dict(target.judged), exchanges=broken[:SHOWN])
+
+
+def _named(d: rc.Digest, obs: Replies) -> str:
+    """The reply as a reader finds it: the test whose probe received it, streamed or not."""
+    test = obs.tests.get(d.key, d.probe) if d.key is not None else d.probe
+    return f"{test}'s {'streamed' if d.streamed else 'plain'} reply on {d.route}"
+
+
+def judge_replies(obs: Replies, ctx: Context[Options]) -> None:
+    """Every reply and stream event the battery received keeps its route's published contract
+    (the SDKs' own types, strictly), honours what its request set (the budget, tool_choice,
+    response_format, stop, usage asked) and agrees with itself (finish with content, usage
+    with what came, one model and one id)."""
+    found = [(d, b) for d in obs.digests for b in d.breaches]
+    unjudged = [d for d in obs.digests if d.unjudged]
+    for d in unjudged[:SHOWN]:
+        ctx.note(f"{_named(d, obs)} could not be read to judge: {d.unjudged}")
+    gaps = sorted({g for d in obs.digests for g in d.gaps})
+    if gaps:
+        ctx.note(f"the {ctx.driver.label} leaves out {len(gaps)} field(s) its API's contract "
+                 f"requires, known of the engine and not failed: {', '.join(gaps[:12])}"
+                 f"{' ...' if len(gaps) > 12 else ''}")
+    if found:
+        kinds = sorted({b.kind for _, b in found}, key=KINDS.index)
+        shown = "; ".join(f"{_named(d, obs)}, {b.where}: {b.said}" for d, b in found[:SHOWN])
+        more = f" (and {len(found) - SHOWN} more)" if len(found) > SHOWN else ""
+        replies_ = len({id(d) for d, _ in found})
+        fail(f"{replies_} of {len(obs.digests)} replies break their contract: {shown}{more}. "
+             f"Who breaks on it: {BREAKS[kinds[0]](found[0][0].api)}",
+             contract_fix(kinds[0], ctx.driver))
+    routes = sorted({d.route for d in obs.digests})
+    streams = sum(d.streamed for d in obs.digests)
+    ctx.note(f"{len(obs.digests)} replies on {', '.join(routes)} ({streams} streamed, "
+             f"{sum(d.frames for d in obs.digests)} events) keep the contract: the SDK types, "
+             f"their requests, and agree with themselves")
+
+
+def twins(obs: Replies) -> list[tuple[rc.Digest, rc.Digest]]:
+    """Each streamed reply with a plain one to the same greedy request (the probes that send
+    both already), the plain one sent nearest before it."""
+    out, plain = [], {}
+    for d in obs.digests:
+        if d.twin_key is not None and not d.streamed and rc.PLAIN in d.views:
+            plain[(d.api, d.twin_key)] = d
+    for d in obs.digests:
+        twin = plain.get((d.api, d.twin_key)) if d.streamed and d.twin_key else None
+        if twin is not None:
+            out.append((d, twin))
+    return out
+
+
+def judge_stream_twins(obs: Replies, ctx: Context[Options]) -> None:
+    """Each streamed reply, reassembled as client families do (every delta appended; the
+    OpenAI SDK's and the Anthropic SDK's own accumulators), equals its plain twin to the same
+    greedy request field by field: reasoning, content, calls, finish, usage."""
+    pairs = twins(obs)
+    if not pairs:
+        raise Inconclusive("inconclusive: no request of the battery's was sent both streamed "
+                           "and plain at temperature 0 (the contract sends none of its own)")
+    for streamed, plain in pairs:
+        diffs = rc.differences(streamed.views, plain.views[rc.PLAIN])
+        if not diffs:
+            continue
+        first = diffs[0]
+        chunk = f" (from frame {first.chunk} of the stream)" if first.chunk is not None else ""
+        hows = ", ".join(rc.REASSEMBLY[d.how] for d in diffs)
+        fail(f"{_named(streamed, obs)} differs from its plain twin to the same greedy request "
+             f"in {first.field}{chunk}: {first.said}; read by {hows}, a client gets another "
+             f"answer streamed than whole", twin_fix(first, ctx.driver))
+    ways = sorted({how for s, _ in pairs for how in s.views})
+    ctx.note(f"{len(pairs)} streamed replies equal their plain twins, reassembled "
+             f"{len(ways)} ways ({', '.join(rc.REASSEMBLY[w] for w in ways)})")
+
+
+# The claims whose probes generate (the others read routes, files or the log): an endpoint that
+# asks none has no reply to judge, and its contract tests are not collected.
+GENERATING = ("chat", "reasoning", "reasoning_effort", "tools", "agent", "vision", "spec_decode",
+              "params", "stream", "fingerprint", "perf", "load", "clients")
+# Those that already send one greedy request both streamed and plain (the twins compared).
+TWINNED = ("reasoning", "tools", "agent", "params")
+
+
+def _asking(claims: tuple[str, ...]):
+    return lambda endpoint: any(endpoint.asks(c) for c in claims)
+
+
+REPLIES = Check("test_contract_replies", "contract", replies, judge_replies,
+                asked=lambda opts: False, asked_of=_asking(GENERATING))
+STREAM_TWINS = Check("test_contract_stream_twins", "contract", replies, judge_stream_twins,
+                     asked=lambda opts: False, asked_of=_asking(TWINNED))
+
+KINDS = ["schema", "request", "agrees", "stream"]
+
+
+def _validating(api: str) -> str:
+    sdk = "Anthropic" if api == "messages" else "OpenAI"
+    return (f"clients that validate a reply against the API's schema (the AI SDK behind "
+            f"opencode checks each reply and chunk) refuse it; the {sdk} SDKs do not validate, "
+            f"so their users meet the field as sent (None, or the wrong type where it is read)")
+
+
+BREAKS = {
+    "schema": _validating,
+    "request": lambda api: ("every client: the request it sent was not honoured, and nothing "
+                            "(no 4xx) said so"),
+    "agrees": lambda api: ("agent clients that loop on the finish reason (opencode, pi, Claude "
+                           "Code) and those that count usage: one field says another thing "
+                           "than the rest"),
+    "stream": lambda api: ("clients that read the stream event by event (the SDKs' stream "
+                           "helpers, the AI SDK)"),
+}
+
+
+def contract_fix(kind: str, driver: Facts) -> Text:
+    return advise(driver, {
+        "schema": "a field of the reply is missing or of another type than the API publishes: "
+                  "a gateway or proxy in front rewrites replies, or the engine's build writes "
+                  "them so; pass replies through unchanged, and update the engine",
+        "request": "the reply does not honour its request: a proxy in front drops or rewrites "
+                   "request fields (the budget, tool_choice, response_format, stop), or the "
+                   "engine ignores them; a request the server cannot honour must get a 4xx",
+        "agrees": "one field of the reply says another thing than the rest (the finish with "
+                  "the content, usage with what came, the model asked): a gateway rewrites "
+                  "part of the reply, or the engine's counts are wrong; pass replies through "
+                  "unchanged",
+        "stream": "the stream breaks its API's event rules: a proxy that buffers, splices or "
+                  "re-chunks streams, or the engine's stream writer; pass the engine's stream "
+                  "through unchanged",
+    }[kind])
+
+
+def twin_fix(diff: rc.Difference, driver: Facts) -> Text:
+    return advise(driver, "the stream path is at fault where the plain reply is right: the "
+                          "engine's streaming parser (reasoning or tool calls), or a proxy that "
+                          "re-chunks, repeats or accumulates deltas; compare the engine's own "
+                          "stream without the proxy, and update the engine")

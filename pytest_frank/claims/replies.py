@@ -173,27 +173,35 @@ def stream_difference(streamed, plain) -> str | None:
     texts are compared as far as both go and the calls not at all."""
     cut = streamed.cut or plain.cut
     for name in ("reasoning", "content"):
-        a, b = getattr(streamed, name).strip(), getattr(plain, name).strip()
-        if cut:
-            a, b = a[:min(len(a), len(b))], b[:min(len(a), len(b))]
-        if a == b:
-            continue
-        at = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-        twice = (f" ({len(a)} characters streamed, {len(b)} plain: twice as long, as when "
-                 f"every delta is sent twice)" if b and len(a) == 2 * len(b) else "")
-        return (f"{name} differs at character {at}: streamed {_from(a, at)!r}, plain "
-                f"{_from(b, at)!r}{twice}")
+        found = text_difference(name, getattr(streamed, name), getattr(plain, name), cut)
+        if found is not None:
+            return found[1]
     if cut:
         return None
     names_s, names_p = [c.name for c in streamed.calls], [c.name for c in plain.calls]
     if names_s != names_p:
         return f"the calls differ: streamed {names_s}, plain {names_p}"
     for a, b in zip(streamed.calls, plain.calls):
-        if _parsed(a.arguments) != _parsed(b.arguments):
+        if parsed_arguments(a.arguments) != parsed_arguments(b.arguments):
             return (f"{a.name}'s arguments differ: streamed "
-                    f"{one_line(json.dumps(_parsed(a.arguments), default=str), 80)}, plain "
-                    f"{one_line(json.dumps(_parsed(b.arguments), default=str), 80)}")
+                    f"{one_line(json.dumps(parsed_arguments(a.arguments), default=str), 80)}, plain "
+                    f"{one_line(json.dumps(parsed_arguments(b.arguments), default=str), 80)}")
     return None
+
+
+def text_difference(name: str, streamed: str, plain: str, cut: bool) -> tuple[int, str] | None:
+    """Where a streamed text and the plain one part, without the whitespace at their ends (as
+    far as both go where either was cut): the character, and the words that say so."""
+    a, b = streamed.strip(), plain.strip()
+    if cut:
+        a, b = a[:min(len(a), len(b))], b[:min(len(a), len(b))]
+    if a == b:
+        return None
+    at = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    twice = (f" ({len(a)} characters streamed, {len(b)} plain: twice as long, as when "
+             f"every delta is sent twice)" if b and len(a) == 2 * len(b) else "")
+    return at, (f"{name} differs at character {at}: streamed {_from(a, at)!r}, plain "
+                f"{_from(b, at)!r}{twice}")
 
 
 def require_stream_agrees(streamed, plain, ctx, doing: str) -> None:
@@ -228,7 +236,8 @@ def _from(text: str, at: int, width: int = 60) -> str:
     return ("..." if start else "") + cut + ("..." if len(text) > at + width else "")
 
 
-def _parsed(arguments):
+def parsed_arguments(arguments):
+    """A call's arguments as clients use them: JSON text parsed, anything else as sent."""
     if isinstance(arguments, str):
         try:
             return json.loads(arguments)

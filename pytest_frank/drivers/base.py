@@ -397,6 +397,11 @@ class Driver:
     # known to answer 200: where one comes back so, the failure names the engine, not a proxy.
     lenient_requests: frozenset[str] = frozenset()
     refused_requests: frozenset[str] = frozenset()  # and the valid ones it refuses
+    # The fields of its API's published contract (the SDKs' types) the engine itself is known
+    # to leave out, as "<event type or reply>:<field path>" patterns (fnmatch) per route: the
+    # contract claim notes these instead of failing them. Only absence: a field sent of
+    # another type is judged all the same.
+    contract_gaps: Mapping[str, tuple[str, ...]] = MappingProxyType({})
 
     def template_line(self, message: str | None) -> str | None:
         """Where in the chat template an error answer says it raised ("line 3, column 12:

@@ -379,6 +379,30 @@ class LlamaCppDriver(OpenAIDriver):
     lenient_requests = frozenset({"required_without_tools", "required_empty_tools",
                                   "format_no_name", "format_no_schema", "format_strict_text",
                                   "format_schema_text"})
+    # Observed on xllamacpp 2026.10.11549 against openai 3.63's and anthropic 2.17's types: its
+    # Messages stream opens a thinking block without `signature` and a tool_use block without
+    # `input` (the SDK's accumulator fills both in); its Responses replies leave out the echo of
+    # the request (tools, tool_choice, parallel_tool_calls), two usage details, and in the
+    # stream every event's sequence_number and output/content index, the logprobs of text
+    # events, and the created_at, model and output of the opening response. Codex reads the
+    # stream by item ids and copes.
+    contract_gaps = MappingProxyType({
+        "messages": ("content_block_start:content_block.signature",
+                     "content_block_start:content_block.input"),
+        "responses": ("*:sequence_number", "*:output_index", "*:content_index",
+                      "response.output_text.*:logprobs",
+                      "reply:tools", "reply:tool_choice", "reply:parallel_tool_calls",
+                      "*:response.tools", "*:response.tool_choice",
+                      "*:response.parallel_tool_calls",
+                      "*usage.input_tokens_details.cache_write_tokens",
+                      "*usage.output_tokens_details",
+                      "response.created:response.created_at", "response.created:response.model",
+                      "response.created:response.output",
+                      "response.in_progress:response.created_at",
+                      "response.in_progress:response.model",
+                      "response.in_progress:response.output",
+                      "response.content_part.*:part.annotations"),
+    })
 
     # -- the serve command line: llama-server and ik_llama.cpp's, same spellings ----------------
     # Each rule with where llama.cpp says so: common/arg.cpp (the add_opt entry of the flag),

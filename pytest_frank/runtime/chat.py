@@ -72,6 +72,8 @@ def send(target: Target, req: Request, api: str | None = None) -> Reply:
             reply.problem, reply.fix = ex.error, slow.fix
     if reply.problem and reply.status is None and ex is not None:
         reply.status = ex.status
+    if ex is not None and not ex.error:
+        target.recorded(driver.api, ex)  # whole, before the probe settles it to its head
     return reply
 
 

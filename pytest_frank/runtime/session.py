@@ -10,7 +10,13 @@ import time
 from typing import TYPE_CHECKING, Callable, Iterable
 
 from pytest_frank.fleet import Endpoint
-from pytest_frank.runtime.target import STRAGGLER_WAIT, Probe, Target, runs_first
+from pytest_frank.runtime.target import (
+    STRAGGLER_WAIT,
+    Probe,
+    Target,
+    digester_of,
+    runs_first,
+)
 from pytest_frank.transport import http
 from pytest_frank.transport.http import Limiter
 from pytest_frank.transport.interrupt import Interrupts
@@ -125,6 +131,11 @@ class FrankSession:
         if work and target.driver.owned_by:  # which engine it is, for any failure's first line
             work = [*work, (identify.engine, None)]
         work = [*work, (identify.identity, None)]  # which build serves what, for the reports
+        # A probe that judges every reply: its digester keeps what it needs of each generation
+        # from the first one on, and it runs after all the others.
+        last = [job for job in work if digester_of(job[0]) is not None]
+        for probe, _ in last:
+            target.digester = digester_of(probe)
         # The model list, where a check reads it, before anything else: the cheapest request
         # that needs the key, so a refused key is met there, at the first check a report lists,
         # and costs one request (Target.heard). A finished GET leaves no counter moving for the
@@ -135,8 +146,12 @@ class FrankSession:
             if self.stop.why:
                 return
             target.need(*job)
-        rest = [job for job in work if job not in first]
+        rest = [job for job in work if job not in first and job not in last]
         _each(lambda job: target.need(*job), rest, target.limiter.limit, self.stop)
+        for job in last:  # they read what every other probe received
+            if self.stop.why:
+                return
+            target.need(*job)
 
     def close(self) -> None:
         for target in self.targets.values():

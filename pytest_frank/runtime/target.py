@@ -123,6 +123,26 @@ def runs_first(probe: Probe) -> bool:
     return getattr(probe, "frank_first", False) is True
 
 
+# What a check that judges every reply keeps of one generation's exchange, while its body is
+# whole: digest(api, exchange, the probe that sent it, driver) -> what it keeps, or None.
+Digester = Callable[[str, "http.Exchange", Key, Driver], Any]
+
+
+def after_all(digester: Digester) -> Callable[[Callable[..., Obs]], Callable[..., Obs]]:
+    """Mark a probe that reads what the endpoint's other probes received: `digester` keeps
+    what it needs of every generation as it comes (`Target.recorded`), and the probe runs once
+    the others have all ended, sending nothing itself. The mark is the function's own, so the
+    runtime needs no claim to know it."""
+    def mark(probe: Callable[..., Obs]) -> Callable[..., Obs]:
+        probe.frank_digester = digester  # type: ignore[attr-defined]
+        return probe
+    return mark
+
+
+def digester_of(probe: Probe) -> Digester | None:
+    return getattr(probe, "frank_digester", None)
+
+
 class Target:
     def __init__(self, endpoint: Endpoint, timeout: float = DEFAULT_TIMEOUT):
         self.endpoint = endpoint
@@ -156,6 +176,8 @@ class Target:
         self._shared: dict[str, http.Exchange] = {}  # per GET route: what every later read gets
         self.peers: dict[str, Target] = {}  # the fleet's targets, for claims that compare twins
         self.baseline: list[Row] = []  # this endpoint's rows in the --frank-baseline run
+        self.digester: Digester | None = None
+        self.digests: list[Any] = []  # what `digester` kept of every generation, in order
 
     def lock(self) -> AbstractContextManager[Any]:
         return self._lock
@@ -366,6 +388,18 @@ class Target:
         for ex in seen:
             if id(ex) not in kept:
                 ex.settle()
+
+    def recorded(self, api: str, ex: http.Exchange) -> None:
+        """A generation's exchange on `api`'s route, its body still whole: the digester keeps
+        what it judges of it later (the probes settle each body to its head once read)."""
+        if self.digester is None:
+            return
+        probing = _PROBING.get()
+        found = self.digester(api, ex, probing[-1] if probing else ("", None),
+                              self.driver_on(api))
+        if found is not None:
+            with self._lock:
+                self.digests.append(found)
 
     # -- one slow answer stops the endpoint's generations ------------------------------------
     def pace(self) -> None:

@@ -45,8 +45,9 @@ def test_no_key_fails_once_and_blocks_the_rest(servers, run_fleet):
     result = run_fleet(fleet(counted.url, plain.url))
     # keyed: health passes (llama.cpp's /health needs no key), alias fails, five blocked;
     # open: health, alias, chat, ttft, decode, slots and the slot's context pass; perf's
-    # prefix-cache test is not asked of either (skipped twice)
-    result.assert_outcomes(passed=8, failed=1, skipped=7)
+    # prefix-cache test is not asked of either (skipped twice); the contract's replies pass on
+    # open and, with no reply to judge, are inconclusive on keyed
+    result.assert_outcomes(passed=9, failed=1, skipped=8)
     assert "\nFAILED test_alias.py::test_alias[keyed] - " in result.stdout.str()
     result.stdout.fnmatch_lines(["http://127.0.0.1:*/v1/models answered 401: Invalid API Key",
                                  FIX])
@@ -56,8 +57,9 @@ def test_no_key_fails_once_and_blocks_the_rest(servers, run_fleet):
         assert why == ("keyed wants an API key and fleet.yaml gives none, see test_alias[keyed]: "
                        "GET /v1/models answered 401: Invalid API Key"), why
     result.stdout.fnmatch_lines(["keyed  health ok  alias FAIL  chat blocked  perf blocked  "
-                                 "slots blocked",
-                                 "open   health ok  alias ok  chat ok  perf ok  slots ok"])
+                                 "slots blocked  contract inconclusive",
+                                 "open   health ok  alias ok  chat ok  perf ok  slots ok  "
+                                 "contract ok"])
     # What reached the keyed server past its health: the one refused model list, nothing more.
     asked = [(ex["method"], ex["path"], ex["status"]) for ex in counted.exchanges
              if ex["path"] != "/health"]
@@ -69,7 +71,7 @@ def test_a_wrong_key_is_named_as_refused_and_never_printed(servers, run_fleet):
     wrong = "sk-wrong-key-99-abcdef"
     result = run_fleet(fleet(counted.url, plain.url, api_key="${KEYED_KEY}"),
                        env={"KEYED_KEY": wrong})
-    result.assert_outcomes(passed=8, failed=1, skipped=7)
+    result.assert_outcomes(passed=9, failed=1, skipped=8)
     result.stdout.fnmatch_lines(["http://127.0.0.1:*/v1/models answered 401: Invalid API Key",
                                  FIX])
     blocked = blocked_lines(result)
@@ -82,9 +84,11 @@ def test_a_wrong_key_is_named_as_refused_and_never_printed(servers, run_fleet):
 def test_the_right_key_passes_as_before(servers, run_fleet):
     counted, plain = servers
     result = run_fleet(fleet(counted.url, plain.url, api_key=KEY))
-    result.assert_outcomes(passed=14, skipped=2)  # the prefix-cache test asked of neither
+    # the prefix-cache test asked of neither; the contract's replies of both pass
+    result.assert_outcomes(passed=16, skipped=2)
     assert not blocked_lines(result)
-    result.stdout.fnmatch_lines(["keyed  health ok  alias ok  chat ok  perf ok  slots ok"])
+    result.stdout.fnmatch_lines(["keyed  health ok  alias ok  chat ok  perf ok  slots ok  "
+                                 "contract ok"])
 
 
 def test_without_an_alias_the_first_generation_fails_and_slots_is_blocked(servers, run_fleet):
@@ -94,7 +98,7 @@ def test_without_an_alias_the_first_generation_fails_and_slots_is_blocked(server
     endpoints = fleet(counted.url, plain.url)
     del endpoints["endpoints"]["keyed"]["alias"]
     result = run_fleet(endpoints, "-m", "health or chat or slots")
-    result.assert_outcomes(passed=5, failed=1, skipped=2, deselected=7)
+    result.assert_outcomes(passed=5, failed=1, skipped=2, deselected=9)
     assert "\nFAILED test_chat.py::test_chat[keyed] - " in result.stdout.str()
     result.stdout.fnmatch_lines(["http://127.0.0.1:*/v1/models answered 401: Invalid API Key",
                                  FIX])
@@ -141,7 +145,7 @@ def test_a_check_whose_subject_is_the_key_keeps_its_verdict(servers, run_fleet, 
                        "-m", "health or alias", "test_own_key.py")
     # keyed: health, its own key check pass, alias fails; open: health, alias pass, its own key
     # check fails (the server takes any request)
-    result.assert_outcomes(passed=4, failed=2, deselected=12)
+    result.assert_outcomes(passed=4, failed=2, deselected=14)
     for line in ("PASSED test_own_key.py::test_key_is_required[keyed]\n",
                  "FAILED test_alias.py::test_alias[keyed] - ",
                  "FAILED test_own_key.py::test_key_is_required[open] - "):

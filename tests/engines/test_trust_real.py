@@ -36,10 +36,10 @@ EXPECT = {
 SPEC = {"spec_decode": {"min_acceptance": 0.5}}
 # Per copy: health, alias, chat, 3 perf, 3 reasoning, 5 mapped reasoning_effort levels, required,
 # auto, plain chat, streamed tools, the arguments on the wire, tool_choice none, slots, the
-# slot's context, vram_fits. Skipped as not asked or not shown here: the unmapped efforts, named
-# and parallel tools (llama.cpp treats a named choice as auto), the live vram reading (no
-# nvidia-smi), spec_decode and vision.
-PASSING_PER_COPY = 23
+# slot's context, vram_fits, every reply's contract. Skipped as not asked or not shown here: the
+# unmapped efforts, named and parallel tools (llama.cpp treats a named choice as auto), the live
+# vram reading (no nvidia-smi), spec_decode, vision, and the stream twins (sampled: no pair).
+PASSING_PER_COPY = 24
 SERVER_SAMPLING = {"temperature": None, "seed": None}
 
 

@@ -72,10 +72,10 @@ def test_two_shards_merge_into_the_unsharded_runs_record(run_fleet, pytester, ca
         # the whole run under xdist: its rows and what they saw cross the wire to the controller
         run_fleet(fleet, "-p", "no:randomly", "-n", "2", "--dist", "loadgroup",
                   "--frank-json=whole.json", "--frank-report=whole/report.md",
-                  "--html=whole/page.html").assert_outcomes(passed=12)
+                  "--html=whole/page.html").assert_outcomes(passed=16)
         for i in (1, 2):
             run_fleet(fleet, "-p", "no:randomly", f"--frank-shard={i}/2",
-                      f"--frank-json=shard{i}.json").assert_outcomes(passed=6)
+                      f"--frank-json=shard{i}.json").assert_outcomes(passed=8)
     records = [str(pytester.path / f"shard{i}.json") for i in (1, 2)]
     assert merge.main([*records, "--frank-json", str(pytester.path / "merged.json"),
                        "--frank-report", str(pytester.path / "merged" / "report.md"),

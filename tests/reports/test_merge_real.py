@@ -35,24 +35,24 @@ def test_three_shards_merge_into_the_page_of_one_unsharded_run(run_fleet, pytest
                                                                   capsys):
     server = llama(alias=["frank-default-large", "qwen-large"])
     whole = run_fleet(fleet(server), "--html=whole.html", "--self-contained-html")
-    whole.assert_outcomes(passed=6, failed=1, skipped=2)
+    whole.assert_outcomes(passed=8, failed=1, skipped=3)
     records = []
     for i in (1, 2, 3):
         shard = run_fleet(fleet(server), f"--frank-shard={i}/3", f"--frank-json=shard{i}.json")
         mine = ["beta", "good", "gone"][i - 1]
         shard.stdout.fnmatch_lines([f"frank: shard {i}/3: {mine}; the other shards' 2 "
-                                    "endpoint(s) deselected", "*6 deselected*"])
+                                    "endpoint(s) deselected", "*8 deselected*"])
         records.append(str(pytester.path / f"shard{i}.json"))
     capsys.readouterr()
     code = merge.main([*records, "--html", str(pytester.path / "merged.html"),
                        "--frank-report", str(pytester.path / "merged.md")])
     assert code == 1  # gone's health failed, as in the whole run
-    assert "3 records, 9 tests, 1 failed, 3 endpoints" in capsys.readouterr().out
+    assert "3 records, 12 tests, 1 failed, 3 endpoints" in capsys.readouterr().out
 
     page, merged = (pytester.path / "whole.html").read_text(), \
         (pytester.path / "merged.html").read_text()
     expected = rows(page)
-    assert len(expected) == 9 and rows(merged) == expected  # row for row, in the same order
+    assert len(expected) == 12 and rows(merged) == expected  # row for row, in the same order
     assert ("v-FAIL", "frank-test-health--test-health-gone-", "FAIL", "test_health[gone]",
             "http://127.0.0.1:9/health: connection refused (nothing listens on that port: is "
             "the server running?)") in expected
@@ -67,4 +67,4 @@ def test_a_shard_and_k_select_together(run_fleet, llama):
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["PASSED test_health.py::test_health[good]",
                                  "PASSED test_alias.py::test_alias[good]",
-                                 "*2 passed, 7 deselected*"])
+                                 "*2 passed, 10 deselected*"])

@@ -96,7 +96,7 @@ def test_textfile_and_push_carry_every_claim_and_the_json_figures(llama, run_fle
     found = samples(textfile)
     record = json.loads((pytester.path / "run.json").read_text())
 
-    asked = {"health", "alias", "chat", "perf", "slots", "tools", "vram"}
+    asked = {"health", "alias", "chat", "perf", "slots", "tools", "vram", "contract"}
     matrix = read_run(pytester.path / "run.json").matrix()  # the JSON report's verdict per claim
     for endpoint in ("up", "down"):
         claims = {dict(k[1])["claim"]: v

@@ -50,7 +50,8 @@ def test_one_run_writes_the_matrix_figures_and_the_failure_everywhere(run_fleet,
         good.route("GET", "/version", lambda r: Reply(200, {"version": "0.32.0"}))  # vLLM's
         serve_chat(bad, no_reasoning)
         result, files = _reports(run_fleet, pytester, two_endpoints(good, bad))
-    result.assert_outcomes(passed=9, failed=3)  # health, alias, chat of both; good's reasoning
+    # health, alias, chat and the contract's two of both; good's reasoning
+    result.assert_outcomes(passed=13, failed=3)
     md, page, data = files["wiki/report.md"], files["report.html"], json.loads(files["run.json"])
 
     # Markdown: the matrix as a table, the failure with its fix and curl in a code block
@@ -111,7 +112,7 @@ def test_a_blocked_endpoint_reads_as_blocked_in_one_line(run_fleet, pytester):
         result = run_fleet({"endpoints": {"down": {
             "url": dead.url, "engine": "vllm", "alias": "model", "ready_timeout": 0.5,
             "expect": {"reasoning": True}}}}, "--html=report.html", "--frank-report=r.md")
-    result.assert_outcomes(failed=1, skipped=5)
+    result.assert_outcomes(failed=1, skipped=7)
     md = (pytester.path / "r.md").read_text()
     assert "| down | FAIL | blocked | blocked | blocked |" in md
     assert "- **blocked** `test_alias[down]`; down is not healthy, see test\\_health\\[down\\]" in md

@@ -225,12 +225,18 @@ def _handler(em: Emulator):
 
 # -- reply builders any test can reuse: chat JSON, SSE streams, Prometheus text, sent images -----
 
+# What every chat completion and chunk of an engine carries (the OpenAI SDK's types require id,
+# object and created): the emulator's healthy shapes keep the published contract.
+CREATED = 1700000000
+CHUNK = {"id": "chatcmpl-emu", "object": "chat.completion.chunk", "created": CREATED}
+
+
 def chat_json(content="Hello!", *, model="model", finish="stop", tokens=5,
               **message_extra) -> dict:
     """An OpenAI chat completion; extra keys go into `message` (e.g. reasoning_content).
     `tokens` is usage.completion_tokens: a reply cut by the budget it was asked with says the
     budget (the request's max_tokens), as engines count."""
-    return {"id": "chatcmpl-emu", "object": "chat.completion", "model": model,
+    return {"id": "chatcmpl-emu", "object": "chat.completion", "created": CREATED, "model": model,
             "choices": [{"index": 0, "finish_reason": finish,
                          "message": {"role": "assistant", "content": content, **message_extra}}],
             "usage": {"prompt_tokens": 10, "completion_tokens": tokens,
@@ -289,13 +295,14 @@ def sse(events, done: bool = True, gap: float = 0.0, named: bool = False) -> Rep
 def chat_chunks(pieces, *, model="model", field="content", usage=True) -> list[dict]:
     """OpenAI stream chunks: a role-only chunk, one delta per piece, a finish chunk (+ usage)."""
     def chunk(delta, finish=None):
-        return {"object": "chat.completion.chunk", "model": model,
+        return {**CHUNK, "model": model,
                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
     out = [chunk({"role": "assistant", "content": None})]
     out += [chunk({field: p}) for p in pieces] + [chunk({}, "length")]
     if usage:
-        out.append({"object": "chat.completion.chunk", "model": model, "choices": [],
-                    "usage": {"completion_tokens": len(pieces)}})
+        out.append({**CHUNK, "model": model, "choices": [],
+                    "usage": {"prompt_tokens": 10, "completion_tokens": len(pieces),
+                              "total_tokens": 10 + len(pieces)}})
     return out
 
 
@@ -347,7 +354,7 @@ def chat_stream(completion: dict) -> Reply:
     msg, finish = completion["choices"][0]["message"], completion["choices"][0]["finish_reason"]
 
     def chunk(delta, end=None):
-        return {"object": "chat.completion.chunk", "model": completion.get("model"),
+        return {**CHUNK, "model": completion.get("model"),
                 "choices": [{"index": 0, "delta": delta, "finish_reason": end}]}
     out = [chunk({"role": "assistant", "content": None})]
     for key in ("reasoning_content", "reasoning"):
@@ -364,6 +371,9 @@ def chat_stream(completion: dict) -> Reply:
         out += [chunk({"tool_calls": [{"index": i, "function": {"arguments": part}}]})
                 for part in (args[:half], args[half:]) if part]
     out.append(chunk({}, finish))
+    if completion.get("usage"):  # the last chunk, as engines send it (include_usage)
+        out.append({**CHUNK, "model": completion.get("model"), "choices": [],
+                    "usage": completion["usage"]})
     return sse(out)
 
 
@@ -386,7 +396,7 @@ def messages_stream(message: dict) -> Reply:
     for i, block in enumerate(message["content"]):
         kind = block["type"]
         empty = {"text": {"type": "text", "text": ""},
-                 "thinking": {"type": "thinking", "thinking": ""},
+                 "thinking": {"type": "thinking", "thinking": "", "signature": ""},
                  "tool_use": {**block, "input": {}}}[kind]
         events.append({"type": "content_block_start", "index": i, "content_block": empty})
         if kind == "text":

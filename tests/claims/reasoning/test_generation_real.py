@@ -101,8 +101,8 @@ def test_long_thinker_passes_the_whole_battery_at_the_defaults(run_fleet, pytest
                                   "expect": BATTERY}}}
     result = run_fleet(fleet, "-p", "no:randomly", "--frank-json=run.json")
     # health, alias, chat, 3 reasoning, 5 levels, required, auto, plain, streamed, none;
-    # named, parallel and unmapped are not asked.
-    result.assert_outcomes(passed=17, skipped=3)
+    # the contract's two; named, parallel and unmapped are not asked.
+    result.assert_outcomes(passed=19, skipped=3)
     found = rows(pytester)
     # cut at 128 while thinking, asked again with room: the answer ended, the chat check passed
     assert found["test_chat[ep]"]["verdict"] == "pass"
