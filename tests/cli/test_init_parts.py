@@ -286,9 +286,9 @@ def test_perf_bounds_come_from_the_slowest_reading_and_say_the_machine_was_busy(
     monkeypatch.setattr(measured, "busy_now", lambda: (3.4, 2))
     found = Survey(url="u", engine="llamacpp", engine_why="", models=["m"])
     measured.perf(Target(), found, 3.0)
-    assert found.claims["perf"].value == {"max_ttft_s": 0.28, "min_decode_tps": 10}
+    assert found.claims["perf"].value == {"max_ttft_s": 0.28, "min_decode_tps": 3.1}
     assert ("3 readings (each the median of 3 streamed answers): time to first token 0.010, "
             "0.030, 0.011s, decode 95.0, 30.0, 94.0 tok/s; bounds from the slowest, with a 3x "
-            "margin") in found.claims["perf"].why
+            "margin times each figure's spread (3.00x, 3.17x)") in found.claims["perf"].why
     assert found.notes["perf"].startswith("measured while this machine was busy: load average "
                                           "3.4 on 2 core(s) with the server idle")
