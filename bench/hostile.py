@@ -9,11 +9,13 @@ secret reached the terminal, the JUnit XML, the HTML report, the Markdown report
 evidence file. Targets: within deadline + 2 s,
 under 300 MiB, exit 1 (0 or 1 where the answers are only long), the healthy endpoint passing,
 and none of the four anywhere.
-Run: python bench/hostile.py [--readme] [case ...]
+Run: python bench/hostile.py [--readme] [--quick] [case ...]
+--quick runs one case (wrong shapes), judged by no target.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import subprocess
 import sys
@@ -28,13 +30,17 @@ sys.path.insert(0, str(HERE.parent / "tests" / "support"))
 from emulator import Emulator, Reply, paced, serve_chat  # noqa: E402
 from healthy_engines import healthy_chat  # noqa: E402
 
+import quick  # noqa: E402
+
 SECRET = "sk-planted-0123456789abcdefghijklmnop"
 TIMEOUT = 2.0  # --frank-timeout: a whole answer gets 4x that on the wall clock
 CONTROL = re.compile("[\x00-\x08\x0b-\x1a\x1c-\x1f\x7f]|\x1b[\\]P_^X]")  # not pytest's own colours
 
 
+@functools.cache
 def _bomb(mib: int, layers: int = 1) -> bytes:
-    """`mib` MiB of spaces, gzipped `layers` times, without holding them uncompressed."""
+    """`mib` MiB of spaces, gzipped `layers` times, without holding them uncompressed; built
+    when its case first asks (seconds of zlib), once."""
     import zlib
 
     packer = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
@@ -68,10 +74,10 @@ def _long_line(unit: str, size: int):
 
 
 CASES = {
-    "gzip, gzip bomb": _route("/v1/models", Reply(200, _bomb(1024, 2),
-                                                 {"content-encoding": "gzip, gzip"})),
-    "gzip bomb (1 GiB)": _route("/v1/models", Reply(200, _bomb(1024),
-                                                    {"content-encoding": "gzip"})),
+    "gzip, gzip bomb": _route("/v1/models", lambda: Reply(200, _bomb(1024, 2),
+                                                         {"content-encoding": "gzip, gzip"})),
+    "gzip bomb (1 GiB)": _route("/v1/models", lambda: Reply(200, _bomb(1024),
+                                                            {"content-encoding": "gzip"})),
     "drip, 1 byte/0.2s": _route("/health", lambda: Reply(200, paced(" " * 600, 0.2))),
     "hang": None,  # the emulator's own hang switch
     "JSON nested 100000 deep": _route("/health", Reply(500, "[" * 100000 + "]" * 100000)),
@@ -156,10 +162,11 @@ def _has(kind: str, text: str) -> bool:
 
 
 def main(args: list[str]) -> int:
-    """Arguments: `--readme` for the README's bound instead of a fleet deadline; any others
-    pick the cases whose names contain them."""
-    readme = "--readme" in args
-    picked = [a for a in args if a != "--readme"]
+    """Arguments: `--readme` for the README's bound instead of a fleet deadline, `--quick` for
+    one case judged by no target (quick.py); any others pick the cases whose names contain
+    them."""
+    readme, fast = "--readme" in args, "--quick" in args
+    picked = ["wrong shapes"] if fast else [a for a in args if a not in ("--readme", "--quick")]
     # A case must end within its bound, plus the process's own start.
     deadline = (README_BOUND if readme else DEADLINE) + STARTUP
     rows = [run_case(name, setup, readme) for name, setup in CASES.items()
@@ -178,7 +185,7 @@ def main(args: list[str]) -> int:
         print(f"{r['case']:<28} {r['wall']:>7.1f} {r['rss']:>8.0f} {r['exit']:>4} "
               f"{'yes' if r['kept'] else 'NO':>10}  {'; '.join(leaks) or 'none'}")
     print("all targets met" if ok else "TARGETS MISSED")
-    return 0 if ok else 1
+    return quick.judged(ok, fast)
 
 
 if __name__ == "__main__":

@@ -213,6 +213,25 @@ def widths(top: int) -> list[int]:
     return [*out, top]
 
 
+def bursts(requests: int, levels: list[int], pool: int) -> dict[int, int]:
+    """How many bursts each level sends: as many at each level above 1, and level 1 the rest,
+    so the ladder sends exactly `requests`; more only where that is too few for its floor (each
+    of the pool's requests alone once, a burst at every other level)."""
+    above = sum(levels[1:])
+    rounds = max(1, requests // sum(levels))
+    return {1: max(pool, requests - rounds * above),
+            **{width: rounds for width in levels[1:]}}
+
+
+def asked_line(requests: int, sent: int, pool: int, levels: list[int]) -> str:
+    """The count sent against the count asked, and why they differ where they do."""
+    said = f"requests: {sent} sent of expect.load.requests {requests}"
+    if sent > requests:
+        return (f"{said}: the ladder's floor is more (each of the pool's {pool} requests alone "
+                f"once, and one burst at each of {', '.join(map(str, levels[1:]))} in flight)")
+    return said
+
+
 def ladder(target) -> Ladder:
     """The ladder: level after level of bursts, until a level fails, the top or the deadline."""
     opts = Options.on(target.endpoint)
@@ -226,14 +245,13 @@ def ladder(target) -> Ladder:
                  form=vision.forms(vision.Options.on(target.endpoint), target.driver)[0]
                  if "vision" in pool else "")
     levels = widths(top)
-    rounds = max(1, opts.requests // sum(levels))
+    plan = bursts(opts.requests, levels, len(pool))
     began = time.monotonic()
     with target.exclusive():
         for width in levels:
             level = Level(width)
             out.levels.append(level)
-            bursts = max(rounds, len(pool)) if width == 1 else rounds  # each alone once
-            for burst in range(bursts):
+            for burst in range(plan[width]):
                 if time.monotonic() - began > opts.deadline_s:
                     out.stopped = (f"expect.load.deadline_s ({opts.deadline_s:g} s) ran out at "
                                    f"{width} in flight")
@@ -499,6 +517,8 @@ def judge(seen: Ladder, ctx: Context[Options]) -> None:
              f"cross-talk {rate(sum(k == CROSS for k, _ in so_far), total)}")
     for kind, line in so_far:  # within their floors: named, not failed
         ctx.note(f"{kind}: {line}")
+    if not seen.stopped:  # a ladder cut short says where, below
+        ctx.note(asked_line(opts.requests, total, len(seen.kinds), widths(seen.top)))
     cut = [s.reply for lv in seen.levels for s in lv.sent if s.reply.ok and s.reply.cut]
     if cut:  # an answer cut short shows neither reasoning alone nor a whole answer
         thinking = sum(r.thinking_cut for r in cut)
@@ -508,6 +528,12 @@ def judge(seen: Ladder, ctx: Context[Options]) -> None:
     if seen.stopped:
         inconclusive(f"inconclusive: the ladder reached {seen.levels[-1].width} of {seen.top} "
                      f"in flight, every level whole: {seen.stopped}")
+    if seen.top < 2:
+        inconclusive(f"inconclusive: the ladder cannot climb: its top is 1 in flight "
+                     f"({seen.top_from}), so no two requests were in flight together; every "
+                     f"reply alone was whole. Set expect.load.concurrency to 2 or more to send "
+                     f"them together all the same (they wait for the slot), or give the server "
+                     f"more slots")
 
 
 def _figures(level: Level, figures: Figures, ctx: Context[Options]) -> None:

@@ -145,11 +145,11 @@ class Driver:
     # The context a refusal of a long prompt names: OpenAI's words, which vLLM copies ("This
     # model's maximum context length is 4096 tokens. However, you requested ..."); engines that
     # word it otherwise say so in their driver.
-    context_refused = re.compile(r"maximum context length is (\d+) tokens")
+    _context_refused = re.compile(r"maximum context length is (\d+) tokens")
 
     def context_cap(self, message: str | None) -> int | None:
         """The context a refused long prompt's answer names, where it names one."""
-        found = self.context_refused.search(message or "")
+        found = self._context_refused.search(message or "")
         return int(found.group(1)) if found else None
 
     # What the engine does with a slot context past the model's training context, where it
@@ -236,7 +236,7 @@ class Driver:
     chat_wire = ChatWire()
     # The driver that serves this one's other routes: its own engine (None), or the generic
     # shape for a driver whose own route is not chat (a proxy's other routes are generic).
-    other_routes: type[Driver] | None = None
+    _other_routes: type[Driver] | None = None
 
     def __init__(self, api: str | None = None) -> None:
         route = api or self.default_api
@@ -251,7 +251,7 @@ class Driver:
         same engine holding that route's wire."""
         if api is None or api == self.api:
             return self
-        return (self.other_routes or type(self))(api)
+        return (self._other_routes or type(self))(api)
 
     keep_generating: dict = {}  # request params that keep a model writing past its natural end
 
@@ -302,7 +302,7 @@ class Driver:
 
     # -- vision --------------------------------------------------------------------------------
     vision_advert_path: str | None = None  # where the engine says whether it can see
-    no_projector_markers: tuple[str, ...] = ("image input is not supported",
+    _no_projector_markers: tuple[str, ...] = ("image input is not supported",
                                              "is not a multimodal model")
 
     def vision_advertised(self, payload) -> bool | None:
@@ -347,7 +347,7 @@ class Driver:
         """An error answer to an image that says the model has no vision at all."""
         text = (reply.problem or "").lower()
         return reply.status is not None and reply.status >= 400 and any(
-            m in text for m in self.no_projector_markers)
+            m in text for m in self._no_projector_markers)
 
     # -- generation battery: reasoning, reasoning_effort, tools (pytest_frank.runtime.chat) ----
     # Of history_reasoning_fields (of every route), those the engine reads into its chat

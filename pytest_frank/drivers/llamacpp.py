@@ -116,7 +116,7 @@ class LlamaCppDriver(OpenAIDriver):
     ctx_train_cap = "llama.cpp caps every slot at the model's training context"
     # server-context.cpp: 400 exceed_context_size_error "request (7519 tokens) exceeds the
     # available context size (1024 tokens), try increasing it" (with n_prompt_tokens, n_ctx)
-    context_refused = re.compile(r"available context size \((\d+) tokens\)")
+    _context_refused = re.compile(r"available context size \((\d+) tokens\)")
 
     def ctx_train(self, payloads: dict) -> int | None:
         cards = (payloads.get("/v1/models") or {}).get("data") if isinstance(
@@ -211,7 +211,7 @@ class LlamaCppDriver(OpenAIDriver):
     metrics_off_statuses = (501,)
     spec_series = (metrics.LLAMACPP_SPEC,)
     vision_advert_path = "/props"
-    no_projector_markers = ("image input is not supported",)
+    _no_projector_markers = ("image input is not supported",)
 
     def uncached(self) -> dict:
         # A slot reuses the cached prefix of its last prompt and evaluates only the rest, in
@@ -228,14 +228,14 @@ class LlamaCppDriver(OpenAIDriver):
         return super().cached_prompt(reply)
 
     # /props chat_template_caps (llama.cpp's own reading of the template), else the template text
-    CAPS = {"tools": ("supports_tools", "tools"),
+    _CAPS = {"tools": ("supports_tools", "tools"),
             "reasoning_effort": ("supports_reasoning_effort", "reasoning_effort")}
 
     def template_caps(self, payloads: dict) -> dict[str, tuple[bool, str]]:
         props = payloads.get("/props") or {}
         caps, template = props.get("chat_template_caps"), props.get("chat_template")
         found = {}
-        for claim, (cap, word) in self.CAPS.items():
+        for claim, (cap, word) in self._CAPS.items():
             if isinstance(caps, dict) and isinstance(caps.get(cap), bool):
                 found[claim] = (caps[cap], f"/props chat_template_caps.{cap} "
                                            f"{str(caps[cap]).lower()}")
@@ -247,7 +247,7 @@ class LlamaCppDriver(OpenAIDriver):
 
     # A template that thinks opens a block (<think>, <seed:think>, <|START_THINKING|>), reads
     # the enable_thinking switch or renders reasoning_content / thinking in the history.
-    THINKING = re.compile(r"<[^<>\s]*think[^<>\s]*>|enable_thinking|reasoning_content|"
+    _THINKING = re.compile(r"<[^<>\s]*think[^<>\s]*>|enable_thinking|reasoning_content|"
                           r"\bthinking\b", re.IGNORECASE)
 
     def template_thinks(self, payloads: dict) -> tuple[bool, str] | None:
@@ -258,7 +258,7 @@ class LlamaCppDriver(OpenAIDriver):
             return caps["supports_thinking"], f"/props chat_template_caps.supports_thinking {said}"
         if not isinstance(template, str) or not template:
             return None
-        found = self.THINKING.search(template)
+        found = self._THINKING.search(template)
         if found:
             return True, f"/props chat_template reads {found.group(0)!r}"
         return False, ("/props chat_template names no thinking block, enable_thinking or "
@@ -278,10 +278,10 @@ class LlamaCppDriver(OpenAIDriver):
     # The Jinja engine's trace (common/jinja): "While executing CallExpression at line 1, column
     # 106 in source:\n...and not loop.first %}{{- raise_exception(...", then a caret line (the
     # client may have folded the lines into one).
-    TEMPLATE_WHERE = re.compile(r"at line (\d+), column (\d+) in source:\s*(.+?)\s+\^", re.S)
+    _TEMPLATE_WHERE = re.compile(r"at line (\d+), column (\d+) in source:\s*(.+?)\s+\^", re.S)
 
     def template_line(self, message: str | None) -> str | None:
-        found = self.TEMPLATE_WHERE.search(message or "")
+        found = self._TEMPLATE_WHERE.search(message or "")
         if found is None:
             return None
         line, column, source = found.groups()
