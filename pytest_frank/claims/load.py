@@ -605,8 +605,7 @@ def _fail(seen: Ladder, level: Level, found: list[tuple[str, str]], figures: Fig
          f"min_decode_tps {opts.min_decode_tps:g}{_speeds(seen, level)}",
          f"the load shares the hardware between the requests: {_carry(seen, level)}; on a GPU, "
          f"check {slow_gpu_hint(ctx.driver)}; if it runs on the CPU, "
-         f"{slow_cpu_hint(ctx.driver)}; or relax "
-         f"expect.load.min_decode_tps")
+         + slow_cpu_hint(ctx.driver) + "; or relax expect.load.min_decode_tps")
 
 
 def by_load(seen: Ladder, level: Level, kind: str, greedy: bool, driver: Facts,

@@ -27,7 +27,7 @@ from pytest_frank.drivers import LlamaCppDriver, VllmDriver
 from pytest_frank.drivers.openai_responses import LOGPROBS_INCLUDE
 from pytest_frank.drivers.protocols import Facts
 from pytest_frank.outcome.observation import Observation
-from pytest_frank.outcome.verdict import Text, fail, inconclusive
+from pytest_frank.outcome.verdict import Alt, Phrase, Text, fail, inconclusive
 from pytest_frank.runtime.chat import Reply, Request, send, think_through
 from pytest_frank.runtime.sizing import PromptCount, count_chat
 from pytest_frank.transport import metrics
@@ -767,9 +767,10 @@ def structured_output_fix(driver: Facts) -> Text:
     return advise(
         driver, "update the engine: it accepts response_format without enforcing it; a proxy "
                 "in front must pass the field through",
-        {LlamaCppDriver: "update llama.cpp (json_schema is turned into a grammar; a schema it "
-                         "cannot convert must be refused, not ignored) and serve with --jinja; a "
-                         "proxy in front must pass response_format through",
+        {LlamaCppDriver: lambda d: Phrase(
+            "update llama.cpp (json_schema is turned into a grammar; a schema it cannot convert "
+            "must be refused, not ignored)", Alt(" and serve with ", d.flags["jinja"]), "; a proxy "
+            "in front must pass response_format through"),
          VllmDriver: "pass a structured-output backend (--structured-outputs-config "
                      "'{\"backend\": \"xgrammar\"}', or guidance); with a --reasoning-parser, a "
                      "vLLM whose schema holds for the content after the reasoning; a proxy in "
@@ -806,11 +807,12 @@ def drafted_logprobs(driver: Facts) -> Text:
 
 def drafted_logprobs_fix(driver: Facts) -> Text:
     """What a client that needs logprobs can do where the server drafts."""
-    # Plain text: a Phrase naming the draft flag would read as asking for it, and be dropped
-    # as already in effect on the very server that drafts.
+    # The draft settings named, never valued: a valued one would read as asking for it, and be
+    # dropped as already in effect on the very server that drafts.
     return advise(
         driver, "serve clients that need top_logprobs from an endpoint without speculative "
                 "decoding; where none sends top_logprobs, set expect.params.logprobs: false",
-        {LlamaCppDriver: "serve clients that need top_logprobs from a llama-server that does not draft "
-                         "(no --spec-draft-model or --spec-type; launch.draft_model unset); where no "
-                         "client sends top_logprobs, set expect.params.logprobs: false"})
+        {LlamaCppDriver: lambda d: Phrase(
+            "serve clients that need top_logprobs from a server that does not draft (without ",
+            d.flags["draft_model"], " or ", d.flags["spec_type"], "); where no client sends "
+            "top_logprobs, set expect.params.logprobs: false")})

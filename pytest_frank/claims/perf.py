@@ -232,8 +232,8 @@ def judge_ttft(runs: Runs, ctx: Context[Options]) -> None:
     if floor is not None and ttft > floor:
         on, check = _hardware(runs, ctx)
         fail(f"time to first token {ttft:.3f}s (median of {len(runs.runs)}) is over max_ttft_s "
-             f"{floor:g}s{on}", f"check the load on the server and the prompt-processing batch "
-             f"size; {check}; or relax expect.perf.max_ttft_s")
+             f"{floor:g}s{on}", "check the load on the server and the prompt-processing batch "
+             "size; " + check + "; or relax expect.perf.max_ttft_s")
 
 
 def judge_decode(runs: Runs, ctx: Context[Options]) -> None:
@@ -259,10 +259,10 @@ def judge_decode(runs: Runs, ctx: Context[Options]) -> None:
         on, check = _hardware(runs, ctx)
         fail(f"decode speed {rate:.1f} tok/s (median of {len(rates)}, {runs.runs[0].generated} "
              f"tokens each) is under min_decode_tps {floor:g}{on}",
-             f"{check}; or relax expect.perf.min_decode_tps")
+             check + "; or relax expect.perf.min_decode_tps")
 
 
-def _hardware(runs: Runs, ctx: Context[Options]) -> tuple[str, str]:
+def _hardware(runs: Runs, ctx: Context[Options]) -> tuple[str, Text]:
     """What the server runs on, as the diagnosis ends (with where that was read: a device list
     is a finding, and kept out of the fix it would stretch), and what to check of it (unknown:
     both)."""
@@ -272,7 +272,7 @@ def _hardware(runs: Runs, ctx: Context[Options]) -> tuple[str, str]:
         return f", on the CPU, whose cores and memory bandwidth bound it ({where})", cpu
     if kind == "gpu":
         return f", on a GPU ({where})", f"check {gpu}"
-    return "", f"on a GPU, check {gpu}; if it runs on the CPU, {cpu}"
+    return "", f"on a GPU, check {gpu}; if it runs on the CPU, " + cpu
 
 
 def judge_cache(cache: CacheRuns, ctx: Context[Options]) -> None:
@@ -370,14 +370,15 @@ def slow_gpu_hint(driver: Facts) -> str:
                          "engaged, and that no other load shares the card"}))
 
 
-def slow_cpu_hint(driver: Facts) -> str:
+def slow_cpu_hint(driver: Facts) -> Text:
     """What a slow server on the CPU (bound by its cores and memory bandwidth) is told to do."""
-    return str(advise(
+    return advise(
         driver, "give it more threads (the physical cores), serve a smaller quant or model, or "
                 "move it to a GPU; check that no other load shares the machine",
-        {LlamaCppDriver: "set --threads to the physical cores (and --threads-batch for prompts), "
-                         "serve a smaller quant or model, or move it to a GPU; check that no "
-                         "other load shares the machine"}))
+        {LlamaCppDriver: lambda d: Phrase(
+            "set ", d.flags["threads"], " to the physical cores (and --threads-batch for "
+            "prompts), serve a smaller quant or model, or move it to a GPU; check that no other "
+            "load shares the machine")})
 
 
 def prefix_cache_fix(driver: Facts) -> Text:

@@ -13,7 +13,7 @@ from pytest_frank.drivers.openai_chat import ChatWire
 from pytest_frank.drivers.openai_responses import ResponsesWire
 from pytest_frank.drivers.protocols import Facts, Metrics, Readiness, Routes, Wire
 from pytest_frank.fleet import schema_errors
-from pytest_frank.outcome.verdict import InEffect, Setting, Wording
+from pytest_frank.outcome.verdict import FLEET, SERVER, InEffect, Setting, Spelling, Wording
 from pytest_frank.transport import metrics
 from pytest_frank.transport.http import Exchange
 from pytest_frank.transport.wire import Logprob
@@ -144,6 +144,12 @@ class Driver:
     # what a launched endpoint has in effect, so no fix asks for it again.
     launch_settings: dict[str, Setting] = {}
     launch_defaults: dict[str, Any] = {}
+
+    def started_by(self, endpoint: Any) -> Spelling:
+        """The launcher the endpoint was started with, so a fix spells a setting as that
+        launcher takes it: a fleet's `launch:` keys for a server the battery launches, else the
+        engine's own server flags (an engine with launchers of its own says which)."""
+        return FLEET if getattr(endpoint, "launch", None) else SERVER
 
     def settings_in_effect(self, launch: dict | None, parsed=None) -> InEffect:
         """Server flag -> value in effect (None for a switch that is on), from a `launch:`

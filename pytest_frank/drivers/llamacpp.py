@@ -10,8 +10,9 @@ from pytest_frank.base import redact
 from pytest_frank.drivers.base import Driver, reply_claims
 from pytest_frank.drivers.openai import OpenAIDriver
 from pytest_frank.drivers.openai_chat import ChatWire
+from pytest_frank.local import stay_up
 from pytest_frank.local.launch import DEFAULT_CTX_SIZE
-from pytest_frank.outcome.verdict import Setting, Wording
+from pytest_frank.outcome.verdict import FLEET, SERVER, Setting, Spelling, Wording
 from pytest_frank.serve.flags import Flag, Need, ServeFlags
 from pytest_frank.transport import metrics
 from pytest_frank.transport.http import Exchange
@@ -19,6 +20,7 @@ from pytest_frank.transport.wire import Reply
 
 # llama-server's flags as fleet.yaml `launch:` keys: advice for a launched endpoint names the keys.
 ALIAS = Setting("--alias", "launch.alias")
+THREADS = Setting("--threads", "launch.threads")
 PARALLEL = Setting("--parallel", "launch.parallel")
 CTX_SIZE = Setting("--ctx-size", "launch.ctx_size")
 KV_UNIFIED = Setting("--kv-unified", "launch.kv_unified: true", switch=True)
@@ -69,8 +71,16 @@ class LlamaCppDriver(OpenAIDriver):
              "mmproj": MMPROJ, "template": TEMPLATE, "draft_model": DRAFT_MODEL,
              "draft_max": DRAFT_MAX, "spec_type": SPEC_TYPE, "ctx_checkpoints": CTX_CHECKPOINTS,
              "swa_full": SWA_FULL, "cache_ram": CACHE_RAM, "rope_scaling": ROPE_SCALING,
-             "rope_scale": ROPE_SCALE}
+             "rope_scale": ROPE_SCALE, "threads": THREADS}
     start = START
+
+    def started_by(self, endpoint: Any) -> Spelling:
+        """`launch:` keys for a server the battery launches; `frank launch`'s flags for one a
+        `frank launch` of this machine serves (its record, pytest_frank.local.stay_up);
+        llama-server's flags otherwise."""
+        if getattr(endpoint, "launch", None):
+            return FLEET
+        return stay_up.FRANK_LAUNCH if stay_up.serves(getattr(endpoint, "url", None)) else SERVER
 
     def is_loading(self, ex: Exchange) -> bool:
         # While the model loads, every route answers 503 "Loading model".
@@ -123,7 +133,7 @@ class LlamaCppDriver(OpenAIDriver):
                        "kv_unified": KV_UNIFIED, "metrics": METRICS, "jinja": JINJA,
                        "reasoning_format": REASONING_FORMAT, "mmproj": MMPROJ,
                        "chat_template_file": TEMPLATE, "draft_model": DRAFT_MODEL,
-                       "draft_max": DRAFT_MAX, "spec_type": SPEC_TYPE}
+                       "draft_max": DRAFT_MAX, "spec_type": SPEC_TYPE, "threads": THREADS}
     launch_defaults = {"ctx_size": DEFAULT_CTX_SIZE, "parallel": 1, "metrics": True,
                        "jinja": True}
     slot_routes = ("/props", "/slots", "/v1/models")  # the model card's meta: n_ctx_train

@@ -2,15 +2,15 @@
 models it serves, and each claim its own configuration implies, with the evidence.
 
 The same probes the battery runs: the fingerprint, health, the model list, the slot shape, the
-driver's reading of the template, /metrics, one short generation, one forced tool call and the
-perf probe's speed runs. What a probe showed against a claim is kept too (Survey.notes), so the
-file says why a claim is not written. Nothing here is written down yet
-(pytest_frank.init.fleet_file does that)."""
+driver's reading of the template, /metrics, one short generation, one forced tool call, each
+client profile that fits (both turns, judged as the battery judges them), the perf probe's
+speed runs (several readings) and, on a server of more than one slot, the load ladder. What a
+probe showed against a claim is kept too (Survey.notes), so the file says why a claim is not
+written. Nothing here is written down yet (pytest_frank.init.fleet_file does that)."""
 
 from __future__ import annotations
 
 import os
-import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +18,7 @@ from typing import Any
 
 from pytest_frank.base import redact
 from pytest_frank.fleet import Endpoint
-from pytest_frank.init import clients
+from pytest_frank.init import clients, measured
 from pytest_frank.init.chat_gate import require_chat
 from pytest_frank.init.found import Found, InitError
 from pytest_frank.outcome.observation import Unseen
@@ -26,7 +26,6 @@ from pytest_frank.runtime.chat import Request, send
 from pytest_frank.transport import metrics
 
 MARGIN = 3.0  # perf bounds: a measured figure times this (or divided by it)
-TTFT_SLACK_S = 0.25  # and never closer than this to a measured first token
 # One forced call of one small tool (the tools claim's own get_time): 42 tokens on the self-test
 # model with its thinking, about 30 for a real model's call; a thinking model whose reasoning
 # used them all is asked again with room. A model that answers in prose spends them all, under
@@ -60,7 +59,9 @@ def survey(url: str, api_key: str | None, timeout: float, ready_timeout: float,
         _tools(target, found)
         clients.offer(target, found)
         if perf:
-            _perf(target, found, margin)
+            measured.perf(target, found, margin)
+        measured.load(target, lambda expect: _target(url, engine, api_key, timeout,
+                                                     ready_timeout, expect), found)
     finally:
         target.close()
     found.seconds = time.monotonic() - start
@@ -82,12 +83,12 @@ def _gguf_file(path: str | Path) -> bool:
         return False
 
 
-def _target(url, engine, api_key, timeout, ready_timeout=0.0):
+def _target(url, engine, api_key, timeout, ready_timeout=0.0, expect=None):
     from pytest_frank.claims import bind
     from pytest_frank.runtime.target import Target
 
     return Target(bind(Endpoint(name="init", engine=engine, url=url, api_key=api_key,
-                                ready_timeout=ready_timeout)), timeout)
+                                ready_timeout=ready_timeout, expect=dict(expect or {}))), timeout)
 
 
 def identify(url: str, api_key: str | None, timeout: float) -> tuple[str, str]:
@@ -333,40 +334,6 @@ def _payloads(target) -> dict:
 
     shape = target.need(slot_shape)
     return {} if isinstance(shape, Unseen) else shape.payloads
-
-
-def _perf(target, found: Survey, margin: float) -> None:
-    """Bounds from one measured run (three streamed answers) and a margin."""
-    from pytest_frank.claims.perf import speed
-
-    runs = speed(target).runs
-    firsts = [r.first_token_s for r in runs if r.ok and r.first_token_s is not None]
-    rates = [rate for r in runs if r.ok and (rate := r.decode_rate())]
-    if len(firsts) < len(runs) or len(rates) < len(runs) or not runs:
-        return  # nothing to derive a bound from; the battery's perf would say why
-    ttft, rate = statistics.median(firsts), statistics.median(rates)
-    bounds = {"max_ttft_s": _round_up(max(ttft * margin, ttft + TTFT_SLACK_S)),
-              "min_decode_tps": _round_down(rate / margin)}
-    found.claims["perf"] = Found(bounds, f"measured {time.strftime('%Y-%m-%d')}: time to first "
-                                         f"token {ttft:.3f}s, decode {rate:.1f} tok/s (median "
-                                         f"of {len(runs)}); bounds leave a {margin:g}x margin")
-
-
-def _round_up(value: float) -> float:
-    """Two significant figures, rounded up: 0.2634 -> 0.27."""
-    from math import ceil, floor, log10
-
-    scale = 10 ** (floor(log10(value)) - 1)
-    return round(ceil(value / scale) * scale, 10)
-
-
-def _round_down(value: float) -> float:
-    from math import floor, log10
-
-    if value <= 0:
-        return 0.0
-    scale = 10 ** (floor(log10(value)) - 1)
-    return round(floor(value / scale) * scale, 10)
 
 
 def inert(text: str, limit: int = 300) -> str:

@@ -120,7 +120,8 @@ class EndpointUnderTest:
 
     def _diagnosis(self, failed: Failure, check: Check[Any, Any]) -> Failure:
         """A failure as the operator should read it: the engine first where fleet.yaml names
-        the wrong one, and fleet.yaml keys instead of flags for a launched endpoint."""
+        the wrong one, and its settings spelt as the endpoint's launcher takes them (fleet.yaml
+        keys for a launched endpoint, `frank launch`'s flags for a server it runs)."""
         from pytest_frank.runtime import identify
 
         target = self._target
@@ -129,7 +130,8 @@ class EndpointUnderTest:
         if check.claim != health.CLAIM.name and not target.offline and not stopped:  # nothing to ask
             # Read without showing: the evidence and its curl line stay the failing request's.
             wrong = identify.contradiction(self._target.need(identify.engine), target)
-        return failed.rendered(fleet=bool(self.entry.launch) and check.fleet_terms, first=wrong,
+        spelling = self.driver.started_by(self.entry) if check.fleet_terms else None
+        return failed.rendered(spelling, first=wrong,
                                settings=self._in_effect())
 
     def _in_effect(self):

@@ -54,8 +54,8 @@ def test_slot_advice_keeps_each_slots_context(two_slots, run_fleet):
 def test_alias_advice_keeps_the_names_served(two_slots, run_fleet):
     result = run_fleet(one_endpoint(two_slots.url, alias="frank-c"), "-m", "alias")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["  fix: add it to --alias, keeping the names served now: "
-                                 "--alias frank-a,frank-b,frank-c"])
+    result.stdout.fnmatch_lines(["  fix: start llama-server with --alias frank-a,frank-b,frank-c "
+                                 "(the names served now kept beside it)"])
 
 
 def test_a_launched_endpoint_is_advised_in_fleet_keys(run_fleet):

@@ -12,7 +12,8 @@ from emulator import Emulator, Reply, chat_json
 from checkout import ROOT
 from pytest_frank.cli import main
 from pytest_frank.init import fleet_file, serve_files
-from pytest_frank.init.survey import Survey, _round_down, _round_up, _vram, with_serve
+from pytest_frank.init.measured import round_down, round_up
+from pytest_frank.init.survey import Survey, _vram, with_serve
 
 pytestmark = pytest.mark.emulated
 
@@ -27,10 +28,10 @@ def test_entry_names_are_test_ids_and_unique():
 
 
 def test_bounds_round_outward_to_two_figures():
-    assert _round_up(0.2634) == 0.27
-    assert _round_up(12.01) == 13
-    assert _round_down(2291.8 / 3) == 760
-    assert _round_down(0.0) == 0.0
+    assert round_up(0.2634) == 0.27
+    assert round_up(12.01) == 13
+    assert round_down(2291.8 / 3) == 760
+    assert round_down(0.0) == 0.0
 
 
 def test_serve_files_match_their_server_by_port(tmp_path):
@@ -227,3 +228,67 @@ def test_a_server_silent_on_its_template_is_asked_a_forced_call_and_auto(tmp_pat
         assert not {"tools", "agent"} & set(entry["expect"])
         assert (f"      # tools: not written: {forced}, but tool_choice auto: answered 400: "
                 '"auto" tool choice requires --enable-auto-tool-choice') in text
+
+
+def test_a_client_is_offered_only_where_every_turn_fits():
+    """The issue's case: Open WebUI's first request fits the slot, its second, carrying the
+    call and its result, does not (2,142 tokens of a 2,048-token slot); counted as the clients
+    claim counts, by each reply's usage."""
+    from pytest_frank.claims.clients.play import Played, Step
+    from pytest_frank.claims.clients.profile import Choices
+    from pytest_frank.claims.clients.registry import PROFILES
+    from pytest_frank.init.clients import _counted
+    from pytest_frank.runtime.chat import Reply as Answer
+
+    first = PROFILES["openwebui"].first(Choices())
+    played = Played(client="openwebui", first=first, steps=[
+        Step("system, user", Answer(status=200, prompt_tokens=1702)),
+        Step("system, user, assistant (1 tool_call(s)), tool",
+             Answer(status=400, prompt_tokens=2142))])
+    assert _counted(None, played, 2048) == ([1702, 2142], (
+        "turn 2 needs 2142 tokens (2142 of prompt, counted by usage), over the 2048-token "
+        "context per slot"))
+    assert _counted(None, played, 4096) == ([1702, 2142], None)
+    budgeted = Played(client="pi", first=PROFILES["pi"].first(Choices(max_tokens=1000)),
+                      steps=played.steps)
+    assert _counted(None, budgeted, 3000)[1] == (
+        "turn 2 needs 3142 tokens (2142 of prompt, counted by usage plus its output budget "
+        "1000), over the 3000-token context per slot")
+
+
+def test_perf_bounds_come_from_the_slowest_reading_and_say_the_machine_was_busy(monkeypatch):
+    """Three readings, one of them slow (the machine busy then): the floor is the slowest's,
+    every reading is in the comment, and a load average over half the cores is noted."""
+    from pytest_frank.claims import perf as perf_claim
+    from pytest_frank.init import measured
+    from pytest_frank.runtime.chat import Reply as Answer
+
+    readings = iter([(0.010, 95.0), (0.030, 30.0), (0.011, 94.0)])
+
+    class Run(Answer):
+        def decode_rate(self):
+            return self.rate
+
+    def speed(target):
+        ttft, rate = next(readings)
+        runs = []
+        for _ in range(3):
+            run = Run(status=200, first_token_s=ttft)
+            run.rate = rate
+            runs.append(run)
+        return perf_claim.Runs(max_tokens=64, runs=runs)
+
+    class Target:
+        class endpoint:
+            url = "http://127.0.0.1:8080"
+
+    monkeypatch.setattr(perf_claim, "speed", speed)
+    monkeypatch.setattr(measured, "busy_now", lambda: (3.4, 2))
+    found = Survey(url="u", engine="llamacpp", engine_why="", models=["m"])
+    measured.perf(Target(), found, 3.0)
+    assert found.claims["perf"].value == {"max_ttft_s": 0.28, "min_decode_tps": 3.1}
+    assert ("3 readings (each the median of 3 streamed answers): time to first token 0.010, "
+            "0.030, 0.011s, decode 95.0, 30.0, 94.0 tok/s; bounds from the slowest, with a 3x "
+            "margin times each figure's spread (3.00x, 3.17x)") in found.claims["perf"].why
+    assert found.notes["perf"].startswith("measured while this machine was busy: load average "
+                                          "3.4 on 2 core(s) with the server idle")

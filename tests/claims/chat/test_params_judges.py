@@ -172,7 +172,7 @@ def test_bare_drafted_tokens_name_drafting_where_the_server_drafts():
     assert ("token ',' came with 0 alternatives (logprob 0.0), 2 of 3 tokens so: the server "
             "drafts (/slots speculative true), and llama.cpp sends the tokens the draft proposed "
             "with logprob 0.0 and no alternatives") in said, said
-    assert "fix: serve clients that need top_logprobs from a llama-server that does not draft" \
+    assert "fix: serve clients that need top_logprobs from a server that does not draft" \
         in said and "a proxy in front must pass" not in said, said
 
 

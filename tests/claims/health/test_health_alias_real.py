@@ -41,8 +41,8 @@ def test_wrong_alias_fails_alias_only_with_the_served_ids(llama, run_fleet):
     result.stdout.fnmatch_lines([
         "*alias 'frank-default-small' is not served by http://127.0.0.1:*/v1/models; "
         "it serves 'frank-default-large', 'qwen-large'",
-        "*fix: add it to --alias, keeping the names served now: "
-        "--alias frank-default-large,qwen-large,frank-default-small",
+        "*fix: start llama-server with --alias frank-default-large,qwen-large,frank-default-small "
+        "(the names served now kept beside it)",
         "*reproduce: curl -sS -X GET http://127.0.0.1:*/v1/models",
     ])
 
