@@ -26,7 +26,7 @@ def test_vllm_passes_the_battery_through_responses(vllm, run_fleet, pytester):
                            "--frank-json=run.json")
     bodies = [b for b in proxy.sent if "model" in b]
     assert bodies and all("input" in b and "messages" not in b for b in bodies), bodies
-    # 3 reasoning, 4 tools, 3 agent (the chain too), max_tokens (status incomplete), response_format
+    # 3 reasoning, 4 tools, 3 agent (the chain too), the 2 contract tests, max_tokens (status incomplete), response_format
     # (text.format), logprobs (top_logprobs + include), context_limit, fingerprint, chat, ttft,
     # decode, sampling; parallel, stop, stream_usage, count_tokens, system_message,
     # prefix_cache, validation and the format variants not asked; no template route, and
@@ -36,7 +36,7 @@ def test_vllm_passes_the_battery_through_responses(vllm, run_fleet, pytester):
     # the tools stay in the prompt and this model writes its call as text (as on chat). The
     # arguments on the wire: for run() (no parameters) this model writes the bare string
     # "Paris", which vLLM leaves alone where a tool is not strict (as on chat).
-    result.assert_outcomes(passed=19, failed=3, skipped=12)
+    result.assert_outcomes(passed=21, failed=3, skipped=12)
     result.stdout.fnmatch_lines([
         "*tool_choice named 'get_time': 0/1 trial(s) valid (0%, need 100%); not JSON: get_time "
         "arguments are a JSON str, not an object*"])
