@@ -26,11 +26,11 @@ def test_vllm_passes_the_battery_through_responses(vllm, run_fleet, pytester):
                            "--frank-json=run.json")
     bodies = [b for b in proxy.sent if "model" in b]
     assert bodies and all("input" in b and "messages" not in b for b in bodies), bodies
-    # 3 reasoning, 4 tools, 3 agent (the chain too), the 2 contract tests, max_tokens (status incomplete), response_format
-    # (text.format), logprobs (top_logprobs + include), context_limit, fingerprint, chat, ttft,
-    # decode, sampling; parallel, stop, stream_usage, count_tokens, system_message,
-    # prefix_cache, validation and the format variants not asked; no template route, and
-    # prompt_tokens and the reasoning history are chat only.
+    # 3 reasoning, 4 tools, 3 agent (the chain too), the 2 contract tests, max_tokens (status
+    # incomplete), response_format (text.format), logprobs (top_logprobs + include),
+    # context_limit, fingerprint, chat, ttft, decode, sampling; parallel, stop, stream_usage,
+    # count_tokens, system_message, prefix_cache, validation and the format variants not
+    # asked; no template route, and prompt_tokens and the reasoning history are chat only.
     # vLLM 0.32's /v1/responses decodes a named tool_choice's arguments as a bare string (its
     # chat route does not): a real fault of the route, failed as such. Under tool_choice none
     # the tools stay in the prompt and this model writes its call as text (as on chat). The
