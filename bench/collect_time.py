@@ -1,7 +1,8 @@
 """Start-up cost: `pytest --endpoints fleet.yaml --collect-only` on a fleet of 50 endpoints.
 
 Prints the median wall time of a few runs, a bare `pytest --collect-only` on an empty folder for
-scale, and the ratio to the 2 s target. Run: python bench/collect_time.py [--endpoints N] [--runs K]
+scale, and the ratio to the 2 s target.
+Run: python bench/collect_time.py [--endpoints N] [--runs K] [--quick]
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import quick
 
 from pytest_frank.drivers import DRIVERS
 
@@ -52,7 +55,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--endpoints", type=int, default=50)
     parser.add_argument("--runs", type=int, default=5)
+    quick.flag(parser)
     opts = parser.parse_args()
+    if opts.quick:
+        opts.endpoints, opts.runs = 2, 1
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         fleet = write_fleet(folder, opts.endpoints)
@@ -70,6 +76,7 @@ def main() -> None:
     print(f"ratio to bare pytest: {median / bare:.2f}x")
     print(f"ratio to the {TARGET_S:.0f} s target: {median / TARGET_S:.2f} "
           f"({'within' if median <= TARGET_S else 'OVER'} target)")
+    quick.judged(True, opts.quick)
 
 
 if __name__ == "__main__":

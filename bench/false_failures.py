@@ -8,6 +8,7 @@ prints, per test, in how many runs it failed and the distinct first lines of its
 the total ("0 of 20 runs had a false failure" is the target).
 
     python bench/false_failures.py [--runs 20] [--sampling '{"temperature": 0.8}'] [-k EXPR]
+    python bench/false_failures.py --quick     # one run of test_chat, judged by no target
 
 The probes are greedy and seeded unless fleet.yaml says otherwise, so by default each endpoint
 gets `sampling: {temperature: null, seed: null}`: the probes send no sampling and the server's
@@ -26,6 +27,7 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import quick
 import yaml
 
 MODEL = "selftest:flat"
@@ -102,7 +104,10 @@ def main() -> int:
     parser.add_argument("-k", dest="keyword", help="pytest -k expression (run part of the battery)")
     parser.add_argument("--timeout", type=float, default=600, help="seconds per run")
     parser.add_argument("--keep", type=Path, help="folder to keep the fleet and JUnit reports in")
+    quick.flag(parser)
     opts = parser.parse_args()
+    if opts.quick:
+        opts.runs, opts.keyword = 1, opts.keyword or "test_chat"
     extra = ["-k", opts.keyword] if opts.keyword else []
 
     failed_in = collections.Counter()
@@ -130,7 +135,7 @@ def main() -> int:
                   f"({time.monotonic() - start:.0f}s){': ' + ', '.join(sorted(bad)) if bad else ''}",
                   flush=True)
     report(failed_in, messages, skipped, seen, runs_with_failure, opts.runs)
-    return 0 if runs_with_failure == 0 else 1
+    return quick.judged(runs_with_failure == 0, opts.quick)
 
 
 def report(failed_in, messages, skipped, seen, runs_with_failure: int, runs: int) -> None:

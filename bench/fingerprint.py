@@ -11,6 +11,7 @@ q8_0 or q4_0 K cache.
 
     python bench/fingerprint.py [--runs 50] [--threads 1]
     python bench/fingerprint.py --model SmolLM2-135M-Instruct.Q4_1.gguf --runs 20 --threads 2
+    python bench/fingerprint.py --quick     # one run of selftest:flat and its template edit
 
 Later runs are compared with the first through `--frank-baseline`, so they ask its prompts.
 `relaunches(model_path, n)` is the real-model series for bench/real_model.py.
@@ -27,6 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import quick
 import yaml
 
 from pytest_frank.reports.baseline import Tolerances
@@ -161,24 +163,30 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=120, help="seconds per run")
     parser.add_argument("--model", metavar="GGUF", help="relaunch this real model (e.g. "
                         "SmolLM2) --runs times instead of the self-test subjects and changes")
+    quick.flag(parser)
     opts = parser.parse_args()
+    if opts.quick:
+        opts.runs = 1
     tol = Tolerances()
     if opts.model:
         rows = relaunches(opts.model, opts.runs, opts.timeout, threads=opts.threads)
         print("\n".join(summary(Path(opts.model).name, rows, tol)))
-        return int(any(r.get("regression") for r in rows))
+        return quick.judged(not any(r.get("regression") for r in rows), opts.quick)
     flat = {**FLAT, "threads": opts.threads}
     positional = {**POSITIONAL, "threads": opts.threads}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         first = relaunched(folder, flat, opts.runs, opts.timeout, tol)
         print("changes, each compared with the first run of selftest:flat:")
-        changes(folder, first, {
+        edited = {"chat template edit (thinking-off switch cut)": {
+            **flat, "chat_template_file": str(template(folder, opts.threads))}}
+        changes(folder, first, edited if opts.quick else {
             "another GGUF under the alias (selftest)": {**flat, "model": "selftest"},
-            "chat template edit (thinking-off switch cut)": {
-                **flat, "chat_template_file": str(template(folder, opts.threads))},
+            **edited,
             "4 threads instead of 1 (not a change of model)": {**flat, "threads": 4},
         }, opts.timeout, tol)
+        if opts.quick:  # the positional subject goes the same way
+            return quick.judged(True, opts.quick)
         first = relaunched(folder, positional, opts.runs, opts.timeout, tol)
         print("changes, each compared with the first run of selftest:positional:")
         changes(folder, first, {

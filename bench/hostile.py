@@ -13,9 +13,10 @@ Python traceback, an INTERNALERROR, a raw control character or any 8-character r
 secret reached the terminal, the JUnit XML, the HTML report, the Markdown report or the JSON
 evidence file. Targets: the session within the bound and the wall within it plus the process's
 start (5 s) + 2 s, under 300 MiB, exit 1 (0 or 1 where the answers are only long), a transport
-fault failing once (one failed test per route it breaks, the rest blocked), the healthy
+fault failing once (one failed test, however many routes it breaks; the rest blocked), the healthy
 endpoint passing, and none of the four anywhere.
-Run: python bench/hostile.py [--readme] [case ...]
+Run: python bench/hostile.py [--readme] [--quick] [case ...]
+--quick runs one case (wrong shapes), judged by no target.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ sys.path.insert(0, str(HERE.parent / "tests" / "support"))
 from emulator import Emulator, Reply, broken, chat_stream, paced, serve_chat  # noqa: E402
 from healthy_engines import healthy_chat  # noqa: E402
 
+import quick  # noqa: E402
+
 SECRET = "sk-planted-0123456789abcdefghijklmnop"
 TIMEOUT = 2.0  # --frank-timeout: a whole answer gets 4x that on the wall clock
 CONTROL = re.compile("[\x00-\x08\x0b-\x1a\x1c-\x1f\x7f]|\x1b[\\]P_^X]")  # not pytest's own colours
@@ -44,7 +47,8 @@ CONTROL = re.compile("[\x00-\x08\x0b-\x1a\x1c-\x1f\x7f]|\x1b[\\]P_^X]")  # not p
 
 @functools.cache
 def _bomb(mib: int, layers: int = 1) -> bytes:
-    """`mib` MiB of spaces, gzipped `layers` times, without holding them uncompressed."""
+    """`mib` MiB of spaces, gzipped `layers` times, without holding them uncompressed; built
+    when its case first asks (seconds of zlib), once."""
     import zlib
 
     packer = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
@@ -229,10 +233,11 @@ def _has(kind: str, text: str) -> bool:
 
 
 def main(args: list[str]) -> int:
-    """Arguments: `--readme` for the README's bound instead of a fleet deadline; any others
-    pick the cases whose names contain them."""
-    readme = "--readme" in args
-    picked = [a for a in args if a != "--readme"]
+    """Arguments: `--readme` for the README's bound instead of a fleet deadline, `--quick` for
+    one case judged by no target (quick.py); any others pick the cases whose names contain
+    them."""
+    readme, fast = "--readme" in args, "--quick" in args
+    picked = ["wrong shapes"] if fast else [a for a in args if a not in ("--readme", "--quick")]
     bound = README_BOUND if readme else DEADLINE
     # A case must end within its bound, plus the process's own start.
     deadline = bound + STARTUP
@@ -251,9 +256,8 @@ def main(args: list[str]) -> int:
         leaks = [f"{k} in {', '.join(r[k])}" for k in ("traceback", "INTERNALERROR", "control",
                                                        "secret") if r[k]]
         exits = (0, 1) if r["case"].startswith("4 MiB line") else (1,)  # long, yet answers
-        # a transport fault on one route: one failed test, or two where the chat route's
-        # plain and streamed requests both broke (a route each)
-        once = name not in FAULT_CASES or 1 <= r["failed"] <= 2
+        # a transport fault: one failed test, however many routes it broke
+        once = name not in FAULT_CASES or r["failed"] == 1
         good = (r["session"] <= bound and r["wall"] <= deadline + 2 and r["rss"] < 300
                 and r["exit"] in exits and r["kept"] and once and not leaks)
         ok &= good
@@ -262,7 +266,7 @@ def main(args: list[str]) -> int:
               f"{r['exit']:>4} {'yes' if r['kept'] else 'NO':>10}  "
               f"{'; '.join(leaks) or 'none'}{'' if good else '  <- MISSED'}", flush=True)
     print("all targets met" if ok else "TARGETS MISSED")
-    return 0 if ok else 1
+    return quick.judged(ok, fast)
 
 
 if __name__ == "__main__":

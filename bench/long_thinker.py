@@ -7,7 +7,8 @@ reasoning, the seeds' reasoning_effort map and tools asked, through the OpenAI s
 check is a false failure. Per run it prints the verdicts, the wall time, and the tokens the
 server generated for the battery (its /metrics counter, read before and after), then the totals.
 
-    python bench/long_thinker.py [--runs 10] [--anthropic]
+    python bench/long_thinker.py [--runs 10] [--anthropic] [-k EXPR]
+    python bench/long_thinker.py --quick     # one run of test_reasoning, judged by no target
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import httpx
+import quick
 import yaml
 
 MODEL = "selftest:long_think"
@@ -84,7 +86,10 @@ def main() -> int:
                         help="the endpoint's `timeout` (default: fleet.yaml's default); on a "
                              "loaded box a non-streamed thousand-token answer takes longer")
     parser.add_argument("-k", dest="keyword", help="pytest -k expression (run part of the battery)")
+    quick.flag(parser)
     opts = parser.parse_args()
+    if opts.quick:
+        opts.runs, opts.keyword = 1, opts.keyword or "test_reasoning and not streamed and not off"
     extra = ["-k", opts.keyword] if opts.keyword else []
     from pytest_frank.local.launch import launch
 
@@ -110,7 +115,7 @@ def main() -> int:
         print(f"{engine}: {bad} of {opts.runs} runs had a false failure; per run on average "
               f"{seconds / opts.runs:.0f}s and {tokens / opts.runs:.0f} tokens generated "
               f"(serving {MODEL})")
-    return 1 if any(t[0] for t in totals.values()) else 0
+    return quick.judged(not any(t[0] for t in totals.values()), opts.quick)
 
 
 if __name__ == "__main__":

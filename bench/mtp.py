@@ -13,7 +13,7 @@ Then launches the hybrid at two context sizes and two slot counts, logging at de
 compares each part of the memory model (attention KV, MTP draft KV, recurrent state) with what
 llama.cpp's log says it allocated.
 
-    python bench/mtp.py [--runs 10] [--draft-max 3]
+    python bench/mtp.py [--runs 10] [--draft-max 3] [--quick]
 
 Goal: acceptance within 2 percentage points of the built share in every run, 0 false failures
 on the healthy variant, the collapse caught in every run, every memory part within 5% of the
@@ -29,6 +29,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import quick
 import yaml
 
 from pytest_frank.local import llama_log, selftest_hybrid, selftest_model
@@ -100,12 +101,19 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--draft-max", type=int, default=3)
+    quick.flag(ap)
     args = ap.parse_args(argv)
     misses = []
+    # quick: one run of the healthy head (the collapsing one goes the same way) and the memory
+    # model at one shape
+    variants = [("hybrid", True)] if args.quick else [("hybrid", True), ("hybrid_collapse", False)]
+    shapes = SHAPES[:1] if args.quick else SHAPES
+    if args.quick:
+        args.runs = 1
 
     print(f"spec_decode on real llama.cpp, draft-mtp, draft_max {args.draft_max}, "
           f"{args.runs} runs per variant, band {BAND['min_acceptance']}-{BAND['max_acceptance']}")
-    for variant, healthy in (("hybrid", True), ("hybrid_collapse", False)):
+    for variant, healthy in variants:
         results, built = acceptance_runs(variant, args.runs, args.draft_max)
         rates = [r["acceptance"] for r in results]
         off = max((abs(a - built) for a in rates if a is not None), default=None)
@@ -124,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
             misses.append(f"{variant}: {len(wrong)} {kind}")
 
     print("memory model against llama.cpp's load log (selftest:hybrid, draft-mtp):")
-    for ctx_size, parallel in SHAPES:
+    for ctx_size, parallel in shapes:
         for part, modelled, logged in memory_parts(ctx_size, parallel, args.draft_max):
             ratio = modelled / logged if logged else float("inf")
             print(f"  ctx {ctx_size:>6}, {parallel} slot(s), {part:<16} modelled "
@@ -132,6 +140,8 @@ def main(argv: list[str] | None = None) -> int:
             if abs(ratio - 1) > MEMORY_TOLERANCE:
                 misses.append(f"{part} at ctx {ctx_size} x {parallel}: ratio {ratio:.3f}")
 
+    if args.quick:
+        return quick.judged(not misses, args.quick)
     if misses:
         print("goal NOT met: " + "; ".join(misses))
         return 1

@@ -7,7 +7,7 @@ block and its expect.perf), puts tests/support/proxy.py in front of it, and runs
 is healthy, so every run should pass; the script prints each run's verdict with the cached share
 and first-token ratio it measured, then the tally ("50 of 50 passed" is the target).
 
-    python bench/prefix_cache.py [--runs 50] [--jitter 0.03]
+    python bench/prefix_cache.py [--runs 50] [--jitter 0.03] [--quick]
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ import yaml
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests" / "support"))
 from proxy import Proxy  # noqa: E402
+
+import quick  # noqa: E402
 
 EXAMPLE = HERE.parent / "examples" / "selftest.yaml"
 
@@ -54,7 +56,10 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--jitter", type=float, default=0.03, help="most seconds added")
     parser.add_argument("--timeout", type=float, default=300, help="seconds per run")
+    quick.flag(parser)
     opts = parser.parse_args()
+    if opts.quick:
+        opts.runs = 1
 
     from pytest_frank.local.launch import launch
 
@@ -85,7 +90,7 @@ def main() -> int:
     print(f"\n{verdicts.get('pass', 0)} of {opts.runs} passed "
           f"({', '.join(f'{n} {v}' for v, n in sorted(verdicts.items()))}); "
           f"{len(delays)} answers delayed {min(delays):.3f}-{max(delays):.3f}s")
-    return 0 if verdicts.get("pass", 0) == opts.runs else 1
+    return quick.judged(verdicts.get("pass", 0) == opts.runs, opts.quick)
 
 
 if __name__ == "__main__":

@@ -4,11 +4,15 @@ Writes the test GGUFs (weights as sparse zeros, so the "15 GB" file costs nothin
 serves them over a local HTTP server that counts what it sends, and reads each header by URL --
 once with Range honoured and once from a server that ignores Range.
 
-    /work/venv/bin/python bench/preflight_bytes.py
+    python bench/preflight_bytes.py [--quick]
+
+Its whole run is already the smallest that reads each kind of header (a second or two), so
+--quick, which every bench script takes, runs the same.
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 import tempfile
 import time
@@ -18,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "suppo
 
 import gguf_files as gf
 import httpx2
+import quick
 
 from pytest_frank.gguf.reader import read_header
 
@@ -58,12 +63,15 @@ def report(title: str, rows: list[tuple]) -> None:
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    quick.flag(parser)
+    opts = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         files = build(Path(tmp))
         report("Range honoured (206):", measure(files, honour_range=True))
         report("Range ignored (200, stream dropped early; 'server sent' includes socket "
                "buffering):", measure(files, honour_range=False))
-    return 0
+    return quick.judged(True, opts.quick)
 
 
 if __name__ == "__main__":

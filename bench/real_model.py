@@ -18,6 +18,11 @@ limit (or be inconclusive), never a serving fix that is wrong.
 
     python bench/real_model.py [--runs 20] [--relaunches 20] [--config 1-slot ...]
     python bench/real_model.py --everything [--runs 3]
+    python bench/real_model.py --quick
+
+--quick goes through the same code on the self-test model instead of SmolLM2 (whose init,
+battery and relaunches cost a minute of CPU even at their smallest): init and test_chat once
+in one configuration, two short relaunches.
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ import yaml
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent / "tests" / "support")]
 from real_models import ensure  # noqa: E402  (the SmolLM2 GGUF, fetched once into the cache)
+
+import quick  # noqa: E402
 
 ALIAS = "smollm2"
 CONFIGS = {
@@ -194,7 +201,8 @@ def fingerprints(model: Path, runs: int, ctx: int, threads: int, timeout: float)
     false regressions (the server and the model never changed)."""
     from fingerprint import relaunches
 
-    print(f"\nfingerprint: {runs} relaunches of SmolLM2 (ctx_size {ctx}, {threads} thread(s))")
+    print(f"\nfingerprint: {runs} relaunches of {model.name} (ctx_size {ctx}, "
+          f"{threads} thread(s))")
     rows = relaunches(model, runs, timeout, ctx_size=ctx, threads=threads)
     for row in rows[1:]:
         print(f"  run {row['run']:>2}  {row['seconds']:6.1f} s  agreement {row['agreement']:.3f}  "
@@ -220,8 +228,17 @@ def main() -> int:
                         help="CPU threads per server (1: a shared machine stays fair)")
     parser.add_argument("--timeout", type=float, default=600, help="seconds per command")
     parser.add_argument("--keep", type=Path, help="folder to keep the fleets and records in")
+    quick.flag(parser)
     opts = parser.parse_args()
-    model = ensure()
+    if opts.quick:  # one configuration once, and the fewest relaunches that compare
+        opts.runs, opts.config, opts.relaunches, opts.fingerprint_ctx = 1, ["1-slot"], 2, 512
+        opts.keyword = opts.keyword or "test_chat"
+    if opts.quick:
+        from pytest_frank.local.selftest_model import model_path
+
+        model = model_path()
+    else:
+        model = ensure()
     tallies = []
     with tempfile.TemporaryDirectory() as tmp:
         folder = opts.keep or Path(tmp)
@@ -238,7 +255,7 @@ def main() -> int:
     if opts.relaunches > 1:
         total += fingerprints(model, opts.relaunches, opts.fingerprint_ctx, opts.threads,
                               opts.timeout)
-    return 0 if total == 0 else 1
+    return quick.judged(total == 0, opts.quick)
 
 
 if __name__ == "__main__":

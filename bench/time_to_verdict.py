@@ -9,6 +9,7 @@ prints the generations and tokens the proxy saw, the wall time, the endpoint's f
 JSON record (time to verdict, tokens, the plan's minimum) and the ratio of tokens to that minimum.
 
     python bench/time_to_verdict.py [--think 900] [--pace 50] [--tree ../main-checkout]
+    python bench/time_to_verdict.py --quick     # 16 tokens of thinking, paced at 2000 a second
 
 --tree runs another checkout's pytest_frank (e.g. main's, for today's figure) on the same server
 and proxy; its ratio is to this tree's minimum when both are run (--compare does both).
@@ -28,6 +29,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
+import quick
 import yaml
 
 SEEDS_MAP = {"minimal": "low", "low": "low", "medium": "medium", "high": "xhigh", "max": "xhigh"}
@@ -215,7 +217,10 @@ def main() -> int:
                         "main, for the figure before a change)")
     parser.add_argument("--compare", action="store_true",
                         help="run this tree, then --tree's, and compare verdicts")
+    quick.flag(parser)
     opts = parser.parse_args()
+    if opts.quick:
+        opts.think, opts.pace = 16, 2000
     from pytest_frank.local.launch import launch
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -243,7 +248,7 @@ def main() -> int:
                    if found[0]["rows"].get(k) != found[1]["rows"].get(k)}
         print(f"verdicts differ: {sorted(changed)}")
         return 1
-    return 0
+    return quick.judged(True, opts.quick)
 
 
 if __name__ == "__main__":

@@ -37,7 +37,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"frank: unknown command {name!r}\n\n{usage()}", file=sys.stderr)
         return 2
     module = importlib.import_module(COMMANDS[name][0])
+    if name == "preflight":
+        return module.main(rest, _draft_flags(module))
     return module.main(rest)
+
+
+def _draft_flags(preflight):
+    """llama.cpp's drafting flags from its driver, for `frank preflight`'s MTP head line: the
+    preflight sits with the memory model in vram, below the drivers, and cannot import them."""
+    from pytest_frank.drivers import driver_for
+
+    table = driver_for("llamacpp").serve_flags
+    return preflight.DraftFlags(mtp=f"{table.flags['spec_type'].name} {table.mtp_spec_values[0]}",
+                                draft=table.flags["draft"].name)
 
 
 if __name__ == "__main__":

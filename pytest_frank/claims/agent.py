@@ -11,16 +11,19 @@ chooses to call); the answering turn uses "auto", as clients send it."""
 from __future__ import annotations
 
 import json
-import re
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pytest_frank.claims import Claim, option
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.checks import Check, Context
+from pytest_frank.claims.diagnosis import MODEL, TEMPLATE, Evidence, diagnose
+from pytest_frank.claims.evidence import gather
 from pytest_frank.claims.prefix_reuse import require_prefix_reused
 from pytest_frank.claims.replies import (
     one_line,
+    reasoning_only,
     reasoning_parser_fix,
     require_not_reasoning_only,
     require_thinking_ended,
@@ -32,19 +35,22 @@ from pytest_frank.claims.tools import (
     PROMPTS,
     TOOLS,
     Carried,
+    Markup,
     answered_in_text,
     call_reply_problems,
     carried,
     dropped_call_fix,
     no_call,
     tool_parser_fix,
+    with_render,
 )
 from pytest_frank.outcome.observation import Observation, Unseen
 from pytest_frank.outcome.verdict import Text, fail
 from pytest_frank.runtime.chat import Reply, Request, shared, think_through
 from pytest_frank.runtime.known_errors import known_fix
 
-THINK_TAGS = re.compile(r"</?think>|<\|channel\|>|<\|start\|>assistant")
+THINK_TAGS = Markup(r"</?think>|<\|channel\|>|<\|start\|>assistant",
+                    ("<think>", "</think>", "<|channel|>", "<|start|>assistant"))
 FORECASTS = ("sunny, 21 C", "light rain, 14 C", "overcast, 17 C")
 
 
@@ -103,6 +109,7 @@ class Turn:
     reply: Reply
     results: list[str] = field(default_factory=list)
     markers: list[str] = field(default_factory=list)
+    req: Request | None = None  # what was asked: asked again where the reply is faulty
 
 
 @dataclass(kw_only=True)
@@ -111,6 +118,10 @@ class Conversations(Observation):
     trials: list[list[Turn]]
     steps: int
     carried: Carried | None = None  # where a forced call came back as text alone
+    # The first faulty reply (an answer whose content is wrong, not an error) and what tells
+    # its cause apart (claims.diagnosis); None on a healthy endpoint, where nothing more is asked.
+    diagnosed: Reply | None = None
+    evidence: Evidence | None = None
 
 
 def _result(call, step: int) -> tuple[str, str]:
@@ -143,7 +154,7 @@ def play(target, stream: bool = False, parallel: bool | None = None, steps: int 
         req = _turn(target, prompt, max_tokens if last and max_tokens else opts.max_tokens,
                     tools, "auto" if last else "required", parallel, stream, messages)
         reply = shared(target, req) if share and step == 0 else think_through(target, req)
-        turn = Turn(sent=messages, reply=reply)
+        turn = Turn(sent=messages, reply=reply, req=req)
         turns.append(turn)
         if last or not reply.ok or not reply.calls:
             break
@@ -178,7 +189,34 @@ def _conversations(target, kind: str, stream=False, parallel=None) -> Conversati
     if any(answered_in_text(turns[0].reply) for turns in trials if opts.steps):
         seen = target.need(carried)
         found.carried = None if isinstance(seen, Unseen) else seen
+    min_calls = 2 if kind == "parallel" else 1
+    for turns in trials:
+        for n, turn in enumerate(turns, 1):
+            wrong = turn_wrong(turns, n, opts.steps, min_calls, target.driver)
+            if turn.req is not None and turn.reply.ok and not turn.reply.cut and \
+                    wrong(turn.reply):
+                found.diagnosed = turn.reply
+                found.evidence = gather(target, turn.req, turn.reply, wrong)
+                return found
     return found
+
+
+def turn_wrong(turns: list[Turn], n: int, steps: int, min_calls: int,
+               driver) -> Callable[[Reply], str | None]:
+    """What is wrong with a reply in turn `n`'s place, judged as the conversation's judge does:
+    a forced call's problems, or the final answer's."""
+    def wrong(reply: Reply) -> str | None:
+        if not reply.ok:
+            return reply.problem_line
+        if reply.thinking_cut:
+            return None
+        if n <= steps:
+            found = call_reply_problems(reply, min_calls=min_calls if n == 1 else 1)
+            return found[0] if found else None
+        problem = answer_problem(turns[:n - 1] + [Turn(sent=turns[n - 1].sent, reply=reply)],
+                                 driver)
+        return problem.text if problem else None
+    return wrong
 
 
 def plain(target) -> Conversations:
@@ -196,9 +234,14 @@ def parallel(target) -> Conversations:
 # -- judging one conversation ----------------------------------------------------------------
 @dataclass
 class Problem:
-    """Why one conversation is not a working agent step, and the usual fix."""
+    """Why one conversation is not a working agent step, and the usual fix; `reply`, where the
+    fault is in what a reply said (not an error), and `cause`, whose fault the usual fix names
+    (claims.diagnosis: the template and its parser, or the model)."""
     text: str
     fix: Text | None = None
+    reply: Reply | None = None
+    cause: str = TEMPLATE
+    reading: str = ""  # the claim's own reading of the cause, said where the evidence agrees
 
 
 TEMPLATE_WORDS = ("jinja", "template", "conversation roles must alternate", "raise_exception",
@@ -275,15 +318,17 @@ def conversation_problem(turns: list[Turn], steps: int, driver, grounded: bool =
         if found:
             return Problem(f"turn {n} (the tool call) is not a usable call: {found[0]}",
                            PARALLEL_FIX if found[0].startswith("parallel")
-                           else tool_parser_fix(driver))
+                           else tool_parser_fix(driver), turn.reply)
     if len(turns) <= steps:  # a forced turn came back without a call: judged above as last
         turn = turns[-1]
         if not turn.reply.ok:
             return _error(turn, len(turns), driver)
         why, fix = no_call(carried, driver) if answered_in_text(turn.reply) else (
             "", tool_parser_fix(driver))
+        model = answered_in_text(turn.reply) and carried is not None and carried.dropped is False
         return Problem(f"turn {len(turns)} (the tool call) is not a usable call: "
-                       f"{call_reply_problems(turn.reply, tools=tools)[0]}{why}", fix)
+                       f"{call_reply_problems(turn.reply, tools=tools)[0]}", fix,
+                       turn.reply, MODEL if model else TEMPLATE, why)
     return answer_problem(turns, driver, grounded) or unsigned(turns)
 
 
@@ -313,29 +358,31 @@ def answer_problem(turns: list[Turn], driver, grounded: bool = False) -> Problem
             return Problem(f"turn {n} called {call.name} again with the same arguments "
                            f"({one_line(json.dumps(call_args(call.arguments)), 80)}) instead of "
                            f"answering: the model never saw the result, so an agent would loop "
-                           f"forever", REPEAT_FIX)
+                           f"forever", REPEAT_FIX, reply)
     if reply.calls:
         names = ", ".join(str(c.name) for c in reply.calls)
         return Problem(f"turn {n} asked for another tool ({names}) instead of a final answer "
                        f"after {len(earlier)} result(s)",
                        "a model that keeps calling: raise expect.agent.steps, or check that "
-                       "the results reach the prompt")
+                       "the results reach the prompt", reply, MODEL)
     if MARKUP.search(reply.content) or THINK_TAGS.search(reply.content):
         return Problem(f"turn {n}'s answer has markup left in it "
                        f"({one_line(reply.content, 100)!r}): a client shows it to the user",
                        tool_parser_fix(driver) if MARKUP.search(reply.content)
-                       else reasoning_parser_fix(driver))
+                       else reasoning_parser_fix(driver), reply)
     if reply.finish not in ("stop", "end_turn"):
         return Problem(f"turn {n} ended with finish_reason {reply.finish!r}, not stop "
-                       f"(end_turn): no final answer")
+                       f"(end_turn): no final answer", reply=reply)
     if not reply.content.strip():
-        return Problem(f"turn {n} answered empty content (finish_reason {reply.finish!r})")
+        return Problem(f"turn {n} answered empty content (finish_reason {reply.finish!r})",
+                       reply=reply)
     markers = [m for t in turns[:-1] for m in t.markers]
     if grounded and not any(m in reply.content for m in markers):
         return Problem(f"turn {n}'s answer {one_line(reply.content, 100)!r} does not quote the "
                        f"tool result ({', '.join(markers)}): it answered without using it",
                        "expect.agent.grounded judges the model, not the server: a small or "
-                       "quantised model may ignore results; drop grounded where that is known")
+                       "quantised model may ignore results; drop grounded where that is known",
+                       reply, MODEL)
     return None
 
 
@@ -397,7 +444,9 @@ def judge(convs: Conversations, ctx: Context[Options]) -> None:
     thinking_spent(replies, ctx)
     # before the share that reached an answer: a turn of reasoning alone is the server losing
     # the call or the answer, named as such whatever min_pass_rate allows
-    require_not_reasoning_only(replies, driver, _doing(convs), dropped_call_fix)
+    only = [r for r in replies if reasoning_only(r)]
+    require_not_reasoning_only(replies, driver, _doing(convs), dropped_call_fix,
+                               _evidence(convs) if only and only[0] is convs.diagnosed else None)
     k, passed = len(found), sum(p is None for p in found)
     ctx.note(f"{convs.kind}: {passed}/{k} conversation(s) reached a final answer "
              f"({passed / k:.0%}, need {opts.min_pass_rate:.0%})")
@@ -411,7 +460,22 @@ def judge(convs: Conversations, ctx: Context[Options]) -> None:
         require_thinking_ended(turns[-1].reply, driver, "expect.agent.max_tokens")
     head = f"{_doing(convs)}: {passed}/{k} conversation(s) reached a final answer" if k > 1 \
         else _doing(convs)
-    fail(f"{head}: {first.text}", first.fix)
+    evidence = _evidence(convs) if first.reply is convs.diagnosed else None
+    if first.reply is None or evidence is None:
+        fail(f"{head}: {first.text}{first.reading}", first.fix)
+    found_by = diagnose(evidence, driver,
+                        own=None if first.fix is None else (first.cause, first.fix))
+    # the claim's own reading only where the evidence names its cause
+    reading = first.reading if found_by.fix is first.fix else ""
+    fail(f"{head}: {first.text}{reading}; {found_by.line}", found_by.fix)
+
+
+def _evidence(convs: Conversations) -> Evidence | None:
+    """The evidence about the conversation's first faulty reply, with the engine's own reading
+    of whether the tools reach the prompt where a forced call came back as text."""
+    if convs.evidence is None:
+        return None
+    return with_render(convs.evidence, convs.carried)
 
 
 def _show(turns: list[Turn], trial: int, ctx: Context[Options]) -> None:

@@ -36,6 +36,7 @@ from pytest_frank.claims import Claim, chat, option, reasoning, tools, vision
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.advice import advise
 from pytest_frank.claims.checks import Check, Context
+from pytest_frank.claims.diagnosis import Counts, Diagnosis, Evidence, diagnose
 from pytest_frank.claims.perf import slow_cpu_hint, slow_gpu_hint
 from pytest_frank.claims.replies import one_line, reasoning_only, reasoning_only_fix
 from pytest_frank.drivers import LlamaCppDriver, VllmDriver
@@ -213,6 +214,25 @@ def widths(top: int) -> list[int]:
     return [*out, top]
 
 
+def bursts(requests: int, levels: list[int], pool: int) -> dict[int, int]:
+    """How many bursts each level sends: as many at each level above 1, and level 1 the rest,
+    so the ladder sends exactly `requests`; more only where that is too few for its floor (each
+    of the pool's requests alone once, a burst at every other level)."""
+    above = sum(levels[1:])
+    rounds = max(1, requests // sum(levels))
+    return {1: max(pool, requests - rounds * above),
+            **{width: rounds for width in levels[1:]}}
+
+
+def asked_line(requests: int, sent: int, pool: int, levels: list[int]) -> str:
+    """The count sent against the count asked, and why they differ where they do."""
+    said = f"requests: {sent} sent of expect.load.requests {requests}"
+    if sent > requests:
+        return (f"{said}: the ladder's floor is more (each of the pool's {pool} requests alone "
+                f"once, and one burst at each of {', '.join(map(str, levels[1:]))} in flight)")
+    return said
+
+
 def ladder(target) -> Ladder:
     """The ladder: level after level of bursts, until a level fails, the top or the deadline."""
     opts = Options.on(target.endpoint)
@@ -226,14 +246,13 @@ def ladder(target) -> Ladder:
                  form=vision.forms(vision.Options.on(target.endpoint), target.driver)[0]
                  if "vision" in pool else "")
     levels = widths(top)
-    rounds = max(1, opts.requests // sum(levels))
+    plan = bursts(opts.requests, levels, len(pool))
     began = time.monotonic()
     with target.exclusive():
         for width in levels:
             level = Level(width)
             out.levels.append(level)
-            bursts = max(rounds, len(pool)) if width == 1 else rounds  # each alone once
-            for burst in range(bursts):
+            for burst in range(plan[width]):
                 if time.monotonic() - began > opts.deadline_s:
                     out.stopped = (f"expect.load.deadline_s ({opts.deadline_s:g} s) ran out at "
                                    f"{width} in flight")
@@ -499,6 +518,8 @@ def judge(seen: Ladder, ctx: Context[Options]) -> None:
              f"cross-talk {rate(sum(k == CROSS for k, _ in so_far), total)}")
     for kind, line in so_far:  # within their floors: named, not failed
         ctx.note(f"{kind}: {line}")
+    if not seen.stopped:  # a ladder cut short says where, below
+        ctx.note(asked_line(opts.requests, total, len(seen.kinds), widths(seen.top)))
     cut = [s.reply for lv in seen.levels for s in lv.sent if s.reply.ok and s.reply.cut]
     if cut:  # an answer cut short shows neither reasoning alone nor a whole answer
         thinking = sum(r.thinking_cut for r in cut)
@@ -508,6 +529,12 @@ def judge(seen: Ladder, ctx: Context[Options]) -> None:
     if seen.stopped:
         inconclusive(f"inconclusive: the ladder reached {seen.levels[-1].width} of {seen.top} "
                      f"in flight, every level whole: {seen.stopped}")
+    if seen.top < 2:
+        inconclusive(f"inconclusive: the ladder cannot climb: its top is 1 in flight "
+                     f"({seen.top_from}), so no two requests were in flight together; every "
+                     f"reply alone was whole. Set expect.load.concurrency to 2 or more to send "
+                     f"them together all the same (they wait for the slot), or give the server "
+                     f"more slots")
 
 
 def _figures(level: Level, figures: Figures, ctx: Context[Options]) -> None:
@@ -542,12 +569,16 @@ def _fail(seen: Ladder, level: Level, found: list[tuple[str, str]], figures: Fig
             fail(f"{at}, replies went to the wrong request: {shown}; cross-talk in {counted} "
                  f"replies{whole}", cross_talk_fix(ctx.driver))
         if what == WRONG:
-            fail(f"{at}, replies were not whole: {shown}; {counted} replies{whole}",
-                 f"the engine breaks answers under concurrent load that it answers whole alone: "
-                 f"update it, and report the request with its batch; meanwhile "
-                 f"{_carry(seen, level)}" if below else
-                 "the battery's own checks of these requests (chat, tools, reasoning, vision) "
-                 "name the fix: run them, and fix what they find before the load")
+            if not below:
+                fail(f"{at}, replies were not whole: {shown}; {counted} replies{whole}",
+                     "the battery's own checks of these requests (chat, tools, reasoning, "
+                     "vision) name the fix: run them, and fix what they find before the load")
+            found_by = by_load(seen, level, WRONG, ctx.endpoint.greedy, ctx.driver,
+                               f"the engine breaks answers under concurrent load that it "
+                               f"answers whole alone: update it, and report the request with "
+                               f"its batch; meanwhile {_carry(seen, level)}")
+            fail(f"{at}, replies were not whole: {shown}; {counted} replies{whole}; "
+                 f"{found_by.line}", found_by.fix)
         if what == ERROR:
             alone = next(s.reply for s in level.sent if not s.reply.ok)
             fail(f"{at}, requests failed: {shown}; errors in {counted} replies, over "
@@ -555,9 +586,15 @@ def _fail(seen: Ladder, level: Level, found: list[tuple[str, str]], figures: Fig
                  f"{_began(seen, ERROR, ctx.endpoint.greedy)} in flight",
                  slots_fix(ctx.driver, seen, level) if below else
                  known_fix(ctx.driver, alone.problem, alone.status) or alone.fix)
+        if not below:
+            fail(f"{at}, replies carried reasoning only: {shown}; {counted} replies, over "
+                 f"max_reasoning_only_rate {opts.max_reasoning_only_rate:g}{whole}",
+                 reasoning_only_fix(ctx.driver))
+        found_by = by_load(seen, level, ONLY, ctx.endpoint.greedy, ctx.driver,
+                           reasoning_only_fix(ctx.driver))
         fail(f"{at}, replies carried reasoning only: {shown}; {counted} replies, over "
-             f"max_reasoning_only_rate {opts.max_reasoning_only_rate:g}{whole}",
-             reasoning_only_fix(ctx.driver))
+             f"max_reasoning_only_rate {opts.max_reasoning_only_rate:g}{whole}; "
+             f"{found_by.line}", found_by.fix)
     if what == "ttft":
         fail(f"{at}, the first token's P90 is {number(figures.ttft_p90 or 0)} s, over "
              f"max_ttft_p90_s {opts.max_ttft_p90_s:g}{whole}",
@@ -570,6 +607,15 @@ def _fail(seen: Ladder, level: Level, found: list[tuple[str, str]], figures: Fig
          f"check {slow_gpu_hint(ctx.driver)}; if it runs on the CPU, "
          f"{slow_cpu_hint(ctx.driver)}; or relax "
          f"expect.load.min_decode_tps")
+
+
+def by_load(seen: Ladder, level: Level, kind: str, greedy: bool, driver: Facts,
+            fix: Text) -> Diagnosis:
+    """Whether a fault of `kind` is tied to load: its count at each level up to `level`
+    against the solo one (claims.diagnosis: Fisher's exact test), `fix` where it is."""
+    counts = tuple(Counts(lv.width, sum(k == kind for k, _ in faults(seen, lv, greedy)),
+                          len(lv.sent)) for lv in seen.levels if lv.width <= level.width)
+    return diagnose(Evidence(seen=f"{kind} replies", levels=counts), driver, load=fix)
 
 
 def _began(seen: Ladder, kind: str, greedy: bool) -> int:

@@ -20,6 +20,8 @@ from pytest_frank.claims import Claim, option
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.advice import advise
 from pytest_frank.claims.checks import Check, Context
+from pytest_frank.claims.diagnosis import Evidence, diagnose
+from pytest_frank.claims.evidence import facts
 from pytest_frank.drivers import LlamaCppDriver, SglangDriver, VllmDriver
 from pytest_frank.drivers.protocols import Facts, Metrics
 from pytest_frank.outcome.observation import Observation
@@ -75,6 +77,9 @@ class Runs(Observation):
     runs: list[Reply] = field(default_factory=list)
     max_tokens: int
     backend: tuple[str, str] | None = None  # ("cpu" or "gpu", where read): what a fix names
+    # A run whose usage counts fewer tokens than its stream carried text deltas: the engine's
+    # own facts against that reply (claims.diagnosis), read from what was already fetched.
+    evidence: Evidence | None = None
 
 
 @dataclass(frozen=True)
@@ -109,7 +114,22 @@ def speed(target) -> Runs:
         out.runs.append(run)
         if not run.ok or run.first_token_s is None:
             break  # the verdict is known; no need to repeat a failure
+    miscounted = next((r for r in out.runs if r.ok and _miscounted(r)), None)
+    if miscounted is not None:
+        out.evidence = Evidence(seen=_count_seen(miscounted), streamed=True,
+                                **facts(target, miscounted))
     return out
+
+
+def _miscounted(run: Reply) -> bool:
+    """Usage counts fewer generated tokens than the stream carried text deltas (each delta
+    carries at least one token): the count is wrong, whatever the decode did."""
+    return run.tokens is not None and run.tokens < run.pieces
+
+
+def _count_seen(run: Reply) -> str:
+    return (f"usage.completion_tokens {run.tokens} in the stream from {run.url}, which carried "
+            f"{run.pieces} text deltas")
 
 
 @first_and_alone
@@ -221,6 +241,10 @@ def judge_decode(runs: Runs, ctx: Context[Options]) -> None:
     _first_tokens(runs.runs)
     rates = [r.decode_rate() for r in runs.runs]
     short = next((r for r, rate in zip(runs.runs, rates) if rate is None), None)
+    if short is not None and _miscounted(short) and runs.evidence is not None:
+        found = diagnose(runs.evidence, ctx.driver)
+        fail(f"{_count_seen(short)}: the reply's count of its tokens is wrong, so no decode "
+             f"rate can be measured from it (the tokens came); {found.line}", found.fix)
     if short is not None:
         fail(f"only {short.generated} token(s) streamed from {short.url}: no decode "
              f"rate can be measured (asked for {runs.max_tokens})")

@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 from pytest_frank.base import redact
 from pytest_frank.claims.advice import advise
+from pytest_frank.claims.diagnosis import TEMPLATE, Evidence, diagnose, stream_assembly_fix
 from pytest_frank.drivers import AnthropicDriver, LlamaCppDriver, SglangDriver, VllmDriver
 from pytest_frank.drivers.base import Driver
 from pytest_frank.drivers.protocols import Facts
@@ -123,12 +124,13 @@ def reasoning_only(reply) -> bool:
 
 
 def require_not_reasoning_only(replies, driver, doing: str,
-                               dropped_fix: Callable[[Driver | None], Text] | None = None
-                               ) -> None:
+                               dropped_fix: Callable[[Driver | None], Text] | None = None,
+                               evidence: Evidence | None = None) -> None:
     """Any reply that is reasoning alone fails as such, counted over the trials: it is the
     server's parser or template losing the answer, not the model choosing badly, so it is
     named apart from a call that is merely invalid (MiniMax's Provider-Verifier counts these
-    and asks for none)."""
+    and asks for none). With `evidence` about the first such reply, the cause is the one it
+    shows (pytest_frank.claims.diagnosis): the template and parser only where it shows them."""
     only = [r for r in replies if reasoning_only(r)]
     if not only:
         return
@@ -137,11 +139,16 @@ def require_not_reasoning_only(replies, driver, doing: str,
             f"only: no content and no tool call (finish_reason {first.finish!r}, reasoning "
             f"{one_line(first.reasoning, 80)!r})")
     if unshown_tokens(first):
-        fail(f"{said}, though the server counted {first.tokens} tokens, {first.reasoning_tokens} "
-             f"of them thinking: what the model wrote after its thinking reached the client as "
-             f"neither; a client has nothing to show or run",
-             (dropped_fix or dropped_answer_fix)(driver))
-    fail(f"{said}; a client has nothing to show or run", reasoning_only_fix(driver))
+        said = (f"{said}, though the server counted {first.tokens} tokens, "
+                f"{first.reasoning_tokens} of them thinking: what the model wrote after its "
+                f"thinking reached the client as neither")
+        fix = (dropped_fix or dropped_answer_fix)(driver)
+    else:
+        fix = reasoning_only_fix(driver)
+    if evidence is None:
+        fail(f"{said}; a client has nothing to show or run", fix)
+    found = diagnose(evidence, driver, own=(TEMPLATE, fix))
+    fail(f"{said}; a client has nothing to show or run; {found.line}", found.fix)
 
 
 # Tokens past the thinking that a reply may spend on markup alone: harmony's end of analysis and
@@ -289,26 +296,6 @@ def reasoning_only_fix(driver: Facts) -> Text:
                                "neither content nor the forced call (vLLM PR 41467)",
          AnthropicDriver: "the upstream returned thinking alone: check its reasoning parser (llama.cpp "
                           "--reasoning-format, vLLM --reasoning-parser) and update it"})
-
-
-def stream_assembly_fix(driver: Facts) -> Text:
-    """What makes a stream add up to another answer than the plain reply."""
-    return advise(
-        driver, "the server's stream assembly is at fault (its streaming reasoning or "
-                "tool-call parser, or a proxy that re-chunks the stream): update the engine, "
-                "drop the tool-call parser where the endpoint serves no tools, and pass the "
-                "stream through any proxy unchanged",
-        {LlamaCppDriver: "llama.cpp's streaming parser (the chat format's partial parse) sent deltas "
-                         "that do not add up to its whole answer: update llama.cpp, and pass the "
-                         "stream through any proxy in front unchanged",
-         VllmDriver: "vLLM's streaming path (the tool parser's or the reasoning parser's) sent "
-                     "deltas that do not add up to its whole answer (with a tool parser on, vLLM once "
-                     "sent each content delta of a request without tools twice: PR 46183): update "
-                     "vLLM, or start it without --enable-auto-tool-choice / --tool-call-parser where "
-                     "the endpoint serves no tools",
-         SglangDriver: "SGLang's streaming parser (tool or reasoning) sent deltas that do not add up "
-                       "to its whole answer: update SGLang, or drop --tool-call-parser where the "
-                       "endpoint serves no tools"})
 
 
 def endless_thinking_fix(driver: Facts) -> Text:

@@ -132,7 +132,7 @@ def filled(target) -> Filled:
         words = max(1, int(words * want / max(out.tokens, 1) * 0.99))
     else:
         out.tokens, out.counted_by = sizing.count(target, _text(words))
-    out.wait = min(max(target.timeout, out.tokens / PREFILL_FLOOR_TPS), http.FIRST_ANSWER_MAX_S)
+    out.wait = http.first_answer_wait(target.timeout, out.tokens / PREFILL_FLOOR_TPS)
     with http.first_answer_within(out.wait):
         out.reply = send(target, Request(_text(words), REPLY_TOKENS))
     return out

@@ -12,17 +12,20 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pytest_frank.claims import Claim, option
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.advice import advise
 from pytest_frank.claims.checks import Check, Context
+from pytest_frank.claims.diagnosis import MODEL, TEMPLATE, Evidence, Render, diagnose
+from pytest_frank.claims.evidence import gather
 from pytest_frank.claims.replies import (
     cut_while_thinking,
     dropped_answer_fix,
     one_line,
+    reasoning_only,
     require_answer,
     require_not_reasoning_only,
     require_stream_agrees,
@@ -60,10 +63,28 @@ PROMPTS = {
                       "once for each city, both calls at once."),
     "plain": "Say hello in one short sentence.",
 }
+
+
+class Markup:
+    """A pattern searched only where one of its literal openings occurs in the text: a
+    substring test skips the regex over an answer holding none (over a 4 MiB answer the
+    regex alone takes 0.4 s, and each reply is judged in the probe phase and again after)."""
+
+    def __init__(self, pattern: str, openings: tuple[str, ...]) -> None:
+        self.pattern, self.openings = re.compile(pattern), openings
+
+    def search(self, text: str) -> re.Match[str] | None:
+        if not any(opening in text for opening in self.openings):
+            return None
+        return self.pattern.search(text)
+
+
 # Tool-call markup of the common templates (Hermes/Qwen, Qwen3-XML, Llama, Mistral, DeepSeek,
 # Kimi K2, gpt-oss harmony's recipient).
-MARKUP = re.compile(r"<tool_call>|</tool_call>|<function[=\s(>]|<tools>|<\|tool_call|"
-                    r"\[TOOL_CALLS\]|<｜tool▁calls|<\|python_tag\|>|\bto=functions\.")
+MARKUP = Markup(r"<tool_call>|</tool_call>|<function[=\s(>]|<tools>|<\|tool_call|"
+                r"\[TOOL_CALLS\]|<｜tool▁calls|<\|python_tag\|>|\bto=functions\.",
+                ("<tool_call>", "</tool_call>", "<function", "<tools>", "<|tool_call",
+                 "[TOOL_CALLS]", "<｜tool▁calls", "<|python_tag|>", "to=functions."))
 
 
 @dataclass(frozen=True)
@@ -163,6 +184,40 @@ class Trials(Observation):
     plain: Trials | None = None  # beside the streamed trial: the non-streamed one
     twin: Reply | None = None  # beside plain chat: the same request streamed, where asked
     carried: Carried | None = None  # where a forced call came back as text alone
+    # where a forced call came back faulty: what tells its cause apart (claims.diagnosis)
+    evidence: Evidence | None = None
+    diagnosed: Reply | None = None  # the reply the evidence is about
+
+
+# The kinds whose every trial must call: a faulty call there is diagnosed (under auto, not
+# calling is the model's choice).
+DIAGNOSED = {"required": (None, 1), "named": (NAMED, 1), "parallel": (None, 2),
+             "streamed": (None, 1)}
+
+
+def wrong_call(kind: str) -> Callable[[Reply], str | None]:
+    """What is wrong with a reply to a `kind` trial, judged as its check judges it."""
+    expected, min_calls = DIAGNOSED[kind]
+
+    def wrong(reply: Reply) -> str | None:
+        if not reply.ok:
+            return reply.problem_line
+        if reply.thinking_cut:
+            return None
+        found = call_reply_problems(reply, expected, min_calls)
+        return found[0] if found else None
+    return wrong
+
+
+def _diagnosed(target, trials: Trials, req: Request) -> None:
+    """The evidence about the first answered trial with a faulty call; none where there is
+    none (nothing more is asked then)."""
+    if trials.kind not in DIAGNOSED:
+        return
+    wrong = wrong_call(trials.kind)
+    trials.diagnosed = next((r for r in trials.replies if r.ok and not r.cut and wrong(r)), None)
+    if trials.diagnosed is not None:
+        trials.evidence = gather(target, req, trials.diagnosed, wrong)
 
 
 def _run(target, kind: str, choice, trials: int | None = None, stream=False, parallel=None):
@@ -180,6 +235,7 @@ def _run(target, kind: str, choice, trials: int | None = None, stream=False, par
     if choice not in (None, "auto") and any(answered_in_text(r) for r in replies):
         seen = target.need(carried)
         found.carried = None if isinstance(seen, Unseen) else seen
+    _diagnosed(target, found, req)
     return found
 
 
@@ -565,8 +621,11 @@ def _require_answers(trials: Trials, ctx: Context[Options], doing: str | None = 
         require_answer(reply, ctx.driver, doing or _doing(trials))
         require_thinking_ended(reply, ctx.driver, "expect.tools.max_tokens")
     # before the valid share: reasoning alone is the server losing the reply, not a bad call
+    only = [r for r in trials.replies if reasoning_only(r)]
+    evidence = trials.evidence if only and only[0] is trials.diagnosed else None
     require_not_reasoning_only(trials.replies, ctx.driver, doing or _doing(trials),
-                               dropped_call_fix)
+                               dropped_call_fix,
+                               None if evidence is None else with_render(evidence, trials.carried))
     thinking_spent(trials.replies, ctx)
 
 
@@ -585,7 +644,31 @@ def _judge_rate(trials: Trials, found: list[list[str]], ctx: Context[Options],
     first = next(p for p in found if p)
     head = f"{_doing(trials)}: {passed}/{k} trial(s) valid ({rate:.0%}, need {min_pass_rate:.0%})"
     why = no_call(trials.carried, driver)[0] if NO_CALL in {_cause(p) for p in first} else ""
-    fail(f"{head}; {'; '.join(first)}{why}", _fix(first, driver, trials.carried))
+    fix = _fix(first, driver, trials.carried)
+    if trials.evidence is None:
+        fail(f"{head}; {'; '.join(first)}{why}", fix)
+    found_by = diagnose(with_render(trials.evidence, trials.carried), driver,
+                        own=None if fix is None else (_own_cause(first, trials.carried), fix))
+    if found_by.fix is not fix:  # another cause than the claim's own: its reading is not said
+        why = ""
+    fail(f"{head}; {'; '.join(first)}{why}; {found_by.line}", found_by.fix)
+
+
+def _own_cause(problems: list[str], carried: Carried | None) -> str:
+    """Whose fault the claim's own fix names: the model where the tools reached it and it
+    answered in text, else the template and the parser it selects."""
+    causes = {_cause(p) for p in problems}
+    if NO_CALL in causes and MARKUP_LEFT not in causes and carried is not None \
+            and carried.dropped is False:
+        return MODEL
+    return TEMPLATE
+
+
+def with_render(evidence: Evidence, carried: Carried | None) -> Evidence:
+    """The evidence with the engine's own reading of whether the tools reach the prompt."""
+    if carried is None or carried.dropped is None:
+        return evidence
+    return replace(evidence, render=Render(not carried.dropped, carried.evidence()))
 
 
 def _cause(problem: str) -> str | None:

@@ -12,7 +12,7 @@ class AnthropicDriver(Driver):
     label = "Anthropic Messages proxy"
     default_api = "messages"
     health_path = "/health"
-    other_routes = OpenAIDriver
+    _other_routes = OpenAIDriver
 
     def auth_headers(self, api_key: str | None) -> dict[str, str]:
         headers = {"anthropic-version": ANTHROPIC_VERSION}

@@ -94,6 +94,31 @@ class Driver:
     def is_loading(self, ex: Exchange) -> bool:
         return False
 
+    # -- the engine's own facts against what a reply claims (a gateway in front rewrites one) ---
+    # Whether the engine's replies name the model as its models route serves it (llama.cpp names
+    # its alias whatever was asked; vLLM the served name asked for): a reply that names another
+    # went through something that renamed it. False where proxies and generic servers may name
+    # any model.
+    names_served_model = False
+
+    def reply_disagrees(self, body: str, payloads: dict) -> tuple[list[tuple[str, str]], list[str]]:
+        """The engine's own facts (`payloads`: its slot routes' JSON, as the slot shape read
+        them) that a reply's body (JSON, or an event stream) contradicts, each as (what the
+        engine says, what the reply says), and the facts that were compared."""
+        claims, found, compared = reply_claims(body), [], []
+        models = payloads.get(self.models_path)
+        try:
+            served = self.served_ids(models) if models is not None else []
+        except ValueError:
+            served = []
+        named = claims.get("model")
+        if self.names_served_model and served and isinstance(named, str):
+            compared.append(f"the model the reply names against {self.models_path}")
+            if named not in served:
+                found.append((f"{self.models_path} serves {', '.join(map(repr, served[:4]))}",
+                              f"the reply names {redact.cut(named, 60)!r}"))
+        return found, compared
+
     def served_ids(self, payload) -> list[str]:
         """The model names a client may ask for, from the models route."""
         cards = payload.get("data") if isinstance(payload, dict) else None
@@ -139,11 +164,11 @@ class Driver:
     # The context a refusal of a long prompt names: OpenAI's words, which vLLM copies ("This
     # model's maximum context length is 4096 tokens. However, you requested ..."); engines that
     # word it otherwise say so in their driver.
-    context_refused = re.compile(r"maximum context length is (\d+) tokens")
+    _context_refused = re.compile(r"maximum context length is (\d+) tokens")
 
     def context_cap(self, message: str | None) -> int | None:
         """The context a refused long prompt's answer names, where it names one."""
-        found = self.context_refused.search(message or "")
+        found = self._context_refused.search(message or "")
         return int(found.group(1)) if found else None
 
     # What the engine does with a slot context past the model's training context, where it
@@ -230,7 +255,7 @@ class Driver:
     chat_wire = ChatWire()
     # The driver that serves this one's other routes: its own engine (None), or the generic
     # shape for a driver whose own route is not chat (a proxy's other routes are generic).
-    other_routes: type[Driver] | None = None
+    _other_routes: type[Driver] | None = None
 
     def __init__(self, api: str | None = None) -> None:
         route = api or self.default_api
@@ -245,7 +270,7 @@ class Driver:
         same engine holding that route's wire."""
         if api is None or api == self.api:
             return self
-        return (self.other_routes or type(self))(api)
+        return (self._other_routes or type(self))(api)
 
     keep_generating: dict = {}  # request params that keep a model writing past its natural end
 
@@ -296,7 +321,7 @@ class Driver:
 
     # -- vision --------------------------------------------------------------------------------
     vision_advert_path: str | None = None  # where the engine says whether it can see
-    no_projector_markers: tuple[str, ...] = ("image input is not supported",
+    _no_projector_markers: tuple[str, ...] = ("image input is not supported",
                                              "is not a multimodal model")
 
     def vision_advertised(self, payload) -> bool | None:
@@ -341,7 +366,7 @@ class Driver:
         """An error answer to an image that says the model has no vision at all."""
         text = (reply.problem or "").lower()
         return reply.status is not None and reply.status >= 400 and any(
-            m in text for m in self.no_projector_markers)
+            m in text for m in self._no_projector_markers)
 
     # -- generation battery: reasoning, reasoning_effort, tools (pytest_frank.runtime.chat) ----
     # Of history_reasoning_fields (of every route), those the engine reads into its chat
@@ -398,3 +423,41 @@ if TYPE_CHECKING:
         """Never called: the type checker fails here where a route's wire stops answering
         `Wire` (`driver.wire` is typed as the protocol, so this is where each is held to it)."""
         return chat, messages, responses
+
+
+def reply_claims(body: str) -> dict[str, Any]:
+    """What a reply says of itself, from a JSON body or an event stream's chunks (the first
+    value of each key; usage and engine fields from the last chunk that has them): `model`,
+    `system_fingerprint`, `usage`, `timings`."""
+    import json
+
+    chunks: list[Any] = []
+    text = body.strip()
+    if text.startswith("{"):
+        try:
+            chunks = [json.loads(text)]
+        except (ValueError, RecursionError):
+            chunks = []
+    else:
+        for line in text.splitlines():
+            if line.startswith("data:") and line[5:].strip() not in ("", "[DONE]"):
+                try:
+                    chunks.append(json.loads(line[5:]))
+                except (ValueError, RecursionError):
+                    continue
+    out: dict[str, Any] = {}
+    for chunk in chunks:
+        if not isinstance(chunk, dict):
+            continue
+        # a Messages stream's message_start holds its message, a Responses stream's events
+        # their response
+        inner: dict = next((chunk[k] for k in ("message", "response") if isinstance(chunk.get(k), dict)),
+                     {})
+        for key in ("model", "system_fingerprint"):
+            value = chunk.get(key, inner.get(key))
+            if key not in out and value is not None:
+                out[key] = value
+        for key in ("usage", "timings"):
+            if isinstance(chunk.get(key), dict):
+                out[key] = chunk[key]
+    return out

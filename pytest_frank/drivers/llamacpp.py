@@ -6,7 +6,8 @@ import re
 from types import MappingProxyType
 from typing import Any
 
-from pytest_frank.drivers.base import Driver
+from pytest_frank.base import redact
+from pytest_frank.drivers.base import Driver, reply_claims
 from pytest_frank.drivers.openai import OpenAIDriver
 from pytest_frank.drivers.openai_chat import ChatWire
 from pytest_frank.local.launch import DEFAULT_CTX_SIZE
@@ -75,6 +76,31 @@ class LlamaCppDriver(OpenAIDriver):
         # While the model loads, every route answers 503 "Loading model".
         return ex.status == 503 and "loading model" in ex.body.lower()
 
+    names_served_model = True  # the alias, whatever the request's `model` said
+
+    def reply_disagrees(self, body: str, payloads: dict) -> tuple[list[tuple[str, str]], list[str]]:
+        """Beside the model: the build the reply names (system_fingerprint) against /props
+        build_info, and the reply's usage against llama.cpp's own count in the same reply
+        (timings.predicted_n), which it sends alike in a whole answer and a stream's last chunk."""
+        found, compared = super().reply_disagrees(body, payloads)
+        claims = reply_claims(body)
+        build = (payloads.get("/props") or {}).get("build_info")
+        said = claims.get("system_fingerprint")
+        if isinstance(build, str) and build and said is not None:
+            compared.append("the build the reply names against /props build_info")
+            if said != build:
+                found.append((f"/props build_info is {build!r}",
+                              f"the reply's system_fingerprint is {redact.cut(str(said), 40)!r}"))
+        usage, timings = claims.get("usage"), claims.get("timings")
+        counted = usage.get("completion_tokens") if isinstance(usage, dict) else None
+        own = timings.get("predicted_n") if isinstance(timings, dict) else None
+        if isinstance(own, int) and not isinstance(own, bool) and counted is not None:
+            compared.append("the reply's usage against llama.cpp's own timings.predicted_n")
+            if counted != own:
+                found.append((f"llama.cpp's own count in the reply (timings.predicted_n) is {own}",
+                              f"its usage.completion_tokens is {redact.cut(repr(counted), 40)}"))
+        return found, compared
+
     def served_ids(self, payload: Any) -> list[str]:
         ids = super().served_ids(payload)
         for card in payload["data"]:
@@ -106,7 +132,7 @@ class LlamaCppDriver(OpenAIDriver):
     ctx_train_cap = "llama.cpp caps every slot at the model's training context"
     # server-context.cpp: 400 exceed_context_size_error "request (7519 tokens) exceeds the
     # available context size (1024 tokens), try increasing it" (with n_prompt_tokens, n_ctx)
-    context_refused = re.compile(r"available context size \((\d+) tokens\)")
+    _context_refused = re.compile(r"available context size \((\d+) tokens\)")
 
     def ctx_train(self, payloads: dict) -> int | None:
         cards = (payloads.get("/v1/models") or {}).get("data") if isinstance(
@@ -201,7 +227,7 @@ class LlamaCppDriver(OpenAIDriver):
     metrics_off_statuses = (501,)
     spec_series = (metrics.LLAMACPP_SPEC,)
     vision_advert_path = "/props"
-    no_projector_markers = ("image input is not supported",)
+    _no_projector_markers = ("image input is not supported",)
 
     def uncached(self) -> dict:
         # A slot reuses the cached prefix of its last prompt and evaluates only the rest, in
@@ -218,14 +244,14 @@ class LlamaCppDriver(OpenAIDriver):
         return super().cached_prompt(reply)
 
     # /props chat_template_caps (llama.cpp's own reading of the template), else the template text
-    CAPS = {"tools": ("supports_tools", "tools"),
+    _CAPS = {"tools": ("supports_tools", "tools"),
             "reasoning_effort": ("supports_reasoning_effort", "reasoning_effort")}
 
     def template_caps(self, payloads: dict) -> dict[str, tuple[bool, str]]:
         props = payloads.get("/props") or {}
         caps, template = props.get("chat_template_caps"), props.get("chat_template")
         found = {}
-        for claim, (cap, word) in self.CAPS.items():
+        for claim, (cap, word) in self._CAPS.items():
             if isinstance(caps, dict) and isinstance(caps.get(cap), bool):
                 found[claim] = (caps[cap], f"/props chat_template_caps.{cap} "
                                            f"{str(caps[cap]).lower()}")
@@ -237,7 +263,7 @@ class LlamaCppDriver(OpenAIDriver):
 
     # A template that thinks opens a block (<think>, <seed:think>, <|START_THINKING|>), reads
     # the enable_thinking switch or renders reasoning_content / thinking in the history.
-    THINKING = re.compile(r"<[^<>\s]*think[^<>\s]*>|enable_thinking|reasoning_content|"
+    _THINKING = re.compile(r"<[^<>\s]*think[^<>\s]*>|enable_thinking|reasoning_content|"
                           r"\bthinking\b", re.IGNORECASE)
 
     def template_thinks(self, payloads: dict) -> tuple[bool, str] | None:
@@ -248,7 +274,7 @@ class LlamaCppDriver(OpenAIDriver):
             return caps["supports_thinking"], f"/props chat_template_caps.supports_thinking {said}"
         if not isinstance(template, str) or not template:
             return None
-        found = self.THINKING.search(template)
+        found = self._THINKING.search(template)
         if found:
             return True, f"/props chat_template reads {found.group(0)!r}"
         return False, ("/props chat_template names no thinking block, enable_thinking or "
@@ -268,10 +294,10 @@ class LlamaCppDriver(OpenAIDriver):
     # The Jinja engine's trace (common/jinja): "While executing CallExpression at line 1, column
     # 106 in source:\n...and not loop.first %}{{- raise_exception(...", then a caret line (the
     # client may have folded the lines into one).
-    TEMPLATE_WHERE = re.compile(r"at line (\d+), column (\d+) in source:\s*(.+?)\s+\^", re.S)
+    _TEMPLATE_WHERE = re.compile(r"at line (\d+), column (\d+) in source:\s*(.+?)\s+\^", re.S)
 
     def template_line(self, message: str | None) -> str | None:
-        found = self.TEMPLATE_WHERE.search(message or "")
+        found = self._TEMPLATE_WHERE.search(message or "")
         if found is None:
             return None
         line, column, source = found.groups()

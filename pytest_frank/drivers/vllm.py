@@ -23,6 +23,7 @@ class VllmDriver(OpenAIDriver):
              "auto_tool_choice": Setting("--enable-auto-tool-choice", switch=True),
              "tool_parser": Setting("--tool-call-parser")}
     start = "start vLLM with "
+    names_served_model = True  # the served name asked for
 
     def uncached(self):
         # No request switches the prefix cache off (--enable-prefix-caching is server-wide); a
@@ -42,7 +43,7 @@ class VllmDriver(OpenAIDriver):
     prefix_cache_counters = (("vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total"),
                              ("vllm:gpu_prefix_cache_hits_total",
                               "vllm:gpu_prefix_cache_queries_total"))
-    no_projector_markers = ("is not a multimodal model",)
+    _no_projector_markers = ("is not a multimodal model",)
     # --reasoning-parser by family, where the thinking's markup is the family's own
     reasoning_parsers = MappingProxyType({"harmony": "openai_gptoss"})
     # A gpt_oss model's reply is read by harmony channel whatever the flags (0.32.0

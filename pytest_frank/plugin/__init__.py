@@ -21,7 +21,14 @@ from pytest_frank.claims import CLAIMS
 from pytest_frank.fleet import DEFAULT_TIMEOUT, Endpoint, FleetError, load
 from pytest_frank.plugin.junit import StableClassnames
 from pytest_frank.plugin.stash import RUN_STATE, SESSION
-from pytest_frank.record.results import SOURCE, Run, RunFileError, Source, read_run
+from pytest_frank.record.results import (
+    SOURCE,
+    Run,
+    RunFileError,
+    Source,
+    UsageErrors,
+    read_run,
+)
 
 if TYPE_CHECKING:
     from pytest_frank.plugin.under_test import EndpointUnderTest
@@ -86,6 +93,11 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    with UsageErrors(config):  # kept for the reports, written all the same (exit 4)
+        _configure(config)
+
+
+def _configure(config: pytest.Config) -> None:
     _user_claims(config)  # before the markers and the fleet: both know the registered claims
     for claim, about in CLAIMS.items():
         config.addinivalue_line("markers", f"{claim}: claim '{about}' (pytest-frank)")
@@ -107,6 +119,11 @@ def _start(config: pytest.Config, fleet_path: Path, fleet: dict[str, Endpoint]) 
     from pytest_frank.plugin.session_hooks import FleetHooks
     from pytest_frank.runtime.session import FrankSession  # the runtime: only for a run with a fleet
 
+    from pytest_frank.plugin.xdist_scheduling import refusal
+
+    refused = refusal(config)
+    if refused:
+        raise pytest.UsageError(f"pytest-frank: {refused}")
     shard = _shard(config)
     frank = FrankSession(fleet, _timeout(config), offline=config.getoption("frank_offline"),
                          baseline=_baseline(config))

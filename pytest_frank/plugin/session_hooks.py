@@ -21,6 +21,9 @@ from pytest_frank.outcome.verdict import Blocked, Interrupted
 from pytest_frank.plugin import rows
 from pytest_frank.plugin.under_test import EndpointUnderTest
 from pytest_frank.plugin.xdist_scheduling import by_server, scopes_of
+from pytest_frank.plugin.xdist_scheduling import header as xdist_header
+from pytest_frank.plugin.xdist_scheduling import under_xdist
+from pytest_frank.record.results import UsageErrors, note
 from pytest_frank.runtime.session import FrankSession
 from pytest_frank.runtime.target import Target, key_of
 
@@ -56,6 +59,7 @@ class FleetHooks:
         self.config, self.frank, self.battery = config, frank, battery
         self.probes = probes  # whether this process probes (see plugin._probes_here)
         self.shard = shard  # --frank-shard: this runner's share of the fleet, or all of it
+        self.nothing_offline = False  # --frank-offline left no check: a valid fleet, exit 0
 
     # -- collection ------------------------------------------------------------------------------
     def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> pytest.Module | None:
@@ -109,12 +113,15 @@ class FleetHooks:
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, config: pytest.Config,
                                       items: list[pytest.Item]) -> None:
-        self._only_endpoints(items)
+        with UsageErrors(config):
+            self._only_endpoints(items)
         if config.getoption("frank_offline"):
             live = [item for item in items if not item.get_closest_marker("offline")]
             if live:
                 config.hook.pytest_deselected(items=live)
                 items[:] = [item for item in items if item.get_closest_marker("offline")]
+            if live and not items:
+                self._nothing_offline()
         # Health first, then the claims in their listed order: a report reads top-down like a
         # bring-up.
         order = {claim: i for i, claim in enumerate(CLAIMS)}
@@ -138,12 +145,11 @@ class FleetHooks:
 
     @pytest.hookimpl(optionalhook=True, tryfirst=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
-        """`--dist loadgroup` keeps the checks of each server in one worker: one process probes
-        it (every fleet entry that reaches it) and starts a `launch:` server. Scheduled by the
-        endpoint in the test id, not by xdist's `@group` suffix on node ids, which pytest 9.2's
-        node ids do not carry cleanly."""
-        if config.getvalue("dist") != "loadgroup":
-            return None
+        """Under xdist, whatever `--dist` asked: the checks of each server in one worker, so one
+        process probes it (every fleet entry that reaches it) and starts a `launch:` server, and
+        its limiter keeps one measurement at a time on it (`--dist each` is refused at
+        configure). Scheduled by the endpoint in the test id, not by xdist's `@group` suffix on
+        node ids, which pytest 9.2's node ids do not carry cleanly."""
         return by_server(config, log, scopes_of(
             {name: t.endpoint.server for name, t in self.frank.targets.items()}))
 
@@ -183,11 +189,33 @@ class FleetHooks:
                         returncode=pytest.ExitCode.INTERRUPTED)
         return result
 
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+    def _nothing_offline(self) -> None:
+        self.nothing_offline = True
+        note(self.config, "--frank-offline: nothing to check offline: every check asked needs a "
+                          "live endpoint and was deselected (the offline checks are "
+                          "expect.serve's files and expect.vram's memory fit, which no endpoint "
+                          "selected asks)")
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)  # before the reports build the run's record
+    def pytest_sessionfinish(self, session: pytest.Session) -> Generator[None, None, None]:
         self.frank.close()
-        if self.shard is not None and not self._sharded() \
-                and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
-            session.exitstatus = pytest.ExitCode.OK  # a shard the hash left empty is no failure
+        if session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
+            if self.shard is not None and not self._sharded():
+                session.exitstatus = pytest.ExitCode.OK  # a shard the hash left empty: no failure
+            elif self._offline_left_nothing():
+                session.exitstatus = pytest.ExitCode.OK  # the fleet loaded: valid, nothing offline
+        return (yield)
+
+    def _offline_left_nothing(self) -> bool:
+        """Whether the offline gate deselected every check of a valid fleet. An xdist controller
+        collects nothing (its workers do, and keep their deselections): there no test at all,
+        without a -k, -m or --frank-no-battery of the user's own, is the gate's doing."""
+        config = self.config
+        if not self.nothing_offline and under_xdist(config) and config.getoption("frank_offline") \
+                and not (config.option.keyword or config.option.markexpr
+                         or config.getoption("frank_no_battery")):
+            self._nothing_offline()
+        return self.nothing_offline
 
     def _sharded(self) -> list[str]:
         """This runner's endpoints under --frank-shard, in fleet order."""
@@ -229,6 +257,9 @@ class FleetHooks:
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         lines = [f"frank: {len(self.frank.targets)} endpoint(s): {', '.join(self.frank.targets)}"]
+        xdist = xdist_header(config)
+        if xdist:
+            lines.append(f"frank: {xdist}")
         lines += [f"frank: {shared_line(server, names)}" for server, names in shared_servers(
             {name: t.endpoint.url or "" for name, t in self.frank.targets.items()
              if t.endpoint.server}).items()]

@@ -207,11 +207,12 @@ class EndpointUnderTest:
     def _reproduced(self) -> http.Exchange | None:
         """The exchange a reproduce line repeats: the last answered one of the route the
         judgement read, where the probe says which (a slot shape read from /props, not the model
-        list read after it), else the last answered one."""
+        list read after it), else the last answered one, else the last sent (a refused
+        connection: the line shows the same refusal)."""
         answered = [ex for ex in self.exchanges if ex.status is not None]
         read = [ex for ex in answered
                 if self._route and urlsplit(ex.url).path.endswith(self._route)]
-        chosen = read or answered
+        chosen = read or answered or self.exchanges
         return chosen[-1] if chosen else None
 
     def records(self) -> dict[str, Any]:

@@ -30,6 +30,35 @@ class Source:
 
 
 SOURCE = pytest.StashKey[Source]()
+# What the run as a whole has to say, in every report (the glue adds, the reports read): the
+# offline gate with nothing to check, ...
+NOTES = pytest.StashKey[list[str]]()
+# The usage error that stopped the run (exit 4): the reports are written with it all the same,
+# so a CI step that reads them shows why.
+USAGE_ERROR = pytest.StashKey[str]()
+
+
+def note(config: pytest.Config, line: str) -> None:
+    """A line of the run's own for every report."""
+    config.stash.setdefault(NOTES, []).append(line)
+
+
+class UsageErrors:
+    """`with UsageErrors(config):` around what may refuse the run with a usage error: its
+    message is kept for the reports (USAGE_ERROR) before pytest prints it and exits 4."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: Any) -> None:
+        if isinstance(exc, pytest.UsageError) and USAGE_ERROR not in self.config.stash:
+            self.config.stash[USAGE_ERROR] = redact.scrub(str(exc))
+
+
 # Worst first wins a cell: a claim is as good as its worst test.
 RANK = {verdict: rank for rank, verdict in enumerate(Verdict)}  # Verdict's order, best first
 
@@ -193,6 +222,13 @@ class Run:
     # and `frank merge` tells which no shard ran.
     fleet_endpoints: list[str] = field(default_factory=list)
     shard: str | None = None  # "I/N" under --frank-shard: `endpoints` are this shard's
+    # What the run as a whole says (the offline gate with nothing to check), in every report
+    notes: list[str] = field(default_factory=list)
+    # The usage error that stopped the run before any check (exit 4)
+    error: str | None = None
+    # --frank-baseline's comparison: {"file", "started" (the baseline run's, Unix time),
+    # "tests", "figures" (compared), "regressions", "noise"}
+    baseline: dict[str, Any] | None = None
 
     def matrix(self) -> dict[str, dict[str, Verdict]]:
         """endpoint -> claim -> verdict, endpoints in fleet order, claims in battery order."""

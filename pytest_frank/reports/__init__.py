@@ -19,14 +19,17 @@ from pytest_frank.record.results import (
     FLEET,
     IDENTITY,
     LAUNCH_LOG,
+    NOTES,
     ROWS,
     SOURCE,
     SPEND,
+    USAGE_ERROR,
     EndpointInfo,
     Payload,
     Row,
     Run,
     RunFileError,
+    UsageErrors,
     fleet_digest,
     read_run,
 )
@@ -41,6 +44,11 @@ SHORT = {Verdict.PASS: "ok", Verdict.FAIL: "FAIL", Verdict.ERROR: "ERROR", Verdi
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
     """Report a frank run: the glue has put its fleet under results.SOURCE by now."""
+    with UsageErrors(config):  # kept for the reports, written all the same (exit 4)
+        _configure(config)
+
+
+def _configure(config: pytest.Config) -> None:
     source = config.stash.get(SOURCE, None)
     if source is None:
         return
@@ -167,12 +175,18 @@ class Reports:
                       rows=list(self.rows.values()), started=round(self.started, 3),
                       duration_s=round(time.time() - self.started, 3),
                       fleet_endpoints=list(self.fleet), shard=str(shard) if shard else None)
+            run.notes = run_notes(self.config)
+            run.error = self.config.stash.get(USAGE_ERROR, None)
             if self.baseline is not None:
-                from pytest_frank.reports.baseline import Tolerances, compare
+                from pytest_frank.reports.baseline import Tolerances, compare, compared
 
                 tolerances = {name: Tolerances.from_fleet(ep.regression)
                               for name, ep in self.fleet.items()}
                 run.regressions = compare(self.baseline, run, tolerances, run.noise)
+                run.baseline = {"file": self.config.getoption("frank_baseline"),
+                                "started": self.baseline.started,
+                                **compared(self.baseline, run),
+                                "regressions": len(run.regressions), "noise": len(run.noise)}
             self._run = run
         return self._run
 
@@ -197,12 +211,16 @@ class Reports:
                      for a in row.attachments if a["name"] == LAUNCH_LOG), None)
 
     # -- writing -----------------------------------------------------------------------------
+    @pytest.hookimpl(tryfirst=True)  # before junitxml writes: the run's lines are its properties
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if hasattr(self.config, "workerinput") or self.config.option.collectonly:
             return  # the controller writes, once
+        if USAGE_ERROR in self.config.stash:
+            return  # written at unconfigure, as for an error before the run began
         from pytest_frank.reports.writers import WRITERS
 
         run = self.run()
+        _junit_properties(self.config, run)
         for option in ("frank_json", "frank_report"):  # the textfile goes with the push
             path = self.config.getoption(option)
             if path:
@@ -268,6 +286,8 @@ class Reports:
         return self._charts
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
+        if USAGE_ERROR in self.config.stash:
+            return  # pytest prints the error; the reports carry it
         run = self.run()
         # Passing checks' tables only, as documented: a failure's message holds its own, and an
         # unjudged check's (no GPU size) has "-" in every cell it would judge; the reports keep
@@ -285,6 +305,10 @@ class Reports:
             terminalreporter.write_sep("=", "frank verdicts")
             for line in lines + cost_lines(run):
                 terminalreporter.write_line(line)
+        from pytest_frank.reports.glance import run_lines
+
+        for line in run_lines(run):
+            terminalreporter.write_line(redact.inert(f"frank: {line}", 20 * redact.MAX_MESSAGE))
         if run.regressions:
             terminalreporter.write_sep("=", "frank regressions since the baseline")
             for r in run.regressions:
@@ -319,6 +343,58 @@ class Reports:
             from html import escape
 
             data[:] = [escape(report.frank["line"])]  # one line, not a (path, line, reason)
+
+
+def run_notes(config: pytest.Config) -> list[str]:
+    """The lines the glue noted for the run's reports (results.note)."""
+    kept: list[str] = config.stash.get(NOTES, [])
+    return list(kept)
+
+
+def _junit_properties(config: pytest.Config, run: Run) -> None:
+    """The run's own lines as properties of --junitxml's test suite: a run that checked nothing
+    (the offline gate on a fleet with no offline claim) says why there too."""
+    from pytest_frank.reports.glance import run_lines
+
+    try:
+        from _pytest.junitxml import xml_key
+    except ImportError:  # pytest's junitxml plugin is off (-p no:junitxml)
+        return
+    xml = config.stash.get(xml_key, None)
+    if xml is not None:
+        for line in run_lines(run):
+            xml.add_global_property("frank", line)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """A usage error stopped the run (exit 4): the reports it asked for are written all the
+    same, with the error in them, so a CI step that shows them shows why."""
+    error = config.stash.get(USAGE_ERROR, None)
+    fleet = config.getoption("endpoints", None) or config.getini("frank_endpoints")
+    if error is None or not fleet or hasattr(config, "workerinput"):
+        return
+    from pytest_frank import __version__
+    from pytest_frank.reports.writers import WRITERS, junit_error
+
+    path = Path(fleet)
+    readable = path.is_file()
+    run = Run(fleet=fleet_label(path), sha256=fleet_digest(path) if readable else "",
+              version=__version__, error=error, notes=run_notes(config))
+    asked = {"frank_json": config.getoption("frank_json"),
+             "frank_report": config.getoption("frank_report"),
+             "html": config.getoption("htmlpath", None)}
+    for option, where in asked.items():
+        if where and not _unwritable(where):
+            try:
+                WRITERS[option](run, Path(where), [])
+            except OSError:
+                pass  # the usage error is the news: pytest prints it, exit 4
+    junit = config.getoption("xmlpath", None)
+    if junit and not _unwritable(junit):
+        try:
+            junit_error(run, Path(junit))
+        except OSError:
+            pass
 
 
 def fleet_label(path: Path, here: Path | None = None) -> str:

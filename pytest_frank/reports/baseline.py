@@ -47,6 +47,14 @@ class Tolerances:
         return cls(**(raw or {}))
 
 
+def compared(before: Run, now: Run) -> dict[str, int]:
+    """What a comparison had to go on: the tests both runs ran, the figures both recorded."""
+    earlier = {row.key: row for row in before.rows}
+    pairs = [(earlier[row.key], row) for row in now.rows if row.key in earlier]
+    return {"tests": len(pairs),
+            "figures": sum(len(set(old.figures) & set(row.figures)) for old, row in pairs)}
+
+
 def compare(before: Run, now: Run, tolerances: dict[str, Tolerances],
             noise: list[dict[str, str]] | None = None) -> list[dict[str, str]]:
     """One entry per regression: {"test", "endpoint", "what"}. A timing past its tolerance

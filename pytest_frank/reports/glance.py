@@ -58,6 +58,26 @@ def headline(run: Run) -> str:
         else "fleet ok"
 
 
+def run_lines(run: Run) -> list[str]:
+    """What the run as a whole says, in every report: the usage error that stopped it, its
+    notes (the offline gate with nothing to check), what its baseline comparison had to go on
+    (said with 0 regressions too: the line shows the baseline was read)."""
+    lines = []
+    if run.error:
+        lines.append("usage error (exit 4), no check ran: "
+                     + " ".join(part.strip() for part in run.error.splitlines() if part.strip()))
+    lines += run.notes
+    base = run.baseline
+    if base:
+        when = (time.strftime("the run of %Y-%m-%d %H:%M UTC", time.gmtime(base["started"]))
+                if base.get("started") else "a run of unknown date")
+        noise = f", {base['noise']} change(s) within noise" if base.get("noise") else ""
+        lines.append(f"baseline {base['file']} ({when}): {base['tests']} test(s) and "
+                     f"{base['figures']} figure(s) compared, {base['regressions']} "
+                     f"regression(s){noise}")
+    return lines
+
+
 def shared(run: Run) -> list[str]:
     """A line for each server that several of the fleet's entries reach (its routes, a
     replica's name): their figures come from one server, measured one at a time."""

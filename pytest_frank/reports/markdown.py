@@ -25,7 +25,12 @@ def render(run: Run, images: list[tuple[str, str]] | None = None, prefix: str = 
              f"fleet file `{_code(run.fleet)}` (sha256 `{run.sha256}`), pytest-frank "
              f"{_md(run.version)}: " + (", ".join(f"{n} {v}" for v, n in run.counts().items())
                                           or "no checks ran"), "",
-             *(said for line in glance.shared(run) for said in (_md(line), "")), *_glance(run)]
+             *(said for line in glance.shared(run) for said in (_md(line), "")),
+             *(said for line in glance.run_lines(run)[bool(run.error):] for said in (_md(line), "")),
+             *_error(run)]
+    if run.error:
+        return "\n".join(lines) + "\n"  # no fleet was run: no table to show
+    lines += _glance(run)
     if run.regressions:
         lines += ["", "## Regressions since the baseline", ""]
         lines += [f"- `{_code(r['test'])}`: {_md(r['what'])}" for r in run.regressions]
@@ -54,6 +59,14 @@ def render(run: Run, images: list[tuple[str, str]] | None = None, prefix: str = 
     for info in glance.endpoints_worst_first(run):
         lines += ["", *_endpoint(run, info)]
     return "\n".join(lines) + "\n"
+
+
+def _error(run: Run) -> list[str]:
+    """The usage error that stopped the run, whole, as pytest printed it."""
+    if not run.error:
+        return []
+    return ["**usage error (exit 4): the run stopped before any check**", "",
+            *_block(run.error), ""]
 
 
 def _glance(run: Run) -> list[str]:

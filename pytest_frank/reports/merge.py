@@ -159,7 +159,19 @@ RULES: dict[str, Callable[[Records], Any]] = {
     "duration_s": _duration,
     "fleet_endpoints": _fleet_endpoints,
     "shard": lambda records: None,  # the merge is the whole matrix, no shard of it
+    "notes": lambda records: list(dict.fromkeys(n for _, run in records for n in run.notes)),
+    "error": lambda records: next((run.error for _, run in records if run.error), None),
+    "baseline": lambda records: _baseline(records),
 }
+
+
+def _baseline(records: Records) -> dict[str, Any] | None:
+    """The shards' comparisons as one: each compared its own tests with the same baseline."""
+    compared = [run.baseline for _, run in records if run.baseline]
+    if not compared:
+        return None
+    counts = ("tests", "figures", "regressions", "noise")
+    return {**compared[0], **{key: sum(b.get(key, 0) for b in compared) for key in counts}}
 
 
 def missing_endpoints(run: Run) -> list[str]:

@@ -42,6 +42,8 @@ def render(run: Run, charts: list[Chart] | None = None) -> str:
     """The block: the fleet's standing, what regressed, the slowest endpoints and the matrix in
     the first screen; then the charts, the endpoints, and each endpoint's rows, worst first."""
     charts = glance.figure_charts(run) if charts is None else charts
+    if run.error:  # no fleet was run: no table to show
+        return f'<section class="frank" id="frank"><style>{STYLE}</style>{_header(run)}</section>'
     parts = [f'<section class="frank" id="frank"><style>{STYLE}</style>',
              _header(run), _glance(run), _regressions(run), _slowest(run), _matrix(run),
              _charts(charts), _probe_images(run), _endpoints(run)]
@@ -79,7 +81,11 @@ def _header(run: Run) -> str:
     return (f"<h2>pytest-frank verdicts</h2><p>fleet file <code>{_t(run.fleet)}</code> "
             f"(sha256 <code>{escape(run.sha256)}</code>), pytest-frank {escape(run.version)}: "
             f"{escape(counts)}</p>"
-            + "".join(f'<p class="shared">{_t(line)}</p>' for line in glance.shared(run)))
+            + "".join(f'<p class="shared">{_t(line)}</p>' for line in glance.shared(run))
+            + "".join(f'<p class="run">{_t(line)}</p>' for line in glance.run_lines(run)[
+                bool(run.error):])
+            + (f'<p class="run"><b>usage error (exit 4): the run stopped before any check</b></p>'
+               f"<pre>{_t(run.error, 20 * redact.MAX_MESSAGE)}</pre>" if run.error else ""))
 
 
 def _glance(run: Run) -> str:

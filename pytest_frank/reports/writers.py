@@ -56,6 +56,26 @@ def html(run: Run, path: Path, charts: list[Chart]) -> None:
     text(path, document(run, charts))
 
 
+def junit_error(run: Run, path: Path) -> None:
+    """`--junitxml` for a run a usage error stopped before pytest's own writer began: one
+    errored test case that holds the error, so a CI's test report shows why nothing ran."""
+    from xml.etree import ElementTree
+
+    suites = ElementTree.Element("testsuites", name="pytest tests")
+    suite = ElementTree.SubElement(suites, "testsuite", name="pytest", errors="1", failures="0",
+                                   skipped="0", tests="1", time="0")
+    properties = ElementTree.SubElement(suite, "properties")
+    for line in glance.run_lines(run):
+        ElementTree.SubElement(properties, "property", name="frank", value=line)
+    case = ElementTree.SubElement(suite, "testcase", classname="pytest_frank", name="usage_error",
+                                  time="0")
+    error = ElementTree.SubElement(case, "error", message=(run.error or "").splitlines()[0]
+                                   if run.error else "usage error")
+    error.text = run.error
+    path.parent.mkdir(parents=True, exist_ok=True)
+    ElementTree.ElementTree(suites).write(path, encoding="utf-8", xml_declaration=True)
+
+
 # option -> its writer, in the order they are written
 WRITERS: dict[str, Writer] = {"frank_json": record, "frank_report": report,
                               "frank_prometheus": metrics, "html": html}

@@ -23,6 +23,8 @@ class Health(Observation):
     problem: str | None  # why it is not ready: the last answer, or why none came
     url: str
     waited: float = 0.0
+    status: int | None = None  # the last answer's HTTP status; None where none came
+    launched: bool = False  # a `launch:` server that could not start
 
     @property
     def ready(self) -> bool:
@@ -53,7 +55,8 @@ def health(target) -> Health:
         if (state.state != "loading" and not again) or left <= 0:
             fix = known_fix(target.driver, target.driver.error_message(ex), ex.status)
             return Health(state=state.state, problem=state.problem, url=url,
-                          waited=time.monotonic() - start, fix=fix if state.state == "down" else None)
+                          waited=time.monotonic() - start, status=ex.status,
+                          fix=fix if state.state == "down" else None)
         # The last poll lands on the deadline, not before it; an interrupt ends the wait.
         if target.stop.wait(min(pause, left)):
             return Health(state="loading", problem=f"not measured: {target.stop.why}", url=url,
@@ -68,7 +71,7 @@ def _not_launched(target, url: str) -> Health:
     problem = f"the local server could not be launched: {target.launch_error}"
     cause = target.driver.start_failure(log)
     return Health(state="down", url=url, problem=f"{problem}; {cause}" if cause else problem,
-                  fix=known_fix(target.driver, log) if cause else None)
+                  fix=known_fix(target.driver, log) if cause else None, launched=True)
 
 
 @dataclass(kw_only=True)

@@ -140,6 +140,13 @@ _FIRST: contextvars.ContextVar[float | None] = contextvars.ContextVar("frank_fir
 FIRST_ANSWER_MAX_S = 600.0
 
 
+def first_answer_wait(timeout: float, wanted: float) -> float:
+    """How long a first answer is waited for where `wanted` seconds are asked (a client's own
+    wait, a long prompt's processing): never less than the endpoint's `timeout`, never more than
+    the battery's bound, FIRST_ANSWER_MAX_S (the deadline left bounds it again per request)."""
+    return min(max(timeout, wanted), FIRST_ANSWER_MAX_S)
+
+
 @contextmanager
 def first_answer_within(seconds: float) -> Iterator[None]:
     """Requests made inside the block wait up to `seconds` for their answer to begin (a long

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 from pytest_frank.gguf.reader import GGUFError, read_header
@@ -38,6 +39,18 @@ from pytest_frank.vram.memory import (
 )
 
 
+@dataclass(frozen=True)
+class DraftFlags:
+    """How llama.cpp is told to draft, as the MTP head's line names it: the flag and value that
+    draft from the file's own head (`--spec-type draft-mtp`) and the flag that loads a draft
+    model. They are the llama.cpp driver's facts, and the drivers sit above vram (they read its
+    memory model), so the `frank` command (pytest_frank.cli) reads them from the driver and
+    hands them in; without them the line names no flag."""
+
+    mtp: str = "MTP drafting"
+    draft: str = ""
+
+
 def human_bytes(n: int | None) -> str:
     if n is None:
         return "unknown"
@@ -53,7 +66,7 @@ def _list(value: Any) -> str:
     return "-" if value is None else str(value)
 
 
-def describe(s: GgufSummary) -> list[tuple[str, str]]:
+def describe(s: GgufSummary, flags: DraftFlags = DraftFlags()) -> list[tuple[str, str]]:
     """The architecture summary as (label, text) lines."""
     size = human_bytes(s.file_size)
     lines = [
@@ -69,7 +82,7 @@ def describe(s: GgufSummary) -> list[tuple[str, str]]:
                                     f"{s.has_vision_encoder}, audio encoder "
                                     f"{s.has_audio_encoder}")))
     if s.block_count:
-        lines += _llm_lines(s)
+        lines += _llm_lines(s, flags)
     if s.vocab_size:
         lines.append(("vocabulary", f"{s.vocab_size} tokens"))
     by_type = ", ".join(f"{t} {human_bytes(n)}" for t, n in s.weight_bytes_by_type.items())
@@ -87,7 +100,7 @@ def _context_text(s: GgufSummary) -> str:
     return text
 
 
-def _llm_lines(s: GgufSummary) -> list[tuple[str, str]]:
+def _llm_lines(s: GgufSummary, flags: DraftFlags) -> list[tuple[str, str]]:
     kinds = [f"{len(s.attention_layers)} attention"]
     if s.recurrent_layers:
         kinds.append(f"{len(s.recurrent_layers)} recurrent")
@@ -103,7 +116,7 @@ def _llm_lines(s: GgufSummary) -> list[tuple[str, str]]:
         ("head dims", f"key {_list(s.key_length)}, value {_list(s.value_length)}"),
         ("context", _context_text(s)),
         ("nextn_predict_layers", str(s.nextn_predict_layers)),
-        ("MTP head", _mtp_head(s)),
+        ("MTP head", _mtp_head(s, flags)),
     ]
     if s.ssm:
         lines.append(("ssm", ", ".join(f"{k} {v}" for k, v in s.ssm.items())))
@@ -112,19 +125,15 @@ def _llm_lines(s: GgufSummary) -> list[tuple[str, str]]:
     return lines
 
 
-def _mtp_head(s: GgufSummary) -> str:
+def _mtp_head(s: GgufSummary, flags: DraftFlags) -> str:
     """Whether the file drafts for itself: MTP is a property of the file (its NextN layers), not
     of the flags, and the flags that serve it are llama.cpp's (its driver's serve flags)."""
-    from pytest_frank.drivers import driver_for
-
-    table = driver_for("llamacpp").serve_flags
-    spec = f"{table.flags['spec_type'].name} {table.mtp_spec_values[0]}"
-    draft = table.flags["draft"].name
+    spec, draft = flags.mtp, flags.draft or "a draft model"
+    model = f"a draft model ({flags.draft})" if flags.draft else "a draft model"
     n = len(s.nextn_layers)
     if not n:
         return (f"none (nextn_predict_layers 0): llama.cpp refuses {spec} on this file (no "
-                "head to draft from); a release's -mtp GGUF carries one, or draft with a draft "
-                f"model ({draft})")
+                f"head to draft from); a release's -mtp GGUF carries one, or draft with {model}")
     where = ",".join(map(str, s.nextn_layers))
     if n == s.block_count:  # a head without the model: a sidecar for the model it belongs to
         return (f"a standalone head ({n} NextN layer(s), no model layers): the draft for its "
@@ -253,12 +262,12 @@ def _companion(source: str | None, timeout: float, label: str):
     return ModelShape.from_summary(s), [line]
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
+def run(args: argparse.Namespace, flags: DraftFlags = DraftFlags()) -> dict[str, Any]:
     summary = summarize(read_header(args.source, timeout=args.timeout))
     model = ModelShape.from_summary(summary)
     draft, draft_lines = _companion(args.draft, args.timeout, "draft")
     mmproj, mmproj_lines = _companion(args.mmproj, args.timeout, "mmproj")
-    lines = describe(summary) + draft_lines + mmproj_lines
+    lines = describe(summary, flags) + draft_lines + mmproj_lines
     out: dict[str, Any] = {"summary": summary.as_dict(), "lines": lines, "notes": list(model.notes)}
     contexts = _contexts(args.ctx)
     if summary.block_count:
@@ -309,7 +318,7 @@ def _print(out: dict[str, Any]) -> None:
         print(line)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, flags: DraftFlags = DraftFlags()) -> int:
     try:
         args = _parser().parse_args(argv)
     except SystemExit as exc:       # argparse already printed usage
@@ -319,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"--parallel {args.parallel}: need at least 1 slot")
         if args.ubatch_size < 1:
             raise ValueError(f"--ubatch-size {args.ubatch_size}: need at least 1 token")
-        out = run(args)
+        out = run(args, flags)
     except (GGUFError, ValueError, OSError) as exc:
         print(f"frank preflight: {exc}", file=sys.stderr)
         return 2

@@ -229,7 +229,7 @@ def test_an_agent_turn_answered_in_text_reads_whether_the_tools_arrived():
     dropped = tools.Carried(caps=NO_TOOLS, with_tools=42, without=42)
     found = agent.conversation_problem([turn], 1, driver_for("llamacpp"), carried=dropped)
     assert "turn 1 (the tool call) is not a usable call: no tool call" in found.text
-    assert "the chat template cannot carry tools" in found.text
+    assert "the chat template cannot carry tools" in found.reading
     assert "serve a model whose own template renders tools" in str(found.fix)
     unknown = agent.conversation_problem([turn], 1, driver_for("llamacpp"))
     assert "--jinja" in str(unknown.fix) and "cannot carry" not in unknown.text
@@ -284,7 +284,8 @@ def test_smollm2_names_a_template_without_tools_or_thinking(smollm2, run_fleet):
         "*no tool call: answered * the chat template cannot carry tools (/props "
         "chat_template_caps.supports_tools false; the prompt counted * tokens with the tools "
         "and * without them): the engine drops them without a word and the model never sees "
-        "them",
+        "them; cause: the engine's chat template and the parser it selects (the engine's own "
+        "render: /props chat_template_caps.supports_tools false*",
         "  fix: serve a model whose own template renders tools*"])
     counted = re.search(r"counted (\d+) tokens with the tools and (\d+) without", out)
     assert counted and counted.group(1) == counted.group(2), out[-3000:]
@@ -384,7 +385,8 @@ PROXIED = [  # (id, request rewrite, answer rewrite, expect, -k, outcomes, lines
      ["*no tool call: answered 'Paris will be sunny tomorrow.' (finish_reason 'stop'): the "
       "template carries the tools (/props chat_template_caps.supports_tools true; the prompt "
       "grew from * to * tokens with the tools) and the model still answered in text, a model "
-      "limit, not a serving fault", "  fix: serve a model trained to call tools*"],
+      "limit, not a serving fault; cause: the model itself (the unstreamed request fails, "
+      "again when asked once more*", "  fix: serve a model trained to call tools*"],
      ["--jinja", "cannot carry"]),
     ("whole-answers-rename-the-tool", None, RENAMED, {"tools": True},
      "test_tools_required or test_tools_streamed", {"failed": 1, "passed": 1},
@@ -392,7 +394,7 @@ PROXIED = [  # (id, request rewrite, answer rewrite, expect, -k, outcomes, lines
     ("whole-answers-lose-the-arguments", None, EMPTIED, {"tools": {"stream": False}},
      "test_tools_required", {"failed": 1},
      ["*0/1 trial(s) valid (0%, need 100%); missing required: get_weather lacks 'city', "
-      "'days'"], []),
+      "'days'; cause unknown (seen: missing required*"], []),
 ]
 
 

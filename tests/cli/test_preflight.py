@@ -10,8 +10,8 @@ import re
 
 import pytest
 
+from pytest_frank import cli
 from pytest_frank.local import selftest_model
-from pytest_frank.vram import preflight
 from pytest_frank.vram.memory import MiB
 
 pytestmark = pytest.mark.unit
@@ -25,7 +25,9 @@ def model(tmp_path_factory):
 
 
 def run(capsys, *argv):
-    code = preflight.main(list(argv))
+    """`frank preflight ARGV`, as a user runs it: the command hands the preflight llama.cpp's
+    drafting flags from its driver."""
+    code = cli.main(["preflight", *argv])
     out, err = capsys.readouterr()
     return code, out, err
 

@@ -133,3 +133,15 @@ def test_the_readme_links_into_pages_that_exist():
     missing = [link for link in links if not (ROOT / link).is_file()]
     assert not missing, f"README.md links to missing docs pages: {missing}"
     assert len(readme.splitlines()) <= 200, "the README is the front door: the manual is docs/"
+
+
+def test_the_readme_says_what_the_tests_cost_and_the_quick_tier():
+    """Beside the test command (CI runs it word for word, so it stays as it is): its time on 2
+    cores, and a tier to run while editing, a marker pyproject.toml declares."""
+    section = (ROOT / "README.md").read_text().split("\n## Two commands", 1)[1].split("\n## ", 1)[0]
+    after = section.split(".venv/bin/pytest -q -n 3\n```", 1)[1]
+    assert re.search(r"about \d+ minutes on 2 cores", after), after
+    tier = re.search(r"`\.venv/bin/pytest -q -m (\w+)`", after)
+    assert tier, after
+    assert f'"{tier.group(1)}: ' in (ROOT / "pyproject.toml").read_text()
+    assert "```" not in after, "a code block here is a third command CI would run"

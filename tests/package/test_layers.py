@@ -2,11 +2,14 @@
 before it, lazy imports inside functions included (imports under `if TYPE_CHECKING:` are types
 only and exempt). The reports read the run record alone, never the pytest glue. No modules
 import each other in a circle, within a layer too, whatever kind of import ties it (one inside
-a function or under TYPE_CHECKING only hides a circle: the two still need each other)."""
+a function or under TYPE_CHECKING only hides a circle: the two still need each other), and no
+folders do either, lazy imports included (a layer's folders, the engines' five, stand in an
+order of their own)."""
 
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -65,7 +68,14 @@ def _type_checking_only(tree: ast.Module) -> set[int]:
 def imports_of(path: Path, package: Path = PACKAGE, types: bool = False) -> list[tuple[str, int]]:
     """(imported pytest_frank module, line) for every import in the file; those under
     TYPE_CHECKING only with `types`."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return _imports(path.read_text(encoding="utf-8"), package, types)
+
+
+@functools.lru_cache(maxsize=None)
+def _imports(source: str, package: Path, types: bool) -> list[tuple[str, int]]:
+    """imports_of's answer for a module's text, found once for the rules that each walk the
+    whole package (a planted file rewritten is read again)."""
+    tree = ast.parse(source)
     exempt = set() if types else _type_checking_only(tree)
     found = []
     for node in ast.walk(tree):
@@ -108,6 +118,37 @@ def circles(package: Path = PACKAGE) -> list[list[str]]:
         if ring and ring[0] == module:  # each circle once, named from its first module
             found.append([f"{ties[a][0].relative_to(package.parent)}:{line} imports {b}"
                           for a in ring for b, line in ties[a][1] if b in ring])
+    return found
+
+
+def folder_of(module: str) -> str:
+    """The folder a module sits in under pytest_frank/ ("" for the package's face)."""
+    return module.removeprefix("pytest_frank").lstrip(".").split(".", 1)[0]
+
+
+def folder_circles(package: Path = PACKAGE) -> list[list[str]]:
+    """Each set of folders that import one another round a circle, imports inside functions
+    counted (those under TYPE_CHECKING are types only, as the layer rule reads them), with the
+    import lines that cross between them: a layer's folders stand in an order of their own (the
+    drivers read vram's memory model, so vram never reads a driver), and a loop of lazy imports
+    between modules that form no circle of modules still ties the folders together."""
+    ties: dict[str, list[tuple[Path, int, str]]] = {}
+    for path in sorted(package.rglob("*.py")):
+        here = folder_of(module_name(path, package))
+        for imported, line in imports_of(path, package):
+            there = folder_of(imported)
+            if there != here:
+                ties.setdefault(here, []).append((path, line, there))
+    graph = {folder: {there for _, _, there in found} for folder, found in ties.items()}
+    for folder in {t for found in graph.values() for t in found}:
+        graph.setdefault(folder, set())
+    reach = {folder: _reachable(graph, folder) for folder in graph}
+    found = []
+    for folder in sorted(graph):
+        ring = sorted(f for f in graph if f in reach[folder] and folder in reach[f])
+        if ring and ring[0] == folder:
+            found.append([f"{path.relative_to(package.parent)}:{line} imports {there}/"
+                          for f in ring for path, line, there in ties.get(f, []) if there in ring])
     return found
 
 
@@ -174,6 +215,33 @@ def test_the_circles_seen_include_hidden_ones(tmp_path):
                                  "pytest_frank/sub/b.py:2 imports pytest_frank.c"]]
     (package / "c.py").write_text("")
     assert circles(package) == []
+
+
+def test_no_import_circles_between_folders():
+    assert folder_circles() == []
+
+
+def test_a_circle_of_folders_is_seen_through_lazy_imports(tmp_path):
+    """drivers/ -> serve/ -> vram/ -> drivers/, two of its imports inside functions and no
+    circle of modules: the folders still need each other."""
+    package = tmp_path / "pytest_frank"
+    for folder in ("drivers", "serve", "vram"):
+        (package / folder).mkdir(parents=True)
+        (package / folder / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    (package / "drivers" / "llamacpp.py").write_text("from pytest_frank.serve import flags\n")
+    (package / "serve" / "flags.py").write_text("")
+    (package / "serve" / "gate.py").write_text("def f():\n    from pytest_frank.vram import plan\n")
+    (package / "vram" / "plan.py").write_text("")
+    (package / "vram" / "preflight.py").write_text(
+        "def g():\n    from pytest_frank.drivers import llamacpp\n")
+    assert circles(package) == []
+    assert folder_circles(package) == [[
+        "pytest_frank/drivers/llamacpp.py:1 imports serve/",
+        "pytest_frank/serve/gate.py:2 imports vram/",
+        "pytest_frank/vram/preflight.py:2 imports drivers/"]]
+    (package / "vram" / "preflight.py").write_text("")
+    assert folder_circles(package) == []
 
 
 def test_the_rule_sees_lazy_imports(tmp_path):

@@ -1,10 +1,12 @@
 """The type checker guards the seams: the plugin passes it, and a probe's observation read
-without handling a failed probe does not, nor a claim's option read with a misspelt name."""
+without handling a failed probe does not, nor a claim's option read with a misspelt name (the
+battery's, and one of the user's own as docs/own-checks.md writes it)."""
 
 import pytest
 import subprocess
 import sys
 from checkout import ROOT
+from test_docs_examples import blocks
 
 pytestmark = pytest.mark.real
 
@@ -14,11 +16,22 @@ BAD = ("tests/package/typecheck/bad_need.py", "tests/package/typecheck/bad_optio
 
 
 @pytest.fixture(scope="module")
-def checked() -> subprocess.CompletedProcess:
-    """One mypy run over the plugin and the planted mistakes: each is a cold run of about half
-    a minute, and the plugin's errors and the planted ones read apart by file."""
-    return subprocess.run([sys.executable, "-m", "mypy", "pytest_frank", *BAD], cwd=ROOT,
-                          capture_output=True, text=True, timeout=600)
+def own_claim(tmp_path_factory) -> tuple[str, str]:
+    """docs/own-checks.md's lora.py as written, and with its option misspelt."""
+    code = next(b.code for b in blocks(ROOT / "docs" / "own-checks.md") if b.file == "lora.py")
+    folder = tmp_path_factory.mktemp("own_claim")
+    (folder / "lora_as_written.py").write_text(code)
+    (folder / "lora_misspelt.py").write_text(code.replace("ctx.options.adapter",
+                                                          "ctx.options.adaptor"))
+    return str(folder / "lora_as_written.py"), str(folder / "lora_misspelt.py")
+
+
+@pytest.fixture(scope="module")
+def checked(own_claim) -> subprocess.CompletedProcess:
+    """One mypy run over the plugin, the planted mistakes and the docs' claim of one's own:
+    each run is a cold one of about half a minute, and their errors read apart by file."""
+    return subprocess.run([sys.executable, "-m", "mypy", "pytest_frank", *BAD, *own_claim],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
 
 
 def errors_in(done: subprocess.CompletedProcess, path: str) -> list[str]:
@@ -50,6 +63,14 @@ def test_a_member_of_another_driver_capability_is_flagged(checked):
             in found, checked.stdout
     # an engine's fix is keyed by its driver class, not its name
     assert "bad_capability.py:22: error: Dict entry 0 has incompatible type" in found, \
+        checked.stdout
+
+
+def test_a_claim_of_ones_own_is_typed_by_its_options(checked):
+    # read by file name: mypy's cache may name a module by the folder it was first seen in
+    assert "lora_as_written.py:" not in checked.stdout, checked.stdout
+    found = [line for line in checked.stdout.splitlines() if "lora_misspelt.py:" in line]
+    assert len(found) == 1 and 'error: "Lora" has no attribute "adaptor"' in found[0], \
         checked.stdout
 
 

@@ -4,8 +4,6 @@ loopback emulator imitating llama.cpp, whose `/lora-adapters` lists the adapters
 
 import json
 import re
-import subprocess
-import sys
 
 import pytest
 
@@ -119,15 +117,3 @@ def test_a_claim_named_like_a_built_in_is_a_usage_error(fleet, run_fleet, exampl
     result = run_fleet(fleet, "test_lora.py")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*claim 'tools' is a built-in claim*"])
-
-
-def test_a_misspelt_option_of_the_claim_is_a_type_error(tmp_path):
-    """The claim's module is typed by its options: mypy passes it, and rejects a misspelling."""
-    module = tmp_path / "lora.py"
-    code = docs_example()["lora.py"]
-    for text, errors in ((code, 0), (code.replace("ctx.options.adapter", "ctx.options.adaptor"), 1)):
-        module.write_text(text)
-        done = subprocess.run([sys.executable, "-m", "mypy", str(module)], cwd=ROOT,
-                              capture_output=True, text=True, timeout=600)
-        assert done.returncode == errors, done.stdout + done.stderr
-    assert '"Lora" has no attribute "adaptor"' in done.stdout, done.stdout

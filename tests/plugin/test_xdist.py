@@ -115,3 +115,41 @@ def test_routes_of_one_server_run_in_one_worker_one_generation_at_a_time(llama, 
     # and the reports' headers, once (the other server has one entry: nothing to say)
     assert (pytester.path / "run.md").read_text().count(said.replace("_", "\\_")) == 1
     assert (pytester.path / "run.html").read_text().count(f'<p class="shared">{said}</p>') == 1
+
+
+def test_two_entries_of_one_server_share_a_worker_under_plain_n2(llama, run_fleet):
+    """Two fleet entries of one 1-slot llama.cpp under `-n 2` and no `--dist` (xdist's `load`
+    then splits tests over workers one by one): pytest-frank schedules by server anyway, so
+    both entries run in one worker, their perf generations never overlap in the slot (the
+    proxy in front records each request's span), perf passes on both, and the header says
+    how xdist ran them."""
+    pytest.importorskip("xdist")
+    from proxy import Proxy
+
+    server = llama(alias="one-slot", parallel=1)
+    with Proxy(server.url) as one:
+        fleet = {"endpoints": {name: _route(one.url, "chat") for name in ("first", "second")}}
+        result = run_fleet(fleet, "-n", "2", "-v", "-m", "perf")
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("passed", 0) >= 2 and "failed" not in outcomes, result.stdout.str()[-3000:]
+    workers = {found.group(1) for line in result.stdout.lines
+               if (found := re.search(r"\[(gw\d)\].*PASSED .*\[(first|second)", line))}
+    assert len(workers) == 1, result.stdout.str()[-3000:]
+    posts = [s for s in one.spans if s[2] == "POST"]
+    assert posts and not overlapping(one.spans), one.spans
+    result.stdout.fnmatch_lines([
+        "frank: xdist: the checks of each server go to one worker, one measurement at a time "
+        "(pytest-frank schedules by server, in place of --dist load)",
+        "frank: first, second reach one server, *: checked as one (in one worker under xdist, "
+        "one measurement at a time)"])
+
+
+def test_dist_each_is_refused_naming_the_flag(run_fleet):
+    """`--dist each` would run every check in every worker, each measuring the one server at
+    once: a usage error that says to leave --dist out, before any request."""
+    pytest.importorskip("xdist")
+    fleet = {"endpoints": {"ep": _route("http://127.0.0.1:9", "chat")}}
+    result = run_fleet(fleet, "-n", "2", "--dist", "each")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--dist each runs every check in every worker*leave --dist "
+                                 "out*"])

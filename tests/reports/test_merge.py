@@ -193,7 +193,10 @@ def _run(*names: str, shard: str | None = "1/2", started: float = 100.0) -> Run:
                endpoints={n: _endpoint(n) for n in names}, rows=[_row(n) for n in names],
                regressions=[{"test": "t", "endpoint": names[0], "what": "slower"}],
                noise=[{"test": "t", "endpoint": names[0], "what": "within the spread"}],
-               started=started, duration_s=2.0, fleet_endpoints=["beta", "good"], shard=shard)
+               started=started, duration_s=2.0, fleet_endpoints=["beta", "good"], shard=shard,
+               notes=["a note of the run's"], error="pytest-frank: a usage error",
+               baseline={"file": "prev.json", "started": 50.0, "tests": len(names),
+                         "figures": 2 * len(names), "regressions": 1, "noise": 1})
 
 
 def test_every_field_of_the_record_has_its_merge_rule():
@@ -222,6 +225,7 @@ def test_a_sharded_record_merges_into_the_unsharded_one_field_by_field(tmp_path)
     whole = _run("beta", "good", shard=None)
     whole.regressions = [*one.regressions, *two.regressions]  # each shard's own, against its
     whole.noise = [*one.noise, *two.noise]  # baseline's rows
+    whole.baseline = {**whole.baseline, "regressions": 2, "noise": 2}  # each shard's, summed
     merged = merge.merge([("1.json", one), ("2.json", two)])
     for f in fields(EndpointInfo):
         for name in whole.endpoints:

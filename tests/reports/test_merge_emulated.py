@@ -42,7 +42,8 @@ BELOW = "each of its records compared field by field below"
 # what the clock measures. A field without a rule fails the test (add its rule here).
 RUN = {"fleet": None, "sha256": None, "version": None, "endpoints": BELOW, "rows": BELOW,
        "regressions": None, "noise": None, "fleet_endpoints": None, "shard": None,
-       "started": _measured, "duration_s": _measured}
+       "started": _measured, "duration_s": _measured, "notes": None, "error": None,
+       "baseline": None}
 ENDPOINT = {f.name: None for f in fields(EndpointInfo)} | {"time_to_verdict_s": _measured}
 ROW = {f.name: None for f in fields(Row)} | {
     "exchanges": lambda a, b: _timeless(a) == _timeless(b),

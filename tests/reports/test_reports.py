@@ -150,6 +150,8 @@ def test_a_second_run_reports_what_regressed_against_the_first(run_fleet, pytest
         "test_perf_ttft[[]ep[]]: time to first token 0.0* -> 0.4* s (up *%, tolerance 25%)"])
     second.stdout.fnmatch_lines(["SKIPPED [[]1[]] test_perf_prefix_cache[[]ep[]]: no expect.perf*"])
     assert second.ret == 1  # the alias failure itself; the regressions only report
+    second.stdout.fnmatch_lines(["frank: baseline first.json (the run of *): * test(s) and * "
+                                 "figure(s) compared, 2 regression(s)"])
     assert "## Regressions since the baseline" in (pytester.path / "r.md").read_text()
     assert "Regressions since the baseline" in (pytester.path / "report.html").read_text()
     gated.assert_outcomes(passed=2, skipped=1)
@@ -167,9 +169,20 @@ def test_figures_within_tolerance_are_no_regression(run_fleet, pytester):
         run_fleet(fleet, "--frank-json=first.json", "-m", "perf")
         paced(em, 0.4)
         again = run_fleet(fleet, "--frank-baseline=first.json", "--frank-fail-on-regression",
-                          "-m", "perf")
+                          "-m", "perf", "--frank-report=r.md", "--frank-json=again.json",
+                          "--junitxml=junit.xml", "--html=report.html")
     assert again.ret == 0
     assert "regressions" not in again.stdout.str()
+    # the comparison is said all the same, 0 included: the baseline was read
+    said = "baseline first.json (the run of *): 3 test(s) and 2 figure(s) compared, 0 regression(s)"
+    again.stdout.fnmatch_lines([f"frank: {said}"])
+    compared = json.loads((pytester.path / "again.json").read_text())["baseline"]
+    assert compared["file"] == "first.json" and compared["regressions"] == 0
+    assert compared["tests"] == 3 and compared["figures"] == 2, compared
+    line = next(line for line in again.stdout.lines if line.startswith("frank: baseline"))[7:]
+    assert line in (pytester.path / "r.md").read_text()
+    assert line in (pytester.path / "report.html").read_text()
+    assert line in (pytester.path / "junit.xml").read_text()
 
 
 def test_the_history_keeps_the_last_runs_and_draws_each_figures_trend(run_fleet, pytester):

@@ -11,7 +11,7 @@ from emulator import Emulator, Reply, chat_chunks, paced, serve_chat, sse
 from fleets import one_endpoint
 from healthy_engines import healthy_chat
 
-from pytest_frank.transport.http import Pace
+from pytest_frank.transport.http import FIRST_ANSWER_MAX_S, Pace, first_answer_wait
 
 pytestmark = pytest.mark.emulated
 
@@ -27,6 +27,17 @@ pytestmark = pytest.mark.emulated
 def test_an_answers_limit_is_its_budget_at_the_floor_rate(body, stream, limit, first_byte):
     pace = Pace.of(body, 30.0, 5.0)
     assert (pace.stream, pace.limit, pace.first_byte) == (stream, limit, first_byte)
+
+
+@pytest.mark.parametrize("timeout, wanted, wait", [
+    (30.0, 300.0, 300.0),                  # a client's own wait, longer than the timeout
+    (30.0, 5.0, 30.0),                     # never less than the endpoint's timeout
+    (30.0, 5000.0, FIRST_ANSWER_MAX_S),    # never past the battery's bound
+    (900.0, 300.0, FIRST_ANSWER_MAX_S),    # the bound holds over a long timeout too
+])
+def test_a_first_answer_is_waited_for_within_the_timeout_and_the_bound(timeout, wanted, wait):
+    """The slots claim's long prompt and a client's first turn derive their wait here, once."""
+    assert first_answer_wait(timeout, wanted) == wait
 
 
 def _reasoning_fleet(url, timeout=0.5):

@@ -156,15 +156,6 @@ def gate_fleet(serve=None, **extra) -> dict:
     return {"endpoints": {"ep": entry}}
 
 
-def written(result, pytester) -> dict[str, str]:
-    """The terminal and the reports that were written (a usage error writes none)."""
-    found = {"terminal": result.stdout.str() + result.stderr.str()}
-    for name, path in REPORTS.items():
-        if (pytester.path / path).exists():
-            found[name] = (pytester.path / path).read_text(encoding="utf-8")
-    return found
-
-
 @pytest.mark.parametrize("key,text,line,expected", [
     ("unit", f"[Service]\nExecStart=/usr/bin/vllm serve /m\n{PASSWD}\n", 3,
      "the line is not a Key=value assignment, a [Section] header or a comment: expected a "
@@ -196,11 +187,12 @@ def test_a_models_json_that_is_something_else_is_named_not_quoted(run_fleet, pyt
     fleet = gate_fleet(expect={"reasoning_effort": {"from": str(path)}})
     result = run_fleet(fleet, *ALL_REPORTS)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    texts = written(result, pytester)
-    assert MARKER not in texts["terminal"] and "root:x:0" not in texts["terminal"]
-    assert list(texts) == ["terminal"]  # stopped before any report
+    texts = outputs(result, pytester)  # a usage error writes each report, with the error
+    for where, text in texts.items():
+        assert MARKER not in text and "root:x:0" not in text, where
     assert f"{path}:1: not valid JSON (Expecting value): expected a pi models.json" \
         in texts["terminal"]
+    assert f"{path}:1: not valid JSON" in json.loads(texts["json"])["error"]
 
 
 SERVE_KEY = "sk-serve-9f8e7d6c5b4a"

@@ -33,7 +33,7 @@ class Proxy:
                  refuse: Callable[[dict], str | None] | None = None,
                  refuse_status: int = 400,
                  rewrite_stream: Callable[[dict, list[bytes]], list[bytes]] | None = None,
-                 hold_s: float = 0.0) -> None:
+                 hold_s: float = 0.0, mutant: Any = None) -> None:
         self.upstream = upstream.rstrip("/")
         self.jitter_s, self.rewrite = jitter_s, rewrite
         # A long prompt's processing: every generation (POST) held this long before it is sent
@@ -47,6 +47,10 @@ class Proxy:
         # rewrite_stream(request, events): an event stream's events (each with its blank line)
         # as the client receives them, e.g. a gateway that re-stamps or re-chunks them
         self.rewrite_stream = rewrite_stream
+        # mutant.answer(path, request, answer) and mutant.stream(path, request, events): the
+        # same two rewrites told the route, for the mutation harness (tests/support/mutants.py)
+        # whose operators differ per route; it may be swapped between runs
+        self.mutant = mutant
         # A slow, steady GPU: each streamed event `pace_s` after the last, and a whole answer
         # held for `pace_s` per token it generated (a server sends it only when it is done).
         self.pace_s = pace_s
@@ -92,9 +96,16 @@ class Proxy:
             self.delays.append(wait)
             time.sleep(wait)
 
-    def paced(self, upstream, request: bytes) -> Iterator[bytes]:
+    def paced(self, upstream, request: bytes, path: str = "") -> Iterator[bytes]:
         """The answer's pieces as the upstream sends them, or slowed down to `pace_s`."""
         kind = upstream.headers.get("content-type", "")
+        mutant = self.mutant
+        if mutant is not None and request and upstream.status_code == 200:
+            if "json" in kind:
+                answer = mutant.answer(path, json.loads(request), json.loads(upstream.read()))
+                return iter([json.dumps(answer).encode()])
+            if "event-stream" in kind:
+                return iter(mutant.stream(path, json.loads(request), list(_events(upstream))))
         if self.rewrite_answer is not None and "json" in kind and request:
             answer = self.rewrite_answer(json.loads(request), json.loads(upstream.read()))
             return iter([json.dumps(answer).encode()])
@@ -186,7 +197,7 @@ def _handler(proxy: Proxy):
             proxy.exchanges.append(exchange)
             try:
                 proxy.delay()  # before the answer's first byte: the time to first token moves
-                pieces = proxy.paced(upstream, body)
+                pieces = proxy.paced(upstream, body, self.path)
                 self.send_response(upstream.status_code)
                 for key, value in upstream.headers.items():
                     if key.lower() not in HOP_BY_HOP and key.lower() != "content-encoding":

@@ -54,7 +54,7 @@ def play(target, case: str) -> Played:
     shape = target.need(slot_shape)
     if not isinstance(shape, Unseen):
         found.context, found.slots = shape.ctx_per_slot, shape.count
-    found.wait = min(max(target.timeout, profile.first_answer_s), http.FIRST_ANSWER_MAX_S)
+    found.wait = http.first_answer_wait(target.timeout, profile.first_answer_s)
     with http.first_answer_within(found.wait):
         reply = send(target, first.request, api=profile.api)
     found.steps.append(Step(_held(first.request.messages or []), reply))

@@ -70,6 +70,9 @@ def test_hanging_socket_fails_at_the_timeout_and_skips_the_rest(run_fleet):
     assert time.monotonic() - start < 10
     result.assert_outcomes(failed=1, skipped=1)
     result.stdout.fnmatch_lines(["*/health: no answer within 1s (the server accepted*",
+                                 "  fix: the server took the connection and did not answer its "
+                                 "health route: it may be stuck*",
+                                 "reproduce: curl *",
                                  "*ep is not healthy, see test_health[[]ep[]]*"])
 
 
@@ -104,13 +107,32 @@ def test_closed_port_fails_fast_with_one_line(run_fleet):
     result = run_fleet(fleet)
     assert time.monotonic() - start < 8
     result.assert_outcomes(failed=5, skipped=5)
-    result.stdout.fnmatch_lines(["*connection refused (nothing listens on that port*"])
+    result.stdout.fnmatch_lines([
+        "*connection refused (nothing listens on that port*",
+        "  fix: start the server, or correct `url` in fleet.yaml: nothing listens on that host "
+        "and port (the reproduce line asks the same)",
+        "reproduce: curl -sS -X GET http://127.0.0.1:9/health"])
 
 
 def test_unknown_host_is_named_as_dns(run_fleet):
     result = run_fleet(one_endpoint("http://no-such-host.invalid:8080", "vllm"))
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*no-such-host.invalid:8080/health: DNS lookup failed*"])
+    result.stdout.fnmatch_lines(["*no-such-host.invalid:8080/health: DNS lookup failed*",
+                                 "  fix: correct the host name in fleet.yaml's `url`*",
+                                 "reproduce: curl *http://no-such-host.invalid:8080/health"])
+
+
+def test_a_health_route_answering_500_names_the_servers_log(run_fleet):
+    """What no engine here does on demand: a health route that answers 500 (a server whose
+    model failed after it listened). The fix points at its log, the curl line at the answer."""
+    with Emulator("llamacpp", models=["m"]) as em:
+        em.route("GET", "/health", lambda r: Reply(500, {"error": {"message": "model crashed"}}))
+        result = run_fleet(one_endpoint(em.url, alias="m"))
+    result.assert_outcomes(failed=1, skipped=1)
+    result.stdout.fnmatch_lines([
+        "*/health: answered 500: model crashed",
+        "  fix: the server answers /health with an error of its own: its log says why*",
+        f"reproduce: curl -sS -X GET {em.url}/health*"])
 
 
 def test_hostile_models_body_is_a_clear_failure(run_fleet):

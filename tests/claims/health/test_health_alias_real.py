@@ -70,4 +70,19 @@ def test_launch_failure_is_a_health_failure(run_fleet, tmp_path):
                                       "launch": {"model": str(tmp_path / "missing.gguf")}}}}
     result = run_fleet(fleet)
     result.assert_outcomes(failed=1, skipped=1)
-    result.stdout.fnmatch_lines(["*the local server could not be launched:*missing.gguf*"])
+    result.stdout.fnmatch_lines(["*the local server could not be launched:*missing.gguf*",
+                                 "  fix: *"])
+
+
+def test_a_proxy_that_does_not_route_health_fails_with_its_fix_and_curl(llama, run_fleet):
+    """A real llama.cpp behind a gateway that answers 404 on /health: the failure names the
+    path, the fix the url, and the reproduce line asks the same route."""
+    from proxy import Proxy
+
+    server = llama()
+    with Proxy(server.url, routes={"/health": lambda upstream: None}) as proxy:
+        result = run_fleet(one_endpoint(proxy.url, alias="selftest"))
+    result.assert_outcomes(failed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*/health: answered 404: not found",
+                                 "  fix: nothing of the engine's answers on that path: check `url`*",
+                                 f"reproduce: curl -sS -X GET {proxy.url}/health*"])

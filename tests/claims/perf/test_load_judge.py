@@ -69,6 +69,45 @@ def test_the_ladder_doubles_up_to_its_top(top, levels):
     assert load.widths(top) == levels
 
 
+@pytest.mark.parametrize("requests, levels, pool, plan", [
+    (24, [1, 2, 4], 4, {1: 6, 2: 3, 4: 3}),  # 24 sent: level 1 takes what does not divide
+    (120, [1, 2, 4], 4, {1: 18, 2: 17, 4: 17}),
+    (120, [1, 2, 4, 8], 8, {1: 8, 2: 8, 4: 8, 8: 8}),
+    (28, [1], 2, {1: 28}),
+    (5, [1, 2, 4], 4, {1: 4, 2: 1, 4: 1}),  # the floor: each alone once, a burst a level
+])
+def test_the_ladder_sends_the_requests_asked_exactly_above_its_floor(requests, levels, pool, plan):
+    got = load.bursts(requests, levels, pool)
+    assert got == plan
+    sent = sum(width * n for width, n in got.items())
+    assert sent == requests or (sent > requests and got[1] == pool and
+                                all(got[w] == 1 for w in levels[1:]))
+
+
+def test_the_count_sent_is_said_and_why_it_is_more_than_asked():
+    assert load.asked_line(24, 24, 4, [1, 2, 4]) == "requests: 24 sent of expect.load.requests 24"
+    assert load.asked_line(5, 10, 4, [1, 2, 4]) == (
+        "requests: 10 sent of expect.load.requests 5: the ladder's floor is more (each of the "
+        "pool's 4 requests alone once, and one burst at each of 2, 4 in flight)")
+
+
+def test_a_ladder_of_one_level_is_inconclusive_not_ok():
+    """A 1-slot server: every reply alone was whole, yet nothing was in flight together."""
+    notes: list[str] = []
+    with pytest.raises(pytest.skip.Exception) as raised:
+        load.judge(ladder(solo_pair()), ctx(notes=notes))
+    said = str(raised.value)
+    assert said.startswith("inconclusive: the ladder cannot climb: its top is 1 in flight "
+                           "(expect.load.concurrency)"), said
+    assert "at 1 in flight: 2 replies in 1 s, 0 with a fault" in "\n".join(notes)
+
+
+def test_a_ladder_of_one_level_still_fails_a_fault_alone():
+    bad = [(0, "plain", Reply(status=503, problem="no slot available")), *solo_pair()[1:]]
+    with pytest.raises(Failure):
+        load.judge(ladder(bad), ctx())
+
+
 def test_a_healthy_ladder_passes_and_notes_each_level_with_its_rates():
     notes: list[str] = []
     healthy = [(0, "plain", answer(prompt=10)), (1, "plain", answer("Bonjour!", prompt=14))]
