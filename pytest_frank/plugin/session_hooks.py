@@ -286,6 +286,7 @@ class FleetHooks:
         _require_measured(frank, target, check, case)
         _require_pace(target, check, case)
         _require_key(target, check, case)
+        _require_transport(target, check, case)
         return handle
 
 
@@ -367,6 +368,21 @@ def _require_key(target: Target, check: Check[Any, Any] | None, case: str | None
     why = ("wants an API key and fleet.yaml gives none" if target.endpoint.api_key is None
            else "refused the API key fleet.yaml gives")
     raise Blocked(redact.inert(f"{target.name} {why}, see {seen}: {refusal.line}", 300))
+
+
+def _require_transport(target: Target, check: Check[Any, Any] | None, case: str | None) -> None:
+    """After a route (or every route) broke alike on every request, its other requests were
+    not sent: one test fails with the fault (EndpointUnderTest.verify), the others that met it
+    point there."""
+    if check is None:
+        return
+    key = key_of(check.probe, case)
+    broken = target.broken_by(key)
+    if broken is None or broken.key == key:
+        return
+    seen = target.judged.get(broken.key, "its first broken request")
+    raise Blocked(redact.inert(f"{target.name}: every request on {broken.where} broke alike "
+                               f"({broken.fault}), see {seen}: {broken.line}", 300))
 
 
 def endpoint_of(item: pytest.Item | pytest.Collector) -> str | None:

@@ -99,6 +99,10 @@ class EndpointUnderTest:
             # in the server's words and with the fix naming the key, whatever the check's own
             # probe made of the answer (a perf probe's stream error names no key)
             raise self._diagnosis(Failure(refusal.failure, refusal.fix), check)
+        broken = self._target.broken_by(key)
+        if broken is not None and broken.key == key:  # the one test a broken transport fails
+            self._show(broken.ex)  # its evidence, whichever probe's request it was
+            raise self._diagnosis(Failure(broken.failure, broken.fix), check)
         if check.claim == health.CLAIM.name:  # once per endpoint: a launched server's log, in this row
             self._attach_launch_log()
         try:

@@ -37,8 +37,9 @@ BUDGET_FIELDS = ("max_tokens", "max_completion_tokens", "max_output_tokens", "th
 def send(target: Target, req: Request, api: str | None = None) -> Reply:
     """Ask the endpoint once, on `api`'s route (None: the endpoint's own); a refused, broken
     or cut answer is a Reply with `problem`. Not asked at all (`TooSlow`) once an earlier
-    answer of the endpoint was cut as too slow, nor (`KeyRefused`) once it refused the key."""
-    target.pace()
+    answer of the endpoint was cut as too slow, nor (`KeyRefused`) once it refused the key,
+    nor (`broken.NotSent`) once the route broke alike on every request."""
+    target.pace(api, req.stream)
     driver, model = target.driver_on(api), target.model_name()
     thinking = driver.wire.thinking_on(req.max_tokens) if req.think else {}
     sampling = driver.wire.sampling(target.endpoint.sampling) if req.sampling else {}
@@ -55,7 +56,7 @@ def send(target: Target, req: Request, api: str | None = None) -> Reply:
     reply.streamed, reply.max_tokens = req.stream, req.max_tokens
     reply.exchange = ex = seen[-1] if seen else None
     if ex is not None:
-        target.heard(ex)  # a refused key stops the endpoint's other requests
+        target.heard(ex, driver.api)  # a refused key, or a broken route, stops the others
         target.spent(reply.generated, _asked(ex), req.max_tokens, began, time.monotonic())
     if reply.ok and not reply.cut and reply.reasoning.strip():
         target.learn(reply.generated)

@@ -16,6 +16,7 @@ from pytest_frank.drivers import Driver, driver_for
 from pytest_frank.fleet import DEFAULT_TIMEOUT, Endpoint
 from pytest_frank.outcome.observation import Obs, Observation, Unseen
 from pytest_frank.outcome.verdict import Text
+from pytest_frank.runtime.broken import Breakage, Broken, Key, NotSent, route_named
 from pytest_frank.runtime.known_errors import known_fix
 from pytest_frank.transport import http
 
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
 STRAGGLER_WAIT = 1.0  # after a stop, how long a probe still running is waited for
 BOUND_SLACK = 5.0  # after an answer too slow to wait for: the endpoint's quick probes
 Probe = Callable[..., Observation]  # probe(target) or, for a cased check, probe(target, case)
-Key = tuple[str, "str | None"]  # a probe's name and case: what runs once per session
 # The probes running in this thread, outermost first (a probe may need another).
 _PROBING: contextvars.ContextVar[tuple[Key, ...]] = contextvars.ContextVar("frank_probing",
                                                                           default=())
@@ -161,6 +161,7 @@ class Target:
         self.refusal: Refusal | None = None
         self.refused: set[Key] = set()  # probes that met `refusal`: saw it, or were not sent
         self._keyed = False  # the model list or a generation answered: the key is accepted
+        self.breakage = Breakage(endpoint, self.driver)  # transport faults, by route
         self.cut: set[Key] = set()  # probes a stop cut short: nothing to judge
         self.judged: dict[Key, str] = {}  # the selected tests' probes: the first test of each
         self.offline = False  # the config gate: probes read fleet.yaml and files, no endpoint
@@ -205,8 +206,9 @@ class Target:
         with self._lock:
             earlier = self._shared.get(path)
         if earlier is not None:
+            self.heard(earlier)  # a cut read shared is that fault met again
             return http.shared(earlier)
-        self._admit()
+        self._admit(route_named("GET", path))
         ex = http.send(self.client(), "GET", self.url(path), headers=self.headers())
         self.heard(ex)
         if self._once(path, ex):
@@ -219,7 +221,7 @@ class Target:
         return ex.costly or (path == self.driver.models_path and ex.ok)
 
     def post(self, path: str, body: Any) -> http.Exchange:
-        self._admit()
+        self._admit(route_named("POST", path, body))
         ex = http.send(self.client(), "POST", self.url(path), headers=self.headers(),
                        json_body=body)
         self.heard(ex)
@@ -348,6 +350,9 @@ class Target:
             with self._lock:  # a probe met by the key's refusal met it for those that need it
                 if key in self.refused:
                     self.refused.update(_PROBING.get())
+                broken = self.breakage.met.get(key)  # and by a broken route, alike
+                if broken is not None:
+                    self.breakage.meet(broken, _PROBING.get())
             return seen
 
     def measured(self, probe: Probe, case: str | None = None) -> bool:
@@ -368,6 +373,8 @@ class Target:
                     obs = self._not_sent()
                 except KeyRefused:
                     obs = self._not_admitted()
+                except NotSent as exc:
+                    obs = self._not_carried(exc.broken)
                 except Exception as exc:  # an endpoint's oddity is its own failure, not a crash
                     obs = Unseen(failure=f"{probe.__name__} could not read what {self.name} "
                                               f"sent: {type(exc).__name__}: {exc}")
@@ -402,11 +409,12 @@ class Target:
                 self.digests.append(found)
 
     # -- one slow answer stops the endpoint's generations ------------------------------------
-    def pace(self) -> None:
-        """Before a generation: none goes out after an answer was cut as too slow (each would
-        take as long), nor after the key was refused. The probe that saw that answer fails
-        with it; the others are held."""
-        self._admit()
+    def pace(self, api: str | None = None, stream: bool = False) -> None:
+        """Before a generation on `api`'s route (None: the endpoint's own): none goes out after
+        an answer was cut as too slow (each would take as long), nor after the key was refused
+        or the route broke alike on every request. The probe that saw that answer fails with
+        it; the others are held."""
+        self._admit(self.breakage.generation(self.driver_on(api).api, stream))
         slow = self.slow
         if slow is not None:
             raise TooSlow(slow.line)
@@ -461,8 +469,11 @@ class Target:
 
         with self._lock:
             others = self.generating
-        with http.recording(propagate=False):  # the cut request stays the evidence's last
-            seen = server_load(self)
+        try:
+            with http.recording(propagate=False):  # the cut request stays the evidence's last
+                seen = server_load(self)
+        except NotSent:  # its routes broke alike: the load is not known, nor said
+            return
         error = ex.error or ""
         slow.fix = self._slower_fix(ex.progress > 0 or bool(seen.decoded))
         if not seen.saturated:
@@ -519,15 +530,23 @@ class Target:
         self.held.update(key for key in _PROBING.get() if key != self.slow.key)
         return Unseen(failure=self.slow.line, fix=self.slow.fix)
 
-    # -- one refused key stops the endpoint's requests ----------------------------------------
-    def _admit(self) -> None:
-        """Before a probe's request: none goes out once the endpoint refused the key, since it
-        would carry the same one. Only the probes are held: a test of your own that asks in the
-        test phase (`endpoint.get`) is sent, whatever the probes met."""
-        if self.refusal is not None and _PROBING.get():
+    # -- one refused key, or one broken transport, stops the endpoint's requests ---------------
+    def _admit(self, route: str | None = None) -> None:
+        """Before a probe's request on `route` (None: one not known yet): none goes out once
+        the endpoint refused the key, since it would carry the same one, nor once that route
+        (or every route) broke alike on every request (runtime.broken). Only the probes are
+        held: a test of your own that asks in the test phase (`endpoint.get`) is sent,
+        whatever the probes met."""
+        if not _PROBING.get():
+            return
+        if self.refusal is not None:
             raise KeyRefused(self.refusal.line)
+        with self._lock:
+            broken = self.breakage.closed(route)
+        if broken is not None:
+            raise NotSent(broken)
 
-    def heard(self, ex: http.Exchange) -> None:
+    def heard(self, ex: http.Exchange, api: str | None = None) -> None:
         """An answer to a probe's request with the fleet's credentials (`get`, `post`, a
         generation): the first 401 or 403 stops the endpoint's probes, unless the model list
         or a generation was already answered, which shows the key is accepted and leaves the
@@ -536,6 +555,9 @@ class Target:
         the rest already."""
         path = ex.url.removeprefix(self.endpoint.root).split("?")[0]
         probing = _PROBING.get()
+        if probing:
+            with self._lock:
+                self.breakage.heard(ex, probing, self._blamed(), api)
         if not probing or ex.status is None or path == self.driver.health_path:
             return
         accepts = path == self.driver.models_path or ex.method == "POST"
@@ -562,6 +584,23 @@ class Target:
             if refusal.key not in self.judged:
                 refusal.key = key
             return refusal
+
+    def broken_by(self, key: Key) -> Broken | None:
+        """The breakage the probe `key` met (it saw it, or was not sent after it), if any. As
+        for a refused key, where the probe that saw it is judged by no selected test, the first
+        test that asks fails with it instead: a broken transport is always one failure."""
+        with self._lock:
+            broken = self.breakage.met.get(key)
+            if broken is not None and broken.key not in self.judged:
+                broken.key = key
+            return broken
+
+    def _not_carried(self, broken: Broken) -> Unseen:
+        """A request not sent after its route broke alike on every request: its probe met the
+        breakage, and so did every probe running it."""
+        with self._lock:
+            self.breakage.meet(broken, _PROBING.get())
+        return Unseen(failure=broken.failure, fix=broken.fix)
 
     def _not_admitted(self) -> Unseen:
         """A request not sent after the key was refused: its probe met the refusal, and so did

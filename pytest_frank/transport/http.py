@@ -35,6 +35,15 @@ STREAM_ENDS = (b"data: [DONE]", b"data:[DONE]", b"event: message_stop")  # OpenA
 EVENT_SLACK = 64  # a stream's events beside its tokens: role, finish, usage, block starts and ends
 EVIDENCE_HEAD = 64 * 1024  # what an exchange keeps of a body that was cut: enough to show
 KEY_HEADERS = ("authorization", "x-api-key")
+# The kinds of transport fault (Exchange.fault), each as the failure names it.
+RESET = "connection reset"  # a TCP reset: a crashed worker, a proxy or a firewall cut it
+CLOSED = "connection closed early"  # before the answer was whole: a body cut short, no answer
+PROTOCOL = "not HTTP"  # bytes that are no HTTP/1.1 answer (an illegal status line or header)
+TLS = "TLS handshake failed"  # a certificate refused, a plain-HTTP port asked for https
+OVER_CAP = "answer past the cap"  # decoded past MAX_BODY: a compression bomb, an endless body
+CORRUPT = "corrupt compression"  # a compressed body that does not decode
+ENCODING = "encoding refused"  # stacked or unknown content encodings
+FAULTS = (RESET, CLOSED, PROTOCOL, TLS, OVER_CAP, CORRUPT, ENCODING)
 NO_KEY = "frank-no-key"  # the SDKs insist on a key; a server without one ignores it
 # Sent but left out of a curl line: curl writes Host and Content-Length itself (from the URL and
 # -d); Connection is the transport's; Accept-Encoding is this reader's "identity", and curl asks
@@ -60,6 +69,9 @@ class Exchange:
     interrupted: bool = False  # cut or not sent because the run was stopped
     progress: int = 0  # a stream cut short: the events with data it had sent (tokens produced)
     refused: bool = False  # an encoding this reader will not decode
+    # The transport fault that cut it (one of FAULTS): not a slow answer, not a stop,
+    # but bytes no whole answer is made of. The same kind again is the same root cause.
+    fault: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
     # The headers sent, as curl -H words with secrets as $VARIABLEs (never the values).
     curl_headers: list[str] = field(default_factory=list)
@@ -480,20 +492,20 @@ class Recorder(httpx2.BaseTransport):
                 ex.error = _nothing_came(pace)
             ex.elapsed = time.monotonic() - start
             self.stop.forget(key)
-            if pace.budget is not None and not isinstance(exc, (httpx2.ConnectError,
-                                                                httpx2.ConnectTimeout)):
+            if pace.budget is not None and _given_up(ex) and not isinstance(
+                    exc, (httpx2.ConnectError, httpx2.ConnectTimeout)):
                 self.limiter.hush(self.quiet)  # sent, and given up on: the server may still run it
             self.limiter.leave()
             if resp is not None:
                 resp.close()
             if isinstance(exc, Refused):
-                ex.refused = True
+                ex.refused, ex.fault = True, ENCODING
                 raise httpx2.DecodingError(ex.error or str(exc), request=request) from None
             raise
 
         def release(abandoned: bool) -> None:
             self.stop.forget(key)
-            if abandoned and pace.budget is not None:
+            if abandoned and pace.budget is not None and _given_up(ex):
                 self.limiter.hush(self.quiet)
             self.limiter.leave()
 
@@ -534,10 +546,11 @@ class _Body(httpx2.SyncByteStream):
                 try:
                     chunk = self.decode(raw, self.max_body - len(self.kept) + 1)
                 except zlib.error as exc:
+                    self.ex.fault = CORRUPT
                     self._fail(f"the answer's compressed body is corrupt ({exc})")
                 self.kept += chunk
                 if len(self.kept) > self.max_body:
-                    self.ex.truncated = True
+                    self.ex.truncated, self.ex.fault = True, OVER_CAP
                     self._fail(f"the answer ran past {self.max_body} bytes; read no further")
                 if self.stop.why:
                     self.ex.interrupted = True
@@ -654,6 +667,13 @@ class _Body(httpx2.SyncByteStream):
             release(not self.ended)
 
 
+def _given_up(ex: Exchange) -> bool:
+    """Whether this reader ended the answer (a timeout, the cap, a stop), so the server may still
+    be generating it; a connection the server reset or closed it ended itself, and nothing of
+    it runs on there to wait out."""
+    return ex.fault not in (RESET, CLOSED, PROTOCOL)
+
+
 def _cut(ex: Exchange, exc: BaseException, timeout: float, stop: Stop) -> None:
     """Why a request failed, in its exchange: a stop's shut socket reads as the interrupt it
     was; a timeout marks the endpoint as too slow."""
@@ -662,6 +682,23 @@ def _cut(ex: Exchange, exc: BaseException, timeout: float, stop: Stop) -> None:
         return
     ex.error = describe(exc, timeout)
     ex.late = isinstance(exc, httpx2.TimeoutException) and not isinstance(exc, httpx2.ConnectTimeout)
+    ex.fault = fault_of(exc)
+
+
+def fault_of(exc: BaseException) -> str | None:
+    """The kind of transport fault `exc` is, where it is one (FAULTS); None for a timeout, a
+    refused connection (nothing listens: the health check says so) or a name not found."""
+    text = " ".join(str(exc).split()).lower()
+    if isinstance(exc, httpx2.ConnectError):
+        return TLS if any(s in text for s in ("ssl", "tls", "certificate")) else None
+    if not isinstance(exc, (httpx2.ReadError, httpx2.WriteError, httpx2.RemoteProtocolError)):
+        return None
+    if "reset" in text or "broken pipe" in text:
+        return RESET
+    if isinstance(exc, httpx2.RemoteProtocolError) and not any(
+            s in text for s in ("peer closed", "disconnected", "incomplete")):
+        return PROTOCOL
+    return CLOSED
 
 
 def _decoder(encoding: str):
@@ -757,6 +794,8 @@ def describe(exc: BaseException, timeout: float | None) -> str:
         if any(s in lower for s in ("name or service", "nodename", "getaddrinfo", "name resolution")):
             return "DNS lookup failed (unknown host name)"
         return f"cannot connect: {text}"
+    if fault_of(exc) == PROTOCOL:
+        return f"the answer is not HTTP: {text}"
     if isinstance(exc, (httpx2.RemoteProtocolError, httpx2.ReadError)):
         return f"{BROKE}: {text}"
     if isinstance(exc, httpx2.UnsupportedProtocol):

@@ -18,6 +18,8 @@ import yaml
 from emulator import Emulator, drip, endless_line, serve_chat
 from healthy_engines import ALL, healthy_chat
 
+from pytest_frank.runtime.broken import REPEATS
+
 pytestmark = pytest.mark.real
 
 REPORTS = ("junit.xml", "report.html", "report.md", "report.json")
@@ -166,7 +168,9 @@ def test_a_dripping_endpoint_costs_one_slow_answer(tmp_path):
 
 def test_a_500_mb_line_keeps_memory_bounded(tmp_path):
     """One SSE line of 500 MB with no newline, on every generation of every claim: the reader's
-    cap ends each after 4 MiB, and what is kept of the cut answers stays small."""
+    cap ends each after 4 MiB, and what is kept of the cut answers stays small. Plain and
+    streamed, the route's first two answers run past the cap alike: one root cause, so one
+    test fails with it and no further generation is sent (runtime.broken)."""
     with Emulator("vllm") as em:
         serve_chat(em, lambda body: endless_line(500 * 1024 * 1024))
         (tmp_path / "fleet.yaml").write_text(yaml.safe_dump({"endpoints": {"huge": {
@@ -179,8 +183,15 @@ def test_a_500_mb_line_keeps_memory_bounded(tmp_path):
                               capture_output=True, text=True, timeout=300)
         chats = _chats(em)
     peak_mib = int(done.stdout.split()[-1]) / 1024
-    assert chats >= 15  # every generation read its 4 MiB
+    assert chats == 2 * REPEATS  # the route's first answers, plain and streamed, 4 MiB each
     rows = _rows(tmp_path)
-    assert "the answer ran past 4194304 bytes" in rows["test_reasoning[huge]"]["line"]
+    cut = [test for test, row in rows.items() if row["verdict"] == "FAIL"
+           and "ran past" in row["line"]]
+    assert cut == ["test_chat[huge]"], cut  # (slots fails apart: the emulator shows no slots)
+    assert "the answer ran past 4194304 bytes" in rows["test_chat[huge]"]["line"]
+    pointer = ("huge: every request on POST /v1/chat/completions (plain and streamed) broke "
+               "alike (answer past the cap), see test_chat[huge]: ")
+    assert rows["test_reasoning[huge]"]["verdict"] == "blocked"
+    assert rows["test_reasoning[huge]"]["line"].startswith(pointer), rows["test_reasoning[huge]"]
     assert peak_mib < 300, peak_mib
     print(f"a 500 MB line on every generation: peak RSS {peak_mib:.0f} MiB")

@@ -8,6 +8,9 @@ Routes are plain functions `(Request) -> Reply`, so later tests add chat, metric
 from __future__ import annotations
 
 import json
+import socket
+import struct
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -33,6 +36,23 @@ class Reply:
     status: int = 200
     body: Any = None  # dict/list -> JSON, str/bytes -> as is
     headers: dict[str, str] = field(default_factory=dict)
+    # How the answer breaks (BREAKS), where it does: a transport fault no engine commits on
+    # purpose, which only a loopback server can show.
+    broken: str | None = None
+
+
+# A TCP reset (as a crashed worker, or a proxy or firewall cutting in, sends) before the status
+# line, after part of the headers, or after half the body; a clean close after half the body (a
+# length promised and not kept); bytes that are no HTTP answer.
+BREAKS = ("reset before", "reset headers", "reset body", "short body", "not http")
+NOT_HTTP = b"SSH-2.0-OpenSSH_9.6\r\n\r\n"  # another service on the port: no status line
+
+
+def broken(how: str, reply: Reply | None = None) -> Reply:
+    """`reply` (a healthy-looking model list by default) broken `how` (BREAKS)."""
+    assert how in BREAKS, how
+    base = reply or Reply(200, {"object": "list", "data": [{"id": "m", "object": "model"}]})
+    return Reply(base.status, base.body, base.headers, broken=how)
 
 
 def _models_llamacpp(em):
@@ -67,6 +87,13 @@ LOADING = Reply(503, {"error": {"message": "Loading model", "type": "unavailable
                                 "code": 503}})
 
 
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request, client_address):
+        # A client that cut its connection (a cap, a deadline, an interrupt) is no server error.
+        if not isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
+            super().handle_error(request, client_address)
+
+
 class Emulator:
     """`with Emulator("vllm", models=["m"]) as em:` serves on `em.url` until the block ends."""
 
@@ -88,7 +115,7 @@ class Emulator:
         self.route("GET", "/v1/models", lambda r: Reply(200, models_body(self)))
         self._stop = threading.Event()
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._server = _Server(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
 
@@ -185,8 +212,23 @@ def _handler(em: Emulator):
                 self.working = False
                 em.leave()
 
+        def _reset(self):
+            """Close with a TCP RST: linger on, zero seconds, so the close drops what is
+            unsent and resets the connection instead of ending it."""
+            self.wfile.flush()
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                       struct.pack("ii", 1, 0))
+            self.connection.close()
+            self.close_connection = True
+
         def _send(self, reply: Reply):
             body = reply.body
+            if reply.broken == "reset before":
+                return self._reset()
+            if reply.broken == "not http":
+                self.wfile.write(NOT_HTTP)
+                self.close_connection = True
+                return None
             if hasattr(body, "__next__"):  # a paced stream: write pieces as they come, then close
                 return self._send_paced(reply)
             if isinstance(body, (dict, list)):
@@ -200,9 +242,22 @@ def _handler(em: Emulator):
                 if k.lower() != "content-type":
                     self.send_header(k, v)
             self.send_header("content-length", str(len(data)))
+            if reply.broken == "reset headers":  # the status line and part of the headers went out
+                self._headers_buffer = self._headers_buffer[:2]
+                self.flush_headers()
+                return self._reset()
             self.end_headers()
             self.done()
-            self.wfile.write(data)
+            if reply.broken in ("reset body", "short body"):
+                self.wfile.write(data[:len(data) // 2])
+                if reply.broken == "short body":  # a clean close, the length not kept
+                    self.close_connection = True
+                    return None
+                return self._reset()
+            try:
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                self.close_connection = True  # the client cut the answer off (the cap)
 
         def _send_paced(self, reply: Reply):
             self.send_response(reply.status)
