@@ -64,11 +64,11 @@ def healthy(em: Emulator) -> None:
 
 
 def run(size: int, latency: float, concurrency: int) -> dict:
-    ems = [Emulator("vllm", models=["m"], latency=latency).start() for _ in range(size)]
+    ems = [Emulator("vllm", latency=latency).start() for _ in range(size)]
     try:
         for em in ems:
             healthy(em)
-        fleet = {"endpoints": {f"ep-{i:02d}": {"url": em.url, "engine": "vllm", "alias": "m",
+        fleet = {"endpoints": {f"ep-{i:02d}": {"url": em.url, "engine": "vllm", "alias": "model",
                                                "concurrency": concurrency, "expect": EXPECT}
                                for i, em in enumerate(ems)}}
         with tempfile.TemporaryDirectory() as tmp:

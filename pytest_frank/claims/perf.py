@@ -375,10 +375,11 @@ def slow_cpu_hint(driver: Facts) -> Text:
     return advise(
         driver, "give it more threads (the physical cores), serve a smaller quant or model, or "
                 "move it to a GPU; check that no other load shares the machine",
+        # llama.cpp's prompt threads follow --threads unless set apart (and launch: sets both),
+        # so the one setting in the launcher's spelling is the whole fix
         {LlamaCppDriver: lambda d: Phrase(
-            "set ", d.flags["threads"], " to the physical cores (and --threads-batch for "
-            "prompts), serve a smaller quant or model, or move it to a GPU; check that no other "
-            "load shares the machine")})
+            "set ", d.flags["threads"], " to the physical cores, serve a smaller quant or model, "
+            "or move it to a GPU; check that no other load shares the machine")})
 
 
 def prefix_cache_fix(driver: Facts) -> Text:

@@ -138,7 +138,7 @@ def test_the_decode_fix_follows_the_backend():
     line, fix = cpu.split("\n  fix: ")
     assert line.endswith("is under min_decode_tps 100, on the CPU, whose cores and memory "
                          "bandwidth bound it (xllamacpp's ggml devices: CPU)"), cpu
-    assert fix == ("set --threads to the physical cores (and --threads-batch for prompts), serve "
+    assert fix == ("set --threads to the physical cores, serve "
                    "a smaller quant or model, or move it to a GPU; check that no other load "
                    "shares the machine; or relax expect.perf.min_decode_tps"), cpu
     assert len(fix) < 220 and "-ngl" not in cpu and "the card" not in cpu, cpu

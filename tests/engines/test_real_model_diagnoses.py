@@ -160,7 +160,8 @@ def test_a_cpu_server_gets_a_cpu_fix_for_slow_decode(smollm2_path, run_fleet):
     result.stdout.fnmatch_lines([
         "decode speed * tok/s (median of 3, 64 tokens each) is under min_decode_tps 1e+09, on "
         "the CPU, whose cores and memory bandwidth bound it (xllamacpp's ggml devices: CPU)",
-        "  fix: set --threads to the physical cores (and --threads-batch for prompts), serve a "
+        # launched by the fleet's launch: block, so the fix is in its spelling
+        "  fix: set launch.threads to the physical cores, serve a "
         "smaller quant or model, or move it to a GPU; check that no other load shares the "
         "machine; or relax expect.perf.min_decode_tps"])
     out = result.stdout.str()

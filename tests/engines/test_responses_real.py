@@ -56,7 +56,7 @@ def test_generating_claims_run_through_responses(llama, run_fleet, pytester):
     # variants are not Responses parameters; named
     # (ignored by llama.cpp), parallel, unmapped, prefix_cache not asked; max_tokens is left
     # inconclusive by a terse model.
-    result.assert_outcomes(passed=20, failed=2, skipped=12)  # prompt_tokens: chat only
+    result.assert_outcomes(passed=22, failed=2, skipped=12)  # prompt_tokens: chat only; contract 2
     result.stdout.fnmatch_lines([
         # llama.cpp's /v1/responses passes the body on to chat, where text.format means
         # nothing and top_logprobs without the chat's logprobs: true is refused.

@@ -46,8 +46,9 @@ def test_each_endpoint_runs_in_one_worker_with_one_server(run_fleet, pytester):
     fleet = {"endpoints": {"one": _launched("one"), "two": _launched("two")}}
     result = run_fleet(fleet, "-n", "2", "--dist", "loadgroup", "-v", "--frank-json=run.json")
     outcomes = result.parseoutcomes()
-    # per endpoint: health, alias, chat, 3 reasoning, slots and the slot's context
-    assert outcomes["passed"] == 16 and "failed" not in outcomes, outcomes
+    # per endpoint: health, alias, chat, 3 reasoning, slots and the slot's context, and the
+    # contract's two (every reply against its route's contract, streamed against plain)
+    assert outcomes["passed"] == 20 and "failed" not in outcomes, outcomes
     workers = defaultdict(set)
     for line in result.stdout.lines:
         found = re.search(r"\[(gw\d)\].*(?:PASSED|SKIPPED) .*\[(one|two)[-\]@]", line)

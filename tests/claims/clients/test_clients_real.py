@@ -207,12 +207,14 @@ def test_init_offers_the_clients_whose_route_answers_and_request_fits(llama, tmp
     # The self-test tokenizer spends a token a byte: Claude Code's 96 KB and opencode's 30 KB
     # with their 32000-token budgets do not fit 49152 tokens; the others do.
     assert roomy.claims["clients"].value == (["codex"] if RESPONSES else []) + ["pi", "openwebui"]
+    # each profile was played on the server, every turn counted, before it was written
     assert roomy.claims["clients"].why.startswith("/v1/chat/completions") and \
-        roomy.claims["clients"].why.endswith("answered; each fits the 49152-token context per "
-                                             "slot"), roomy.claims["clients"].why
-    assert roomy.notes["clients"].startswith("left out: claude_code (its typical first request "
+        "answered; each played and passed here; every turn fits the 49152-token context per " \
+        "slot (prompt tokens by turn: " in roomy.claims["clients"].why, roomy.claims["clients"].why
+    # each profile left out has a line of its own saying why
+    assert roomy.notes["clients"].startswith("left out:\nclaude_code (its typical first request "
                                              "and output budget need ~1"), roomy.notes
-    assert "; opencode (" in roomy.notes["clients"]
+    assert "\nopencode (" in roomy.notes["clients"]
     small_slots = survey(llama().url, None, 60, 10, perf=False)
     assert small_slots.claims["clients"].value == ["openwebui"]
     assert "claude_code (its typical first request and output budget need ~" in \
