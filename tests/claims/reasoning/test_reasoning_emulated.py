@@ -159,9 +159,7 @@ def test_runaway_chat_answer_is_cut_with_one_line(run_fleet):
                            "-m", "reasoning")
     # one root cause, failed once: the other reasoning checks are blocked behind it
     result.assert_outcomes(failed=1, skipped=2)
-    result.stdout.fnmatch_lines(["*the answer ran past 4194304 bytes*",
-                                 "*every request on every route tried broke alike (answer past "
-                                 "the cap), see test_reasoning[ep]*"])
+    result.stdout.fnmatch_lines(["*the answer ran past 4194304 bytes*"])
 
 
 # -- budgets learned from the endpoint's answers; effort levels asked for a handful of tokens ----
