@@ -246,7 +246,9 @@ def judge_sampling(obs: Asked, ctx: Context[params.Options]) -> None:
     are accepted (together, else each alone); n: 2, where the route takes n, gives two
     choices."""
     together, sent = obs.replies["together"], _fields(obs.sampled)
-    if together.status is None or together.status >= 500:
+    # only a 4xx was asked again field by field: an unreadable 2xx fails as it is, not as a
+    # refusal of fields nobody asked alone
+    if together.status is None or not 400 <= together.status < 500:
         require_answer(together, ctx.driver, sent)
     if not together.ok:
         refused = [f for f in obs.sampled if not obs.replies[f].ok]

@@ -123,6 +123,12 @@ def test_sampling_faults():
     crashed = contract.Asked(sampled=fields, replies={"together": refused(500, "boom")})
     with pytest.raises(Failed, match="frequency_penalty: 0.5 answered 500: boom"):
         contract.judge_sampling(crashed, ctx("vllm"))
+    # a 200 whose body is no reply (a Messages content retyped to a string) was not asked
+    # field by field: it fails as what it is, never a KeyError for a field not asked alone
+    unreadable = contract.Asked(sampled=fields, replies={
+        "together": Reply(status=200, problem="content is a str, not a list of blocks")})
+    with pytest.raises(Failed, match="answered 200: content is a str, not a list of blocks"):
+        contract.judge_sampling(unreadable, ctx("anthropic"))
     one = contract.Asked(sampled=fields, replies={"together": OK, "n": OK}, choices=1)
     with pytest.raises(Failed, match=r"n: 2 was sent and 1 choice\(s\) came back"):
         contract.judge_sampling(one, ctx("vllm"))
