@@ -61,7 +61,7 @@ def test_each_endpoint_runs_in_one_worker_with_one_server(run_fleet, pytester):
     assert {name: {gw} for name, gw in starts.items()} == dict(workers)  # where it is verified
     # the controller's reports hold the workers' rows and each launched server's identity
     run = json.loads((pytester.path / "run.json").read_text())
-    assert sum(row["verdict"] == "pass" for row in run["rows"]) == 16
+    assert sum(row["verdict"] == "pass" for row in run["rows"]) == 20
     # llama.cpp in xllamacpp has no build number of its own: the package's version names it
     package = f"xllamacpp {importlib.metadata.version('xllamacpp')} (b0-unknown)"
     assert [(e["build"], e["url"][:17]) for e in run["endpoints"].values()] == [

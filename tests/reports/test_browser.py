@@ -115,15 +115,16 @@ def test_the_page_opens_with_the_standing_then_charts_and_the_failing_row_first(
     name = "javascript-on" if scripts else "javascript-off"
     dom = open_page(page / "report.html", ARTIFACTS / f"report-{name}.png", scripts=scripts)
     shown = Shown(frank(dom)).text
-    # the first screen: is the fleet ok, which endpoint is not, the slowest, then the matrix
+    # the first screen: is the fleet ok, which endpoint is not, the slowest, then the matrix (the
+    # contract's column judges the replies the claims before it got: the broken one's too)
     assert shown.index("fleet not ok : 3 endpoint(s): 1 failing 0 inconclusive 2 passing "
                        "failing: broken") \
         < shown.index("slowest endpoint time to verdict") \
-        < shown.index("endpoint health alias chat reasoning spec_decode perf vision") \
+        < shown.index("endpoint health alias chat reasoning contract spec_decode perf vision") \
         < shown.index("Figures")
-    assert "draft pass pass not asked not asked pass pass not asked" in shown
-    assert "broken pass pass pass FAIL not asked not asked not asked" in shown
-    assert "eyes pass not asked not asked not asked not asked not asked pass" in shown
+    assert "draft pass pass not asked not asked pass pass pass not asked" in shown
+    assert "broken pass pass pass FAIL FAIL not asked not asked not asked" in shown
+    assert "eyes pass not asked not asked not asked pass not asked not asked pass" in shown
     # the charts, drawn with their numbers: draft's acceptance, every endpoint's TTFT
     charts = re.findall(r'<svg [^>]*data-figure="([^"]+)"', frank(dom))
     assert {"ttft_s", "tok_s", "acceptance"} <= set(charts), charts

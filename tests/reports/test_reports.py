@@ -151,8 +151,11 @@ def test_a_second_run_reports_what_regressed_against_the_first(run_fleet, pytest
         "test_perf_ttft[[]ep[]]: time to first token 0.0* -> 0.4* s (up *%, tolerance 25%)"])
     second.stdout.fnmatch_lines(["SKIPPED [[]1[]] test_perf_prefix_cache[[]ep[]]: no expect.perf*"])
     assert second.ret == 1  # the alias failure itself; the regressions only report
-    second.stdout.fnmatch_lines(["frank: baseline first.json (the run of *): * test(s) and * "
-                                 "figure(s) compared, 2 regression(s)"])
+    # at least the alias and the time to first token; a busy machine may slow decode past its
+    # tolerance as well, so the count is read, not fixed
+    line = next(x for x in second.stdout.lines if x.startswith("frank: baseline first.json"))
+    assert re.fullmatch(r"frank: baseline first\.json \(the run of .+\): \d+ test\(s\) and \d+ "
+                        r"figure\(s\) compared, [2-9] regression\(s\)", line), line
     assert "## Regressions since the baseline" in (pytester.path / "r.md").read_text()
     assert "Regressions since the baseline" in (pytester.path / "report.html").read_text()
     gated.assert_outcomes(passed=2, skipped=1)
