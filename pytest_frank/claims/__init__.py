@@ -3,10 +3,11 @@
 and its fleet.yaml `expect:` key, what it proves, its place in the reports, how it is asked, its
 `Options` and its docs page), its `Options` (each key an `option` whose metadata holds its
 description and its JSON schema: fleet.schema.json's `$defs.expect` is written from them by
-docs/gen.py; parsed from the fleet entry by `bind`, read back typed by a probe with
-`Options.on(endpoint)` and by a judge as `ctx.options`), its probes (network and file work) and
-its checks (`pytest_frank.claims.checks.Check`: probe + judge), which batteries/test_<claim>.py turns
-into tests. The built-in claims are the modules of this package that declare a `CLAIM`.
+docs/gen.py; parsed from the fleet entry by the fleet loader, handed `declared()`, read back
+typed by a probe with `Options.on(endpoint)` and by a judge as `ctx.options`), its probes
+(network and file work) and its checks (`pytest_frank.claims.checks.Check`: probe + judge),
+which batteries/test_<claim>.py turns into tests. The built-in claims are the modules of this
+package that declare a `CLAIM`.
 A conftest.py or a plugin adds claims of its own with `register` (the `pytest_frank_claims`
 hook, pytest_frank.base.hooks), for the run that loads it (pytest_frank.base.state)."""
 
@@ -24,7 +25,7 @@ from types import MappingProxyType
 from typing import Any, Callable, ClassVar, Iterator, Mapping, TypeVar
 
 from pytest_frank.base import state
-from pytest_frank.fleet import Endpoint, OptionError, expect_schemas
+from pytest_frank.fleet import Endpoint, OptionError, asks, expect_schemas, with_claims
 
 if typing.TYPE_CHECKING:
     from pytest_frank.claims.checks import Check
@@ -274,13 +275,7 @@ def options_type(claim: str) -> type[Options]:
 def asked(claim: str, endpoint: Endpoint) -> bool:
     """Whether the fleet entry asks the claim (always, by an endpoint key of its own, else by
     its `expect:` key)."""
-    value = endpoint.expect.get(claim)
-    if value is False:
-        return False
-    declared = built_in().get(claim)
-    if declared is not None and declared.asked_by:
-        return bool(getattr(endpoint, declared.asked_by))
-    return (declared is not None and declared.always) or value is not None
+    return asks(claim, declared().get(claim), endpoint)
 
 
 def claim_of(item) -> str | None:
@@ -291,14 +286,20 @@ def claim_of(item) -> str | None:
     return None
 
 
+# A claim a run registers comes after the built-in ones (their order is spaced by ten from 10).
+REGISTERED_ORDER = 10_000
+
+
+def declared() -> Mapping[str, Claim]:
+    """Every claim of the run under way by name, built-in and registered, as the fleet loader
+    reads them (`fleet.load(path, claims=declared())`): each parses its own options there."""
+    registered = _registered()
+    return {**built_in(), **{name: Claim(name, about, registered.options[name],
+                                         order=REGISTERED_ORDER)
+                             for name, about in registered.about.items()}}
+
+
 def bind(endpoint: Endpoint) -> Endpoint:
-    """Read every claim's options from the entry, and which claims it asks, into it (what
-    fleet.load's `bind` does); raises fleet.OptionError naming the claim's key."""
-    options = {}
-    for claim in CLAIMS:
-        try:
-            options[claim] = options_type(claim).from_fleet(endpoint.expect.get(claim), endpoint)
-        except OptionError as exc:
-            raise exc.under(claim) from None
-    endpoint.bind(options, [claim for claim in CLAIMS if asked(claim, endpoint)])
-    return endpoint
+    """The entry with every claim's options read from it, and which claims it asks (what the
+    fleet loader does with `declared()`); raises fleet.OptionError naming the claim's key."""
+    return with_claims(endpoint, declared())

@@ -1,7 +1,8 @@
 """fleet.yaml: load, expand ${VAR}, merge defaults, validate against the shipped JSON Schema.
-The claims are not known here: whoever loads the fleet hands each endpoint to a `bind` (the claim
-registry's, pytest_frank.claims.bind), which parses each claim's `expect:` value into its options
-and says which claims are asked."""
+The claims are not known here: whoever loads the fleet hands the loader the claims' declarations
+(pytest_frank.claims.declared()), and the loader parses each claim's `expect:` value through its
+declared `Options` into the entry's `ClaimOptions`, with the claims it asks: the options flow one
+way, from the file into the entry, and nothing writes them back."""
 
 from __future__ import annotations
 
@@ -9,11 +10,11 @@ import copy
 import json
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache, partial
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, TypeVar
+from typing import Any, Mapping, Protocol, TypeVar
 
 from pytest_frank.base import redact, state
 from pytest_frank.base.hosts import host_of, server_of
@@ -52,6 +53,35 @@ class OptionError(ValueError):
         return OptionError(f"{claim}.{self.key}" if self.key else claim, str(self))
 
 
+class ParsesOptions(Protocol):
+    """A claim's options class as the loader uses it (pytest_frank.claims.Options)."""
+
+    def from_fleet(self, value: Any, endpoint: Endpoint | None = None) -> object: ...
+
+
+class Declared(Protocol):
+    """What the loader reads of one claim's declaration (pytest_frank.claims.Claim is one): how
+    its options parse, and how an entry asks it besides its own `expect:` key."""
+
+    @property
+    def options(self) -> ParsesOptions: ...
+
+    @property
+    def always(self) -> bool: ...
+
+    @property
+    def asked_by(self) -> str | None: ...
+
+
+@dataclass(frozen=True)
+class ClaimOptions:
+    """An entry's claims as the fleet loaded: each claim's parsed options, by claim name, and the
+    claims the entry asks."""
+
+    parsed: Mapping[str, object]
+    asked: frozenset[str]
+
+
 @dataclass
 class Endpoint:
     name: str
@@ -75,8 +105,8 @@ class Endpoint:
     serve: dict[str, str] | None = None  # how it is started: unit/env/script paths, or command
     regression: dict[str, float] | None = None  # --frank-baseline tolerances
     folder: Path | None = None  # the fleet file's: relative paths in claims' options start here
-    _options: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
-    _asked: frozenset[str] | None = field(default=None, repr=False, compare=False)
+    # each claim's options and the claims asked (`with_claims`); None: read without its claims
+    claims: ClaimOptions | None = field(default=None, repr=False, compare=False)
 
     @property
     def root(self) -> str:
@@ -107,37 +137,52 @@ class Endpoint:
         """Whether two answers to one request must be the same (temperature 0)."""
         return self.sampling.get("temperature") == 0
 
-    def bind(self, options: Mapping[str, Any], asked: Iterable[str]) -> None:
-        """What the claim registry read from this entry: each claim's options, the claims asked."""
-        self._options, self._asked = dict(options), frozenset(asked)
-
     def asks(self, claim: str) -> bool:
         """Whether fleet.yaml asks this claim of the endpoint."""
-        return claim in self._bound("asks")
+        return claim in self._read("asks").asked
 
     def options(self, claim: str) -> Any:
         """The claim's typed options (its `Options`, parsed from `expect.<claim>`)."""
-        self._bound("options")
-        return self._options[claim]
+        return self._read("options").parsed[claim]
 
     def options_of(self, kind: type[T]) -> T:
         """The options of the one claim whose options are a `kind` (a claim's Options class)."""
-        self._bound("options")
-        found = [opts for opts in self._options.values() if type(opts) is kind]
+        found = [opts for opts in self._read("options").parsed.values() if type(opts) is kind]
         if len(found) != 1:
             raise LookupError(f"endpoint {self.name}: {len(found)} claims have options of class "
                               f"{kind.__qualname__}, not one: give the claim an Options class of "
                               f"its own, or read them by its name (options(claim))")
         return found[0]
 
-    def _bound(self, what: str) -> frozenset[str]:
-        if self._asked is None:
+    def _read(self, what: str) -> ClaimOptions:
+        if self.claims is None:
             raise LookupError(f"endpoint {self.name}: its claims were never read, so it has no "
-                              f"{what}: load the fleet with bind=pytest_frank.claims.bind")
-        return self._asked
+                              f"{what}: load the fleet with claims=pytest_frank.claims.declared()")
+        return self.claims
 
 
-Bind = Callable[[Endpoint], Any]  # reads an entry's claims into it; raises OptionError
+def with_claims(entry: Endpoint, claims: Mapping[str, Declared]) -> Endpoint:
+    """The entry with each claim's options parsed from its `expect:` value through the claim's
+    declared `Options`, and the claims it asks; raises OptionError, its key under the claim's."""
+    parsed = {}
+    for name, claim in claims.items():
+        try:
+            parsed[name] = claim.options.from_fleet(entry.expect.get(name), entry)
+        except OptionError as exc:
+            raise exc.under(name) from None
+    asked = frozenset(name for name, claim in claims.items() if asks(name, claim, entry))
+    return replace(entry, claims=ClaimOptions(parsed, asked))
+
+
+def asks(name: str, claim: Declared | None, entry: Endpoint) -> bool:
+    """Whether the entry asks the claim: not where `expect:` turns it off; else by an endpoint
+    key of its own where it has one, always where it is always asked, else by its `expect:` key."""
+    value = entry.expect.get(name)
+    if value is False:
+        return False
+    if claim is not None and claim.asked_by:
+        return bool(getattr(entry, claim.asked_by))
+    return (claim is not None and claim.always) or value is not None
 
 
 class ExpectSchemas(dict[str, dict[str, Any]]):
@@ -150,8 +195,10 @@ def expect_schemas() -> ExpectSchemas:
 
 
 def load(path: str | os.PathLike, environ: Mapping[str, str] | None = None,
-         bind: Bind | None = None, offline: bool = False) -> dict[str, Endpoint]:
-    """The fleet file's endpoints by name; with `bind`, each with its claims read. `offline`:
+         claims: Mapping[str, Declared] | None = None,
+         offline: bool = False) -> dict[str, Endpoint]:
+    """The fleet file's endpoints by name; with `claims` (the claims' declarations, by name),
+    each with its claims' options parsed and the claims it asks (`with_claims`). `offline`:
     for a run that sends nothing (--frank-offline), a credential's unset ${VAR} (an api_key, a
     header) stays as written: a pull request from a fork gets no secrets, and needs none."""
     path = Path(path)
@@ -166,12 +213,11 @@ def load(path: str | os.PathLike, environ: Mapping[str, str] | None = None,
     fleet = {}
     for name, raw in data["endpoints"].items():
         merged = _merge(defaults, raw or {})
-        fleet[name] = _endpoint(name, merged, where, path.parent)
-        if bind is not None:
-            try:
-                bind(fleet[name])
-            except OptionError as exc:
-                raise FleetError(f"{where}: endpoints.{name}.expect.{exc.key}: {exc}") from None
+        entry = _endpoint(name, merged, where, path.parent)
+        try:
+            fleet[name] = entry if claims is None else with_claims(entry, claims)
+        except OptionError as exc:
+            raise FleetError(f"{where}: endpoints.{name}.expect.{exc.key}: {exc}") from None
     return fleet
 
 

@@ -108,7 +108,7 @@ def _configure(config: pytest.Config) -> None:
         return
     fleet_path = _resolve(config, fleet_path)
     try:
-        fleet = load(fleet_path, bind=claims.bind, offline=config.getoption("frank_offline"))
+        fleet = load(fleet_path, claims=claims.declared(), offline=config.getoption("frank_offline"))
     except FleetError as exc:
         raise pytest.UsageError(f"pytest-frank: bad fleet file\n{redact.scrub(str(exc))}") from None
     _start(config, fleet_path, fleet)

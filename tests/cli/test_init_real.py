@@ -182,7 +182,7 @@ def test_the_draft_a_serve_file_names_is_in_vram(llama, pytester, run_fleet, tmp
     file loaded twice)."""
     import httpx
 
-    from pytest_frank.claims import bind
+    from pytest_frank.claims import declared
     from pytest_frank.fleet import load
     from pytest_frank.local.selftest_model import model_path
     from pytest_frank.vram.plan import make_plan, model_memory
@@ -202,7 +202,7 @@ def test_the_draft_a_serve_file_names_is_in_vram(llama, pytester, run_fleet, tmp
     assert f"; the draft --model-draft {draft} (--serve)" in claims_line(text, "vram")
     assert "# vram:" not in text
     # The memory model counts the draft: its weights and its KV beside the model's.
-    (bound,) = load(out, bind=bind).values()
+    (bound,) = load(out, claims=declared()).values()
     opts = bound.options("vram").as_dict()
     both = model_memory(make_plan(opts, opts["model"])).estimate
     alone = model_memory(make_plan({**opts, "draft": None}, opts["model"])).estimate

@@ -2,7 +2,7 @@
 
 import pytest
 
-from pytest_frank.claims import bind
+from pytest_frank.claims import declared
 from pytest_frank.fleet import load
 
 pytestmark = pytest.mark.emulated
@@ -27,7 +27,7 @@ endpoints:
 def test_good_fleet_loads_with_defaults_and_env(tmp_path):
     path = tmp_path / "fleet.yaml"
     path.write_text(GOOD)
-    fleet = load(path, environ={"FRANK_LARGE_KEY": "sk-abc123"}, bind=bind)
+    fleet = load(path, environ={"FRANK_LARGE_KEY": "sk-abc123"}, claims=declared())
     large, small = fleet["frank-default-large"], fleet["small"]
     assert large.engine == "llamacpp" and small.engine == "vllm"
     assert large.api_key == "sk-abc123" and "sk-abc123" not in repr(large)
@@ -44,7 +44,7 @@ def test_a_claims_options_are_read_back_by_their_class(tmp_path):
 
     path = tmp_path / "fleet.yaml"
     path.write_text(GOOD)
-    small = load(path, environ={"FRANK_LARGE_KEY": "k"}, bind=bind)["small"]
+    small = load(path, environ={"FRANK_LARGE_KEY": "k"}, claims=declared())["small"]
     assert tools.Options.on(small) is small.options("tools") and tools.Options.on(small).trials == 3
     assert perf.Options.on(small).runs == 3  # a claim not asked: its defaults
     with pytest.raises(LookupError, match="claims have options of class Options, not one"):
@@ -142,7 +142,7 @@ def test_a_present_claim_key_asks_the_claim_and_false_turns_it_off(tmp_path):
     path = tmp_path / "fleet.yaml"
     path.write_text("endpoints:\n  a: {url: 'http://h:1', engine: vllm, expect: {reasoning: {}, "
                     "tools: false, perf: true}}\n")
-    a = load(path, bind=bind)["a"]
+    a = load(path, claims=declared())["a"]
     assert a.asks("reasoning") and a.asks("perf") and not a.asks("tools")
     assert a.options("reasoning").max_tokens == 512  # the defaults
 
@@ -235,7 +235,7 @@ def test_asked_claims_follow_the_registry(tmp_path):
                     " expect: {tools: {}}}\n"
                     "  quiet: {url: 'http://h:1', engine: vllm, alias: m, serve: {unit: u.service},"
                     " expect: {health: false, serve: false, tools: false}}\n")
-    fleet = load(path, bind=bind)
+    fleet = load(path, claims=declared())
     asked = {name: {c for c in ("health", "alias", "serve", "tools") if ep.asks(c)}
              for name, ep in fleet.items()}
     assert asked == {"bare": {"health"}, "full": {"health", "alias", "serve", "tools"},

@@ -7,7 +7,7 @@ import pytest
 
 from pytest_frank.runtime.chat import Call, Reply
 from pytest_frank.claims.checks import Context
-from pytest_frank.claims import bind
+from pytest_frank.claims import bind, declared
 from pytest_frank.claims.clients import judge
 from pytest_frank.claims.clients.play import Played, Step
 from pytest_frank.claims.clients.profile import Choices
@@ -176,7 +176,7 @@ def test_fleet_file_errors_name_the_client_entry(tmp_path):
         path = tmp_path / "fleet.yaml"
         path.write_text("endpoints:\n  ep:\n    url: http://127.0.0.1:1\n    engine: llamacpp\n"
                         f"    expect:\n      clients: {value}\n")
-        return load(path, bind=bind)
+        return load(path, claims=declared())
 
     with pytest.raises(FleetError, match=r"expect.clients\[0\]: 'cursor' is not one of "
                                          "claude_code, codex, pi, opencode, openwebui"):

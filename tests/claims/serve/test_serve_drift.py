@@ -9,7 +9,7 @@ import pytest
 
 from pytest_frank import fleet
 from pytest_frank.drivers import driver_for
-from pytest_frank.claims import bind
+from pytest_frank.claims import declared
 from pytest_frank.claims.effort_map import EffortMapError, read_effort_map
 from pytest_frank.serve import drift, read
 
@@ -139,7 +139,7 @@ endpoints:
       serve: {unit_policy: true}
       reasoning_effort: {from: cfg/models.json}
 """)
-    ep = fleet.load(path, bind=bind)["frank"]
+    ep = fleet.load(path, claims=declared())["frank"]
     assert ep.serve == {"unit": str(tmp_path / "cfg" / "frank.service"),
                         "command": "llama-server -m x"}
     effort = ep.options("reasoning_effort")
@@ -161,5 +161,5 @@ endpoints:
   frank: {{url: "http://h:1", engine: llamacpp, alias: frank, serve: {serve}, expect: {expect}}}
 """)
     with pytest.raises(fleet.FleetError) as err:
-        fleet.load(path, bind=bind)
+        fleet.load(path, claims=declared())
     assert message in str(err.value) and str(path) in str(err.value)

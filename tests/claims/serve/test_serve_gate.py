@@ -8,7 +8,7 @@ import gguf_files as gf
 import pytest
 
 from checkout import ROOT
-from pytest_frank.claims import bind
+from pytest_frank.claims import bind, declared
 from pytest_frank.drivers import driver_for
 from pytest_frank.fleet import Endpoint
 from pytest_frank.serve import findings, read
@@ -300,7 +300,7 @@ def test_the_examples_gate_notes_the_weights_that_live_on_the_serving_host():
     from pytest_frank import fleet
 
     examples = ROOT / "examples" / "serve" / "fleet.yaml"
-    for name, ep in fleet.load(examples, bind=bind).items():
+    for name, ep in fleet.load(examples, claims=declared()).items():
         driver = driver_for(ep.engine)
         cmd = read(ep.serve, is_server=lambda argv, d=driver: d.serve_flags.start(argv) is not None)
         found = findings(cmd, ep, driver)
