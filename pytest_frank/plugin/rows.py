@@ -57,7 +57,7 @@ def row_of(item: pytest.Item, report: pytest.TestReport, name: str,
     # Under xdist a worker probes on first use, after its health test: a later row carries it.
     identity = _identity(target) if report.when == "call" and (health or _measured(target)) \
         else None
-    return Payload(row, identity=identity, spend=target.spend.record()).plain()
+    return Payload(row, identity=identity, spend=target.pacing.spend.record()).plain()
 
 
 def said(raised: pytest.ExceptionInfo[BaseException] | None) -> tuple[str, str | None]:

@@ -347,9 +347,9 @@ def _require_measured(frank: FrankSession, target: Target, check: Check[Any, Any
 
 def _require_pace(target: Target, check: Check[Any, Any] | None, case: str | None) -> None:
     """After one answer cut as too slow, the endpoint's other generations were not sent."""
-    if check is None or key_of(check.probe, case) not in target.held:
+    if check is None or key_of(check.probe, case) not in target.pacing.held:
         return
-    slow = target.slow
+    slow = target.pacing.slow
     assert slow is not None  # a probe is held only after an answer was cut as too slow
     seen = target.judged.get(slow.key, "its first slow answer")
     raise Blocked(redact.inert(f"{target.name} answered too slowly, see {seen}: {slow.line}", 300))

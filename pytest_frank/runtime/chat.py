@@ -15,9 +15,10 @@ import json
 import math
 import time
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from typing import Any, Callable
 
 from pytest_frank.base import redact
+from pytest_frank.drivers import Driver
 from pytest_frank.outcome.observation import Observation, Unseen
 from pytest_frank.runtime.target import Target
 from pytest_frank.transport import http
@@ -45,21 +46,21 @@ def send(target: Target, req: Request, api: str | None = None) -> Reply:
     sampling = driver.wire.sampling(target.endpoint.sampling) if req.sampling else {}
     req = replace(req, extra=combine(sampling, thinking, req.extra))
     with http.recording() as seen:
-        target.sending(+1)
+        target.pacing.sending(+1)
         began = time.monotonic()
         try:
             reply = driver.wire.converse(target.sdk(api), model, req, time.monotonic)
         except Exception as exc:  # the SDK's errors carry the status; the exchange the words
             reply = _failure(exc, seen[-1] if seen else None, driver)
         finally:
-            target.sending(-1)
+            target.pacing.sending(-1)
     reply.streamed, reply.max_tokens = req.stream, req.max_tokens
     reply.exchange = ex = seen[-1] if seen else None
     if ex is not None:
         target.heard(ex, driver.api)  # a refused key, or a broken route, stops the others
-        target.spent(reply.generated, _asked(ex), req.max_tokens, began, time.monotonic())
+        target.pacing.spent(reply.generated, _asked(ex), req.max_tokens, began, time.monotonic())
     if reply.ok and not reply.cut and reply.reasoning.strip():
-        target.learn(reply.generated)
+        target.pacing.learn(reply.generated)
     if ex is not None and reply.first_token_s is not None and reply.last_token_s is not None:
         # Token clocks count from the request leaving the transport, not from the SDK's own
         # first-call set-up, so a first request is not slower than a second one.
@@ -103,7 +104,8 @@ class Shared(Observation):
     reply: Reply
 
 
-def shared(target: Target, req: Request, ask=think_through) -> Reply:
+def shared(target: Target, req: Request,
+           ask: Callable[[Target, Request], Reply] = think_through) -> Reply:
     """One request, many judges: the reply to `req` as the first check of the endpoint to ask
     it got it (the probe cache, keyed by what the request sends), its exchanges in the caller's
     evidence too. For one ask each check needs; a check that samples the request again (its
@@ -141,7 +143,7 @@ def learned_budget(target: Target, asked: int) -> int:
     endpoint already thought through where that is more (within max_thinking_tokens and the
     served context). A long thinker's first ask then ends; one that thinks longer still is
     asked again (think_through)."""
-    thought = target.thought
+    thought = target.pacing.thought
     if not thought or thought < asked:
         return asked
     return max(asked, min(headroom(thought), thinking_budget(target, Reply())[0]))
@@ -174,7 +176,7 @@ def thinking_budget(target: Target, cut: Reply) -> tuple[int, str]:
     return most, "max_thinking_tokens"
 
 
-def _failure(exc: Exception, ex: Exchange | None, driver) -> Reply:
+def _failure(exc: Exception, ex: Exchange | None, driver: Driver) -> Reply:
     if ex is not None and ex.error:
         return Reply(status=ex.status, problem=ex.error)
     status = getattr(exc, "status_code", None)

@@ -78,7 +78,7 @@ def identity(target: Target) -> Identity:
         found.build = redact.cut(str(value), 120, "") if isinstance(value, (str, int, float)) else None
         if found.build is not None and found.build == target.driver.unversioned_build:
             # Said alone it reads as a broken build; the package behind a launched one is known.
-            launched = target.launched_build()
+            launched = target.launched.build
             found.build = (f"{launched} ({found.build})" if launched
                            else f"{found.build} (built without its version)")
     return found

@@ -8,13 +8,42 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Protocol
 
+from pytest_frank.drivers import Driver
+from pytest_frank.fleet import Endpoint
 from pytest_frank.outcome.observation import Observation
 from pytest_frank.runtime.known_errors import known_fix
+from pytest_frank.runtime.launched import Launched
 from pytest_frank.transport import http, metrics
 
 POLL_FIRST, POLL_MAX = 0.25, 2.0
 BROKEN_RETRIES = 2  # health asks a connection broken with no answer again this many times
+
+
+class Reads(Protocol):
+    """What these probes read of the endpoint under test: runtime.target.Target, which runs
+    three of them itself (the model list, the slots, the load), so this module cannot name it."""
+
+    @property
+    def endpoint(self) -> Endpoint: ...
+
+    @property
+    def driver(self) -> Driver: ...
+
+    @property
+    def stop(self) -> http.Stop: ...
+
+    @property
+    def launched(self) -> Launched: ...
+
+    def url(self, path: str) -> str: ...
+
+    def get(self, path: str) -> http.Exchange: ...
+
+    def start(self) -> None: ...
+
+    def launch_log(self) -> str | None: ...
 
 
 @dataclass(kw_only=True)
@@ -34,12 +63,12 @@ class Health(Observation):
         return f"{self.url}: {self.problem or 'ready'}"
 
 
-def health(target) -> Health:
+def health(target: Reads) -> Health:
     """Poll the health route until it answers ready, the endpoint's ready_timeout passes or the
     run is interrupted; a launched server is started first."""
     target.start()
     url = target.url(target.driver.health_path)
-    if target.launch_error:
+    if target.launched.error:
         return _not_launched(target, url)
     deadline = time.monotonic() + target.endpoint.ready_timeout
     start, pause, broken = time.monotonic(), POLL_FIRST, 0
@@ -64,11 +93,11 @@ def health(target) -> Health:
         pause = min(pause * 2, POLL_MAX)
 
 
-def _not_launched(target, url: str) -> Health:
+def _not_launched(target: Reads, url: str) -> Health:
     """A `launch:` that failed: llama.cpp's own error lines, and what its log means where the
     driver knows the words, with their usual fix."""
     log = target.launch_log() or ""
-    problem = f"the local server could not be launched: {target.launch_error}"
+    problem = f"the local server could not be launched: {target.launched.error}"
     cause = target.driver.start_failure(log)
     return Health(state="down", url=url, problem=f"{problem}; {cause}" if cause else problem,
                   fix=known_fix(target.driver, log) if cause else None, launched=True)
@@ -80,7 +109,7 @@ class Served(Observation):
     ids: list[str]
 
 
-def served(target) -> Served:
+def served(target: Reads) -> Served:
     ex = target.get(target.driver.models_path)
     if not ex.ok:
         return Served(url=ex.url, ids=[], failure=f"{ex.url} {target.driver.reason(ex)}",
@@ -108,7 +137,7 @@ class SlotShape(Observation):
     payloads: dict = field(default_factory=dict)  # route -> JSON, for checks that read more
 
 
-def slot_shape(target) -> SlotShape:
+def slot_shape(target: Reads) -> SlotShape:
     payloads, last = {}, None
     for route in target.driver.slot_routes:
         last = target.get(route)
@@ -161,7 +190,7 @@ class ServerLoad:
         return ", ".join(parts)
 
 
-def server_load(target) -> ServerLoad:
+def server_load(target: Reads) -> ServerLoad:
     """A reading of the server's load (not kept: it is of the moment)."""
     driver, seen = target.driver, ServerLoad()
     if driver.load_slots_route:

@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING, Callable, Iterable
 from pytest_frank.fleet import Endpoint
 from pytest_frank.runtime.target import (
     STRAGGLER_WAIT,
+    Fleetwide,
     Probe,
     Target,
     digester_of,
     runs_first,
 )
 from pytest_frank.transport import http
-from pytest_frank.transport.http import Limiter
 from pytest_frank.transport.interrupt import Interrupts
 
 if TYPE_CHECKING:
@@ -33,23 +33,13 @@ PROBE_MODULES = ("prometheus_client.parser",)
 class FrankSession:
     def __init__(self, fleet: dict[str, Endpoint], timeout: float, offline: bool = False,
                  baseline: Run | None = None):
-        self.targets = {name: Target(ep, timeout) for name, ep in fleet.items()}
-        for target in self.targets.values():
-            target.baseline = [r for r in baseline.rows if r.endpoint == target.name] \
-                if baseline is not None else []
-        self.stop = http.Stop()  # an interrupt's: no more requests, none in flight
+        self.targets: dict[str, Target] = {}
+        # what every endpoint shares, the targets themselves included as each one's peers
+        self.fleetwide = Fleetwide.of(fleet, self.targets, offline, baseline)
+        self.stop = self.fleetwide.stop  # an interrupt's: no more requests, none in flight
         self.interrupts = Interrupts(self.stop)
-        limiters: dict[str, Limiter] = {}
-        for target in self.targets.values():
-            target.peers = self.targets
-            target.offline = offline
-            target.stop = self.stop
-            if target.endpoint.server:
-                # Names for one server (its routes, its replicas' names) share its limiter: its
-                # counters and slots are one, so a measurement holds all of them.
-                limiter = limiters.setdefault(target.endpoint.server, target.limiter)
-                limiter.limit = min(limiter.limit, target.limiter.limit)
-                target.limiter = limiter
+        self.targets.update({name: Target(ep, timeout, self.fleetwide)
+                             for name, ep in fleet.items()})
         self.plan: dict[str, Work] = {}
         self._probed: set[str] = set()
         self._warming: threading.Thread | None = None
@@ -89,7 +79,7 @@ class FrankSession:
         self._probed.update(names)
         # Launches first, one after another: local servers share the machine's cores. Each
         # runs in a process of its own, started ahead, so their Python starts overlap.
-        launched = [n for n in names if self.targets[n].to_launch()]
+        launched = [n for n in names if self.targets[n].launched.pending()]
         if len(launched) > 1:
             from pytest_frank.local import launch
 
@@ -114,12 +104,12 @@ class FrankSession:
         target = self.targets[name]
         seconds = target.endpoint.deadline
         if seconds:
-            target.deadline.bound(seconds, f"the endpoint's deadline ({seconds:g}s, fleet.yaml "
+            target.pacing.deadline.bound(seconds, f"the endpoint's deadline ({seconds:g}s, fleet.yaml "
                                            f"deadline)")
 
     def bound_run(self, seconds: float) -> None:
         for target in self.targets.values():
-            target.deadline.bound(seconds, f"the run's deadline (--frank-deadline {seconds:g}s)")
+            target.pacing.deadline.bound(seconds, f"the run's deadline (--frank-deadline {seconds:g}s)")
 
     def _probe_endpoint(self, name: str) -> None:
         target = self.targets[name]
@@ -135,7 +125,9 @@ class FrankSession:
         # from the first one on, and it runs after all the others.
         last = [job for job in work if digester_of(job[0]) is not None]
         for probe, _ in last:
-            target.digester = digester_of(probe)
+            digester = digester_of(probe)
+            if digester is not None:
+                target.collect(digester)
         # The model list, where a check reads it, before anything else: the cheapest request
         # that needs the key, so a refused key is met there, at the first check a report lists,
         # and costs one request (Target.heard). A finished GET leaves no counter moving for the
@@ -147,7 +139,7 @@ class FrankSession:
                 return
             target.need(*job)
         rest = [job for job in work if job not in first and job not in last]
-        _each(lambda job: target.need(*job), rest, target.limiter.limit, self.stop)
+        _each(lambda job: target.need(*job), rest, target.pacing.limiter.limit, self.stop)
         for job in last:  # they read what every other probe received
             if self.stop.why:
                 return

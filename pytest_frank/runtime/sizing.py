@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING, Callable
 from pytest_frank.base.figures import COUNT, number
 
 if TYPE_CHECKING:
+    from pytest_frank.drivers import Driver
     from pytest_frank.runtime.target import Target
+    from pytest_frank.transport.http import Exchange
 
 SHARE = 0.5  # of the slot's context a long prompt may take: room for the template and the reply
 CHARS_PER_TOKEN = 1.0  # without the server's count: a byte-level tokenizer spends one a character
@@ -86,7 +88,7 @@ def count_chat(target: Target, messages: list[dict],
                        prompt)
 
 
-def _why(driver, ex, route: str, want: str) -> str:
+def _why(driver: Driver, ex: Exchange, route: str, want: str) -> str:
     return f"POST {route} {driver.reason(ex)}" if not ex.ok else \
         f"POST {route} answered {ex.snippet(120)!r}: no {want} in it"
 

@@ -1,5 +1,7 @@
-"""One endpoint under verification: its fleet entry, driver, HTTP client, request limiter, local
-server and the observations of the probes already run (each probe runs once per session)."""
+"""One endpoint under verification, built whole from its fleet entry and what the session's
+endpoints share: its driver, its parts (HTTP, `client`; pace, `pacing`; local server,
+`launched`), the refusals and broken routes that stop its probes, and the observations of the
+probes already run (each probe runs once per session)."""
 
 from __future__ import annotations
 
@@ -10,79 +12,36 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as NotYet
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from pytest_frank.drivers import Driver, driver_for
 from pytest_frank.fleet import DEFAULT_TIMEOUT, Endpoint
 from pytest_frank.outcome.observation import Obs, Observation, Unseen
 from pytest_frank.outcome.verdict import Text
 from pytest_frank.runtime.broken import Breakage, Broken, Key, NotSent, route_named
+from pytest_frank.runtime.client import EndpointClient
 from pytest_frank.runtime.known_errors import known_fix
+from pytest_frank.runtime.launched import Launched
+from pytest_frank.runtime.pacing import BOUND_SLACK, DecodeFloor, Pacing, Slow, Spend, TooSlow
 from pytest_frank.transport import http
 
 if TYPE_CHECKING:
-    from pytest_frank.record.results import Row
+    import httpx2
+
+    from pytest_frank.record.results import Row, Run
+
+# Where they were defined before the target's parts had modules of their own.
+__all__ = ["BOUND_SLACK", "DecodeFloor", "Slow", "Spend", "TooSlow"]
 
 STRAGGLER_WAIT = 1.0  # after a stop, how long a probe still running is waited for
-BOUND_SLACK = 5.0  # after an answer too slow to wait for: the endpoint's quick probes
 Probe = Callable[..., Observation]  # probe(target) or, for a cased check, probe(target, case)
 # The probes running in this thread, outermost first (a probe may need another).
 _PROBING: contextvars.ContextVar[tuple[Key, ...]] = contextvars.ContextVar("frank_probing",
                                                                           default=())
 
 
-class DecodeFloor(Protocol):
-    """What the runtime reads of the perf claim's options (pytest_frank.claims.perf.Options),
-    which this layer cannot import: the decode speed an answer is waited for."""
-
-    @property
-    def min_decode_tps(self) -> float | None: ...
-
-
-class TooSlow(Exception):
-    """A generation not sent: an earlier answer of this endpoint was cut as too slow."""
-
-
 class KeyRefused(Exception):
     """A request not sent: the endpoint already refused the key the fleet gives (or its lack)."""
-
-
-@dataclass
-class Spend:
-    """What the battery cost an endpoint: the generations it sent, the tokens they made, the
-    wall time from its first generation going out to its last answer, and the plan's minimum:
-    each distinct request generated once, at the budget it needed."""
-
-    generations: int = 0
-    tokens: int = 0
-    started: float | None = None  # monotonic: the first generation went out
-    ended: float | None = None  # and the last answer came back
-    # request (less its budget) -> (the largest budget it was asked with, the tokens made at
-    # it): a cut ask asked again with more room needed only the larger ask
-    needed: dict[str, tuple[int, int]] = field(default_factory=dict)
-
-    @property
-    def seconds(self) -> float:
-        return (self.ended - self.started) if self.started is not None and self.ended else 0.0
-
-    @property
-    def min_tokens(self) -> int:
-        return sum(made for _, made in self.needed.values())
-
-    def record(self) -> dict:
-        return {"generations": self.generations, "tokens": self.tokens,
-                "time_to_verdict_s": round(self.seconds, 3), "min_tokens": self.min_tokens}
-
-
-@dataclass
-class Slow:
-    """The first answer of an endpoint that a timeout or a deadline cut, and which probe saw it;
-    `busy` says so where the server was saturated then."""
-
-    key: Key
-    line: str
-    busy: str | None = None
-    fix: str | None = None
 
 
 REFUSALS = (401, 403)  # the answers of a server that wants another key than the one sent
@@ -99,11 +58,6 @@ class Refusal:
     line: str  # "GET /v1/models answered 401: Invalid API Key", for the blocked tests' pointer
     failure: str  # the same with the full URL, for the test that fails
     fix: Text | None
-
-
-def _plain(error: str) -> str:
-    """A cut request's line without its guess at the cause, which the server's load replaces."""
-    return error.removesuffix(http.HANGS).removesuffix(http.SILENT)
 
 
 def key_of(probe: Probe, case: str | None = None) -> Key:
@@ -143,42 +97,78 @@ def digester_of(probe: Probe) -> Digester | None:
     return getattr(probe, "frank_digester", None)
 
 
+@dataclass(frozen=True)
+class Fleetwide:
+    """What a session's endpoints share, handed to each Target as it is built: the run's stop
+    switch, whether the run sends nothing (the config gate: probes read fleet.yaml and files),
+    the fleet's targets by name (filled as the session builds them), the --frank-baseline run,
+    and one limiter per server."""
+
+    stop: http.Stop = field(default_factory=http.Stop)
+    offline: bool = False
+    peers: Mapping[str, Target] = field(default_factory=dict)
+    baseline: Run | None = None
+    # Names for one server (its routes, its replicas' names) share its limiter: its counters
+    # and slots are one, so a measurement holds all of them. By server ("host:port").
+    limiters: Mapping[str, http.Limiter] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, fleet: Mapping[str, Endpoint], peers: Mapping[str, Target],
+           offline: bool = False, baseline: Run | None = None) -> Fleetwide:
+        """The session's share for `fleet`: a server's limiter admits the fewest requests any
+        of its names' `concurrency` allows."""
+        limits: dict[str, int] = {}
+        for ep in fleet.values():
+            if ep.server:
+                limits[ep.server] = min(limits.get(ep.server, ep.concurrency), ep.concurrency)
+        return cls(http.Stop(), offline, peers, baseline,
+                   {server: http.Limiter(limit) for server, limit in limits.items()})
+
+    def limiter(self, endpoint: Endpoint) -> http.Limiter:
+        shared = self.limiters.get(endpoint.server) if endpoint.server else None
+        return shared or http.Limiter(endpoint.concurrency)
+
+    def baseline_of(self, name: str) -> list[Row]:
+        """The endpoint's rows in the --frank-baseline run."""
+        return [r for r in self.baseline.rows if r.endpoint == name] \
+            if self.baseline is not None else []
+
+
 class Target:
-    def __init__(self, endpoint: Endpoint, timeout: float = DEFAULT_TIMEOUT):
+    """Built whole by its one constructor: nothing is set on it afterwards. A target outside a
+    session (`frank init`, a library caller) shares nothing (`Fleetwide()`)."""
+
+    __slots__ = ("endpoint", "name", "driver", "timeout", "stop", "offline", "baseline",
+                 "pacing", "client_part", "launched", "breakage", "asking", "cut", "judged",
+                 "took", "digests", "_peers", "_refusal", "_refused", "_keyed", "_lock",
+                 "_observed", "_digester")
+
+    def __init__(self, endpoint: Endpoint, timeout: float = DEFAULT_TIMEOUT,
+                 fleetwide: Fleetwide | None = None):
+        shared = fleetwide if fleetwide is not None else Fleetwide()
         self.endpoint = endpoint
         self.name = endpoint.name
         self.driver = driver_for(endpoint.engine).with_api(endpoint.api)
         self.timeout = float(endpoint.timeout or timeout)
-        self.limiter = http.Limiter(endpoint.concurrency)
-        self.deadline = http.Deadline()
-        self.stop = http.Stop()  # the session's, shared by every endpoint
-        self.slow: Slow | None = None
-        self.spend = Spend()
-        self.thought: int | None = None  # the longest thinking answer yet (tokens, all of it)
-        self.asking: dict[str, Any] = {}  # a shared request's key -> (the request, how to ask)
-        self.generating = 0  # generations of this battery's in flight on the endpoint now
-        self.held: set[Key] = set()  # probes whose generations were not sent after `slow`
-        self.refusal: Refusal | None = None
-        self.refused: set[Key] = set()  # probes that met `refusal`: saw it, or were not sent
-        self._keyed = False  # the model list or a generation answered: the key is accepted
+        self.stop = shared.stop  # the session's, shared by every endpoint
+        self.offline = shared.offline  # the config gate: probes read fleet.yaml and files
+        self.baseline: list[Row] = shared.baseline_of(self.name)
+        self.pacing = Pacing(endpoint, self.timeout, shared.limiter(endpoint), self.stop)
+        self.client_part = EndpointClient(endpoint, self.driver, self.pacing)
+        self.launched = Launched(endpoint.launch)
         self.breakage = Breakage(endpoint, self.driver)  # transport faults, by route
+        self.asking: dict[str, Any] = {}  # a shared request's key -> (the request, how to ask)
         self.cut: set[Key] = set()  # probes a stop cut short: nothing to judge
         self.judged: dict[Key, str] = {}  # the selected tests' probes: the first test of each
-        self.offline = False  # the config gate: probes read fleet.yaml and files, no endpoint
-        self.launch_error: str | None = None
-        self._server: Any = None  # launch.LaunchedServer
-        self._launch_log: Any = None  # llama_log.ServerLog of a launched server, kept after it stops
-        self._http: Any = None
-        self._sdks: dict[str, Any] = {}  # the official client of each route asked on
-        self._drivers: dict[str, Driver] = {}
+        self.took: dict[Key, float] = {}  # each probe's wall seconds, for the tests' durations
+        self.digests: list[Any] = []  # what the digester kept of every generation, in order
+        self._peers = shared.peers  # the fleet's targets, for claims that compare twins
+        self._refusal: Refusal | None = None
+        self._refused: set[Key] = set()  # probes that met `refusal`: saw it, or were not sent
+        self._keyed = False  # the model list or a generation answered: the key is accepted
         self._lock = threading.RLock()
         self._observed: dict[Key, Future[Any]] = {}
-        self.took: dict[Key, float] = {}  # each probe's wall seconds, for the tests' durations
-        self._shared: dict[str, http.Exchange] = {}  # per GET route: what every later read gets
-        self.peers: dict[str, Target] = {}  # the fleet's targets, for claims that compare twins
-        self.baseline: list[Row] = []  # this endpoint's rows in the --frank-baseline run
-        self.digester: Digester | None = None
-        self.digests: list[Any] = []  # what `digester` kept of every generation, in order
+        self._digester: list[Digester] = []  # the one probe's that judges every reply, if any
 
     def lock(self) -> AbstractContextManager[Any]:
         return self._lock
@@ -186,44 +176,37 @@ class Target:
     def peer(self, name: str | None) -> Target | None:
         """Another endpoint of the fleet, by name (a twin or replica to compare with); a
         `launch:` one is started here if its own checks did not start it."""
-        twin = self.peers.get(name) if name else None
+        twin = self._peers.get(name) if name else None
         if twin is not None:
             twin.start()
         return twin
 
     # -- requests: every one goes through the endpoint's limiter and is recorded ----------------
     def url(self, path: str) -> str:
-        return self.endpoint.root + path
+        return self.client_part.url(path)
 
-    def headers(self) -> dict[str, str]:
-        return {**self.endpoint.headers, **self.driver.auth_headers(self.endpoint.api_key)}
+    def client(self) -> httpx2.Client:
+        """The endpoint's recorded HTTP client (a check of your own may send on it)."""
+        return self.client_part.client()
 
     def get(self, path: str) -> http.Exchange:
         """A GET of `path`. A route cut for what it does (a drip, a hang, an answer past the
         cap) is asked once a session, and so is a model list read whole: every later read gets
         that exchange at once. (One in flight is not waited for: its reader may be waiting for
         this thread's `exclusive()` block.)"""
-        with self._lock:
-            earlier = self._shared.get(path)
+        earlier = self.client_part.shared(path)
         if earlier is not None:
             self.heard(earlier)  # a cut read shared is that fault met again
             return http.shared(earlier)
         self._admit(route_named("GET", path))
-        ex = http.send(self.client(), "GET", self.url(path), headers=self.headers())
+        ex = self.client_part.send("GET", path)
         self.heard(ex)
-        if self._once(path, ex):
-            with self._lock:
-                self._shared.setdefault(path, ex)
+        self.client_part.keep(path, ex)
         return ex
-
-    def _once(self, path: str, ex: http.Exchange) -> bool:
-        """Whether this read stands for the session: a costly cut, or the model list."""
-        return ex.costly or (path == self.driver.models_path and ex.ok)
 
     def post(self, path: str, body: Any) -> http.Exchange:
         self._admit(route_named("POST", path, body))
-        ex = http.send(self.client(), "POST", self.url(path), headers=self.headers(),
-                       json_body=body)
+        ex = self.client_part.send("POST", path, body)
         self.heard(ex)
         return ex
 
@@ -231,7 +214,7 @@ class Target:
         """Nothing else in flight on this endpoint inside the block (server-wide counters).
         Run any probe the block needs (`model_name()`) first: one waiting outside would wait
         for the block to end."""
-        return self.limiter.exclusive()
+        return self.pacing.limiter.exclusive()
 
     def at_once(self, calls: list[Callable[[], Any]]) -> list[Any]:
         """Run `calls` together, each in its own thread, inside this thread's `exclusive()`
@@ -239,9 +222,10 @@ class Target:
         runs in a copy of this thread's context (the probe it serves, its evidence); their
         results come back in order, and the first one that raised raises here."""
         holder = threading.get_ident()
+        limiter = self.pacing.limiter
 
         def helped(call: Callable[[], Any]) -> Any:
-            with self.limiter.helping(holder):
+            with limiter.helping(holder):
                 return call()
 
         futures: list[Future[Any]] = []
@@ -249,7 +233,8 @@ class Target:
             future: Future[Any] = Future()
             context = contextvars.copy_context()
 
-            def run(future=future, call=call, context=context) -> None:
+            def run(future: Future[Any] = future, call: Callable[[], Any] = call,
+                    context: contextvars.Context = context) -> None:
                 try:
                     future.set_result(context.run(helped, call))
                 except BaseException as exc:  # handed to the caller's thread
@@ -259,57 +244,14 @@ class Target:
             futures.append(future)
         return [future.result() for future in futures]
 
-    @property
-    def floor(self) -> float:
-        """The slowest decode (tokens/s) an answer is waited for: fleet.yaml's min_tokens_per_s,
-        else the decode speed perf asserts, else the reader's default."""
-        return self._floor()[0]
-
-    @property
-    def floor_from(self) -> str:
-        """The setting `floor` comes from, as a message names it."""
-        return self._floor()[1]
-
-    def _floor(self) -> tuple[float, str]:
-        claimed = self._claimed_decode()
-        if self.endpoint.min_tokens_per_s:
-            return float(self.endpoint.min_tokens_per_s), "min_tokens_per_s"
-        if claimed:
-            return float(claimed), "expect.perf.min_decode_tps"
-        return http.MIN_TOKENS_PER_S, "the default min_tokens_per_s"
-
-    def _claimed_decode(self) -> float | None:
-        """The decode speed the perf claim asserts, from its parsed options."""
-        try:
-            perf: DecodeFloor = self.endpoint.options("perf")
-        except LookupError:  # an entry read without its claims (a library caller's): none
-            return None
-        return perf.min_decode_tps
-
-    def client(self):
-        with self._lock:
-            if self._http is None:
-                self._http = http.client(self.timeout, self.limiter, self.deadline, stop=self.stop,
-                                         floor=self.floor, quiet=self.driver.abandon_quiet_s,
-                                         floor_from=self.floor_from)
-            return self._http
-
     def driver_on(self, api: str | None = None) -> Driver:
         """The driver generating on `api`'s route (None: the endpoint's own)."""
-        if api is None:
-            return self.driver
-        with self._lock:
-            return self._drivers.setdefault(api, self.driver.with_api(api))
+        return self.client_part.driver_on(api)
 
-    def sdk(self, api: str | None = None):
+    def sdk(self, api: str | None = None) -> Any:
         """The official client of `api`'s route (None: the endpoint's own), on the same
         recorded HTTP client."""
-        driver = self.driver_on(api)
-        with self._lock:
-            if driver.api not in self._sdks:
-                self._sdks[driver.api] = driver.wire.sdk_client(self.endpoint, self.client(),
-                                                           self.timeout)
-            return self._sdks[driver.api]
+        return self.client_part.sdk(api)
 
     def model_name(self) -> str:
         """The name requests ask for: the fleet's alias, else the first model the server lists."""
@@ -348,8 +290,8 @@ class Target:
                     return Unseen(failure=f"not measured: {self.stop.why}")
                 continue
             with self._lock:  # a probe met by the key's refusal met it for those that need it
-                if key in self.refused:
-                    self.refused.update(_PROBING.get())
+                if key in self._refused:
+                    self._refused.update(_PROBING.get())
                 broken = self.breakage.met.get(key)  # and by a broken route, alike
                 if broken is not None:
                     self.breakage.meet(broken, _PROBING.get())
@@ -370,7 +312,7 @@ class Target:
                 try:
                     obs = probe(self) if case is None else probe(self, case)
                 except TooSlow:
-                    obs = self._not_sent()
+                    obs = self.pacing.not_sent(_PROBING.get())
                 except KeyRefused:
                     obs = self._not_admitted()
                 except NotSent as exc:
@@ -390,20 +332,25 @@ class Target:
     def _settle(self, seen: list[http.Exchange]) -> None:
         """The probe has read its answers: each keeps only its evidence's head, but a read
         every later one shares (`get`), which they read again."""
-        with self._lock:
-            kept = {id(ex) for ex in self._shared.values()}
+        kept = self.client_part.kept()
         for ex in seen:
             if id(ex) not in kept:
                 ex.settle()
 
+    def collect(self, digester: Digester) -> None:
+        """Keep what `digester` keeps of every generation from now on (`recorded`): the probe
+        that judges every reply runs after the others, and reads `digests`."""
+        with self._lock:
+            self._digester[:] = [digester]
+
     def recorded(self, api: str, ex: http.Exchange) -> None:
         """A generation's exchange on `api`'s route, its body still whole: the digester keeps
         what it judges of it later (the probes settle each body to its head once read)."""
-        if self.digester is None:
+        if not self._digester:
             return
         probing = _PROBING.get()
-        found = self.digester(api, ex, probing[-1] if probing else ("", None),
-                              self.driver_on(api))
+        found = self._digester[0](api, ex, probing[-1] if probing else ("", None),
+                                  self.driver_on(api))
         if found is not None:
             with self._lock:
                 self.digests.append(found)
@@ -415,120 +362,20 @@ class Target:
         or the route broke alike on every request. The probe that saw that answer fails with
         it; the others are held."""
         self._admit(self.breakage.generation(self.driver_on(api).api, stream))
-        slow = self.slow
-        if slow is not None:
-            raise TooSlow(slow.line)
-
-    def sending(self, delta: int) -> None:
-        """A generation goes out (+1) or is done (-1): the battery's own share of the load."""
-        with self._lock:
-            self.generating += delta
-
-    def spent(self, tokens: int, asked: str = "", budget: int | None = None,
-              started: float | None = None, ended: float | None = None) -> None:
-        """One generation went out; it made `tokens` tokens (the server's count, else pieces).
-        `asked` names the request less its budget: asked again with a larger budget, only the
-        larger ask counts toward the plan's minimum; asked again alike, each does."""
-        with self._lock:
-            spend = self.spend
-            spend.generations += 1
-            spend.tokens += tokens
-            had, made = spend.needed.get(asked, (-1, 0))
-            size = budget if budget is not None else 0
-            if size >= had:
-                spend.needed[asked] = (size, made + tokens if size == had else tokens)
-            if started is not None:
-                spend.started = started if spend.started is None else min(spend.started, started)
-            if ended is not None:
-                spend.ended = ended if spend.ended is None else max(spend.ended, ended)
-
-    def learn(self, thought: int) -> None:
-        """An answer that thought, and ended, after `thought` tokens: later asks of this
-        endpoint start from it (chat.learned_budget)."""
-        with self._lock:
-            self.thought = max(self.thought or 0, thought)
+        self.pacing.check()
 
     def answered_late(self, ex: http.Exchange) -> Slow:
         """The first answer cut as too slow stops the endpoint's generations; the server's load
         then says whether it is saturated (slow, not hung)."""
-        said = f"{ex.method} {ex.url.removeprefix(self.endpoint.root)}: "
-        with self._lock:
-            first = self.slow is None
-            slow = self.slow = self.slow or Slow(self._blamed(), said + (ex.error or ""))
-            if first:
-                self.deadline.bound(BOUND_SLACK, f"the endpoint's last {BOUND_SLACK:g}s after "
-                                                 "an answer too slow to wait for")
-        if first and not self.stop.why:
-            self._saturation(slow, said, ex)
-        return slow
-
-    def _saturation(self, slow: Slow, said: str, ex: http.Exchange) -> None:
-        """The server's load after the cut, read against the battery's own requests: the cut one
-        (the engine may not have dropped it yet) and any others still in flight."""
         from pytest_frank.runtime.probes import server_load
 
-        with self._lock:
-            others = self.generating
-        try:
-            with http.recording(propagate=False):  # the cut request stays the evidence's last
-                seen = server_load(self)
-        except NotSent:  # its routes broke alike: the load is not known, nor said
-            return
-        error = ex.error or ""
-        slow.fix = self._slower_fix(ex.progress > 0 or bool(seen.decoded))
-        if not seen.saturated:
-            return
-        if others == 0 and seen.held() <= 1:  # the one busy slot may be the cut request's own
-            running = (f", {seen.decoded} tokens decoded" if seen.decoded is not None else "")
-            key, budget = http.budget_of(ex.request_json)
-            if seen.decoded is not None and budget is not None and seen.decoded > budget:
-                slow.busy = (f"the one request the server was running is this one "
-                             f"({seen.line()}{running} of a request capped at {key}={budget}): "
-                             f"the cap is not applied, so the answer runs on")
-                slow.fix = (f"update the engine ({key} must cap the answer); a proxy in front "
-                            f"must pass {key} through")
-                ex.error = f"{_plain(error)}: {slow.busy}"
-                slow.line = said + ex.error
-                return
-            slow.busy = (f"the one request the server was running is this one "
-                         f"({seen.line()}{running}; nothing else of the battery's in flight): "
-                         f"slow, not hung, and not busy with others")
-            ex.error = f"{_plain(error)}: {slow.busy}"
-            slow.line = said + ex.error
-            return
-        slow.busy = f"the server is saturated ({seen.line()}): slow, not hung"
-        ex.error = f"{_plain(error)}: {slow.busy}"
-        slow.line = said + ex.error
-        lower = (f"lower `concurrency` for this endpoint in fleet.yaml (now "
-                 f"{self.limiter.limit}) or " if self.limiter.limit > 1 else "")
-        slow.fix = (f"the server is busy, not broken: {lower}run the battery at a quieter time "
-                    "(or give the server more slots); restarting it would only drop the "
-                    "requests in flight")
-
-    def _slower_fix(self, producing: bool) -> str:
-        """More time for a server that is slow: the settings that bound the wait, as set now;
-        conditional where nothing showed it generating."""
-        more = (f"give its answers more time: lower `min_tokens_per_s` (now {self.floor:g} "
-                f"tok/s, {self.floor_from}) below the speed it decodes at under the battery's "
-                f"load, or raise `timeout` (now {self.timeout:g} s) for this endpoint in "
-                f"fleet.yaml")
-        if producing:
-            return f"the server is slow, not broken: {more}"
-        return (f"if the server is only slow (its log shows this request's tokens being "
-                f"generated), {more}; if it generated nothing, read its log for a stuck request")
+        return self.pacing.answered_late(ex, self._blamed(), lambda: server_load(self))
 
     def _blamed(self) -> Key:
         # The innermost running probe that a test judges (one probe may need another's
         # observation, whose own test may not be selected).
         probing = _PROBING.get() or (("", None),)
         return next((key for key in reversed(probing) if key in self.judged), probing[-1])
-
-    def _not_sent(self) -> Unseen:
-        """A generation not sent: its probe is held, and so is every probe running it (one
-        that needs another's observation waits on the same unsent answer)."""
-        assert self.slow is not None
-        self.held.update(key for key in _PROBING.get() if key != self.slow.key)
-        return Unseen(failure=self.slow.line, fix=self.slow.fix)
 
     # -- one refused key, or one broken transport, stops the endpoint's requests ---------------
     def _admit(self, route: str | None = None) -> None:
@@ -539,8 +386,8 @@ class Target:
         whatever the probes met."""
         if not _PROBING.get():
             return
-        if self.refusal is not None:
-            raise KeyRefused(self.refusal.line)
+        if self._refusal is not None:
+            raise KeyRefused(self._refusal.line)
         with self._lock:
             broken = self.breakage.closed(route)
         if broken is not None:
@@ -566,10 +413,10 @@ class Target:
                 self._keyed = True
             if ex.status not in REFUSALS or self._keyed:
                 return
-            self.refused.update(probing)
-            if self.refusal is None:
+            self._refused.update(probing)
+            if self._refusal is None:
                 said = self.driver.reason(ex)
-                self.refusal = Refusal(
+                self._refusal = Refusal(
                     self._blamed(), ex, f"{ex.method} {path} {said}", f"{ex.url} {said}",
                     known_fix(self.driver, self.driver.error_message(ex), ex.status))
 
@@ -578,8 +425,8 @@ class Target:
         the probe that saw it is judged by no selected test (a probe another one needs), the
         first test that asks fails with it instead, so a refused key is always one failure."""
         with self._lock:
-            refusal = self.refusal
-            if refusal is None or key not in self.refused:
+            refusal = self._refusal
+            if refusal is None or key not in self._refused:
                 return None
             if refusal.key not in self.judged:
                 refusal.key = key
@@ -605,55 +452,33 @@ class Target:
     def _not_admitted(self) -> Unseen:
         """A request not sent after the key was refused: its probe met the refusal, and so did
         every probe running it."""
-        assert self.refusal is not None
+        assert self._refusal is not None
         with self._lock:
-            self.refused.update(_PROBING.get())
-        return Unseen(failure=self.refusal.failure, fix=self.refusal.fix)
+            self._refused.update(_PROBING.get())
+        return Unseen(failure=self._refusal.failure, fix=self._refusal.fix)
 
     # -- a local server started for the session (fleet.yaml `launch:`) ------------------------
-    def to_launch(self) -> bool:
-        """A `launch:` endpoint whose server has not been started (or failed to) yet."""
-        return bool(self.endpoint.launch) and self._server is None and not self.launch_error
-
     def start(self) -> None:
-        spec = self.endpoint.launch
-        with self._lock:
-            if not spec or self._server is not None or self.launch_error:
-                return
-            from pytest_frank.local.launch import LaunchError, launch
-
-            try:
-                # a process of its own: its own llama.cpp log, for its own endpoint's report
-                self._server = launch(spec, own_process=True)
-            except LaunchError as exc:
-                self.launch_error, self._launch_log = str(exc), exc.log
-                return
-            self.endpoint.url, self._launch_log = self._server.url, self._server.log
-
-    def launched_build(self) -> str | None:
-        """The package that serves a `launch:` endpoint (its llama.cpp has no build number)."""
-        return self._server.build if self._server is not None else None
+        """Start the endpoint's `launch:` server, once; nothing without `launch:`."""
+        self.launched.start(self.endpoint)
 
     def backend(self) -> tuple[str, str] | None:
         """("cpu" or "gpu", where read) for the server the model runs on, where known: a
         launched server's devices, else what the driver reads in the slot routes or the log."""
-        if self._server is not None and self._server.backend is not None:
-            return self._server.backend
+        server = self.launched.server
+        if server is not None and server.backend is not None:
+            return server.backend
         from pytest_frank.runtime.probes import slot_shape
 
         shape = self.need(slot_shape)
-        log = self._launch_log.text() if self._launch_log is not None else ""
-        return self.driver.backend(getattr(shape, "payloads", {}), log)
+        return self.driver.backend(getattr(shape, "payloads", {}), self.launched.log_text())
 
     def launch_log(self) -> str | None:
         """The end of llama.cpp's log for a `launch:` endpoint (its start, its warnings, why it
         failed), masked and inert for a report; None when nothing was launched here or the log
         stayed on stderr. Still there after the server stopped."""
-        return self._launch_log.tail() if self._launch_log is not None else None
+        return self.launched.log_tail()
 
     def close(self) -> None:
-        if self._http is not None:
-            self._http.close()
-        if self._server is not None:
-            self._server.stop()
-            self._server = None
+        self.client_part.close()
+        self.launched.stop()

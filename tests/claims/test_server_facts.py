@@ -38,14 +38,14 @@ def test_a_wait_says_where_it_comes_from(body, floor_from, why):
 def test_the_floor_names_its_setting(keys, expect, floor, source):
     target = Target(bind(Endpoint("ep", "llamacpp", url="http://127.0.0.1:1", expect=expect,
                                   **keys)))
-    assert (target.floor, target.floor_from) == (floor, source)
+    assert (target.pacing.floor, target.pacing.floor_from) == (floor, source)
 
 
 def _cut(monkeypatch, load, others=0, sent=None):
     """A generation cut as late, the server's load read after it as `load`."""
     monkeypatch.setattr(probes, "server_load", lambda target: load)
     target = Target(Endpoint("ep", "llamacpp", url="http://127.0.0.1:1", timeout=30))
-    target.generating = others
+    target.pacing.generating = others
     ex = http.Exchange("POST", "http://127.0.0.1:1/v1/chat/completions",
                        request_json=sent or {"max_tokens": 512}, late=True,
                        error="no answer within 132.4s (timeout 30 s + 512 tokens at the default "

@@ -260,7 +260,7 @@ def test_a_burst_is_in_flight_at_once_inside_the_hold_and_nothing_else_beside_it
     """The ladder's bursts: with `concurrency` 1, the holder's workers are in flight together,
     while a request of another probe waits for the hold to end."""
     target = Target(bind(Endpoint("ep", "llamacpp", url="http://127.0.0.1:1")))
-    limiter, order = target.limiter, []
+    limiter, order = target.pacing.limiter, []
 
     def request(name: str) -> str:
         limiter.enter()
