@@ -139,7 +139,7 @@ class Target:
     session (`frank init`, a library caller) shares nothing (`Fleetwide()`)."""
 
     __slots__ = ("endpoint", "name", "driver", "timeout", "stop", "offline", "baseline",
-                 "pacing", "client_part", "launched", "breakage", "asking", "cut", "judged",
+                 "pacing", "client_part", "launched", "_breakage", "asking", "cut", "judged",
                  "took", "digests", "_peers", "_refusal", "_refused", "_keyed", "_lock",
                  "_observed", "_digester")
 
@@ -156,7 +156,7 @@ class Target:
         self.pacing = Pacing(endpoint, self.timeout, shared.limiter(endpoint), self.stop)
         self.client_part = EndpointClient(endpoint, self.driver, self.pacing)
         self.launched = Launched(endpoint.launch)
-        self.breakage = Breakage(endpoint, self.driver)  # transport faults, by route
+        self._breakage = Breakage(endpoint, self.driver)  # transport faults, by route
         self.asking: dict[str, Any] = {}  # a shared request's key -> (the request, how to ask)
         self.cut: set[Key] = set()  # probes a stop cut short: nothing to judge
         self.judged: dict[Key, str] = {}  # the selected tests' probes: the first test of each
@@ -292,9 +292,9 @@ class Target:
             with self._lock:  # a probe met by the key's refusal met it for those that need it
                 if key in self._refused:
                     self._refused.update(_PROBING.get())
-                broken = self.breakage.met.get(key)  # and by a broken route, alike
+                broken = self._breakage.met.get(key)  # and by a broken route, alike
                 if broken is not None:
-                    self.breakage.meet(broken, _PROBING.get())
+                    self._breakage.meet(broken, _PROBING.get())
             return seen
 
     def measured(self, probe: Probe, case: str | None = None) -> bool:
@@ -361,7 +361,7 @@ class Target:
         an answer was cut as too slow (each would take as long), nor after the key was refused
         or the route broke alike on every request. The probe that saw that answer fails with
         it; the others are held."""
-        self._admit(self.breakage.generation(self.driver_on(api).api, stream))
+        self._admit(self._breakage.generation(self.driver_on(api).api, stream))
         self.pacing.check()
 
     def answered_late(self, ex: http.Exchange) -> Slow:
@@ -389,7 +389,7 @@ class Target:
         if self._refusal is not None:
             raise KeyRefused(self._refusal.line)
         with self._lock:
-            broken = self.breakage.closed(route)
+            broken = self._breakage.closed(route)
         if broken is not None:
             raise NotSent(broken)
 
@@ -404,7 +404,7 @@ class Target:
         probing = _PROBING.get()
         if probing:
             with self._lock:
-                self.breakage.heard(ex, probing, self._blamed(), api)
+                self._breakage.heard(ex, probing, self._blamed(), api)
         if not probing or ex.status is None or path == self.driver.health_path:
             return
         accepts = path == self.driver.models_path or ex.method == "POST"
@@ -437,7 +437,7 @@ class Target:
         for a refused key, where the probe that saw it is judged by no selected test, the first
         test that asks fails with it instead: a broken transport is always one failure."""
         with self._lock:
-            broken = self.breakage.met.get(key)
+            broken = self._breakage.met.get(key)
             if broken is not None and broken.key not in self.judged:
                 broken.key = key
             return broken
@@ -446,7 +446,7 @@ class Target:
         """A request not sent after its route broke alike on every request: its probe met the
         breakage, and so did every probe running it."""
         with self._lock:
-            self.breakage.meet(broken, _PROBING.get())
+            self._breakage.meet(broken, _PROBING.get())
         return Unseen(failure=broken.failure, fix=broken.fix)
 
     def _not_admitted(self) -> Unseen:
