@@ -1,6 +1,10 @@
 """agent: a tool result sent back gets a final answer, plain, streamed and with parallel calls."""
 
-from pytest_frank.claims import agent, agent_breadth, agent_chain, agent_template, reasoning_history
+from pytest_frank.claims import agent
+from pytest_frank.claims.agent import breadth as agent_breadth
+from pytest_frank.claims.agent import chain as agent_chain
+from pytest_frank.claims.agent import reasoning_history
+from pytest_frank.claims.agent import template as agent_template
 from pytest_frank.claims.checks import battery_test
 
 test_agent = battery_test(agent.PLAIN)

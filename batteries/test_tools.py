@@ -1,6 +1,7 @@
 """tools: tool calls a strict client can use, under each tool_choice, plain and streamed."""
 
-from pytest_frank.claims import contract, tools, tools_breadth
+from pytest_frank.claims import contract, tools
+from pytest_frank.claims.tools import breadth as tools_breadth
 from pytest_frank.claims.checks import battery_test
 
 test_tools_required = battery_test(tools.REQUIRED)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pytest_frank.claims.advice import advise
 from pytest_frank.claims.checks import Check, Context
 from pytest_frank.claims.replies import one_line, require_answer
-from pytest_frank.claims.tool_schemas import Entry, corpus
+from pytest_frank.claims.tools.schemas import Entry, corpus
 from pytest_frank.claims.tools import (
     MARKUP,
     PROMPTS,

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 from pytest_frank.claims import Claim, in_folder, key_schemas, option
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.checks import Check, Context
-from pytest_frank.claims.effort_map import EffortMapError, read_effort_map
+from pytest_frank.claims.reasoning_effort.effort_map import EffortMapError, read_effort_map
 from pytest_frank.claims.replies import cut_while_thinking, one_line, require_answer, require_budget
 from pytest_frank.fleet import Endpoint, OptionError
 from pytest_frank.outcome.observation import Observation

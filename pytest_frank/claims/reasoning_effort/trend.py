@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pytest_frank.claims.checks import Check, Context
-from pytest_frank.claims.effort_map import LEVELS
+from pytest_frank.claims.reasoning_effort.effort_map import LEVELS
 from pytest_frank.claims.reasoning_effort import Options, map_fix, supported, template_message
 from pytest_frank.claims.replies import one_line, require_answer
 from pytest_frank.outcome.observation import Observation, Unseen

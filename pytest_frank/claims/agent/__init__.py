@@ -3,7 +3,7 @@ sends the history back as the client keeps it (the assistant message with its ca
 reasoning, one result per call carrying a unique marker) and must come back as a final text
 answer, not a template error, not the same call again. The history is built in the endpoint's
 API shape by its route's wire (Wire.agent_history). A loop that works is judged for its cost too:
-turn 2 must take the prefix it shares with turn 1 from the server's cache (claims.prefix_reuse).
+turn 2 must take the prefix it shares with turn 1 from the server's cache (claims.agent.prefix_reuse).
 
 Calls are asked with tool_choice "required" (the serving stack is judged, not whether the model
 chooses to call); the answering turn uses "auto", as clients send it."""
@@ -20,7 +20,7 @@ from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.checks import Check, Context
 from pytest_frank.claims.diagnosis import MODEL, TEMPLATE, Evidence, diagnose
 from pytest_frank.claims.evidence import gather
-from pytest_frank.claims.prefix_reuse import require_prefix_reused
+from pytest_frank.claims.agent.prefix_reuse import require_prefix_reused
 from pytest_frank.claims.replies import (
     one_line,
     reasoning_only,
