@@ -1,14 +1,16 @@
-"""A module per built-in claim, beside the helpers claims share (`advice`, `replies`, `clients`,
-...). Each claim declares itself once, as its `CLAIM` (`Claim`: its name, which is its marker
-and its fleet.yaml `expect:` key, what it proves, its place in the reports, how it is asked, its
-`Options` and its docs page), its `Options` (each key an `option` whose metadata holds its
-description and its JSON schema: fleet.schema.json's `$defs.expect` is written from them by
-docs/gen.py; parsed from the fleet entry by `bind`, read back typed by a probe with
-`Options.on(endpoint)` and by a judge as `ctx.options`), its probes (network and file work) and
-its checks (`pytest_frank.claims.checks.Check`: probe + judge), which batteries/test_<claim>.py turns
-into tests. The built-in claims are the modules of this package that declare a `CLAIM`.
-A conftest.py or a plugin adds claims of its own with `register` (the `pytest_frank_claims`
-hook, pytest_frank.base.hooks), for the run that loads it (pytest_frank.base.state)."""
+"""A package per built-in claim (claims/<name>/, holding every check of the claim), beside the modules
+claims share (`checks`, `advice`, `replies`, `diagnosis`, ...). Each claim declares itself once, as
+its `CLAIM` (`Claim`: its name, which is its marker and its fleet.yaml `expect:` key, what it
+proves, its place in the reports, how it is asked, its `Options` and its docs page), its `Options`
+(each key an `option` whose metadata holds its description and its JSON schema: fleet.schema.json's
+`$defs.expect` is written from them by docs/gen.py; parsed from the fleet entry by `bind`, read back
+typed by a probe with `Options.on(endpoint)` and by a judge as `ctx.options`), its probes (network
+and file work) and its checks (`pytest_frank.claims.checks.Check`: probe + judge), each declared in
+a module of the claim's package and listed, in the battery's order, by the package's `checks()`:
+batteries/ test_<claim>.py makes each a test. The built-in claims are the packages here that declare
+a `CLAIM`. A conftest.py or a plugin adds claims of its own with `register` (the
+`pytest_frank_claims` hook, pytest_frank.base.hooks), for the run that loads it
+(pytest_frank.base.state)."""
 
 from __future__ import annotations
 
@@ -149,17 +151,10 @@ class Claim:
     expect_key: bool = True  # whether it has an `expect:` key (alias is asked by `alias:` alone)
     asks: str = ""  # how fleet.yaml asks it, where the options' shape says it otherwise
 
-    def checks(self) -> list[Check[Any, Any]]:
-        """Its checks: the `Check`s naming it, declared in this package's modules (its own and
-        the helpers it splits into); batteries/test_<name>.py makes each a test."""
-        from pytest_frank.claims.checks import Check
-
-        found: dict[int, Check[Any, Any]] = {}
-        for info in pkgutil.walk_packages(__path__, f"{__name__}."):
-            for value in vars(importlib.import_module(info.name)).values():
-                if isinstance(value, Check) and value.claim == self.name:
-                    found.setdefault(id(value), value)
-        return list(found.values())
+    def checks(self) -> tuple[Check[Any, Any], ...]:
+        """Its checks, in its battery's order: its package's `checks()` (claims/<name>/), each a
+        test of batteries/test_<name>.py."""
+        return importlib.import_module(f"{__name__}.{self.name}").checks()
 
     @property
     def page(self) -> str:

@@ -10,6 +10,8 @@ chooses to call); the answering turn uses "auto", as clients send it."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import json
 import secrets
 from collections.abc import Callable
@@ -510,3 +512,12 @@ PLAIN = Check("test_agent", "agent", plain, judge)
 STREAMED = Check("test_agent_streamed", "agent", streamed, judge,
                  applies=lambda opts, driver: None if opts.stream else "expect.agent.stream is false")
 PARALLEL = Check("test_agent_parallel", "agent", parallel, judge, applies=_parallel_applies)
+
+
+def checks() -> tuple[Check[Any, Any], ...]:
+    """The agent claim's checks, in its battery's order (batteries/test_agent.py makes
+    each a test); its other modules are read here, as each imports this one."""
+    from pytest_frank.claims.agent import breadth, chain, reasoning_history, template
+
+    return (PLAIN, STREAMED, PARALLEL, template.TEMPLATE, reasoning_history.HISTORY, breadth.ROUNDS,
+            breadth.LONG_ANSWER, chain.CHAIN)

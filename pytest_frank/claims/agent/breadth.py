@@ -119,6 +119,8 @@ def judge_long_answer(convs: Conversations, ctx: Context[Options]) -> None:
 
 
 ROUNDS = Check("test_agent_rounds", "agent", rounds, judge_rounds,
-               asked=lambda opts: opts.rounds > 0)
+               asked=lambda opts: opts.rounds > 0,
+               when="with `rounds`")
 LONG_ANSWER = Check("test_agent_long_answer", "agent", long_answer, judge_long_answer,
-                    asked=lambda opts: opts.long_answer > 0)
+                    asked=lambda opts: opts.long_answer > 0,
+                    when="with `long_answer`")

@@ -257,4 +257,5 @@ def judge(found: Chain, ctx: Context[Options]) -> None:
 CHAIN = Check("test_agent_chain", "agent", chain, judge,
               # the Responses route's own: collected only where an endpoint generates on it
               asked=lambda opts: False,
-              asked_of=lambda endpoint: endpoint.api == "responses")
+              asked_of=lambda endpoint: endpoint.api == "responses",
+              when="where `api: responses`")

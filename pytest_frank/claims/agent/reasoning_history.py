@@ -278,4 +278,5 @@ def _applies(opts: Options, driver) -> str | None:
     return None
 
 
-HISTORY = Check("test_agent_reasoning_history", "agent", counted, judge, applies=_applies)
+HISTORY = Check("test_agent_reasoning_history", "agent", counted, judge, applies=_applies,
+                when="on the chat route")

@@ -206,4 +206,5 @@ def _applies(opts: Options, driver) -> str | None:
     return None
 
 
-TEMPLATE = Check("test_agent_template", "agent", rendered, judge, applies=_applies)
+TEMPLATE = Check("test_agent_template", "agent", rendered, judge, applies=_applies,
+                 when="where the engine renders templates on request")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import re
 
 from pytest_frank.claims import Claim, Options
@@ -90,3 +92,9 @@ def alias_fix(driver: Facts, alias: str, served: list[str]) -> Text:
                       f"--served-model-name {' '.join(names)}"),
          SglangDriver: f"serve it under that name: --served-model-name {alias}",
          AnthropicDriver: f"map the model name {alias!r} in the proxy's model list"})
+
+
+def checks() -> tuple[Check[Any, Any], ...]:
+    """The alias claim's checks, in its battery's order (batteries/test_alias.py makes
+    each a test)."""
+    return (ALIAS,)

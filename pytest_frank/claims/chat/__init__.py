@@ -10,6 +10,8 @@ answer happens to read well, and a failing answer is told apart as a base model'
 
 from __future__ import annotations
 
+from typing import Any
+
 import os
 from dataclasses import dataclass, field, replace
 
@@ -259,3 +261,9 @@ def edited_template_fix(driver: Facts) -> Text:
                                           d.flags["template"]("<the edited file>"), " (with ",
                                           d.flags["jinja"], ")"),
          VllmDriver: "serve the edited template: vllm serve --chat-template <the edited file>"})
+
+
+def checks() -> tuple[Check[Any, Any], ...]:
+    """The chat claim's checks, in its battery's order (batteries/test_chat.py makes
+    each a test)."""
+    return (CHAT,)

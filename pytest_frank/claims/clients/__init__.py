@@ -9,6 +9,8 @@ test per client: `test_client[NAME-claude_code]`."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from pytest_frank.claims import Claim
 from pytest_frank.claims.checks import Check
 from pytest_frank.claims.clients.judge import judge
@@ -28,4 +30,12 @@ def names(options: Options, driver) -> list[str]:
     return [name for name, _ in options.clients]
 
 
-CLIENT = Check("test_client", "clients", play, judge, cases=names)
+CLIENT = Check("test_client", "clients", play, judge, cases=names,
+               per="CLIENT",
+               when="one per client: `claude_code`, `codex`, `pi`, `opencode`, `openwebui`")
+
+
+def checks() -> tuple[Check[Any, Any], ...]:
+    """The clients claim's checks, in its battery's order (batteries/test_clients.py makes
+    each a test)."""
+    return (CLIENT,)

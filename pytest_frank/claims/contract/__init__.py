@@ -16,6 +16,8 @@ accepts (`lenient_requests`), so the failure names the engine and not a proxy.""
 
 from __future__ import annotations
 
+from typing import Any
+
 import json
 from dataclasses import dataclass, field
 from fnmatch import fnmatch
@@ -325,15 +327,6 @@ def _asked(param: str, default: bool):
 WORDS = {"validation": "tool_choice validation", "response_format_variants":
          "response_format variants", "sampling": "sampling fields"}
 
-VALIDATION = Check("test_params_validation", "params", malformed_choices, judge_validation,
-                   applies=_asked("validation", False))
-FORMAT_VARIANTS = Check("test_params_response_format_variants", "params", format_variants,
-                        judge_format_variants, applies=_asked("response_format_variants", False))
-SAMPLING = Check("test_params_sampling", "params", sampled, judge_sampling,
-                 applies=_asked("sampling", True))
-NONE = Check("test_tools_none", "tools", tool_choice_none, judge_tool_choice_none,
-             applies=lambda opts, driver: None if opts.none else "expect.tools.none is false")
-
 
 # -- advice ---------------------------------------------------------------------------------
 UNCHECKED = {"validation": "tool_choice against the tools sent",
@@ -594,3 +587,9 @@ def twin_fix(diff: rc.Difference, driver: Facts) -> Text:
                           "engine's streaming parser (reasoning or tool calls), or a proxy that "
                           "re-chunks, repeats or accumulates deltas; compare the engine's own "
                           "stream without the proxy, and update the engine")
+
+
+def checks() -> tuple[Check[Any, Any], ...]:
+    """The contract claim's checks, in its battery's order (batteries/test_contract.py makes
+    each a test)."""
+    return (REPLIES, STREAM_TWINS)

@@ -490,3 +490,9 @@ def same_as(original: Asked, builds: tuple[str | None, str | None],
 
 
 FINGERPRINT = Check("test_fingerprint", "fingerprint", asked, judge_fingerprint)
+
+
+def checks() -> tuple[Check[Any, Any], ...]:
+    """The fingerprint claim's checks, in its battery's order (batteries/test_fingerprint.py makes
+    each a test)."""
+    return (FINGERPRINT,)

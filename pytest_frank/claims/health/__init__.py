@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pytest_frank.claims import Claim, Options
 from pytest_frank.claims.checks import Check, Context
 from pytest_frank.outcome.verdict import fail
@@ -59,3 +61,9 @@ def down_fix(health: Health, route: str) -> str:
 
 
 HEALTH = Check("test_health", "health", probe, judge)
+
+
+def checks() -> tuple[Check[Any, Any], ...]:
+    """The health claim's checks, in its battery's order (batteries/test_health.py makes
+    each a test)."""
+    return (HEALTH,)

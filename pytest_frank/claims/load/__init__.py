@@ -29,7 +29,7 @@ import re
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 from pytest_frank.base.figures import FIGURES, number
 from pytest_frank.claims import Claim, chat, option, reasoning, tools, vision
@@ -677,3 +677,9 @@ def slots_fix(driver: Facts, seen: Ladder, level: Level) -> Text:
 
 
 LOAD = Check("test_load", "load", ladder, judge)
+
+
+def checks() -> tuple[Check[Any, Any], ...]:
+    """The load claim's checks, in its battery's order (batteries/test_load.py makes
+    each a test)."""
+    return (LOAD,)

@@ -13,7 +13,7 @@ import statistics
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Any, TYPE_CHECKING
 
 from pytest_frank.base.figures import COUNT, number
 from pytest_frank.claims import Claim, option
@@ -406,3 +406,9 @@ def cache_count_hint(driver: Facts) -> Text:
         {VllmDriver: "vLLM sends cached_tokens in usage only with --enable-prompt-tokens-details, and "
                      "/metrics has no prefix_cache counters",
          SglangDriver: "SGLang sends cached_tokens in usage only with --enable-cache-report"})
+
+
+def checks() -> tuple[Check[Any, Any], ...]:
+    """The perf claim's checks, in its battery's order (batteries/test_perf.py makes
+    each a test)."""
+    return (TTFT, DECODE, PREFIX_CACHE)

@@ -226,7 +226,17 @@ def map_fix(levels: list[str], accepted: list[str]) -> str:
 
 
 LEVEL = Check("test_reasoning_effort", "reasoning_effort", level, judge_level,
-              cases=lambda opts, driver: list(opts.map))
+              cases=lambda opts, driver: list(opts.map),
+              per="LEVEL", when="one per mapped level")
 UNMAPPED = Check("test_reasoning_effort_unmapped", "reasoning_effort", unmapped, judge_unmapped,
                  applies=lambda opts, driver: (None if opts.unmapped else
                                                "expect.reasoning_effort.unmapped is not set"))
+
+
+def checks() -> tuple[Check[Any, Any], ...]:
+    """The reasoning_effort claim's checks, in its battery's order (batteries/
+    test_reasoning_effort.py makes each a test); its other modules are read here, as each
+    imports this one."""
+    from pytest_frank.claims.reasoning_effort import trend
+
+    return (LEVEL, UNMAPPED, trend.TREND)

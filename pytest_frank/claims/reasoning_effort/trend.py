@@ -122,4 +122,5 @@ def _no_effect_fix(found: Trend) -> str:
 
 
 TREND = Check("test_reasoning_effort_trend", "reasoning_effort", trend, judge,
-              asked=lambda opts: opts.trend)
+              asked=lambda opts: opts.trend,
+              when="with `trend: true`")

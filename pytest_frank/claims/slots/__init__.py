@@ -244,3 +244,9 @@ def truncated_fix(driver: Facts, want: int) -> Text:
                 "short loses the start of its history without a word",
         {VllmDriver: f"serve with --max-model-len {want}, and check that no client or proxy sets "
                      "truncate_prompt_tokens (vLLM then keeps the prompt's last tokens only)"})
+
+
+def checks() -> tuple[Check[Any, Any], ...]:
+    """The slots claim's checks, in its battery's order (batteries/test_slots.py makes
+    each a test)."""
+    return (SLOTS, FILLED)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import Any, TYPE_CHECKING, Protocol
 
 from pytest_frank.base.figures import COUNT, number
 from pytest_frank.claims import Claim, option, slots
@@ -402,7 +402,8 @@ def _referenced(opts: Options) -> bool:
 
 
 LOSSLESS = Check("test_spec_decode_lossless", "spec_decode", lossless, judge_lossless,
-                 asked=_referenced)
+                 asked=_referenced,
+                 when="with `reference`")
 
 
 # -- advice: drafting and /metrics by engine, named by the driver's flags -----------------------
@@ -455,3 +456,9 @@ def spec_high_fix(driver: Facts) -> Text:
                                           " at a small draft of the same family"),
          VllmDriver: "acceptance this close to 1 means the draft is the model itself: check the draft "
                      "model in --speculative-config"})
+
+
+def checks() -> tuple[Check[Any, Any], ...]:
+    """The spec_decode claim's checks, in its battery's order (batteries/test_spec_decode.py makes
+    each a test)."""
+    return (SPEC_DECODE, LOSSLESS)

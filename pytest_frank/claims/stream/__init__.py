@@ -12,7 +12,7 @@ part off under `expect.stream`, and it is then noted, not failed."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 from pytest_frank.claims import Claim, option
 from pytest_frank.claims import Options as ClaimOptions
@@ -164,7 +164,8 @@ def _summary(s: Streamed) -> str:
             f"{', ' + str(len(r.calls)) + ' call(s)' if r.calls else ''}{chars}")
 
 
-STREAM_WIRE = Check("test_stream_wire", "stream", streamed, judge, cases=apis)
+STREAM_WIRE = Check("test_stream_wire", "stream", streamed, judge, cases=apis,
+                    per="SHAPE", when="one per API shape: `chat`, `messages`, `responses`")
 
 
 # -- advice: what each rule protects, and the engine that breaks it -------------------------------
@@ -252,3 +253,9 @@ FIXES: dict[str, Callable[[Facts], Text]] = {
     "block_order": _block_order,
     "item_order": _item_order,
 }
+
+
+def checks() -> tuple[Check[Any, Any], ...]:
+    """The stream claim's checks, in its battery's order (batteries/test_stream.py makes
+    each a test)."""
+    return (STREAM_WIRE,)

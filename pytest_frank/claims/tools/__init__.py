@@ -736,7 +736,8 @@ PARALLEL = Check("test_tools_parallel", "tools", parallel, judge_parallel,
                      "expect.tools.parallel is not set (the endpoint does not claim parallel "
                      "calls)"))
 PARALLEL_AUTO = Check("test_tools_parallel_auto", "tools", parallel_auto, judge_parallel_auto,
-                      asked=lambda opts: opts.parallel)
+                      asked=lambda opts: opts.parallel,
+                      when="with `parallel`")
 PLAIN = Check("test_tools_plain_chat", "tools", plain, judge_plain)
 STREAMED = Check("test_tools_streamed", "tools", streamed, judge_streamed,
                  applies=lambda opts, driver: None if opts.stream else "expect.tools.stream is false")
@@ -909,3 +910,12 @@ def forced_tools_fix(driver: Driver) -> Text:
          VllmDriver: "something forces tool-call output on plain chat: check for a server-wide "
                      "structured-output default (--guided-decoding-*, generation config) or a "
                      "template that always emits a tool call"})
+
+
+def checks() -> tuple[Check[Any, Any], ...]:
+    """The tools claim's checks, in its battery's order (batteries/test_tools.py makes
+    each a test); its other modules are read here, as each imports this one."""
+    from pytest_frank.claims.tools import breadth, choice_none
+
+    return (REQUIRED, AUTO, NAMED_CHOICE, PARALLEL, PLAIN, STREAMED, WIRE, choice_none.NONE,
+            PARALLEL_AUTO, breadth.SCHEMA_CORPUS, breadth.FORCED_THINKING, breadth.TRIGGERS)

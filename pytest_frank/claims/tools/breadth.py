@@ -280,9 +280,12 @@ def judge_triggers(obs: Triggers, ctx: Context[Options]) -> None:
 
 
 SCHEMA_CORPUS = Check("test_tools_schema_corpus", "tools", schema_corpus, judge_corpus,
-                      asked=lambda opts: opts.schemas > 0)
+                      asked=lambda opts: opts.schemas > 0,
+                      when="with `schemas`")
 FORCED_THINKING = Check("test_tools_forced_thinking", "tools", forced_thinking,
-                        judge_forced_thinking, asked=lambda opts: opts.thinking)
+                        judge_forced_thinking, asked=lambda opts: opts.thinking,
+                        when="with `thinking`")
 TRIGGERS = Check("test_tools_trigger_agreement", "tools", triggers, judge_triggers,
                  asked=lambda opts: opts.reference is not None,
-                 asked_of=lambda endpoint: bool(endpoint.same_as))
+                 asked_of=lambda endpoint: bool(endpoint.same_as),
+                 when="with `reference`, or `same_as`")

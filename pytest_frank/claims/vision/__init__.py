@@ -9,6 +9,8 @@ cut while thinking is asked again with a larger budget (chat.think_through).
 
 from __future__ import annotations
 
+from typing import Any
+
 import base64
 import io
 import random
@@ -200,7 +202,8 @@ def _norm(text: str) -> str:
     return redact.squeeze(re.sub(r"[^\w\s]", "", text.lower()))
 
 
-VISION = Check("test_vision", "vision", seen, judge, cases=forms)
+VISION = Check("test_vision", "vision", seen, judge, cases=forms,
+               per="FORM", when="one per image form")
 
 
 def vision_fix(driver: Facts) -> Text:
@@ -212,3 +215,9 @@ def vision_fix(driver: Facts) -> Text:
                                           " (the model's vision projector GGUF)"),
          VllmDriver: "serve the model's multimodal checkpoint (with its vision tower; llama.cpp would "
                      "need --mmproj) and do not set --limit-mm-per-prompt image=0"})
+
+
+def checks() -> tuple[Check[Any, Any], ...]:
+    """The vision claim's checks, in its battery's order (batteries/test_vision.py makes
+    each a test)."""
+    return (VISION,)

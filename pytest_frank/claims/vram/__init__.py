@@ -417,3 +417,9 @@ def vram_low_fix(driver: Facts) -> Text:
          VllmDriver: "vLLM took less than gpu_memory_utilization of the GPU: the KV pool was clamped (a "
                      "co-tenant held memory at start); free the GPU or lower --max-model-len / "
                      "--max-num-seqs, then restart"})
+
+
+def checks() -> tuple[Check[Any, Any], ...]:
+    """The vram claim's checks, in its battery's order (batteries/test_vram.py makes
+    each a test)."""
+    return (FITS, VRAM)
