@@ -1,5 +1,5 @@
 """alias: the name clients ask for is served by /v1/models."""
 
-from pytest_frank.claims.checks import battery
+from pytest_frank.claims import battery
 
 globals().update(battery("alias"))

@@ -1,5 +1,5 @@
 """chat: a plain question gets a plain answer that ends by itself, with no template markup."""
 
-from pytest_frank.claims.checks import battery
+from pytest_frank.claims import battery
 
 globals().update(battery("chat"))

@@ -1,5 +1,5 @@
 """perf: time to first token, decode speed and the prefix-cache effect meet the fleet's floors."""
 
-from pytest_frank.claims.checks import battery
+from pytest_frank.claims import battery
 
 globals().update(battery("perf"))

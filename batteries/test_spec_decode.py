@@ -1,5 +1,5 @@
 """spec_decode: speculative decoding drafts and its acceptance sits in the fleet's band."""
 
-from pytest_frank.claims.checks import battery
+from pytest_frank.claims import battery
 
 globals().update(battery("spec_decode"))

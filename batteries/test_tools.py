@@ -1,5 +1,5 @@
 """tools: tool calls a strict client can use, under each tool_choice, plain and streamed."""
 
-from pytest_frank.claims.checks import battery
+from pytest_frank.claims import battery
 
 globals().update(battery("tools"))

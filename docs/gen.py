@@ -1,6 +1,6 @@
 """The docs' generated tables, from the package itself so they cannot drift: the fleet.yaml key
 tables from pytest_frank/fleet/fleet.schema.json, the claim table from the claim registry, the test
-table from each claim's declared checks (its package's `checks()`), the figures table from the
+table from each claim's declared checks (its `CLAIM`'s `tests`), the figures table from the
 figure registry (pytest_frank/base/figures.py). A page holds each table between a marker line,
 `<!-- frank:keys SECTION -->`, `<!-- frank:claims -->`, `<!-- frank:tests -->` or
 `<!-- frank:figures -->`, and its closing `<!-- /frank:keys -->` (`/frank:claims`, ...), so it
@@ -149,8 +149,8 @@ def test_cell(check: Any) -> str:
 
 
 def tests_table() -> str:
-    """Each claim's tests, from the checks its package declares (claims/<name>/), in the
-    battery's order: the marker they carry, their ids, and when the claim is asked."""
+    """Each claim's tests, from the checks its package declares (claims/<name>/), in its
+    `tests` order: the marker they carry, their ids, and when the claim is asked."""
     from pytest_frank.claims import built_in
 
     lines = ["| marker | test | asked when |", "|---|---|---|"]

@@ -1,8 +1,8 @@
-"""The one judge contract. A claim module declares each check as a `Check`: the probe that
+"""The one judge contract. A claim's package declares each check as a `Check`: the probe that
 gathers its observation (network and file work, run ahead for the whole fleet) and the judge that
 reads it: `judge(observation, ctx)`, which fails through `pytest_frank.outcome.verdict`. The
-claim's package lists them in its `checks()`, and batteries/test_<claim>.py makes each a test
-(`battery`, through `battery_test`). A check is typed by its observation
+claim's `CLAIM` names them in its `tests`, and batteries/test_<claim>.py makes each a test
+(`claims.battery`, through `battery_test`). A check is typed by its observation
 and by its claim's options: the judge's `ctx.options` and the `applies`, `cases` and `asked`
 functions get the claim's parsed `Options`, so the type checker sees a misspelt option."""
 
@@ -73,7 +73,7 @@ class Check(Generic[Obs, Opts]):
     fleet_terms: bool = True
     # The docs' test table (docs/claims/index.md, written by docs/gen.py): what a cased test's
     # id names after the endpoint's (`LEVEL`: `test_reasoning_effort[NAME-LEVEL]`), and when the
-    # test runs beyond its claim being asked (`with \`rounds\``).
+    # test runs beyond its claim being asked (with `rounds`).
     per: str = ""
     when: str = ""
 
@@ -105,15 +105,6 @@ def battery_test(check: Check[Any, Any]) -> Callable[..., None]:
     test.frank_check = check  # type: ignore[attr-defined]
     test = getattr(pytest.mark, check.claim)(test)
     return pytest.mark.offline(test) if check.offline else test
-
-
-def battery(claim: str) -> dict[str, Callable[..., None]]:
-    """The tests of a built-in claim's checks, by name, in the order the claim declares them (its
-    package's `checks()`): batteries/test_<claim>.py adds them to itself, so the battery holds
-    every check of the claim and nothing else."""
-    from pytest_frank.claims import built_in
-
-    return {check.test: battery_test(check) for check in built_in()[claim].checks()}
 
 
 def check_of(item) -> Check[Any, Any] | None:

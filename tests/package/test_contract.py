@@ -176,8 +176,8 @@ def _declared_checks():
 
 
 def test_each_check_lives_in_its_claims_package_and_is_listed_by_it():
-    # A check lives with its claim: declared in claims/<claim>/ and listed by the package's
-    # checks(), from which its battery is made; a Check left out would never run.
+    # A check lives with its claim: declared in claims/<claim>/ and named by its CLAIM's tests,
+    # from which its battery is made; a Check left out would never run.
     listed = {id(c): name for name, claim in built_in().items() for c in claim.checks()}
     seen = list(_declared_checks())
     assert len(seen) >= 50
@@ -185,7 +185,7 @@ def test_each_check_lives_in_its_claims_package_and_is_listed_by_it():
         home = f"pytest_frank.claims.{check.claim}"
         assert module == home or module.startswith(f"{home}."), \
             f"{check.test} is declared in {module}, outside its claim's package {home}"
-        assert listed.get(id(check)) == check.claim, f"{check.test} is not in {home}.checks()"
+        assert listed.get(id(check)) == check.claim, f"{check.test} is not in {home}.CLAIM.tests"
     assert len(listed) == len({id(c) for _, c in seen})
 
 

@@ -10,8 +10,6 @@ chooses to call); the answering turn uses "auto", as clients send it."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import json
 import secrets
 from collections.abc import Callable
@@ -101,7 +99,10 @@ class Options(ClaimOptions):
 
 CLAIM = Claim("agent",
               "a tool result sent back gets a final answer, as agent clients loop", Options,
-              order=70)
+              order=70,
+              tests=("test_agent", "test_agent_streamed", "test_agent_parallel",
+                     "test_agent_template", "test_agent_reasoning_history", "test_agent_rounds",
+                     "test_agent_long_answer", "test_agent_chain"))
 
 
 @dataclass
@@ -512,12 +513,3 @@ PLAIN = Check("test_agent", "agent", plain, judge)
 STREAMED = Check("test_agent_streamed", "agent", streamed, judge,
                  applies=lambda opts, driver: None if opts.stream else "expect.agent.stream is false")
 PARALLEL = Check("test_agent_parallel", "agent", parallel, judge, applies=_parallel_applies)
-
-
-def checks() -> tuple[Check[Any, Any], ...]:
-    """The agent claim's checks, in its battery's order (batteries/test_agent.py makes
-    each a test); its other modules are read here, as each imports this one."""
-    from pytest_frank.claims.agent import breadth, chain, reasoning_history, template
-
-    return (PLAIN, STREAMED, PARALLEL, template.TEMPLATE, reasoning_history.HISTORY, breadth.ROUNDS,
-            breadth.LONG_ANSWER, chain.CHAIN)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import re
 
 from pytest_frank.claims import Claim, Options
@@ -16,7 +14,8 @@ from pytest_frank.runtime.probes import Served, served
 
 CLAIM = Claim("alias",
               "the intended alias is served by /v1/models",
-              order=20, asked_by="alias", expect_key=False)
+              order=20, asked_by="alias", expect_key=False,
+              tests=("test_alias",))
 
 
 def judge(served: Served, ctx: Context[Options]) -> None:
@@ -92,9 +91,3 @@ def alias_fix(driver: Facts, alias: str, served: list[str]) -> Text:
                       f"--served-model-name {' '.join(names)}"),
          SglangDriver: f"serve it under that name: --served-model-name {alias}",
          AnthropicDriver: f"map the model name {alias!r} in the proxy's model list"})
-
-
-def checks() -> tuple[Check[Any, Any], ...]:
-    """The alias claim's checks, in its battery's order (batteries/test_alias.py makes
-    each a test)."""
-    return (ALIAS,)

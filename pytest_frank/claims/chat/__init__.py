@@ -10,8 +10,6 @@ answer happens to read well, and a failing answer is told apart as a base model'
 
 from __future__ import annotations
 
-from typing import Any
-
 import os
 from dataclasses import dataclass, field, replace
 
@@ -53,7 +51,8 @@ class Options(ClaimOptions):
 
 CLAIM = Claim("chat",
               "a plain question gets a plain answer that ends by itself", Options,
-              order=30, always=True)
+              order=30, always=True,
+              tests=("test_chat",))
 
 
 @dataclass
@@ -261,9 +260,3 @@ def edited_template_fix(driver: Facts) -> Text:
                                           d.flags["template"]("<the edited file>"), " (with ",
                                           d.flags["jinja"], ")"),
          VllmDriver: "serve the edited template: vllm serve --chat-template <the edited file>"})
-
-
-def checks() -> tuple[Check[Any, Any], ...]:
-    """The chat claim's checks, in its battery's order (batteries/test_chat.py makes
-    each a test)."""
-    return (CHAT,)

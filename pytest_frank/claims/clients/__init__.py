@@ -9,8 +9,6 @@ test per client: `test_client[NAME-claude_code]`."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from pytest_frank.claims import Claim
 from pytest_frank.claims.checks import Check
 from pytest_frank.claims.clients.judge import judge
@@ -23,7 +21,8 @@ CLAIM = Claim("clients",
               "each coding client's own requests (Claude Code, Codex, pi, opencode, Open WebUI) "
               "are answered", Options, order=80,
               asks="`true` asks every client, a list (each name also a mapping of options) "
-                   "some; `false` turns it off.")
+                   "some; `false` turns it off.",
+              tests=("test_client",))
 
 
 def names(options: Options, driver) -> list[str]:
@@ -33,9 +32,3 @@ def names(options: Options, driver) -> list[str]:
 CLIENT = Check("test_client", "clients", play, judge, cases=names,
                per="CLIENT",
                when="one per client: `claude_code`, `codex`, `pi`, `opencode`, `openwebui`")
-
-
-def checks() -> tuple[Check[Any, Any], ...]:
-    """The clients claim's checks, in its battery's order (batteries/test_clients.py makes
-    each a test)."""
-    return (CLIENT,)

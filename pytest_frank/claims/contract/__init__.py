@@ -16,8 +16,6 @@ accepts (`lenient_requests`), so the failure names the engine and not a proxy.""
 
 from __future__ import annotations
 
-from typing import Any
-
 import json
 from dataclasses import dataclass, field
 from fnmatch import fnmatch
@@ -394,7 +392,8 @@ def none_markup_fix(driver: Facts) -> Text:
 # -- every reply against its contract (the contract claim) ---------------------------------------
 CLAIM = Claim("contract",
               "every reply keeps its API's published contract and its own request, and a "
-              "stream adds up to its plain twin", order=190, always=True)
+              "stream adds up to its plain twin", order=190, always=True,
+              tests=("test_contract_replies", "test_contract_stream_twins"))
 ROUTE_NAMES = {"chat": "OpenAI chat completions", "messages": "Anthropic Messages",
                "responses": "OpenAI Responses"}
 SHOWN = 3  # breaches named in one failure
@@ -587,9 +586,3 @@ def twin_fix(diff: rc.Difference, driver: Facts) -> Text:
                           "engine's streaming parser (reasoning or tool calls), or a proxy that "
                           "re-chunks, repeats or accumulates deltas; compare the engine's own "
                           "stream without the proxy, and update the engine")
-
-
-def checks() -> tuple[Check[Any, Any], ...]:
-    """The contract claim's checks, in its battery's order (batteries/test_contract.py makes
-    each a test)."""
-    return (REPLIES, STREAM_TWINS)

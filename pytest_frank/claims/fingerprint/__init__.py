@@ -54,7 +54,8 @@ class Options(ClaimOptions):
 
 CLAIM = Claim("fingerprint",
               "greedy answers to fixed prompts are the baseline's: the same model computes",
-              Options, order=130)
+              Options, order=130,
+              tests=("test_fingerprint",))
 
 # the least share of tokens before a divergence (greedy repeats itself), and the most mean
 # absolute logprob difference on the common prefix: the fleet's `regression:` defaults
@@ -490,9 +491,3 @@ def same_as(original: Asked, builds: tuple[str | None, str | None],
 
 
 FINGERPRINT = Check("test_fingerprint", "fingerprint", asked, judge_fingerprint)
-
-
-def checks() -> tuple[Check[Any, Any], ...]:
-    """The fingerprint claim's checks, in its battery's order (batteries/test_fingerprint.py makes
-    each a test)."""
-    return (FINGERPRINT,)

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from pytest_frank.claims import Claim, Options
 from pytest_frank.claims.checks import Check, Context
 from pytest_frank.outcome.verdict import fail
 from pytest_frank.runtime.probes import Health
 from pytest_frank.runtime.probes import health as probe
 
-CLAIM = Claim("health", "the health route answers ready", order=10, always=True)
+CLAIM = Claim("health", "the health route answers ready", order=10, always=True,
+              tests=("test_health",))
 
 
 def judge(health: Health, ctx: Context[Options]) -> None:
@@ -61,9 +60,3 @@ def down_fix(health: Health, route: str) -> str:
 
 
 HEALTH = Check("test_health", "health", probe, judge)
-
-
-def checks() -> tuple[Check[Any, Any], ...]:
-    """The health claim's checks, in its battery's order (batteries/test_health.py makes
-    each a test)."""
-    return (HEALTH,)

@@ -29,7 +29,7 @@ import re
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
 from pytest_frank.base.figures import FIGURES, number
 from pytest_frank.claims import Claim, chat, option, reasoning, tools, vision
@@ -100,7 +100,8 @@ class Options(ClaimOptions):
 CLAIM = Claim("load",
               "with many requests in flight at once, each reply is whole and its own, and errors "
               "and speed stay within the floors", Options,
-              order=150)
+              order=150,
+              tests=("test_load",))
 
 
 @dataclass
@@ -677,9 +678,3 @@ def slots_fix(driver: Facts, seen: Ladder, level: Level) -> Text:
 
 
 LOAD = Check("test_load", "load", ladder, judge)
-
-
-def checks() -> tuple[Check[Any, Any], ...]:
-    """The load claim's checks, in its battery's order (batteries/test_load.py makes
-    each a test)."""
-    return (LOAD,)

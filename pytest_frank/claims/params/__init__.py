@@ -7,8 +7,6 @@ that it took effect. One test per parameter, so a fleet turns off what its clien
 
 from __future__ import annotations
 
-from typing import Any
-
 import json
 import time
 from dataclasses import dataclass, field, replace
@@ -114,7 +112,13 @@ class Options(ClaimOptions):
 
 CLAIM = Claim("params",
               "request parameters (caps, stops, schemas, logprobs, usage, context) are honoured",
-              Options, order=110)
+              Options, order=110,
+              tests=("test_params_max_tokens", "test_params_stop", "test_params_response_format",
+                     "test_params_logprobs", "test_params_stream_usage",
+                     "test_params_context_limit", "test_params_count_tokens",
+                     "test_params_system_message", "test_params_prompt_tokens",
+                     "test_params_validation", "test_params_response_format_variants",
+                     "test_params_sampling"))
 
 
 @dataclass(kw_only=True)
@@ -818,13 +822,3 @@ def drafted_logprobs_fix(driver: Facts) -> Text:
             "serve clients that need top_logprobs from a server that does not draft (without ",
             d.flags["draft_model"], " or ", d.flags["spec_type"], "); where no client sends "
             "top_logprobs, set expect.params.logprobs: false")})
-
-
-def checks() -> tuple[Check[Any, Any], ...]:
-    """The params claim's checks, in its battery's order (batteries/test_params.py makes
-    each a test); its other modules are read here, as each imports this one."""
-    from pytest_frank.claims.params import request_contract as contract
-
-    return (MAX_TOKENS, STOP, RESPONSE_FORMAT, LOGPROBS, STREAM_USAGE, CONTEXT_LIMIT, COUNT_TOKENS,
-            SYSTEM_MESSAGE, PROMPT_TOKENS, contract.VALIDATION, contract.FORMAT_VARIANTS,
-            contract.SAMPLING)

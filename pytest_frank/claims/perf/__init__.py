@@ -13,7 +13,7 @@ import statistics
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, TYPE_CHECKING
+from typing import TYPE_CHECKING
 
 from pytest_frank.base.figures import COUNT, number
 from pytest_frank.claims import Claim, option
@@ -65,7 +65,8 @@ class Options(ClaimOptions):
         "the slot."))
 
 
-CLAIM = Claim("perf", "time to first token and decode speed meet the fleet's floors", Options, order=140)
+CLAIM = Claim("perf", "time to first token and decode speed meet the fleet's floors", Options, order=140,
+              tests=("test_perf_ttft", "test_perf_decode", "test_perf_prefix_cache"))
 
 
 if TYPE_CHECKING:  # the runtime waits for answers at min_decode_tps: the type checker keeps it
@@ -406,9 +407,3 @@ def cache_count_hint(driver: Facts) -> Text:
         {VllmDriver: "vLLM sends cached_tokens in usage only with --enable-prompt-tokens-details, and "
                      "/metrics has no prefix_cache counters",
          SglangDriver: "SGLang sends cached_tokens in usage only with --enable-cache-report"})
-
-
-def checks() -> tuple[Check[Any, Any], ...]:
-    """The perf claim's checks, in its battery's order (batteries/test_perf.py makes
-    each a test)."""
-    return (TTFT, DECODE, PREFIX_CACHE)

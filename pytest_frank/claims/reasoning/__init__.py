@@ -5,8 +5,6 @@ is asked again with a larger budget (chat.think_through); how long the model tho
 
 from __future__ import annotations
 
-from typing import Any
-
 from dataclasses import dataclass
 
 from pytest_frank.claims import Claim, option
@@ -47,7 +45,8 @@ class Options(ClaimOptions):
         "true."))
 
 
-CLAIM = Claim("reasoning", "chat returns content and reasoning", Options, order=40)
+CLAIM = Claim("reasoning", "chat returns content and reasoning", Options, order=40,
+              tests=("test_reasoning", "test_reasoning_streamed", "test_reasoning_off"))
 
 
 @dataclass(kw_only=True)
@@ -247,9 +246,3 @@ def thinking_switched_off_fix(driver: Facts) -> Text:
         {LlamaCppDriver: "the template thinks, so something switches it off: llama-server --reasoning "
                          "off, --reasoning-budget 0 or --chat-template-kwargs '{\"enable_thinking\": "
                          "false}' on the command line, or a proxy that drops reasoning_content"})
-
-
-def checks() -> tuple[Check[Any, Any], ...]:
-    """The reasoning claim's checks, in its battery's order (batteries/test_reasoning.py makes
-    each a test)."""
-    return (REASONING, STREAMED, OFF)

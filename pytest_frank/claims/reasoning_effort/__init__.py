@@ -89,7 +89,9 @@ class Options(ClaimOptions):
 CLAIM = Claim("reasoning_effort",
               "every client reasoning_effort level maps to one the template accepts", Options,
               order=50, asks="A mapping asks it: the effort map itself (client level -> the value "
-              "sent), or `map:` or `from:` with options.")
+              "sent), or `map:` or `from:` with options.",
+              tests=("test_reasoning_effort", "test_reasoning_effort_unmapped",
+                     "test_reasoning_effort_trend"))
 
 
 def _client_map(path: str, model: str | None, provider: str | None,
@@ -231,12 +233,3 @@ LEVEL = Check("test_reasoning_effort", "reasoning_effort", level, judge_level,
 UNMAPPED = Check("test_reasoning_effort_unmapped", "reasoning_effort", unmapped, judge_unmapped,
                  applies=lambda opts, driver: (None if opts.unmapped else
                                                "expect.reasoning_effort.unmapped is not set"))
-
-
-def checks() -> tuple[Check[Any, Any], ...]:
-    """The reasoning_effort claim's checks, in its battery's order (batteries/
-    test_reasoning_effort.py makes each a test); its other modules are read here, as each
-    imports this one."""
-    from pytest_frank.claims.reasoning_effort import trend
-
-    return (LEVEL, UNMAPPED, trend.TREND)

@@ -5,7 +5,7 @@ running server still runs what they say (live: an edit without a restart shows a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, TYPE_CHECKING
+from typing import TYPE_CHECKING
 
 from pytest_frank.claims import Claim, option
 from pytest_frank.claims import Options as ClaimOptions
@@ -29,7 +29,8 @@ class Options(ClaimOptions):
 
 CLAIM = Claim("serve",
               "the serve config (unit, env, script) holds what the claims need, and is what runs",
-              Options, order=180, asked_by="serve")
+              Options, order=180, asked_by="serve",
+              tests=("test_serve_config", "test_serve_drift"))
 
 
 if TYPE_CHECKING:  # the config gate reads these options too: the type checker keeps them in step
@@ -119,9 +120,3 @@ def _judge(found: list[Finding], ctx: Context[Options]) -> None:
 
 CONFIG = Check("test_serve_config", "serve", config, judge_config, offline=True, fleet_terms=False)
 DRIFT = Check("test_serve_drift", "serve", drift, judge_drift, fleet_terms=False)
-
-
-def checks() -> tuple[Check[Any, Any], ...]:
-    """The serve claim's checks, in its battery's order (batteries/test_serve.py makes
-    each a test)."""
-    return (CONFIG, DRIFT)

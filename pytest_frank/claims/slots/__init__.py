@@ -51,7 +51,8 @@ class Options(ClaimOptions):
 
 CLAIM = Claim("slots",
               "the live slot shape matches the intended one", Options,
-              order=160, asks="A mapping of `count`, `ctx_per_slot` or both asks it.")
+              order=160, asks="A mapping of `count`, `ctx_per_slot` or both asks it.",
+              tests=("test_slots", "test_slots_context"))
 
 
 if TYPE_CHECKING:  # the config gate reads these options too: the type checker keeps them in step
@@ -244,9 +245,3 @@ def truncated_fix(driver: Facts, want: int) -> Text:
                 "short loses the start of its history without a word",
         {VllmDriver: f"serve with --max-model-len {want}, and check that no client or proxy sets "
                      "truncate_prompt_tokens (vLLM then keeps the prompt's last tokens only)"})
-
-
-def checks() -> tuple[Check[Any, Any], ...]:
-    """The slots claim's checks, in its battery's order (batteries/test_slots.py makes
-    each a test)."""
-    return (SLOTS, FILLED)

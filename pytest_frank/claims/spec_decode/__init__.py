@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from pytest_frank.base.figures import COUNT, number
 from pytest_frank.claims import Claim, option, slots
@@ -55,7 +55,8 @@ class Options(ClaimOptions):
 
 CLAIM = Claim("spec_decode",
               "speculative decoding is engaged with a sane acceptance rate", Options,
-              order=90)
+              order=90,
+              tests=("test_spec_decode", "test_spec_decode_lossless"))
 
 
 ASKS = 4  # generations at most, to gather min_draft_tokens from a model that answers briefly
@@ -456,9 +457,3 @@ def spec_high_fix(driver: Facts) -> Text:
                                           " at a small draft of the same family"),
          VllmDriver: "acceptance this close to 1 means the draft is the model itself: check the draft "
                      "model in --speculative-config"})
-
-
-def checks() -> tuple[Check[Any, Any], ...]:
-    """The spec_decode claim's checks, in its battery's order (batteries/test_spec_decode.py makes
-    each a test)."""
-    return (SPEC_DECODE, LOSSLESS)

@@ -12,7 +12,7 @@ part off under `expect.stream`, and it is then noted, not failed."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
 from pytest_frank.claims import Claim, option
 from pytest_frank.claims import Options as ClaimOptions
@@ -69,7 +69,8 @@ class Options(ClaimOptions):
 
 CLAIM = Claim("stream",
               "a streamed answer keeps its API shape's wire format, frame by frame", Options,
-              order=120)
+              order=120,
+              tests=("test_stream_wire",))
 
 
 @dataclass
@@ -253,9 +254,3 @@ FIXES: dict[str, Callable[[Facts], Text]] = {
     "block_order": _block_order,
     "item_order": _item_order,
 }
-
-
-def checks() -> tuple[Check[Any, Any], ...]:
-    """The stream claim's checks, in its battery's order (batteries/test_stream.py makes
-    each a test)."""
-    return (STREAM_WIRE,)

@@ -130,7 +130,12 @@ class Options(ClaimOptions):
         "tool_calls, the reference's decisions the truth). Default: 0.8."))
 
 
-CLAIM = Claim("tools", "tool calls are well formed and validate against their schema", Options, order=60)
+CLAIM = Claim("tools", "tool calls are well formed and validate against their schema", Options, order=60,
+              tests=("test_tools_required", "test_tools_auto", "test_tools_named",
+                     "test_tools_parallel", "test_tools_plain_chat", "test_tools_streamed",
+                     "test_tools_arguments", "test_tools_none", "test_tools_parallel_auto",
+                     "test_tools_schema_corpus", "test_tools_forced_thinking",
+                     "test_tools_trigger_agreement"))
 
 
 @dataclass(kw_only=True)
@@ -910,12 +915,3 @@ def forced_tools_fix(driver: Driver) -> Text:
          VllmDriver: "something forces tool-call output on plain chat: check for a server-wide "
                      "structured-output default (--guided-decoding-*, generation config) or a "
                      "template that always emits a tool call"})
-
-
-def checks() -> tuple[Check[Any, Any], ...]:
-    """The tools claim's checks, in its battery's order (batteries/test_tools.py makes
-    each a test); its other modules are read here, as each imports this one."""
-    from pytest_frank.claims.tools import breadth, choice_none
-
-    return (REQUIRED, AUTO, NAMED_CHOICE, PARALLEL, PLAIN, STREAMED, WIRE, choice_none.NONE,
-            PARALLEL_AUTO, breadth.SCHEMA_CORPUS, breadth.FORCED_THINKING, breadth.TRIGGERS)

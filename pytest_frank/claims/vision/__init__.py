@@ -9,8 +9,6 @@ cut while thinking is asked again with a larger budget (chat.think_through).
 
 from __future__ import annotations
 
-from typing import Any
-
 import base64
 import io
 import random
@@ -45,7 +43,8 @@ class Options(ClaimOptions):
         "Budget per answer (default 1024: thinking models reason first)."))
 
 
-CLAIM = Claim("vision", "the model sees the image it is sent", Options, order=100)
+CLAIM = Claim("vision", "the model sees the image it is sent", Options, order=100,
+              tests=("test_vision",))
 
 
 @dataclass
@@ -215,9 +214,3 @@ def vision_fix(driver: Facts) -> Text:
                                           " (the model's vision projector GGUF)"),
          VllmDriver: "serve the model's multimodal checkpoint (with its vision tower; llama.cpp would "
                      "need --mmproj) and do not set --limit-mm-per-prompt image=0"})
-
-
-def checks() -> tuple[Check[Any, Any], ...]:
-    """The vision claim's checks, in its battery's order (batteries/test_vision.py makes
-    each a test)."""
-    return (VISION,)

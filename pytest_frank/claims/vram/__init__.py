@@ -115,7 +115,8 @@ class Options(ClaimOptions):
              "then": {"required": [key]}} for source, key in needs.items()]}
 
 
-CLAIM = Claim("vram", "GPU memory used matches the model's own header", Options, order=170)
+CLAIM = Claim("vram", "GPU memory used matches the model's own header", Options, order=170,
+              tests=("test_vram_fits", "test_vram"))
 
 
 if TYPE_CHECKING:  # the config gate reads these options too: the type checker keeps them in step
@@ -417,9 +418,3 @@ def vram_low_fix(driver: Facts) -> Text:
          VllmDriver: "vLLM took less than gpu_memory_utilization of the GPU: the KV pool was clamped (a "
                      "co-tenant held memory at start); free the GPU or lower --max-model-len / "
                      "--max-num-seqs, then restart"})
-
-
-def checks() -> tuple[Check[Any, Any], ...]:
-    """The vram claim's checks, in its battery's order (batteries/test_vram.py makes
-    each a test)."""
-    return (FITS, VRAM)
