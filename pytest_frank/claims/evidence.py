@@ -14,11 +14,12 @@ from pytest_frank.claims.replies import one_line
 from pytest_frank.outcome.observation import Unseen
 from pytest_frank.runtime.chat import Reply, Request, shared, think_through
 from pytest_frank.runtime.probes import slot_shape
+from pytest_frank.runtime.target import Target
 
 Wrong = Callable[[Reply], "str | None"]  # what is wrong with a reply, judged as the check does
 
 
-def gather(target, req: Request, reply: Reply, wrong: Wrong, *,
+def gather(target: Target, req: Request, reply: Reply, wrong: Wrong, *,
            twin: Reply | None = None) -> Evidence:
     """The evidence about `reply`, the answer to `req` that `wrong` found a fault in. `twin`:
     the same request unstreamed where the check already has it (else asked, through the probe
@@ -35,7 +36,7 @@ def gather(target, req: Request, reply: Reply, wrong: Wrong, *,
     return replace(found, **facts(target, reply))
 
 
-def facts(target, reply: Reply) -> dict:
+def facts(target: Target, reply: Reply) -> dict:
     """The engine's own facts (read once per session, with the slot shape) that the reply
     contradicts, and which were compared: Evidence's `disagree` and `facts`."""
     shape = target.need(slot_shape)

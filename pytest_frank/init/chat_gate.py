@@ -9,9 +9,10 @@ from pytest_frank.claims.checks import Context
 from pytest_frank.init.found import InitError
 from pytest_frank.outcome.observation import Unseen
 from pytest_frank.outcome.verdict import Failure, Inconclusive
+from pytest_frank.runtime.target import Target
 
 
-def require_chat(target) -> None:
+def require_chat(target: Target) -> None:
     """InitError, one line, where the chat check fails on the server; an inconclusive one (a
     model still thinking at the budget) lets the survey go on."""
     seen = target.need(chat.answer)

@@ -18,12 +18,13 @@ from pytest_frank.init.found import Found
 from pytest_frank.outcome.observation import Unseen
 from pytest_frank.outcome.verdict import Failure, Skip
 from pytest_frank.runtime.chat import Request, send
+from pytest_frank.runtime.target import Target
 
 PROBE_TOKENS = 8
 BYTES_PER_TOKEN = 4  # where the server cannot count: a real tokenizer's usual rate on prose
 
 
-def offer(target, found) -> None:
+def offer(target: Target, found) -> None:
     """found.claims["clients"] with the profiles that were answered; the others noted."""
     from pytest_frank.runtime.probes import slot_shape
 
@@ -64,13 +65,13 @@ def offer(target, found) -> None:
         found.notes["clients"] = "\n".join(["left out:", *left])  # a comment line each
 
 
-def _route(target, api: str) -> str | None:
+def _route(target: Target, api: str) -> str | None:
     """None where a short request on the route is answered; else what came back."""
     reply = send(target, Request("Say hello.", PROBE_TOKENS, sampling=False), api=api)
     return None if reply.ok else reply.problem_line
 
 
-def _need(target, profile) -> int:
+def _need(target: Target, profile) -> int:
     """Tokens of the client's typical first request (the server's count where it has a tokenize
     route, else an estimate) plus its output budget."""
     first = profile.first(Choices())
@@ -83,7 +84,7 @@ def _need(target, profile) -> int:
         first.budget or 0)
 
 
-def _judged(target, played: Played) -> str | None:
+def _judged(target: Target, played: Played) -> str | None:
     """What the clients claim's judge says of the play: None where it passes."""
     try:
         judge(played, Context(target.endpoint, target.driver, Options.on(target.endpoint),
@@ -95,7 +96,7 @@ def _judged(target, played: Played) -> str | None:
     return None
 
 
-def _counted(target, played: Played, context: int | None) -> tuple[list[int], str | None]:
+def _counted(target: Target, played: Played, context: int | None) -> tuple[list[int], str | None]:
     """Each turn's prompt tokens, as the clients claim counts the first's, and the first turn
     whose prompt plus the client's output budget outgrows the context per slot (None: none)."""
     budget, counts = played.first.budget or 0, list[int]()

@@ -12,6 +12,7 @@ from pytest_frank.base.hosts import host_of, is_local
 from pytest_frank.init.found import Found
 from pytest_frank.outcome.observation import Unseen
 from pytest_frank.outcome.verdict import Failure, Skip
+from pytest_frank.runtime.target import Target
 
 READINGS = 3  # perf readings, each the perf claim's own (three streamed answers, the median)
 TTFT_SLACK_S = 0.25  # a ttft bound never closer than this to the slowest reading
@@ -27,7 +28,7 @@ LOAD_BURSTS = 5
 PLAIN_LOAD_TOKENS = 64
 
 
-def perf(target, found, margin: float) -> None:
+def perf(target: Target, found, margin: float) -> None:
     """Bounds from the slowest of READINGS readings and a margin; the comment gives each
     reading, and a note says where this machine was busy while they were taken."""
     from pytest_frank.claims.perf import speed
@@ -77,7 +78,7 @@ def _each(values: list[float], digits: int) -> str:
     return ", ".join(f"{v:.{digits}f}" for v in values)
 
 
-def load(target, target_for, found) -> None:
+def load(target: Target, target_for, found) -> None:
     """The load claim on a server of more than one slot: its ladder (LOAD_BURSTS bursts a level,
     the requests of the claims found so far) run once here, written where it passes; a server
     of one slot has no ladder to climb, and a comment says so. `target_for(expect)`: a target
@@ -93,6 +94,7 @@ def load(target, target_for, found) -> None:
         found.notes["load"] = (f"not written: the server reports {said}, so a ladder of "
                                "requests in flight together has no level to climb")
         return
+    assert not isinstance(shape, Unseen)  # it reported a count
     value: dict = {"requests": LOAD_BURSTS * sum(claim.widths(count))}
     kinds = {c: found.claims[c].value for c in ("tools", "reasoning", "vision")
              if c in found.claims}

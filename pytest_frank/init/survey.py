@@ -24,6 +24,7 @@ from pytest_frank.init.found import Found, InitError
 from pytest_frank.outcome.observation import Unseen
 from pytest_frank.runtime.chat import Request, send
 from pytest_frank.transport import metrics
+from pytest_frank.runtime.target import Target
 
 MARGIN = 3.0  # perf bounds: a measured figure times this (or divided by it)
 # One forced call of one small tool (the tools claim's own get_time): 42 tokens on the self-test
@@ -68,7 +69,7 @@ def survey(url: str, api_key: str | None, timeout: float, ready_timeout: float,
     return found
 
 
-def _chats(target) -> None:
+def _chats(target: Target) -> None:
     """The chat check first: no file for a server that cannot answer a plain question."""
     require_chat(target)
 
@@ -118,7 +119,7 @@ def identify(url: str, api_key: str | None, timeout: float) -> tuple[str, str]:
         target.close()
 
 
-def _models(target) -> list[str]:
+def _models(target: Target) -> list[str]:
     from pytest_frank.runtime.probes import health, served
 
     up = health(target)
@@ -130,7 +131,7 @@ def _models(target) -> list[str]:
     return listed.ids
 
 
-def _configured(target, found: Survey) -> None:
+def _configured(target: Target, found: Survey) -> None:
     """Claims read from the server's configuration: slots, template, vision, drafting, vram."""
     from pytest_frank.runtime.probes import slot_shape
 
@@ -222,7 +223,7 @@ def _effort_levels() -> dict[str, str]:
     return {level: level for level in ("low", "medium", "high")}
 
 
-def _generated(target, found: Survey) -> None:
+def _generated(target: Target, found: Survey) -> None:
     """One short answer: whether reasoning comes separated."""
     reply = send(target, Request("Say hello.", 256))
     if not reply.ok:
@@ -232,7 +233,7 @@ def _generated(target, found: Survey) -> None:
                                                 f"{reply.reasoning_field or 'its own field'}")
 
 
-def _tools(target, found: Survey) -> None:
+def _tools(target: Target, found: Survey) -> None:
     """tools and agent only where one forced call came back as a call a strict client can use
     (the tools claim's own judge); a template that cannot carry tools is not asked."""
     from pytest_frank.claims.tools import CLOCK, PROMPTS, call_reply_problems, template_family
@@ -270,7 +271,7 @@ def _tools(target, found: Survey) -> None:
     _none(target, found)
 
 
-def _none(target, found: Survey) -> None:
+def _none(target: Target, found: Survey) -> None:
     """tool_choice none, asked and judged as the battery does (test_tools_none): `tools: true`
     asks it, so a server that answers none with a call, or with the call written as text (the
     tools rendered into the prompt under none, as llama.cpp does), gets `none: false` and a
@@ -330,7 +331,7 @@ def _no_tools(found: Survey, why: str) -> None:
     found.notes["agent"] = "not written: an agent step needs tools"
 
 
-def _payloads(target) -> dict:
+def _payloads(target: Target) -> dict:
     from pytest_frank.runtime.probes import slot_shape
 
     shape = target.need(slot_shape)

@@ -48,6 +48,7 @@ from pytest_frank.outcome.observation import Observation, Unseen
 from pytest_frank.outcome.verdict import Text, fail
 from pytest_frank.runtime.chat import Reply, Request, shared, think_through
 from pytest_frank.runtime.known_errors import known_fix
+from pytest_frank.runtime.target import Target
 
 THINK_TAGS = Markup(r"</?think>|<\|channel\|>|<\|start\|>assistant",
                     ("<think>", "</think>", "<|channel|>", "<|start|>assistant"))
@@ -142,7 +143,7 @@ def _result(call, step: int) -> tuple[str, str]:
     return json.dumps(body), marker
 
 
-def play(target, stream: bool = False, parallel: bool | None = None, steps: int | None = None,
+def play(target: Target, stream: bool = False, parallel: bool | None = None, steps: int | None = None,
          tools: list[dict] = TOOLS, prompt: str | None = None,
          max_tokens: int | None = None, share: bool = False) -> list[Turn]:
     """One agent conversation: `steps` forced calls, each answered, then the free turn. With
@@ -169,7 +170,7 @@ def play(target, stream: bool = False, parallel: bool | None = None, steps: int 
     return turns
 
 
-def _turn(target, prompt: str, max_tokens: int, tools: list[dict], choice: str,
+def _turn(target: Target, prompt: str, max_tokens: int, tools: list[dict], choice: str,
           parallel: bool | None, stream: bool, messages: list[dict]) -> Request:
     return Request(prompt, max_tokens, tools=tools, tool_choice=choice, parallel=parallel,
                    stream=stream, messages=messages,
@@ -177,7 +178,7 @@ def _turn(target, prompt: str, max_tokens: int, tools: list[dict], choice: str,
                    think=target.endpoint.asks("reasoning"))
 
 
-def first_call(target) -> Reply:
+def first_call(target: Target) -> Reply:
     """The first turn of test_agent's conversation (the tools claim's forced call), asked as
     play(share=True) asks it: one reply for every check that reads it."""
     prompt = PROMPTS["required"]
@@ -185,7 +186,7 @@ def first_call(target) -> Reply:
                                 "required", None, False, [{"role": "user", "content": prompt}]))
 
 
-def _conversations(target, kind: str, stream=False, parallel=None) -> Conversations:
+def _conversations(target: Target, kind: str, stream=False, parallel=None) -> Conversations:
     opts = Options.on(target.endpoint)
     trials = [play(target, stream, parallel, share=i == 0) for i in range(opts.trials)]
     found = Conversations(kind=kind, trials=trials, steps=opts.steps)
@@ -222,15 +223,15 @@ def turn_wrong(turns: list[Turn], n: int, steps: int, min_calls: int,
     return wrong
 
 
-def plain(target) -> Conversations:
+def plain(target: Target) -> Conversations:
     return _conversations(target, "plain")
 
 
-def streamed(target) -> Conversations:
+def streamed(target: Target) -> Conversations:
     return _conversations(target, "streamed", stream=True)
 
 
-def parallel(target) -> Conversations:
+def parallel(target: Target) -> Conversations:
     return _conversations(target, "parallel", parallel=True)
 
 

@@ -17,6 +17,7 @@ from pytest_frank.claims.checks import Check, Context
 from pytest_frank.claims.replies import one_line, require_thinking_ended
 from pytest_frank.claims.tools import TOOLS
 from pytest_frank.outcome.verdict import fail, inconclusive
+from pytest_frank.runtime.target import Target
 
 CONVERT = {"type": "function", "function": {
     "name": "convert_currency", "description": "Convert an amount between two currencies.",
@@ -38,7 +39,7 @@ LONG_PROMPT = ("What is the weather in Paris tomorrow? Use the get_weather tool.
                "what to wear, where to go, what to eat, hour by hour.")
 
 
-def rounds(target) -> Conversations:
+def rounds(target: Target) -> Conversations:
     opts = Options.on(target.endpoint)
     turns = play(target, steps=opts.rounds, tools=FOUR, prompt=ROUNDS_PROMPT)
     return Conversations(kind="rounds", trials=[turns], steps=opts.rounds)
@@ -76,7 +77,7 @@ def judge_rounds(convs: Conversations, ctx: Context[Options]) -> None:
     fail(f"agent loop of {convs.steps} rounds over {len(FOUR)} tools: {problem.text}", problem.fix)
 
 
-def long_answer(target) -> Conversations:
+def long_answer(target: Target) -> Conversations:
     opts = Options.on(target.endpoint)
     budget = max(opts.max_tokens, opts.long_answer // 2 + 512)  # ~4 characters a token, twice
     turns = play(target, steps=1, prompt=LONG_PROMPT.format(n=f"{opts.long_answer:,}"),

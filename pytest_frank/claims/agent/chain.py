@@ -26,6 +26,7 @@ from pytest_frank.claims.tools import PROMPTS, TOOLS
 from pytest_frank.outcome.observation import Observation, Unseen
 from pytest_frank.outcome.verdict import fail
 from pytest_frank.runtime.chat import Request, send, think_through
+from pytest_frank.runtime.target import Target
 
 # What Codex offers beside its functions: OpenAI's hosted search, and a freeform tool.
 OTHER_TOOLS = [{"type": "web_search"},
@@ -74,7 +75,7 @@ def _as_parts(item: dict) -> dict:
     return {**item, "output": [{"type": "input_text", "text": item["output"]}]}
 
 
-def chain(target) -> Chain:
+def chain(target: Target) -> Chain:
     opts = Options.on(target.endpoint)
     think = target.endpoint.asks("reasoning")
     found = Chain()

@@ -38,6 +38,7 @@ from pytest_frank.outcome.verdict import Text, fail, inconclusive, not_applicabl
 from pytest_frank.runtime.chat import Request, send
 from pytest_frank.runtime.known_errors import known_fix
 from pytest_frank.transport.wire import Call, Reply
+from pytest_frank.runtime.target import Target
 
 NONE = ""  # the history without reasoning, among the counts by field
 BLOCKS = ("thinking",)  # the Messages API's field: the assistant turn's thinking blocks
@@ -62,7 +63,7 @@ def _said(tag: str, reasoning_field: str | None) -> Reply:
                  calls=[Call("get_weather", json.dumps({"city": "Paris"}), f"c{tag}")])
 
 
-def _blocks(target) -> tuple[Reply | None, str | None]:
+def _blocks(target: Target) -> tuple[Reply | None, str | None]:
     """The Messages API's turn 1 with its thinking block, for sending it back with and without
     that block: the server's own (test_agent's first turn, one reply for both), since a block
     made up here carries no signature the API takes. (None, why) where none came."""
@@ -86,7 +87,7 @@ def _without_thinking(turn: Reply) -> Reply:
                            if b.get("type") not in ("thinking", "redacted_thinking")])
 
 
-def counted(target) -> Counted:
+def counted(target: Target) -> Counted:
     """The same history, one token asked, without the reasoning and with it in each field."""
     driver, tag = target.driver, secrets.token_hex(4)
     result = json.dumps({"city": "Paris", "forecast": "sunny, 21 C", "reference": f"ref-{tag}"})
@@ -117,7 +118,7 @@ def counted(target) -> Counted:
     return found
 
 
-def _keeps(target, tag: str, result: str) -> tuple[bool, str] | None:
+def _keeps(target: Target, tag: str, result: str) -> tuple[bool, str] | None:
     """Whether the served template (where the engine shows it) keeps the reasoning of an agent's
     history, by rendering it here with the history in the field the template reads."""
     from pytest_frank.runtime.probes import slot_shape

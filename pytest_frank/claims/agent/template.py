@@ -30,6 +30,7 @@ from pytest_frank.local.render import render
 from pytest_frank.outcome.observation import Observation, Unseen
 from pytest_frank.outcome.verdict import fail, inconclusive
 from pytest_frank.transport.wire import Call, Reply
+from pytest_frank.runtime.target import Target
 
 # What a template's text reads when it shows each part (HF chat templates, whatever the engine).
 SHOWS_ID = re.compile(r"tool_call_id|tool_call\.id\b|\[\s*['\"]id['\"]\s*\]|\bcall\.id\b")
@@ -63,12 +64,14 @@ def history() -> tuple[list[dict], dict[str, str]]:
     return sent, {"result": f"ref-{tag}", "id": call_id, "reasoning": f"note-{tag}"}
 
 
-def rendered(target) -> Rendered:
+def rendered(target: Target) -> Rendered:
     """The history rendered by the server, and the template it renders with."""
     from pytest_frank.runtime.probes import slot_shape
 
     driver, (sent, markers) = target.driver, history()
-    route, body = driver.render_request(target.model_name(), sent, TOOLS)
+    asked = driver.render_request(target.model_name(), sent, TOOLS)
+    assert asked is not None  # the check applies only where the engine renders (_applies)
+    route, body = asked
     found = Rendered(sent=sent, markers=markers, route=route)
     ex = target.post(route, body)
     found.prompt = driver.rendered_prompt(ex.json()) if ex.ok else None

@@ -25,6 +25,7 @@ from pytest_frank.outcome.observation import Observation, Unseen
 from pytest_frank.outcome.verdict import Phrase, Text, fail, inconclusive
 from pytest_frank.runtime.chat import Reply, Request, send, thinking_budget
 from pytest_frank.runtime.target import first_and_alone
+from pytest_frank.runtime.target import Target
 
 PROMPT = "What is the capital of France? Answer in one short sentence."
 # Chat templates' own markup: turn openers and closers, role headers, end-of-text tokens. None
@@ -80,7 +81,7 @@ class Answer(Observation):
 
 
 @first_and_alone  # before the endpoint's other generations: chatting comes first
-def answer(target) -> Answer:
+def answer(target: Target) -> Answer:
     opts = Options.on(target.endpoint)
     req = Request(PROMPT, opts.max_tokens)
     reply = send(target, req)
@@ -89,7 +90,7 @@ def answer(target) -> Answer:
     return Answer(reply=reply, template=_template(target))
 
 
-def _again(target, req: Request, cut: Reply) -> Reply:
+def _again(target: Target, req: Request, cut: Reply) -> Reply:
     """Cut at the budget: ask once more with room to finish. A model still thinking gets what
     thinking may take (max_thinking_tokens, within the served context); one already answering,
     a few times the budget (a terse question's answer needs no more)."""
@@ -115,7 +116,7 @@ def markup(text: str) -> list[str]:
     return [m for m in MARKUP if m in text]
 
 
-def _template(target) -> Template:
+def _template(target: Target) -> Template:
     """The served template and end token (the slot routes), the GGUF header's own template and
     special tokens (where the served file is readable here)."""
     from pytest_frank.runtime.probes import slot_shape

@@ -16,6 +16,7 @@ from pytest_frank.outcome.observation import Observation, Unseen
 from pytest_frank.runtime.chat import Call, Reply, Request, send
 from pytest_frank.runtime.probes import slot_shape
 from pytest_frank.transport import http
+from pytest_frank.runtime.target import Target
 
 # A refusal that names the prompt's tokens: llama.cpp's "request (73695 tokens) exceeds the
 # available context size (4096 tokens)"; vLLM's "maximum context length is 4096 tokens. However,
@@ -47,7 +48,7 @@ class Played(Observation):
     wait: float = 0.0  # seconds each request waited for its answer to begin, as the client does
 
 
-def play(target, case: str) -> Played:
+def play(target: Target, case: str) -> Played:
     profile = PROFILES[case]
     choices = Options.on(target.endpoint).of(case)
     first = profile.first(choices)
@@ -84,7 +85,7 @@ def _earlier(profile: Profile, first: First) -> Reply:
                  blocks=profile.echoed(call, args))
 
 
-def _count(target, found: Played, reply: Reply) -> None:
+def _count(target: Target, found: Played, reply: Reply) -> None:
     """The first request's prompt tokens: by usage, a refusal's numbers, or /tokenize."""
     counted, by = prompt_count(target, reply, found.first.request)
     if counted is not None:
@@ -98,7 +99,7 @@ def request_text(first: First | Request) -> str:
                        req.tools])
 
 
-def prompt_count(target, reply: Reply, sent: Request | None) -> tuple[int | None, str]:
+def prompt_count(target: Target, reply: Reply, sent: Request | None) -> tuple[int | None, str]:
     """A request's prompt tokens and who counted them: the reply's usage, the numbers of a
     refusal, else the server's tokenize route over the request's text; None where none can."""
     if reply.prompt_tokens is not None:

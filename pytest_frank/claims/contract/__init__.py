@@ -41,6 +41,7 @@ from pytest_frank.runtime import probes
 from pytest_frank.runtime.chat import Reply, Request, combine, send, think_through
 from pytest_frank.runtime.target import Key, after_all
 from pytest_frank.transport.http import Exchange
+from pytest_frank.runtime.target import Target
 
 SHORT = 16  # a request judged by its status alone: a short answer where one is given
 PROMPT = "Say hello in one short sentence."
@@ -107,15 +108,15 @@ class Asked(Observation):
 
 
 # -- probes ---------------------------------------------------------------------------------
-def _ask(target, cases, prompt: str = PROMPT) -> dict[str, Reply]:
+def _ask(target: Target, cases, prompt: str = PROMPT) -> dict[str, Reply]:
     return {c.key: send(target, Request(prompt, SHORT, extra=dict(c.fields))) for c in cases}
 
 
-def malformed_choices(target) -> Asked:
+def malformed_choices(target: Target) -> Asked:
     return Asked(replies=_ask(target, CHOICE_MALFORMED + CHOICE_ACCEPTED))
 
 
-def format_variants(target) -> Asked:
+def format_variants(target: Target) -> Asked:
     obs = Asked(replies=_ask(target, FORMAT_MALFORMED + FORMAT_EITHER + FORMAT_ACCEPTED[:1],
                              JSON_ASK))
     for case in FORMAT_ACCEPTED[1:]:  # judged by the JSON they hold: the answer whole
@@ -124,7 +125,7 @@ def format_variants(target) -> Asked:
     return obs
 
 
-def sampled(target) -> Asked:
+def sampled(target: Target) -> Asked:
     """The documented sampling fields together, each alone where together they are refused,
     and n: 2 where the route takes n."""
     fields = tuple(f for f in target.driver.wire.sampling_fields if f != "n")
@@ -152,7 +153,7 @@ def _sampling(wire: Wire, fields: tuple[str, ...]) -> dict:
     return combine(wire.sampling(own), {f: SAMPLED[f] for f in fields if f not in own})
 
 
-def tool_choice_none(target) -> Asked:
+def tool_choice_none(target: Target) -> Asked:
     opts = tools.Options.on(target.endpoint)
     return Asked(replies={"none": think_through(target, Request(
         tools.PROMPTS["required"], opts.max_tokens, tools=tools.TOOLS, tool_choice="none"))})
@@ -433,7 +434,7 @@ class Replies(Observation):
 
 
 @after_all(keep)
-def replies(target) -> Replies:
+def replies(target: Target) -> Replies:
     """Every generation the endpoint's other probes received, as `keep` digested it; sends
     nothing."""
     with target.lock():

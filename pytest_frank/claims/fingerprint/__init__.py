@@ -24,13 +24,14 @@ from pytest_frank.claims import Claim, option
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.checks import Check, Context
 from pytest_frank.claims.replies import one_line
-from pytest_frank.outcome.observation import Observation
+from pytest_frank.outcome.observation import Observation, Unseen
 from pytest_frank.outcome.verdict import fail, inconclusive
 from pytest_frank.runtime import sizing
 from pytest_frank.runtime.chat import Reply, Request, combine, send
+from pytest_frank.runtime.target import Target
 
 if TYPE_CHECKING:
-    from pytest_frank.runtime.target import Target
+    pass
 
 ATTACHMENT = "fingerprint"  # the attachment's name in the run record; the baseline reads it
 SHORT = "Say hello."
@@ -114,7 +115,7 @@ def greedy(driver) -> dict[str, Any]:
     return combine(*parts)
 
 
-def requests(target, opts: Options, long: Long | None) -> dict[str, Request]:
+def requests(target: Target, opts: Options, long: Long | None) -> dict[str, Request]:
     driver = target.driver
     reqs = {"short": Request(SHORT, opts.tokens, extra=greedy(driver)),
             "multi-turn": Request("", opts.tokens, extra=greedy(driver), messages=TURNS)}
@@ -123,7 +124,7 @@ def requests(target, opts: Options, long: Long | None) -> dict[str, Request]:
     return reqs
 
 
-def sized(target, opts: Options, context: int | None) -> Long | None:
+def sized(target: Target, opts: Options, context: int | None) -> Long | None:
     """A long prompt sized to this slot: the claim's share of its context, counted by the
     server (its /tokenize, else a one-token answer's usage); None where the context is unsaid."""
     if not context:
@@ -153,7 +154,7 @@ def from_baseline(before: dict[str, Any] | None) -> tuple[Long | None, str | Non
     return Long(words, tokens if isinstance(tokens, int) else None, "the baseline's"), None
 
 
-def unfit(target, long: Long, context: int | None, opts: Options) -> str | None:
+def unfit(target: Target, long: Long, context: int | None, opts: Options) -> str | None:
     """Why a recorded long prompt cannot be asked of this slot; None where it fits."""
     if not context:
         return None
@@ -182,7 +183,7 @@ def root(target: Target) -> Target | str:
     return here
 
 
-def answers(target) -> Asked:
+def answers(target: Target) -> Asked:
     """The fixed prompts, asked greedy and alone. The long one is the replica original's where
     this endpoint is `same_as` another, else the baseline's, else sized to this slot: a
     replica or a later run asks what the first one asked, whatever its own slot."""
@@ -216,7 +217,7 @@ def answers(target) -> Asked:
                                          for n, r in reqs.items()})
 
 
-def greedy_answer(target, req: Request) -> Reply:
+def greedy_answer(target: Target, req: Request) -> Reply:
     """The answer, asked again without logprobs where the route refuses them (llama.cpp's
     /v1/responses answers 400 to top_logprobs): then the record is the answer's characters;
     the refusal itself is test_params_logprobs' to judge. The refused reply is kept in
@@ -232,27 +233,30 @@ def greedy_answer(target, req: Request) -> Reply:
     return again
 
 
-def recorded(target) -> dict[str, Any] | None:
+def recorded(target: Target) -> dict[str, Any] | None:
     """This endpoint's fingerprint in the --frank-baseline run, where there is one."""
     return next((found for row in target.baseline if row.claim == "fingerprint"
                  for found in [read(row.attachments)] if found), None)
 
 
-def asked(target) -> Asked:
+def asked(target: Target) -> Asked:
     """This endpoint's answers and, where it is `same_as` another, that one's (its own probe,
     shared with that endpoint's own test)."""
     mine = target.need(answers)
     name = target.endpoint.same_as
+    if isinstance(mine, Unseen):  # the same failure, as this probe's own observation
+        return Asked(failure=mine.failure, fix=mine.fix)
     if mine.failure or not name:
         return mine
-    twin = target.peer(name)  # there is one: answers followed the chain
+    twin = target.peer(name)
+    assert twin is not None  # there is one: answers followed the chain
     theirs = twin.need(answers)
-    if theirs.failure:
+    if isinstance(theirs, Unseen) or theirs.failure:
         return Asked(failure=f"the replica's original {name}: {theirs.failure}")
     return replace(mine, original=theirs, builds=(_build(target), _build(twin)))
 
 
-def _build(target) -> str | None:
+def _build(target: Target) -> str | None:
     from pytest_frank.runtime.identify import identity
 
     build = getattr(target.need(identity), "build", None)  # a Unseen has none

@@ -48,6 +48,7 @@ from pytest_frank.runtime.known_errors import known_fix
 from pytest_frank.runtime.probes import slot_shape
 from pytest_frank.runtime.target import TooSlow
 from pytest_frank.transport import http
+from pytest_frank.runtime.target import Target
 
 SHOWN = 3  # replies with a fault kept as the evidence's exchanges
 UNKNOWN_TOP = 4  # the ladder's top where neither the endpoint nor fleet.yaml says
@@ -136,7 +137,7 @@ class Ladder(Observation):
     stopped: str = ""  # why the ladder ended below its top without a failing level
 
 
-def pool_kinds(target) -> list[str]:
+def pool_kinds(target: Target) -> list[str]:
     """The kinds of request this endpoint is sent: plain and streamed always, tool-forced where
     fleet.yaml asks tools, thinking where it asks reasoning, an image where it asks vision."""
     asked = {"tools": "tools", "thinking": "reasoning", "vision": "vision"}
@@ -181,7 +182,7 @@ def request(out: Ladder, index: int, wire: Wire, max_tokens: int) -> Request:
                    think=kind == "thinking")
 
 
-def reported_slots(target) -> tuple[int | None, str]:
+def reported_slots(target: Target) -> tuple[int | None, str]:
     """The slots the endpoint says it serves at once, and where it says so."""
     shape = target.need(slot_shape)
     if isinstance(shape, Unseen) or not shape.count:
@@ -189,7 +190,7 @@ def reported_slots(target) -> tuple[int | None, str]:
     return shape.count, shape.source
 
 
-def ladder_top(target, opts: Options) -> tuple[int, str]:
+def ladder_top(target: Target, opts: Options) -> tuple[int, str]:
     """How far the ladder climbs, and what says so."""
     count, source = reported_slots(target)
     if opts.concurrency is not None:
@@ -234,7 +235,7 @@ def asked_line(requests: int, sent: int, pool: int, levels: list[int]) -> str:
     return said
 
 
-def ladder(target) -> Ladder:
+def ladder(target: Target) -> Ladder:
     """The ladder: level after level of bursts, until a level fails, the top or the deadline."""
     opts = Options.on(target.endpoint)
     target.model_name()  # any probe it needs runs before the endpoint is held
@@ -281,7 +282,7 @@ def _evidence(out: Ladder, greedy: bool) -> Ladder:
     return out
 
 
-def _asker(target, out: Ladder, index: int, max_tokens: int) -> Callable[[], Sent | None]:
+def _asker(target: Target, out: Ladder, index: int, max_tokens: int) -> Callable[[], Sent | None]:
     def ask() -> Sent | None:
         kind = out.kinds[index]
         # Recorded apart from the probe's evidence, which keeps the replies with a fault only.

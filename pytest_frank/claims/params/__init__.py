@@ -31,6 +31,7 @@ from pytest_frank.outcome.verdict import Alt, Phrase, Text, fail, inconclusive
 from pytest_frank.runtime.chat import Reply, Request, send, think_through
 from pytest_frank.runtime.sizing import PromptCount, count_chat
 from pytest_frank.transport import metrics
+from pytest_frank.runtime.target import Target
 
 LONG = "Count from one to one hundred in words, separated by commas."
 CAP = 16  # a cap far below the answer LONG asks for
@@ -148,12 +149,12 @@ class Drafted:
     source: str = ""
 
 
-def _answer(target, req: Request) -> Reply:
+def _answer(target: Target, req: Request) -> Reply:
     return think_through(target, req)
 
 
 # -- probes ---------------------------------------------------------------------------------
-def capped(target) -> Sent:
+def capped(target: Target) -> Sent:
     """The long answer asked with each budget field the API shape has, set small; an answer that
     ends by itself under the cap shows nothing of it, so it is asked again under a cap half its
     length (a few times at most)."""
@@ -179,7 +180,7 @@ def least_tokens(r: Reply) -> int:
     return len((r.reasoning + " " + r.content).split()) + len(r.calls)
 
 
-def stopped(target) -> Sent:
+def stopped(target: Target) -> Sent:
     """The answer once without a stop string, then with one taken from its middle."""
     ref = _answer(target, Request(LONG, ANSWER))
     obs = Sent(reference=ref)
@@ -190,7 +191,7 @@ def stopped(target) -> Sent:
     return obs
 
 
-def formatted(target) -> Sent:
+def formatted(target: Target) -> Sent:
     """At the endpoint's default; again with thinking asked where the reasoning claim is asked
     (vLLM issue 44012: the schema escapes through the reasoning channel with a parser on); and
     a schema the prompt does not ask for, which only an enforced schema can write."""
@@ -210,7 +211,7 @@ def formatted(target) -> Sent:
     return obs
 
 
-def _drafts(target) -> str | None:
+def _drafts(target: Target) -> str | None:
     """Why the endpoint is expected to draft: the fleet asks spec_decode, or the server says
     it drafts; None where neither."""
     from pytest_frank.runtime.probes import slot_shape
@@ -224,7 +225,7 @@ def _drafts(target) -> str | None:
     return None
 
 
-def _drafted(target, why: str, replies: list[Reply], before: metrics.Scrape | None) -> Drafted:
+def _drafted(target: Target, why: str, replies: list[Reply], before: metrics.Scrape | None) -> Drafted:
     """The draft counts of the JSON answers: each reply's own where the engine reports them
     (llama.cpp's timings), else the growth of the /metrics counters over the answers (vLLM's:
     server-wide, so another client's drafting counts in too)."""
@@ -251,7 +252,7 @@ def _drafted(target, why: str, replies: list[Reply], before: metrics.Scrape | No
     return found
 
 
-def with_logprobs(target) -> Sent:
+def with_logprobs(target: Target) -> Sent:
     """The capped answer with logprobs, and whether the server drafts: drafted tokens may come
     without their alternatives."""
     from pytest_frank.runtime.probes import slot_shape
@@ -264,7 +265,7 @@ def with_logprobs(target) -> Sent:
     return obs
 
 
-def streamed_usage(target) -> Sent:
+def streamed_usage(target: Target) -> Sent:
     """The same capped request unstreamed, streamed with include_usage, and streamed without."""
     req = Request(LONG, CAP)
     return Sent(reference=send(target, req),
@@ -272,7 +273,7 @@ def streamed_usage(target) -> Sent:
                          "unasked": send(target, replace(req, stream=True, stream_usage=False))})
 
 
-def over_context(target) -> Sent:
+def over_context(target: Target) -> Sent:
     """A prompt longer than the served context: a word is at least a token in any vocabulary."""
     context = target.served_context()
     obs = Sent(context=context)
@@ -286,7 +287,7 @@ def over_context(target) -> Sent:
     return obs
 
 
-def counted(target) -> Sent:
+def counted(target: Target) -> Sent:
     """count_tokens for a prompt, and the usage of the same prompt answered."""
     req = Request(LONG, CAP)
     obs = Sent(replies={"usage": send(target, req)})
@@ -298,7 +299,7 @@ def counted(target) -> Sent:
     return obs
 
 
-def prompt_counted(target) -> Sent:
+def prompt_counted(target: Target) -> Sent:
     """A short chat answer, and the server's own count of the prompt its messages render to."""
     messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": LONG}]
     obs = Sent(replies={"usage": send(target, Request(LONG, CAP, messages=messages))})
@@ -306,7 +307,7 @@ def prompt_counted(target) -> Sent:
     return obs
 
 
-def system_in_messages(target) -> Sent:
+def system_in_messages(target: Target) -> Sent:
     return Sent(replies={"system": _answer(target, Request(
         "Say hello.", ANSWER, messages=[{"role": "system", "content": SYSTEM},
                                        {"role": "user", "content": "Say hello."}]))})

@@ -30,6 +30,7 @@ from pytest_frank.runtime import sizing
 from pytest_frank.runtime.chat import Reply, Request, send
 from pytest_frank.runtime.target import DecodeFloor, first_and_alone
 from pytest_frank.transport import metrics
+from pytest_frank.runtime.target import Target
 
 CACHE_MAX_TOKENS = 16  # enough for a first visible token behind a `<think>` marker
 PROMPT = "Write a long story about a lighthouse keeper."
@@ -105,7 +106,7 @@ class CacheRuns(Observation):
     counted_by: str = ""
 
 
-def speed(target) -> Runs:
+def speed(target: Target) -> Runs:
     """A few sequential streamed generations: time to first token and decode rate."""
     opts = Options.on(target.endpoint)
     out = Runs(max_tokens=opts.max_tokens, backend=target.backend())
@@ -134,7 +135,7 @@ def _count_seen(run: Reply) -> str:
 
 
 @first_and_alone
-def cache(target) -> CacheRuns:
+def cache(target: Target) -> CacheRuns:
     """The same long prompt twice, per run, with nothing else in flight (a neighbour's prefill
     would read as a slow cache, a neighbour's tokens as cache hits); a fresh prefix per run so
     no earlier run warms it. The engine's count of cached tokens comes from the repeat's reply,
@@ -162,7 +163,7 @@ def cache(target) -> CacheRuns:
     return out
 
 
-def _counters(target) -> metrics.Scrape | None:
+def _counters(target: Target) -> metrics.Scrape | None:
     """A scrape of the driver's prefix-cache counters, where it names any."""
     if not target.driver.prefix_cache_counters:
         return None
@@ -175,7 +176,7 @@ def _series(driver: Metrics, scrape: metrics.Scrape) -> tuple[str, str] | None:
     return next((pair for pair in driver.prefix_cache_counters if pair[1] in names), None)
 
 
-def _settled(target, start: metrics.Scrape | None, cold: Reply) -> metrics.Scrape | None:
+def _settled(target: Target, start: metrics.Scrape | None, cold: Reply) -> metrics.Scrape | None:
     """The counters once the cold request is in them (they may trail its reply), so the
     repeat's growth is its own; None where the reply carries its count (nothing to scrape)."""
     if start is None or target.driver.cached_prompt(cold) or not cold.ok:
@@ -195,7 +196,7 @@ def _growth(driver, before: metrics.Scrape, after: metrics.Scrape) -> tuple[floa
             metrics.delta(before, after, pair[1]) or 0.0)
 
 
-def _counted(target, warm: Reply, before: metrics.Scrape | None) -> Counted | None:
+def _counted(target: Target, warm: Reply, before: metrics.Scrape | None) -> Counted | None:
     driver = target.driver
     found = driver.cached_prompt(warm)
     if found:

@@ -27,6 +27,7 @@ from pytest_frank.outcome.observation import Observation, Unseen
 from pytest_frank.outcome.verdict import Phrase, Text, fail
 from pytest_frank.runtime.chat import Reply, Request, send, think_through
 from pytest_frank.runtime.probes import slot_shape
+from pytest_frank.runtime.target import Target
 
 PROMPT = "Say hello in one short sentence."
 
@@ -62,7 +63,7 @@ class Thought(Observation):
     twin: Thought | None = None
 
 
-def _ask(target, mode: str) -> Thought:
+def _ask(target: Target, mode: str) -> Thought:
     opts = Options.on(target.endpoint)
     req = Request(PROMPT, opts.max_tokens, stream=mode == "streamed", think=mode != "off",
                   extra=target.driver.wire.thinking_off() if mode == "off" else {},
@@ -72,12 +73,12 @@ def _ask(target, mode: str) -> Thought:
     return Thought(mode=mode, reply=reply, max_tokens=opts.max_tokens)
 
 
-def _thinks(target) -> tuple[bool, str] | None:
+def _thinks(target: Target) -> tuple[bool, str] | None:
     shape = target.need(slot_shape)
     return None if isinstance(shape, Unseen) else target.driver.template_thinks(shape.payloads)
 
 
-def _streamed_alone(target) -> Thought:
+def _streamed_alone(target: Target) -> Thought:
     return _ask(target, "streamed")
 
 
@@ -85,7 +86,7 @@ def _unthinking(thought: Thought) -> bool:
     return thought.reply.ok and not thought.reply.calls and not thought.reply.reasoning.strip()
 
 
-def answer(target) -> Thought:
+def answer(target: Target) -> Thought:
     thought = _ask(target, "on")
     if _unthinking(thought):  # the facts that name the cause: the template, the stream
         thought.thinks = _thinks(target)
@@ -94,7 +95,7 @@ def answer(target) -> Thought:
     return thought
 
 
-def streamed(target) -> Thought:
+def streamed(target: Target) -> Thought:
     alone = target.need(_streamed_alone)
     if isinstance(alone, Unseen):
         return Thought(mode="streamed", reply=Reply(problem=alone.failure), max_tokens=0)
@@ -107,7 +108,7 @@ def streamed(target) -> Thought:
     return thought
 
 
-def off(target) -> Thought:
+def off(target: Target) -> Thought:
     return _ask(target, "off")
 
 

@@ -20,6 +20,7 @@ from pytest_frank.fleet import Endpoint, OptionError
 from pytest_frank.outcome.observation import Observation
 from pytest_frank.outcome.verdict import fail
 from pytest_frank.runtime.chat import Reply, Request, send
+from pytest_frank.runtime.target import Target
 
 PROMPT = "Say hello in one short sentence."
 LEVELS = ("minimal", "low", "medium", "high", "xhigh", "max")  # client levels, least to most
@@ -113,7 +114,7 @@ class Efforts(Observation):
     max_tokens: int
 
 
-def _ask(target, sent: dict[str, str]) -> Efforts:
+def _ask(target: Target, sent: dict[str, str]) -> Efforts:
     """Each level asked for a handful of tokens: the engine starting to answer it (thinking or
     answering) shows it accepted. A reply cut showing neither is asked again with the claim's
     budget, as a reply that shows nothing at the start may still answer later."""
@@ -134,12 +135,12 @@ def _shows_nothing(reply: Reply) -> bool:
             and not reply.content.strip())
 
 
-def level(target, case: str) -> Efforts:
+def level(target: Target, case: str) -> Efforts:
     """One client level, sent as the value the fleet maps it to."""
     return _ask(target, {case: Options.on(target.endpoint).map[case]})
 
 
-def unmapped(target) -> Efforts:
+def unmapped(target: Target) -> Efforts:
     """Every client level sent as is: what a client without the map would send."""
     return _ask(target, {lv: lv for lv in LEVELS})
 

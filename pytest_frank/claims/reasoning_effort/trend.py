@@ -18,6 +18,7 @@ from pytest_frank.claims.replies import one_line, require_answer
 from pytest_frank.outcome.observation import Observation, Unseen
 from pytest_frank.outcome.verdict import fail, inconclusive
 from pytest_frank.runtime.chat import Reply, Request, send
+from pytest_frank.runtime.target import Target
 
 PROMPT = ("How many of the whole numbers from 1 to 30 are prime? Think it through, then answer "
           "with the number.")
@@ -41,7 +42,7 @@ def ordered(mapping: dict[str, str]) -> list[tuple[str, str]]:
     return [(lv, value) for value, lv in seen.items()]
 
 
-def trend(target) -> Trend:
+def trend(target: Target) -> Trend:
     """Every distinct mapped value asked once with the same question, least to most."""
     from pytest_frank.runtime.probes import slot_shape
 

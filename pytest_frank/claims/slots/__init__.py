@@ -22,6 +22,7 @@ from pytest_frank.runtime.chat import Reply, Request, send
 from pytest_frank.runtime.probes import SlotShape
 from pytest_frank.runtime.probes import slot_shape as shape
 from pytest_frank.transport import http
+from pytest_frank.runtime.target import Target
 
 SHARE = 0.9  # of the slot's context the long prompt fills: near the edge, room for the reply
 TEMPLATE_TOKENS = 64  # the chat template around the prompt's text, kept out of its share
@@ -109,7 +110,7 @@ class Filled(Observation):
     reply: Reply | None = None
 
 
-def filled(target) -> Filled:
+def filled(target: Target) -> Filled:
     """A prompt whose text is 0.9 of the claimed slot context (expect.slots.ctx_per_slot, else
     the context the endpoint reports per slot), less the template's room, by the server's own
     count where it has one; a few tokens of answer."""

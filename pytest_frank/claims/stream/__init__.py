@@ -27,6 +27,7 @@ from pytest_frank.outcome.observation import Observation
 from pytest_frank.outcome.verdict import Text, fail
 from pytest_frank.runtime.chat import Reply, Request, send
 from pytest_frank.runtime.known_errors import known_fix
+from pytest_frank.runtime.target import Target
 
 ROUTES = {"chat": "/v1/chat/completions", "messages": "/v1/messages",
           "responses": "/v1/responses"}
@@ -93,7 +94,7 @@ def apis(opts: Options, driver: Facts) -> list[str]:
     return list(opts.apis) if opts.apis else [driver.api]
 
 
-def streamed(target, api: str) -> Wire:
+def streamed(target: Target, api: str) -> Wire:
     """A plain answer streamed on `api`'s route (thinking asked for where the reasoning claim
     is), and a forced tool call where the endpoint has tools."""
     opts = Options.on(target.endpoint)
@@ -105,7 +106,7 @@ def streamed(target, api: str) -> Wire:
     return Wire(api=api, streams=[_stream(target, what, req, api) for what, req in asks])
 
 
-def _stream(target, what: str, req: Request, api: str) -> Streamed:
+def _stream(target: Target, what: str, req: Request, api: str) -> Streamed:
     reply = send(target, req, api)
     body = reply.exchange.body if reply.exchange is not None else ""
     return Streamed(what, reply, rules.parse(body), req.event_budget)

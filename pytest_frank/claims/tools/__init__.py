@@ -39,6 +39,7 @@ from pytest_frank.outcome.observation import Observation, Unseen
 from pytest_frank.outcome.verdict import Alt, Phrase, Text, fail, inconclusive
 from pytest_frank.runtime.chat import Reply, Request, send, shared, think_through
 from pytest_frank.runtime.probes import slot_shape
+from pytest_frank.runtime.target import Target
 
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "Weather forecast for a city.",
@@ -170,7 +171,7 @@ class Carried(Observation):
         return "; ".join(parts)
 
 
-def carried(target) -> Carried:
+def carried(target: Target) -> Carried:
     """Asked where a call was forced and text came back: whether the tools reached the model."""
     shape = target.need(slot_shape)
     caps = None if isinstance(shape, Unseen) else target.driver.template_caps(
@@ -214,7 +215,7 @@ def wrong_call(kind: str) -> Callable[[Reply], str | None]:
     return wrong
 
 
-def _diagnosed(target, trials: Trials, req: Request) -> None:
+def _diagnosed(target: Target, trials: Trials, req: Request) -> None:
     """The evidence about the first answered trial with a faulty call; none where there is
     none (nothing more is asked then)."""
     if trials.kind not in DIAGNOSED:
@@ -225,7 +226,7 @@ def _diagnosed(target, trials: Trials, req: Request) -> None:
         trials.evidence = gather(target, req, trials.diagnosed, wrong)
 
 
-def _run(target, kind: str, choice, trials: int | None = None, stream=False, parallel=None):
+def _run(target: Target, kind: str, choice, trials: int | None = None, stream=False, parallel=None):
     opts = Options.on(target.endpoint)
     tools = None if kind == "plain" else TOOLS
     prompt = PROMPTS["required" if kind == "streamed" else kind]
@@ -250,27 +251,27 @@ def answered_in_text(reply: Reply) -> bool:
         not reply.thinking_cut
 
 
-def required(target) -> Trials:
+def required(target: Target) -> Trials:
     return _run(target, "required", "required")
 
 
-def auto(target) -> Trials:
+def auto(target: Target) -> Trials:
     return _run(target, "auto", "auto")
 
 
-def named(target) -> Trials:
+def named(target: Target) -> Trials:
     return _run(target, "named", NAMED)
 
 
-def parallel(target) -> Trials:
+def parallel(target: Target) -> Trials:
     return _run(target, "parallel", "required", parallel=True)
 
 
-def parallel_auto(target) -> Trials:
+def parallel_auto(target: Target) -> Trials:
     return _run(target, "parallel_auto", "auto", parallel=True)
 
 
-def plain(target) -> Trials:
+def plain(target: Target) -> Trials:
     """Chat without tools on a server that parses tools, and, where the reasoning claim's own
     pair does not already compare a request without tools plain and streamed, the same request
     streamed: a tool parser's streaming path is where content deltas came twice (vLLM PR
@@ -282,7 +283,7 @@ def plain(target) -> Trials:
     return trials
 
 
-def streamed(target) -> Trials:
+def streamed(target: Target) -> Trials:
     trials = _run(target, "streamed", "required", trials=1, stream=True)
     trials.plain = target.need(required)
     return trials
@@ -580,7 +581,7 @@ class Wire(Observation):
     replies: list[Reply]
 
 
-def wire(target) -> Wire:
+def wire(target: Target) -> Wire:
     """The asks of WIRE_ASKS under tool_choice required (the streamed ones only where the
     endpoint streams tools)."""
     opts = Options.on(target.endpoint)

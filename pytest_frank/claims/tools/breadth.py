@@ -21,9 +21,10 @@ from pytest_frank.claims.tools import (
     tool_parser_fix,
 )
 from pytest_frank.drivers import LlamaCppDriver, VllmDriver
-from pytest_frank.outcome.observation import Observation
+from pytest_frank.outcome.observation import Observation, Unseen
 from pytest_frank.outcome.verdict import Text, fail, inconclusive
 from pytest_frank.runtime.chat import Reply, Request, send, think_through
+from pytest_frank.runtime.target import Target
 
 
 # -- the schema corpus -----------------------------------------------------------------------
@@ -34,7 +35,7 @@ class Corpus(Observation):
     budget: int
 
 
-def schema_corpus(target) -> Corpus:
+def schema_corpus(target: Target) -> Corpus:
     """Each corpus tool offered alone and forced (tool_choice required), strict and streamed
     as the entry says, within the answer budget."""
     opts = Options.on(target.endpoint)
@@ -128,7 +129,7 @@ class Forced(Observation):
     free: Reply  # the same request under auto: whether the model thinks here at all
 
 
-def forced_thinking(target) -> Forced:
+def forced_thinking(target: Target) -> Forced:
     opts = Options.on(target.endpoint)
     ask = [think_through(target, Request(PROMPTS["required"], opts.max_tokens, tools=TOOLS,
                                          tool_choice=choice, think=True))
@@ -196,7 +197,7 @@ class Triggers(Observation):
     theirs: list[Reply] = field(default_factory=list)
 
 
-def trigger_replies(target) -> Triggers:
+def trigger_replies(target: Target) -> Triggers:
     """The fixed prompts, greedy, tools offered under auto: whether each answer calls."""
     greedy = target.driver.wire.sampling({"temperature": 0.0})
     budget = Options.on(target.endpoint).max_tokens
@@ -205,18 +206,20 @@ def trigger_replies(target) -> Triggers:
         sampling=False, messages=None if isinstance(p, str) else p)) for p in TRIGGER_PROMPTS])
 
 
-def reference_name(target) -> str | None:
+def reference_name(target: Target) -> str | None:
     return Options.on(target.endpoint).reference or target.endpoint.same_as
 
 
-def triggers(target) -> Triggers:
+def triggers(target: Target) -> Triggers:
     mine, name = target.need(trigger_replies), reference_name(target)
     twin = target.peer(name)
     if twin is None:
         return Triggers(replies=[], failure=f"the trigger reference {name!r} is no endpoint of "
                                             f"this fleet", fix="name an endpoint of the fleet")
+    if isinstance(mine, Unseen):  # the same failure, as this probe's own observation
+        return Triggers(replies=[], failure=mine.failure, fix=mine.fix)
     theirs = twin.need(trigger_replies)
-    if theirs.failure:
+    if isinstance(theirs, Unseen) or theirs.failure:
         return Triggers(replies=[], failure=f"the trigger reference {name}: {theirs.failure}")
     return Triggers(replies=mine.replies, reference=name, theirs=theirs.replies)
 

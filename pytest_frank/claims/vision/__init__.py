@@ -26,6 +26,7 @@ from pytest_frank.drivers.protocols import Facts
 from pytest_frank.outcome.observation import Observation
 from pytest_frank.outcome.verdict import Phrase, Text, fail
 from pytest_frank.runtime.chat import Reply, Request, think_through
+from pytest_frank.runtime.target import Target
 
 COLOURS = {"red": (220, 20, 20), "green": (20, 170, 40), "blue": (20, 40, 220),
            "yellow": (250, 220, 20), "black": (0, 0, 0), "white": (255, 255, 255)}
@@ -94,7 +95,7 @@ def png(colour: str) -> str:
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-def advert(target) -> Advert:
+def advert(target: Target) -> Advert:
     path = target.driver.vision_advert_path
     if not path:
         return Advert()
@@ -103,10 +104,12 @@ def advert(target) -> Advert:
                   advertised=target.driver.vision_advertised(ex.json()) if ex.ok else None)
 
 
-def seen(target, form: str) -> Seen:
+def seen(target: Target, form: str) -> Seen:
     """Two different solid colours, drawn now, in one image form."""
     max_tokens = Options.on(target.endpoint).max_tokens
-    obs = Seen(form=form, max_tokens=max_tokens, advert=target.need(advert))
+    told = target.need(advert)  # an advert not read says nothing of the engine's vision
+    obs = Seen(form=form, max_tokens=max_tokens,
+               advert=told if isinstance(told, Advert) else Advert())
     for colour in random.SystemRandom().sample(sorted(COLOURS), 2):
         b64 = png(colour)
         content = [{"type": "text", "text": PROMPT},

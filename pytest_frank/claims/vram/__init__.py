@@ -14,7 +14,7 @@ from pytest_frank.claims.advice import advise
 from pytest_frank.claims.checks import Check, Context
 from pytest_frank.drivers import LlamaCppDriver, VllmDriver
 from pytest_frank.drivers.protocols import Facts, Metrics
-from pytest_frank.outcome.observation import Observation
+from pytest_frank.outcome.observation import Observation, Unseen
 from pytest_frank.outcome.verdict import Phrase, Text, fail, inconclusive, not_applicable
 from pytest_frank.vram.memory import fmt_mib
 from pytest_frank.vram.plan import (
@@ -27,6 +27,7 @@ from pytest_frank.vram.plan import (
     model_memory,
     tolerance_bytes,
 )
+from pytest_frank.runtime.target import Target
 
 TABLE = "context math"
 
@@ -134,14 +135,14 @@ class Fit(Observation):
     gpu_absent: bool = False  # served on this machine, which has no GPU to read: not applicable
 
 
-def _model(target, *, strict: bool, gpu_total: int | None = None) -> Fit:
+def _model(target: Target, *, strict: bool, gpu_total: int | None = None) -> Fit:
     """Model the endpoint's memory from expect.vram and, live, the slot shape and the model path
     the engine reports. Too little to model is inconclusive (a failure when strict)."""
     settings = {**_launched(target), **Options.on(target.endpoint).as_dict()}
     shape, why = None, ""
     if not target.offline and not (settings.get("model") and settings.get("ctx_size")):
-        shape = target.need(slots.shape)
-        shape = shape if shape.seen else None
+        found = target.need(slots.shape)
+        shape = found if not isinstance(found, Unseen) and found.seen else None
     model = settings.get("model")
     if not model:
         model, why = _served_model(target, shape)
@@ -168,7 +169,7 @@ def _model(target, *, strict: bool, gpu_total: int | None = None) -> Fit:
         return Fit(failure=f"the memory model refuses this config: {exc}")
 
 
-def _launched(target) -> dict[str, Any]:
+def _launched(target: Target) -> dict[str, Any]:
     """What a `launch:` block says of the model and its context (expect.vram wins)."""
     spec = target.endpoint.launch
     if not spec:
@@ -187,7 +188,7 @@ def _launched(target) -> dict[str, Any]:
     return {k: v for k, v in settings.items() if v is not None}
 
 
-def _served_model(target, shape) -> tuple[str | None, str]:
+def _served_model(target: Target, shape) -> tuple[str | None, str]:
     """(the model file the engine reports loading when this machine can read it, why not)."""
     path = target.driver.served_model_path(shape.payloads) if shape else None
     if path and Path(path).is_file():
@@ -195,14 +196,14 @@ def _served_model(target, shape) -> tuple[str | None, str]:
     return None, f"; the engine reports model_path {path}, not readable here" if path else ""
 
 
-def fit(target) -> Fit:
+def fit(target: Target) -> Fit:
     total, why, absent = _gpu_total(target)
     obs = _model(target, strict=False, gpu_total=total)
     obs.gpu_unread, obs.gpu_absent = why, absent
     return obs
 
 
-def _gpu_total(target) -> tuple[int | None, str, bool]:
+def _gpu_total(target: Target) -> tuple[int | None, str, bool]:
     """Without gpu_mib, in a live run: the GPU's size as the memory source reads it; else
     None, why none was read, and whether that is because this machine, which serves the
     endpoint, has no GPU at all."""
@@ -272,7 +273,7 @@ class Live(Observation):
     expected: Fit | None = None  # the model, when the pool alone does not say what is expected
 
 
-def live(target) -> Live:
+def live(target: Target) -> Live:
     """The GPU memory source, the KV pool the engine describes (vLLM /metrics), the slot shape,
     and what the model says should be used."""
     opts = Options.on(target.endpoint)
@@ -292,7 +293,8 @@ def live(target) -> Live:
         ex = target.get(route)
         pool = _pool(target.driver, ex.body) if ex.ok else None
     shape = target.need(slots.shape)
-    obs = Live(measured=measured, pool=pool, shape=shape if shape.seen else None)
+    obs = Live(measured=measured, pool=pool,
+               shape=shape if not isinstance(shape, Unseen) and shape.seen else None)
     if not (pool and pool.fraction and measured.total and not opts.model):
         obs.expected = _model(target, strict=True, gpu_total=measured.total)
     return obs
