@@ -723,7 +723,7 @@ def _counted(opts: Options, driver) -> str | None:
         return "expect.params.prompt_tokens is false"
     if driver.api != "chat":
         return "usage.prompt_tokens is compared on the chat route (the count renders chat messages)"
-    if driver.chat_count_route is None and driver.render_route is None:
+    if driver.counting.chat_count_route is None and driver.counting.render_route is None:
         return f"a {driver.label} neither counts a conversation nor renders one on request"
     return None
 

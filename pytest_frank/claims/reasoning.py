@@ -73,7 +73,7 @@ def _ask(target, mode: str) -> Thought:
 
 def _thinks(target) -> tuple[bool, str] | None:
     shape = target.need(slot_shape)
-    return None if isinstance(shape, Unseen) else target.driver.template_thinks(shape.payloads)
+    return None if isinstance(shape, Unseen) else target.driver.template.thinks(shape.payloads)
 
 
 def _streamed_alone(target) -> Thought:

@@ -168,7 +168,7 @@ class Carried(Observation):
 def carried(target) -> Carried:
     """Asked where a call was forced and text came back: whether the tools reached the model."""
     shape = target.need(slot_shape)
-    caps = None if isinstance(shape, Unseen) else target.driver.template_caps(
+    caps = None if isinstance(shape, Unseen) else target.driver.template.caps(
         shape.payloads).get("tools")
     counts = [send(target, Request(PROMPTS["required"], 1, tools=tools, tool_choice=choice))
               for tools, choice in ((TOOLS, "auto"), (None, None))]
@@ -826,7 +826,7 @@ def template_family(driver: Driver, payloads: dict) -> str | None:
     it (frank init's comment); None where the engine's template says no family FAMILIES knows."""
     from pytest_frank.drivers import driver_for
 
-    read = driver.call_family(payloads)
+    read = driver.template.call_family(payloads)
     family = next((f for f in FAMILIES if read and f.name == read[0]), None)
     if family is None or read is None:
         return None
@@ -853,7 +853,7 @@ def tool_parser_fix(driver: Driver, leaked: str = "") -> Text:
     """How the engine turns the model's tool markup into tool calls; `leaked` (the markup left
     in content, where known) names the call format when it is one the engine's facts know."""
     family = leaked_family(leaked)
-    markers = driver.call_family_markers.get(family.name) if driver and family else None
+    markers = driver.template.call_family_markers.get(family.name) if driver and family else None
     parser = driver.call_family_parsers.get(family.name) if driver and family else None
     if family and markers:
         # --jinja as an alternative: a server that has it on still needs the family's template

@@ -141,7 +141,7 @@ def _configured(target, found: Survey) -> None:
         value = {k: v for k, v in (("count", shape.count), ("ctx_per_slot", shape.ctx_per_slot))
                  if v}
         found.claims["slots"] = Found(value, f"from {shape.source}")
-    for claim, (yes, why) in driver.template_caps(payloads).items():
+    for claim, (yes, why) in driver.template.caps(payloads).items():
         if yes and claim != "tools":  # tools: after a forced call (_tools)
             found.claims[claim] = Found(_effort_levels() if claim == "reasoning_effort" else True,
                                         why)
@@ -238,7 +238,7 @@ def _tools(target, found: Survey) -> None:
     from pytest_frank.claims.tools import CLOCK, PROMPTS, call_reply_problems, template_family
     from pytest_frank.runtime.chat import think_through
 
-    said = target.driver.template_caps(_payloads(target)).get("tools")
+    said = target.driver.template.caps(_payloads(target)).get("tools")
     if said is not None and not said[0]:
         _no_tools(found, f"{said[1]}: the served template cannot carry tools (they would be "
                          "dropped from the prompt)")

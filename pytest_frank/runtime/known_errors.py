@@ -32,7 +32,7 @@ def known_errors(driver: Driver) -> tuple[tuple[str, Text], ...]:
          "e.g. hermes, qwen3_xml, qwen3_coder>"),
         ("requires --tool-call-parser", "start vLLM with --tool-call-parser <the model's parser>"),
         ("invalid tool_choice", "this server accepts only tool_choice auto, none or required"),
-        # a failed start's log (driver.start_failure says what it means)
+        # a failed start's log (driver.launch.start_failure says what it means)
         ("model doesn't contain MTP layers", _no_mtp_head(driver)),
     )
 

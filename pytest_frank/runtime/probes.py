@@ -69,7 +69,7 @@ def _not_launched(target, url: str) -> Health:
     driver knows the words, with their usual fix."""
     log = target.launch_log() or ""
     problem = f"the local server could not be launched: {target.launch_error}"
-    cause = target.driver.start_failure(log)
+    cause = target.driver.launch.start_failure(log)
     return Health(state="down", url=url, problem=f"{problem}; {cause}" if cause else problem,
                   fix=known_fix(target.driver, log) if cause else None, launched=True)
 

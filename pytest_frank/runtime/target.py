@@ -643,7 +643,7 @@ class Target:
 
         shape = self.need(slot_shape)
         log = self._launch_log.text() if self._launch_log is not None else ""
-        return self.driver.backend(getattr(shape, "payloads", {}), log)
+        return self.driver.launch.backend(getattr(shape, "payloads", {}), log)
 
     def launch_log(self) -> str | None:
         """The end of llama.cpp's log for a `launch:` endpoint (its start, its warnings, why it

@@ -14,7 +14,7 @@ from pytest_frank.serve.gate import WHO, Finding
 def drift(command: ServeCommand, live: dict, driver) -> list[Finding]:
     """`live` maps a route ("/props", "/slots", "/v1/models", ...) to its parsed JSON; routes the
     engine lacks are simply absent. Returns one finding per setting that differs."""
-    table = driver.serve_flags
+    table = driver.launch.serve_flags
     if table is None:
         return []
     p = parse(command, table)
