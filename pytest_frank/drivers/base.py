@@ -11,14 +11,14 @@ from pytest_frank.base import redact
 from pytest_frank.drivers.anthropic_messages import MessagesWire
 from pytest_frank.drivers.counting import Counting
 from pytest_frank.drivers.launch import Launch
+from pytest_frank.drivers.metrics import Metrics
 from pytest_frank.drivers.openai_chat import ChatWire
 from pytest_frank.drivers.openai_responses import ResponsesWire
-from pytest_frank.drivers.protocols import (Behaviour, Facts, Identity, Metrics, Parts, Readiness,
-                                            Routes, Server, Wire)
+from pytest_frank.drivers.protocols import (Behaviour, Facts, Identity, Parts, Readiness, Routes,
+                                            Server, Wire)
 from pytest_frank.drivers.template import Template
 from pytest_frank.fleet import schema_errors
 from pytest_frank.outcome.verdict import Setting, Wording
-from pytest_frank.transport import metrics
 from pytest_frank.transport.http import Exchange
 from pytest_frank.transport.wire import Logprob
 
@@ -171,8 +171,6 @@ class Driver:
 
     # -- sizing and load: the server's own token count, how busy it is, how soon it drops a
     # request given up on ---------------------------------------------------------------------
-    # Series in /metrics: requests running and requests queued for a slot (None: not reported).
-    load_series: tuple[str, str] | None = None
     load_slots_route: str | None = None  # where the engine lists its slots, busy or idle
     # Seconds with no traffic the engine needs to notice a closed connection and stop the
     # generation (0: it notices at once).
@@ -186,8 +184,7 @@ class Driver:
         """Tokens the busy slots have generated so far, from the slots route; None: unsaid."""
         return None
 
-    # -- vram: the model file the engine loaded and its KV pool --------------------------------
-    kv_pool_route: str | None = None  # where the engine describes a preallocated KV pool
+    # -- vram: the model file the engine loaded ------------------------------------------------
 
     # Routes the drift check reads beside the slot and model routes (SGLang's server info).
     drift_routes: tuple[str, ...] = ()
@@ -196,16 +193,14 @@ class Driver:
         """The model file the engine reports loading, from the routes the drift check read."""
         return None
 
-    def kv_pool(self, metrics_text: str):
-        """A vram.KVPool from the engine's metrics text, where it preallocates one; else None."""
-        return None
-
     # -- parts: what an engine has or has not, each answering "unknown" where it has not ------
     # The chat template it serves (drivers.template), the routes that count a prompt
-    # (drivers.counting) and how it is started (drivers.launch). Every driver holds each: a
-    # reader asks every engine alike, and the base part's "unknown" (None, {}) is what it already
-    # handles for an engine that does not say, so no call site branches on a missing part.
+    # (drivers.counting), how it is started (drivers.launch) and what it counts in /metrics and
+    # its replies (drivers.metrics). Every driver holds each: a reader asks every engine alike,
+    # and the base part's "unknown" (None, {}) is what it already handles for an engine that
+    # does not say, so no call site branches on a missing part.
     template: Template = Template()
+    metrics: Metrics = Metrics()
     counting: Counting = Counting()
     launch: Launch = Launch()
 
@@ -235,38 +230,6 @@ class Driver:
         return (self._other_routes or type(self))(api)
 
     keep_generating: dict = {}  # request params that keep a model writing past its natural end
-
-    # -- /metrics and speculative decoding -------------------------------------------------------
-    metrics_path = "/metrics"
-    metrics_off_statuses: tuple[int, ...] = ()  # statuses meaning "metrics are switched off"
-    # Series to look for, first found wins: a generic server may be any engine behind a proxy.
-    spec_series: tuple = (metrics.LLAMACPP_SPEC, metrics.VLLM_SPEC, metrics.SGLANG_SPEC)
-    # Server-wide counters of prompt tokens looked up in / served from the prefix cache, read
-    # where a reply carries no count: (hits, queries) pairs, the first one present wins.
-    prefix_cache_counters: tuple[tuple[str, str], ...] = ()
-
-    def cached_prompt(self, reply) -> tuple[int, int, str] | None:
-        """(prompt tokens served from the cache, prompt tokens, where read) from one reply."""
-        if reply.cached_tokens is not None and reply.prompt_tokens:
-            return (reply.cached_tokens, reply.prompt_tokens,
-                    "usage.prompt_tokens_details.cached_tokens")
-        return None
-
-    # Where one answer's draft counts are read on a drafting server: "reply" (each reply's own
-    # engine fields) or "metrics" (the spec_series counters' growth in /metrics, server-wide);
-    # draft_counts_where says it in words.
-    draft_counts_from = "metrics"
-    draft_counts_where = "the spec_decode counters in /metrics"
-
-    def draft_counts(self, engine: dict) -> tuple[int, int] | None:
-        """(draft tokens, accepted) from one reply's engine fields (`timings`), where reported."""
-        timings = engine.get("timings") if isinstance(engine, dict) else None
-        if not isinstance(timings, dict):
-            return None
-        drafted, accepted = timings.get("draft_n"), timings.get("draft_n_accepted", 0)
-        if not isinstance(drafted, int) or not isinstance(accepted, int):
-            return None
-        return drafted, accepted
 
     # -- fingerprint: a repeat of a greedy request computed as the first one was -----------------
     def uncached(self) -> dict:
@@ -315,18 +278,13 @@ class Driver:
     # contract claim notes these instead of failing them. Only absence: a field sent of
     # another type is judged all the same.
     contract_gaps: Mapping[str, tuple[str, ...]] = MappingProxyType({})
-    speculative_source = "the server"  # where speculative_live reads it, for messages
-
-    def speculative_live(self, payloads: dict) -> bool | None:
-        """Whether the running server drafts, from its slot routes; None where it doesn't say."""
-        return None
 
 
 if TYPE_CHECKING:
     def _every_driver_answers_each(driver: Driver) -> tuple[
-            Facts, Identity, Routes, Server, Behaviour, Metrics, Parts, Wire]:
+            Facts, Identity, Routes, Server, Behaviour, Parts, Wire]:
         """Never called: the type checker fails here where `Driver` stops answering one."""
-        return driver, driver, driver, driver, driver, driver, driver, driver.wire
+        return driver, driver, driver, driver, driver, driver, driver.wire
 
     def _every_wire_answers(chat: ChatWire, messages: MessagesWire,
                             responses: ResponsesWire) -> tuple[Wire, Wire, Wire]:

@@ -10,6 +10,7 @@ from pytest_frank.base import redact
 from pytest_frank.drivers.base import Driver, reply_claims
 from pytest_frank.drivers.counting import Counting
 from pytest_frank.drivers.launch import Launch
+from pytest_frank.drivers.metrics import Metrics
 from pytest_frank.drivers.openai import OpenAIDriver
 from pytest_frank.drivers.openai_chat import ChatWire
 from pytest_frank.drivers.template import Template
@@ -17,7 +18,7 @@ from pytest_frank.local import stay_up
 from pytest_frank.local.launch import DEFAULT_CTX_SIZE
 from pytest_frank.outcome.verdict import FLEET, SERVER, Setting, Spelling, Wording
 from pytest_frank.serve.flags import Flag, Need, ServeFlags
-from pytest_frank.transport import metrics
+from pytest_frank.transport.metrics import LLAMACPP_SPEC
 from pytest_frank.transport.http import Exchange
 from pytest_frank.transport.wire import Reply
 
@@ -337,6 +338,34 @@ class LlamaCppTemplate(Template):
         return None
 
 
+class LlamaCppMetrics(Metrics):
+    """llama-server's /metrics (with --metrics), its /slots drafting flag, and the counts each
+    reply carries in its own timings (drafting, the prompt served from the cache)."""
+
+    off_statuses = (501,)  # /metrics answers 501 without --metrics
+    spec_series = (LLAMACPP_SPEC,)
+    load_series = ("llamacpp:requests_processing", "llamacpp:requests_deferred")
+    speculative_source = "/slots speculative"
+    # Each reply carries its own draft counts (timings.draft_n / draft_n_accepted, the JSON
+    # answer under a grammar included: 135 drafted, 4 accepted on the self-test model drafting
+    # itself, xllamacpp 2026.10.11549); /metrics counts them server-wide.
+    draft_counts_from = "reply"
+    draft_counts_where = "each reply's timings.draft_n / draft_n_accepted"
+
+    def speculative_live(self, payloads: dict) -> bool | None:
+        slots = payloads.get("/slots")
+        flags = [s.get("speculative") for s in slots or [] if isinstance(s, dict)]
+        return any(flags) if flags and all(isinstance(f, bool) for f in flags) else None
+
+    def cached_prompt(self, reply: Reply) -> tuple[int, int, str] | None:
+        # timings: cache_n tokens reused, prompt_n evaluated; usage says the same on new builds
+        timings = reply.engine.get("timings") if isinstance(reply.engine, dict) else None
+        cached, evaluated = (timings or {}).get("cache_n"), (timings or {}).get("prompt_n")
+        if isinstance(cached, int) and isinstance(evaluated, int) and cached + evaluated > 0:
+            return cached, cached + evaluated, "timings.cache_n / prompt_n"
+        return super().cached_prompt(reply)
+
+
 class LlamaCppDriver(OpenAIDriver):
     name = "llamacpp"
     label = "llama.cpp server"
@@ -357,6 +386,7 @@ class LlamaCppDriver(OpenAIDriver):
 
     launch: LlamaCppLaunch = LlamaCppLaunch()
     counting = LlamaCppCounting()
+    metrics = LlamaCppMetrics()
 
     def _is_loading(self, ex: Exchange) -> bool:
         # While the model loads, every route answers 503 "Loading model".
@@ -437,7 +467,6 @@ class LlamaCppDriver(OpenAIDriver):
         return count, ctx or None, source
 
     # -- sizing and load ------------------------------------------------------------------------
-    load_series = ("llamacpp:requests_processing", "llamacpp:requests_deferred")
     load_slots_route = "/slots"  # is_processing per slot
     # tools/server: a non-streamed request's HTTP thread checks its connection only when
     # server_response::recv_with_timeout(..., HTTP_POLLING_SECONDS = 1) times out, and every
@@ -469,10 +498,8 @@ class LlamaCppDriver(OpenAIDriver):
         path = (payloads.get("/props") or {}).get("model_path")
         return path if isinstance(path, str) and path else None
 
-    # -- generation, /metrics, speculative decoding, vision --------------------------------------
+    # -- generation, vision ---------------------------------------------------------------------
     keep_generating = {"extra_body": {"ignore_eos": True}}
-    metrics_off_statuses = (501,)
-    spec_series = (metrics.LLAMACPP_SPEC,)
     vision_advert_path = "/props"
     _no_projector_markers = ("image input is not supported",)
 
@@ -481,14 +508,6 @@ class LlamaCppDriver(OpenAIDriver):
         # other batches, so the logits move: on SmolLM2 a 945-token prompt's first token came
         # back at -1.8504 from the cache and -1.9383 every time without it (bit for bit).
         return {"extra_body": {"cache_prompt": False}}
-
-    def cached_prompt(self, reply: Reply) -> tuple[int, int, str] | None:
-        # timings: cache_n tokens reused, prompt_n evaluated; usage says the same on new builds
-        timings = reply.engine.get("timings") if isinstance(reply.engine, dict) else None
-        cached, evaluated = (timings or {}).get("cache_n"), (timings or {}).get("prompt_n")
-        if isinstance(cached, int) and isinstance(evaluated, int) and cached + evaluated > 0:
-            return cached, cached + evaluated, "timings.cache_n / prompt_n"
-        return super().cached_prompt(reply)
 
     def vision_advertised(self, payload: Any) -> bool | None:
         modalities = payload.get("modalities") if isinstance(payload, dict) else None
@@ -534,15 +553,3 @@ class LlamaCppDriver(OpenAIDriver):
                       "response.in_progress:response.output",
                       "response.content_part.*:part.annotations"),
     })
-
-    speculative_source = "/slots speculative"
-    # Each reply carries its own draft counts (timings.draft_n / draft_n_accepted, the JSON
-    # answer under a grammar included: 135 drafted, 4 accepted on the self-test model drafting
-    # itself, xllamacpp 2026.10.11549); /metrics counts them server-wide.
-    draft_counts_from = "reply"
-    draft_counts_where = "each reply's timings.draft_n / draft_n_accepted"
-
-    def speculative_live(self, payloads: dict) -> bool | None:
-        slots = payloads.get("/slots")
-        flags = [s.get("speculative") for s in slots or [] if isinstance(s, dict)]
-        return any(flags) if flags and all(isinstance(f, bool) for f in flags) else None

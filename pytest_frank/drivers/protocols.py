@@ -1,11 +1,12 @@
 """What a claim asks of a driver, by capability: the facts a fix names, how the engine gives
 itself away, the routes it serves beside generation, what its running server says, what it is
-known to do with a request, its /metrics, and the parts it holds (the wire a route generates on,
-its chat template, its prompt counting, how it is started). A claim's helper takes the one it
-needs, so the type checker shows what it reads (and flags a member of another capability read
-there). Every member of a driver read outside drivers/ is one of these (or of a part's type):
-tests/package/test_driver_members.py holds it. Every driver answers each protocol (checked in
-drivers.base); a part an engine lacks answers "unknown" (drivers.template, .counting, .launch)."""
+known to do with a request, and the parts it holds (the wire a route generates on, its chat
+template, its prompt counting, how it is started, what it counts in /metrics). A claim's helper
+takes the one it needs, so the type checker shows what it reads (and flags a member of another
+capability read there). Every member of a driver read outside drivers/ is one of these, and
+every member read of a part is its type's (tests/package/test_driver_members.py holds both).
+Every driver answers each protocol (checked in drivers.base); a part an engine lacks answers
+"unknown" (drivers.template, .counting, .launch, .metrics)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Any, Protocol
 
 from pytest_frank.drivers.counting import Counting
 from pytest_frank.drivers.launch import Launch
+from pytest_frank.drivers.metrics import Metrics
 from pytest_frank.drivers.template import Template
 from pytest_frank.outcome.verdict import Setting, Wording
 from pytest_frank.transport.http import Exchange
@@ -112,26 +114,6 @@ class Wire(Protocol):
     def thinking_on(self, max_tokens: int) -> dict: ...
 
 
-class Metrics(Protocol):
-    """The engine's /metrics and what it counts: drafting, the prefix cache, load, the KV pool;
-    None or empty where the engine does not report it."""
-
-    metrics_path: str
-    metrics_off_statuses: tuple[int, ...]
-    spec_series: tuple
-    prefix_cache_counters: tuple[tuple[str, str], ...]
-    load_series: tuple[str, str] | None
-    kv_pool_route: str | None
-    draft_counts_from: str
-    draft_counts_where: str
-    speculative_source: str
-
-    def draft_counts(self, engine: dict) -> tuple[int, int] | None: ...
-    def cached_prompt(self, reply: Any) -> tuple[int, int, str] | None: ...
-    def speculative_live(self, payloads: dict) -> bool | None: ...
-    def kv_pool(self, metrics_text: str) -> Any: ...
-
-
 class Identity(Protocol):
     """How the engine gives itself away (runtime.identify): its /v1/models owned_by, its
     /metrics prefix, where it says its build and what an unversioned build says; None for a
@@ -185,12 +167,13 @@ class Behaviour(Protocol):
 
 class Parts(Protocol):
     """The parts a driver holds, each one an engine has or answers "unknown" for: the wire of
-    the route it generates on, its chat template, its prompt counting and how it is started;
-    and the same engine on another route's wire."""
+    the route it generates on, its chat template, its prompt counting, how it is started and
+    what it counts (/metrics); and the same engine on another route's wire."""
 
     wire: Wire
     template: Template
     counting: Counting
     launch: Launch
+    metrics: Metrics
 
     def with_api(self, api: str | None) -> Parts: ...

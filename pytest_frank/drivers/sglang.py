@@ -5,9 +5,10 @@ from __future__ import annotations
 import secrets
 
 from pytest_frank.drivers.launch import Launch
+from pytest_frank.drivers.metrics import Metrics
 from pytest_frank.drivers.openai import OpenAIDriver
 from pytest_frank.serve.flags import Flag, Need, ServeFlags
-from pytest_frank.transport import metrics
+from pytest_frank.transport.metrics import SGLANG_SPEC
 
 
 class SglangLaunch(Launch):
@@ -58,6 +59,15 @@ class SglangLaunch(Launch):
     )
 
 
+class SglangMetrics(Metrics):
+    """SGLang's /metrics (404 without --enable-metrics): its drafting and load series."""
+
+    off_statuses = (404,)
+    spec_series = (SGLANG_SPEC,)
+    # the scheduler's gauges (sglang/srt/metrics/collector.py)
+    load_series = ("sglang:num_running_reqs", "sglang:num_queue_reqs")
+
+
 class SglangDriver(OpenAIDriver):
     name = "sglang"
     label = "SGLang server"
@@ -85,11 +95,7 @@ class SglangDriver(OpenAIDriver):
         # hit may move the logprobs, and the logprob_drift tolerance must cover that.
         return {"extra_body": {"cache_salt": secrets.token_urlsafe(16)}}
 
-    # -- generation, /metrics, speculative decoding ----------------------------------------------
+    # -- generation ------------------------------------------------------------------------------
     keep_generating = {"extra_body": {"ignore_eos": True}}
-    metrics_off_statuses = (404,)
-    spec_series = (metrics.SGLANG_SPEC,)
-
-    # -- load: the scheduler's gauges (sglang/srt/metrics/collector.py) ---------------------------
-    load_series = ("sglang:num_running_reqs", "sglang:num_queue_reqs")
     launch = SglangLaunch()
+    metrics = SglangMetrics()

@@ -8,12 +8,13 @@ from typing import Any
 
 from pytest_frank.drivers.counting import Counting
 from pytest_frank.drivers.launch import Launch
+from pytest_frank.drivers.metrics import Metrics
 from pytest_frank.drivers.openai import OpenAIDriver
 from pytest_frank.drivers.openai_chat import ChatWire
 from pytest_frank.drivers.template import Template
 from pytest_frank.outcome.verdict import Setting
 from pytest_frank.serve.flags import Flag, Need, ServeFlags
-from pytest_frank.transport import metrics
+from pytest_frank.transport.metrics import VLLM_SPEC
 
 
 class VllmCounting(Counting):
@@ -107,6 +108,41 @@ class VllmLaunch(Launch):
     )
 
 
+class VllmMetrics(Metrics):
+    """vLLM's /metrics: its drafting and prefix-cache counters, its load gauges and its KV pool."""
+
+    spec_series = (VLLM_SPEC,)
+    # A reply carries no draft counts: one answer's drafting is the growth of the
+    # spec_decode counters over it (server-wide)
+    draft_counts_from = "metrics"
+    draft_counts_where = "the vllm:spec_decode_* counters in /metrics"
+    # usage carries cached_tokens only with --enable-prompt-tokens-details; the counters always
+    # run (named gpu_prefix_cache_* before v0.11)
+    prefix_cache_counters = (("vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total"),
+                             ("vllm:gpu_prefix_cache_hits_total",
+                              "vllm:gpu_prefix_cache_queries_total"))
+    # the scheduler's gauges (vllm/v1/metrics/loggers.py)
+    load_series = ("vllm:num_requests_running", "vllm:num_requests_waiting")
+    # vLLM preallocates gpu_memory_utilization of the GPU; the KV pool fills the rest
+    kv_pool_route = "/metrics"
+
+    def kv_pool(self, metrics_text: str) -> Any:
+        from pytest_frank.vram.plan import KVPool
+        from pytest_frank.vram.sources import parse_vllm_cache_config
+
+        info = parse_vllm_cache_config(metrics_text)
+        if not info:
+            return None
+        blocks, size = info.get("num_gpu_blocks"), info.get("block_size")
+        tokens = blocks * size if isinstance(blocks, int) and isinstance(size, int) else None
+        frac = info.get("gpu_memory_utilization")
+        # A fraction of the GPU, or nothing: NaN or 7.5 would model nonsense (or no number).
+        fraction = frac if isinstance(frac, float) and 0 < frac <= 1 else None
+        return KVPool(tokens, fraction,
+                      f"vllm:cache_config_info num_gpu_blocks {blocks} x block_size {size}, "
+                      f"gpu_memory_utilization {frac}")
+
+
 class VllmDriver(OpenAIDriver):
     name = "vllm"
     label = "vLLM server"
@@ -126,18 +162,8 @@ class VllmDriver(OpenAIDriver):
         # hashes, so no block of an earlier request matches and the prompt is computed whole.
         return {"extra_body": {"cache_salt": secrets.token_urlsafe(16)}}
 
-    # -- generation, /metrics, speculative decoding, vision --------------------------------------
+    # -- generation, vision ---------------------------------------------------------------------
     keep_generating = {"extra_body": {"ignore_eos": True}}
-    spec_series = (metrics.VLLM_SPEC,)
-    # A reply carries no draft counts: one answer's drafting is the growth of the
-    # spec_decode counters over it (server-wide)
-    draft_counts_from = "metrics"
-    draft_counts_where = "the vllm:spec_decode_* counters in /metrics"
-    # usage carries cached_tokens only with --enable-prompt-tokens-details; the counters always
-    # run (named gpu_prefix_cache_* before v0.11)
-    prefix_cache_counters = (("vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total"),
-                             ("vllm:gpu_prefix_cache_hits_total",
-                              "vllm:gpu_prefix_cache_queries_total"))
     _no_projector_markers = ("is not a multimodal model",)
     # --reasoning-parser by family, where the thinking's markup is the family's own
     reasoning_parsers = MappingProxyType({"harmony": "openai_gptoss"})
@@ -150,12 +176,7 @@ class VllmDriver(OpenAIDriver):
 
     counting = VllmCounting()
     launch = VllmLaunch()
-
-    # -- load: the scheduler's gauges (vllm/v1/metrics/loggers.py) ---------------------------------
-    load_series = ("vllm:num_requests_running", "vllm:num_requests_waiting")
-
-    # -- vram: vLLM preallocates gpu_memory_utilization of the GPU; the KV pool fills the rest
-    kv_pool_route = "/metrics"
+    metrics = VllmMetrics()
 
     def served_model_path(self, payloads):
         # vllm/entrypoints/openai/serving_models.py show_available_models():
@@ -164,22 +185,6 @@ class VllmDriver(OpenAIDriver):
             payloads.get("/v1/models"), dict) else None
         roots = [c.get("root") for c in cards or [] if isinstance(c, dict)]
         return next((r for r in roots if isinstance(r, str) and r), None)
-
-    def kv_pool(self, metrics_text):
-        from pytest_frank.vram.plan import KVPool
-        from pytest_frank.vram.sources import parse_vllm_cache_config
-
-        info = parse_vllm_cache_config(metrics_text)
-        if not info:
-            return None
-        blocks, size = info.get("num_gpu_blocks"), info.get("block_size")
-        tokens = blocks * size if isinstance(blocks, int) and isinstance(size, int) else None
-        frac = info.get("gpu_memory_utilization")
-        # A fraction of the GPU, or nothing: NaN or 7.5 would model nonsense (or no number).
-        fraction = frac if isinstance(frac, float) and 0 < frac <= 1 else None
-        return KVPool(tokens, fraction,
-                      f"vllm:cache_config_info num_gpu_blocks {blocks} x block_size {size}, "
-                      f"gpu_memory_utilization {frac}")
 
     # -- generation battery: reasoning, reasoning_effort, tools --------------------------------
     # its chat route sends reasoning in `reasoning` (reasoning_content until v0.16)

@@ -153,13 +153,13 @@ def _configured(target, found: Survey) -> None:
         if driver.vision_advertised(advert):
             found.claims["vision"] = Found(True, f"{driver.vision_advert_path} advertises vision "
                                                  "(a projector is loaded)")
-    drafting = driver.speculative_live(payloads)
+    drafting = driver.metrics.speculative_live(payloads)
     if drafting:
-        found.claims["spec_decode"] = Found(True, f"{driver.speculative_source} true")
+        found.claims["spec_decode"] = Found(True, f"{driver.metrics.speculative_source} true")
     elif drafting is None:
-        scraped = metrics.scrape(target, driver.metrics_path)
+        scraped = metrics.scrape(target, driver.metrics.path)
         names = scraped.names() if scraped.ok else set()
-        series = next((s for s in driver.spec_series if {s.draft_tokens, s.rate_gauge} & names),
+        series = next((s for s in driver.metrics.spec_series if {s.draft_tokens, s.rate_gauge} & names),
                       None)
         if series is not None:
             found.claims["spec_decode"] = Found(True, f"/metrics has {series.source}")

@@ -170,8 +170,8 @@ def server_load(target) -> ServerLoad:
         if counted is not None:
             seen.busy, seen.slots = counted
             seen.decoded = driver.decoded_tokens(ex.json())
-    if driver.load_series:
-        scrape = metrics.scrape(target, driver.metrics_path)
+    if driver.metrics.load_series:
+        scrape = metrics.scrape(target, driver.metrics.path)
         if scrape.ok:
-            seen.running, seen.waiting = (scrape.total(name) for name in driver.load_series)
+            seen.running, seen.waiting = (scrape.total(name) for name in driver.metrics.load_series)
     return seen

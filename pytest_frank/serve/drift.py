@@ -91,7 +91,7 @@ def _projector(p: Parsed, live: dict, driver):
 
 
 def _draft(p: Parsed, live: dict, driver):
-    drafting = driver.speculative_live(live)
+    drafting = driver.metrics.speculative_live(live)
     if drafting is None or "spec_type" not in p.table.flags:
         return None
     wants = p.text("spec_type") not in (None, "none")
