@@ -169,8 +169,7 @@ class Driver:
                    if isinstance(c, dict) and isinstance(n := c.get("max_model_len"), int)]
         return None, (max(lengths) if lengths else None), "/v1/models max_model_len"
 
-    # -- sizing and load: the server's own token count, how busy it is, how soon it drops a
-    # request given up on ---------------------------------------------------------------------
+    # -- load: how busy it is, how soon it drops a request given up on -------------------------
     load_slots_route: str | None = None  # where the engine lists its slots, busy or idle
     # Seconds with no traffic the engine needs to notice a closed connection and stop the
     # generation (0: it notices at once).
@@ -184,8 +183,7 @@ class Driver:
         """Tokens the busy slots have generated so far, from the slots route; None: unsaid."""
         return None
 
-    # -- vram: the model file the engine loaded ------------------------------------------------
-
+    # -- vram and drift: the model file the engine loaded --------------------------------------
     # Routes the drift check reads beside the slot and model routes (SGLang's server info).
     drift_routes: tuple[str, ...] = ()
 
