@@ -242,7 +242,9 @@ def _has(kind: str, text: str) -> bool:
 def _busy(on: bool) -> Iterator[None]:
     """With `on`: other processes spinning every core while the block runs, as a build or
     another test run beside the battery does."""
-    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    # each spins until its parent is gone, so a bench killed midway leaves none behind
+    spin = "import os\nparent = os.getppid()\nwhile os.getppid() == parent: pass\n"
+    spinners = [subprocess.Popen([sys.executable, "-c", spin])
                 for _ in range(os.cpu_count() or 1)] if on else []
     try:
         yield
@@ -265,8 +267,9 @@ def main(args: list[str]) -> int:
     cases = {**{name: (None, setup) for name, setup in CASES.items()}, **FAULT_CASES}
     if any("bomb" in name for name in cases if not picked or any(p in name for p in picked)):
         _bomb(1024), _bomb(1024, 2)  # built before any run is timed
-    print(f"timeout {README_TIMEOUT if readme else TIMEOUT:g}s{', cores kept busy' if busy else ''}; a case's session should end "
-          f"within {bound:g}s, its process within {deadline:g}s + 2s")
+    kept_busy = ", cores kept busy" if busy else ""
+    print(f"timeout {README_TIMEOUT if readme else TIMEOUT:g}s{kept_busy}; a case's session "
+          f"should end within {bound:g}s, its process within {deadline:g}s + 2s")
     print(f"{'case':<30} {'session s':>9} {'/bound':>6} {'wall s':>7} {'failed':>6} "
           f"{'blocked':>7} {'RSS MiB':>8} {'exit':>4} {'healthy ok':>10}  leaks", flush=True)
     ok = True
