@@ -250,7 +250,6 @@ def test_a_keyless_endpoint_has_no_key_in_its_curl_line(run_fleet):
 # asked, with small timeouts so the bound itself is short.
 READY, TIMEOUT = 1, 1
 BOUND = READY + 4 * TIMEOUT + 5
-STARTUP = 6  # the child pytest's own start, collection and reports, waiting for a core
 MEASURE = ("import resource, subprocess, sys\n"
            "subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL)\n"
            "use = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
@@ -283,11 +282,12 @@ def _bounded(tmp_path, em) -> Bounded:
 
 
 def _within_bound(run: Bounded) -> None:
-    """What the run waited for is within the bound, and its own work is too, in CPU seconds: a
-    busy machine stretches work's wall time without limit (the long line's 4 s alone took 17 s
-    beside the suite and two busy processes), not its CPU time."""
+    """The run's own work is within the bound in CPU seconds; what it waited for is judged by
+    each test on its parts (the requests sent, each cut by the rule its words name), not on
+    the wall clock, which a busy machine stretches without limit (the long line's 4 s alone
+    took 17 s beside the suite and two busy processes, and the others' waits ran past the
+    bound with the process's start)."""
     assert run.cpu < BOUND, run
-    assert run.took - run.cpu < BOUND + STARTUP, run
 
 
 def _asked(em, path: str) -> int:
@@ -308,8 +308,10 @@ def test_a_dripping_model_list_is_read_once(tmp_path):
     _within_bound(run)
     assert run.peak < 300, run.peak
     assert run.rows["test_alias[ep]"]["verdict"] == "FAIL"
-    assert f"/v1/models answered 200, then the answer began but was still arriving {TIMEOUT}s " \
-        "later" in run.rows["test_alias[ep]"]["line"], run.rows["test_alias[ep]"]["line"]
+    line = run.rows["test_alias[ep]"]["line"]
+    came = re.search(rf"/v1/models answered 200, then the answer began but was still arriving "
+                     rf"{TIMEOUT}s later \((\d+) bytes came\)", line)
+    assert came and int(came[1]) < 4 * TIMEOUT / 0.2 / 2, line  # cut at 1 s by the server's count
     assert run.rows["test_reasoning[ep]"]["verdict"] == "pass"  # the generations do not need it
 
 
@@ -329,12 +331,13 @@ def test_a_stream_that_never_ends_is_cut_once(tmp_path):
     assert run.peak < 300, run.peak
     cut = [row["line"] for row in run.rows.values() if row["verdict"] == "FAIL"
            and "without ending" in row["line"]]
-    # 100 events a second: the stream's 64 events past its budget and slack come before
-    # `timeout` does
-    assert cut and re.search(r"the stream ran past (\d+) events for (\d+) max_tokens without "
-                             r"ending \(", cut[0]), cut
-    past, budget = map(int, re.search(r"past (\d+) events for (\d+)", cut[0]).groups())
-    assert past == budget + 2 * 64, cut
+    # 100 events a second (fewer on a busy machine): cut at 64 events past its budget and
+    # slack, or `timeout` after it passed those, whichever came first
+    found = re.search(r"the stream ran past (\d+) events for (\d+) max_tokens without ending "
+                      rf"(\(|{TIMEOUT}s after that \()", cut[0] if cut else "")
+    assert found, cut
+    past, budget, rule = int(found[1]), int(found[2]), found[3]
+    assert past == budget + (2 * 64 if rule == "(" else 64), cut
     assert "the server does not stop at the cap" in cut[0], cut
     assert {row["verdict"] for row in run.rows.values()} & {"blocked"}
 
