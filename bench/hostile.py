@@ -215,6 +215,11 @@ def run_case(name: str, setup, readme: bool = False, api: str | None = None) -> 
                    "markdown": _read(folder / "report.md"), "json": _read(folder / "run.json")}
         found = {kind: sorted(k for k, text in outputs.items() if _has(kind, text))
                  for kind in ("traceback", "INTERNALERROR", "control", "secret")}
+        if found["traceback"] or found["INTERNALERROR"]:  # kept to be read: what broke
+            slug = re.sub(r"\W+", "-", name)
+            terminal = Path(tempfile.gettempdir()) / f"hostile-{slug}.txt"
+            terminal.write_text(done.stdout)
+            print(f"  (its terminal output: {terminal})", file=sys.stderr)
         kept = "healthy" in done.stdout and not re.search(r"FAILED \S*\[healthy\]", done.stdout)
         session = re.search(r" in ([0-9.]+)s", done.stdout.strip().splitlines()[-1])
         verdicts = [row["verdict"] for row in json.loads(outputs["json"] or '{"rows": []}')["rows"]
