@@ -405,6 +405,7 @@ class _Clock:
                         wake = at if wake is None else min(wake, at)
                     elif ex.error is None:  # its reader did not end it first
                         ex.error, ex.late = why, True
+                        ex.progress = getattr(limit, "events", 0)  # a stream's tokens so far
                         del self._armed[key]
                         cut.append((key, stop))
                 if not cut:
