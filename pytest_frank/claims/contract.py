@@ -466,6 +466,7 @@ def replies(target) -> Replies:
                                     "that generates was asked (the contract sends nothing of "
                                     "its own)")
     rc.prompt_disagreements(digests)
+    rc.crossed(digests)
     named = {b.named for d in digests for b in d.breaches if b.named is not None}
     if named:  # a model named otherwise than asked: no breach where the server serves it
         listed = target.need(probes.served)
@@ -565,7 +566,7 @@ REPLIES = Check("test_contract_replies", "contract", replies, judge_replies,
 STREAM_TWINS = Check("test_contract_stream_twins", "contract", replies, judge_stream_twins,
                      asked=lambda opts: False, asked_of=_asking(TWINNED))
 
-KINDS = ["schema", "request", "ids", "agrees", "order", "stream"]
+KINDS = ["crossed", "schema", "request", "ids", "agrees", "order", "stream"]
 
 
 def _validating(api: str) -> str:
@@ -584,6 +585,8 @@ BREAKS = {
                            "than the rest"),
     "stream": lambda api: ("clients that read the stream event by event (the SDKs' stream "
                            "helpers, the AI SDK)"),
+    "crossed": lambda api: ("every client: it receives another request's answer as its "
+                            "own, and nothing says so"),
     "ids": lambda api: ("agent clients, which answer a call by its id (tool_call_id, "
                         "tool_use_id, call_id) and send it back by its tool's name, and the "
                         "clients that follow a reply or its items by id (the Responses stream's "
@@ -614,6 +617,12 @@ def where_at_fault(obs: Replies, broken: list[rc.Digest]) -> str:
     the contract (their plain twins, where the battery sent one, keep it), the path of whole
     replies where only plain ones do, either where both do."""
     streamed, ids = {d.streamed for d in broken}, {id(d) for d in broken}
+    cut = next((b for d in broken if (b := rc.ended_early(d.breaches)) is not None), None)
+    if streamed == {True} and cut is not None:
+        return (f"the stream ended before its end event ({cut.said}): a proxy or load balancer "
+                f"in front that cuts streams short (an idle or total timeout), or the engine's "
+                f"stream writer; raise the timeouts in front, and compare the engine's own "
+                f"stream without what is in front")
     if streamed == {True}:
         kept = [d for d, plain in twins(obs) if id(d) in ids and not plain.breaches]
         seen = (f"the same greedy request{'s' if len(kept) > 1 else ''} unstreamed keep"
@@ -635,7 +644,15 @@ def where_at_fault(obs: Replies, broken: list[rc.Digest]) -> str:
             "without what is in front, and update the engine")
 
 
+CROSSED_FIX = ("answers crossed between requests in flight: a reply came back to a request "
+               "it does not belong to (its id is another request's answer's); a gateway, cache "
+               "or load balancer in front mixes up the requests it holds, or the engine its "
+               "slots: point a run at the engine itself to tell which, and fix what mixes them")
+
+
 def contract_fix(kind: str, driver: Facts, where: str) -> Text:
+    if kind == "crossed":
+        return advise(driver, CROSSED_FIX)
     return advise(driver, f"{WRONG[kind]}; {where}")
 
 
@@ -645,6 +662,15 @@ def twin_fix(diff: rc.Difference, driver: Facts, streamed: rc.Digest | None = No
     breaks its contract and the stream keeps its own (a gateway that rewrites whole replies);
     else the stream path, the usual suspect where the engine's stream writer or a re-chunking
     proxy adds it up to another answer."""
+    if any(b.kind == "crossed" for d in (streamed, plain) if d is not None for b in d.breaches):
+        return advise(driver, CROSSED_FIX)
+    cut = rc.ended_early(streamed.breaches) if streamed is not None else None
+    if cut is not None:
+        return advise(driver, f"the stream ended before its end event ({cut.said}), so it adds "
+                              f"up to less than the plain reply: a proxy or load balancer in "
+                              f"front that cuts streams short (an idle or total timeout), or "
+                              f"the engine's stream writer; raise the timeouts in front, and "
+                              f"compare the engine's own stream without what is in front")
     if plain is not None and streamed is not None and plain.breaches and not streamed.breaches:
         return advise(driver, "the plain reply is the one at fault: it breaks its own contract "
                               f"({plain.breaches[0].said}) where the streamed one keeps it; a "

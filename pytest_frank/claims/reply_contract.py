@@ -28,6 +28,7 @@ from typing import Any, Callable
 
 from pytest_frank.base import redact
 from pytest_frank.claims import stream_rules as rules
+from pytest_frank.claims.diagnosis import ENDED_EARLY
 from pytest_frank.claims.replies import parsed_arguments, text_difference
 from pytest_frank.transport.http import event_budget
 
@@ -111,6 +112,7 @@ class Digest:
     views: dict[str, Assembled] = field(default_factory=dict)  # how -> the reply so read
     twin_key: str | None = None  # the request less stream fields, where greedy
     prompt_key: str | None = None  # the request less what leaves its prompt as it is
+    reply_id: str | None = None  # the id the reply gives itself (a stream's first one)
     frames: int = 0
     unjudged: str | None = None  # why it could not be read to judge
     exchange: Any = None  # the exchange, where it breaks the contract (its reproduce line)
@@ -164,7 +166,39 @@ def digest(api: str, route: str, request: Any, status: int | None, body: str,
     out.breaches += _coherent(api, request, _objects(api, body, streamed), streamed)
     out.twin_key = twin_key(request)
     out.prompt_key = prompt_key(request)
+    out.reply_id = reply_id(api, body, streamed)
     return out
+
+
+def reply_id(api: str, body: str, streamed: bool) -> str | None:
+    """The id a reply gives itself: the completion's, the message's, the response's (in a
+    stream, the first event's that carries one)."""
+    for _, obj in _objects(api, body, streamed):
+        obj = _obj(obj)
+        nested = obj.get("response") or obj.get("message") if api != "chat" else None
+        found = (nested if isinstance(nested, dict) else obj).get("id")
+        if isinstance(found, str) and found:
+            return found
+    return None
+
+
+def crossed(digests: list[Digest]) -> None:
+    """A reply whose id another reply, to another request, gave itself first: one request's
+    answer handed to another (engines give every answer its own id)."""
+    first: dict[str, Digest] = {}
+    for d in digests:
+        if d.reply_id is None:
+            continue
+        was = first.setdefault(d.reply_id, d)
+        if was is d or (was.twin_key is not None and was.twin_key == d.twin_key):
+            continue  # one greedy request asked twice: a cache's replay is the same answer
+        if any(b.kind == "crossed" for b in d.breaches):
+            continue  # judged once: the replies probe may be asked again
+        d.breaches.insert(0, Breach(
+            "crossed", "id", "the stream" if d.streamed else "the reply",
+            f"its id {_show(d.reply_id, 40)} is the id of {was.probe}'s "
+            f"{'streamed' if was.streamed else 'plain'} reply to another request: this is "
+            f"that request's answer, not its own"))
 
 
 # Request fields that leave the prompt as it is (sampling, budget, stop, streaming): two
@@ -210,6 +244,11 @@ def prompt_disagreements(digests: list[Digest]) -> None:
                 f"{PROMPT_FIELD[api]} counts {n} prompt tokens where {len(group) - 1} other "
                 f"repl{'y' if len(group) == 2 else 'ies'} to the same prompt count "
                 f"{', '.join(map(str, others))}: one prompt, counted otherwise"))
+
+
+def ended_early(breaches: list[Breach]) -> Breach | None:
+    """The breach that says a stream stopped before its end event, where one does."""
+    return next((b for b in breaches if b.kind == "stream" and ENDED_EARLY.search(b.said)), None)
 
 
 def twin_key(request: dict) -> str | None:
@@ -1010,7 +1049,8 @@ def _usage_parts(api: str, request: dict, objects: list[tuple[str, Any]]) -> lis
     one, and the chat template alone adds tokens to it."""
     for where, obj in objects:
         obj = _obj(obj)
-        inner = _obj(obj.get("response") or obj.get("message")) if api != "chat" else obj
+        nested = obj.get("response") or obj.get("message") if api != "chat" else None
+        inner = nested if isinstance(nested, dict) else obj  # a stream's event holds it
         usage = inner.get("usage")
         if not isinstance(usage, dict):
             continue
