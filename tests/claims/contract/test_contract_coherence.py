@@ -285,3 +285,29 @@ def test_a_diagnosis_names_the_crossing_and_the_broken_contract_before_the_templ
     assert diagnose(streamed, driver_for("llamacpp"), own=own).cause == STREAM
     assert diagnose(Evidence("no call", again=again, facts="the model"), driver_for("llamacpp"),
                     own=own).cause == TEMPLATE  # nothing else shown: the claim's own reading
+
+
+# -- a stream cut short --------------------------------------------------------------------------
+def test_a_stream_cut_before_its_end_names_the_cut_in_both_tests():
+    events = MESSAGE_EVENTS[:3]  # the text's first piece, then nothing
+    streamed = keep("messages", {**MSG_REQ, "stream": True}, sse(events))
+    assert rc.ended_early(streamed.breaches) is not None
+    line = judged(streamed)
+    assert "the stream ended before its end event (the stream ends with content_block_delta" \
+        in line, line
+    plain = keep("messages", MSG_REQ, json.dumps({**MESSAGE, "content": MESSAGE["content"][1:]}))
+    obs = contract.Replies(digests=[plain, streamed])
+    c = Context(Endpoint("ep", "llamacpp", url="http://h"), driver_for("llamacpp"), Options())
+    with pytest.raises(Failure) as failed:
+        contract.judge_stream_twins(obs, c)
+    assert "the stream ended before its end event" in str(failed.value.fix)
+    assert "cuts streams short" in str(failed.value.fix)
+
+
+def test_a_diagnosis_of_a_cut_stream_says_it_ended_early():
+    from pytest_frank.claims.diagnosis import STREAM, Evidence, diagnose
+
+    seen = Evidence("no call", streamed=True,
+                    broken="the stream: the stream ended without its `data: [DONE]` terminator")
+    found = diagnose(seen, driver_for("llamacpp"), own=("template", "serve with --jinja"))
+    assert found.cause == STREAM and str(found.fix).startswith("the stream ended early")
