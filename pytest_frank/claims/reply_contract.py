@@ -994,10 +994,8 @@ def _coherent(api: str, request: dict, objects: list[tuple[str, Any]],
     out += _usage_parts(api, request, objects)
     if api == "messages":
         out += _stop_sequence(request, objects, streamed)
-        if not streamed:
-            out += _thinking_first(objects)
-    if api == "responses" and not streamed:
-        out += _reasoning_first(objects)
+    if api in REASONING_FIRST and not streamed:
+        out += _reasoning_first(api, objects)
     return out
 
 
@@ -1104,34 +1102,28 @@ def _stop_sequence(request: dict, objects: list[tuple[str, Any]],
     return []
 
 
-def _thinking_first(objects: list[tuple[str, Any]]) -> list[Breach]:
-    """Messages: a reply's thinking blocks come before its text and tool_use blocks (the API
-    refuses an assistant turn sent back with thinking on that does not start with its
-    thinking)."""
-    for where, obj in objects:
-        kinds = [_obj(b).get("type") for b in _list(_obj(obj).get("content"))]
-        thinking = [i for i, k in enumerate(kinds) if k in ("thinking", "redacted_thinking")]
-        other = [i for i, k in enumerate(kinds) if k in ("text", "tool_use")]
-        if thinking and other and thinking[0] > other[0]:
-            return [Breach("order", f"content[{thinking[0]}]", where,
-                           f"the {kinds[thinking[0]]} block content[{thinking[0]}] comes after "
-                           f"the {kinds[other[0]]} block content[{other[0]}]: the reasoning "
-                           f"comes before what it led to")]
-    return []
+# Where a reply lists its parts, the kinds of part that reason, those they lead to, and the
+# part's name: Messages' content blocks (the API refuses an assistant turn sent back with
+# thinking on that does not start with its thinking), Responses' output items (clients show
+# the output in order and send it back so as the next turn's input)
+REASONING_FIRST = {"messages": ("content", ("thinking", "redacted_thinking"),
+                                ("text", "tool_use"), "block"),
+                   "responses": ("output", ("reasoning",), ("message", "function_call"),
+                                 "item")}
 
 
-def _reasoning_first(objects: list[tuple[str, Any]]) -> list[Breach]:
-    """Responses: a reasoning item comes before the message and function_call items it led
-    to (clients show the output in order and send it back so as the next turn's input)."""
+def _reasoning_first(api: str, objects: list[tuple[str, Any]]) -> list[Breach]:
+    """A whole reply's reasoning comes before the answer or call it led to."""
+    key, reasons, answers, noun = REASONING_FIRST[api]
     for where, obj in objects:
-        kinds = [_obj(b).get("type") for b in _list(_obj(obj).get("output"))]
-        reasoning = [i for i, k in enumerate(kinds) if k == "reasoning"]
-        other = [i for i, k in enumerate(kinds) if k in ("message", "function_call")]
+        kinds = [_obj(b).get("type") for b in _list(_obj(obj).get(key))]
+        reasoning = [i for i, k in enumerate(kinds) if k in reasons]
+        other = [i for i, k in enumerate(kinds) if k in answers]
         if reasoning and other and reasoning[0] > other[0]:
-            return [Breach("order", f"output[{reasoning[0]}]", where,
-                           f"the reasoning item output[{reasoning[0]}] comes after the "
-                           f"{kinds[other[0]]} item output[{other[0]}]: the reasoning comes "
-                           f"before what it led to")]
+            a, b = reasoning[0], other[0]
+            return [Breach("order", f"{key}[{a}]", where,
+                           f"the {kinds[a]} {noun} {key}[{a}] comes after the {kinds[b]} {noun} "
+                           f"{key}[{b}]: the reasoning comes before what it led to")]
     return []
 
 

@@ -147,22 +147,21 @@ def test_an_emptied_message_id_in_a_stream_names_the_frame_and_the_stream_path()
 
 
 # -- usage -----------------------------------------------------------------------------------
-def test_a_cached_count_llamacpp_did_not_make_is_named_against_its_own_timings():
-    reply = copy.deepcopy(CHAT)
-    reply["usage"]["prompt_tokens_details"]["cached_tokens"] = 0
-    assert said("chat", CHAT_REQ, reply) == [
-        "agrees usage @ the reply: its usage.prompt_tokens_details.cached_tokens is 0, where "
-        "llama.cpp's own count in the reply (timings.cache_n) is 28: the count was changed "
-        "between the engine and the client"]
-
-
-def test_a_part_of_usage_larger_than_its_whole_is_named():
-    reply = copy.deepcopy(RESPONSE)
-    reply["usage"]["input_tokens_details"]["cached_tokens"] = 380
-    assert said("responses", RESP_REQ, reply) == [
-        "agrees usage.input_tokens_details.cached_tokens @ the reply: "
-        "usage.input_tokens_details.cached_tokens is 380, more than the usage.input_tokens (29) "
-        "it is part of"]
+@pytest.mark.parametrize(("api", "reply", "part", "value", "wrong"), [
+    # a cached count llama.cpp did not make, against its own timings in the same reply
+    ("chat", CHAT, "prompt_tokens_details", {"cached_tokens": 0},
+     "agrees usage @ the reply: its usage.prompt_tokens_details.cached_tokens is 0, where "
+     "llama.cpp's own count in the reply (timings.cache_n) is 28: the count was changed "
+     "between the engine and the client"),
+    # a part of usage larger than its whole
+    ("responses", RESPONSE, "input_tokens_details", {"cached_tokens": 380},
+     "agrees usage.input_tokens_details.cached_tokens @ the reply: "
+     "usage.input_tokens_details.cached_tokens is 380, more than the usage.input_tokens (29) "
+     "it is part of")])
+def test_a_count_the_rest_of_the_reply_contradicts_is_named(api, reply, part, value, wrong):
+    reply = copy.deepcopy(reply)
+    reply["usage"][part] = value
+    assert said(api, CHAT_REQ if api == "chat" else RESP_REQ, reply) == [wrong]
 
 
 def test_a_prompt_counted_zero_is_named():
