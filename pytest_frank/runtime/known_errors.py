@@ -57,7 +57,7 @@ UNREADABLE_FIX = ("what wrote the reply is at fault, not the model or its templa
 def known_fix(driver: Driver, message: str | None, status: int | None = None) -> Text | None:
     """The usual fix for an error answer: by the server's words, else by its status."""
     lower = (message or "").lower()
-    if UNREADABLE in lower:
+    if UNREADABLE.lower() in lower:
         return UNREADABLE_FIX
     found = next((fix for needle, fix in known_errors(driver) if needle.lower() in lower), None)
     return found or (STATUS_FIXES.get(status) if status is not None else None)

@@ -310,3 +310,15 @@ def test_a_diagnosis_of_a_cut_stream_says_it_ended_early():
                     broken="the stream: the stream ended without its `data: [DONE]` terminator")
     found = diagnose(seen, driver_for("llamacpp"), own=("template", "serve with --jinja"))
     assert found.cause == STREAM and str(found.fix).startswith("the stream ended early")
+
+
+def test_a_reply_of_a_type_no_client_reads_is_the_writers_fault_not_the_templates():
+    """runtime.chat's words for such a 2xx get the known fix that names what wrote it."""
+    from pytest_frank.runtime.chat import _failure
+    from pytest_frank.runtime.known_errors import known_fix
+    from pytest_frank.transport.wire import Unreadable
+
+    reply = _failure(Unreadable("content is '[...]', not list"), None, driver_for("llamacpp"))
+    fix = str(known_fix(driver_for("llamacpp"), reply.problem, 200))
+    assert fix.startswith("what wrote the reply is at fault, not the model or its template: a "
+                          "gateway or proxy in front"), fix
