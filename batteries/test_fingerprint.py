@@ -1,7 +1,6 @@
 """fingerprint: fixed greedy prompts' first tokens and logprobs, recorded for `--frank-baseline`
 to compare: the endpoint still computes the same model after a config change."""
 
-from pytest_frank.claims import fingerprint
-from pytest_frank.claims.checks import battery_test
+from pytest_frank.claims import battery
 
-test_fingerprint = battery_test(fingerprint.FINGERPRINT)
+globals().update(battery("fingerprint"))

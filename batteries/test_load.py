@@ -1,7 +1,6 @@
 """load: with many requests in flight at once, each reply is whole and its own, and errors and
 speed stay within the floors."""
 
-from pytest_frank.claims import load
-from pytest_frank.claims.checks import battery_test
+from pytest_frank.claims import battery
 
-test_load = battery_test(load.LOAD)
+globals().update(battery("load"))

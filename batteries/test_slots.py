@@ -1,8 +1,6 @@
 """slots: the live slot count and context per slot match fleet.yaml's `expect.slots`, and a
 slot takes a prompt at 0.9 of that context whole."""
 
-from pytest_frank.claims import slots
-from pytest_frank.claims.checks import battery_test
+from pytest_frank.claims import battery
 
-test_slots = battery_test(slots.SLOTS)
-test_slots_context = battery_test(slots.FILLED)
+globals().update(battery("slots"))

@@ -1,7 +1,6 @@
 """vision: the model sees the image it is sent, in each image form the endpoint speaks (a
 `data:` URL, bare base64 for llama.cpp, an Anthropic image block): one test per form."""
 
-from pytest_frank.claims import vision
-from pytest_frank.claims.checks import battery_test
+from pytest_frank.claims import battery
 
-test_vision = battery_test(vision.VISION)
+globals().update(battery("vision"))

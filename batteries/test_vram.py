@@ -1,8 +1,6 @@
 """vram: the model's GGUF headers say what the endpoint needs; it fits the GPU with the headroom
 fleet.yaml asks (offline, the CI gate), and the GPU memory used matches (live)."""
 
-from pytest_frank.claims import vram
-from pytest_frank.claims.checks import battery_test
+from pytest_frank.claims import battery
 
-test_vram_fits = battery_test(vram.FITS)
-test_vram = battery_test(vram.VRAM)
+globals().update(battery("vram"))

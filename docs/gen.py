@@ -1,9 +1,10 @@
 """The docs' generated tables, from the package itself so they cannot drift: the fleet.yaml key
-tables from pytest_frank/fleet/fleet.schema.json, the claim table from the claim registry, the figures
-table from the figure registry (pytest_frank/base/figures.py). A page holds each table between a
-marker line, `<!-- frank:keys SECTION -->`, `<!-- frank:claims -->` or `<!-- frank:figures -->`,
-and its closing `<!-- /frank:keys -->` (`/frank:claims`, `/frank:figures`), so it reads whole
-where the Markdown is read (a repository's page). `python docs/gen.py` writes them into the
+tables from pytest_frank/fleet/fleet.schema.json, the claim table from the claim registry, the test
+table from each claim's declared checks (its `CLAIM`'s `tests`), the figures table from the
+figure registry (pytest_frank/base/figures.py). A page holds each table between a marker line,
+`<!-- frank:keys SECTION -->`, `<!-- frank:claims -->`, `<!-- frank:tests -->` or
+`<!-- frank:figures -->`, and its closing `<!-- /frank:keys -->` (`/frank:claims`, ...), so it
+reads whole where the Markdown is read (a repository's page). `python docs/gen.py` writes them into the
 pages, and what the package declares into two files: the schema's `$defs.expect` from the claims
 (each claim's `CLAIM` and the `option`s of its Options, pytest_frank.claims), its endpoint's
 `engine` list from the driver registry (pytest_frank.drivers.DRIVERS) and its `regression` block
@@ -25,7 +26,7 @@ from typing import Any
 
 # A marker line, the table it holds (rows start with "|") and its closing marker; a marker with
 # no table yet is filled in.
-MARKER = re.compile(r"^<!-- frank:(keys|claims|figures) ?(\S*) -->(?:\n\|.*)*"
+MARKER = re.compile(r"^<!-- frank:(keys|claims|tests|figures) ?(\S*) -->(?:\n\|.*)*"
                     r"(?:\n<!-- /frank:\1 -->)?$", re.M)
 DOCS = Path(__file__).resolve().parent
 # The sections a keys table can show: a schema node and the prefix its keys are written with.
@@ -124,16 +125,38 @@ def cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
+def asked_when(name: str, claim: Any) -> str:
+    return ("always, unless `expect: {%s: false}`" % name if claim.always
+            else f"`{claim.asked_by}:` is set" if claim.asked_by
+            else f"`expect.{name}` is set")
+
+
 def claims_table() -> str:
     from pytest_frank.claims import built_in
 
     lines = ["| claim (marker, `expect:` key) | what it proves | asked when |", "|---|---|---|"]
     for name, claim in built_in().items():
-        asked = ("always, unless `expect: {%s: false}`" % name if claim.always
-                 else f"`{claim.asked_by}:` is set" if claim.asked_by
-                 else f"`expect.{name}` is set")
         page = claim.page.removeprefix("claims/")  # the table is on claims/index.md
-        lines.append(f"| [`{name}`]({page}) | {claim.about} | {asked} |")
+        lines.append(f"| [`{name}`]({page}) | {claim.about} | {asked_when(name, claim)} |")
+    return "\n".join(lines)
+
+
+def test_cell(check: Any) -> str:
+    """A check's test id as the report writes it, and when it runs beyond its claim being asked."""
+    case = f"-{check.per or 'CASE'}" if check.cases else ""
+    notes = [n for n in (check.when, "also marked `offline`" if check.offline else "") if n]
+    return f"`{check.test}[NAME{case}]`" + (f" ({'; '.join(notes)})" if notes else "")
+
+
+def tests_table() -> str:
+    """Each claim's tests, from the checks its package declares (claims/<name>/), in its
+    `tests` order: the marker they carry, their ids, and when the claim is asked."""
+    from pytest_frank.claims import built_in
+
+    lines = ["| marker | test | asked when |", "|---|---|---|"]
+    for name, claim in built_in().items():
+        tests = ", ".join(test_cell(check) for check in claim.checks())
+        lines.append(f"| `{name}` | {cell(tests)} | {asked_when(name, claim)} |")
     return "\n".join(lines)
 
 
@@ -160,7 +183,8 @@ def render(markdown: str, markers: bool = True) -> str:
     (the site's page)."""
     def table(match: re.Match[str]) -> str:
         made = (keys_table(match[2]) if match[1] == "keys" else
-                figures_table() if match[1] == "figures" else claims_table())
+                figures_table() if match[1] == "figures" else
+                tests_table() if match[1] == "tests" else claims_table())
         if not markers:
             return made
         opening = f"<!-- frank:{match[1]}{' ' + match[2] if match[2] else ''} -->"

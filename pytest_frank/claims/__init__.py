@@ -1,14 +1,16 @@
-"""A module per built-in claim, beside the helpers claims share (`advice`, `replies`, `clients`,
-...). Each claim declares itself once, as its `CLAIM` (`Claim`: its name, which is its marker
-and its fleet.yaml `expect:` key, what it proves, its place in the reports, how it is asked, its
-`Options` and its docs page), its `Options` (each key an `option` whose metadata holds its
-description and its JSON schema: fleet.schema.json's `$defs.expect` is written from them by
-docs/gen.py; parsed from the fleet entry by `bind`, read back typed by a probe with
-`Options.on(endpoint)` and by a judge as `ctx.options`), its probes (network and file work) and
-its checks (`pytest_frank.claims.checks.Check`: probe + judge), which batteries/test_<claim>.py turns
-into tests. The built-in claims are the modules of this package that declare a `CLAIM`.
-A conftest.py or a plugin adds claims of its own with `register` (the `pytest_frank_claims`
-hook, pytest_frank.base.hooks), for the run that loads it (pytest_frank.base.state)."""
+"""A package per built-in claim (claims/<name>/, holding every check of the claim), beside the
+modules claims share (`checks`, `advice`, `replies`, `diagnosis`, ...). Each claim declares
+itself once, as its `CLAIM` (`Claim`: its name, which is its marker and its fleet.yaml `expect:`
+key, what it proves, its place in the reports, how it is asked, its `Options` and its docs page),
+its `Options` (each key an `option` whose metadata holds its description and its JSON schema:
+fleet.schema.json's `$defs.expect` is written from them by docs/gen.py; parsed from the fleet
+entry by `bind`, read back typed by a probe with `Options.on(endpoint)` and by a judge as
+`ctx.options`), its probes (network and file work) and its checks
+(`pytest_frank.claims.checks.Check`: probe + judge), each declared in a module of the claim's
+package and named, in the battery's order, by its `CLAIM`'s `tests`: batteries/test_<claim>.py
+makes each a test. The built-in claims are the packages here that declare a `CLAIM`. A
+conftest.py or a plugin adds claims of its own with `register` (the `pytest_frank_claims` hook,
+pytest_frank.base.hooks), for the run that loads it (pytest_frank.base.state)."""
 
 from __future__ import annotations
 
@@ -148,18 +150,30 @@ class Claim:
     asked_by: str | None = None  # or asked by an endpoint key of its own (`serve:`)
     expect_key: bool = True  # whether it has an `expect:` key (alias is asked by `alias:` alone)
     asks: str = ""  # how fleet.yaml asks it, where the options' shape says it otherwise
+    # Its tests, each a `Check` declared in a module of its package, in the battery's order:
+    # the one place a claim lists its checks (the battery and the docs' test table follow).
+    tests: tuple[str, ...] = ()
 
-    def checks(self) -> list[Check[Any, Any]]:
-        """Its checks: the `Check`s naming it, declared in this package's modules (its own and
-        the helpers it splits into); batteries/test_<name>.py makes each a test."""
+    def checks(self) -> tuple[Check[Any, Any], ...]:
+        """Its checks, in the order of its `tests`: the `Check`s naming it that the modules of its
+        package (claims/<name>/) declare; batteries/test_<name>.py makes each a test."""
         from pytest_frank.claims.checks import Check
 
-        found: dict[int, Check[Any, Any]] = {}
-        for info in pkgutil.walk_packages(__path__, f"{__name__}."):
-            for value in vars(importlib.import_module(info.name)).values():
+        package = importlib.import_module(f"{__name__}.{self.name}")
+        found: dict[str, Check[Any, Any]] = {}
+        for module in [package, *(importlib.import_module(info.name) for info in
+                                  pkgutil.walk_packages(package.__path__, f"{package.__name__}."))]:
+            for value in vars(module).values():
                 if isinstance(value, Check) and value.claim == self.name:
-                    found.setdefault(id(value), value)
-        return list(found.values())
+                    found.setdefault(value.test, value)
+        unlisted = sorted(set(found) - set(self.tests))
+        if unlisted:
+            raise ClaimError(f"claim {self.name!r}: {', '.join(unlisted)} declared in its package "
+                             f"but not in its CLAIM's tests")
+        missing = [test for test in self.tests if test not in found]
+        if missing:
+            raise ClaimError(f"claim {self.name!r}: no Check in its package for {', '.join(missing)}")
+        return tuple(found[test] for test in self.tests)
 
     @property
     def page(self) -> str:
@@ -189,6 +203,15 @@ def built_in() -> Mapping[str, Claim]:
         if isinstance(claim, Claim):
             declared.append(claim)
     return MappingProxyType({c.name: c for c in sorted(declared, key=lambda c: c.order)})
+
+
+def battery(name: str) -> dict[str, Callable[..., None]]:
+    """The tests of a built-in claim, by name, in its `tests` order: batteries/test_<name>.py is
+    `globals().update(battery("<name>"))`, so the battery holds every check of the claim and
+    nothing else."""
+    from pytest_frank.claims.checks import battery_test
+
+    return {check.test: battery_test(check) for check in built_in()[name].checks()}
 
 
 def expect_schema() -> dict[str, Any]:

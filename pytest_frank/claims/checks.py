@@ -1,7 +1,8 @@
-"""The one judge contract. A claim module declares each check as a `Check`: the probe that
+"""The one judge contract. A claim's package declares each check as a `Check`: the probe that
 gathers its observation (network and file work, run ahead for the whole fleet) and the judge that
 reads it: `judge(observation, ctx)`, which fails through `pytest_frank.outcome.verdict`. The
-battery turns each `Check` into a test with `battery_test`. A check is typed by its observation
+claim's `CLAIM` names them in its `tests`, and batteries/test_<claim>.py makes each a test
+(`claims.battery`, through `battery_test`). A check is typed by its observation
 and by its claim's options: the judge's `ctx.options` and the `applies`, `cases` and `asked`
 functions get the claim's parsed `Options`, so the type checker sees a misspelt option."""
 
@@ -70,6 +71,11 @@ class Check(Generic[Obs, Opts]):
     # For a `launch:` endpoint, advice in server flags reads as fleet.yaml keys; a check whose
     # advice is about another file (a serve script) keeps the flags.
     fleet_terms: bool = True
+    # The docs' test table (docs/claims/index.md, written by docs/gen.py): what a cased test's
+    # id names after the endpoint's (`LEVEL`: `test_reasoning_effort[NAME-LEVEL]`), and when the
+    # test runs beyond its claim being asked (with `rounds`).
+    per: str = ""
+    when: str = ""
 
     def options(self, endpoint: Endpoint) -> Opts:
         """The endpoint's options of this check's claim."""

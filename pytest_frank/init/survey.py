@@ -277,14 +277,15 @@ def _none(target, found: Survey) -> None:
     comment with what it said, not a file whose first run fails on a claim init never tried."""
     from pytest_frank.claims import contract, tools
     from pytest_frank.claims.checks import Context
+    from pytest_frank.claims.tools.choice_none import NONE
     from pytest_frank.outcome.verdict import Failure, Inconclusive
 
     seen = target.need(contract.tool_choice_none)
     try:
         if isinstance(seen, Unseen):
             raise Failure(seen.failure or "the probe broke")
-        contract.NONE.judge(seen, Context(target.endpoint, target.driver,
-                                          tools.Options.on(target.endpoint)))
+        NONE.judge(seen, Context(target.endpoint, target.driver,
+                                 tools.Options.on(target.endpoint)))
     except Inconclusive:
         return  # still thinking at the budget: the battery says so, and a run may settle it
     except Failure as failed:

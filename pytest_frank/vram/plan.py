@@ -1,6 +1,6 @@
 """The `vram` claim's two halves: what fleet.yaml's `expect.vram` says the endpoint should use
 (the model's GGUF headers through pytest_frank.vram.memory), and what a GPU memory source says it
-does use (pytest_frank.vram.sources). No pytest here; claims/vram.py judges."""
+does use (pytest_frank.vram.sources). No pytest here; claims/vram/ judges."""
 
 from __future__ import annotations
 

@@ -518,7 +518,7 @@ def _thought(tokens, cut=False, budget=512):
 
 
 def _trend(*levels, reads=None):
-    from pytest_frank.claims import effort_trend
+    from pytest_frank.claims.reasoning_effort import trend as effort_trend
 
     return effort_trend.Trend(levels=[(lv, lv, r) for lv, r in levels], max_tokens=512, reads=reads)
 
@@ -534,7 +534,7 @@ def _trend(*levels, reads=None):
     ([("low", _thought(512, cut=True)), ("high", _thought(200))], "has no effect"),
 ])
 def test_effort_trend(levels, failure):
-    from pytest_frank.claims import effort_trend
+    from pytest_frank.claims.reasoning_effort import trend as effort_trend
 
     if failure is None:
         effort_trend.judge(_trend(*levels), ctx("reasoning_effort", expect={"low": "low"}))
@@ -544,7 +544,7 @@ def test_effort_trend(levels, failure):
 
 
 def test_effort_trend_cut_at_the_top_is_inconclusive_and_one_value_has_no_trend():
-    from pytest_frank.claims import effort_trend
+    from pytest_frank.claims.reasoning_effort import trend as effort_trend
     from pytest_frank.outcome.verdict import Inconclusive
 
     check = ctx("reasoning_effort", expect={"low": "low"})
@@ -558,7 +558,7 @@ def test_effort_trend_cut_at_the_top_is_inconclusive_and_one_value_has_no_trend(
 
 
 def test_effort_trend_fix_reads_whether_the_template_reads_the_effort():
-    from pytest_frank.claims import effort_trend
+    from pytest_frank.claims.reasoning_effort import trend as effort_trend
 
     flat = [("low", _thought(100)), ("high", _thought(100))]
     where = "/props chat_template_caps.supports_reasoning_effort"

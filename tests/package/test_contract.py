@@ -164,13 +164,37 @@ def _battery_tests():
                 yield module, name, obj
 
 
-def test_each_claims_battery_makes_a_test_of_each_of_its_checks():
-    # A Check declared but left out of its battery file would never run.
-    tests: dict[str, set[str]] = {}
+def _declared_checks():
+    """(module, Check) for each Check a module of pytest_frank/claims holds at its top level."""
+    import pytest_frank.claims as claims
+
+    for info in pkgutil.walk_packages(claims.__path__, f"{claims.__name__}."):
+        module = importlib.import_module(info.name)
+        for value in vars(module).values():
+            if isinstance(value, Check):
+                yield module.__name__, value
+
+
+def test_each_check_lives_in_its_claims_package_and_is_listed_by_it():
+    # A check lives with its claim: declared in claims/<claim>/ and named by its CLAIM's tests,
+    # from which its battery is made; a Check left out would never run.
+    listed = {id(c): name for name, claim in built_in().items() for c in claim.checks()}
+    seen = list(_declared_checks())
+    assert len(seen) >= 50
+    for module, check in seen:
+        home = f"pytest_frank.claims.{check.claim}"
+        assert module == home or module.startswith(f"{home}."), \
+            f"{check.test} is declared in {module}, outside its claim's package {home}"
+        assert listed.get(id(check)) == check.claim, f"{check.test} is not in {home}.CLAIM.tests"
+    assert len(listed) == len({id(c) for _, c in seen})
+
+
+def test_each_claims_battery_makes_a_test_of_each_of_its_checks_in_its_order():
+    tests: dict[str, list[str]] = {}
     for _, name, obj in _battery_tests():
-        tests.setdefault(obj.frank_check.claim, set()).add(name)
+        tests.setdefault(obj.frank_check.claim, []).append(name)
     for name, claim in built_in().items():
-        assert tests.get(name, set()) == {c.test for c in claim.checks()}, name
+        assert tests.get(name, []) == [c.test for c in claim.checks()], name
 
 
 def test_every_battery_test_is_a_declared_check_named_for_itself():

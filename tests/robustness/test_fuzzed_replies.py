@@ -52,9 +52,10 @@ from hypothesis import strategies as st
 from pytest_frank.base import redact
 from pytest_frank.plugin import rows
 from pytest_frank.runtime import identify
+from pytest_frank.claims.agent import chain as agent_chain
+from pytest_frank.claims.agent import reasoning_history
 from pytest_frank.claims import (
     agent,
-    agent_chain,
     bind,
     alias,
     health,
@@ -62,7 +63,6 @@ from pytest_frank.claims import (
     params,
     perf,
     reasoning,
-    reasoning_history,
     reasoning_effort,
     slots,
     spec_decode,

@@ -21,11 +21,14 @@ CLAIM = Claim("clients",
               "each coding client's own requests (Claude Code, Codex, pi, opencode, Open WebUI) "
               "are answered", Options, order=80,
               asks="`true` asks every client, a list (each name also a mapping of options) "
-                   "some; `false` turns it off.")
+                   "some; `false` turns it off.",
+              tests=("test_client",))
 
 
 def names(options: Options, driver) -> list[str]:
     return [name for name, _ in options.clients]
 
 
-CLIENT = Check("test_client", "clients", play, judge, cases=names)
+CLIENT = Check("test_client", "clients", play, judge, cases=names,
+               per="CLIENT",
+               when="one per client: `claude_code`, `codex`, `pi`, `opencode`, `openwebui`")

@@ -162,7 +162,7 @@ def test_the_judge_shows_the_conversation_and_fails_with_the_fix():
 
 # -- test_agent_template: what the served template asks of the rendered history ---------------
 def _rendered(prompt_parts, template, status=None, said=None):
-    from pytest_frank.claims import agent_template
+    from pytest_frank.claims.agent import template as agent_template
 
     sent, markers = agent_template.history()
     prompt = None if status else "".join(markers[p] for p in prompt_parts)
@@ -195,7 +195,7 @@ MISTRAL = "{{ '[TOOL_RESULTS]' + {'call_id': message.tool_call_id} | tojson }}"
     (["reasoning"], QWEN3, r"lacks the tool result \(ref-"),
 ])
 def test_template_asks_what_it_renders(parts, template, failure):
-    from pytest_frank.claims import agent_template
+    from pytest_frank.claims.agent import template as agent_template
 
     found, notes = _rendered(parts, template), []
     if failure is None:
@@ -207,7 +207,7 @@ def test_template_asks_what_it_renders(parts, template, failure):
 
 
 def test_template_route_not_forwarded_is_inconclusive():
-    from pytest_frank.claims import agent_template
+    from pytest_frank.claims.agent import template as agent_template
     from pytest_frank.outcome.verdict import Inconclusive
 
     found = _rendered([], None, status=404, said="File Not Found")
@@ -221,7 +221,7 @@ def test_a_served_template_is_rendered_here_in_a_bounded_child():
     """What test_agent_template learns a template shows by design: the self-test template keeps
     the result and the reasoning; a template that raises, or that grows a string past the
     child's memory, renders nothing here (its text then decides), without harm to the run."""
-    from pytest_frank.claims.agent_template import history
+    from pytest_frank.claims.agent.template import history
     from pytest_frank.claims.tools import TOOLS
     from pytest_frank.local.render import render
     from pytest_frank.local.selftest_model import chat_template
@@ -238,7 +238,7 @@ def test_a_served_template_is_rendered_here_in_a_bounded_child():
 
 # -- test_agent_chain over recorded replies: the store's refusals in each engine's words -------
 def chain_of(chained: Reply | None = None, offered: Reply | None = None):
-    from pytest_frank.claims import agent_chain
+    from pytest_frank.claims.agent import chain as agent_chain
 
     first = agent.Turn([USER], FIRST)
     return agent_chain.Chain(offered=agent.Turn([USER], offered or FIRST), first=first,
@@ -252,7 +252,7 @@ def chain_of(chained: Reply | None = None, offered: Reply | None = None):
      "answered 404: Response with id 'resp_917f4e47783dc936' not found."),
 ], ids=["llamacpp", "vllm-without-store"])
 def test_chain_a_server_that_keeps_no_responses_is_noted(chained, noted):
-    from pytest_frank.claims import agent_chain
+    from pytest_frank.claims.agent import chain as agent_chain
 
     notes: list[str] = []
     agent_chain.judge(chain_of(chained), _template_ctx(notes))
@@ -272,7 +272,7 @@ def test_chain_a_server_that_keeps_no_responses_is_noted(chained, noted):
      "no answer came back: the connection was closed"),
 ], ids=["lost-call", "other-tools-500", "other-tools-silent-400", "other-tools-dropped"])
 def test_chain_faults_fail_with_their_line(found, text):
-    from pytest_frank.claims import agent_chain
+    from pytest_frank.claims.agent import chain as agent_chain
 
     with pytest.raises(Failed) as raised:
         agent_chain.judge(found, _template_ctx([]))

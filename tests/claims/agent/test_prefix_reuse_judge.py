@@ -5,7 +5,8 @@ import pytest
 
 from pytest_frank.runtime.chat import Reply
 from pytest_frank.claims.checks import Context
-from pytest_frank.claims import bind, prefix_reuse, slots
+from pytest_frank.claims import bind, slots
+from pytest_frank.claims.agent import prefix_reuse
 from pytest_frank.drivers import driver_for
 from pytest_frank.fleet import Endpoint
 

@@ -5,8 +5,9 @@ and the history each variant sends: no server."""
 import pytest
 
 from pytest_frank.claims.checks import Context
-from pytest_frank.claims import bind, reasoning_history
-from pytest_frank.claims.reasoning_history import NONE, Counted
+from pytest_frank.claims import bind
+from pytest_frank.claims.agent import reasoning_history
+from pytest_frank.claims.agent.reasoning_history import NONE, Counted
 from pytest_frank.drivers import driver_for
 from pytest_frank.fleet import Endpoint
 

@@ -9,6 +9,7 @@ import pytest
 from pytest_frank.runtime.chat import Call, Reply
 from pytest_frank.claims.checks import Context
 from pytest_frank.claims import bind, contract
+from pytest_frank.claims.params import request_contract
 from pytest_frank.drivers import driver_for
 from pytest_frank.fleet import Endpoint
 
@@ -186,11 +187,11 @@ def test_tool_choice_none_passes_on_text():
 def test_what_is_asked_where():
     opts = bind(Endpoint("ep", "llamacpp", url="http://127.0.0.1:1",
                          expect={"params": True})).options("params")
-    assert contract.VALIDATION.applies(opts, driver_for("llamacpp")) == \
+    assert request_contract.VALIDATION.applies(opts, driver_for("llamacpp")) == \
         "expect.params.validation is not set"
-    assert contract.SAMPLING.applies(opts, driver_for("llamacpp")) is None
+    assert request_contract.SAMPLING.applies(opts, driver_for("llamacpp")) is None
     messages = driver_for("llamacpp").with_api("messages")
-    assert contract.FORMAT_VARIANTS.applies(opts, messages) == \
+    assert request_contract.FORMAT_VARIANTS.applies(opts, messages) == \
         "response_format variants are not part of the anthropic API shape as asked here"
     assert messages.wire.sampling_fields == ("temperature", "top_p")
     assert "n" not in driver_for("llamacpp").wire.sampling_fields

@@ -10,7 +10,7 @@ import pytest
 from pytest_frank import fleet
 from pytest_frank.drivers import driver_for
 from pytest_frank.claims import bind
-from pytest_frank.claims.effort_map import EffortMapError, read_effort_map
+from pytest_frank.claims.reasoning_effort.effort_map import EffortMapError, read_effort_map
 from pytest_frank.serve import drift, read
 
 pytestmark = pytest.mark.unit

@@ -5,8 +5,8 @@ recursing call is diagnosed by."""
 import jsonschema
 import pytest
 
-from pytest_frank.claims.tool_schemas import MOST, PAIRINGS, corpus, keywords
-from pytest_frank.claims.tools_breadth import depth, f1
+from pytest_frank.claims.tools.schemas import MOST, PAIRINGS, corpus, keywords
+from pytest_frank.claims.tools.breadth import depth, f1
 
 pytestmark = pytest.mark.unit
 
