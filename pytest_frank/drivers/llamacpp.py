@@ -415,6 +415,17 @@ class LlamaCppDriver(OpenAIDriver):
             if counted != own:
                 found.append((f"llama.cpp's own count in the reply (timings.predicted_n) is {own}",
                               f"its usage.completion_tokens is {redact.cut(repr(counted), 40)}"))
+        # the prompt tokens the cache held: one counter in llama.cpp, sent in both places
+        details = usage.get("prompt_tokens_details") if isinstance(usage, dict) else None
+        cached = details.get("cached_tokens") if isinstance(details, dict) else None
+        held = timings.get("cache_n") if isinstance(timings, dict) else None
+        if isinstance(held, int) and not isinstance(held, bool) and cached is not None:
+            compared.append("the reply's cached prompt tokens against llama.cpp's own "
+                            "timings.cache_n")
+            if cached != held:
+                found.append((f"llama.cpp's own count in the reply (timings.cache_n) is {held}",
+                              f"its usage.prompt_tokens_details.cached_tokens is "
+                              f"{redact.cut(repr(cached), 40)}"))
         return found, compared
 
     def served_ids(self, payload: Any) -> list[str]:

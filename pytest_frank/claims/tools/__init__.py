@@ -39,6 +39,7 @@ from pytest_frank.outcome.observation import Observation, Unseen
 from pytest_frank.outcome.verdict import Alt, Phrase, Text, fail, inconclusive
 from pytest_frank.runtime.chat import Reply, Request, send, shared, think_through
 from pytest_frank.runtime.probes import slot_shape
+from pytest_frank.runtime.known_errors import known_fix
 
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "Weather forecast for a city.",
@@ -707,7 +708,9 @@ def _fix(problems: list[str], driver, carried: Carried | None = None) -> Text | 
         return PARALLEL_FIX
     if NAME_IGNORED in causes:
         return "the server ignores a named tool_choice; set expect.tools.named: false if expected"
-    return next((WIRE_FIXES[c] for c in WIRE_FIXES if c in causes), None)
+    found = next((WIRE_FIXES[c] for c in WIRE_FIXES if c in causes), None)
+    # an error answer among them: the usual fix for its words (a reply no client can read)
+    return found or known_fix(driver, "\n".join(problems))
 
 
 def _doing(trials: Trials) -> str:
