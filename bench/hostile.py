@@ -15,8 +15,9 @@ evidence file. Targets: the session within the bound and the wall within it plus
 start (5 s) + 2 s, under 300 MiB, exit 1 (0 or 1 where the answers are only long), a transport
 fault failing once (one failed test, however many routes it breaks; the rest blocked), the healthy
 endpoint passing, and none of the four anywhere.
-Run: python bench/hostile.py [--readme] [--quick] [case ...]
---quick runs one case (wrong shapes), judged by no target.
+Run: python bench/hostile.py [--readme] [--busy] [--quick] [case ...]
+--busy runs each case beside another process spinning every core (the bound holds on a busy
+machine too); --quick runs one case (wrong shapes), judged by no target.
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import yaml
 
@@ -41,6 +44,7 @@ from healthy_engines import healthy_chat  # noqa: E402
 import quick  # noqa: E402
 
 SECRET = "sk-planted-0123456789abcdefghijklmnop"
+MODEL = "model"
 TIMEOUT = 2.0  # --frank-timeout: a whole answer gets 4x that on the wall clock
 CONTROL = re.compile("[\x00-\x08\x0b-\x1a\x1c-\x1f\x7f]|\x1b[\\]P_^X]")  # not pytest's own colours
 
@@ -174,20 +178,22 @@ def healthy(em: Emulator) -> None:
 
 
 def run_case(name: str, setup, readme: bool = False, api: str | None = None) -> dict:
-    with Emulator("vllm", models=["m"], hang=setup is None) as bad, \
-            Emulator("vllm", models=["m"]) as good, tempfile.TemporaryDirectory() as tmp:
+    # the model the emulator's healthy replies name (the contract claim holds a reply to the
+    # model asked)
+    with Emulator("vllm", models=[MODEL], hang=setup is None) as bad, \
+            Emulator("vllm", models=[MODEL]) as good, tempfile.TemporaryDirectory() as tmp:
         healthy(bad)
         healthy(good)
         if setup is not None:
             setup(bad)
         folder = Path(tmp)
         fleet = {"endpoints": {
-            "hostile": {"url": bad.url, "engine": "vllm", "alias": "m", "api_key": SECRET,
+            "hostile": {"url": bad.url, "engine": "vllm", "alias": MODEL, "api_key": SECRET,
                         "expect": {**EXPECT, **READS.get(name.split(":")[0], {})},
                         **({"api": api} if api else {}),
                         **({"ready_timeout": READY_TIMEOUT} if readme else
                            {"deadline": DEADLINE})},
-            "healthy": {"url": good.url, "engine": "vllm", "alias": "m", "expect": EXPECT}}}
+            "healthy": {"url": good.url, "engine": "vllm", "alias": MODEL, "expect": EXPECT}}}
         (folder / "fleet.yaml").write_text(yaml.safe_dump(fleet))
         cmd = [sys.executable, str(HERE / "rss_of.py"), sys.executable, "-m", "pytest",
                "--endpoints", "fleet.yaml", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
@@ -209,6 +215,11 @@ def run_case(name: str, setup, readme: bool = False, api: str | None = None) -> 
                    "markdown": _read(folder / "report.md"), "json": _read(folder / "run.json")}
         found = {kind: sorted(k for k, text in outputs.items() if _has(kind, text))
                  for kind in ("traceback", "INTERNALERROR", "control", "secret")}
+        if found["traceback"] or found["INTERNALERROR"]:  # kept to be read: what broke
+            slug = re.sub(r"\W+", "-", name)
+            terminal = Path(tempfile.gettempdir()) / f"hostile-{slug}.txt"
+            terminal.write_text(done.stdout)
+            print(f"  (its terminal output: {terminal})", file=sys.stderr)
         kept = "healthy" in done.stdout and not re.search(r"FAILED \S*\[healthy\]", done.stdout)
         session = re.search(r" in ([0-9.]+)s", done.stdout.strip().splitlines()[-1])
         verdicts = [row["verdict"] for row in json.loads(outputs["json"] or '{"rows": []}')["rows"]
@@ -232,27 +243,46 @@ def _has(kind: str, text: str) -> bool:
     return any(SECRET[i:i + 8] in text for i in range(len(SECRET) - 7))
 
 
+@contextmanager
+def _busy(on: bool) -> Iterator[None]:
+    """With `on`: other processes spinning every core while the block runs, as a build or
+    another test run beside the battery does."""
+    # each spins until its parent is gone, so a bench killed midway leaves none behind
+    spin = "import os\nparent = os.getppid()\nwhile os.getppid() == parent: pass\n"
+    spinners = [subprocess.Popen([sys.executable, "-c", spin])
+                for _ in range(os.cpu_count() or 1)] if on else []
+    try:
+        yield
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()
+
+
 def main(args: list[str]) -> int:
-    """Arguments: `--readme` for the README's bound instead of a fleet deadline, `--quick` for
-    one case judged by no target (quick.py); any others pick the cases whose names contain
-    them."""
-    readme, fast = "--readme" in args, "--quick" in args
-    picked = ["wrong shapes"] if fast else [a for a in args if a not in ("--readme", "--quick")]
+    """Arguments: `--readme` for the README's bound instead of a fleet deadline, `--busy` for
+    a machine busy beside each run, `--quick` for one case judged by no target (quick.py); any
+    others pick the cases whose names contain them."""
+    readme, fast, busy = "--readme" in args, "--quick" in args, "--busy" in args
+    picked = ["wrong shapes"] if fast else [a for a in args
+                                            if a not in ("--readme", "--quick", "--busy")]
     bound = README_BOUND if readme else DEADLINE
     # A case must end within its bound, plus the process's own start.
     deadline = bound + STARTUP
     cases = {**{name: (None, setup) for name, setup in CASES.items()}, **FAULT_CASES}
     if any("bomb" in name for name in cases if not picked or any(p in name for p in picked)):
         _bomb(1024), _bomb(1024, 2)  # built before any run is timed
-    print(f"timeout {README_TIMEOUT if readme else TIMEOUT:g}s; a case's session should end "
-          f"within {bound:g}s, its process within {deadline:g}s + 2s")
+    kept_busy = ", cores kept busy" if busy else ""
+    print(f"timeout {README_TIMEOUT if readme else TIMEOUT:g}s{kept_busy}; a case's session "
+          f"should end within {bound:g}s, its process within {deadline:g}s + 2s")
     print(f"{'case':<30} {'session s':>9} {'/bound':>6} {'wall s':>7} {'failed':>6} "
           f"{'blocked':>7} {'RSS MiB':>8} {'exit':>4} {'healthy ok':>10}  leaks", flush=True)
     ok = True
     for name, (api, setup) in cases.items():
         if picked and not any(p in name for p in picked):
             continue
-        r = run_case(name, setup, readme, api)
+        with _busy(busy):
+            r = run_case(name, setup, readme, api)
         leaks = [f"{k} in {', '.join(r[k])}" for k in ("traceback", "INTERNALERROR", "control",
                                                        "secret") if r[k]]
         exits = (0, 1) if r["case"].startswith("4 MiB line") else (1,)  # long, yet answers

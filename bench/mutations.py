@@ -24,6 +24,7 @@ failures in the clean runs; the exit status is 1 where it is not.
     python bench/mutations.py --few           # 1 per group, 2 clean runs: 78, 13 min there
     python bench/mutations.py --quick         # 3 mutants, test_chat only, no init: it works
     python bench/mutations.py --json out.json # every mutant's outcome as well
+    python bench/mutations.py --few --only out.json  # its survivors and wrong causes again
 """
 
 from __future__ import annotations
@@ -81,9 +82,12 @@ class Outcome:
 
     @property
     def right_cause(self) -> bool:
+        """Every failure's fix names the planted cause, and none sends the operator to the
+        chat template: no operator plants a template fault, so a fix that names it beside the
+        right cause still sends them down the wrong road first."""
         pattern = CAUSES[self.mutant.cause][1]
-        return self.killed and all(re.search(pattern, self.fix_text(r), re.I)
-                                   for r in self.failures)
+        return self.killed and not self.blames_template and all(
+            re.search(pattern, self.fix_text(r), re.I) for r in self.failures)
 
     @property
     def blames_template(self) -> bool:
@@ -233,6 +237,18 @@ def report(outcomes: list[Outcome], clean: list[list[dict]], params_off: dict[st
     return met
 
 
+def chosen(path: Path) -> set[str]:
+    """The mutant names --only names: of a --json file, those not killed with the right
+    cause; else the file's lines."""
+    text = path.read_text()
+    try:
+        outcomes = json.loads(text)
+    except ValueError:
+        return {line.strip() for line in text.splitlines() if line.strip()}
+    return {o["mutant"] for o in outcomes if o["status"] in ("survived", "unreached") or
+            (o["status"] == "killed" and not o["right_cause"])}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--per-group", type=int, default=3,
@@ -251,6 +267,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--perf-margin", type=float, default=20,
                         help="frank init --perf-margin (default 20; init's own default is 3)")
     parser.add_argument("--json", type=Path, help="write every mutant's outcome here")
+    parser.add_argument("--only", type=Path,
+                        help="run only these mutants of the sample: a --json file's survivors "
+                             "and kills that named another cause, or a file of mutant names, "
+                             "one a line (a survivor measured again after a change)")
     args = parser.parse_args(argv)
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[attr-defined]  # progress, live
     per_group = 1 if args.few or args.quick else args.per_group
@@ -289,6 +309,9 @@ def main(argv: list[str] | None = None) -> int:
                 applier.record, applier.replies = False, []
             fleet = fleet_of(entry, proxies, params_off)
             mutants = generate(replies, per_group, args.seed)
+            if args.only:
+                wanted = chosen(args.only)
+                mutants = [m for m in mutants if m.name in wanted]
             if args.quick:
                 mutants = [next(m for m in mutants if m.route == route and not m.equivalent)
                            for route in ROUTES if any(m.route == route for m in mutants)]

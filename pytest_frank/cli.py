@@ -45,9 +45,9 @@ def main(argv: list[str] | None = None) -> int:
 def _draft_flags(preflight):
     """llama.cpp's drafting flags from its driver, for `frank preflight`'s MTP head line: the
     preflight sits with the memory model in vram, below the drivers, and cannot import them."""
-    from pytest_frank.drivers import driver_for
+    from pytest_frank.drivers import LlamaCppDriver
 
-    table = driver_for("llamacpp").serve_flags
+    table = LlamaCppDriver.launch.serve_flags
     return preflight.DraftFlags(mtp=f"{table.flags['spec_type'].name} {table.mtp_spec_values[0]}",
                                 draft=table.flags["draft"].name)
 

@@ -19,6 +19,7 @@ check's pre-judgement has found a fault, so a healthy endpoint spends nothing on
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 
 from pytest_frank.claims.advice import advise
@@ -26,15 +27,19 @@ from pytest_frank.drivers import LlamaCppDriver, SglangDriver, VllmDriver
 from pytest_frank.drivers.protocols import Facts
 from pytest_frank.outcome.verdict import Text
 
-TEMPLATE, MODEL, STREAM, GATEWAY, INTERMITTENT, LOAD, UNKNOWN = (
-    "template", "model", "stream path", "gateway", "intermittent", "load", "unknown")
+TEMPLATE, MODEL, STREAM, GATEWAY, INTERMITTENT, LOAD, UNKNOWN, CROSSED = (
+    "template", "model", "stream path", "gateway", "intermittent", "load", "unknown", "crossed")
 # How each cause reads in a failure's line.
 NAMES = {TEMPLATE: "the engine's chat template and the parser it selects",
          MODEL: "the model itself",
          STREAM: "the stream path (the engine's streaming parser, or what re-chunks the stream "
                  "in front of it)",
          GATEWAY: "a gateway in front of the engine", INTERMITTENT: "intermittent",
+         CROSSED: "answers crossed between requests in flight",
          LOAD: "load", UNKNOWN: "unknown"}
+# The stream rules' words for a stream that stopped before its end (claims.stream_rules)
+ENDED_EARLY = re.compile(r"ended without its|the stream ends with|never closed|no message_delta "
+                         r"carried")
 SIGNIFICANCE = 0.05  # Fisher's exact test: a level's rate apart from the solo rate below this
 WILSON_Z = 1.96  # 95% Wilson score intervals, shown beside the test
 
@@ -96,6 +101,11 @@ class Evidence:
     render: Render | None = None
     disagree: tuple[Disagreement, ...] = ()
     facts: str = ""  # which of the engine's facts were compared with the reply ("": none)
+    # the reply against its API's contract, as the contract claim read it: a published type
+    # broken or an id emptied ("": kept, or not read), and an id another request's answer gave
+    # itself first ("": none)
+    broken: str = ""
+    crossed: str = ""
     levels: tuple[Counts, ...] = field(default_factory=tuple)
 
 
@@ -124,6 +134,33 @@ def diagnose(seen: Evidence, driver: Facts | None, *, own: tuple[str, Text] | No
                          "something in front of the engine rewrites its replies (a gateway or "
                          "proxy): fix it or pass replies through unchanged, and point a run at "
                          "the engine itself to confirm the engine is right")
+    if seen.crossed:
+        return Diagnosis(CROSSED, f"the reply is another request's answer: {seen.crossed}",
+                         "answers crossed between requests in flight: a gateway, cache or load "
+                         "balancer in front hands one request's answer to another, or the "
+                         "engine mixes up its slots; point a run at the engine itself to tell "
+                         "which, and fix what mixes them")
+    if seen.broken:
+        said = (f"the reply breaks its API's published contract ({seen.broken}): a chat "
+                f"template and its parser decide what a reply says, never a field's type or an "
+                f"empty id")
+        if seen.streamed and ENDED_EARLY.search(seen.broken):
+            return Diagnosis(STREAM, f"{said}; the stream ended before its end event",
+                             "the stream ended early: a proxy or load balancer in front that "
+                             "cuts streams short (an idle or total timeout), or the engine's "
+                             "stream writer; raise the timeouts in front, and compare the "
+                             "engine's own stream without what is in front")
+        if seen.streamed:
+            return Diagnosis(STREAM, f"{said}; it came as a stream",
+                             "the stream path writes or rewrites the stream's events: a proxy in "
+                             "front that rewrites or re-chunks streams, or the engine's stream "
+                             "writer; compare the engine's own stream without what is in front, "
+                             "and update the engine")
+        return Diagnosis(GATEWAY, said,
+                         "what wrote the reply is at fault, not the template: a gateway or "
+                         "proxy in front that rewrites replies, or the engine's reply writer; "
+                         "compare the engine's own reply without what is in front, pass replies "
+                         "through unchanged, and update the engine")
     if seen.again is not None and seen.again.wrong is None:
         return Diagnosis(INTERMITTENT, f"the same request asked again came back right "
                                        f"({seen.again.said})", _intermittent())

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
+from pytest_frank.claims import reply_contract as rc
 from pytest_frank.claims.diagnosis import Again, Disagreement, Evidence, Twin
 from pytest_frank.claims.replies import one_line
 from pytest_frank.outcome.observation import Unseen
@@ -33,7 +34,37 @@ def gather(target: Target, req: Request, reply: Reply, wrong: Wrong, *,
     again = think_through(target, req)
     if again.ok:
         found = replace(found, again=Again(wrong(again), said(again)))
-    return replace(found, **facts(target, reply))
+    return replace(found, **facts(target, reply), **contract_read(target, reply, req.stream))
+
+
+# Breaches no template or parser makes: a published type broken, an id emptied, a stream's
+# event rules broken (the parser decides what a reply says, its writer how)
+WRITTEN = ("schema", "ids", "stream")
+
+
+def contract_read(target: Target, reply: Reply, streamed: bool) -> dict:
+    """What the contract claim read of the reply as it came (target.digests, kept while its
+    body was whole): its first breach no template makes (Evidence's `broken`), and where its id
+    is one another request's answer gave itself first, that answer (`crossed`)."""
+    ex = reply.exchange
+    if ex is None:
+        return {}
+    own = rc.reply_id(target.driver.api, ex.body, streamed)
+    if own is None:
+        return {}
+    with target.lock():
+        same = [d for d in target.digests if getattr(d, "reply_id", None) == own]
+    if not same:
+        return {}
+    mine, first = same[-1], same[0]
+    out = {}
+    written = [b for b in mine.breaches if b.kind in WRITTEN]
+    if written:
+        out["broken"] = f"{written[0].where}: {written[0].said}"
+    if first is not mine and not (first.twin_key is not None and first.twin_key == mine.twin_key):
+        out["crossed"] = (f"its id {one_line(own, 40)!r} is the id of {first.probe}'s "
+                          f"{'streamed' if first.streamed else 'plain'} reply to another request")
+    return out
 
 
 def facts(target: Target, reply: Reply) -> dict:

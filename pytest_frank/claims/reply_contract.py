@@ -28,6 +28,7 @@ from typing import Any, Callable
 
 from pytest_frank.base import redact
 from pytest_frank.claims import stream_rules as rules
+from pytest_frank.claims.diagnosis import ENDED_EARLY
 from pytest_frank.claims.replies import parsed_arguments, text_difference
 from pytest_frank.transport.http import event_budget
 
@@ -110,6 +111,8 @@ class Digest:
     breaches: list[Breach] = field(default_factory=list)
     views: dict[str, Assembled] = field(default_factory=dict)  # how -> the reply so read
     twin_key: str | None = None  # the request less stream fields, where greedy
+    prompt_key: str | None = None  # the request less what leaves its prompt as it is
+    reply_id: str | None = None  # the id the reply gives itself (a stream's first one)
     frames: int = 0
     unjudged: str | None = None  # why it could not be read to judge
     exchange: Any = None  # the exchange, where it breaks the contract (its reproduce line)
@@ -160,8 +163,92 @@ def digest(api: str, route: str, request: Any, status: int | None, body: str,
         out.breaches += against_request(api, request, read, streamed)
         out.breaches += agreement(api, read, streamed, request)
     out.breaches += _identity(api, request, body, streamed)
+    out.breaches += _coherent(api, request, _objects(api, body, streamed), streamed)
     out.twin_key = twin_key(request)
+    out.prompt_key = prompt_key(request)
+    out.reply_id = reply_id(api, body, streamed)
     return out
+
+
+def reply_id(api: str, body: str, streamed: bool) -> str | None:
+    """The id a reply gives itself: the completion's, the message's, the response's (in a
+    stream, the first event's that carries one)."""
+    for _, obj in _objects(api, body, streamed):
+        obj = _obj(obj)
+        nested = obj.get("response") or obj.get("message") if api != "chat" else None
+        found = (nested if isinstance(nested, dict) else obj).get("id")
+        if isinstance(found, str) and found:
+            return found
+    return None
+
+
+def crossed(digests: list[Digest]) -> None:
+    """A reply whose id another reply, to another request, gave itself first: one request's
+    answer handed to another (engines give every answer its own id)."""
+    first: dict[str, Digest] = {}
+    for d in digests:
+        if d.reply_id is None:
+            continue
+        was = first.setdefault(d.reply_id, d)
+        if was is d or (was.twin_key is not None and was.twin_key == d.twin_key):
+            continue  # one greedy request asked twice: a cache's replay is the same answer
+        if any(b.kind == "crossed" for b in d.breaches):
+            continue  # judged once: the replies probe may be asked again
+        d.breaches.insert(0, Breach(
+            "crossed", "id", "the stream" if d.streamed else "the reply",
+            f"its id {_show(d.reply_id, 40)} is the id of {was.probe}'s "
+            f"{'streamed' if was.streamed else 'plain'} reply to another request: this is "
+            f"that request's answer, not its own"))
+
+
+# Request fields that leave the prompt as it is (sampling, budget, stop, streaming): two
+# requests that differ in these alone send one prompt, and their replies count it alike.
+PROMPT_KEPT = frozenset({"stream", "stream_options", "temperature", "top_p", "top_k", "min_p",
+                         "seed", "stop", "stop_sequences", "presence_penalty",
+                         "frequency_penalty", "repeat_penalty", "logprobs", "top_logprobs",
+                         *BUDGET_KEYS})
+
+
+def prompt_key(request: dict) -> str:
+    return json.dumps({k: v for k, v in request.items() if k not in PROMPT_KEPT},
+                      sort_keys=True, default=str)
+
+
+def prompt_disagreements(digests: list[Digest]) -> None:
+    """Replies to one prompt count it alike (their usage's prompt tokens, cached ones
+    included): where they do not, the count that stands alone against the others' is named in
+    its digest (all of them where no count has a majority)."""
+    groups: dict[tuple[str, str], list[tuple[Digest, int]]] = {}
+    for d in digests:
+        view = d.views.get(APPENDED) or d.views.get(PLAIN)
+        if d.prompt_key is not None and view is not None and view.prompt is not None:
+            groups.setdefault((d.api, d.prompt_key), []).append((d, view.prompt))
+    for (api, _), group in groups.items():
+        counts: dict[int, int] = {}
+        for _, n in group:
+            counts[n] = counts.get(n, 0) + 1
+        if len(counts) < 2:
+            continue
+        top = max(counts.values())
+        common = [n for n, c in counts.items() if c == top]
+        usual = common[0] if len(common) == 1 else None
+        for d, n in group:
+            if n == usual:
+                continue
+            others = sorted({m for _, m in group if m != n})
+            if any(b.field == PROMPT_FIELD[api] and b.kind == "agrees" and "counted otherwise"
+                   in b.said for b in d.breaches):
+                continue  # judged once: the replies probe may be asked again
+            d.breaches.append(Breach(
+                "agrees", PROMPT_FIELD[api], "the stream" if d.streamed else "the reply",
+                f"{PROMPT_FIELD[api]} counts {n} prompt tokens where {len(group) - 1} other "
+                f"repl{'y' if len(group) == 2 else 'ies'} to the same prompt count "
+                f"{', '.join(map(str, others))}: one prompt, counted otherwise"))
+
+
+def ended_early(breaches: list[Breach]) -> Breach | None:
+    """The breach that says a stream stopped before its end event, where one does."""
+    return next((b for b in breaches if b.kind == "stream" and ENDED_EARLY.search(b.said)), None)
 
 
 def twin_key(request: dict) -> str | None:
@@ -872,6 +959,172 @@ def _identity(api: str, request: dict, body: str, streamed: bool) -> list[Breach
         ids = [(w, o.get("id")) for w, o in objects if o.get("id") is not None]
         out += _same_id(ids, "response.id")
     return out
+
+
+def _objects(api: str, body: str, streamed: bool) -> list[tuple[str, Any]]:
+    """The reply as (where, JSON object): the whole reply, or each event of the stream."""
+    if streamed:
+        return [(f"frame {i}", data) for i, data in _frames_json(rules.parse(body))]
+    try:
+        return [("the reply", json.loads(body))]
+    except (ValueError, RecursionError):
+        return []
+
+
+# Keys whose value identifies the reply, a call or an output item: a client answers a call by
+# its id and follows a stream's items by theirs, so an empty one matches nothing.
+ID_KEYS = ("id", "call_id", "item_id", "tool_use_id")
+# usage: (a part, the whole it is part of), by route
+USAGE_PARTS = {"chat": (("prompt_tokens_details.cached_tokens", "prompt_tokens"),
+                        ("completion_tokens_details.reasoning_tokens", "completion_tokens")),
+               "responses": (("input_tokens_details.cached_tokens", "input_tokens"),
+                             ("output_tokens_details.reasoning_tokens", "output_tokens"))}
+PROMPT_FIELD = {"chat": "usage.prompt_tokens", "responses": "usage.input_tokens",
+                "messages": "usage.input_tokens (with cache_read_input_tokens and "
+                            "cache_creation_input_tokens)"}
+
+
+def _coherent(api: str, request: dict, objects: list[tuple[str, Any]],
+              streamed: bool) -> list[Breach]:
+    """What the reply's own fields must say of each other and of its request, beyond the
+    SDK types (which accept any string and any count): ids that identify something, calls that
+    name a tool, usage no part of which exceeds its whole and a prompt counted, Messages'
+    stop_sequence with its stop_reason, and the order clients read the output in."""
+    out = _ids_named(objects)
+    out += _usage_parts(api, request, objects)
+    if api == "messages":
+        out += _stop_sequence(request, objects, streamed)
+    if api in REASONING_FIRST and not streamed:
+        out += _reasoning_first(api, objects)
+    return out
+
+
+def _walk(node: Any, path: str = ""):
+    if isinstance(node, dict):
+        for key, value in node.items():
+            at = f"{path}.{key}" if path else str(key)
+            yield at, key, value
+            yield from _walk(value, at)
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _walk(value, f"{path}[{i}]")
+
+
+def _ids_named(objects: list[tuple[str, Any]]) -> list[Breach]:
+    """Every id the reply gives is a non-empty string, and every call names its tool (an id of
+    another type or a name missing are the schema's)."""
+    for where, obj in objects:
+        for path, key, value in _walk(obj):
+            if not isinstance(value, str) or value.strip() or "delta.tool_calls" in path:
+                continue  # a chat stream's call pieces: the stream rules judge its first one
+            if key in ID_KEYS:
+                return [Breach("ids", path, where, f"`{path}` is empty: an id identifies the "
+                                                   f"reply, a call or an item, and an empty one "
+                                                   f"matches none")]
+            if key == "name" and _is_call(path):
+                return [Breach("ids", path, where, f"`{path}` is empty: a call names the tool "
+                                                   f"it calls")]
+    return []
+
+
+def _is_call(path: str) -> bool:
+    """Whether a `name` at `path` is a call's (a chat tool call's function, a tool_use block, a
+    function_call item): the request's echo of its tools is not judged here."""
+    if re.search(r"(^|\.)tools\[", path):
+        return False
+    return path.endswith((".function.name", "].name", "content_block.name", "item.name"))
+
+
+def _dig(node: Any, dotted: str) -> Any:
+    for key in dotted.split("."):
+        node = node.get(key) if isinstance(node, dict) else None
+    return node
+
+
+def _usage_parts(api: str, request: dict, objects: list[tuple[str, Any]]) -> list[Breach]:
+    """No part of usage counts more than its whole (cached prompt tokens of the prompt,
+    reasoning tokens of the generated ones), and the prompt is counted: every request sends
+    one, and the chat template alone adds tokens to it."""
+    for where, obj in objects:
+        obj = _obj(obj)
+        nested = obj.get("response") or obj.get("message") if api != "chat" else None
+        inner = nested if isinstance(nested, dict) else obj  # a stream's event holds it
+        usage = inner.get("usage")
+        if not isinstance(usage, dict):
+            continue
+        for part, whole in USAGE_PARTS.get(api, ()):
+            a, b = _int(_dig(usage, part)), _int(usage.get(whole))
+            if a is not None and b is not None and a > b:
+                return [Breach("agrees", f"usage.{part}", where,
+                               f"usage.{part} is {a}, more than the usage.{whole} ({b}) it is "
+                               f"part of")]
+        counts = [_int(usage.get(k)) for k in (("prompt_tokens",) if api == "chat" else
+                                                ("input_tokens", "cache_read_input_tokens",
+                                                 "cache_creation_input_tokens"))]
+        if counts[0] is not None and not sum(c or 0 for c in counts) and \
+                (api != "messages" or where == "the reply" or obj.get("type") ==
+                 "message_start"):
+            return [Breach("agrees", PROMPT_FIELD[api], where,
+                           f"{PROMPT_FIELD[api]} is 0, yet the request sent a prompt: every "
+                           f"prompt has tokens (the chat template alone adds some), so the "
+                           f"count is wrong")]
+    return []
+
+
+def _stop_sequence(request: dict, objects: list[tuple[str, Any]],
+                   streamed: bool) -> list[Breach]:
+    """Messages: `stop_sequence` is sent where the stop is (null where none matched; the SDK
+    fills a missing one in, clients reading the JSON do not), `stop_reason` "stop_sequence"
+    names the sequence, and a sequence named is one the request sent."""
+    sent = request.get("stop_sequences")
+    sent = [s for s in sent if isinstance(s, str)] if isinstance(sent, list) else []
+    for where, obj in objects:
+        obj = _obj(obj)
+        if streamed and obj.get("type") not in ("message_start", "message_delta"):
+            continue
+        holder, at = (obj, "")
+        if streamed:
+            at = "delta." if obj["type"] == "message_delta" else "message."
+            holder = _obj(obj.get(at[:-1]))
+        if "stop_sequence" not in holder:
+            return [Breach("agrees", f"{at}stop_sequence", where,
+                           f"`{at}stop_sequence` is missing: the API sends it with the stop "
+                           f"reason (null where no sequence matched)")]
+        said, reason = holder["stop_sequence"], holder.get("stop_reason")
+        if reason == "stop_sequence" and not (isinstance(said, str) and said):
+            return [Breach("agrees", f"{at}stop_sequence", where,
+                           f"`{at}stop_reason` is \"stop_sequence\" and `{at}stop_sequence` is "
+                           f"{_show(_json(said), 30)}: it names the sequence that matched")]
+        if isinstance(said, str) and said not in sent:
+            return [Breach("agrees", f"{at}stop_sequence", where,
+                           f"`{at}stop_sequence` is {_show(_json(said), 30)}, which the "
+                           f"request's stop_sequences ({_show(_json(sent), 60)}) do not hold")]
+    return []
+
+
+# Where a reply lists its parts, the kinds of part that reason, those they lead to, and the
+# part's name: Messages' content blocks (the API refuses an assistant turn sent back with
+# thinking on that does not start with its thinking), Responses' output items (clients show
+# the output in order and send it back so as the next turn's input)
+REASONING_FIRST = {"messages": ("content", ("thinking", "redacted_thinking"),
+                                ("text", "tool_use"), "block"),
+                   "responses": ("output", ("reasoning",), ("message", "function_call"),
+                                 "item")}
+
+
+def _reasoning_first(api: str, objects: list[tuple[str, Any]]) -> list[Breach]:
+    """A whole reply's reasoning comes before the answer or call it led to."""
+    key, reasons, answers, noun = REASONING_FIRST[api]
+    for where, obj in objects:
+        kinds = [_obj(b).get("type") for b in _list(_obj(obj).get(key))]
+        reasoning = [i for i, k in enumerate(kinds) if k in reasons]
+        other = [i for i, k in enumerate(kinds) if k in answers]
+        if reasoning and other and reasoning[0] > other[0]:
+            a, b = reasoning[0], other[0]
+            return [Breach("order", f"{key}[{a}]", where,
+                           f"the {kinds[a]} {noun} {key}[{a}] comes after the {kinds[b]} {noun} "
+                           f"{key}[{b}]: the reasoning comes before what it led to")]
+    return []
 
 
 def _same_id(ids: list[tuple[str, Any]], name: str) -> list[Breach]:

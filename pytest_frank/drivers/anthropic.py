@@ -10,7 +10,7 @@ from pytest_frank.drivers.openai import OpenAIDriver
 class AnthropicDriver(Driver):
     name = "anthropic"
     label = "Anthropic Messages proxy"
-    default_api = "messages"
+    _default_api = "messages"
     health_path = "/health"
     _other_routes = OpenAIDriver
 

@@ -9,16 +9,20 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_frank.base import redact
 from pytest_frank.drivers.anthropic_messages import MessagesWire
+from pytest_frank.drivers.counting import Counting
+from pytest_frank.drivers.launch import Launch
+from pytest_frank.drivers.metrics import Metrics
 from pytest_frank.drivers.openai_chat import ChatWire
 from pytest_frank.drivers.openai_responses import ResponsesWire
-from pytest_frank.drivers.protocols import Facts, Metrics, Readiness, Routes, Wire
+from pytest_frank.drivers.protocols import (Behaviour, Facts, Identity, Parts, Readiness, Routes,
+                                            Server, Wire)
+from pytest_frank.drivers.template import Template
 from pytest_frank.fleet import schema_errors
-from pytest_frank.outcome.verdict import FLEET, SERVER, InEffect, Setting, Spelling, Wording
-from pytest_frank.transport import metrics
+from pytest_frank.outcome.verdict import Setting, Wording
 from pytest_frank.transport.http import Exchange
 from pytest_frank.transport.wire import Logprob
 
-# The routes a driver generates on besides chat (whose wire is the engine's own: chat_wire).
+# The routes a driver generates on besides chat (whose wire is the engine's own: _chat_wire).
 WIRES: dict[str, type[Wire]] = {"messages": MessagesWire, "responses": ResponsesWire}
 
 
@@ -53,7 +57,7 @@ class Driver:
             return Readiness("down", self.reason(ex))
         if ex.status == 200:
             return Readiness("ready")
-        if self.is_loading(ex):
+        if self._is_loading(ex):
             return Readiness("loading", f"{ex.status} {self.error_message(ex) or ex.snippet(120)}")
         return Readiness("down", self.reason(ex))
 
@@ -73,7 +77,7 @@ class Driver:
 
     # JSON shapes of the routes the driver reads, checked before use: an endpoint that sends a
     # list, a number or "lots" where an object or integer belongs gets one line that says where.
-    shapes: dict[str, dict] = {
+    _shapes: dict[str, dict] = {
         "/v1/models": {"type": "object", "required": ["data"], "properties": {"data": {
             "type": "array", "items": {"type": "object", "properties": {
                 "id": {"type": "string"}, "max_model_len": {"type": "integer"}}}}}},
@@ -81,7 +85,7 @@ class Driver:
 
     def shape_problem(self, route: str, payload) -> str | None:
         """Why a route's JSON is not the shape this driver reads; None when it is."""
-        schema = self.shapes.get(route)
+        schema = self._shapes.get(route)
         if schema is None:
             return None
         if payload is None:
@@ -91,7 +95,7 @@ class Driver:
             return None
         return f"GET {route}: {found[0].where or 'the body'}: {found[0].reason}"
 
-    def is_loading(self, ex: Exchange) -> bool:
+    def _is_loading(self, ex: Exchange) -> bool:
         return False
 
     # -- the engine's own facts against what a reply claims (a gateway in front rewrites one) ---
@@ -99,7 +103,7 @@ class Driver:
     # its alias whatever was asked; vLLM the served name asked for): a reply that names another
     # went through something that renamed it. False where proxies and generic servers may name
     # any model.
-    names_served_model = False
+    _names_served_model = False
 
     def reply_disagrees(self, body: str, payloads: dict) -> tuple[list[tuple[str, str]], list[str]]:
         """The engine's own facts (`payloads`: its slot routes' JSON, as the slot shape read
@@ -112,7 +116,7 @@ class Driver:
         except ValueError:
             served = []
         named = claims.get("model")
-        if self.names_served_model and served and isinstance(named, str):
+        if self._names_served_model and served and isinstance(named, str):
             compared.append(f"the model the reply names against {self.models_path}")
             if named not in served:
                 found.append((f"{self.models_path} serves {', '.join(map(repr, served[:4]))}",
@@ -140,33 +144,6 @@ class Driver:
     # -- slots: how many conversations at once, and the context each one gets ------------------
     slot_routes: tuple[str, ...] = ("/v1/models",)
 
-    # fleet.yaml `launch:` keys as the server settings they make, with launch's defaults:
-    # what a launched endpoint has in effect, so no fix asks for it again.
-    launch_settings: dict[str, Setting] = {}
-    launch_defaults: dict[str, Any] = {}
-
-    def started_by(self, endpoint: Any) -> Spelling:
-        """The launcher the endpoint was started with, so a fix spells a setting as that
-        launcher takes it: a fleet's `launch:` keys for a server the battery launches, else the
-        engine's own server flags (an engine with launchers of its own says which)."""
-        return FLEET if getattr(endpoint, "launch", None) else SERVER
-
-    def settings_in_effect(self, launch: dict | None, parsed=None) -> InEffect:
-        """Server flag -> value in effect (None for a switch that is on), from a `launch:`
-        block and a parsed serve command (serve.flags.Parsed)."""
-        found: dict[str, str | None] = {}
-        for key, setting in self.launch_settings.items() if launch else ():
-            value = (launch or {}).get(key, self.launch_defaults.get(key))
-            if value is None or value is False:
-                continue
-            value = ",".join(map(str, value)) if isinstance(value, list) else value
-            found[setting.flag] = None if setting.switch else str(value)
-        for role in parsed.values if parsed is not None else ():
-            v, flag = parsed.get(role), parsed.table.flags[role]
-            if v is not None and v.on:
-                found.update(dict.fromkeys(flag.names, None if flag.takes == "none" else v.text))
-        return found
-
     # The context a refusal of a long prompt names: OpenAI's words, which vLLM copies ("This
     # model's maximum context length is 4096 tokens. However, you requested ..."); engines that
     # word it otherwise say so in their driver.
@@ -192,56 +169,21 @@ class Driver:
                    if isinstance(c, dict) and isinstance(n := c.get("max_model_len"), int)]
         return None, (max(lengths) if lengths else None), "/v1/models max_model_len"
 
-    # -- sizing and load: the server's own token count, how busy it is, how soon it drops a
-    # request given up on ---------------------------------------------------------------------
-    # Series in /metrics: requests running and requests queued for a slot (None: not reported).
-    load_series: tuple[str, str] | None = None
+    # -- load: how busy it is, how soon it drops a request given up on -------------------------
     load_slots_route: str | None = None  # where the engine lists its slots, busy or idle
     # Seconds with no traffic the engine needs to notice a closed connection and stop the
     # generation (0: it notices at once).
     abandon_quiet_s = 0.0
 
-    def tokenize_request(self, model: str, text: str,
-                         special: bool = False) -> tuple[str, dict] | None:
-        """(route, body) that asks the server to count `text` in its own tokens; None where it
-        cannot. `special`: count it as the chat route counts a rendered prompt (the tokenizer's
-        BOS and special tokens included)."""
-        return None
-
-    chat_count_route: str | None = None  # where the engine counts a conversation's prompt
-
-    def chat_tokenize_request(self, model: str, messages: list[dict],
-                              tools: list[dict] | None = None) -> tuple[str, dict] | None:
-        """(route, body) that counts a conversation's prompt as the chat route renders it, in
-        one request; None where the engine has no such route (the prompt `render_request`
-        shows is then counted with `tokenize_request`)."""
-        return None
-
-    def token_count(self, payload) -> int | None:
-        """The count from the tokenize route's answer; None when it is not one."""
-        return None
-
     def busy_slots(self, payload) -> tuple[int, int] | None:
         """(slots busy, slots) from the slots route's answer; None when it is not one."""
-        return None
-
-    def backend(self, payloads: dict, log: str) -> tuple[str, str] | None:
-        """("cpu" or "gpu", where read) from the slot routes' payloads or the server's log;
-        None where neither says."""
-        return None
-
-    def start_failure(self, log: str) -> str | None:
-        """What a failed start's log means, where the engine's words name a cause this driver
-        knows (its own error lines often say only what failed, not why); None otherwise."""
         return None
 
     def decoded_tokens(self, payload) -> int | None:
         """Tokens the busy slots have generated so far, from the slots route; None: unsaid."""
         return None
 
-    # -- vram: the model file the engine loaded and its KV pool --------------------------------
-    kv_pool_route: str | None = None  # where the engine describes a preallocated KV pool
-
+    # -- vram and drift: the model file the engine loaded --------------------------------------
     # Routes the drift check reads beside the slot and model routes (SGLang's server info).
     drift_routes: tuple[str, ...] = ()
 
@@ -249,23 +191,30 @@ class Driver:
         """The model file the engine reports loading, from the routes the drift check read."""
         return None
 
-    def kv_pool(self, metrics_text: str):
-        """A vram.KVPool from the engine's metrics text, where it preallocates one; else None."""
-        return None
+    # -- parts: what an engine has or has not, each answering "unknown" where it has not ------
+    # The chat template it serves (drivers.template), the routes that count a prompt
+    # (drivers.counting), how it is started (drivers.launch) and what it counts in /metrics and
+    # its replies (drivers.metrics). Every driver holds each: a reader asks every engine alike,
+    # and the base part's "unknown" (None, {}) is what it already handles for an engine that
+    # does not say, so no call site branches on a missing part.
+    template: Template = Template()
+    metrics: Metrics = Metrics()
+    counting: Counting = Counting()
+    launch: Launch = Launch()
 
     # -- generation: the route it generates on, a part the driver holds (`wire`, a
     # drivers.protocols.Wire), chosen by fleet.yaml `api:` ------------------------------------
-    default_api = "chat"  # the route it generates on where fleet.yaml names none
+    _default_api = "chat"  # the route it generates on where fleet.yaml names none
     # Its chat completions route as this engine serves it: an engine whose chat route differs
     # (how an image may travel, where reasoning comes, the sampling fields) passes its own.
-    chat_wire = ChatWire()
+    _chat_wire = ChatWire()
     # The driver that serves this one's other routes: its own engine (None), or the generic
     # shape for a driver whose own route is not chat (a proxy's other routes are generic).
     _other_routes: type[Driver] | None = None
 
     def __init__(self, api: str | None = None) -> None:
-        route = api or self.default_api
-        self.wire: Wire = WIRES[route]() if route in WIRES else self.chat_wire
+        route = api or self._default_api
+        self.wire: Wire = WIRES[route]() if route in WIRES else self._chat_wire
 
     @property
     def api(self) -> str:
@@ -279,38 +228,6 @@ class Driver:
         return (self._other_routes or type(self))(api)
 
     keep_generating: dict = {}  # request params that keep a model writing past its natural end
-
-    # -- /metrics and speculative decoding -------------------------------------------------------
-    metrics_path = "/metrics"
-    metrics_off_statuses: tuple[int, ...] = ()  # statuses meaning "metrics are switched off"
-    # Series to look for, first found wins: a generic server may be any engine behind a proxy.
-    spec_series: tuple = (metrics.LLAMACPP_SPEC, metrics.VLLM_SPEC, metrics.SGLANG_SPEC)
-    # Server-wide counters of prompt tokens looked up in / served from the prefix cache, read
-    # where a reply carries no count: (hits, queries) pairs, the first one present wins.
-    prefix_cache_counters: tuple[tuple[str, str], ...] = ()
-
-    def cached_prompt(self, reply) -> tuple[int, int, str] | None:
-        """(prompt tokens served from the cache, prompt tokens, where read) from one reply."""
-        if reply.cached_tokens is not None and reply.prompt_tokens:
-            return (reply.cached_tokens, reply.prompt_tokens,
-                    "usage.prompt_tokens_details.cached_tokens")
-        return None
-
-    # Where one answer's draft counts are read on a drafting server: "reply" (each reply's own
-    # engine fields) or "metrics" (the spec_series counters' growth in /metrics, server-wide);
-    # draft_counts_where says it in words.
-    draft_counts_from = "metrics"
-    draft_counts_where = "the spec_decode counters in /metrics"
-
-    def draft_counts(self, engine: dict) -> tuple[int, int] | None:
-        """(draft tokens, accepted) from one reply's engine fields (`timings`), where reported."""
-        timings = engine.get("timings") if isinstance(engine, dict) else None
-        if not isinstance(timings, dict):
-            return None
-        drafted, accepted = timings.get("draft_n"), timings.get("draft_n_accepted", 0)
-        if not isinstance(drafted, int) or not isinstance(accepted, int):
-            return None
-        return drafted, accepted
 
     # -- fingerprint: a repeat of a greedy request computed as the first one was -----------------
     def uncached(self) -> dict:
@@ -333,41 +250,6 @@ class Driver:
     def vision_advertised(self, payload) -> bool | None:
         return None
 
-    # -- what the served chat template can do (frank init) -------------------------------------
-    def template_caps(self, payloads: dict) -> dict[str, tuple[bool, str]]:
-        """claim -> (whether the served template supports it, where that was read), for
-        `tools` and `reasoning_effort`, from the slot routes' payloads; {} where unsaid."""
-        return {}
-
-    def template_thinks(self, payloads: dict) -> tuple[bool, str] | None:
-        """Whether the served chat template opens thinking at all, and where that was read,
-        from the slot routes' payloads; None where the engine does not say."""
-        return None
-
-    # -- chat: the template the server renders a conversation with ----------------------------
-    # What the engine serves where the model file carries no template: the template's text and
-    # a line saying so (None: it refuses, or does not say).
-    fallback_template: str | None = None
-    template_fallback: str | None = None
-
-    def served_template(self, payloads: dict) -> tuple[str | None, str | None]:
-        """(the chat template the server renders with, the model's end-of-turn token), from the
-        slot routes' payloads; None where the engine does not say."""
-        return None, None
-
-    render_route: str | None = None  # where the engine renders a conversation on request
-
-    def render_request(self, model: str, messages: list[dict],
-                       tools: list[dict] | None = None) -> tuple[str, dict] | None:
-        """(route, body) that asks the server for the prompt its chat template renders from a
-        chat-shaped conversation, as the chat route would; None where the engine does not render
-        on request."""
-        return None
-
-    def rendered_prompt(self, payload: Any) -> str | None:
-        """The prompt text from the render route's answer; None when it is not one."""
-        return None
-
     def no_projector(self, reply) -> bool:
         """An error answer to an image that says the model has no vision at all."""
         text = (reply.problem or "").lower()
@@ -375,16 +257,7 @@ class Driver:
             m in text for m in self._no_projector_markers)
 
     # -- generation battery: reasoning, reasoning_effort, tools (pytest_frank.runtime.chat) ----
-    # Of history_reasoning_fields (of every route), those the engine reads into its chat
-    # template: one of them that leaves the prompt as long as no reasoning does, where another
-    # lengthens it, was dropped on the way (test_agent_reasoning_history); None where the
-    # engine is not known.
-    history_reasoning_read: tuple[str, ...] | None = None
     honours_named_tool_choice = True  # OpenAI's {"type":"function","function":{"name":...}}
-    # Tool-call family (pytest_frank.claims.tools.FAMILIES) -> what a served chat template must
-    # carry for the engine to parse that family's calls; empty where a server flag, not the
-    # template, picks the parser.
-    call_family_markers: Mapping[str, tuple[str, ...]] = MappingProxyType({})
     # The tool-call parser a server flag names for each call family the tools claim recognises
     # in leaked markup (pytest_frank.claims.tools FAMILIES); empty where the engine's parsers
     # are not known here, or where the template, not a flag, picks the parser.
@@ -394,11 +267,6 @@ class Driver:
     # The call family whose calls the engine takes out of the reply and sends nowhere when no
     # tool-call parser is set (it answers such a request 200 instead of refusing the tools).
     drops_unparsed_calls: str | None = None
-
-    def call_family(self, payloads: dict) -> tuple[str, str] | None:
-        """The tool-call family the served template selects (a key of call_family_markers)
-        and where that was read; None where the engine does not show its template."""
-        return None
     # The malformed requests (pytest_frank.claims.contract's case keys) the engine itself is
     # known to answer 200: where one comes back so, the failure names the engine, not a proxy.
     lenient_requests: frozenset[str] = frozenset()
@@ -409,25 +277,12 @@ class Driver:
     # another type is judged all the same.
     contract_gaps: Mapping[str, tuple[str, ...]] = MappingProxyType({})
 
-    def template_line(self, message: str | None) -> str | None:
-        """Where in the chat template an error answer says it raised ("line 3, column 12:
-        <the source there>"); None where the engine's words do not say."""
-        return None
-
-    # -- the serve command line (pytest_frank.serve): None where the engine is not started here
-    serve_flags: Any = None  # a serve.flags.ServeFlags
-
-    speculative_source = "the server"  # where speculative_live reads it, for messages
-
-    def speculative_live(self, payloads: dict) -> bool | None:
-        """Whether the running server drafts, from its slot routes; None where it doesn't say."""
-        return None
-
 
 if TYPE_CHECKING:
-    def _every_driver_answers_each(driver: Driver) -> tuple[Facts, Routes, Wire, Metrics]:
+    def _every_driver_answers_each(driver: Driver) -> tuple[
+            Facts, Identity, Routes, Server, Behaviour, Parts, Wire]:
         """Never called: the type checker fails here where `Driver` stops answering one."""
-        return driver, driver, driver.wire, driver
+        return driver, driver, driver, driver, driver, driver, driver.wire
 
     def _every_wire_answers(chat: ChatWire, messages: MessagesWire,
                             responses: ResponsesWire) -> tuple[Wire, Wire, Wire]:

@@ -1,18 +1,26 @@
-"""What a claim asks of a driver, by capability: the facts a fix names, the routes the engine
-serves beside generation, the wire a route generates on, and its /metrics. A claim's helper
+"""What a claim asks of a driver, by capability: the facts a fix names, how the engine gives
+itself away, the routes it serves beside generation, what its running server says, what it is
+known to do with a request, and the parts it holds (the wire a route generates on, its chat
+template, its prompt counting, how it is started, what it counts in /metrics). A claim's helper
 takes the one it needs, so the type checker shows what it reads (and flags a member of another
-capability read there); every driver answers Facts, Routes and Metrics and holds its Wire as a
-part, `driver.wire`, one per route (each checked in drivers.base)."""
+capability read there). Every member of a driver read outside drivers/ is one of these, and
+every member read of a part is its type's (tests/package/test_driver_members.py holds both).
+Every driver answers each protocol (checked in drivers.base); a part an engine lacks answers
+"unknown" (drivers.template, .counting, .launch, .metrics)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from pytest_frank.drivers.counting import Counting
+from pytest_frank.drivers.launch import Launch
+from pytest_frank.drivers.metrics import Metrics
+from pytest_frank.drivers.template import Template
 from pytest_frank.outcome.verdict import Setting, Wording
 from pytest_frank.transport.http import Exchange
-from pytest_frank.transport.wire import Reply, Request
+from pytest_frank.transport.wire import Logprob, Reply, Request
 
 
 @dataclass
@@ -35,15 +43,13 @@ class Facts(Protocol):
 
 
 class Routes(Protocol):
-    """The engine's routes beside generation: health, models, slots, rendering and counting a
-    prompt; None where the engine has no such route."""
+    """The engine's routes beside generation: health, models, slots, drift, vision; None where
+    the engine has no such route (counting and rendering a prompt: the `counting` part)."""
 
     health_path: str
     models_path: str
     slot_routes: tuple[str, ...]
     drift_routes: tuple[str, ...]
-    render_route: str | None
-    chat_count_route: str | None
     vision_advert_path: str | None
 
     def auth_headers(self, api_key: str | None) -> dict[str, str]: ...
@@ -52,14 +58,6 @@ class Routes(Protocol):
     def error_message(self, ex: Exchange) -> str | None: ...
     def served_ids(self, payload: Any) -> list[str]: ...
     def shape_problem(self, route: str, payload: Any) -> str | None: ...
-    def tokenize_request(self, model: str, text: str,
-                         special: bool = False) -> tuple[str, dict] | None: ...
-    def chat_tokenize_request(self, model: str, messages: list[dict],
-                              tools: list[dict] | None = None) -> tuple[str, dict] | None: ...
-    def token_count(self, payload: Any) -> int | None: ...
-    def render_request(self, model: str, messages: list[dict],
-                       tools: list[dict] | None = None) -> tuple[str, dict] | None: ...
-    def rendered_prompt(self, payload: Any) -> str | None: ...
 
 
 class Wire(Protocol):
@@ -116,21 +114,66 @@ class Wire(Protocol):
     def thinking_on(self, max_tokens: int) -> dict: ...
 
 
-class Metrics(Protocol):
-    """The engine's /metrics and what it counts: drafting, the prefix cache, load, the KV pool;
-    None or empty where the engine does not report it."""
+class Identity(Protocol):
+    """How the engine gives itself away (runtime.identify): its /v1/models owned_by, its
+    /metrics prefix, where it says its build and what an unversioned build says; None for a
+    shape any engine may wear (a generic server, a proxy)."""
 
-    metrics_path: str
-    metrics_off_statuses: tuple[int, ...]
-    spec_series: tuple
-    prefix_cache_counters: tuple[tuple[str, str], ...]
-    load_series: tuple[str, str] | None
-    kv_pool_route: str | None
-    draft_counts_from: str
-    draft_counts_where: str
-    speculative_source: str
+    owned_by: str | None
+    metrics_prefix: str | None
+    build_route: tuple[str, str] | None
+    unversioned_build: str | None
 
-    def draft_counts(self, engine: dict) -> tuple[int, int] | None: ...
-    def cached_prompt(self, reply: Any) -> tuple[int, int, str] | None: ...
-    def speculative_live(self, payloads: dict) -> bool | None: ...
-    def kv_pool(self, metrics_text: str) -> Any: ...
+
+class Server(Protocol):
+    """What the running server's own routes say of it: slots and the context of each, the
+    training context, a refusal's context, how busy it is, the model file it loaded, whether
+    it can see, and the facts a reply claims against them; None where the engine does not say."""
+
+    ctx_train_cap: str | None
+    load_slots_route: str | None
+    abandon_quiet_s: float
+
+    def slot_shape(self, payloads: dict) -> tuple[int | None, int | None, str]: ...
+    def ctx_train(self, payloads: dict) -> int | None: ...
+    def context_cap(self, message: str | None) -> int | None: ...
+    def busy_slots(self, payload: Any) -> tuple[int, int] | None: ...
+    def decoded_tokens(self, payload: Any) -> int | None: ...
+    def served_model_path(self, payloads: dict) -> str | None: ...
+    def vision_advertised(self, payload: Any) -> bool | None: ...
+    def reply_disagrees(self, body: str,
+                        payloads: dict) -> tuple[list[tuple[str, str]], list[str]]: ...
+
+
+class Behaviour(Protocol):
+    """What the engine is known to do with a request: the params that keep it writing or keep a
+    request off the cache, a token it sends unmeasured, an image refused for want of vision,
+    the tool and reasoning parsers a flag names per call family, the malformed requests it
+    takes and the valid ones it refuses, and the contract fields it leaves out."""
+
+    keep_generating: dict
+    honours_named_tool_choice: bool
+    call_family_parsers: Mapping[str, str]
+    reasoning_parsers: Mapping[str, str]
+    drops_unparsed_calls: str | None
+    lenient_requests: frozenset[str]
+    refused_requests: frozenset[str]
+    contract_gaps: Mapping[str, tuple[str, ...]]
+
+    def uncached(self) -> dict: ...
+    def unmeasured(self, token: Logprob) -> bool: ...
+    def no_projector(self, reply: Any) -> bool: ...
+
+
+class Parts(Protocol):
+    """The parts a driver holds, each one an engine has or answers "unknown" for: the wire of
+    the route it generates on, its chat template, its prompt counting, how it is started and
+    what it counts (/metrics); and the same engine on another route's wire."""
+
+    wire: Wire
+    template: Template
+    counting: Counting
+    launch: Launch
+    metrics: Metrics
+
+    def with_api(self, api: str | None) -> Parts: ...

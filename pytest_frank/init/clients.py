@@ -76,10 +76,10 @@ def _need(target: Target, profile) -> int:
     route, else an estimate) plus its output budget."""
     first = profile.first(Choices())
     counted = None
-    asked = target.driver.tokenize_request(target.model_name(), request_text(first))
+    asked = target.driver.counting.tokenize_request(target.model_name(), request_text(first))
     if asked is not None:
         ex = target.post(*asked)
-        counted = target.driver.token_count(ex.json()) if ex.ok else None
+        counted = target.driver.counting.token_count(ex.json()) if ex.ok else None
     return (counted if counted is not None else first.size // BYTES_PER_TOKEN) + (
         first.budget or 0)
 

@@ -30,7 +30,7 @@ def command(spec: dict[str, str], engine: str):
     from pytest_frank.serve.command import ServeError, read
     from pytest_frank.serve.flags import parse
 
-    table = driver_for(engine).serve_flags
+    table = driver_for(engine).launch.serve_flags
     if table is None or "unmatched" in spec:
         return None
     try:

@@ -142,7 +142,7 @@ def _configured(target: Target, found: Survey) -> None:
         value = {k: v for k, v in (("count", shape.count), ("ctx_per_slot", shape.ctx_per_slot))
                  if v}
         found.claims["slots"] = Found(value, f"from {shape.source}")
-    for claim, (yes, why) in driver.template_caps(payloads).items():
+    for claim, (yes, why) in driver.template.caps(payloads).items():
         if yes and claim != "tools":  # tools: after a forced call (_tools)
             found.claims[claim] = Found(_effort_levels() if claim == "reasoning_effort" else True,
                                         why)
@@ -154,13 +154,13 @@ def _configured(target: Target, found: Survey) -> None:
         if driver.vision_advertised(advert):
             found.claims["vision"] = Found(True, f"{driver.vision_advert_path} advertises vision "
                                                  "(a projector is loaded)")
-    drafting = driver.speculative_live(payloads)
+    drafting = driver.metrics.speculative_live(payloads)
     if drafting:
-        found.claims["spec_decode"] = Found(True, f"{driver.speculative_source} true")
+        found.claims["spec_decode"] = Found(True, f"{driver.metrics.speculative_source} true")
     elif drafting is None:
-        scraped = metrics.scrape(target, driver.metrics_path)
+        scraped = metrics.scrape(target, driver.metrics.path)
         names = scraped.names() if scraped.ok else set()
-        series = next((s for s in driver.spec_series if {s.draft_tokens, s.rate_gauge} & names),
+        series = next((s for s in driver.metrics.spec_series if {s.draft_tokens, s.rate_gauge} & names),
                       None)
         if series is not None:
             found.claims["spec_decode"] = Found(True, f"/metrics has {series.source}")
@@ -239,7 +239,7 @@ def _tools(target: Target, found: Survey) -> None:
     from pytest_frank.claims.tools import CLOCK, PROMPTS, call_reply_problems, template_family
     from pytest_frank.runtime.chat import think_through
 
-    said = target.driver.template_caps(_payloads(target)).get("tools")
+    said = target.driver.template.caps(_payloads(target)).get("tools")
     if said is not None and not said[0]:
         _no_tools(found, f"{said[1]}: the served template cannot carry tools (they would be "
                          "dropped from the prompt)")

@@ -134,7 +134,7 @@ class EndpointUnderTest:
         if check.claim != health.CLAIM.name and not target.offline and not stopped:  # nothing to ask
             # Read without showing: the evidence and its curl line stay the failing request's.
             wrong = identify.contradiction(self._target.need(identify.engine), target)
-        spelling = self.driver.started_by(self.entry) if check.fleet_terms else None
+        spelling = self.driver.launch.started_by(self.entry) if check.fleet_terms else None
         return failed.rendered(spelling, first=wrong,
                                settings=self._in_effect())
 
@@ -142,14 +142,14 @@ class EndpointUnderTest:
         """The server settings a fix must not ask for again: the `launch:` block's, and the
         serve command's where fleet.yaml names one and it could be read."""
         parsed = None
-        if self.entry.serve and self.driver.serve_flags is not None:
+        if self.entry.serve and self.driver.launch.serve_flags is not None:
             from pytest_frank.claims.serve import config
             from pytest_frank.serve.flags import parse
 
             read = self._target.need(config)
             command = getattr(read, "command", None)
-            parsed = parse(command, self.driver.serve_flags) if command is not None else None
-        return self.driver.settings_in_effect(self.entry.launch, parsed)
+            parsed = parse(command, self.driver.launch.serve_flags) if command is not None else None
+        return self.driver.launch.settings_in_effect(self.entry.launch, parsed)
 
     # -- evidence -------------------------------------------------------------------------------
     def note(self, text: str) -> None:

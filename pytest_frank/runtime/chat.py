@@ -23,6 +23,7 @@ from pytest_frank.outcome.observation import Observation, Unseen
 from pytest_frank.runtime.target import Target
 from pytest_frank.transport import http
 from pytest_frank.transport.http import Exchange
+from pytest_frank.runtime.known_errors import UNREADABLE
 from pytest_frank.transport.wire import Call, Logprob, Reply, Request, Unreadable, typed
 
 __all__ = ["Call", "Logprob", "Reply", "Request", "Unreadable", "combine", "send",
@@ -191,6 +192,8 @@ def _failure(exc: Exception, ex: Exchange | None, driver: Driver) -> Reply:
         # Not the SDK's own error: its parse of a reply shaped unlike the API's broke on it.
         return Reply(status=status, problem=f"a reply the {driver.wire.api_shape} client cannot "
                                           f"read ({type(exc).__name__}: {_sdk_message(exc)})")
+    if isinstance(exc, Unreadable):
+        return Reply(status=status, problem=f"{_sdk_message(exc)} ({UNREADABLE})")
     return Reply(status=status, problem=message or _sdk_message(exc))
 
 

@@ -32,7 +32,7 @@ def engine(target: Target) -> Seen:
     for driver in known:
         if driver.owned_by in owners:
             return Seen(engine=driver.name, sign=f"/v1/models owned_by {driver.owned_by!r}")
-    scraped = target.get(target.driver.metrics_path)
+    scraped = target.get(target.driver.metrics.path)
     for driver in known:
         if scraped.ok and f"\n{driver.metrics_prefix}" in f"\n{scraped.body}":
             return Seen(engine=driver.name, sign=f"/metrics series {driver.metrics_prefix}*")

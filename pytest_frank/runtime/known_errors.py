@@ -32,7 +32,7 @@ def known_errors(driver: Driver) -> tuple[tuple[str, Text], ...]:
          "e.g. hermes, qwen3_xml, qwen3_coder>"),
         ("requires --tool-call-parser", "start vLLM with --tool-call-parser <the model's parser>"),
         ("invalid tool_choice", "this server accepts only tool_choice auto, none or required"),
-        # a failed start's log (driver.start_failure says what it means)
+        # a failed start's log (driver.launch.start_failure says what it means)
         ("model doesn't contain MTP layers", _no_mtp_head(driver)),
     )
 
@@ -45,8 +45,19 @@ def _no_mtp_head(driver: Driver) -> Text:
                   "for draft-mtp (drop ", spec_type, ") to serve this file without drafting")
 
 
+# runtime.chat's words for a 2xx whose field is of a type its API never sends: the template
+# and parser decide what a reply says, never a field's type, so what wrote the reply is at fault
+UNREADABLE = "a field of a type its API never sends"
+UNREADABLE_FIX = ("what wrote the reply is at fault, not the model or its template: a gateway or "
+                  "proxy in front that rewrites replies or streams, or the engine's writer; "
+                  "compare the engine's own reply without what is in front, pass replies "
+                  "through unchanged, and update the engine")
+
+
 def known_fix(driver: Driver, message: str | None, status: int | None = None) -> Text | None:
     """The usual fix for an error answer: by the server's words, else by its status."""
     lower = (message or "").lower()
+    if UNREADABLE.lower() in lower:
+        return UNREADABLE_FIX
     found = next((fix for needle, fix in known_errors(driver) if needle.lower() in lower), None)
     return found or (STATUS_FIXES.get(status) if status is not None else None)

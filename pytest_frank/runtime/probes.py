@@ -98,7 +98,7 @@ def _not_launched(target: Reads, url: str) -> Health:
     driver knows the words, with their usual fix."""
     log = target.launch_log() or ""
     problem = f"the local server could not be launched: {target.launched.error}"
-    cause = target.driver.start_failure(log)
+    cause = target.driver.launch.start_failure(log)
     return Health(state="down", url=url, problem=f"{problem}; {cause}" if cause else problem,
                   fix=known_fix(target.driver, log) if cause else None, launched=True)
 
@@ -199,8 +199,8 @@ def server_load(target: Reads) -> ServerLoad:
         if counted is not None:
             seen.busy, seen.slots = counted
             seen.decoded = driver.decoded_tokens(ex.json())
-    if driver.load_series:
-        scrape = metrics.scrape(target, driver.metrics_path)
+    if driver.metrics.load_series:
+        scrape = metrics.scrape(target, driver.metrics.path)
         if scrape.ok:
-            seen.running, seen.waiting = (scrape.total(name) for name in driver.load_series)
+            seen.running, seen.waiting = (scrape.total(name) for name in driver.metrics.load_series)
     return seen

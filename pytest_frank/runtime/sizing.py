@@ -35,10 +35,10 @@ def count(target: Target, text: str, by_usage: bool = False) -> tuple[int, str]:
     else, with `by_usage`, by the usage of a one-token answer to it (a generation, and the prompt
     then sits in the prefix cache: never for a probe that measures the cache); else a worst-case
     estimate. And which of these it is."""
-    asked = target.driver.tokenize_request(target.model_name(), text)
+    asked = target.driver.counting.tokenize_request(target.model_name(), text)
     if asked is not None:
         ex = target.post(*asked)
-        counted = target.driver.token_count(ex.json()) if ex.ok else None
+        counted = target.driver.counting.token_count(ex.json()) if ex.ok else None
         if counted is not None:
             return counted, f"the server's {asked[0]}"
     if by_usage:
@@ -65,24 +65,24 @@ def count_chat(target: Target, messages: list[dict],
     where the engine counts conversations (vLLM /tokenize), else its rendered text (llama.cpp
     /apply-template) counted as the chat route counts it. None where the engine has neither."""
     driver, model = target.driver, target.model_name()
-    asked = driver.chat_tokenize_request(model, messages, tools)
+    asked = driver.counting.chat_tokenize_request(model, messages, tools)
     if asked is not None:
         ex = target.post(*asked)
-        counted = driver.token_count(ex.json()) if ex.ok else None
+        counted = driver.counting.token_count(ex.json()) if ex.ok else None
         return PromptCount(counted, f"POST {asked[0]} with the messages",
                            None if counted is not None else _why(driver, ex, asked[0], "count"))
-    render = driver.render_request(model, messages, tools)
+    render = driver.counting.render_request(model, messages, tools)
     if render is None:
         return None
     ex = target.post(*render)
-    prompt = driver.rendered_prompt(ex.json()) if ex.ok else None
+    prompt = driver.counting.rendered_prompt(ex.json()) if ex.ok else None
     if prompt is None:
         return PromptCount(problem=_why(driver, ex, render[0], "prompt"))
-    tokenize = driver.tokenize_request(model, prompt, special=True)
+    tokenize = driver.counting.tokenize_request(model, prompt, special=True)
     if tokenize is None:
         return PromptCount(problem=f"{driver.label} counts no text", prompt=prompt)
     ex = target.post(*tokenize)
-    counted = driver.token_count(ex.json()) if ex.ok else None
+    counted = driver.counting.token_count(ex.json()) if ex.ok else None
     return PromptCount(counted, f"POST {tokenize[0]} of POST {render[0]}'s prompt",
                        None if counted is not None else _why(driver, ex, tokenize[0], "count"),
                        prompt)

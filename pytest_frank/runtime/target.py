@@ -471,7 +471,7 @@ class Target:
         from pytest_frank.runtime.probes import slot_shape
 
         shape = self.need(slot_shape)
-        return self.driver.backend(getattr(shape, "payloads", {}), self.launched.log_text())
+        return self.driver.launch.backend(getattr(shape, "payloads", {}), self.launched.log_text())
 
     def launch_log(self) -> str | None:
         """The end of llama.cpp's log for a `launch:` endpoint (its start, its warnings, why it

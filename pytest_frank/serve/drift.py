@@ -14,7 +14,7 @@ from pytest_frank.serve.gate import WHO, Finding
 def drift(command: ServeCommand, live: dict, driver) -> list[Finding]:
     """`live` maps a route ("/props", "/slots", "/v1/models", ...) to its parsed JSON; routes the
     engine lacks are simply absent. Returns one finding per setting that differs."""
-    table = driver.serve_flags
+    table = driver.launch.serve_flags
     if table is None:
         return []
     p = parse(command, table)
@@ -91,7 +91,7 @@ def _projector(p: Parsed, live: dict, driver):
 
 
 def _draft(p: Parsed, live: dict, driver):
-    drafting = driver.speculative_live(live)
+    drafting = driver.metrics.speculative_live(live)
     if drafting is None or "spec_type" not in p.table.flags:
         return None
     wants = p.text("spec_type") not in (None, "none")

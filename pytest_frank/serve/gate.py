@@ -53,7 +53,7 @@ class Finding:
 
 def findings(command: ServeCommand, endpoint, driver) -> list[Finding]:
     """Everything wrong with how `endpoint` is started, for the claims fleet.yaml asks of it."""
-    table = driver.serve_flags
+    table = driver.launch.serve_flags
     if table is None:
         return [Finding(str(command.where), f"pytest-frank does not read {driver.label} "
                         "command lines", "drop serve: from this endpoint")]

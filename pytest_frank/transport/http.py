@@ -33,6 +33,10 @@ MIN_TOKENS_PER_S = 5.0  # the slowest decode a generation is waited for: its bud
 FLOOR_FROM = "min_tokens_per_s"  # the setting that floor is, where nothing else names it
 STREAM_ENDS = (b"data: [DONE]", b"data:[DONE]", b"event: message_stop")  # OpenAI, Anthropic
 EVENT_SLACK = 64  # a stream's events beside its tokens: role, finish, usage, block starts and ends
+# Past its tokens' events and the slack a stream has ended on every engine; it is given as many
+# again to end (or `timeout`, whichever comes first), not `timeout` at any pace: an endless
+# stream of 20 events a second had run 10 s more than that for each one cut.
+PAST_CAP = EVENT_SLACK
 EVIDENCE_HEAD = 64 * 1024  # what an exchange keeps of a body that was cut: enough to show
 KEY_HEADERS = ("authorization", "x-api-key")
 # The kinds of transport fault (Exchange.fault), each as the failure names it.
@@ -296,6 +300,7 @@ class Stop:
         self._set = threading.Event()
         self._lock = threading.Lock()
         self._open: dict[int, list[socket.socket]] = {}  # per request in flight: its sockets
+        self._cut: set[int] = set()  # requests in flight whose clock ran out (`cut`)
 
     def set(self, why: str) -> None:
         with self._lock:
@@ -311,6 +316,15 @@ class Stop:
         """Sleep `seconds`, or less if the run is stopped meanwhile; whether it is."""
         return self._set.wait(seconds)
 
+    def cut(self, key: int) -> None:
+        """Shut one request's sockets (its clock ran out, `_Clock`); one connected later is
+        shut as it connects."""
+        with self._lock:
+            self._cut.add(key)
+            socks = list(self._open.get(key, ()))
+        for sock in socks:
+            _shut(sock)
+
     def tracer(self, key: int, outer=None):
         """An httpcore `trace` callback that keeps the request's socket, to be cut on a stop
         (and calls on to any `outer` callback the request already had)."""
@@ -325,14 +339,82 @@ class Stop:
                 return
             with self._lock:
                 self._open.setdefault(key, []).append(sock)
-                stopped = self.why is not None
-            if stopped:  # connected just as the run stopped
+                stopped = self.why is not None or key in self._cut
+            if stopped:  # connected just as the run stopped, or as its clock ran out
                 _shut(sock)
         return trace
 
     def forget(self, key: int) -> None:
+        _CLOCK.disarm(key)
         with self._lock:
             self._open.pop(key, None)
+            self._cut.discard(key)
+
+
+class _Due:
+    """A request's wall-clock limit before its answer began: the wait for its first byte (and
+    the connection), or the deadline, whichever comes first."""
+
+    def __init__(self, at: float, why: str):
+        self.at, self.why = at, why
+
+    def due(self) -> float:
+        return self.at
+
+    def overdue(self, now: float) -> str | None:
+        return self.why if now >= self.at else None
+
+
+class _Clock:
+    """Cuts each request in flight at the moment its pace allows, whatever its socket does: a
+    read timeout restarts at every byte, so a server that drips (its headers, or a body's
+    bytes a little within each read's timeout) would hold a request well past it, and a
+    limit checked as bytes arrive is only checked when they do. One thread for every request
+    of the process; it sleeps until the earliest one is due and asks each again then (a
+    stream's limit moves with its tokens), and a request's own reader still cuts it at its
+    next bytes, naming the rule, where those come first."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._armed: dict[int, tuple[Any, Exchange, Stop]] = {}
+        self._thread: threading.Thread | None = None
+
+    def arm(self, key: int, limit: Any, ex: Exchange, stop: Stop) -> None:
+        """Watch the request `key` against `limit` (`due()`, `overdue(now)`) until it is
+        disarmed; its exchange says why where it is cut."""
+        with self._cond:
+            self._armed[key] = (limit, ex, stop)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="frank-clock",
+                                                daemon=True)
+                self._thread.start()
+            self._cond.notify()
+
+    def disarm(self, key: int) -> None:
+        with self._cond:
+            self._armed.pop(key, None)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                now, cut, wake = time.monotonic(), [], None
+                for key, (limit, ex, stop) in list(self._armed.items()):
+                    why = limit.overdue(now)
+                    if why is None:
+                        at = limit.due()
+                        wake = at if wake is None else min(wake, at)
+                    elif ex.error is None:  # its reader did not end it first
+                        ex.error, ex.late = why, True
+                        ex.progress = getattr(limit, "events", 0)  # a stream's tokens so far
+                        del self._armed[key]
+                        cut.append((key, stop))
+                if not cut:
+                    self._cond.wait(None if wake is None else max(0.005, wake - now + 0.005))
+            for key, stop in cut:
+                stop.cut(key)
+
+
+_CLOCK = _Clock()
 
 
 def _shut(sock: socket.socket) -> None:
@@ -435,10 +517,11 @@ def _budget(body: Any) -> int | None:
 
 
 def budget_of(body: Any) -> tuple[str, int | None]:
-    """The request's token budget and the field that sets it (max_tokens where none does)."""
+    """The request's token budget and the field that sets it (max_tokens where none does):
+    the chat route's two, and the Responses route's max_output_tokens."""
     if not isinstance(body, dict):
         return "max_tokens", None
-    for key in ("max_completion_tokens", "max_tokens"):
+    for key in ("max_completion_tokens", "max_tokens", "max_output_tokens"):
         value = body.get(key)
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             return key, value
@@ -482,13 +565,15 @@ class Recorder(httpx2.BaseTransport):
                               "trace": self.stop.tracer(key, request.extensions.get("trace"))}
         start, resp = time.monotonic(), None
         ex.started = start
+        _CLOCK.arm(key, _head_due(pace, start, self.deadline), ex, self.stop)
         try:
             resp = self.inner.handle_request(request)
             ex.status, ex.headers = resp.status_code, dict(resp.headers)
             decode = _decoder(resp.headers.get("content-encoding", ""))
         except Exception as exc:  # every transport failure becomes one line of evidence
+            clocked = ex.late  # its clock cut it (_Clock), and said why
             _cut(ex, exc, pace.first_byte, self.stop)
-            if ex.late and pace.budget is not None:
+            if ex.late and pace.budget is not None and not clocked:
                 ex.error = _nothing_came(pace)
             ex.elapsed = time.monotonic() - start
             self.stop.forget(key)
@@ -511,6 +596,7 @@ class Recorder(httpx2.BaseTransport):
 
         body = _Body(resp, ex, decode, start, pace, release, self.deadline, self.max_body,
                      self.stop)
+        _CLOCK.arm(key, body, ex, self.stop)  # from here the body's own limits
         # A decoded body no longer has the length or encoding the server sent; a plain one does.
         encoded = resp.headers.get("content-encoding", "identity").strip().lower() != "identity"
         dropped = ("content-encoding", "content-length") if encoded else ()
@@ -533,6 +619,7 @@ class _Body(httpx2.SyncByteStream):
         if bound.at is not None and bound.at < self.deadline:
             self.deadline, self.why = bound.at, bound.label
         self.kept = bytearray()
+        self.begun = time.monotonic()  # its headers came
         self._release = release
         self.ended = False  # read to its end: nothing of it runs on in the server
         self.progress_at = start  # the last token of a stream (a completed `data:` line)
@@ -556,12 +643,14 @@ class _Body(httpx2.SyncByteStream):
                     self.ex.interrupted = True
                     self._fail(f"{self.stop.why} during the answer ({len(self.kept)} bytes came)")
                 now = time.monotonic()
-                self._paced(chunk, now)
-                if now > self.deadline:
+                self._heard(chunk, now)
+                late = self.overdue(now)
+                if late:
                     self.ex.late = True
-                    self._fail(f"{self.why} ran out during the answer ({self._came(now)})"
-                               if self.why else self._unfinished(now))
+                    self._fail(late)
                 yield chunk
+            if self.ex.late:  # its clock shut the socket: the end came from this side
+                raise httpx2.ReadError(self.ex.error or "")
             self.ended = True
         except httpx2.HTTPError as exc:
             if self.ex.error is None:
@@ -573,45 +662,72 @@ class _Body(httpx2.SyncByteStream):
         finally:
             self.close()
 
-    def _paced(self, chunk: bytes, now: float) -> None:
-        """Cut a drip: a stream with no token for `timeout`, or a whole answer still arriving
-        `timeout` after it began."""
+    def _heard(self, chunk: bytes, now: float) -> None:
+        """A generation's progress: a whole answer's first bytes, a stream's tokens; a stream
+        PAST_CAP events past what its budget can take (`event_budget` where that is less) is
+        cut at once."""
         pace = self.pace
         if pace.budget is None:
-            return  # not a generation (a model list, a file's header): its total limit holds
+            return
         if not pace.stream:
             if len(self.kept) == len(chunk):  # its first bytes: the rest comes at once
                 self.progress_at = now
-            elif now - self.progress_at > pace.timeout:
-                self.ex.late = True
-                self._fail(f"the answer began but was still arriving {pace.timeout:g}s later "
-                           f"({len(self.kept)} bytes came): the server drips it")
             return
-        # before its first event a stream may take the first answer's wait (a long prompt)
-        wait = pace.timeout if self.events else pace.first_byte
-        if self._tokens(chunk):
-            self.progress_at = now
-            self._runaway(pace.budget, now)
-        elif now - self.progress_at > wait:
-            self.ex.late = True
-            self._fail(f"the stream carried no token for {wait:g}s ({len(self.kept)} "
-                       "bytes came, none of them an event with data): the server drips or "
-                       "only keeps the connection alive")
-
-    def _runaway(self, budget: int, now: float) -> None:
-        """Cut a stream that does not stop at its budget: past the events its tokens can take
-        it must end within `timeout`, as a whole answer must once it began; far past them
-        (`event_budget`) it is cut at once. The next generation would run on as long."""
-        if self.ended or self.events <= budget + EVENT_SLACK:
+        if not self._tokens(chunk):
+            return
+        self.progress_at = now
+        if self.ended or self.events <= pace.budget + EVENT_SLACK:
             return
         self.over_at = self.over_at or now
-        hard = self.events > event_budget(budget)
-        if hard or now - self.over_at > self.pace.timeout:
+        past = min(event_budget(pace.budget), pace.budget + EVENT_SLACK + PAST_CAP)
+        if self.events > past:
             self.ex.late = True
-            past = event_budget(budget) if hard else budget + EVENT_SLACK
-            later = "" if hard else f" {self.pace.timeout:g}s after that"
-            self._fail(f"the stream ran past {past} events for {budget} max_tokens without "
-                       f"ending{later} ({self._came(now)}): the server does not stop at the cap")
+            self._fail(f"the stream ran past {past} events for {pace.budget} max_tokens "
+                       f"without ending ({self._came(now)}): the server does not stop at the "
+                       "cap")
+
+    def due(self) -> float:
+        """When the answer is next past a limit, as its bytes stand now (`overdue`)."""
+        pace, at = self.pace, self.deadline
+        if pace.budget is None:
+            # A model list, /metrics, a file's header: once begun it comes at once.
+            return at if pace.stream else min(at, self.begun + pace.timeout)
+        if not pace.stream:
+            return min(at, self.progress_at + pace.timeout) if self.kept else at
+        if self.over_at and not self.ended:
+            at = min(at, self.over_at + pace.timeout)
+        return min(at, self.progress_at + (pace.timeout if self.events else pace.first_byte))
+
+    def overdue(self, now: float) -> str | None:
+        """Why the answer is cut at `now`, where a limit has passed: an answer with no token
+        budget still arriving `timeout` after it began, a whole generation still arriving
+        `timeout` after its first byte, a stream with no token for `timeout`, or past the
+        events its budget can take and not ended `timeout` later; else the whole answer's
+        limit or the deadline. None while it is within them all."""
+        pace = self.pace
+        if now <= self.due():
+            return None
+        if pace.budget is None and not pace.stream and now - self.begun > pace.timeout:
+            return self._drips()
+        if pace.budget is not None and not pace.stream and self.kept and \
+                now - self.progress_at > pace.timeout:
+            return self._drips()
+        if pace.budget is not None and pace.stream:
+            if self.over_at and not self.ended and now - self.over_at > pace.timeout:
+                return (f"the stream ran past {pace.budget + EVENT_SLACK} events for "
+                        f"{pace.budget} max_tokens without ending {pace.timeout:g}s after that "
+                        f"({self._came(now)}): the server does not stop at the cap")
+            wait = pace.timeout if self.events else pace.first_byte
+            if now - self.progress_at > wait:
+                return (f"the stream carried no token for {wait:g}s ({len(self.kept)} "
+                        "bytes came, none of them an event with data): the server drips or "
+                        "only keeps the connection alive")
+        return (f"{self.why} ran out during the answer ({self._came(now)})" if self.why
+                else self._unfinished(now))
+
+    def _drips(self) -> str:
+        return (f"the answer began but was still arriving {self.pace.timeout:g}s later "
+                f"({len(self.kept)} bytes came): the server drips it")
 
     def _tokens(self, chunk: bytes) -> bool:
         """Whether `chunk` completes a `data:` line (an SSE event that carries something). A
@@ -667,6 +783,17 @@ class _Body(httpx2.SyncByteStream):
             release(not self.ended)
 
 
+def _head_due(pace: Pace, start: float, bound: Deadline) -> _Due:
+    """When a request is cut if its answer has not begun: its first byte's wait after the
+    connection's (a read timeout cuts a silent server then; this cuts one that drips its
+    headers), or the deadline."""
+    at = start + min(CONNECT_TIMEOUT, pace.timeout) + pace.first_byte
+    if bound.at is not None and bound.at < at:
+        return _Due(bound.at, f"{bound.label} ran out before the answer began")
+    return _Due(at, f"no whole answer head within {at - start:g}s of the request: the server "
+                    "drips its headers or hangs")
+
+
 def _given_up(ex: Exchange) -> bool:
     """Whether this reader ended the answer (a timeout, the cap, a stop), so the server may still
     be generating it; a connection the server reset or closed it ended itself, and nothing of
@@ -676,7 +803,10 @@ def _given_up(ex: Exchange) -> bool:
 
 def _cut(ex: Exchange, exc: BaseException, timeout: float, stop: Stop) -> None:
     """Why a request failed, in its exchange: a stop's shut socket reads as the interrupt it
-    was; a timeout marks the endpoint as too slow."""
+    was; a timeout marks the endpoint as too slow, and so does its clock's cut (`_Clock`),
+    which said why already."""
+    if ex.late and ex.error is not None:
+        return
     if stop.why:
         ex.error, ex.interrupted = f"{stop.why} during the request", True
         return

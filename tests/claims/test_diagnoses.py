@@ -377,11 +377,11 @@ def test_launch_and_serve_settings_are_in_effect():
     from pytest_frank.serve.flags import parse
 
     llama = driver_for("llamacpp")
-    assert llama.settings_in_effect({"model": "selftest", "kv_unified": True, "parallel": 2}) \
+    assert llama.launch.settings_in_effect({"model": "selftest", "kv_unified": True, "parallel": 2}) \
         == {"--ctx-size": "4096", "--parallel": "2", "--kv-unified": None, "--metrics": None,
             "--jinja": None}
     command = read({"command": "llama-server -m /m.gguf -kvu -np 2 --no-jinja"})
-    found = llama.settings_in_effect(None, parse(command, llama.serve_flags))
+    found = llama.launch.settings_in_effect(None, parse(command, llama.launch.serve_flags))
     assert found["--kv-unified"] is None and found["-kvu"] is None
     assert found["--parallel"] == "2" and "--jinja" not in found
 

@@ -141,11 +141,11 @@ def test_reasoning_names_the_cause_it_read(judge, obs, holds, never):
     ({}, None),
 ], ids=["chatml", "think-block", "switch", "command-r", "caps-win", "unsaid"])
 def test_llamacpp_reads_whether_the_template_thinks(props, thinks):
-    assert driver_for("llamacpp").template_thinks({"/props": props}) == thinks
+    assert driver_for("llamacpp").template.thinks({"/props": props}) == thinks
 
 
 def test_other_engines_do_not_say_whether_the_template_thinks():
-    assert driver_for("vllm").template_thinks({"/v1/models": {"data": []}}) is None
+    assert driver_for("vllm").template.thinks({"/v1/models": {"data": []}}) is None
 
 
 # -- tools: a forced call answered in text, named by whether the tools reached the model --------

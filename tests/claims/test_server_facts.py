@@ -118,7 +118,7 @@ GPU_LOG = ("I common_param: device_info:\nI common_param:   - CUDA0   : NVIDIA H
     ("W srv init: security: no API key is set\n", None),
 ])
 def test_llamacpp_reads_the_backend_from_its_log(log, found):
-    assert LLAMA.backend({}, log) == found
+    assert LLAMA.launch.backend({}, log) == found
 
 
 def _decode_fix(backend, engine="llamacpp"):

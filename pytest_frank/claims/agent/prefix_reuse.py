@@ -19,7 +19,7 @@ from pytest_frank.claims.advice import advise
 from pytest_frank.claims.perf import cache_count_hint
 from pytest_frank.drivers import LlamaCppDriver, SglangDriver, VllmDriver
 from pytest_frank.drivers.base import Driver
-from pytest_frank.drivers.protocols import Facts, Metrics
+from pytest_frank.drivers.protocols import Facts, Parts
 from pytest_frank.outcome.verdict import Phrase, Text, fail
 
 # Of the turn before's prompt: turn 2 shares all of it but the few tokens that open the reply
@@ -47,14 +47,14 @@ class Reuse:
                 f"{number(self.before, COUNT)} turn {self.turn - 1} had sent")
 
 
-def reuses(replies: list, driver: Metrics) -> list[Reuse | None]:
+def reuses(replies: list, driver: Parts) -> list[Reuse | None]:
     """Each answered turn after an answered one, by the server's counts (None where it sent
     none)."""
     found: list[Reuse | None] = []
     for n, (before, after) in enumerate(zip(replies, replies[1:]), 2):
         if not (before.ok and after.ok):
             continue
-        earlier, later = driver.cached_prompt(before), driver.cached_prompt(after)
+        earlier, later = driver.metrics.cached_prompt(before), driver.metrics.cached_prompt(after)
         sent = earlier[1] if earlier else before.prompt_tokens
         if later is None or not sent:
             found.append(None)

@@ -126,7 +126,7 @@ def _keeps(target: Target, tag: str, result: str) -> tuple[bool, str] | None:
     shape = target.need(slot_shape)
     if isinstance(shape, Unseen) or shape.failure is not None:
         return None
-    template = target.driver.served_template(shape.payloads)[0]
+    template = target.driver.template.served(shape.payloads)[0]
     if template is None:
         return None
     sent = agent_history([{"role": "user", "content": PROMPTS["required"]}],
@@ -240,7 +240,7 @@ def _count_field(wire: Wire) -> str:
 
 def _read(driver: Driver) -> tuple[str, ...] | None:
     """Of the fields asked on this route, those the engine reads (its driver's fact)."""
-    read = driver.history_reasoning_read
+    read = driver.template.history_reasoning_read
     return None if read is None else \
         tuple(n for n in read if n in driver.wire.history_reasoning_fields)
 

@@ -69,18 +69,18 @@ def rendered(target: Target) -> Rendered:
     from pytest_frank.runtime.probes import slot_shape
 
     driver, (sent, markers) = target.driver, history()
-    asked = driver.render_request(target.model_name(), sent, TOOLS)
+    asked = driver.counting.render_request(target.model_name(), sent, TOOLS)
     assert asked is not None  # the check applies only where the engine renders (_applies)
     route, body = asked
     found = Rendered(sent=sent, markers=markers, route=route)
     ex = target.post(route, body)
-    found.prompt = driver.rendered_prompt(ex.json()) if ex.ok else None
+    found.prompt = driver.counting.rendered_prompt(ex.json()) if ex.ok else None
     if found.prompt is None:
         found.status = ex.status
         found.said = driver.error_message(ex) or ex.error or ex.snippet(200)
     shape = target.need(slot_shape)
     if not isinstance(shape, Unseen) and shape.failure is None:
-        found.template = driver.served_template(shape.payloads)[0]
+        found.template = driver.template.served(shape.payloads)[0]
     found.here = render(found.template, sent, TOOLS) if found.template else None
     return found
 
@@ -204,7 +204,7 @@ def _lost_fix(missing: list[str]) -> str:
 def _applies(opts: Options, driver) -> str | None:
     if not opts.template:
         return "expect.agent.template is false"
-    if driver.render_route is None:
+    if driver.counting.render_route is None:
         return f"a {driver.label} renders no chat template on request"
     return None
 

@@ -123,7 +123,7 @@ def _template(target: Target) -> Template:
 
     shape = target.need(slot_shape)
     payloads = {} if isinstance(shape, Unseen) else shape.payloads
-    served, end = target.driver.served_template(payloads)
+    served, end = target.driver.template.served(payloads)
     found = Template(served=served, end_token=end)
     path = target.driver.served_model_path(payloads)
     if path and os.path.isfile(path):
@@ -206,8 +206,8 @@ def _template_fault(t: Template, driver, r: Reply) -> None:
 def _definite(t: Template, driver) -> tuple[str, Text] | None:
     """No chat template in the GGUF (the engine guessed one), or a template of another family
     than the model's tokens; None where the server shows neither."""
-    if t.in_gguf is False and t.served is not None and t.served == driver.fallback_template:
-        fallback = f": {driver.template_fallback}" if driver.template_fallback else ""
+    if t.in_gguf is False and t.served is not None and t.served == driver.template.fallback:
+        fallback = f": {driver.template.fallback_line}" if driver.template.fallback_line else ""
         return (f"no chat template in the GGUF ({os.path.basename(t.model_file or '')} has no "
                 f"tokenizer.chat_template){fallback}", no_template_fix(driver))
     foreign = t.foreign()

@@ -86,7 +86,7 @@ def _refused(played: Played, n: int, ctx: Context[Options]) -> None:
              ARRAY_FIX)
     if any(w in lower for w in TEMPLATE_WORDS) or "exception" in lower:
         raised = _raised(reply.problem or "")
-        line = ctx.driver.template_line(reply.problem)
+        line = ctx.driver.template.raised_at(reply.problem)
         at = f" (template {line})" if line else ""
         if LATE_SYSTEM in sends and any(w in lower for w in LATE_WORDS):
             fail(f"{who} answered {reply.status}: the chat template raised on "

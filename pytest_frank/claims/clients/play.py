@@ -109,12 +109,12 @@ def prompt_count(target: Target, reply: Reply, sent: Request | None) -> tuple[in
         match = pattern.search(said)
         if match:
             return int(match.group(1)), "the refusal"
-    asked = target.driver.tokenize_request(target.model_name(), request_text(sent)) \
+    asked = target.driver.counting.tokenize_request(target.model_name(), request_text(sent)) \
         if sent is not None else None
     if asked is None:
         return None, ""
     ex = target.post(*asked)
-    counted = target.driver.token_count(ex.json()) if ex.ok else None
+    counted = target.driver.counting.token_count(ex.json()) if ex.ok else None
     return (counted, f"{asked[0]} (its text alone)") if counted is not None else (None, "")
 
 

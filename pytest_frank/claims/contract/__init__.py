@@ -417,6 +417,7 @@ def keep(api: str, ex: Exchange, key: Key, driver: Driver) -> rc.Digest | None:
     if found is None:
         return None
     found.key = key
+    found.breaches += _engine_count(ex.body, found.streamed, driver)
     gaps = driver.contract_gaps.get(api, ())
     for breach in list(found.breaches):
         if breach.missing and any(fnmatch(breach.missing, g) for g in gaps):
@@ -425,6 +426,20 @@ def keep(api: str, ex: Exchange, key: Key, driver: Driver) -> rc.Digest | None:
     del found.breaches[rc.KEPT:]
     found.exchange = ex if found.breaches else None  # its evidence, and the reproduce line
     return found
+
+
+def _engine_count(body: str, streamed: bool, driver: Driver) -> list[rc.Breach]:
+    """The reply's usage against the engine's own count in the same reply, where its driver
+    knows one (llama.cpp's timings.predicted_n): two counts of one generation that differ were
+    changed after the engine made them. No route is read for it (no payloads)."""
+    try:
+        found, _ = driver.reply_disagrees(body, {})
+    except (ValueError, TypeError, AttributeError):
+        return []
+    where = "the stream" if streamed else "the reply"
+    return [rc.Breach("agrees", "usage", where, f"{reply}, where {engine}: the count was changed "
+                                                f"between the engine and the client")
+            for engine, reply in found]
 
 
 @dataclass(kw_only=True)
@@ -443,6 +458,8 @@ def replies(target: Target) -> Replies:
         return Replies(inconclusive="no generation of the battery's to judge: no other check "
                                     "that generates was asked (the contract sends nothing of "
                                     "its own)")
+    rc.prompt_disagreements(digests)
+    rc.crossed(digests)
     named = {b.named for d in digests for b in d.breaches if b.named is not None}
     if named:  # a model named otherwise than asked: no breach where the server serves it
         listed = target.need(probes.served)
@@ -480,7 +497,7 @@ def judge_replies(obs: Replies, ctx: Context[Options]) -> None:
         replies_ = len({id(d) for d, _ in found})
         fail(f"{replies_} of {len(obs.digests)} replies break their contract: {shown}{more}. "
              f"Who breaks on it: {BREAKS[kinds[0]](found[0][0].api)}",
-             contract_fix(kinds[0], ctx.driver))
+             contract_fix(kinds[0], ctx.driver, where_at_fault(obs, [d for d, _ in found])))
     routes = sorted({d.route for d in obs.digests})
     streams = sum(d.streamed for d in obs.digests)
     ctx.note(f"{len(obs.digests)} replies on {', '.join(routes)} ({streams} streamed, "
@@ -519,7 +536,7 @@ def judge_stream_twins(obs: Replies, ctx: Context[Options]) -> None:
         hows = ", ".join(rc.REASSEMBLY[d.how] for d in diffs)
         fail(f"{_named(streamed, obs)} differs from its plain twin to the same greedy request "
              f"in {first.field}{chunk}: {first.said}; read by {hows}, a client gets another "
-             f"answer streamed than whole", twin_fix(first, ctx.driver))
+             f"answer streamed than whole", twin_fix(first, ctx.driver, streamed, plain))
     ways = sorted({how for s, _ in pairs for how in s.views})
     ctx.note(f"{len(pairs)} streamed replies equal their plain twins, reassembled "
              f"{len(ways)} ways ({', '.join(rc.REASSEMBLY[w] for w in ways)})")
@@ -542,7 +559,7 @@ REPLIES = Check("test_contract_replies", "contract", replies, judge_replies,
 STREAM_TWINS = Check("test_contract_stream_twins", "contract", replies, judge_stream_twins,
                      asked=lambda opts: False, asked_of=_asking(TWINNED))
 
-KINDS = ["schema", "request", "agrees", "stream"]
+KINDS = ["crossed", "schema", "request", "ids", "agrees", "order", "stream"]
 
 
 def _validating(api: str) -> str:
@@ -561,28 +578,99 @@ BREAKS = {
                            "than the rest"),
     "stream": lambda api: ("clients that read the stream event by event (the SDKs' stream "
                            "helpers, the AI SDK)"),
+    "crossed": lambda api: ("every client: it receives another request's answer as its "
+                            "own, and nothing says so"),
+    "ids": lambda api: ("agent clients, which answer a call by its id (tool_call_id, "
+                        "tool_use_id, call_id) and send it back by its tool's name, and the "
+                        "clients that follow a reply or its items by id (the Responses stream's "
+                        "item_id, previous_response_id, request logs): an empty one matches "
+                        "nothing"),
+    "order": lambda api: ("clients that show the output in order and send it back as the next "
+                          "turn (Claude Code and the Anthropic SDK's users with thinking on, "
+                          "which the API refuses unless the turn starts with its thinking; "
+                          "Codex on Responses, which replays the output items as they came)"),
 }
 
 
-def contract_fix(kind: str, driver: Facts) -> Text:
-    return advise(driver, {
-        "schema": "a field of the reply is missing or of another type than the API publishes: "
-                  "a gateway or proxy in front rewrites replies, or the engine's build writes "
-                  "them so; pass replies through unchanged, and update the engine",
-        "request": "the reply does not honour its request: a proxy in front drops or rewrites "
-                   "request fields (the budget, tool_choice, response_format, stop), or the "
-                   "engine ignores them; a request the server cannot honour must get a 4xx",
-        "agrees": "one field of the reply says another thing than the rest (the finish with "
-                  "the content, usage with what came, the model asked): a gateway rewrites "
-                  "part of the reply, or the engine's counts are wrong; pass replies through "
-                  "unchanged",
-        "stream": "the stream breaks its API's event rules: a proxy that buffers, splices or "
-                  "re-chunks streams, or the engine's stream writer; pass the engine's stream "
-                  "through unchanged",
-    }[kind])
+WRONG = {
+    "schema": "a field of the reply is missing or of another type than the API publishes",
+    "request": "the reply does not honour its request (the budget, tool_choice, "
+               "response_format, stop); a request the server cannot honour must get a 4xx",
+    "ids": "an id or a call's name is empty",
+    "agrees": "one field of the reply says another thing than the rest (the finish with the "
+              "content, usage with what came or with the engine's own count, the model asked, "
+              "the stop sequence)",
+    "order": "the output is out of the order the API gives it",
+    "stream": "the stream breaks its API's event rules",
+}
 
 
-def twin_fix(diff: rc.Difference, driver: Facts) -> Text:
+def where_at_fault(obs: Replies, broken: list[rc.Digest]) -> str:
+    """Where the evidence puts the fault: the stream path where only streamed replies break
+    the contract (their plain twins, where the battery sent one, keep it), the path of whole
+    replies where only plain ones do, either where both do."""
+    streamed, ids = {d.streamed for d in broken}, {id(d) for d in broken}
+    cut = next((b for d in broken if (b := rc.ended_early(d.breaches)) is not None), None)
+    if streamed == {True} and cut is not None:
+        return (f"the stream ended before its end event ({cut.said}): a proxy or load balancer "
+                f"in front that cuts streams short (an idle or total timeout), or the engine's "
+                f"stream writer; raise the timeouts in front, and compare the engine's own "
+                f"stream without what is in front")
+    if streamed == {True}:
+        kept = [d for d, plain in twins(obs) if id(d) in ids and not plain.breaches]
+        seen = (f"the same greedy request{'s' if len(kept) > 1 else ''} unstreamed keep"
+                f"{'' if len(kept) > 1 else 's'} it, so the stream path is at fault: "
+                if kept else "only streamed replies break it: ")
+        return seen + ("the engine's stream writer, or a proxy in front that rewrites, "
+                       "re-chunks or cuts streams; pass the engine's stream through unchanged, "
+                       "compare the engine's own stream without what is in front, and update "
+                       "the engine")
+    if streamed == {False}:
+        kept = [s for s, plain in twins(obs) if id(plain) in ids and not s.breaches]
+        seen = ("the same greedy request streamed keeps it, so what writes whole replies is at "
+                "fault: " if kept else "only whole (unstreamed) replies break it: ")
+        return seen + ("a gateway or proxy in front that rewrites replies, or the engine's "
+                       "reply writer; pass replies through unchanged, compare the engine's own "
+                       "reply without what is in front, and update the engine")
+    return ("replies break it streamed and whole: a gateway or proxy in front that rewrites "
+            "replies and streams, or the engine itself; compare the engine's own replies "
+            "without what is in front, and update the engine")
+
+
+CROSSED_FIX = ("answers crossed between requests in flight: a reply came back to a request "
+               "it does not belong to (its id is another request's answer's); a gateway, cache "
+               "or load balancer in front mixes up the requests it holds, or the engine its "
+               "slots: point a run at the engine itself to tell which, and fix what mixes them")
+
+
+def contract_fix(kind: str, driver: Facts, where: str) -> Text:
+    if kind == "crossed":
+        return advise(driver, CROSSED_FIX)
+    return advise(driver, f"{WRONG[kind]}; {where}")
+
+
+def twin_fix(diff: rc.Difference, driver: Facts, streamed: rc.Digest | None = None,
+             plain: rc.Digest | None = None) -> Text:
+    """Which of the two is wrong, where their own contracts tell: the plain reply where it
+    breaks its contract and the stream keeps its own (a gateway that rewrites whole replies);
+    else the stream path, the usual suspect where the engine's stream writer or a re-chunking
+    proxy adds it up to another answer."""
+    if any(b.kind == "crossed" for d in (streamed, plain) if d is not None for b in d.breaches):
+        return advise(driver, CROSSED_FIX)
+    cut = rc.ended_early(streamed.breaches) if streamed is not None else None
+    if cut is not None:
+        return advise(driver, f"the stream ended before its end event ({cut.said}), so it adds "
+                              f"up to less than the plain reply: a proxy or load balancer in "
+                              f"front that cuts streams short (an idle or total timeout), or "
+                              f"the engine's stream writer; raise the timeouts in front, and "
+                              f"compare the engine's own stream without what is in front")
+    if plain is not None and streamed is not None and plain.breaches and not streamed.breaches:
+        return advise(driver, "the plain reply is the one at fault: it breaks its own contract "
+                              f"({plain.breaches[0].said}) where the streamed one keeps it; a "
+                              "gateway or proxy in front that rewrites whole replies, or the "
+                              "engine's reply writer: pass replies through unchanged, compare "
+                              "the engine's own reply without what is in front, and update the "
+                              "engine")
     return advise(driver, "the stream path is at fault where the plain reply is right: the "
                           "engine's streaming parser (reasoning or tool calls), or a proxy that "
                           "re-chunks, repeats or accumulates deltas; compare the engine's own "

@@ -197,8 +197,8 @@ def formatted(target: Target) -> Sent:
     a schema the prompt does not ask for, which only an enforced schema can write."""
     extra, driver = target.driver.wire.response_format(FORMAT), target.driver
     why = _drafts(target)
-    before = metrics.scrape(target, driver.metrics_path) \
-        if why and driver.draft_counts_from == "metrics" else None
+    before = metrics.scrape(target, driver.metrics.path) \
+        if why and driver.metrics.draft_counts_from == "metrics" else None
     obs = Sent(replies={"response_format": _answer(target, Request(JSON_PROMPT, ANSWER,
                                                                    extra=extra))})
     if target.endpoint.asks("reasoning"):
@@ -220,8 +220,8 @@ def _drafts(target: Target) -> str | None:
         return "expect.spec_decode is asked"
     shape = target.need(slot_shape)
     if getattr(shape, "failure", True) is None and \
-            target.driver.speculative_live(getattr(shape, "payloads", {})):
-        return f"{target.driver.speculative_source} is true"
+            target.driver.metrics.speculative_live(getattr(shape, "payloads", {})):
+        return f"{target.driver.metrics.speculative_source} is true"
     return None
 
 
@@ -230,7 +230,7 @@ def _drafted(target: Target, why: str, replies: list[Reply], before: metrics.Scr
     (llama.cpp's timings), else the growth of the /metrics counters over the answers (vLLM's:
     server-wide, so another client's drafting counts in too)."""
     driver = target.driver
-    own = [c for c in (driver.draft_counts(r.engine) for r in replies if r.ok) if c]
+    own = [c for c in (driver.metrics.draft_counts(r.engine) for r in replies if r.ok) if c]
     if own:
         return Drafted(why, (sum(c[0] for c in own), sum(c[1] for c in own)),
                        "the replies' timings.draft_n / draft_n_accepted")
@@ -239,8 +239,8 @@ def _drafted(target: Target, why: str, replies: list[Reply], before: metrics.Scr
     found = Drafted(why)
     for wait in (0.0, COUNTER_LAG):  # counters may trail the reply (vLLM's engine loop)
         time.sleep(wait)
-        after = metrics.scrape(target, driver.metrics_path)
-        series = next((s for s in driver.spec_series if s.counters and after.ok
+        after = metrics.scrape(target, driver.metrics.path)
+        series = next((s for s in driver.metrics.spec_series if s.counters and after.ok
                        and s.draft_tokens in after.names()), None)
         if series is None or series.draft_tokens is None or series.accepted is None:
             break
@@ -261,7 +261,7 @@ def with_logprobs(target: Target) -> Sent:
                                                         extra=target.driver.wire.logprobs(TOP)))})
     shape = target.need(slot_shape)
     if shape.failure is None:
-        obs.drafting = target.driver.speculative_live(getattr(shape, "payloads", {}))
+        obs.drafting = target.driver.metrics.speculative_live(getattr(shape, "payloads", {}))
     return obs
 
 
@@ -452,7 +452,7 @@ def _judge_drafted(d: Drafted, ctx: Context[Options], thinking: bool) -> None:
         return
     seen = (f"{d.source} show no draft tokens" if d.counts is not None else
             f"where the {ctx.driver.label} reports draft counts "
-            f"({ctx.driver.draft_counts_where}) none came")
+            f"({ctx.driver.metrics.draft_counts_where}) none came")
     ctx.note(f"drafting not shown during {answers}: {d.why}, yet {seen}; the schema held "
              f"without it, so whether it holds while drafting is not shown here "
              f"(test_spec_decode judges the drafting)")
@@ -528,7 +528,7 @@ def judge_logprobs(obs: Sent, ctx: Context[Options]) -> None:
         if obs.drafting and t.top == 0:
             bare = sum(1 for n in narrow if n.top == 0)
             fail(f"{said}, {bare} of {len(r.logprobs)} tokens so: the server drafts "
-                 f"({ctx.driver.speculative_source} true), and "
+                 f"({ctx.driver.metrics.speculative_source} true), and "
                  f"{drafted_logprobs(ctx.driver)}", drafted_logprobs_fix(ctx.driver))
         fail(said, fix)
     spelled = "".join(t.token for t in r.logprobs)
@@ -730,7 +730,7 @@ def _counted(opts: Options, driver) -> str | None:
         return "expect.params.prompt_tokens is false"
     if driver.api != "chat":
         return "usage.prompt_tokens is compared on the chat route (the count renders chat messages)"
-    if driver.chat_count_route is None and driver.render_route is None:
+    if driver.counting.chat_count_route is None and driver.counting.render_route is None:
         return f"a {driver.label} neither counts a conversation nor renders one on request"
     return None
 

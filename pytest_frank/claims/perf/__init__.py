@@ -23,7 +23,7 @@ from pytest_frank.claims.checks import Check, Context
 from pytest_frank.claims.diagnosis import Evidence, diagnose
 from pytest_frank.claims.evidence import facts
 from pytest_frank.drivers import LlamaCppDriver, SglangDriver, VllmDriver
-from pytest_frank.drivers.protocols import Facts, Metrics
+from pytest_frank.drivers.protocols import Facts, Parts
 from pytest_frank.outcome.observation import Observation
 from pytest_frank.outcome.verdict import Phrase, Text, fail, inconclusive
 from pytest_frank.runtime import sizing
@@ -165,26 +165,26 @@ def cache(target: Target) -> CacheRuns:
 
 def _counters(target: Target) -> metrics.Scrape | None:
     """A scrape of the driver's prefix-cache counters, where it names any."""
-    if not target.driver.prefix_cache_counters:
+    if not target.driver.metrics.prefix_cache_counters:
         return None
-    scrape = metrics.scrape(target, target.driver.metrics_path)
+    scrape = metrics.scrape(target, target.driver.metrics.path)
     return scrape if scrape.ok and _series(target.driver, scrape) else None
 
 
-def _series(driver: Metrics, scrape: metrics.Scrape) -> tuple[str, str] | None:
+def _series(driver: Parts, scrape: metrics.Scrape) -> tuple[str, str] | None:
     names = scrape.names()
-    return next((pair for pair in driver.prefix_cache_counters if pair[1] in names), None)
+    return next((pair for pair in driver.metrics.prefix_cache_counters if pair[1] in names), None)
 
 
 def _settled(target: Target, start: metrics.Scrape | None, cold: Reply) -> metrics.Scrape | None:
     """The counters once the cold request is in them (they may trail its reply), so the
     repeat's growth is its own; None where the reply carries its count (nothing to scrape)."""
-    if start is None or target.driver.cached_prompt(cold) or not cold.ok:
+    if start is None or target.driver.metrics.cached_prompt(cold) or not cold.ok:
         return None
-    after = metrics.scrape(target, target.driver.metrics_path)
+    after = metrics.scrape(target, target.driver.metrics.path)
     if after.ok and not _growth(target.driver, start, after)[1]:
         time.sleep(COUNTER_LAG)
-        after = metrics.scrape(target, target.driver.metrics_path)
+        after = metrics.scrape(target, target.driver.metrics.path)
     return after if after.ok else None
 
 
@@ -198,15 +198,15 @@ def _growth(driver, before: metrics.Scrape, after: metrics.Scrape) -> tuple[floa
 
 def _counted(target: Target, warm: Reply, before: metrics.Scrape | None) -> Counted | None:
     driver = target.driver
-    found = driver.cached_prompt(warm)
+    found = driver.metrics.cached_prompt(warm)
     if found:
         return Counted(*found)
     if before is None or not warm.ok:
         return None
-    after = metrics.scrape(target, driver.metrics_path)
+    after = metrics.scrape(target, driver.metrics.path)
     if after.ok and not _growth(driver, before, after)[1]:
         time.sleep(COUNTER_LAG)
-        after = metrics.scrape(target, driver.metrics_path)
+        after = metrics.scrape(target, driver.metrics.path)
     pair = _series(driver, after) if after.ok else None
     if pair is None:
         return None

@@ -75,7 +75,7 @@ def _ask(target: Target, mode: str) -> Thought:
 
 def _thinks(target: Target) -> tuple[bool, str] | None:
     shape = target.need(slot_shape)
-    return None if isinstance(shape, Unseen) else target.driver.template_thinks(shape.payloads)
+    return None if isinstance(shape, Unseen) else target.driver.template.thinks(shape.payloads)
 
 
 def _streamed_alone(target: Target) -> Thought:

@@ -53,7 +53,7 @@ def trend(target: Target) -> Trend:
     found = Trend(levels=levels, max_tokens=opts.max_tokens)
     shape = target.need(slot_shape)
     if not isinstance(shape, Unseen) and shape.failure is None:
-        found.reads = driver.template_caps(shape.payloads).get("reasoning_effort")
+        found.reads = driver.template.caps(shape.payloads).get("reasoning_effort")
     return found
 
 

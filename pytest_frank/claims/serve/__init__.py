@@ -53,7 +53,7 @@ class Drift(Observation):
 def _read(target: Target) -> ServeConfig:
     from pytest_frank import serve
 
-    flags = target.driver.serve_flags
+    flags = target.driver.launch.serve_flags
     try:
         command = serve.read(target.endpoint.serve or {},
                              is_server=lambda argv: flags is not None and flags.start(argv) is not None)

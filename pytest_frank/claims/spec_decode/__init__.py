@@ -17,7 +17,7 @@ from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.advice import advise
 from pytest_frank.claims.checks import Check, Context
 from pytest_frank.drivers import Driver, LlamaCppDriver, SglangDriver, VllmDriver
-from pytest_frank.drivers.protocols import Facts, Metrics
+from pytest_frank.drivers.protocols import Facts, Parts
 from pytest_frank.outcome.observation import Observation, Unseen
 from pytest_frank.outcome.verdict import Phrase, Text, fail, inconclusive
 from pytest_frank.runtime.chat import Reply, Request, send
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from pytest_frank.runtime.target import Target
 
 
-class Drafts(Facts, Metrics, Protocol):
+class Drafts(Facts, Parts, Protocol):
     """What the acceptance is measured and advised from: the drafting counters and the facts a
     fix names."""
 
@@ -120,36 +120,36 @@ def drafting(target: Target) -> Drafting:
     target.model_name()  # any probe it needs runs before the endpoint is held
     shape = target.need(slots.shape)
     with target.exclusive():
-        obs = Drafting(before=metrics.scrape(target, driver.metrics_path),
+        obs = Drafting(before=metrics.scrape(target, driver.metrics.path),
                        max_tokens=opts.max_tokens,
                        configured=None if isinstance(shape, Unseen) or not shape.seen
-                       else driver.speculative_live(shape.payloads))
+                       else driver.metrics.speculative_live(shape.payloads))
         for _ in range(ASKS):
             reply = send(target, Request(PROMPT, opts.max_tokens))
             obs.replies.append(reply)
             if obs.before.ok:
-                obs.after = metrics.scrape(target, driver.metrics_path)
+                obs.after = metrics.scrape(target, driver.metrics.path)
             drafted = _drafted(obs, driver)
             if drafted == 0 and reply.ok and obs.before.ok:
                 # Counters may trail the reply (vLLM publishes them from its engine loop).
                 time.sleep(COUNTER_LAG)
-                obs.after = metrics.scrape(target, driver.metrics_path)
+                obs.after = metrics.scrape(target, driver.metrics.path)
                 drafted = _drafted(obs, driver)
             if not reply.ok or not drafted or drafted >= opts.min_draft_tokens:
                 break  # failed, not drafting at all (asking again changes nothing), or enough
     return obs
 
 
-def _drafted(obs: Drafting, driver: Metrics) -> float | None:
+def _drafted(obs: Drafting, driver: Parts) -> float | None:
     """Draft tokens so far, from the counters or the replies' own timings; None if unknown.
     Gauges count no tokens: the tokens written stand in, so a brief answer is asked again."""
     if obs.after is not None and obs.after.ok:
-        for series in driver.spec_series:
+        for series in driver.metrics.spec_series:
             if series.counters and series.draft_tokens in obs.after.names():
                 return metrics.delta(obs.before, obs.after, series.draft_tokens)
             if not series.counters and series.rate_gauge in obs.after.names():
                 return _written(obs)
-    counts = [driver.draft_counts(r.engine) for r in obs.replies]
+    counts = [driver.metrics.draft_counts(r.engine) for r in obs.replies]
     return sum(c[0] for c in counts if c) if any(counts) else None
 
 
@@ -209,13 +209,13 @@ def _written(obs: Drafting) -> int:
     return sum(r.generated for r in obs.replies)
 
 
-def _judge_gauges(m: Acceptance, obs: Drafting, driver: Metrics, least: int, asked: str) -> None:
+def _judge_gauges(m: Acceptance, obs: Drafting, driver: Parts, least: int, asked: str) -> None:
     """Gauges hold the engine's latest logging window, not this probe's: too little written, or
     a window that was not refreshed, says nothing about the draft."""
     if _written(obs) < least:
         inconclusive(f"inconclusive ({_written(obs)} tokens written, fewer than min_draft_tokens "
                      f"{least}, over {asked}; the gauges count no draft tokens): {m.line()}")
-    series = next(s for s in driver.spec_series
+    series = next(s for s in driver.metrics.spec_series
                   if not s.counters and s.rate_gauge in obs.latest.names())
     before = (obs.before.total(series.rate_gauge), obs.before.total(series.length_gauge))
     if m.rate and before == (m.rate, m.mean_length):
@@ -223,16 +223,16 @@ def _judge_gauges(m: Acceptance, obs: Drafting, driver: Metrics, least: int, ask
                      f"window, not this probe's): {m.line()}")
 
 
-def _timings(obs: Drafting, driver: Metrics) -> tuple[int, int] | None:
+def _timings(obs: Drafting, driver: Parts) -> tuple[int, int] | None:
     """The replies' own draft counts, summed; None where the engine reports none."""
-    counts = [c for c in (driver.draft_counts(r.engine) for r in obs.replies) if c]
+    counts = [c for c in (driver.metrics.draft_counts(r.engine) for r in obs.replies) if c]
     return (sum(c[0] for c in counts), sum(c[1] for c in counts)) if counts else None
 
 
 def measure(obs: Drafting, driver: Drafts, timings) -> Acceptance:
     after, before = obs.latest, obs.before
     names = after.names()
-    for series in driver.spec_series:
+    for series in driver.metrics.spec_series:
         if series.counters and series.draft_tokens in names:
             return _from_counters(series, before, after)
         if not series.counters and series.rate_gauge in names:
@@ -242,13 +242,13 @@ def measure(obs: Drafting, driver: Drafts, timings) -> Acceptance:
         return Acceptance("the reply's timings.draft_n / draft_n_accepted (this build has no "
                         "spec_decode counters in /metrics)", timings[0], timings[1],
                         rate=_ratio(timings[1], timings[0]))
-    wanted = ", ".join(s.draft_tokens or s.rate_gauge for s in driver.spec_series)
+    wanted = ", ".join(s.draft_tokens or s.rate_gauge for s in driver.metrics.spec_series)
     seen = f"{after.exchange.url} has no {wanted} and the replies carry no draft counts"
     if obs.configured is False:
-        fail(f"speculative decoding is off: {driver.speculative_source} is false and {seen}",
+        fail(f"speculative decoding is off: {driver.metrics.speculative_source} is false and {seen}",
              spec_engage_fix(driver))
     if obs.configured:
-        fail(f"speculative decoding is configured ({driver.speculative_source}) but not "
+        fail(f"speculative decoding is configured ({driver.metrics.speculative_source}) but not "
              f"engaged: {seen}", spec_engage_fix(driver))
     fail(f"speculative decoding is not engaged: {seen} (not configured, or configured but not "
          f"engaged)", spec_engage_fix(driver))
@@ -273,10 +273,10 @@ def _require_metrics(obs: Drafting, driver: Driver) -> None:
     if scrape is None or scrape.ok:
         return
     ex = scrape.exchange
-    drafted = driver.draft_counts(obs.reply.engine) if obs.reply and obs.reply.ok else None
+    drafted = driver.metrics.draft_counts(obs.reply.engine) if obs.reply and obs.reply.ok else None
     seen = (f"; the reply's own timings show draft_n {drafted[0]}, accepted {drafted[1]}"
             if drafted else "")
-    if ex.status in driver.metrics_off_statuses:
+    if ex.status in driver.metrics.off_statuses:
         fail(f"{ex.url} answered {ex.status}: metrics are switched off, so drafting cannot be "
              f"measured{seen}", metrics_fix(driver))
     fail(f"{ex.url} {scrape.problem}{seen}", metrics_fix(driver))
@@ -297,7 +297,7 @@ def _judge_engaged(m: Acceptance, obs: Drafting, driver: Drafts) -> None:
         return
     if not m.draft_tokens or m.drafts == 0:
         if obs.configured is False:
-            fail(f"speculative decoding is off: {driver.speculative_source} is false, 0 draft "
+            fail(f"speculative decoding is off: {driver.metrics.speculative_source} is false, 0 draft "
                  f"tokens over {len(obs.replies)} generation(s) [source: {m.source}]",
                  spec_engage_fix(driver))
         fail(f"speculative decoding is configured but not engaged: 0 draft tokens over "

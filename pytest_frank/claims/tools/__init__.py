@@ -39,6 +39,7 @@ from pytest_frank.outcome.observation import Observation, Unseen
 from pytest_frank.outcome.verdict import Alt, Phrase, Text, fail, inconclusive
 from pytest_frank.runtime.chat import Reply, Request, send, shared, think_through
 from pytest_frank.runtime.probes import slot_shape
+from pytest_frank.runtime.known_errors import known_fix
 from pytest_frank.runtime.target import Target
 
 WEATHER = {"type": "function", "function": {
@@ -174,7 +175,7 @@ class Carried(Observation):
 def carried(target: Target) -> Carried:
     """Asked where a call was forced and text came back: whether the tools reached the model."""
     shape = target.need(slot_shape)
-    caps = None if isinstance(shape, Unseen) else target.driver.template_caps(
+    caps = None if isinstance(shape, Unseen) else target.driver.template.caps(
         shape.payloads).get("tools")
     counts = [send(target, Request(PROMPTS["required"], 1, tools=tools, tool_choice=choice))
               for tools, choice in ((TOOLS, "auto"), (None, None))]
@@ -708,7 +709,9 @@ def _fix(problems: list[str], driver, carried: Carried | None = None) -> Text | 
         return PARALLEL_FIX
     if NAME_IGNORED in causes:
         return "the server ignores a named tool_choice; set expect.tools.named: false if expected"
-    return next((WIRE_FIXES[c] for c in WIRE_FIXES if c in causes), None)
+    found = next((WIRE_FIXES[c] for c in WIRE_FIXES if c in causes), None)
+    # an error answer among them: the usual fix for its words (a reply no client can read)
+    return found or known_fix(driver, "\n".join(problems))
 
 
 def _doing(trials: Trials) -> str:
@@ -833,7 +836,7 @@ def template_family(driver: Driver, payloads: dict) -> str | None:
     it (frank init's comment); None where the engine's template says no family FAMILIES knows."""
     from pytest_frank.drivers import driver_for
 
-    read = driver.call_family(payloads)
+    read = driver.template.call_family(payloads)
     family = next((f for f in FAMILIES if read and f.name == read[0]), None)
     if family is None or read is None:
         return None
@@ -860,7 +863,7 @@ def tool_parser_fix(driver: Driver, leaked: str = "") -> Text:
     """How the engine turns the model's tool markup into tool calls; `leaked` (the markup left
     in content, where known) names the call format when it is one the engine's facts know."""
     family = leaked_family(leaked)
-    markers = driver.call_family_markers.get(family.name) if driver and family else None
+    markers = driver.template.call_family_markers.get(family.name) if driver and family else None
     parser = driver.call_family_parsers.get(family.name) if driver and family else None
     if family and markers:
         # --jinja as an alternative: a server that has it on still needs the family's template

@@ -13,7 +13,7 @@ from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.advice import advise
 from pytest_frank.claims.checks import Check, Context
 from pytest_frank.drivers import LlamaCppDriver, VllmDriver
-from pytest_frank.drivers.protocols import Facts, Metrics
+from pytest_frank.drivers.protocols import Facts, Parts
 from pytest_frank.outcome.observation import Observation, Unseen
 from pytest_frank.outcome.verdict import Phrase, Text, fail, inconclusive, not_applicable
 from pytest_frank.vram.memory import fmt_mib
@@ -288,7 +288,7 @@ def live(target: Target) -> Live:
     if measured.problem:
         return Live(measured=measured, failure=f"GPU memory could not be read: {measured.problem}")
     pool = _pool(target.driver, measured.metrics_text)
-    route = target.driver.kv_pool_route
+    route = target.driver.metrics.kv_pool_route
     if pool is None and route:
         ex = target.get(route)
         pool = _pool(target.driver, ex.body) if ex.ok else None
@@ -322,11 +322,11 @@ def _url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
-def _pool(driver: Metrics, text: str) -> KVPool | None:
+def _pool(driver: Parts, text: str) -> KVPool | None:
     from pytest_frank.vram.sources import VRAMSourceError
 
     try:
-        return driver.kv_pool(text) if text else None
+        return driver.metrics.kv_pool(text) if text else None
     except VRAMSourceError:
         return None
 

@@ -22,7 +22,7 @@ GEMMA = "{{ '<start_of_turn>' + role + '\\n' + content + '<end_of_turn>\\n' }}"
 CHATML_TOKENS = frozenset({"<|endoftext|>", "<|im_start|>", "<|im_end|>"})
 OWN = chat.Template(served=CHATML, end_token="<|im_end|>", model_file="/m/smollm2.gguf",
                     in_gguf=True, tokens=CHATML_TOKENS)
-GUESSED = chat.Template(served=LlamaCppDriver.fallback_template, end_token="<|im_end|>",
+GUESSED = chat.Template(served=LlamaCppDriver.template.fallback, end_token="<|im_end|>",
                         model_file="/m/base.gguf", in_gguf=False, tokens=CHATML_TOKENS)
 FOREIGN = chat.Template(served=GEMMA, end_token="<|im_end|>", model_file="/m/smollm2.gguf",
                         in_gguf=True, tokens=CHATML_TOKENS)

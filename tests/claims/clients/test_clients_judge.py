@@ -90,8 +90,8 @@ def test_late_system_message_refused_by_the_template_names_it_and_the_template_f
 
 def test_the_template_line_is_read_from_the_trace_folded_or_not():
     folded = " ".join(RAISED.split())
-    assert driver_for("llamacpp").template_line(folded) == driver_for(
-        "llamacpp").template_line(RAISED) == ("line 1, column 106: ...and not loop.first %}{{- "
+    assert driver_for("llamacpp").template.raised_at(folded) == driver_for(
+        "llamacpp").template.raised_at(RAISED) == ("line 1, column 106: ...and not loop.first %}{{- "
                                               "raise_exception('System message must be at the "
                                               "beginnin...")
 

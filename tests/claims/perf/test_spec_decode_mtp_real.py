@@ -135,5 +135,5 @@ def test_a_failed_start_for_another_reason_says_nothing_of_mtp():
     driver = LlamaCppDriver()
     port_taken = ("0.00.003.694 E srv    start: couldn't bind HTTP server socket, hostname: "
                   "127.0.0.1, port: 8080\n0.00.003.700 E srv    init: exiting")
-    assert driver.start_failure(port_taken) is None
+    assert driver.launch.start_failure(port_taken) is None
     assert known_fix(driver, port_taken) is None

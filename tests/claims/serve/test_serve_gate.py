@@ -302,7 +302,8 @@ def test_the_examples_gate_notes_the_weights_that_live_on_the_serving_host():
     examples = ROOT / "examples" / "serve" / "fleet.yaml"
     for name, ep in fleet.load(examples, claims=declared()).items():
         driver = driver_for(ep.engine)
-        cmd = read(ep.serve, is_server=lambda argv, d=driver: d.serve_flags.start(argv) is not None)
+        cmd = read(ep.serve,
+                   is_server=lambda argv, d=driver: d.launch.serve_flags.start(argv) is not None)
         found = findings(cmd, ep, driver)
         assert found and all(f.severity == "note" for f in found), (name, found)
         assert all(f"not checked here (the file lives on {ep.host})" in f.what
