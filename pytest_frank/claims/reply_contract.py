@@ -184,10 +184,16 @@ def reply_id(api: str, body: str, streamed: bool) -> str | None:
 
 def crossed(digests: list[Digest]) -> None:
     """A reply whose id another reply, to another request, gave itself first: one request's
-    answer handed to another (engines give every answer its own id)."""
+    answer handed to another (engines give every answer its own id). An id that three or more
+    requests' replies share is the server's one id for every answer, not a crossing: two
+    answers swapped or handed twice share theirs with one other request only."""
+    asked: dict[str, set[object]] = {}
+    for d in digests:
+        if d.reply_id is not None:
+            asked.setdefault(d.reply_id, set()).add(d.twin_key if d.twin_key is not None else id(d))
     first: dict[str, Digest] = {}
     for d in digests:
-        if d.reply_id is None:
+        if d.reply_id is None or len(asked[d.reply_id]) > 2:
             continue
         was = first.setdefault(d.reply_id, d)
         if was is d or (was.twin_key is not None and was.twin_key == d.twin_key):

@@ -266,6 +266,15 @@ def test_a_reply_that_is_another_requests_answer_is_named_crossed():
     assert "answers crossed between requests in flight" in line, line
 
 
+def test_a_server_that_gives_every_answer_one_id_is_not_named_crossed():
+    """Some servers (an emulator, a thin proxy) give every answer the same id: three requests'
+    replies sharing one id is that server's habit, not an answer handed to another request."""
+    asked = [keep("chat", {**CHAT_REQ, "messages": [{"role": "user", "content": word}]},
+                  json.dumps(CHAT)) for word in ("Hi.", "Hello.", "Hey.")]
+    rc.crossed(asked)
+    assert [b.kind for d in asked for b in d.breaches] == []
+
+
 def test_a_diagnosis_names_the_crossing_and_the_broken_contract_before_the_template():
     from pytest_frank.claims.diagnosis import CROSSED, GATEWAY, STREAM, TEMPLATE, Again, \
         Evidence, diagnose
