@@ -30,6 +30,8 @@ from pytest_frank.base import state
 from pytest_frank.fleet import Endpoint, OptionError, asks, expect_schemas, with_claims
 
 if typing.TYPE_CHECKING:
+    import pytest
+
     from pytest_frank.claims.checks import Check
 
 # Claim names are marker names and fleet.yaml `expect:` keys: a public interface (`-m tools`).
@@ -301,7 +303,7 @@ def asked(claim: str, endpoint: Endpoint) -> bool:
     return asks(claim, declared().get(claim), endpoint)
 
 
-def claim_of(item) -> str | None:
+def claim_of(item: pytest.Item) -> str | None:
     """The claim a test item's marks name (a battery test carries its claim's mark)."""
     for mark in item.iter_markers():
         if mark.name in CLAIMS:

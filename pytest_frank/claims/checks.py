@@ -18,6 +18,7 @@ from pytest_frank.outcome.observation import Obs
 if TYPE_CHECKING:
     from pytest_frank.drivers import Driver
     from pytest_frank.fleet import Endpoint
+    from pytest_frank.plugin.under_test import EndpointUnderTest
 
 Note = Callable[[str], None]
 
@@ -93,10 +94,10 @@ class Check(Generic[Obs, Opts]):
 
 def battery_test(check: Check[Any, Any]) -> Callable[..., None]:
     """A pytest test function for `check`, marked with its claim (and `offline`)."""
-    def with_case(endpoint, case) -> None:
+    def with_case(endpoint: EndpointUnderTest, case: str) -> None:
         endpoint.verify(check, case)
 
-    def plain(endpoint) -> None:
+    def plain(endpoint: EndpointUnderTest) -> None:
         endpoint.verify(check)
 
     test: Callable[..., None] = with_case if check.cases else plain
@@ -107,7 +108,7 @@ def battery_test(check: Check[Any, Any]) -> Callable[..., None]:
     return pytest.mark.offline(test) if check.offline else test
 
 
-def check_of(item) -> Check[Any, Any] | None:
+def check_of(item: pytest.Item) -> Check[Any, Any] | None:
     """The battery's check of a test; for a test of your own that calls `endpoint.verify(CHECK)`,
     the `Check` of the test's name in its module (its probe then runs in the probe phase too)."""
     found = getattr(getattr(item, "obj", None), "frank_check", None)

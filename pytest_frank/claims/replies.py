@@ -5,7 +5,8 @@ another answer than the plain one."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from pytest_frank.base import redact
 from pytest_frank.claims.advice import advise
@@ -16,6 +17,10 @@ from pytest_frank.drivers.protocols import Facts
 from pytest_frank.outcome.verdict import Phrase, Text, fail
 from pytest_frank.runtime.chat import headroom
 from pytest_frank.runtime.known_errors import known_fix
+from pytest_frank.transport.wire import Reply
+
+if TYPE_CHECKING:
+    from pytest_frank.claims.checks import Context
 
 THINK_TAGS = ("<think>", "</think>")
 # gpt-oss harmony's thinking is its analysis channel: this header left in content means no
@@ -27,7 +32,7 @@ def one_line(text: str | None, limit: int = 300) -> str:
     return redact.cut(redact.squeeze(redact.scrub(text or ""), limit), limit)
 
 
-def require_answer(reply, driver, doing: str) -> None:
+def require_answer(reply: Reply, driver: Driver, doing: str) -> None:
     """Fail on an error answer, naming the server's message and a known fix."""
     if reply.problem is None:
         return
@@ -37,7 +42,8 @@ def require_answer(reply, driver, doing: str) -> None:
          known_fix(driver, reply.problem, reply.status))
 
 
-def require_budget(reply, max_tokens: int, option: str, driver=None) -> None:
+def require_budget(reply: Reply, max_tokens: int | None, option: str,
+                   driver: Driver | None = None) -> None:
     """Empty content cut at the budget is thinking that ate max_tokens, not a broken endpoint;
     cut before it (usage says so), something else cut it."""
     if reply.cut and not reply.content.strip() and not reply.calls:
@@ -49,7 +55,7 @@ def require_budget(reply, max_tokens: int, option: str, driver=None) -> None:
              f"raise it: `{option}` in fleet.yaml, and give clients the same headroom")
 
 
-def require_thinking_ended(reply, driver, option: str) -> None:
+def require_thinking_ended(reply: Reply, driver: Driver, option: str) -> None:
     """For a check that judges the answer: the reply it judges is cut while thinking only when
     the larger budget (chat.think_through) ran out too, or none larger could be asked."""
     if not reply.thinking_cut:
@@ -70,7 +76,7 @@ def require_thinking_ended(reply, driver, option: str) -> None:
          endless_thinking_fix(driver))
 
 
-def require_not_cut_short(reply, driver=None) -> None:
+def require_not_cut_short(reply: Reply, driver: Driver | None = None) -> None:
     """A reply that says the budget ran out after fewer tokens than it was given was cut by
     neither that budget nor thinking: a proxy or the server capped it, or the context filled."""
     if not reply.cut_short:
@@ -84,7 +90,7 @@ def require_not_cut_short(reply, driver=None) -> None:
          budget_cap_fix(driver))
 
 
-def cut_while_thinking(reply, ctx, doing: str) -> bool:
+def cut_while_thinking(reply: Reply, ctx: Context[Any], doing: str) -> bool:
     """For a check that does not judge the answer: a reply cut by the budget while thinking (200,
     reasoning, no answer) shows the request was accepted and the model at work; noted, it passes."""
     if not reply.thinking_cut:
@@ -95,7 +101,7 @@ def cut_while_thinking(reply, ctx, doing: str) -> bool:
     return True
 
 
-def thinking_spent(replies, ctx, figure: bool = False) -> None:
+def thinking_spent(replies: Sequence[Reply], ctx: Context[Any], figure: bool = False) -> None:
     """How long the model thought: the `thinking_tokens` figure (with `figure`), and where a
     first budget ran out, the headroom clients need."""
     answered = [r for r in replies if r.ok and r.reasoning.strip() and not r.cut]
@@ -116,14 +122,14 @@ def thinking_spent(replies, ctx, figure: bool = False) -> None:
                  f"answers took: asked with {longest.max_tokens})")
 
 
-def reasoning_only(reply) -> bool:
+def reasoning_only(reply: Reply) -> bool:
     """Answered in full (not cut by the budget, which require_thinking_ended judges) with
     reasoning and neither content nor a tool call: a client has nothing to show or run."""
     return (reply.ok and not reply.cut and bool(reply.reasoning.strip())
             and not reply.content.strip() and not reply.calls)
 
 
-def require_not_reasoning_only(replies, driver, doing: str,
+def require_not_reasoning_only(replies: Sequence[Reply], driver: Driver, doing: str,
                                dropped_fix: Callable[[Driver | None], Text] | None = None,
                                evidence: Evidence | None = None) -> None:
     """Any reply that is reasoning alone fails as such, counted over the trials: it is the
@@ -157,7 +163,7 @@ def require_not_reasoning_only(replies, driver, doing: str,
 MARKUP_TOKENS = 8
 
 
-def unshown_tokens(reply) -> int:
+def unshown_tokens(reply: Reply) -> int:
     """Of the server's own count (usage), the tokens past its count of thinking, where it gives
     both and they are more than markup: the model wrote something the reply does not show."""
     if reply.tokens is None or reply.reasoning_tokens is None:
@@ -166,7 +172,7 @@ def unshown_tokens(reply) -> int:
     return past if past > MARKUP_TOKENS else 0
 
 
-def stream_difference(streamed, plain) -> str | None:
+def stream_difference(streamed: Reply, plain: Reply) -> str | None:
     """The first place a streamed reply and the plain one to the same greedy request part:
     reasoning, content (each without the whitespace at its ends, which parsers trim
     differently and no client shows), then the calls. Where either was cut by the budget, the
@@ -204,7 +210,7 @@ def text_difference(name: str, streamed: str, plain: str, cut: bool) -> tuple[in
                 f"{_from(b, at)!r}{twice}")
 
 
-def require_stream_agrees(streamed, plain, ctx, doing: str) -> None:
+def require_stream_agrees(streamed: Reply, plain: Reply, ctx: Context[Any], doing: str) -> None:
     """At temperature 0 the streamed reply reassembles into the plain reply to the same
     request: content, reasoning and calls. Sampled, two draws may differ honestly, so nothing
     is compared; a pair where either side did not answer is judged elsewhere."""
@@ -236,7 +242,7 @@ def _from(text: str, at: int, width: int = 60) -> str:
     return ("..." if start else "") + cut + ("..." if len(text) > at + width else "")
 
 
-def parsed_arguments(arguments):
+def parsed_arguments(arguments: Any) -> Any:
     """A call's arguments as clients use them: JSON text parsed, anything else as sent."""
     if isinstance(arguments, str):
         try:
@@ -246,7 +252,7 @@ def parsed_arguments(arguments):
     return arguments
 
 
-def require_no_think_tags(reply, driver) -> None:
+def require_no_think_tags(reply: Reply, driver: Driver) -> None:
     if any(tag in reply.content for tag in THINK_TAGS):
         fail(f"<think>/</think> inside content ({one_line(reply.content, 120)!r}): the reasoning "
              f"parser is missing or wrong, so clients show the thinking as the answer",

@@ -24,13 +24,19 @@ import re
 import warnings
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from pytest_frank.base import redact
 from pytest_frank.claims import stream_rules as rules
 from pytest_frank.claims.diagnosis import ENDED_EARLY
 from pytest_frank.claims.replies import parsed_arguments, text_difference
 from pytest_frank.transport.http import event_budget
+
+if TYPE_CHECKING:
+    # The SDKs' types are imported where a route's schema is first used (they load slowly).
+    from anthropic.types import Message
+    from openai.types.chat import ChatCompletion, ChatCompletionChunk
+    from openai.types.responses import Response
 
 APPENDED = "appended"  # every delta appended, as opencode and the AI SDK do
 OPENAI_SDK = "openai_sdk"  # the OpenAI SDK's ChatCompletionStreamState
@@ -484,11 +490,11 @@ def _path(loc: tuple) -> str:
 
 
 def _chat_types() -> Schema:
-    def whole():
+    def whole() -> type[ChatCompletion]:
         from openai.types.chat import ChatCompletion
         return ChatCompletion
 
-    def chunk():
+    def chunk() -> type[ChatCompletionChunk]:
         from openai.types.chat import ChatCompletionChunk
         return ChatCompletionChunk
 
@@ -515,7 +521,7 @@ def _union_members(union_name: str) -> dict[str, Any]:
 
 
 def _responses_types() -> Schema:
-    def whole():
+    def whole() -> type[Response]:
         from openai.types.responses import Response
         return Response
 
@@ -523,7 +529,7 @@ def _responses_types() -> Schema:
 
 
 def _messages_types() -> Schema:
-    def whole():
+    def whole() -> type[Message]:
         from anthropic.types import Message
         return Message
 
@@ -1005,7 +1011,7 @@ def _coherent(api: str, request: dict, objects: list[tuple[str, Any]],
     return out
 
 
-def _walk(node: Any, path: str = ""):
+def _walk(node: Any, path: str = "") -> Iterator[tuple[str, Any, Any]]:
     if isinstance(node, dict):
         for key, value in node.items():
             at = f"{path}.{key}" if path else str(key)

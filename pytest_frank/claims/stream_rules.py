@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 from pytest_frank.base import redact
 
@@ -70,7 +70,7 @@ def parse(body: str) -> Frames:
     return out
 
 
-def _lines(body: str):
+def _lines(body: str) -> Iterator[str]:
     """The body's lines, one at a time (a list of them could outweigh the body many times)."""
     start = 0
     for end in EOL.finditer(body):
