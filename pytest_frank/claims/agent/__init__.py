@@ -14,6 +14,7 @@ import json
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from pytest_frank.claims import Claim, option
 from pytest_frank.claims import Options as ClaimOptions
@@ -46,7 +47,8 @@ from pytest_frank.claims.tools import (
 )
 from pytest_frank.outcome.observation import Observation, Unseen
 from pytest_frank.outcome.verdict import Text, fail
-from pytest_frank.runtime.chat import Reply, Request, shared, think_through
+from pytest_frank.drivers.base import Driver
+from pytest_frank.runtime.chat import Call, Reply, Request, shared, think_through
 from pytest_frank.runtime.known_errors import known_fix
 from pytest_frank.runtime.target import Target
 
@@ -128,7 +130,7 @@ class Conversations(Observation):
     evidence: Evidence | None = None
 
 
-def _result(call, step: int) -> tuple[str, str]:
+def _result(call: Call, step: int) -> tuple[str, str]:
     """A tool result a model cannot have guessed: a JSON object with a fresh marker value."""
     marker = f"ref-{secrets.token_hex(4)}"
     args = call.arguments
@@ -186,7 +188,8 @@ def first_call(target: Target) -> Reply:
                                 "required", None, False, [{"role": "user", "content": prompt}]))
 
 
-def _conversations(target: Target, kind: str, stream=False, parallel=None) -> Conversations:
+def _conversations(target: Target, kind: str, stream: bool = False,
+                   parallel: bool | None = None) -> Conversations:
     opts = Options.on(target.endpoint)
     trials = [play(target, stream, parallel, share=i == 0) for i in range(opts.trials)]
     found = Conversations(kind=kind, trials=trials, steps=opts.steps)
@@ -206,7 +209,7 @@ def _conversations(target: Target, kind: str, stream=False, parallel=None) -> Co
 
 
 def turn_wrong(turns: list[Turn], n: int, steps: int, min_calls: int,
-               driver) -> Callable[[Reply], str | None]:
+               driver: Driver) -> Callable[[Reply], str | None]:
     """What is wrong with a reply in turn `n`'s place, judged as the conversation's judge does:
     a forced call's problems, or the final answer's."""
     def wrong(reply: Reply) -> str | None:
@@ -308,7 +311,7 @@ def held(turn: Turn) -> str:
     return ", ".join(roles)
 
 
-def conversation_problem(turns: list[Turn], steps: int, driver, grounded: bool = False,
+def conversation_problem(turns: list[Turn], steps: int, driver: Driver, grounded: bool = False,
                          min_calls: int = 1, carried: Carried | None = None,
                          tools: list[dict] = TOOLS) -> Problem | None:
     """The first reason this conversation is not a working agent loop; None when it is.
@@ -350,7 +353,7 @@ def unsigned(turns: list[Turn]) -> Problem | None:
     return None
 
 
-def answer_problem(turns: list[Turn], driver, grounded: bool = False) -> Problem | None:
+def answer_problem(turns: list[Turn], driver: Driver, grounded: bool = False) -> Problem | None:
     """The final turn, after the tool results: 200, text, finish stop, nothing leaked."""
     last, n = turns[-1], len(turns)
     reply = last.reply
@@ -390,7 +393,7 @@ def answer_problem(turns: list[Turn], driver, grounded: bool = False) -> Problem
     return None
 
 
-def _error(turn: Turn, n: int, driver) -> Problem:
+def _error(turn: Turn, n: int, driver: Driver) -> Problem:
     reply, what = turn.reply, "the tool call" if n == 1 else "the answer to the tool result"
     said = one_line(reply.problem, 240)
     if reply.status is None:
@@ -425,7 +428,7 @@ def _raised(error: str) -> str:
     return one_line(error[at:] if at >= 0 else error, 240)
 
 
-def call_args(arguments):
+def call_args(arguments: Any) -> Any:
     """A call's arguments as an object where they are JSON text (else as sent)."""
     if isinstance(arguments, str):
         try:
@@ -505,7 +508,7 @@ def _doing(convs: Conversations) -> str:
         f" ({convs.steps} call(s), then the answer)"
 
 
-def _parallel_applies(opts: Options, driver) -> str | None:
+def _parallel_applies(opts: Options, driver: Driver) -> str | None:
     return None if opts.parallel else (
         "expect.agent.parallel is not set (the endpoint does not claim parallel calls)")
 

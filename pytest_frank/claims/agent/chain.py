@@ -25,7 +25,8 @@ from pytest_frank.claims.replies import one_line
 from pytest_frank.claims.tools import PROMPTS, TOOLS
 from pytest_frank.outcome.observation import Observation, Unseen
 from pytest_frank.outcome.verdict import fail
-from pytest_frank.runtime.chat import Request, send, think_through
+from pytest_frank.drivers.base import Driver
+from pytest_frank.runtime.chat import Reply, Request, send, think_through
 from pytest_frank.runtime.target import Target
 
 # What Codex offers beside its functions: OpenAI's hosted search, and a freeform tool.
@@ -80,7 +81,8 @@ def chain(target: Target) -> Chain:
     think = target.endpoint.asks("reasoning")
     found = Chain()
 
-    def ask(prompt, messages=None, choice="auto", extra=None, stream=False) -> Turn:
+    def ask(prompt: str, messages: list[dict] | None = None, choice: str = "auto",
+            extra: dict | None = None, stream: bool = False) -> Turn:
         req = Request(prompt, opts.max_tokens, tools=TOOLS, tool_choice=choice,
                       messages=messages, extra=extra or {}, think=think, stream=stream)
         return Turn(sent=messages or [{"role": "user", "content": prompt}],
@@ -126,7 +128,7 @@ def _functions() -> list[dict]:
              "parameters": t["function"]["parameters"], "strict": False} for t in TOOLS]
 
 
-def _why_not(reply) -> str:
+def _why_not(reply: Reply) -> str:
     if not reply.ok:
         return one_line(reply.problem_line, 160)
     return "made no call" if not reply.calls else "came back without a response id"
@@ -153,7 +155,7 @@ def _offered_problem(turn: Turn) -> Problem | None:
     return None
 
 
-def _array_problem(found: Chain, driver) -> Problem | None:
+def _array_problem(found: Chain, driver: Driver) -> Problem | None:
     assert found.plain is not None and found.twin is not None and found.array is not None
     reply, twin = found.array.reply, found.twin.reply
     if answer_problem([found.plain, found.twin], driver) is not None:
@@ -180,7 +182,7 @@ def _short(prompt: int | None, whole: int | None) -> bool:
     return prompt is not None and whole is not None and whole - prompt >= DROPPED_TOKENS
 
 
-def _stores(reply) -> bool:
+def _stores(reply: Reply) -> bool:
     """Whether a refused chain says the server keeps no responses (not a lost call)."""
     lower = (reply.problem or "").lower()
     return ((reply.status in (400, 404, 501) and "previous_response" in lower
@@ -188,7 +190,7 @@ def _stores(reply) -> bool:
             or (reply.status == 404 and "not found" in lower))
 
 
-def _chain_problem(found: Chain, driver, ctx: Context[Options],
+def _chain_problem(found: Chain, driver: Driver, ctx: Context[Options],
                    streamed: bool = False) -> Problem | None:
     """Turn 2 by previous_response_id (`streamed`: the same turn asked streamed, once the
     plain one was answered)."""

@@ -13,14 +13,17 @@ turn of an agent then costs the whole history's prefill."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from pytest_frank.base.figures import COUNT, number
 from pytest_frank.claims.advice import advise
+from pytest_frank.claims.checks import Context
 from pytest_frank.claims.perf import cache_count_hint
 from pytest_frank.drivers import LlamaCppDriver, SglangDriver, VllmDriver
 from pytest_frank.drivers.base import Driver
 from pytest_frank.drivers.protocols import Facts, Parts
 from pytest_frank.outcome.verdict import Phrase, Text, fail
+from pytest_frank.transport.wire import Reply
 
 # Of the turn before's prompt: turn 2 shares all of it but the few tokens that open the reply
 # (llama.cpp reused 1069 of 1068 on the self-test model, 1064 on its hybrid), and a server that
@@ -63,7 +66,8 @@ def reuses(replies: list, driver: Parts) -> list[Reuse | None]:
     return found
 
 
-def require_prefix_reused(conversations: list[list], driver: Driver, ctx, doing: str) -> None:
+def require_prefix_reused(conversations: list[list[Reply]], driver: Driver, ctx: Context[Any],
+                          doing: str) -> None:
     """A later turn of some conversation took the prefix it shares with the turn before from
     the cache. The best turn is judged: one a neighbour's request pushed out of a slot is the
     load, every turn re-processed is the server."""

@@ -270,7 +270,7 @@ def dropped_fix(driver: Facts, names: list[str]) -> Text:
                      f"send `reasoning`"})
 
 
-def _applies(opts: Options, driver) -> str | None:
+def _applies(opts: Options, driver: Driver) -> str | None:
     if opts.reasoning_history is False:
         return "expect.agent.reasoning_history is false"
     if not driver.wire.history_reasoning_fields:

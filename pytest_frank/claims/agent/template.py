@@ -25,6 +25,7 @@ from pytest_frank.claims.agent import (
 from pytest_frank.claims.checks import Check, Context
 from pytest_frank.claims.replies import one_line
 from pytest_frank.claims.tools import PROMPTS, TOOLS
+from pytest_frank.drivers.base import Driver
 from pytest_frank.drivers.openai_chat import ChatWire, agent_history
 from pytest_frank.local.render import render
 from pytest_frank.outcome.observation import Observation, Unseen
@@ -201,7 +202,7 @@ def _lost_fix(missing: list[str]) -> str:
             f"engine itself drops them, update it")
 
 
-def _applies(opts: Options, driver) -> str | None:
+def _applies(opts: Options, driver: Driver) -> str | None:
     if not opts.template:
         return "expect.agent.template is false"
     if driver.counting.render_route is None:
