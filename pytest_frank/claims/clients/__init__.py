@@ -14,6 +14,7 @@ from pytest_frank.claims.checks import Check
 from pytest_frank.claims.clients.judge import judge
 from pytest_frank.claims.clients.options import CHOICES, Options
 from pytest_frank.claims.clients.play import play
+from pytest_frank.drivers.base import Driver
 
 __all__ = ["CHOICES", "CLAIM", "CLIENT", "Options", "names"]
 
@@ -25,7 +26,7 @@ CLAIM = Claim("clients",
               tests=("test_client",))
 
 
-def names(options: Options, driver) -> list[str]:
+def names(options: Options, driver: Driver) -> list[str]:
     return [name for name, _ in options.clients]
 
 

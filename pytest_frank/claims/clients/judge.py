@@ -6,6 +6,7 @@ of its request broke, and the usual fix."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from pytest_frank.claims.agent import REPEAT_FIX, TEMPLATE_WORDS, _raised, call_args
 from pytest_frank.claims.chat import edited_template_fix, wrong_template_fix
@@ -183,5 +184,5 @@ def _show(played: Played, ctx: Context[Options]) -> None:
                  "client's history holds one")
 
 
-def _args(arguments) -> str:
+def _args(arguments: Any) -> str:
     return arguments if isinstance(arguments, str) else json.dumps(arguments)

@@ -9,7 +9,7 @@ from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims import key_schemas
 from pytest_frank.claims.clients.profile import Choices
 from pytest_frank.claims.clients.registry import PROFILES
-from pytest_frank.fleet import OptionError
+from pytest_frank.fleet import Endpoint, OptionError
 
 CHOICES = tuple(key_schemas(Choices))
 
@@ -20,7 +20,7 @@ class Options(ClaimOptions):
     clients: tuple[tuple[str, Choices], ...] = tuple((name, Choices()) for name in PROFILES)
 
     @classmethod
-    def from_fleet(cls, value: Any, endpoint=None) -> Options:
+    def from_fleet(cls, value: Any, endpoint: Endpoint | None = None) -> Options:
         """`expect.clients`: true, or a list of names, each also a one-key mapping
         `{claude_code: {request_kb: 8}}`; raises OptionError naming the entry."""
         if not isinstance(value, list):

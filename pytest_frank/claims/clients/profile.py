@@ -11,6 +11,7 @@ from typing import Any
 
 from pytest_frank.claims import option
 from pytest_frank.claims.clients.filler import prose, size_of
+from pytest_frank.drivers.base import Driver
 from pytest_frank.runtime.chat import Call, Reply, Request
 
 PROMPT = ("Look at notes.txt in this project and tell me in one sentence what it is for. "
@@ -77,7 +78,7 @@ class Profile(abc.ABC):
     def build(self, choices: Choices, filler: str, budget: int | None) -> First:
         """The request with `filler` as the bulk of its instructions."""
 
-    def then(self, driver, first: First, reply: Reply, results: list[str]) -> Request:
+    def then(self, driver: Driver, first: First, reply: Reply, results: list[str]) -> Request:
         """The next request: the history with the assistant's calls and their results, in the
         shape the route's driver keeps it; profiles reshape it where their client differs."""
         sent = first.request.messages or []

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 LEVELS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 MAX_BYTES = 4 << 20
@@ -74,6 +75,6 @@ def _entries(data: dict, model: str, provider: str | None) -> list[tuple[str, di
     return found
 
 
-def _same_base(base, url: str) -> bool:
+def _same_base(base: Any, url: str) -> bool:
     strip = lambda u: str(u or "").rstrip("/").removesuffix("/v1")  # noqa: E731
     return strip(base) == strip(url)
