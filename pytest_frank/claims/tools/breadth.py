@@ -21,6 +21,7 @@ from pytest_frank.claims.tools import (
     tool_parser_fix,
 )
 from pytest_frank.drivers import LlamaCppDriver, VllmDriver
+from pytest_frank.drivers.base import Driver
 from pytest_frank.outcome.observation import Observation, Unseen
 from pytest_frank.outcome.verdict import Text, fail, inconclusive
 from pytest_frank.runtime.chat import Reply, Request, send, think_through
@@ -65,7 +66,7 @@ def depth(text: str) -> int:
 
 
 def entry_problem(entry: Entry, reply: Reply, budget: int,
-                  driver) -> tuple[str, Text | None] | None:
+                  driver: Driver) -> tuple[str, Text | None] | None:
     """Why this corpus call is unusable, and the fix; None when it validates."""
     if not reply.ok:
         return (f"answered {reply.status}: {one_line(reply.problem, 200)}" if reply.status
