@@ -15,7 +15,7 @@ from pytest_frank.base.figures import COUNT, number
 from pytest_frank.claims import Claim, option, slots
 from pytest_frank.claims import Options as ClaimOptions
 from pytest_frank.claims.advice import advise
-from pytest_frank.claims.checks import Check, Context
+from pytest_frank.claims.checks import Check, Context, Note
 from pytest_frank.drivers import Driver, LlamaCppDriver, SglangDriver, VllmDriver
 from pytest_frank.drivers.protocols import Facts, Parts
 from pytest_frank.outcome.observation import Observation, Unseen
@@ -184,7 +184,7 @@ def judge(obs: Drafting, ctx: Context[Options]) -> None:
     _judge_band(measured, ctx.options, driver)
 
 
-def _own_window(m: Acceptance, own: tuple[int, int], note) -> Acceptance:
+def _own_window(m: Acceptance, own: tuple[int, int], note: Note) -> Acceptance:
     """The counters' growth against what the probe's own replies drafted. Where other requests
     drafted too, the counters' rate is a mix: the replies' own counts are judged instead; where
     others drafted as much as the probe or more, nothing is judged (inconclusive, both counts)."""
@@ -229,7 +229,7 @@ def _timings(obs: Drafting, driver: Parts) -> tuple[int, int] | None:
     return (sum(c[0] for c in counts), sum(c[1] for c in counts)) if counts else None
 
 
-def measure(obs: Drafting, driver: Drafts, timings) -> Acceptance:
+def measure(obs: Drafting, driver: Drafts, timings: tuple[int, int] | None) -> Acceptance:
     after, before = obs.latest, obs.before
     names = after.names()
     for series in driver.metrics.spec_series:
@@ -254,11 +254,14 @@ def measure(obs: Drafting, driver: Drafts, timings) -> Acceptance:
          f"engaged)", spec_engage_fix(driver))
 
 
-def _from_counters(series, before, after) -> Acceptance:
-    tokens = metrics.delta(before, after, series.draft_tokens) or 0.0
-    accepted = metrics.delta(before, after, series.accepted) or 0.0
+def _from_counters(series: metrics.SpecSeries, before: metrics.Scrape,
+                   after: metrics.Scrape) -> Acceptance:
+    # A series the engine does not name counts as missing from the scrape: nothing grew.
+    tokens = (metrics.delta(before, after, series.draft_tokens) if series.draft_tokens else None) or 0.0
+    accepted = (metrics.delta(before, after, series.accepted) if series.accepted else None) or 0.0
     drafts = metrics.delta(before, after, series.drafts) if series.drafts else None
-    per_pos = metrics.label_deltas(before, after, series.per_position, "position")
+    per_pos = (metrics.label_deltas(before, after, series.per_position, "position")
+               if series.per_position else {})
     m = Acceptance(series.source, tokens, accepted, drafts, rate=_ratio(accepted, tokens))
     if drafts:
         m.mean_length = 1 + accepted / drafts
@@ -324,11 +327,11 @@ def _judge_band(m: Acceptance, options: Options, driver: Facts) -> None:
              spec_high_fix(driver))
 
 
-def _ratio(num, den) -> float | None:
+def _ratio(num: float, den: float | None) -> float | None:
     return num / den if den else None
 
 
-def _fmt(value) -> str:
+def _fmt(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.2f}"
 
 
