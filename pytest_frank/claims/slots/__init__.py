@@ -14,6 +14,7 @@ from pytest_frank.claims.advice import advise
 from pytest_frank.claims.checks import Check, Context
 from pytest_frank.claims.replies import one_line, require_answer
 from pytest_frank.drivers import LlamaCppDriver, VllmDriver
+from pytest_frank.drivers.base import Driver
 from pytest_frank.drivers.protocols import Facts
 from pytest_frank.outcome.observation import Observation, Unseen
 from pytest_frank.outcome.verdict import Alt, Phrase, Text, fail, inconclusive
@@ -76,7 +77,7 @@ def judge(shape: SlotShape, ctx: Context[Options]) -> None:
         _judge_ctx(shape, want_ctx, want_count or shape.count, driver)
 
 
-def _judge_ctx(shape: SlotShape, want: int, count: int | None, driver) -> None:
+def _judge_ctx(shape: SlotShape, want: int, count: int | None, driver: Driver) -> None:
     got = shape.ctx_per_slot
     if got is None:
         fail(f"the endpoint does not report its context per slot ({shape.source})")

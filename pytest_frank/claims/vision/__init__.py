@@ -22,6 +22,7 @@ from pytest_frank.claims.advice import advise
 from pytest_frank.claims.checks import Check, Context
 from pytest_frank.claims.replies import require_thinking_ended, thinking_spent
 from pytest_frank.drivers import LlamaCppDriver, VllmDriver
+from pytest_frank.drivers.base import Driver
 from pytest_frank.drivers.protocols import Facts
 from pytest_frank.outcome.observation import Observation
 from pytest_frank.outcome.verdict import Phrase, Text, fail
@@ -79,7 +80,7 @@ class Seen(Observation):
     max_tokens: int
 
 
-def forms(options: Options, driver) -> list[str]:
+def forms(options: Options, driver: Driver) -> list[str]:
     return list(options.forms or driver.wire.image_forms)
 
 
@@ -172,7 +173,7 @@ TOOL_RESULT_FIX = ("the Messages API carries a tool's images inside its tool_res
                    "translate the tool_result's image blocks, not only its text")
 
 
-def _answer(s: Shown, obs: Seen, driver) -> str:
+def _answer(s: Shown, obs: Seen, driver: Driver) -> str:
     r, form = s.reply, obs.form
     url = r.url
     if r.status is None and r.problem:

@@ -14,6 +14,7 @@ from pytest_frank.claims.advice import advise
 from pytest_frank.claims.checks import Check, Context
 from pytest_frank.drivers import LlamaCppDriver, VllmDriver
 from pytest_frank.drivers.protocols import Facts, Parts
+from pytest_frank.fleet import Endpoint
 from pytest_frank.outcome.observation import Observation, Unseen
 from pytest_frank.outcome.verdict import Phrase, Text, fail, inconclusive, not_applicable
 from pytest_frank.vram.memory import fmt_mib
@@ -188,7 +189,7 @@ def _launched(target: Target) -> dict[str, Any]:
     return {k: v for k, v in settings.items() if v is not None}
 
 
-def _served_model(target: Target, shape) -> tuple[str | None, str]:
+def _served_model(target: Target, shape: slots.SlotShape | None) -> tuple[str | None, str]:
     """(the model file the engine reports loading when this machine can read it, why not)."""
     path = target.driver.served_model_path(shape.payloads) if shape else None
     if path and Path(path).is_file():
@@ -300,7 +301,7 @@ def live(target: Target) -> Live:
     return obs
 
 
-def _gpu_elsewhere(endpoint, opts: Options) -> str | None:
+def _gpu_elsewhere(endpoint: Endpoint, opts: Options) -> str | None:
     """Why nvidia-smi here cannot read the endpoint's GPU: it runs on another machine. Decided
     from names and addresses alone; the endpoint is never contacted for it."""
     if (opts.source or "nvidia-smi") != "nvidia-smi":
@@ -381,7 +382,7 @@ def _apps(m: GpuReading) -> str:
     return f"\nprocesses on the GPU: {listed}"
 
 
-def _judge_pool(pool: KVPool, shape, driver: Facts) -> None:
+def _judge_pool(pool: KVPool, shape: slots.SlotShape | None, driver: Facts) -> None:
     need = shape.ctx_per_slot if shape else None
     if pool.tokens is None or need is None or pool.tokens >= need:
         return
