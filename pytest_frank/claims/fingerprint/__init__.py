@@ -26,6 +26,7 @@ from pytest_frank.claims.checks import Check, Context
 from pytest_frank.claims.replies import one_line
 from pytest_frank.outcome.observation import Observation, Unseen
 from pytest_frank.outcome.verdict import fail, inconclusive
+from pytest_frank.drivers.base import Driver
 from pytest_frank.runtime import sizing
 from pytest_frank.runtime.chat import Reply, Request, combine, send
 from pytest_frank.runtime.target import Target
@@ -104,7 +105,7 @@ def digest(prompt: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def greedy(driver) -> dict[str, Any]:
+def greedy(driver: Driver) -> dict[str, Any]:
     """Greedy, thinking off, off any cached prefix (the driver's switch: a repeat is computed
     as the first one was), and logprobs with one alternative where the API shape has them (a
     token that comes without one was not measured: Driver.unmeasured)."""
@@ -264,7 +265,7 @@ def _build(target: Target) -> str | None:
 
 
 # -- what is recorded, and how two records compare ----------------------------------------
-def record(reply: Reply, n: int, driver, prompt: str | None = None,
+def record(reply: Reply, n: int, driver: Driver, prompt: str | None = None,
            long: Long | None = None) -> dict[str, Any]:
     """The first n tokens, their logprobs (None for a token the server did not measure) and
     their alternatives; without logprobs, the answer's characters. With the prompt's digest
@@ -287,7 +288,7 @@ def record(reply: Reply, n: int, driver, prompt: str | None = None,
     return rec
 
 
-def records(obs: Asked, n: int, driver) -> dict[str, dict[str, Any]]:
+def records(obs: Asked, n: int, driver: Driver) -> dict[str, dict[str, Any]]:
     return {name: record(r, n, driver, obs.digests.get(name),
                          obs.long if name == "long" else None)
             for name, r in obs.replies.items() if r.ok}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from pytest_frank.base.figures import COUNT, number
@@ -25,6 +26,7 @@ from pytest_frank.claims.replies import (
 )
 from pytest_frank.drivers import LlamaCppDriver, VllmDriver
 from pytest_frank.drivers.openai_responses import LOGPROBS_INCLUDE
+from pytest_frank.drivers.base import Driver
 from pytest_frank.drivers.protocols import Facts
 from pytest_frank.outcome.observation import Observation
 from pytest_frank.outcome.verdict import Alt, Phrase, Text, fail, inconclusive
@@ -697,9 +699,9 @@ def _dropped(key: str, ctx: Context[Options]) -> str:
             f"front must pass {key} through")
 
 
-def _asked(param: str):
+def _asked(param: str) -> Callable[[Options, Driver], str | None]:
     """Applies where the API shape has the parameter and fleet.yaml does not turn it off."""
-    def applies(opts: Options, driver) -> str | None:
+    def applies(opts: Options, driver: Driver) -> str | None:
         if param not in driver.wire.shape_params:
             shape = "Responses" if driver.api == "responses" else driver.wire.api_shape
             return f"{ASKED.get(param, param)} is not part of the {shape} API shape"
@@ -724,7 +726,7 @@ COUNT_TOKENS = Check("test_params_count_tokens", "params", counted, judge_count_
                      applies=_asked("count_tokens"))
 
 
-def _counted(opts: Options, driver) -> str | None:
+def _counted(opts: Options, driver: Driver) -> str | None:
     """Asked on the chat route where the engine counts a conversation or renders it."""
     if not opts.prompt_tokens:
         return "expect.params.prompt_tokens is false"

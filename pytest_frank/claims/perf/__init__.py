@@ -12,6 +12,7 @@ from __future__ import annotations
 import statistics
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -23,6 +24,7 @@ from pytest_frank.claims.checks import Check, Context
 from pytest_frank.claims.diagnosis import Evidence, diagnose
 from pytest_frank.claims.evidence import facts
 from pytest_frank.drivers import LlamaCppDriver, SglangDriver, VllmDriver
+from pytest_frank.drivers.base import Driver
 from pytest_frank.drivers.protocols import Facts, Parts
 from pytest_frank.outcome.observation import Observation
 from pytest_frank.outcome.verdict import Phrase, Text, fail, inconclusive
@@ -188,7 +190,7 @@ def _settled(target: Target, start: metrics.Scrape | None, cold: Reply) -> metri
     return after if after.ok else None
 
 
-def _growth(driver, before: metrics.Scrape, after: metrics.Scrape) -> tuple[float, float]:
+def _growth(driver: Driver, before: metrics.Scrape, after: metrics.Scrape) -> tuple[float, float]:
     pair = _series(driver, after)
     if pair is None:
         return 0.0, 0.0
@@ -347,7 +349,7 @@ def _first_tokens(runs: list[Reply]) -> list[float]:
     return [run.first_token_s for run in runs if run.first_token_s is not None]
 
 
-def _list(values) -> str:
+def _list(values: Iterable[float | None]) -> str:
     return ", ".join("n/a" if v is None else number(v) for v in values)
 
 

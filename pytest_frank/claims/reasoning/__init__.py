@@ -5,6 +5,7 @@ is asked again with a larger budget (chat.think_through); how long the model tho
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pytest_frank.claims import Claim, option
@@ -22,6 +23,7 @@ from pytest_frank.claims.replies import (
 )
 from pytest_frank.claims.tools import forced_tools_fix
 from pytest_frank.drivers import AnthropicDriver, LlamaCppDriver, VllmDriver
+from pytest_frank.drivers.base import Driver
 from pytest_frank.drivers.protocols import Facts
 from pytest_frank.outcome.observation import Observation, Unseen
 from pytest_frank.outcome.verdict import Phrase, Text, fail
@@ -178,7 +180,7 @@ def judge_off(thought: Thought, ctx: Context[Options]) -> None:
     _answer(thought, ctx.driver, how)
 
 
-def _answer(thought: Thought, driver, how: str) -> None:
+def _answer(thought: Thought, driver: Driver, how: str) -> None:
     r = thought.reply
     require_answer(r, driver, how)
     if r.calls or r.tool_finish:  # no tools were sent: nothing but a forcing can make a call
@@ -193,7 +195,7 @@ def _answer(thought: Thought, driver, how: str) -> None:
              reasoning_parser_fix(driver) if landed else None)
 
 
-def _unless(option: str):
+def _unless(option: str) -> Callable[[Options, Driver], str | None]:
     return lambda opts, driver: (None if getattr(opts, option)
                                  else f"expect.reasoning.{option} is false")
 
