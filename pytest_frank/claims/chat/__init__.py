@@ -20,6 +20,7 @@ from pytest_frank.claims.checks import Check, Context
 from pytest_frank.claims.replies import THINK_TAGS, one_line, reasoning_parser_fix, require_answer
 from pytest_frank.claims.tools import forced_tools_fix
 from pytest_frank.drivers import LlamaCppDriver, VllmDriver
+from pytest_frank.drivers.base import Driver
 from pytest_frank.drivers.protocols import Facts
 from pytest_frank.outcome.observation import Observation, Unseen
 from pytest_frank.outcome.verdict import Phrase, Text, fail, inconclusive
@@ -188,7 +189,7 @@ def _tried(r: Reply) -> str:
     return f"max_tokens={r.first.max_tokens} ran out first, then this larger budget, {r.ceiling}"
 
 
-def _template_fault(t: Template, driver, r: Reply) -> None:
+def _template_fault(t: Template, driver: Driver, r: Reply) -> None:
     """Fail on what the server shows of its template, whatever this one answer reads like: the
     engine's guess where the GGUF has none, or another family's turn markers."""
     found = _definite(t, driver)
@@ -203,7 +204,7 @@ def _template_fault(t: Template, driver, r: Reply) -> None:
     fail(f"{found[0]}; a plain question got {said}", found[1])
 
 
-def _definite(t: Template, driver) -> tuple[str, Text] | None:
+def _definite(t: Template, driver: Driver) -> tuple[str, Text] | None:
     """No chat template in the GGUF (the engine guessed one), or a template of another family
     than the model's tokens; None where the server shows neither."""
     if t.in_gguf is False and t.served is not None and t.served == driver.template.fallback:

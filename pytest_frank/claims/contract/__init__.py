@@ -17,6 +17,7 @@ accepts (`lenient_requests`), so the failure names the engine and not a proxy.""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatch
 from urllib.parse import urlsplit
@@ -35,6 +36,7 @@ from pytest_frank.claims.replies import (
 from pytest_frank.drivers import LlamaCppDriver, VllmDriver
 from pytest_frank.drivers.base import Driver
 from pytest_frank.drivers.protocols import Facts, Wire
+from pytest_frank.fleet import Endpoint
 from pytest_frank.outcome.observation import Observation
 from pytest_frank.outcome.verdict import Inconclusive, Text, fail
 from pytest_frank.runtime import probes
@@ -60,7 +62,7 @@ class Case:
     fields: dict
 
 
-def _format(**schema) -> dict:
+def _format(**schema: object) -> dict:
     return {"response_format": {"type": "json_schema", "json_schema": schema}}
 
 
@@ -108,7 +110,7 @@ class Asked(Observation):
 
 
 # -- probes ---------------------------------------------------------------------------------
-def _ask(target: Target, cases, prompt: str = PROMPT) -> dict[str, Reply]:
+def _ask(target: Target, cases: Sequence[Case], prompt: str = PROMPT) -> dict[str, Reply]:
     return {c.key: send(target, Request(prompt, SHORT, extra=dict(c.fields))) for c in cases}
 
 
@@ -181,8 +183,8 @@ def judge_format_variants(obs: Asked, ctx: Context[params.Options]) -> None:
         _judge_json(obs.replies[case.key], case, ctx)
 
 
-def _judge_requests(obs: Asked, ctx: Context[params.Options], malformed, accepted, either,
-                    option: str) -> None:
+def _judge_requests(obs: Asked, ctx: Context[params.Options], malformed: Sequence[Case],
+                    accepted: Sequence[Case], either: Sequence[Case], option: str) -> None:
     """The worst first: a 5xx, no answer, a valid request refused, a malformed one accepted
     (`either`: a 4xx or an answer)."""
     for case in (*malformed, *accepted, *either):
@@ -310,7 +312,7 @@ def judge_tool_choice_none(obs: Asked, ctx: Context[tools.Options]) -> None:
         fail(f"{doing} answered empty content (finish_reason {r.finish!r})")
 
 
-def _asked(param: str, default: bool):
+def _asked(param: str, default: bool) -> Callable[[params.Options, Driver], str | None]:
     """Applies where the API shape has the request field and fleet.yaml asks it."""
     def applies(opts: params.Options, driver: Driver) -> str | None:
         if param not in driver.wire.shape_params:
@@ -550,7 +552,7 @@ GENERATING = ("chat", "reasoning", "reasoning_effort", "tools", "agent", "vision
 TWINNED = ("reasoning", "tools", "agent", "params")
 
 
-def _asking(claims: tuple[str, ...]):
+def _asking(claims: tuple[str, ...]) -> Callable[[Endpoint], bool]:
     return lambda endpoint: any(endpoint.asks(c) for c in claims)
 
 
