@@ -18,7 +18,6 @@ from pytest_frank.outcome.observation import Obs
 if TYPE_CHECKING:
     from pytest_frank.drivers import Driver
     from pytest_frank.fleet import Endpoint
-    from pytest_frank.plugin.under_test import EndpointUnderTest
 
 Note = Callable[[str], None]
 
@@ -34,6 +33,13 @@ class Figure(Protocol):
 
 
 Opts = TypeVar("Opts")  # a claim's options: pytest_frank.claims.<claim>.Options
+
+
+class Verifies(Protocol):
+    """The `endpoint` fixture a battery test receives (plugin.under_test.EndpointUnderTest),
+    named by what the test calls: the plugin imports the claims, not the other way round."""
+
+    def verify(self, check: Check[Any, Any], case: str | None = None) -> None: ...
 
 
 @dataclass
@@ -94,10 +100,10 @@ class Check(Generic[Obs, Opts]):
 
 def battery_test(check: Check[Any, Any]) -> Callable[..., None]:
     """A pytest test function for `check`, marked with its claim (and `offline`)."""
-    def with_case(endpoint: EndpointUnderTest, case: str) -> None:
+    def with_case(endpoint: Verifies, case: str) -> None:
         endpoint.verify(check, case)
 
-    def plain(endpoint: EndpointUnderTest) -> None:
+    def plain(endpoint: Verifies) -> None:
         endpoint.verify(check)
 
     test: Callable[..., None] = with_case if check.cases else plain
