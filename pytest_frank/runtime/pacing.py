@@ -181,7 +181,7 @@ class Pacing:
         except NotSent:  # its routes broke alike: the load is not known, nor said
             return
         error = ex.error or ""
-        slow.fix = self._slower_fix(ex.progress > 0 or bool(seen.decoded))
+        slow.fix = self._slower_fix(ex.progress > 0 or bool(seen.decoded), error)
         if not seen.saturated:
             return
         if others == 0 and seen.held() <= 1:  # the one busy slot may be the cut request's own
@@ -211,9 +211,20 @@ class Pacing:
                     "(or give the server more slots); restarting it would only drop the "
                     "requests in flight")
 
-    def _slower_fix(self, producing: bool) -> str:
+    def _slower_fix(self, producing: bool, error: str = "") -> str:
         """More time for a server that is slow: the settings that bound the wait, as set now;
-        conditional where nothing showed it generating."""
+        conditional where nothing showed it generating. Where a deadline cut the answer, that
+        deadline is the setting: the per-answer ones did not end it."""
+        label = self.deadline.label
+        if label and error.startswith(label):
+            where = ("`--frank-deadline`" if label.startswith("the run's")
+                     else "`deadline` for this endpoint in fleet.yaml")
+            more = f"give the run more time: raise {where}"
+            if producing:
+                return f"the server is slow, not broken, and {label} ended its answer: {more}"
+            return (f"{label} ended this answer before any of it came: if the server is only "
+                    f"slow (its log shows this request's tokens being generated), {more}; if it "
+                    f"generated nothing, read its log for a stuck request")
         more = (f"give its answers more time: lower `min_tokens_per_s` (now {self.floor:g} "
                 f"tok/s, {self.floor_from}) below the speed it decodes at under the battery's "
                 f"load, or raise `timeout` (now {self.timeout:g} s) for this endpoint in "
