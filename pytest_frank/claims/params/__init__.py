@@ -98,7 +98,7 @@ class Options(ClaimOptions):
         "a chat answer's usage.prompt_tokens equals the server's own count of the prompt its "
         "messages render to, give or take one token (llama.cpp /tokenize of /apply-template's "
         "prompt, vLLM /tokenize with the messages) (default true)"))
-    # pytest_frank.claims.contract: malformed requests refused (asked: llama.cpp accepts them),
+    # params/request_contract.py: malformed requests refused (asked: llama.cpp accepts them),
     # the response_format variants, the sampling fields
     validation: bool = option(False, about=(
         "chat shape: tool_choice \"required\" without tools or with tools [] and an unknown "
